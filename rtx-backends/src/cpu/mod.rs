@@ -1,0 +1,10 @@
+//! The CPU backend: loops over host memory, parallel over all cores with rayon.
+//!
+//! Invariant: work is split into fixed-size chunks of the output, never by how rayon happens
+//! to steal, so every result (float sums included) is the same run to run and on any number
+//! of threads.
+
+pub mod elementwise;
+
+/// Elements per parallel task. Fixed, so chunk boundaries never depend on the thread count.
+pub const CHUNK: usize = 1 << 14;

@@ -1,0 +1,15 @@
+//! rtx's devices: the CPU backend, storage, layouts and the device error.
+//!
+//! rtx-backends knows nothing about shapes as types or about autograd: it receives sizes and
+//! strides as plain numbers ([`Layout`]) and element types as [`rtx_kernels::Element`]s.
+
+pub mod cpu;
+mod device;
+mod error;
+mod layout;
+pub mod storage;
+
+pub use device::Device;
+pub use error::{BackendError, Result};
+pub use layout::{Layout, MAX_RANK, StridedOffsets};
+pub use storage::Storage;

@@ -1,0 +1,121 @@
+//! Backend entry points for elementwise ops: unary math, binary arithmetic, comparisons,
+//! `where`, casts and affine maps.
+
+use super::{Storage, same_device};
+use crate::cpu::elementwise::{map, zip_map, zip3_map};
+use crate::{Layout, Result};
+use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Signed, UnaryOp, UnaryOpT};
+
+impl<E: Element> Storage<E> {
+    /// A unary float op by its marker type (`exp`, `gelu`, ...), computed in `E::Acc`.
+    pub fn unary<O: UnaryOpT>(&self, l: &Layout) -> Result<Self>
+    where
+        E: Float,
+    {
+        match self {
+            Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| {
+                E::from_acc(O::apply(x.to_acc()))
+            }))),
+        }
+    }
+
+    /// Negation or absolute value of a signed type (integers included). Other ops are float-only
+    /// and go through [`Storage::unary`].
+    pub fn signed_unary(&self, op: UnaryOp, l: &Layout) -> Result<Self>
+    where
+        E: Signed,
+    {
+        let f: fn(E) -> E = match op {
+            UnaryOp::Abs => Signed::abs,
+            _ => Signed::neg,
+        };
+        match self {
+            Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, f))),
+        }
+    }
+
+    /// A binary op; both layouts already broadcast to the same sizes.
+    pub fn binary<O: BinaryOpT>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Self>
+    where
+        E: Num,
+    {
+        same_device(O::name(), self, rhs)?;
+        match (self, rhs) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => Ok(Storage::Cpu(zip_map(a, l, b, rl, O::apply))),
+        }
+    }
+
+    /// A comparison into booleans; both layouts already broadcast to the same sizes.
+    pub fn cmp<O: CmpOpT>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Storage<bool>> {
+        same_device("compare", self, rhs)?;
+        match (self, rhs) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => {
+                Ok(Storage::Cpu(zip_map(a, l, b, rl, O::apply::<E>)))
+            }
+        }
+    }
+
+    /// `x * mul + add` in one pass (used for scalar arithmetic and scaling).
+    pub fn affine(&self, l: &Layout, mul: E, add: E) -> Result<Self>
+    where
+        E: Num,
+    {
+        match self {
+            Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| x.mul(mul).add(add)))),
+        }
+    }
+
+    /// Clamps every element into `[lo, hi]` (NaN stays NaN).
+    pub fn clamp(&self, l: &Layout, lo: E, hi: E) -> Result<Self>
+    where
+        E: Num,
+    {
+        match self {
+            Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| {
+                if x < lo {
+                    lo
+                } else if x > hi {
+                    hi
+                } else {
+                    x
+                }
+            }))),
+        }
+    }
+
+    /// Converts every element to another element type.
+    pub fn cast<U: Element>(&self, l: &Layout) -> Result<Storage<U>> {
+        match self {
+            Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| x.cast::<U>()))),
+        }
+    }
+
+    /// `cond ? on_true : on_false`; all three layouts already broadcast to the same sizes.
+    pub fn where_cond(
+        cond: (&Storage<bool>, &Layout),
+        on_true: (&Self, &Layout),
+        on_false: (&Self, &Layout),
+    ) -> Result<Self> {
+        same_device("where", cond.0, on_true.0)?;
+        same_device("where", on_true.0, on_false.0)?;
+        match (cond.0, on_true.0, on_false.0) {
+            (Storage::Cpu(c), Storage::Cpu(a), Storage::Cpu(b)) => Ok(Storage::Cpu(zip3_map(
+                (c, cond.1),
+                (a, on_true.1),
+                (b, on_false.1),
+                |c, a, b| if c { a } else { b },
+            ))),
+        }
+    }
+}
+
+/// The op name of a binary marker, for errors.
+trait OpName {
+    fn name() -> &'static str;
+}
+
+impl<O: BinaryOpT> OpName for O {
+    fn name() -> &'static str {
+        rtx_kernels::Op::Binary(O::OP).name()
+    }
+}

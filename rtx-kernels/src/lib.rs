@@ -1,0 +1,12 @@
+//! rtx's kernel library: the element-type traits, the primitive-op list with each op's scalar
+//! function, and the Philox generator. Backends run these definitions; rtx-kernels knows
+//! nothing about devices, layouts or autograd.
+
+pub mod dtype;
+pub mod op;
+pub mod philox;
+
+pub use dtype::{DType, Element, Float, FloatMath, Num, Signed};
+pub use half::{bf16, f16};
+pub use op::{BinaryOp, BinaryOpT, CmpOp, CmpOpT, Op, UnaryOp, UnaryOpT};
+pub use philox::Philox;
