@@ -1,0 +1,32 @@
+//! rtx: a deep-learning framework in which the compiler checks tensor shapes and element types.
+//!
+//! A [`Tensor<S, E>`](Tensor) carries its shape `S` (a tuple of [`Const<N>`](shape::Const),
+//! `usize` and named [`Dyn<'B'>`](shape::Dyn) dims) and its element type `E` in its type.
+//! Start with [`prelude`], the book's "Tensors and shapes" chapter, and ARCHITECTURE.md.
+//!
+//! ```
+//! use rtx::prelude::*;
+//! let w: Tensor<Rank2<3, 2>> = Tensor::ones((Const, Const), Device::Cpu);
+//! let x: Tensor<(Dyn<'B'>, Const<3>)> = Tensor::full((Dyn(4), Const), 0.5, Device::Cpu);
+//! let y = x.matmul(&w).relu(); // [B, 3] x [3, 2] -> [B, 2], checked when compiling
+//! assert_eq!(y.dims(), &[4, 2]);
+//! ```
+
+mod error;
+pub mod shape;
+mod tensor;
+
+pub use error::{Error, Result};
+pub use rtx_backends::Device;
+pub use rtx_kernels::{DType, Element, Float, Num, Signed, bf16, f16};
+pub use tensor::*;
+
+/// Everything a model file usually needs, in one import.
+pub mod prelude {
+    pub use crate::shape::{
+        Axes2, Axes3, Axes4, Axes5, Axes6, Const, ConstShape, Dim, Dyn, Rank0, Rank1, Rank2, Rank3,
+        Rank4, Rank5, Rank6, Shape,
+    };
+    pub use crate::tensor::*;
+    pub use crate::{DType, Device, Element, Error, Float, Num, Result, Signed, bf16, f16};
+}

@@ -4,7 +4,12 @@
 //! to steal, so every result (float sums included) is the same run to run and on any number
 //! of threads.
 
+pub mod conv;
 pub mod elementwise;
+pub mod index;
+pub mod matmul;
+pub mod random;
+pub mod reduce;
 
 /// Elements per parallel task. Fixed, so chunk boundaries never depend on the thread count.
 pub const CHUNK: usize = 1 << 14;

@@ -2,7 +2,12 @@
 //! device. Each op family's entry points live in their own file below; the tensor layer calls
 //! only these, so adding a device means adding an arm here, not touching `rtx`.
 
+mod conv;
 mod elementwise;
+mod index;
+mod matmul;
+mod random;
+mod reduce;
 
 use crate::{BackendError, Device, Layout, Result};
 use rtx_kernels::Element;

@@ -1,0 +1,58 @@
+//! The one error type, and the policy on panics.
+//!
+//! Policy: what the type system proves cannot fail at run time. What it cannot prove (run-time
+//! dims, arguments such as indices, IO, device memory) is reported as [`Error`], naming the op,
+//! the shapes or the file. Every fallible op has a `try_` form returning `Result`; the plain form
+//! panics with the same message, and its docs say so under "Panics". Shape errors panic in the
+//! plain form for the same reason slice indexing does: they are bugs in the calling program,
+//! and a `?` on every arithmetic line would bury the model code.
+
+use rtx_backends::BackendError;
+
+/// Everything that can go wrong in rtx at run time.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum Error {
+    /// Two shapes that the op requires to agree do not.
+    #[error("{op}: shape mismatch: {lhs} vs {rhs}: {rule}")]
+    ShapeMismatch {
+        /// The op's name.
+        op: &'static str,
+        /// The first shape.
+        lhs: String,
+        /// The second shape.
+        rhs: String,
+        /// The rule broken.
+        rule: &'static str,
+    },
+    /// An argument was out of range or inconsistent.
+    #[error("{op}: {msg}")]
+    BadArgument {
+        /// The op's name.
+        op: &'static str,
+        /// What was wrong, with the numbers involved.
+        msg: String,
+    },
+    /// The backend could not run the op.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+/// Results of rtx operations.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Returns a [`Error::BadArgument`] from the current function.
+macro_rules! bail {
+    ($op:expr, $($fmt:tt)*) => {
+        return Err($crate::Error::BadArgument { op: $op, msg: format!($($fmt)*) })
+    };
+}
+pub(crate) use bail;
+
+/// Unwraps a result in a plain (panicking) op, with the error's message.
+#[track_caller]
+pub(crate) fn ok<T>(r: Result<T>) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => panic!("{e}"),
+    }
+}

@@ -1,0 +1,185 @@
+//! Shape rules that relate two shapes: equal dimensions and broadcasting.
+//!
+//! Each rule is a leaf trait with an `on_unimplemented` message naming both sides and the rule.
+//! Rule traits are implemented through [`DimEq`] with `#[diagnostic::do_not_recommend]`, so
+//! rustc reports the rule the user broke rather than the helper bound inside it.
+//!
+//! `Const<N>` equals only `Const<N>`; `Dyn<'B'>` equals only `Dyn<'B'>`; a plain `usize`
+//! equals anything but is checked at run time (the op's `try_` form returns the error).
+
+use super::{Const, Dim, Dyn, Shape};
+
+/// Two dimensions that must be equal.
+#[diagnostic::on_unimplemented(
+    message = "dimension mismatch: `{Self}` is not `{D}`",
+    label = "these dimensions must be equal",
+    note = "named run-time dims (`Dyn<'B'>`) only match the same name; a plain `usize` matches anything and is checked at run time"
+)]
+pub trait DimEq<D: Dim>: Dim {}
+
+#[diagnostic::do_not_recommend]
+impl<const N: usize> DimEq<Const<N>> for Const<N> {}
+#[diagnostic::do_not_recommend]
+impl<const C: char> DimEq<Dyn<C>> for Dyn<C> {}
+#[diagnostic::do_not_recommend]
+impl DimEq<usize> for usize {}
+#[diagnostic::do_not_recommend]
+impl<const N: usize> DimEq<usize> for Const<N> {}
+#[diagnostic::do_not_recommend]
+impl<const N: usize> DimEq<Const<N>> for usize {}
+#[diagnostic::do_not_recommend]
+impl<const C: char> DimEq<usize> for Dyn<C> {}
+#[diagnostic::do_not_recommend]
+impl<const C: char> DimEq<Dyn<C>> for usize {}
+
+/// The inner dimensions of a matrix product.
+#[diagnostic::on_unimplemented(
+    message = "dimension mismatch: `{Self}` is not `{D}`: the inner dimensions of a matmul must agree",
+    label = "the left operand's columns must equal the right operand's rows"
+)]
+pub trait MatmulInner<D: Dim>: Dim {}
+#[diagnostic::do_not_recommend]
+impl<A: DimEq<B>, B: Dim> MatmulInner<B> for A {}
+
+/// The batch dimensions of a batched matrix product.
+#[diagnostic::on_unimplemented(
+    message = "dimension mismatch: `{Self}` is not `{D}`: the batch dimensions of a batched matmul must agree",
+    label = "batch dimensions must be equal (expand size-1 batch dims explicitly)"
+)]
+pub trait BatchDimsAgree<D: Dim>: Dim {}
+#[diagnostic::do_not_recommend]
+impl<A: DimEq<B>, B: Dim> BatchDimsAgree<B> for A {}
+
+/// Dimensions that must agree when joining tensors (concat, stack) or combining them
+/// elementwise (`where`).
+#[diagnostic::on_unimplemented(
+    message = "dimension mismatch: `{Self}` is not `{D}`: tensors joined or combined must agree outside the joined axis",
+    label = "these dimensions must be equal"
+)]
+pub trait JoinDimsAgree<D: Dim>: Dim {}
+#[diagnostic::do_not_recommend]
+impl<A: DimEq<B>, B: Dim> JoinDimsAgree<B> for A {}
+
+/// Channel counts of a convolution: input channels must equal the weight's input channels
+/// times the groups.
+#[diagnostic::on_unimplemented(
+    message = "dimension mismatch: `{Self}` is not `{D}`: a convolution's weight must match the input channels",
+    label = "these channel counts must be equal"
+)]
+pub trait ChannelsAgree<D: Dim>: Dim {}
+#[diagnostic::do_not_recommend]
+impl<A: DimEq<B>, B: Dim> ChannelsAgree<B> for A {}
+
+/// Two shapes that broadcast together, and the shape of the result.
+///
+/// Broadcasting is implicit only where it can be typed without overlapping impls: the smaller
+/// shape's dims must equal the trailing dims of the larger (`[B, N] + [N]`), and a scalar `()`
+/// goes with anything. A size-1 dim is expanded explicitly with `broadcast_to`.
+#[diagnostic::on_unimplemented(
+    message = "cannot broadcast `{Self}` with `{Rhs}`: trailing dimensions must be equal",
+    label = "shapes do not broadcast",
+    note = "implicit broadcasting adds leading dims only; expand size-1 dims explicitly with `.broadcast_to()`"
+)]
+pub trait BroadcastShapes<Rhs: Shape>: Shape {
+    /// The shape of the result.
+    type Output: Shape;
+}
+
+#[diagnostic::do_not_recommend]
+impl<> BroadcastShapes<()> for () { type Output = (); }
+#[diagnostic::do_not_recommend]
+impl<B0: Dim> BroadcastShapes<(B0,)> for () { type Output = (B0,); }
+#[diagnostic::do_not_recommend]
+impl<B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for () { type Output = (B0, B1); }
+#[diagnostic::do_not_recommend]
+impl<B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for () { type Output = (B0, B1, B2); }
+#[diagnostic::do_not_recommend]
+impl<B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for () { type Output = (B0, B1, B2, B3); }
+#[diagnostic::do_not_recommend]
+impl<B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for () { type Output = (B0, B1, B2, B3, B4); }
+#[diagnostic::do_not_recommend]
+impl<B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for () { type Output = (B0, B1, B2, B3, B4, B5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim> BroadcastShapes<()> for (A0,) { type Output = (A0,); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0,) where A0: DimEq<B0> { type Output = (A0,); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0,) where A0: DimEq<B1> { type Output = (B0, B1); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0,) where A0: DimEq<B2> { type Output = (B0, B1, B2); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0,) where A0: DimEq<B3> { type Output = (B0, B1, B2, B3); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0,) where A0: DimEq<B4> { type Output = (B0, B1, B2, B3, B4); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0,) where A0: DimEq<B5> { type Output = (B0, B1, B2, B3, B4, B5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim> BroadcastShapes<()> for (A0, A1) { type Output = (A0, A1); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1) where A1: DimEq<B0> { type Output = (A0, A1); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1) where A0: DimEq<B0>, A1: DimEq<B1> { type Output = (A0, A1); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1) where A0: DimEq<B1>, A1: DimEq<B2> { type Output = (B0, B1, B2); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1) where A0: DimEq<B2>, A1: DimEq<B3> { type Output = (B0, B1, B2, B3); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1) where A0: DimEq<B3>, A1: DimEq<B4> { type Output = (B0, B1, B2, B3, B4); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1) where A0: DimEq<B4>, A1: DimEq<B5> { type Output = (B0, B1, B2, B3, B4, B5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim> BroadcastShapes<()> for (A0, A1, A2) { type Output = (A0, A1, A2); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1, A2) where A2: DimEq<B0> { type Output = (A0, A1, A2); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1, A2) where A1: DimEq<B0>, A2: DimEq<B1> { type Output = (A0, A1, A2); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1, A2) where A0: DimEq<B0>, A1: DimEq<B1>, A2: DimEq<B2> { type Output = (A0, A1, A2); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2) where A0: DimEq<B1>, A1: DimEq<B2>, A2: DimEq<B3> { type Output = (B0, B1, B2, B3); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2) where A0: DimEq<B2>, A1: DimEq<B3>, A2: DimEq<B4> { type Output = (B0, B1, B2, B3, B4); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2) where A0: DimEq<B3>, A1: DimEq<B4>, A2: DimEq<B5> { type Output = (B0, B1, B2, B3, B4, B5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim> BroadcastShapes<()> for (A0, A1, A2, A3) { type Output = (A0, A1, A2, A3); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1, A2, A3) where A3: DimEq<B0> { type Output = (A0, A1, A2, A3); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1, A2, A3) where A2: DimEq<B0>, A3: DimEq<B1> { type Output = (A0, A1, A2, A3); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1, A2, A3) where A1: DimEq<B0>, A2: DimEq<B1>, A3: DimEq<B2> { type Output = (A0, A1, A2, A3); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2, A3) where A0: DimEq<B0>, A1: DimEq<B1>, A2: DimEq<B2>, A3: DimEq<B3> { type Output = (A0, A1, A2, A3); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3) where A0: DimEq<B1>, A1: DimEq<B2>, A2: DimEq<B3>, A3: DimEq<B4> { type Output = (B0, B1, B2, B3, B4); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2, A3) where A0: DimEq<B2>, A1: DimEq<B3>, A2: DimEq<B4>, A3: DimEq<B5> { type Output = (B0, B1, B2, B3, B4, B5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim> BroadcastShapes<()> for (A0, A1, A2, A3, A4) { type Output = (A0, A1, A2, A3, A4); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1, A2, A3, A4) where A4: DimEq<B0> { type Output = (A0, A1, A2, A3, A4); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1, A2, A3, A4) where A3: DimEq<B0>, A4: DimEq<B1> { type Output = (A0, A1, A2, A3, A4); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1, A2, A3, A4) where A2: DimEq<B0>, A3: DimEq<B1>, A4: DimEq<B2> { type Output = (A0, A1, A2, A3, A4); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2, A3, A4) where A1: DimEq<B0>, A2: DimEq<B1>, A3: DimEq<B2>, A4: DimEq<B3> { type Output = (A0, A1, A2, A3, A4); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3, A4) where A0: DimEq<B0>, A1: DimEq<B1>, A2: DimEq<B2>, A3: DimEq<B3>, A4: DimEq<B4> { type Output = (A0, A1, A2, A3, A4); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2, A3, A4) where A0: DimEq<B1>, A1: DimEq<B2>, A2: DimEq<B3>, A3: DimEq<B4>, A4: DimEq<B5> { type Output = (B0, B1, B2, B3, B4, B5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim> BroadcastShapes<()> for (A0, A1, A2, A3, A4, A5) { type Output = (A0, A1, A2, A3, A4, A5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1, A2, A3, A4, A5) where A5: DimEq<B0> { type Output = (A0, A1, A2, A3, A4, A5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1, A2, A3, A4, A5) where A4: DimEq<B0>, A5: DimEq<B1> { type Output = (A0, A1, A2, A3, A4, A5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1, A2, A3, A4, A5) where A3: DimEq<B0>, A4: DimEq<B1>, A5: DimEq<B2> { type Output = (A0, A1, A2, A3, A4, A5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2, A3, A4, A5) where A2: DimEq<B0>, A3: DimEq<B1>, A4: DimEq<B2>, A5: DimEq<B3> { type Output = (A0, A1, A2, A3, A4, A5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3, A4, A5) where A1: DimEq<B0>, A2: DimEq<B1>, A3: DimEq<B2>, A4: DimEq<B3>, A5: DimEq<B4> { type Output = (A0, A1, A2, A3, A4, A5); }
+#[diagnostic::do_not_recommend]
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2, A3, A4, A5) where A0: DimEq<B0>, A1: DimEq<B1>, A2: DimEq<B2>, A3: DimEq<B3>, A4: DimEq<B4>, A5: DimEq<B5> { type Output = (A0, A1, A2, A3, A4, A5); }

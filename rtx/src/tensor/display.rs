@@ -1,0 +1,1 @@
+//! Printing tensors as PyTorch does.

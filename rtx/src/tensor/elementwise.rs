@@ -1,0 +1,423 @@
+//! Elementwise math: float functions, arithmetic with broadcasting, comparisons, `where`, and
+//! the operator traits.
+//!
+//! Broadcasting follows DESIGN.md: implicit when the smaller shape equals the trailing dims of
+//! the larger (or is a scalar), explicit (`broadcast_to`) for size-1 dims. Run-time dims are
+//! held to the same rule when the op runs.
+
+use super::Tensor;
+use crate::error::{Error, Result, ok};
+use crate::shape::rules::BroadcastShapes;
+use crate::shape::{Shape, describe};
+use rtx_backends::{Device, Layout, Storage};
+use rtx_kernels::op::markers;
+use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Op, Signed, UnaryOp, UnaryOpT};
+
+/// A right-hand operand: a tensor (by value or reference) or a plain scalar, which broadcasts
+/// to anything.
+pub trait Operand<E: Element> {
+    /// The operand's shape (`()` for a scalar).
+    type Shape: Shape;
+    /// The operand as a tensor on `device`.
+    fn into_tensor(self, device: Device) -> Result<Tensor<Self::Shape, E>>;
+}
+
+impl<E: Element> Operand<E> for E {
+    type Shape = ();
+    fn into_tensor(self, device: Device) -> Result<Tensor<(), E>> {
+        Tensor::try_full((), self, device)
+    }
+}
+
+impl<S: Shape, E: Element> Operand<E> for &Tensor<S, E> {
+    type Shape = S;
+    fn into_tensor(self, _: Device) -> Result<Tensor<S, E>> {
+        Ok(self.clone())
+    }
+}
+
+impl<S: Shape, E: Element> Operand<E> for Tensor<S, E> {
+    type Shape = S;
+    fn into_tensor(self, _: Device) -> Result<Tensor<S, E>> {
+        Ok(self)
+    }
+}
+
+/// The layouts of two operands broadcast to their common sizes, and the result shape.
+pub(crate) fn broadcast_pair<A: Shape, B: Shape, O: Shape, E1: Element, E2: Element>(
+    op: &'static str,
+    a: &Tensor<A, E1>,
+    b: &Tensor<B, E2>,
+) -> Result<(Layout, Layout, O)> {
+    let (da, db) = (a.dims(), b.dims());
+    let big = if da.len() >= db.len() { da } else { db };
+    let small = if da.len() >= db.len() { db } else { da };
+    let mismatch = || Error::ShapeMismatch {
+        op,
+        lhs: describe(&a.shape()),
+        rhs: describe(&b.shape()),
+        rule: "trailing dimensions must be equal (expand size-1 dims explicitly with broadcast_to)",
+    };
+    if big[big.len() - small.len()..] != *small {
+        return Err(mismatch());
+    }
+    let out = O::from_dims(&big).ok_or_else(mismatch)?;
+    let la = a.layout().broadcast_to(&big).ok_or_else(mismatch)?;
+    let lb = b.layout().broadcast_to(&big).ok_or_else(mismatch)?;
+    Ok((la, lb, out))
+}
+
+impl<S: Shape, E: Float> Tensor<S, E> {
+    /// Applies a unary float op given by its marker type; the named methods below call this.
+    pub fn try_unary<O: UnaryOpT>(&self) -> Result<Self> {
+        Ok(Tensor::from_storage(self.storage().unary::<O>(self.layout())?, self.shape()))
+    }
+
+    fn unary<O: UnaryOpT>(&self) -> Self {
+        ok(self.try_unary::<O>())
+    }
+
+    /// e^x, elementwise.
+    pub fn exp(&self) -> Self {
+        self.unary::<markers::Exp>()
+    }
+    /// The natural logarithm, elementwise.
+    pub fn log(&self) -> Self {
+        self.unary::<markers::Log>()
+    }
+    /// ln(1 + x), accurate near zero.
+    pub fn log1p(&self) -> Self {
+        self.unary::<markers::Log1p>()
+    }
+    /// The square root, elementwise.
+    pub fn sqrt(&self) -> Self {
+        self.unary::<markers::Sqrt>()
+    }
+    /// 1 / sqrt(x), elementwise.
+    pub fn rsqrt(&self) -> Self {
+        self.unary::<markers::Rsqrt>()
+    }
+    /// 1 / x, elementwise.
+    pub fn recip(&self) -> Self {
+        self.unary::<markers::Recip>()
+    }
+    /// The sine, elementwise.
+    pub fn sin(&self) -> Self {
+        self.unary::<markers::Sin>()
+    }
+    /// The cosine, elementwise.
+    pub fn cos(&self) -> Self {
+        self.unary::<markers::Cos>()
+    }
+    /// The hyperbolic tangent, elementwise.
+    pub fn tanh(&self) -> Self {
+        self.unary::<markers::Tanh>()
+    }
+    /// The error function, elementwise.
+    pub fn erf(&self) -> Self {
+        self.unary::<markers::Erf>()
+    }
+    /// max(x, 0), elementwise.
+    pub fn relu(&self) -> Self {
+        self.unary::<markers::Relu>()
+    }
+    /// 1 / (1 + e^-x), elementwise.
+    pub fn sigmoid(&self) -> Self {
+        self.unary::<markers::Sigmoid>()
+    }
+    /// GELU in its exact form, x * Φ(x) (PyTorch's `approximate='none'`).
+    pub fn gelu(&self) -> Self {
+        self.unary::<markers::Gelu>()
+    }
+    /// GELU in its tanh form (PyTorch's `approximate='tanh'`).
+    pub fn gelu_tanh(&self) -> Self {
+        self.unary::<markers::GeluTanh>()
+    }
+    /// x * sigmoid(x), elementwise (also called swish).
+    pub fn silu(&self) -> Self {
+        self.unary::<markers::Silu>()
+    }
+    /// ln(1 + e^x), elementwise; x itself above 20, as PyTorch's default threshold.
+    pub fn softplus(&self) -> Self {
+        self.unary::<markers::Softplus>()
+    }
+}
+
+impl<S: Shape, E: Signed> Tensor<S, E> {
+    /// -x, elementwise (integers wrap).
+    pub fn neg(&self) -> Self {
+        ok(self.try_signed(UnaryOp::Neg))
+    }
+
+    /// |x|, elementwise.
+    pub fn abs(&self) -> Self {
+        ok(self.try_signed(UnaryOp::Abs))
+    }
+
+    fn try_signed(&self, op: UnaryOp) -> Result<Self> {
+        Ok(Tensor::from_storage(self.storage().signed_unary(op, self.layout())?, self.shape()))
+    }
+}
+
+impl<S: Shape, E: Num> Tensor<S, E> {
+    /// A binary op given by its marker type, broadcasting as DESIGN.md says; the operators and
+    /// the named methods call this.
+    pub fn try_binary<O: BinaryOpT, R: Operand<E>>(
+        &self,
+        rhs: R,
+    ) -> Result<Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>>
+    where
+        S: BroadcastShapes<R::Shape>,
+    {
+        let rhs = rhs.into_tensor(self.device())?;
+        let (la, lb, shape) = broadcast_pair(Op::Binary(O::OP).name(), self, &rhs)?;
+        let out = self.storage().binary::<O>(&la, rhs.storage(), &lb)?;
+        Ok(Tensor::from_storage(out, shape))
+    }
+
+    /// The larger of each pair of elements (NaN wins), broadcasting.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let t: Tensor<Rank1<3>> = Tensor::from_array([-1.0, 0.5, 2.0], Device::Cpu);
+    /// assert_eq!(t.maximum(0.0).to_vec(), vec![0.0, 0.5, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn maximum<R: Operand<E>>(&self, rhs: R) -> Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>
+    where
+        S: BroadcastShapes<R::Shape>,
+    {
+        ok(self.try_binary::<markers::Max, R>(rhs))
+    }
+
+    /// The smaller of each pair of elements (NaN wins), broadcasting.
+    #[track_caller]
+    pub fn minimum<R: Operand<E>>(&self, rhs: R) -> Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>
+    where
+        S: BroadcastShapes<R::Shape>,
+    {
+        ok(self.try_binary::<markers::Min, R>(rhs))
+    }
+
+    /// Each element raised to the power of the matching element of `rhs` (or of a scalar).
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let t: Tensor<Rank1<3>> = Tensor::from_array([1.0, 2.0, 3.0], Device::Cpu);
+    /// assert_eq!(t.pow(2.0).to_vec(), vec![1.0, 4.0, 9.0]);
+    /// ```
+    #[track_caller]
+    pub fn pow<R: Operand<E>>(&self, rhs: R) -> Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>
+    where
+        S: BroadcastShapes<R::Shape>,
+    {
+        ok(self.try_binary::<markers::Pow, R>(rhs))
+    }
+
+    /// Clamps every element into `[min, max]`; NaN stays NaN.
+    pub fn clamp(&self, min: E, max: E) -> Self {
+        ok(self.try_clamp(min, max))
+    }
+
+    /// [`Tensor::clamp`], returning an error when `min > max`.
+    pub fn try_clamp(&self, min: E, max: E) -> Result<Self> {
+        if min > max {
+            crate::error::bail!("clamp", "min {min:?} is greater than max {max:?}");
+        }
+        let out = self.storage().clamp(self.layout(), min, max)?;
+        Ok(Tensor::from_storage(out, self.shape()))
+    }
+}
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// A comparison given by its marker type, broadcasting; the named methods call this.
+    pub fn try_compare<O: CmpOpT, R: Operand<E>>(
+        &self,
+        rhs: R,
+    ) -> Result<Tensor<<S as BroadcastShapes<R::Shape>>::Output, bool>>
+    where
+        S: BroadcastShapes<R::Shape>,
+    {
+        let rhs = rhs.into_tensor(self.device())?;
+        let (la, lb, shape) = broadcast_pair(Op::Cmp(O::OP).name(), self, &rhs)?;
+        let out = self.storage().cmp::<O>(&la, rhs.storage(), &lb)?;
+        Ok(Tensor::from_storage(out, shape))
+    }
+
+    /// Elements chosen from `self` where `cond` holds and from `other` elsewhere (PyTorch's
+    /// `self.where(cond, other)`); `cond` and `other` broadcast to `self`'s shape.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let x: Tensor<Rank1<3>> = Tensor::from_array([1.0, -2.0, 3.0], Device::Cpu);
+    /// assert_eq!(x.where_cond(&x.gt(0.0), 0.0).to_vec(), vec![1.0, 0.0, 3.0]);
+    /// ```
+    #[track_caller]
+    pub fn where_cond<C: Shape, R: Operand<E>>(&self, cond: &Tensor<C, bool>, other: R) -> Self
+    where
+        C: BroadcastShapes<S, Output = S>,
+        R::Shape: BroadcastShapes<S, Output = S>,
+    {
+        ok(self.try_where_cond(cond, other))
+    }
+
+    /// [`Tensor::where_cond`], returning run-time shape errors.
+    pub fn try_where_cond<C: Shape, R: Operand<E>>(&self, cond: &Tensor<C, bool>, other: R) -> Result<Self>
+    where
+        C: BroadcastShapes<S, Output = S>,
+        R::Shape: BroadcastShapes<S, Output = S>,
+    {
+        let other = other.into_tensor(self.device())?;
+        let (lc, _, _) = broadcast_pair::<C, S, S, bool, E>("where", cond, self)?;
+        let (lo, _, _) = broadcast_pair::<R::Shape, S, S, E, E>("where", &other, self)?;
+        let out = Storage::where_cond(
+            (cond.storage(), &lc),
+            (self.storage(), self.layout()),
+            (other.storage(), &lo),
+        )?;
+        Ok(Tensor::from_storage(out, self.shape()))
+    }
+
+    /// `value` where `mask` holds, the element of `self` elsewhere.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let x: Tensor<Rank1<3>, i32> = Tensor::from_array([1, 2, 3], Device::Cpu);
+    /// let mask: Tensor<Rank1<3>, bool> = Tensor::from_array([false, true, false], Device::Cpu);
+    /// assert_eq!(x.masked_fill(&mask, -1).to_vec(), vec![1, -1, 3]);
+    /// ```
+    #[track_caller]
+    pub fn masked_fill<C: Shape>(&self, mask: &Tensor<C, bool>, value: E) -> Self
+    where
+        C: BroadcastShapes<S, Output = S>,
+    {
+        ok(self.try_masked_fill(mask, value))
+    }
+
+    /// [`Tensor::masked_fill`], returning run-time shape errors.
+    pub fn try_masked_fill<C: Shape>(&self, mask: &Tensor<C, bool>, value: E) -> Result<Self>
+    where
+        C: BroadcastShapes<S, Output = S>,
+    {
+        let fill = Tensor::try_full((), value, self.device())?;
+        let lf = fill.layout().broadcast_to(&self.dims()).expect("a scalar broadcasts");
+        let (lm, _, _) = broadcast_pair::<C, S, S, bool, E>("masked_fill", mask, self)?;
+        let out = Storage::where_cond(
+            (mask.storage(), &lm),
+            (fill.storage(), &lf),
+            (self.storage(), self.layout()),
+        )?;
+        Ok(Tensor::from_storage(out, self.shape()))
+    }
+}
+
+macro_rules! comparisons {
+    ($($(#[$doc:meta])* $name:ident => $marker:ident),*) => {
+        impl<S: Shape, E: Element> Tensor<S, E> {
+            $(
+                $(#[$doc])*
+                #[track_caller]
+                pub fn $name<R: Operand<E>>(&self, rhs: R) -> Tensor<<S as BroadcastShapes<R::Shape>>::Output, bool>
+                where
+                    S: BroadcastShapes<R::Shape>,
+                {
+                    ok(self.try_compare::<markers::$marker, R>(rhs))
+                }
+            )*
+        }
+    };
+}
+
+comparisons!(
+    /// `self == rhs`, elementwise, broadcasting.
+    eq => Eq,
+    /// `self != rhs`, elementwise, broadcasting.
+    ne => Ne,
+    /// `self < rhs`, elementwise, broadcasting.
+    lt => Lt,
+    /// `self <= rhs`, elementwise, broadcasting.
+    le => Le,
+    /// `self > rhs`, elementwise, broadcasting.
+    gt => Gt,
+    /// `self >= rhs`, elementwise, broadcasting.
+    ge => Ge
+);
+
+/// `+ - * /` between tensors (owned or borrowed) and with scalars on either side. The result
+/// has the broadcast shape; a run-time size mismatch panics with the shapes (use
+/// `try_binary` for an error instead).
+macro_rules! operator {
+    ($trait:ident, $method:ident, $marker:ident) => {
+        impl<S: Shape, E: Num, R: Operand<E>> std::ops::$trait<R> for Tensor<S, E>
+        where
+            S: BroadcastShapes<R::Shape>,
+        {
+            type Output = Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>;
+            #[track_caller]
+            fn $method(self, rhs: R) -> Self::Output {
+                ok(self.try_binary::<markers::$marker, R>(rhs))
+            }
+        }
+
+        impl<S: Shape, E: Num, R: Operand<E>> std::ops::$trait<R> for &Tensor<S, E>
+        where
+            S: BroadcastShapes<R::Shape>,
+        {
+            type Output = Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>;
+            #[track_caller]
+            fn $method(self, rhs: R) -> Self::Output {
+                ok(self.try_binary::<markers::$marker, R>(rhs))
+            }
+        }
+
+        scalar_lhs!($trait, $method, $marker; f32 f64 rtx_kernels::f16 rtx_kernels::bf16 i32 i64 u8);
+    };
+}
+
+/// `scalar op tensor` for each concrete numeric type (a blanket impl over `E` is not allowed
+/// on a foreign left-hand type).
+macro_rules! scalar_lhs {
+    ($trait:ident, $method:ident, $marker:ident; $($t:ty)*) => {$(
+        impl<S: Shape> std::ops::$trait<Tensor<S, $t>> for $t
+        where
+            (): BroadcastShapes<S, Output = S>,
+        {
+            type Output = Tensor<S, $t>;
+            #[track_caller]
+            fn $method(self, rhs: Tensor<S, $t>) -> Tensor<S, $t> {
+                std::ops::$trait::$method(self, &rhs)
+            }
+        }
+
+        impl<S: Shape> std::ops::$trait<&Tensor<S, $t>> for $t
+        where
+            (): BroadcastShapes<S, Output = S>,
+        {
+            type Output = Tensor<S, $t>;
+            #[track_caller]
+            fn $method(self, rhs: &Tensor<S, $t>) -> Tensor<S, $t> {
+                let lhs = ok(Tensor::try_full((), self, rhs.device()));
+                ok(lhs.try_binary::<markers::$marker, _>(rhs))
+            }
+        }
+    )*};
+}
+
+operator!(Add, add, Add);
+operator!(Sub, sub, Sub);
+operator!(Mul, mul, Mul);
+operator!(Div, div, Div);
+
+impl<S: Shape, E: Signed> std::ops::Neg for Tensor<S, E> {
+    type Output = Tensor<S, E>;
+    fn neg(self) -> Self::Output {
+        Tensor::neg(&self)
+    }
+}
+
+impl<S: Shape, E: Signed> std::ops::Neg for &Tensor<S, E> {
+    type Output = Tensor<S, E>;
+    fn neg(self) -> Self::Output {
+        Tensor::neg(self)
+    }
+}

@@ -1,0 +1,199 @@
+//! `Tensor<S, E>`: a cheap handle to shared storage plus a layout. The shape type `S` and the
+//! element type `E` are checked by the compiler; the sizes of run-time dims are checked when
+//! ops run.
+//!
+//! Invariant: `layout.dims()` always equals `shape.dims()`, and the layout stays inside the
+//! storage. Views share storage and copy nothing; ops allocate fresh contiguous storage.
+
+mod conv;
+mod create;
+mod display;
+mod elementwise;
+mod index;
+mod join;
+mod matmul;
+mod random;
+mod range;
+mod reduce;
+mod view;
+
+pub use conv::*;
+pub use elementwise::Operand;
+pub use index::*;
+pub use join::*;
+pub use matmul::*;
+pub use random::*;
+pub use range::*;
+pub use reduce::*;
+pub use view::Replaced;
+
+use crate::error::Result;
+use crate::shape::Shape;
+use rtx_backends::{Device, Layout, Storage};
+use rtx_kernels::{DType, Element};
+use std::sync::Arc;
+
+/// An n-dimensional array whose shape type `S` and element type `E` are known to the compiler.
+///
+/// ```
+/// use rtx::prelude::*;
+/// let x: Tensor<Rank2<2, 3>> = Tensor::from_array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], Device::Cpu);
+/// let y = x.exp() + 1.0;
+/// assert_eq!(y.dims(), &[2, 3]);
+/// ```
+pub struct Tensor<S: Shape, E: Element = f32> {
+    storage: Arc<Storage<E>>,
+    layout: Layout,
+    shape: S,
+}
+
+impl<S: Shape, E: Element> Clone for Tensor<S, E> {
+    fn clone(&self) -> Self {
+        Tensor {
+            storage: self.storage.clone(),
+            layout: self.layout,
+            shape: self.shape,
+        }
+    }
+}
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// Wraps fresh contiguous storage holding `shape.numel()` elements.
+    pub(crate) fn from_storage(storage: Storage<E>, shape: S) -> Self {
+        debug_assert_eq!(storage.len(), shape.numel());
+        Tensor {
+            layout: Layout::contiguous(&shape.dims()),
+            storage: Arc::new(storage),
+            shape,
+        }
+    }
+
+    /// A view of the same storage with another layout and shape.
+    pub(crate) fn view<S2: Shape>(&self, layout: Layout, shape: S2) -> Tensor<S2, E> {
+        debug_assert_eq!(layout.dims(), &*shape.dims());
+        Tensor {
+            storage: self.storage.clone(),
+            layout,
+            shape,
+        }
+    }
+
+    /// The storage this tensor views.
+    pub(crate) fn storage(&self) -> &Storage<E> {
+        &self.storage
+    }
+
+    /// The layout over the storage.
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The shape value (its run-time sizes and its type).
+    pub fn shape(&self) -> S {
+        self.shape
+    }
+
+    /// The sizes, as PyTorch's `.shape` gives them.
+    pub fn dims(&self) -> &[usize] {
+        self.layout.dims()
+    }
+
+    /// The number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.numel()
+    }
+
+    /// The number of dimensions.
+    pub fn rank(&self) -> usize {
+        S::RANK
+    }
+
+    /// The element type's run-time tag.
+    pub fn dtype(&self) -> DType {
+        E::DTYPE
+    }
+
+    /// The device the storage lives on.
+    pub fn device(&self) -> Device {
+        self.storage.device()
+    }
+
+    /// The strides of the view, in elements.
+    pub fn strides(&self) -> &[usize] {
+        self.layout.strides()
+    }
+
+    /// Whether the elements are dense and row-major in storage.
+    pub fn is_contiguous(&self) -> bool {
+        self.layout.is_contiguous()
+    }
+
+    /// Whether two tensors view the same storage (a view shares; an op allocates).
+    pub fn shares_storage_with<S2: Shape>(&self, other: &Tensor<S2, E>) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage)
+    }
+
+    /// The elements in logical row-major order, copied to the host.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let t: Tensor<Rank2<2, 2>, i32> = Tensor::from_array([[1, 2], [3, 4]], Device::Cpu);
+    /// assert_eq!(t.t().to_vec(), vec![1, 3, 2, 4]);
+    /// ```
+    pub fn to_vec(&self) -> Vec<E> {
+        self.storage.to_vec(&self.layout)
+    }
+
+    /// A dense row-major copy, or the tensor itself when it already is one.
+    pub fn contiguous(&self) -> Tensor<S, E> {
+        crate::error::ok(self.try_contiguous())
+    }
+
+    /// [`Tensor::contiguous`], returning device errors.
+    pub fn try_contiguous(&self) -> Result<Tensor<S, E>> {
+        if self.layout.is_contiguous() {
+            return Ok(self.clone());
+        }
+        Ok(Tensor::from_storage(self.storage.contiguous(&self.layout)?, self.shape))
+    }
+
+    /// The tensor converted to another element type (floats to integers truncate toward zero).
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let t: Tensor<Rank1<3>> = Tensor::from_array([1.7, -2.5, 0.0], Device::Cpu);
+    /// assert_eq!(t.cast::<i32>().to_vec(), vec![1, -2, 0]);
+    /// assert_eq!(t.cast::<bool>().to_vec(), vec![true, true, false]);
+    /// ```
+    pub fn cast<U: Element>(&self) -> Tensor<S, U> {
+        crate::error::ok(self.try_cast())
+    }
+
+    /// [`Tensor::cast`], returning device errors.
+    pub fn try_cast<U: Element>(&self) -> Result<Tensor<S, U>> {
+        Ok(Tensor::from_storage(self.storage.cast::<U>(&self.layout)?, self.shape))
+    }
+
+    /// A copy on another device.
+    pub fn to_device(&self, device: Device) -> Tensor<S, E> {
+        crate::error::ok(self.try_to_device(device))
+    }
+
+    /// [`Tensor::to_device`], returning device errors.
+    pub fn try_to_device(&self, device: Device) -> Result<Tensor<S, E>> {
+        Ok(Tensor::from_storage(self.storage.to_device(&self.layout, device)?, self.shape))
+    }
+}
+
+impl<E: Element> Tensor<(), E> {
+    /// The value of a scalar tensor.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let t: Tensor<Rank1<3>> = Tensor::from_array([1.0, 2.0, 3.0], Device::Cpu);
+    /// assert_eq!(t.sum_all().item(), 6.0);
+    /// ```
+    pub fn item(&self) -> E {
+        self.to_vec()[0]
+    }
+}

@@ -1,0 +1,1 @@
+//! (placeholder: conv property tests)
