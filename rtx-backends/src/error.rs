@@ -14,7 +14,9 @@ pub enum BackendError {
         msg: String,
     },
     /// Two operands live on different devices.
-    #[error("{op}: operands are on different devices ({lhs} and {rhs}); move one with `.to_device()`")]
+    #[error(
+        "{op}: operands are on different devices ({lhs} and {rhs}); move one with `.to_device()`"
+    )]
     DeviceMismatch {
         /// The op's name.
         op: &'static str,

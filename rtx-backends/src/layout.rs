@@ -18,7 +18,11 @@ pub struct Layout {
 impl Layout {
     /// A dense row-major layout of the given sizes at offset 0.
     pub fn contiguous(dims: &[usize]) -> Self {
-        assert!(dims.len() <= MAX_RANK, "rank {} exceeds {MAX_RANK}", dims.len());
+        assert!(
+            dims.len() <= MAX_RANK,
+            "rank {} exceeds {MAX_RANK}",
+            dims.len()
+        );
         let mut l = Layout {
             rank: dims.len() as u8,
             dims: [0; MAX_RANK],
@@ -253,16 +257,25 @@ mod tests {
     fn broadcast_repeats_with_zero_stride() {
         let l = Layout::contiguous(&[3]).broadcast_to(&[2, 3]).unwrap();
         assert_eq!(l.strides(), &[0, 1]);
-        assert_eq!(l.offsets_from(0).collect::<Vec<_>>(), vec![0, 1, 2, 0, 1, 2]);
+        assert_eq!(
+            l.offsets_from(0).collect::<Vec<_>>(),
+            vec![0, 1, 2, 0, 1, 2]
+        );
         assert!(Layout::contiguous(&[2]).broadcast_to(&[3]).is_none());
         let col = Layout::contiguous(&[2, 1]).broadcast_to(&[2, 3]).unwrap();
-        assert_eq!(col.offsets_from(0).collect::<Vec<_>>(), vec![0, 0, 0, 1, 1, 1]);
+        assert_eq!(
+            col.offsets_from(0).collect::<Vec<_>>(),
+            vec![0, 0, 0, 1, 1, 1]
+        );
     }
 
     #[test]
     fn narrow_moves_the_offset() {
         let l = Layout::contiguous(&[4, 5]).narrow(1, 2, 2);
-        assert_eq!(l.offsets_from(0).collect::<Vec<_>>(), vec![2, 3, 7, 8, 12, 13, 17, 18]);
+        assert_eq!(
+            l.offsets_from(0).collect::<Vec<_>>(),
+            vec![2, 3, 7, 8, 12, 13, 17, 18]
+        );
         assert_eq!(l.required_len(), 19);
     }
 }

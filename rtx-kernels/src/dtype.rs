@@ -585,8 +585,24 @@ macro_rules! num_float {
 }
 num_float!(f32, f32, |x| x, |x| x, 0.0, 1.0, f32::EPSILON);
 num_float!(f64, f64, |x| x, |x| x, 0.0, 1.0, f64::EPSILON);
-num_float!(f16, f32, f16::to_f32, f16::from_f32, f16::ZERO, f16::ONE, f16::EPSILON);
-num_float!(bf16, f32, bf16::to_f32, bf16::from_f32, bf16::ZERO, bf16::ONE, bf16::EPSILON);
+num_float!(
+    f16,
+    f32,
+    f16::to_f32,
+    f16::from_f32,
+    f16::ZERO,
+    f16::ONE,
+    f16::EPSILON
+);
+num_float!(
+    bf16,
+    f32,
+    bf16::to_f32,
+    bf16::from_f32,
+    bf16::ZERO,
+    bf16::ONE,
+    bf16::EPSILON
+);
 
 #[cfg(test)]
 mod tests {

@@ -348,10 +348,10 @@ pub mod markers {
     unary!(/// x/2 * (1 + erf(x / sqrt 2))
         Gelu, |x| A::c(0.5) * x * (A::c(1.0) + (x * A::c(std::f64::consts::FRAC_1_SQRT_2)).erf()));
     unary!(/// x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
-        GeluTanh, |x| {
-            let inner = A::c(0.797_884_560_802_865_4) * (x + A::c(0.044715) * x * x * x);
-            A::c(0.5) * x * (A::c(1.0) + inner.tanh())
-        });
+    GeluTanh, |x| {
+        let inner = A::c(0.797_884_560_802_865_4) * (x + A::c(0.044715) * x * x * x);
+        A::c(0.5) * x * (A::c(1.0) + inner.tanh())
+    });
     unary!(/// x / (1 + e^-x)
         Silu, |x| x / (A::c(1.0) + (-x).exp()));
     unary!(/// ln(1 + e^x), and x itself above 20 where the two agree to rounding

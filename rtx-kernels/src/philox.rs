@@ -83,7 +83,11 @@ impl Philox {
         let u2 = (self.word(2 * pair + 1) >> 8) as f32 * (1.0 / 16_777_216.0);
         let r = (-2.0 * u1.ln()).sqrt();
         let theta = 2.0 * std::f32::consts::PI * u2;
-        if i % 2 == 0 { r * theta.cos() } else { r * theta.sin() }
+        if i % 2 == 0 {
+            r * theta.cos()
+        } else {
+            r * theta.sin()
+        }
     }
 
     /// Normal `f64` number `i`: Box-Muller on the uniform doubles `2⌊i/2⌋` and `2⌊i/2⌋ + 1`.
@@ -94,7 +98,11 @@ impl Philox {
         let u2 = self.uniform_f64(2 * pair + 1);
         let r = (-2.0 * u1.ln()).sqrt();
         let theta = 2.0 * std::f64::consts::PI * u2;
-        if i % 2 == 0 { r * theta.cos() } else { r * theta.sin() }
+        if i % 2 == 0 {
+            r * theta.cos()
+        } else {
+            r * theta.sin()
+        }
     }
 
     /// The integer threshold a raw word is compared with for a Bernoulli(p) draw.

@@ -18,6 +18,7 @@ mod tensor;
 
 pub use error::{Error, Result};
 pub use rtx_backends::Device;
+pub use rtx_kernels::op;
 pub use rtx_kernels::{DType, Element, Float, Num, Signed, bf16, f16};
 pub use tensor::*;
 

@@ -78,7 +78,11 @@ impl<E: Element> Storage<E> {
 }
 
 /// Checks that two operands share a device, naming the op otherwise.
-pub fn same_device<A: Element, B: Element>(op: &'static str, a: &Storage<A>, b: &Storage<B>) -> Result<Device> {
+pub fn same_device<A: Element, B: Element>(
+    op: &'static str,
+    a: &Storage<A>,
+    b: &Storage<B>,
+) -> Result<Device> {
     if a.device() == b.device() {
         Ok(a.device())
     } else {

@@ -19,13 +19,27 @@ pub const fn reshape<S: Shape, T: Shape>() {
 pub const fn flatten<S: Shape, T: Shape, const START: usize, const END: usize>() {
     if START > END || END >= S::RANK {
         concat_panic!(
-            "flatten: axes ", START, "..=", END, " are not a range of a rank-", S::RANK, " tensor"
+            "flatten: axes ",
+            START,
+            "..=",
+            END,
+            " are not a range of a rank-",
+            S::RANK,
+            " tensor"
         );
     }
     if T::RANK != S::RANK - (END - START) {
         concat_panic!(
-            "flatten: flattening axes ", START, "..=", END, " of a rank-", S::RANK,
-            " tensor gives rank ", S::RANK - (END - START), ", not ", T::RANK
+            "flatten: flattening axes ",
+            START,
+            "..=",
+            END,
+            " of a rank-",
+            S::RANK,
+            " tensor gives rank ",
+            S::RANK - (END - START),
+            ", not ",
+            T::RANK
         );
     }
     let mut merged = Some(1usize);
@@ -40,7 +54,12 @@ pub const fn flatten<S: Shape, T: Shape, const START: usize, const END: usize>()
     if let (Some(m), Some(t)) = (merged, T::STATIC_DIMS[START])
         && m != t
     {
-        concat_panic!("flatten: ", m, " elements of the merged axes cannot become ", t);
+        concat_panic!(
+            "flatten: ",
+            m,
+            " elements of the merged axes cannot become ",
+            t
+        );
     }
 }
 
@@ -50,7 +69,11 @@ pub const fn permutation(perm: &[usize]) {
     let mut i = 0;
     while i < perm.len() {
         if seen[perm[i]] {
-            concat_panic!("permute: axis ", perm[i], " appears twice; a permutation names each axis once");
+            concat_panic!(
+                "permute: axis ",
+                perm[i],
+                " appears twice; a permutation names each axis once"
+            );
         }
         seen[perm[i]] = true;
         i += 1;
@@ -61,7 +84,10 @@ pub const fn permutation(perm: &[usize]) {
 pub const fn broadcast<S: Shape, T: Shape>() {
     if S::RANK > T::RANK {
         concat_panic!(
-            "broadcast_to: a rank-", S::RANK, " tensor cannot broadcast to rank ", T::RANK
+            "broadcast_to: a rank-",
+            S::RANK,
+            " tensor cannot broadcast to rank ",
+            T::RANK
         );
     }
     let lead = T::RANK - S::RANK;
@@ -72,7 +98,10 @@ pub const fn broadcast<S: Shape, T: Shape>() {
             && s != 1
         {
             concat_panic!(
-                "broadcast_to: dimension ", s, " cannot broadcast to ", t,
+                "broadcast_to: dimension ",
+                s,
+                " cannot broadcast to ",
+                t,
                 ": only size-1 dims expand"
             );
         }

@@ -10,11 +10,13 @@
 mod axes;
 pub mod checks;
 pub mod conv;
-pub mod matmul;
 mod dim;
+pub mod matmul;
 pub mod rules;
 
-pub use axes::{Axes2, Axes3, Axes4, Axes5, Axes6, HasAxis, InsertAxis, PermuteAxes, ReduceAxis, SwapAxes};
+pub use axes::{
+    Axes2, Axes3, Axes4, Axes5, Axes6, HasAxis, InsertAxis, PermuteAxes, ReduceAxis, SwapAxes,
+};
 pub use dim::{Const, Dim, Dyn};
 
 use rtx_backends::MAX_RANK;
@@ -40,15 +42,20 @@ pub trait Shape: Copy + Debug + Send + Sync + 'static {
     const STATIC_NUMEL: Option<usize> = static_numel(Self::STATIC_DIMS, Self::RANK);
 }
 
-/// A shape whose every dimension is `Const`: it has exactly one value, and a nested Rust array
-/// type of exactly its sizes (`[[E; 3]; 2]` for `Rank2<2, 3>`), so array literals are checked
-/// against the shape when compiling.
-pub trait ConstShape: Shape + Default {
-    /// The nested array type holding one element per position.
-    type Array<E: Copy>;
-    /// The elements of a nested array in row-major order.
-    fn flatten_array<E: Copy>(a: Self::Array<E>) -> Vec<E>;
+/// A nested array literal whose lengths match the static shape `S` (`[[E; 3]; 2]` for
+/// `Rank2<2, 3>`).
+#[diagnostic::on_unimplemented(
+    message = "the array literal `{Self}` does not have the shape `{S}`",
+    label = "its lengths must equal the shape's dims, one nesting level per dim",
+    note = "a `Rank2<2, 3>` tensor takes `[[x, x, x], [x, x, x]]`"
+)]
+pub trait ArrayLiteral<S: ConstShape, E: Copy> {
+    /// The elements in row-major order.
+    fn flatten(self) -> Vec<E>;
 }
+
+/// A shape whose every dimension is `Const`: it has exactly one value.
+pub trait ConstShape: Shape + Default {}
 
 const fn static_numel(dims: [Option<usize>; MAX_RANK], rank: usize) -> Option<usize> {
     let mut n = 1;
@@ -125,6 +132,7 @@ macro_rules! tuple_shape {
                 Some(($($d::from_size(dims[$i])?,)*))
             }
         }
+        impl<$(const $d: usize),*> ConstShape for ($(Const<$d>,)*) {}
     };
 }
 
@@ -174,57 +182,72 @@ pub fn describe<S: Shape>(s: &S) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-impl ConstShape for () {
-    type Array<E: Copy> = E;
-    fn flatten_array<E: Copy>(a: E) -> Vec<E> {
-        vec![a]
+use rtx_kernels::Element;
+
+impl<E: Element> ArrayLiteral<(), E> for E {
+    fn flatten(self) -> Vec<E> {
+        vec![self]
     }
 }
 
-impl<const A: usize> ConstShape for (Const<A>,) {
-    type Array<E: Copy> = [E; A];
-    fn flatten_array<E: Copy>(a: [E; A]) -> Vec<E> {
-        a.to_vec()
+impl<E: Element, const A: usize> ArrayLiteral<Rank1<A>, E> for [E; A] {
+    fn flatten(self) -> Vec<E> {
+        self.to_vec()
     }
 }
 
-impl<const A: usize, const B: usize> ConstShape for (Const<A>, Const<B>) {
-    type Array<E: Copy> = [[E; B]; A];
-    fn flatten_array<E: Copy>(a: Self::Array<E>) -> Vec<E> {
-        a.iter().flat_map(|x| <(Const<B>,)>::flatten_array(*x)).collect()
+impl<E: Element, const A: usize, const B: usize> ArrayLiteral<Rank2<A, B>, E> for [[E; B]; A] {
+    fn flatten(self) -> Vec<E> {
+        self.into_iter().flatten().collect()
     }
 }
 
-impl<const A: usize, const B: usize, const C: usize> ConstShape for (Const<A>, Const<B>, Const<C>) {
-    type Array<E: Copy> = [[[E; C]; B]; A];
-    fn flatten_array<E: Copy>(a: Self::Array<E>) -> Vec<E> {
-        a.iter().flat_map(|x| Rank2::<B, C>::flatten_array(*x)).collect()
-    }
-}
-
-impl<const A: usize, const B: usize, const C: usize, const D: usize> ConstShape
-    for (Const<A>, Const<B>, Const<C>, Const<D>)
+impl<E: Element, const A: usize, const B: usize, const C: usize> ArrayLiteral<Rank3<A, B, C>, E>
+    for [[[E; C]; B]; A]
 {
-    type Array<E: Copy> = [[[[E; D]; C]; B]; A];
-    fn flatten_array<E: Copy>(a: Self::Array<E>) -> Vec<E> {
-        a.iter().flat_map(|x| Rank3::<B, C, D>::flatten_array(*x)).collect()
+    fn flatten(self) -> Vec<E> {
+        self.into_iter().flatten().flatten().collect()
     }
 }
 
-impl<const A: usize, const B: usize, const C: usize, const D: usize, const F: usize> ConstShape
-    for (Const<A>, Const<B>, Const<C>, Const<D>, Const<F>)
+impl<E: Element, const A: usize, const B: usize, const C: usize, const D: usize>
+    ArrayLiteral<Rank4<A, B, C, D>, E> for [[[[E; D]; C]; B]; A]
 {
-    type Array<E: Copy> = [[[[[E; F]; D]; C]; B]; A];
-    fn flatten_array<E: Copy>(a: Self::Array<E>) -> Vec<E> {
-        a.iter().flat_map(|x| Rank4::<B, C, D, F>::flatten_array(*x)).collect()
+    fn flatten(self) -> Vec<E> {
+        self.into_iter().flatten().flatten().flatten().collect()
     }
 }
 
-impl<const A: usize, const B: usize, const C: usize, const D: usize, const F: usize, const G: usize>
-    ConstShape for (Const<A>, Const<B>, Const<C>, Const<D>, Const<F>, Const<G>)
+impl<E: Element, const A: usize, const B: usize, const C: usize, const D: usize, const F: usize>
+    ArrayLiteral<Rank5<A, B, C, D, F>, E> for [[[[[E; F]; D]; C]; B]; A]
 {
-    type Array<E: Copy> = [[[[[[E; G]; F]; D]; C]; B]; A];
-    fn flatten_array<E: Copy>(a: Self::Array<E>) -> Vec<E> {
-        a.iter().flat_map(|x| Rank5::<B, C, D, F, G>::flatten_array(*x)).collect()
+    fn flatten(self) -> Vec<E> {
+        self.into_iter()
+            .flatten()
+            .flatten()
+            .flatten()
+            .flatten()
+            .collect()
+    }
+}
+
+impl<
+    E: Element,
+    const A: usize,
+    const B: usize,
+    const C: usize,
+    const D: usize,
+    const F: usize,
+    const G: usize,
+> ArrayLiteral<Rank6<A, B, C, D, F, G>, E> for [[[[[[E; G]; F]; D]; C]; B]; A]
+{
+    fn flatten(self) -> Vec<E> {
+        self.into_iter()
+            .flatten()
+            .flatten()
+            .flatten()
+            .flatten()
+            .flatten()
+            .collect()
     }
 }

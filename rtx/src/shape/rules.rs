@@ -86,100 +86,425 @@ pub trait BroadcastShapes<Rhs: Shape>: Shape {
 }
 
 #[diagnostic::do_not_recommend]
-impl<> BroadcastShapes<()> for () { type Output = (); }
+impl BroadcastShapes<()> for () {
+    type Output = ();
+}
 #[diagnostic::do_not_recommend]
-impl<B0: Dim> BroadcastShapes<(B0,)> for () { type Output = (B0,); }
+impl<B0: Dim> BroadcastShapes<(B0,)> for () {
+    type Output = (B0,);
+}
 #[diagnostic::do_not_recommend]
-impl<B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for () { type Output = (B0, B1); }
+impl<B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for () {
+    type Output = (B0, B1);
+}
 #[diagnostic::do_not_recommend]
-impl<B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for () { type Output = (B0, B1, B2); }
+impl<B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for () {
+    type Output = (B0, B1, B2);
+}
 #[diagnostic::do_not_recommend]
-impl<B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for () { type Output = (B0, B1, B2, B3); }
+impl<B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for () {
+    type Output = (B0, B1, B2, B3);
+}
 #[diagnostic::do_not_recommend]
-impl<B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for () { type Output = (B0, B1, B2, B3, B4); }
+impl<B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for () {
+    type Output = (B0, B1, B2, B3, B4);
+}
 #[diagnostic::do_not_recommend]
-impl<B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for () { type Output = (B0, B1, B2, B3, B4, B5); }
+impl<B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)>
+    for ()
+{
+    type Output = (B0, B1, B2, B3, B4, B5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim> BroadcastShapes<()> for (A0,) { type Output = (A0,); }
+impl<A0: Dim> BroadcastShapes<()> for (A0,) {
+    type Output = (A0,);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0,) where A0: DimEq<B0> { type Output = (A0,); }
+impl<A0: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0,)
+where
+    A0: DimEq<B0>,
+{
+    type Output = (A0,);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0,) where A0: DimEq<B1> { type Output = (B0, B1); }
+impl<A0: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0,)
+where
+    A0: DimEq<B1>,
+{
+    type Output = (B0, B1);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0,) where A0: DimEq<B2> { type Output = (B0, B1, B2); }
+impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0,)
+where
+    A0: DimEq<B2>,
+{
+    type Output = (B0, B1, B2);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0,) where A0: DimEq<B3> { type Output = (B0, B1, B2, B3); }
+impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0,)
+where
+    A0: DimEq<B3>,
+{
+    type Output = (B0, B1, B2, B3);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0,) where A0: DimEq<B4> { type Output = (B0, B1, B2, B3, B4); }
+impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)>
+    for (A0,)
+where
+    A0: DimEq<B4>,
+{
+    type Output = (B0, B1, B2, B3, B4);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0,) where A0: DimEq<B5> { type Output = (B0, B1, B2, B3, B4, B5); }
+impl<A0: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim>
+    BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0,)
+where
+    A0: DimEq<B5>,
+{
+    type Output = (B0, B1, B2, B3, B4, B5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim> BroadcastShapes<()> for (A0, A1) { type Output = (A0, A1); }
+impl<A0: Dim, A1: Dim> BroadcastShapes<()> for (A0, A1) {
+    type Output = (A0, A1);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1) where A1: DimEq<B0> { type Output = (A0, A1); }
+impl<A0: Dim, A1: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1)
+where
+    A1: DimEq<B0>,
+{
+    type Output = (A0, A1);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1) where A0: DimEq<B0>, A1: DimEq<B1> { type Output = (A0, A1); }
+impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1)
+where
+    A0: DimEq<B0>,
+    A1: DimEq<B1>,
+{
+    type Output = (A0, A1);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1) where A0: DimEq<B1>, A1: DimEq<B2> { type Output = (B0, B1, B2); }
+impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1)
+where
+    A0: DimEq<B1>,
+    A1: DimEq<B2>,
+{
+    type Output = (B0, B1, B2);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1) where A0: DimEq<B2>, A1: DimEq<B3> { type Output = (B0, B1, B2, B3); }
+impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)>
+    for (A0, A1)
+where
+    A0: DimEq<B2>,
+    A1: DimEq<B3>,
+{
+    type Output = (B0, B1, B2, B3);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1) where A0: DimEq<B3>, A1: DimEq<B4> { type Output = (B0, B1, B2, B3, B4); }
+impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim>
+    BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1)
+where
+    A0: DimEq<B3>,
+    A1: DimEq<B4>,
+{
+    type Output = (B0, B1, B2, B3, B4);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1) where A0: DimEq<B4>, A1: DimEq<B5> { type Output = (B0, B1, B2, B3, B4, B5); }
+impl<A0: Dim, A1: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim>
+    BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1)
+where
+    A0: DimEq<B4>,
+    A1: DimEq<B5>,
+{
+    type Output = (B0, B1, B2, B3, B4, B5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim> BroadcastShapes<()> for (A0, A1, A2) { type Output = (A0, A1, A2); }
+impl<A0: Dim, A1: Dim, A2: Dim> BroadcastShapes<()> for (A0, A1, A2) {
+    type Output = (A0, A1, A2);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1, A2) where A2: DimEq<B0> { type Output = (A0, A1, A2); }
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1, A2)
+where
+    A2: DimEq<B0>,
+{
+    type Output = (A0, A1, A2);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1, A2) where A1: DimEq<B0>, A2: DimEq<B1> { type Output = (A0, A1, A2); }
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1, A2)
+where
+    A1: DimEq<B0>,
+    A2: DimEq<B1>,
+{
+    type Output = (A0, A1, A2);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1, A2) where A0: DimEq<B0>, A1: DimEq<B1>, A2: DimEq<B2> { type Output = (A0, A1, A2); }
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)>
+    for (A0, A1, A2)
+where
+    A0: DimEq<B0>,
+    A1: DimEq<B1>,
+    A2: DimEq<B2>,
+{
+    type Output = (A0, A1, A2);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2) where A0: DimEq<B1>, A1: DimEq<B2>, A2: DimEq<B3> { type Output = (B0, B1, B2, B3); }
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim>
+    BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2)
+where
+    A0: DimEq<B1>,
+    A1: DimEq<B2>,
+    A2: DimEq<B3>,
+{
+    type Output = (B0, B1, B2, B3);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2) where A0: DimEq<B2>, A1: DimEq<B3>, A2: DimEq<B4> { type Output = (B0, B1, B2, B3, B4); }
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim>
+    BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2)
+where
+    A0: DimEq<B2>,
+    A1: DimEq<B3>,
+    A2: DimEq<B4>,
+{
+    type Output = (B0, B1, B2, B3, B4);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2) where A0: DimEq<B3>, A1: DimEq<B4>, A2: DimEq<B5> { type Output = (B0, B1, B2, B3, B4, B5); }
+impl<A0: Dim, A1: Dim, A2: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim>
+    BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2)
+where
+    A0: DimEq<B3>,
+    A1: DimEq<B4>,
+    A2: DimEq<B5>,
+{
+    type Output = (B0, B1, B2, B3, B4, B5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim> BroadcastShapes<()> for (A0, A1, A2, A3) { type Output = (A0, A1, A2, A3); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim> BroadcastShapes<()> for (A0, A1, A2, A3) {
+    type Output = (A0, A1, A2, A3);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1, A2, A3) where A3: DimEq<B0> { type Output = (A0, A1, A2, A3); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1, A2, A3)
+where
+    A3: DimEq<B0>,
+{
+    type Output = (A0, A1, A2, A3);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1, A2, A3) where A2: DimEq<B0>, A3: DimEq<B1> { type Output = (A0, A1, A2, A3); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)>
+    for (A0, A1, A2, A3)
+where
+    A2: DimEq<B0>,
+    A3: DimEq<B1>,
+{
+    type Output = (A0, A1, A2, A3);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1, A2, A3) where A1: DimEq<B0>, A2: DimEq<B1>, A3: DimEq<B2> { type Output = (A0, A1, A2, A3); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)>
+    for (A0, A1, A2, A3)
+where
+    A1: DimEq<B0>,
+    A2: DimEq<B1>,
+    A3: DimEq<B2>,
+{
+    type Output = (A0, A1, A2, A3);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2, A3) where A0: DimEq<B0>, A1: DimEq<B1>, A2: DimEq<B2>, A3: DimEq<B3> { type Output = (A0, A1, A2, A3); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim>
+    BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2, A3)
+where
+    A0: DimEq<B0>,
+    A1: DimEq<B1>,
+    A2: DimEq<B2>,
+    A3: DimEq<B3>,
+{
+    type Output = (A0, A1, A2, A3);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3) where A0: DimEq<B1>, A1: DimEq<B2>, A2: DimEq<B3>, A3: DimEq<B4> { type Output = (B0, B1, B2, B3, B4); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim>
+    BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3)
+where
+    A0: DimEq<B1>,
+    A1: DimEq<B2>,
+    A2: DimEq<B3>,
+    A3: DimEq<B4>,
+{
+    type Output = (B0, B1, B2, B3, B4);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2, A3) where A0: DimEq<B2>, A1: DimEq<B3>, A2: DimEq<B4>, A3: DimEq<B5> { type Output = (B0, B1, B2, B3, B4, B5); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim>
+    BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2, A3)
+where
+    A0: DimEq<B2>,
+    A1: DimEq<B3>,
+    A2: DimEq<B4>,
+    A3: DimEq<B5>,
+{
+    type Output = (B0, B1, B2, B3, B4, B5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim> BroadcastShapes<()> for (A0, A1, A2, A3, A4) { type Output = (A0, A1, A2, A3, A4); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim> BroadcastShapes<()> for (A0, A1, A2, A3, A4) {
+    type Output = (A0, A1, A2, A3, A4);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1, A2, A3, A4) where A4: DimEq<B0> { type Output = (A0, A1, A2, A3, A4); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim> BroadcastShapes<(B0,)>
+    for (A0, A1, A2, A3, A4)
+where
+    A4: DimEq<B0>,
+{
+    type Output = (A0, A1, A2, A3, A4);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1, A2, A3, A4) where A3: DimEq<B0>, A4: DimEq<B1> { type Output = (A0, A1, A2, A3, A4); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)>
+    for (A0, A1, A2, A3, A4)
+where
+    A3: DimEq<B0>,
+    A4: DimEq<B1>,
+{
+    type Output = (A0, A1, A2, A3, A4);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1, A2, A3, A4) where A2: DimEq<B0>, A3: DimEq<B1>, A4: DimEq<B2> { type Output = (A0, A1, A2, A3, A4); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim>
+    BroadcastShapes<(B0, B1, B2)> for (A0, A1, A2, A3, A4)
+where
+    A2: DimEq<B0>,
+    A3: DimEq<B1>,
+    A4: DimEq<B2>,
+{
+    type Output = (A0, A1, A2, A3, A4);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2, A3, A4) where A1: DimEq<B0>, A2: DimEq<B1>, A3: DimEq<B2>, A4: DimEq<B3> { type Output = (A0, A1, A2, A3, A4); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim>
+    BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2, A3, A4)
+where
+    A1: DimEq<B0>,
+    A2: DimEq<B1>,
+    A3: DimEq<B2>,
+    A4: DimEq<B3>,
+{
+    type Output = (A0, A1, A2, A3, A4);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3, A4) where A0: DimEq<B0>, A1: DimEq<B1>, A2: DimEq<B2>, A3: DimEq<B3>, A4: DimEq<B4> { type Output = (A0, A1, A2, A3, A4); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim>
+    BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3, A4)
+where
+    A0: DimEq<B0>,
+    A1: DimEq<B1>,
+    A2: DimEq<B2>,
+    A3: DimEq<B3>,
+    A4: DimEq<B4>,
+{
+    type Output = (A0, A1, A2, A3, A4);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2, A3, A4) where A0: DimEq<B1>, A1: DimEq<B2>, A2: DimEq<B3>, A3: DimEq<B4>, A4: DimEq<B5> { type Output = (B0, B1, B2, B3, B4, B5); }
+impl<
+    A0: Dim,
+    A1: Dim,
+    A2: Dim,
+    A3: Dim,
+    A4: Dim,
+    B0: Dim,
+    B1: Dim,
+    B2: Dim,
+    B3: Dim,
+    B4: Dim,
+    B5: Dim,
+> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2, A3, A4)
+where
+    A0: DimEq<B1>,
+    A1: DimEq<B2>,
+    A2: DimEq<B3>,
+    A3: DimEq<B4>,
+    A4: DimEq<B5>,
+{
+    type Output = (B0, B1, B2, B3, B4, B5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim> BroadcastShapes<()> for (A0, A1, A2, A3, A4, A5) { type Output = (A0, A1, A2, A3, A4, A5); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim> BroadcastShapes<()>
+    for (A0, A1, A2, A3, A4, A5)
+{
+    type Output = (A0, A1, A2, A3, A4, A5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim> BroadcastShapes<(B0,)> for (A0, A1, A2, A3, A4, A5) where A5: DimEq<B0> { type Output = (A0, A1, A2, A3, A4, A5); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim> BroadcastShapes<(B0,)>
+    for (A0, A1, A2, A3, A4, A5)
+where
+    A5: DimEq<B0>,
+{
+    type Output = (A0, A1, A2, A3, A4, A5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim> BroadcastShapes<(B0, B1)> for (A0, A1, A2, A3, A4, A5) where A4: DimEq<B0>, A5: DimEq<B1> { type Output = (A0, A1, A2, A3, A4, A5); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim>
+    BroadcastShapes<(B0, B1)> for (A0, A1, A2, A3, A4, A5)
+where
+    A4: DimEq<B0>,
+    A5: DimEq<B1>,
+{
+    type Output = (A0, A1, A2, A3, A4, A5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim, B2: Dim> BroadcastShapes<(B0, B1, B2)> for (A0, A1, A2, A3, A4, A5) where A3: DimEq<B0>, A4: DimEq<B1>, A5: DimEq<B2> { type Output = (A0, A1, A2, A3, A4, A5); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim, B2: Dim>
+    BroadcastShapes<(B0, B1, B2)> for (A0, A1, A2, A3, A4, A5)
+where
+    A3: DimEq<B0>,
+    A4: DimEq<B1>,
+    A5: DimEq<B2>,
+{
+    type Output = (A0, A1, A2, A3, A4, A5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim> BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2, A3, A4, A5) where A2: DimEq<B0>, A3: DimEq<B1>, A4: DimEq<B2>, A5: DimEq<B3> { type Output = (A0, A1, A2, A3, A4, A5); }
+impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim>
+    BroadcastShapes<(B0, B1, B2, B3)> for (A0, A1, A2, A3, A4, A5)
+where
+    A2: DimEq<B0>,
+    A3: DimEq<B1>,
+    A4: DimEq<B2>,
+    A5: DimEq<B3>,
+{
+    type Output = (A0, A1, A2, A3, A4, A5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3, A4, A5) where A1: DimEq<B0>, A2: DimEq<B1>, A3: DimEq<B2>, A4: DimEq<B3>, A5: DimEq<B4> { type Output = (A0, A1, A2, A3, A4, A5); }
+impl<
+    A0: Dim,
+    A1: Dim,
+    A2: Dim,
+    A3: Dim,
+    A4: Dim,
+    A5: Dim,
+    B0: Dim,
+    B1: Dim,
+    B2: Dim,
+    B3: Dim,
+    B4: Dim,
+> BroadcastShapes<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3, A4, A5)
+where
+    A1: DimEq<B0>,
+    A2: DimEq<B1>,
+    A3: DimEq<B2>,
+    A4: DimEq<B3>,
+    A5: DimEq<B4>,
+{
+    type Output = (A0, A1, A2, A3, A4, A5);
+}
 #[diagnostic::do_not_recommend]
-impl<A0: Dim, A1: Dim, A2: Dim, A3: Dim, A4: Dim, A5: Dim, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim, B5: Dim> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2, A3, A4, A5) where A0: DimEq<B0>, A1: DimEq<B1>, A2: DimEq<B2>, A3: DimEq<B3>, A4: DimEq<B4>, A5: DimEq<B5> { type Output = (A0, A1, A2, A3, A4, A5); }
+impl<
+    A0: Dim,
+    A1: Dim,
+    A2: Dim,
+    A3: Dim,
+    A4: Dim,
+    A5: Dim,
+    B0: Dim,
+    B1: Dim,
+    B2: Dim,
+    B3: Dim,
+    B4: Dim,
+    B5: Dim,
+> BroadcastShapes<(B0, B1, B2, B3, B4, B5)> for (A0, A1, A2, A3, A4, A5)
+where
+    A0: DimEq<B0>,
+    A1: DimEq<B1>,
+    A2: DimEq<B2>,
+    A3: DimEq<B3>,
+    A4: DimEq<B4>,
+    A5: DimEq<B5>,
+{
+    type Output = (A0, A1, A2, A3, A4, A5);
+}

@@ -3,7 +3,7 @@
 
 use super::Tensor;
 use crate::error::{Error, Result, ok};
-use crate::shape::{ConstShape, Shape, describe};
+use crate::shape::{ArrayLiteral, ConstShape, Shape, describe};
 use rtx_backends::{Device, Storage};
 use rtx_kernels::{Element, Num};
 
@@ -22,7 +22,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// [`Tensor::full`], returning device errors.
     pub fn try_full(shape: S, value: E, device: Device) -> Result<Self> {
         let data = vec![value; shape.numel()];
-        Ok(Tensor::from_storage(Storage::from_vec(data, device)?, shape))
+        Ok(Tensor::from_storage(
+            Storage::from_vec(data, device)?,
+            shape,
+        ))
     }
 
     /// A tensor of `shape` holding `data` in row-major order.
@@ -53,7 +56,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
                 ),
             });
         }
-        Ok(Tensor::from_storage(Storage::from_vec(data, device)?, shape))
+        Ok(Tensor::from_storage(
+            Storage::from_vec(data, device)?,
+            shape,
+        ))
     }
 }
 
@@ -93,8 +99,8 @@ impl<S: ConstShape, E: Element> Tensor<S, E> {
     /// let t: Tensor<Rank2<2, 3>> = Tensor::from_array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], Device::Cpu);
     /// assert_eq!(t.to_vec(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     /// ```
-    pub fn from_array(data: S::Array<E>, device: Device) -> Self {
-        Self::from_vec(S::flatten_array(data), S::default(), device)
+    pub fn from_array<A: ArrayLiteral<S, E>>(data: A, device: Device) -> Self {
+        Self::from_vec(data.flatten(), S::default(), device)
     }
 }
 

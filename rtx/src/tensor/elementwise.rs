@@ -15,6 +15,11 @@ use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Op, Signed, UnaryOp, U
 
 /// A right-hand operand: a tensor (by value or reference) or a plain scalar, which broadcasts
 /// to anything.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot combine with a tensor of `{E}`: the element types differ",
+    label = "expected a `{E}` tensor or a `{E}` scalar",
+    note = "element types never mix implicitly; convert one side with `.cast::<{E}>()`"
+)]
 pub trait Operand<E: Element> {
     /// The operand's shape (`()` for a scalar).
     type Shape: Shape;
@@ -67,99 +72,168 @@ pub(crate) fn broadcast_pair<A: Shape, B: Shape, O: Shape, E1: Element, E2: Elem
     Ok((la, lb, out))
 }
 
-impl<S: Shape, E: Float> Tensor<S, E> {
+impl<S: Shape, E: Element> Tensor<S, E> {
     /// Applies a unary float op given by its marker type; the named methods below call this.
-    pub fn try_unary<O: UnaryOpT>(&self) -> Result<Self> {
-        Ok(Tensor::from_storage(self.storage().unary::<O>(self.layout())?, self.shape()))
+    pub fn try_unary<O: UnaryOpT>(&self) -> Result<Self>
+    where
+        E: Float,
+    {
+        Ok(Tensor::from_storage(
+            self.storage().unary::<O>(self.layout())?,
+            self.shape(),
+        ))
     }
 
-    fn unary<O: UnaryOpT>(&self) -> Self {
+    fn unary<O: UnaryOpT>(&self) -> Self
+    where
+        E: Float,
+    {
         ok(self.try_unary::<O>())
     }
 
     /// e^x, elementwise.
-    pub fn exp(&self) -> Self {
+    pub fn exp(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Exp>()
     }
     /// The natural logarithm, elementwise.
-    pub fn log(&self) -> Self {
+    pub fn log(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Log>()
     }
     /// ln(1 + x), accurate near zero.
-    pub fn log1p(&self) -> Self {
+    pub fn log1p(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Log1p>()
     }
     /// The square root, elementwise.
-    pub fn sqrt(&self) -> Self {
+    pub fn sqrt(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Sqrt>()
     }
     /// 1 / sqrt(x), elementwise.
-    pub fn rsqrt(&self) -> Self {
+    pub fn rsqrt(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Rsqrt>()
     }
     /// 1 / x, elementwise.
-    pub fn recip(&self) -> Self {
+    pub fn recip(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Recip>()
     }
     /// The sine, elementwise.
-    pub fn sin(&self) -> Self {
+    pub fn sin(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Sin>()
     }
     /// The cosine, elementwise.
-    pub fn cos(&self) -> Self {
+    pub fn cos(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Cos>()
     }
     /// The hyperbolic tangent, elementwise.
-    pub fn tanh(&self) -> Self {
+    pub fn tanh(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Tanh>()
     }
     /// The error function, elementwise.
-    pub fn erf(&self) -> Self {
+    pub fn erf(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Erf>()
     }
     /// max(x, 0), elementwise.
-    pub fn relu(&self) -> Self {
+    pub fn relu(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Relu>()
     }
     /// 1 / (1 + e^-x), elementwise.
-    pub fn sigmoid(&self) -> Self {
+    pub fn sigmoid(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Sigmoid>()
     }
     /// GELU in its exact form, x * Φ(x) (PyTorch's `approximate='none'`).
-    pub fn gelu(&self) -> Self {
+    pub fn gelu(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Gelu>()
     }
     /// GELU in its tanh form (PyTorch's `approximate='tanh'`).
-    pub fn gelu_tanh(&self) -> Self {
+    pub fn gelu_tanh(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::GeluTanh>()
     }
     /// x * sigmoid(x), elementwise (also called swish).
-    pub fn silu(&self) -> Self {
+    pub fn silu(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Silu>()
     }
     /// ln(1 + e^x), elementwise; x itself above 20, as PyTorch's default threshold.
-    pub fn softplus(&self) -> Self {
+    pub fn softplus(&self) -> Self
+    where
+        E: Float,
+    {
         self.unary::<markers::Softplus>()
     }
 }
 
-impl<S: Shape, E: Signed> Tensor<S, E> {
+impl<S: Shape, E: Element> Tensor<S, E> {
     /// -x, elementwise (integers wrap).
-    pub fn neg(&self) -> Self {
+    pub fn neg(&self) -> Self
+    where
+        E: Signed,
+    {
         ok(self.try_signed(UnaryOp::Neg))
     }
 
     /// |x|, elementwise.
-    pub fn abs(&self) -> Self {
+    pub fn abs(&self) -> Self
+    where
+        E: Signed,
+    {
         ok(self.try_signed(UnaryOp::Abs))
     }
 
-    fn try_signed(&self, op: UnaryOp) -> Result<Self> {
-        Ok(Tensor::from_storage(self.storage().signed_unary(op, self.layout())?, self.shape()))
+    fn try_signed(&self, op: UnaryOp) -> Result<Self>
+    where
+        E: Signed,
+    {
+        Ok(Tensor::from_storage(
+            self.storage().signed_unary(op, self.layout())?,
+            self.shape(),
+        ))
     }
 }
 
-impl<S: Shape, E: Num> Tensor<S, E> {
+impl<S: Shape, E: Element> Tensor<S, E> {
     /// A binary op given by its marker type, broadcasting as DESIGN.md says; the operators and
     /// the named methods call this.
     pub fn try_binary<O: BinaryOpT, R: Operand<E>>(
@@ -167,6 +241,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         rhs: R,
     ) -> Result<Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>>
     where
+        E: Num,
         S: BroadcastShapes<R::Shape>,
     {
         let rhs = rhs.into_tensor(self.device())?;
@@ -183,8 +258,12 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// assert_eq!(t.maximum(0.0).to_vec(), vec![0.0, 0.5, 2.0]);
     /// ```
     #[track_caller]
-    pub fn maximum<R: Operand<E>>(&self, rhs: R) -> Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>
+    pub fn maximum<R: Operand<E>>(
+        &self,
+        rhs: R,
+    ) -> Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>
     where
+        E: Num,
         S: BroadcastShapes<R::Shape>,
     {
         ok(self.try_binary::<markers::Max, R>(rhs))
@@ -192,8 +271,12 @@ impl<S: Shape, E: Num> Tensor<S, E> {
 
     /// The smaller of each pair of elements (NaN wins), broadcasting.
     #[track_caller]
-    pub fn minimum<R: Operand<E>>(&self, rhs: R) -> Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>
+    pub fn minimum<R: Operand<E>>(
+        &self,
+        rhs: R,
+    ) -> Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>
     where
+        E: Num,
         S: BroadcastShapes<R::Shape>,
     {
         ok(self.try_binary::<markers::Min, R>(rhs))
@@ -209,18 +292,25 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     #[track_caller]
     pub fn pow<R: Operand<E>>(&self, rhs: R) -> Tensor<<S as BroadcastShapes<R::Shape>>::Output, E>
     where
+        E: Num,
         S: BroadcastShapes<R::Shape>,
     {
         ok(self.try_binary::<markers::Pow, R>(rhs))
     }
 
     /// Clamps every element into `[min, max]`; NaN stays NaN.
-    pub fn clamp(&self, min: E, max: E) -> Self {
+    pub fn clamp(&self, min: E, max: E) -> Self
+    where
+        E: Num,
+    {
         ok(self.try_clamp(min, max))
     }
 
     /// [`Tensor::clamp`], returning an error when `min > max`.
-    pub fn try_clamp(&self, min: E, max: E) -> Result<Self> {
+    pub fn try_clamp(&self, min: E, max: E) -> Result<Self>
+    where
+        E: Num,
+    {
         if min > max {
             crate::error::bail!("clamp", "min {min:?} is greater than max {max:?}");
         }
@@ -262,7 +352,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 
     /// [`Tensor::where_cond`], returning run-time shape errors.
-    pub fn try_where_cond<C: Shape, R: Operand<E>>(&self, cond: &Tensor<C, bool>, other: R) -> Result<Self>
+    pub fn try_where_cond<C: Shape, R: Operand<E>>(
+        &self,
+        cond: &Tensor<C, bool>,
+        other: R,
+    ) -> Result<Self>
     where
         C: BroadcastShapes<S, Output = S>,
         R::Shape: BroadcastShapes<S, Output = S>,
@@ -300,7 +394,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         C: BroadcastShapes<S, Output = S>,
     {
         let fill = Tensor::try_full((), value, self.device())?;
-        let lf = fill.layout().broadcast_to(&self.dims()).expect("a scalar broadcasts");
+        let lf = fill
+            .layout()
+            .broadcast_to(&self.dims())
+            .expect("a scalar broadcasts");
         let (lm, _, _) = broadcast_pair::<C, S, S, bool, E>("masked_fill", mask, self)?;
         let out = Storage::where_cond(
             (mask.storage(), &lm),

@@ -154,7 +154,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         if self.layout.is_contiguous() {
             return Ok(self.clone());
         }
-        Ok(Tensor::from_storage(self.storage.contiguous(&self.layout)?, self.shape))
+        Ok(Tensor::from_storage(
+            self.storage.contiguous(&self.layout)?,
+            self.shape,
+        ))
     }
 
     /// The tensor converted to another element type (floats to integers truncate toward zero).
@@ -171,7 +174,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
 
     /// [`Tensor::cast`], returning device errors.
     pub fn try_cast<U: Element>(&self) -> Result<Tensor<S, U>> {
-        Ok(Tensor::from_storage(self.storage.cast::<U>(&self.layout)?, self.shape))
+        Ok(Tensor::from_storage(
+            self.storage.cast::<U>(&self.layout)?,
+            self.shape,
+        ))
     }
 
     /// A copy on another device.
@@ -181,7 +187,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
 
     /// [`Tensor::to_device`], returning device errors.
     pub fn try_to_device(&self, device: Device) -> Result<Tensor<S, E>> {
-        Ok(Tensor::from_storage(self.storage.to_device(&self.layout, device)?, self.shape))
+        Ok(Tensor::from_storage(
+            self.storage.to_device(&self.layout, device)?,
+            self.shape,
+        ))
     }
 }
 

@@ -44,7 +44,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             });
         }
         let source = self.try_contiguous()?;
-        let layout = source.layout().reshape(&shape.dims()).expect("contiguous reshape");
+        let layout = source
+            .layout()
+            .reshape(&shape.dims())
+            .expect("contiguous reshape");
         Ok(source.view(layout, shape))
     }
 
@@ -63,7 +66,9 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 
     /// [`Tensor::flatten`], returning run-time size errors.
-    pub fn try_flatten<const START: usize, const END: usize, T: Shape>(&self) -> Result<Tensor<T, E>> {
+    pub fn try_flatten<const START: usize, const END: usize, T: Shape>(
+        &self,
+    ) -> Result<Tensor<T, E>> {
         const { checks::flatten::<S, T, START, END>() };
         let d = self.dims();
         let mut dims: Vec<usize> = d[..START].to_vec();
@@ -104,7 +109,9 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// let y: Tensor<Rank3<4, 3, 2>> = x.transpose::<0, 2>();
     /// # let _ = y;
     /// ```
-    pub fn transpose<const A: usize, const B: usize>(&self) -> Tensor<<S as SwapAxes<A, B>>::Output, E>
+    pub fn transpose<const A: usize, const B: usize>(
+        &self,
+    ) -> Tensor<<S as SwapAxes<A, B>>::Output, E>
     where
         S: SwapAxes<A, B>,
     {
@@ -133,12 +140,15 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// [`Tensor::broadcast_to`], returning an error naming both shapes.
     pub fn try_broadcast_to<T: Shape>(&self, shape: T) -> Result<Tensor<T, E>> {
         const { checks::broadcast::<S, T>() };
-        let layout = self.layout().broadcast_to(&shape.dims()).ok_or_else(|| Error::ShapeMismatch {
-            op: "broadcast_to",
-            lhs: describe(&self.shape()),
-            rhs: describe(&shape),
-            rule: "each trailing dimension must be equal or 1",
-        })?;
+        let layout =
+            self.layout()
+                .broadcast_to(&shape.dims())
+                .ok_or_else(|| Error::ShapeMismatch {
+                    op: "broadcast_to",
+                    lhs: describe(&self.shape()),
+                    rhs: describe(&shape),
+                    rule: "each trailing dimension must be equal or 1",
+                })?;
         Ok(self.view(layout, shape))
     }
 
@@ -171,7 +181,12 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     {
         const { checks::squeeze::<S, I>() };
         if self.dims()[I] != 1 {
-            crate::error::bail!("squeeze", "axis {I} of {} has size {}, not 1", describe(&self.shape()), self.dims()[I]);
+            crate::error::bail!(
+                "squeeze",
+                "axis {I} of {} has size {}, not 1",
+                describe(&self.shape()),
+                self.dims()[I]
+            );
         }
         let mut dims = self.dims().to_vec();
         let mut strides = self.strides().to_vec();
@@ -189,7 +204,9 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// let y: Tensor<Rank2<1, 3>> = x.unsqueeze::<0>();
     /// # let _ = y;
     /// ```
-    pub fn unsqueeze<const I: usize>(&self) -> Tensor<<S as InsertAxis<I, crate::shape::Const<1>>>::Output, E>
+    pub fn unsqueeze<const I: usize>(
+        &self,
+    ) -> Tensor<<S as InsertAxis<I, crate::shape::Const<1>>>::Output, E>
     where
         S: InsertAxis<I, crate::shape::Const<1>>,
     {
@@ -215,7 +232,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// assert_eq!(y.to_vec(), vec![1, 2, 6, 7]);
     /// ```
     #[track_caller]
-    pub fn narrow<const I: usize, D: Dim>(&self, start: usize, len: D) -> Tensor<Replaced<S, I, D>, E>
+    pub fn narrow<const I: usize, D: Dim>(
+        &self,
+        start: usize,
+        len: D,
+    ) -> Tensor<Replaced<S, I, D>, E>
     where
         S: ReduceAxis<I>,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
@@ -224,7 +245,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 
     /// [`Tensor::narrow`], returning an error naming the axis, the range and the shape.
-    pub fn try_narrow<const I: usize, D: Dim>(&self, start: usize, len: D) -> Result<Tensor<Replaced<S, I, D>, E>>
+    pub fn try_narrow<const I: usize, D: Dim>(
+        &self,
+        start: usize,
+        len: D,
+    ) -> Result<Tensor<Replaced<S, I, D>, E>>
     where
         S: ReduceAxis<I>,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
@@ -251,7 +276,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// assert_eq!(x.slice::<0>(1..4).to_vec(), vec![1, 2, 3]);
     /// ```
     #[track_caller]
-    pub fn slice<const I: usize>(&self, range: std::ops::Range<usize>) -> Tensor<Replaced<S, I, usize>, E>
+    pub fn slice<const I: usize>(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> Tensor<Replaced<S, I, usize>, E>
     where
         S: ReduceAxis<I>,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, usize>,
