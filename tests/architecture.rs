@@ -8,9 +8,16 @@ fn every_path_in_the_architecture_page_exists() {
     for (i, piece) in text.split('`').enumerate() {
         // Odd pieces are inside backticks; paths are the ones that name a crate folder.
         let is_path = i % 2 == 1
-            && ["rtx/", "rtx-kernels/", "rtx-backends/", "rtx-macros/", "tests/", "benches/"]
-                .iter()
-                .any(|p| piece.starts_with(p));
+            && [
+                "rtx/",
+                "rtx-kernels/",
+                "rtx-backends/",
+                "rtx-macros/",
+                "tests/",
+                "benches/",
+            ]
+            .iter()
+            .any(|p| piece.starts_with(p));
         if is_path {
             assert!(
                 std::path::Path::new(&format!("{root}/{piece}")).exists(),

@@ -3,6 +3,8 @@
 //! rtx-backends knows nothing about shapes as types or about autograd: it receives sizes and
 //! strides as plain numbers ([`Layout`]) and element types as [`rtx_kernels::Element`]s.
 
+#![warn(missing_docs)]
+
 pub mod cpu;
 mod device;
 mod error;

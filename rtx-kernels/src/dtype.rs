@@ -130,12 +130,33 @@ pub trait Num: Element {
     /// The larger of two values; NaN wins, as in PyTorch.
     #[inline]
     fn max_of(self, b: Self) -> Self {
-        if self != self || self >= b { self } else { b }
+        // `partial_cmp` is None exactly when one side is NaN; keep `self` if it is the NaN.
+        match self.partial_cmp(&b) {
+            Some(std::cmp::Ordering::Less) => b,
+            Some(_) => self,
+            None => {
+                if b.partial_cmp(&b).is_none() {
+                    b
+                } else {
+                    self
+                }
+            }
+        }
     }
     /// The smaller of two values; NaN wins, as in PyTorch.
     #[inline]
     fn min_of(self, b: Self) -> Self {
-        if self != self || self <= b { self } else { b }
+        match self.partial_cmp(&b) {
+            Some(std::cmp::Ordering::Greater) => b,
+            Some(_) => self,
+            None => {
+                if b.partial_cmp(&b).is_none() {
+                    b
+                } else {
+                    self
+                }
+            }
+        }
     }
 }
 

@@ -2,6 +2,8 @@
 //! function, and the Philox generator. Backends run these definitions; rtx-kernels knows
 //! nothing about devices, layouts or autograd.
 
+#![warn(missing_docs)]
+
 pub mod dtype;
 pub mod op;
 pub mod philox;

@@ -83,7 +83,7 @@ impl Philox {
         let u2 = (self.word(2 * pair + 1) >> 8) as f32 * (1.0 / 16_777_216.0);
         let r = (-2.0 * u1.ln()).sqrt();
         let theta = 2.0 * std::f32::consts::PI * u2;
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             r * theta.cos()
         } else {
             r * theta.sin()
@@ -98,7 +98,7 @@ impl Philox {
         let u2 = self.uniform_f64(2 * pair + 1);
         let r = (-2.0 * u1.ln()).sqrt();
         let theta = 2.0 * std::f64::consts::PI * u2;
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             r * theta.cos()
         } else {
             r * theta.sin()

@@ -12,6 +12,8 @@
 //! assert_eq!(y.dims(), &[4, 2]);
 //! ```
 
+#![warn(missing_docs)]
+
 mod error;
 pub mod shape;
 mod tensor;

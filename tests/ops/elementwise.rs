@@ -264,7 +264,7 @@ fn casts_between_all_types() {
         vec![-1.5, 0.0, 2.703125, 300.0]
     );
     assert_eq!(
-        x.cast::<f16>().cast::<f32>().to_vec(),
+        x.cast::<f16>().cast::<f64>().to_vec(),
         vec![-1.5, 0.0, 2.69921875, 300.0]
     );
 }

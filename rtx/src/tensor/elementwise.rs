@@ -66,9 +66,9 @@ pub(crate) fn broadcast_pair<A: Shape, B: Shape, O: Shape, E1: Element, E2: Elem
     if big[big.len() - small.len()..] != *small {
         return Err(mismatch());
     }
-    let out = O::from_dims(&big).ok_or_else(mismatch)?;
-    let la = a.layout().broadcast_to(&big).ok_or_else(mismatch)?;
-    let lb = b.layout().broadcast_to(&big).ok_or_else(mismatch)?;
+    let out = O::from_dims(big).ok_or_else(mismatch)?;
+    let la = a.layout().broadcast_to(big).ok_or_else(mismatch)?;
+    let lb = b.layout().broadcast_to(big).ok_or_else(mismatch)?;
     Ok((la, lb, out))
 }
 
@@ -343,7 +343,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// assert_eq!(x.where_cond(&x.gt(0.0), 0.0).to_vec(), vec![1.0, 0.0, 3.0]);
     /// ```
     #[track_caller]
-    pub fn where_cond<C: Shape, R: Operand<E>>(&self, cond: &Tensor<C, bool>, other: R) -> Self
+    pub fn where_cond<C, R: Operand<E>>(&self, cond: &Tensor<C, bool>, other: R) -> Self
     where
         C: BroadcastShapes<S, Output = S>,
         R::Shape: BroadcastShapes<S, Output = S>,
@@ -352,7 +352,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 
     /// [`Tensor::where_cond`], returning run-time shape errors.
-    pub fn try_where_cond<C: Shape, R: Operand<E>>(
+    pub fn try_where_cond<C, R: Operand<E>>(
         &self,
         cond: &Tensor<C, bool>,
         other: R,
@@ -381,7 +381,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// assert_eq!(x.masked_fill(&mask, -1).to_vec(), vec![1, -1, 3]);
     /// ```
     #[track_caller]
-    pub fn masked_fill<C: Shape>(&self, mask: &Tensor<C, bool>, value: E) -> Self
+    pub fn masked_fill<C>(&self, mask: &Tensor<C, bool>, value: E) -> Self
     where
         C: BroadcastShapes<S, Output = S>,
     {
@@ -389,14 +389,14 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 
     /// [`Tensor::masked_fill`], returning run-time shape errors.
-    pub fn try_masked_fill<C: Shape>(&self, mask: &Tensor<C, bool>, value: E) -> Result<Self>
+    pub fn try_masked_fill<C>(&self, mask: &Tensor<C, bool>, value: E) -> Result<Self>
     where
         C: BroadcastShapes<S, Output = S>,
     {
         let fill = Tensor::try_full((), value, self.device())?;
         let lf = fill
             .layout()
-            .broadcast_to(&self.dims())
+            .broadcast_to(self.dims())
             .expect("a scalar broadcasts");
         let (lm, _, _) = broadcast_pair::<C, S, S, bool, E>("masked_fill", mask, self)?;
         let out = Storage::where_cond(
