@@ -142,7 +142,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         const { checks::broadcast::<S, T>() };
         let layout =
             self.layout()
-                .broadcast_to(shape.dims())
+                .broadcast_to(&shape.dims())
                 .ok_or_else(|| Error::ShapeMismatch {
                     op: "broadcast_to",
                     lhs: describe(&self.shape()),
