@@ -23,7 +23,6 @@ pub use index::*;
 pub use join::*;
 pub use matmul::*;
 pub use random::*;
-pub use range::*;
 pub use reduce::*;
 pub use view::Replaced;
 
