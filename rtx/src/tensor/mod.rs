@@ -19,8 +19,6 @@ mod view;
 
 pub use conv::*;
 pub use elementwise::Operand;
-pub use index::*;
-pub use join::*;
 pub use matmul::*;
 pub use random::*;
 pub use reduce::*;
