@@ -73,10 +73,40 @@ impl<A: DimEq<B>, B: Dim> JoinDimsAgree<B> for A {}
 pub trait JoinShapesAgree<T: Shape>: Shape {}
 impl JoinShapesAgree<()> for () {}
 impl<A0: JoinDimsAgree<B0>, B0: Dim> JoinShapesAgree<(B0,)> for (A0,) {}
-impl<A0: JoinDimsAgree<B0>, A1: JoinDimsAgree<B1>, B0: Dim, B1: Dim> JoinShapesAgree<(B0, B1)> for (A0, A1) {}
-impl<A0: JoinDimsAgree<B0>, A1: JoinDimsAgree<B1>, A2: JoinDimsAgree<B2>, B0: Dim, B1: Dim, B2: Dim> JoinShapesAgree<(B0, B1, B2)> for (A0, A1, A2) {}
-impl<A0: JoinDimsAgree<B0>, A1: JoinDimsAgree<B1>, A2: JoinDimsAgree<B2>, A3: JoinDimsAgree<B3>, B0: Dim, B1: Dim, B2: Dim, B3: Dim> JoinShapesAgree<(B0, B1, B2, B3)> for (A0, A1, A2, A3) {}
-impl<A0: JoinDimsAgree<B0>, A1: JoinDimsAgree<B1>, A2: JoinDimsAgree<B2>, A3: JoinDimsAgree<B3>, A4: JoinDimsAgree<B4>, B0: Dim, B1: Dim, B2: Dim, B3: Dim, B4: Dim> JoinShapesAgree<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3, A4) {}
+impl<A0: JoinDimsAgree<B0>, A1: JoinDimsAgree<B1>, B0: Dim, B1: Dim> JoinShapesAgree<(B0, B1)>
+    for (A0, A1)
+{
+}
+impl<A0: JoinDimsAgree<B0>, A1: JoinDimsAgree<B1>, A2: JoinDimsAgree<B2>, B0: Dim, B1: Dim, B2: Dim>
+    JoinShapesAgree<(B0, B1, B2)> for (A0, A1, A2)
+{
+}
+impl<
+    A0: JoinDimsAgree<B0>,
+    A1: JoinDimsAgree<B1>,
+    A2: JoinDimsAgree<B2>,
+    A3: JoinDimsAgree<B3>,
+    B0: Dim,
+    B1: Dim,
+    B2: Dim,
+    B3: Dim,
+> JoinShapesAgree<(B0, B1, B2, B3)> for (A0, A1, A2, A3)
+{
+}
+impl<
+    A0: JoinDimsAgree<B0>,
+    A1: JoinDimsAgree<B1>,
+    A2: JoinDimsAgree<B2>,
+    A3: JoinDimsAgree<B3>,
+    A4: JoinDimsAgree<B4>,
+    B0: Dim,
+    B1: Dim,
+    B2: Dim,
+    B3: Dim,
+    B4: Dim,
+> JoinShapesAgree<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3, A4)
+{
+}
 
 /// A shape that can be concatenated after a tensor of shape `S` along axis `I`: same rank,
 /// and every dim but axis `I` agrees with `S`'s (a mismatch names both dims).

@@ -310,7 +310,14 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
         };
         let p = conv_params::<C, CG, Opt>(2);
         let b = Some(ConvInput::new(bias));
-        let (s, shape) = run_conv("conv2d", ConvInput::new(self), ConvInput::new(weight), b, &p, 2)?;
+        let (s, shape) = run_conv(
+            "conv2d",
+            ConvInput::new(self),
+            ConvInput::new(weight),
+            b,
+            &p,
+            2,
+        )?;
         Ok(Tensor::from_storage(s, shape))
     }
 
@@ -469,7 +476,14 @@ impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
         };
         let p = conv_params::<C, CG, Opt>(1);
         let b = Some(ConvInput::new(bias));
-        let (s, shape) = run_conv("conv1d", ConvInput::new(self), ConvInput::new(weight), b, &p, 1)?;
+        let (s, shape) = run_conv(
+            "conv1d",
+            ConvInput::new(self),
+            ConvInput::new(weight),
+            b,
+            &p,
+            1,
+        )?;
         Ok(Tensor::from_storage(s, shape))
     }
 
