@@ -51,6 +51,7 @@ fn cfg<C: rtx::shape::Dim, CG: rtx::shape::Dim, O: ConvOptions<C, CG>>() -> Cfg 
 
 /// The 2-d convolution of dense `x` `[n, c, h, w]` with `wt` `[o, c/g, kh, kw]` in f64,
 /// with the sum of |terms| per output for the tolerance.
+#[allow(clippy::too_many_arguments)] // a reference spelled out with every conv parameter
 fn naive_conv(
     x: &[f64],
     [n, c, h, w]: [usize; 4],

@@ -94,7 +94,7 @@ fn index_select_case<E: Element>(
     let doubled: Vec<i64> = idx_vals.iter().flat_map(|&k| [k, -7]).collect();
     let idx = Tensor::from_vec(doubled, (raw.len(), 2usize), Device::Cpu);
     let idx = idx.slice::<1>(0..1).squeeze::<1>();
-    let idx: Tensor<(usize,), i64> = if kind % 2 == 0 {
+    let idx: Tensor<(usize,), i64> = if kind.is_multiple_of(2) {
         Tensor::from_vec(idx_vals.clone(), (raw.len(),), Device::Cpu)
     } else {
         idx

@@ -13,8 +13,8 @@ use crate::shape::conv::ConvOptions;
 use crate::shape::{Dim, Shape, describe};
 use rtx_backends::cpu::conv::{Conv2dParams, Pool2dParams};
 use rtx_backends::{Layout, Storage};
-use rtx_kernels::Float;
 use rtx_kernels::op::PoolOp;
+use rtx_kernels::{Element, Float};
 
 pub use crate::shape::conv::{Conv, GroupedConv, Pool};
 
@@ -176,7 +176,7 @@ fn pool_params<const K: usize, const S: usize, const P: usize>() -> Pool2dParams
     }
 }
 
-impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
+impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
     /// The 2-d convolution (cross-correlation, as PyTorch's `conv2d`) of a `[N, C, H, W]`
     /// input with a `[O, C/G, KH, KW]` weight, giving `[N, O, HO, WO]`; the output sizes
     /// come from the result type and are verified where static (see [`crate::shape::conv`]).
@@ -207,7 +207,10 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
         &self,
         weight: &Tensor<(O, CG, KH, KW), E>,
         opts: Opt,
-    ) -> Tensor<(N, O, HO, WO), E> {
+    ) -> Tensor<(N, O, HO, WO), E>
+    where
+        E: Float,
+    {
         ok(self.try_conv2d(weight, opts))
     }
 
@@ -232,7 +235,10 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
         &self,
         weight: &Tensor<(O, CG, KH, KW), E>,
         opts: Opt,
-    ) -> Result<Tensor<(N, O, HO, WO), E>> {
+    ) -> Result<Tensor<(N, O, HO, WO), E>>
+    where
+        E: Float,
+    {
         let _ = opts;
         const {
             crate::shape::conv::conv::<(N, C, H, W), (O, CG, KH, KW), (N, O, HO, WO)>(
@@ -280,7 +286,10 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
         weight: &Tensor<(O, CG, KH, KW), E>,
         bias: &Tensor<(O,), E>,
         opts: Opt,
-    ) -> Tensor<(N, O, HO, WO), E> {
+    ) -> Tensor<(N, O, HO, WO), E>
+    where
+        E: Float,
+    {
         ok(self.try_conv2d_bias(weight, bias, opts))
     }
 
@@ -299,7 +308,10 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
         weight: &Tensor<(O, CG, KH, KW), E>,
         bias: &Tensor<(O,), E>,
         opts: Opt,
-    ) -> Result<Tensor<(N, O, HO, WO), E>> {
+    ) -> Result<Tensor<(N, O, HO, WO), E>>
+    where
+        E: Float,
+    {
         let _ = opts;
         const {
             crate::shape::conv::conv::<(N, C, H, W), (O, CG, KH, KW), (N, O, HO, WO)>(
@@ -338,7 +350,10 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
     pub fn max_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
         window: Pool<K, S, P>,
-    ) -> Tensor<(N, C, HO, WO), E> {
+    ) -> Tensor<(N, C, HO, WO), E>
+    where
+        E: Float,
+    {
         ok(self.try_max_pool2d(window))
     }
 
@@ -347,7 +362,10 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
     pub fn try_max_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
         _window: Pool<K, S, P>,
-    ) -> Result<Tensor<(N, C, HO, WO), E>> {
+    ) -> Result<Tensor<(N, C, HO, WO), E>>
+    where
+        E: Float,
+    {
         const { crate::shape::conv::pool::<(N, C, H, W), (N, C, HO, WO)>("max_pool2d", (K, S, P)) };
         let (s, shape) = run_pool(
             PoolOp::Max,
@@ -374,7 +392,10 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
     pub fn avg_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
         window: Pool<K, S, P>,
-    ) -> Tensor<(N, C, HO, WO), E> {
+    ) -> Tensor<(N, C, HO, WO), E>
+    where
+        E: Float,
+    {
         ok(self.try_avg_pool2d(window))
     }
 
@@ -383,7 +404,10 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
     pub fn try_avg_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
         _window: Pool<K, S, P>,
-    ) -> Result<Tensor<(N, C, HO, WO), E>> {
+    ) -> Result<Tensor<(N, C, HO, WO), E>>
+    where
+        E: Float,
+    {
         const { crate::shape::conv::pool::<(N, C, H, W), (N, C, HO, WO)>("avg_pool2d", (K, S, P)) };
         let (s, shape) = run_pool(
             PoolOp::Avg,
@@ -395,7 +419,7 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Float> Tensor<(N, C, H, W), E> {
     }
 }
 
-impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
+impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
     /// The 1-d convolution of a `[N, C, L]` input with a `[O, C/G, K]` weight, giving
     /// `[N, O, LO]` (output length from the result type, verified where static).
     ///
@@ -414,7 +438,10 @@ impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
         &self,
         weight: &Tensor<(O, CG, K), E>,
         opts: Opt,
-    ) -> Tensor<(N, O, LO), E> {
+    ) -> Tensor<(N, O, LO), E>
+    where
+        E: Float,
+    {
         ok(self.try_conv1d(weight, opts))
     }
 
@@ -423,7 +450,10 @@ impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
         &self,
         weight: &Tensor<(O, CG, K), E>,
         opts: Opt,
-    ) -> Result<Tensor<(N, O, LO), E>> {
+    ) -> Result<Tensor<(N, O, LO), E>>
+    where
+        E: Float,
+    {
         let _ = opts;
         const {
             crate::shape::conv::conv::<(N, C, L), (O, CG, K), (N, O, LO)>(
@@ -454,7 +484,10 @@ impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
         weight: &Tensor<(O, CG, K), E>,
         bias: &Tensor<(O,), E>,
         opts: Opt,
-    ) -> Tensor<(N, O, LO), E> {
+    ) -> Tensor<(N, O, LO), E>
+    where
+        E: Float,
+    {
         ok(self.try_conv1d_bias(weight, bias, opts))
     }
 
@@ -465,7 +498,10 @@ impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
         weight: &Tensor<(O, CG, K), E>,
         bias: &Tensor<(O,), E>,
         opts: Opt,
-    ) -> Result<Tensor<(N, O, LO), E>> {
+    ) -> Result<Tensor<(N, O, LO), E>>
+    where
+        E: Float,
+    {
         let _ = opts;
         const {
             crate::shape::conv::conv::<(N, C, L), (O, CG, K), (N, O, LO)>(
@@ -502,7 +538,10 @@ impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
     pub fn max_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
         window: Pool<K, S, P>,
-    ) -> Tensor<(N, HO, WO), E> {
+    ) -> Tensor<(N, HO, WO), E>
+    where
+        E: Float,
+    {
         ok(self.try_max_pool2d(window))
     }
 
@@ -510,7 +549,10 @@ impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
     pub fn try_max_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
         _window: Pool<K, S, P>,
-    ) -> Result<Tensor<(N, HO, WO), E>> {
+    ) -> Result<Tensor<(N, HO, WO), E>>
+    where
+        E: Float,
+    {
         const { crate::shape::conv::pool::<(N, C, L), (N, HO, WO)>("max_pool2d", (K, S, P)) };
         let x = self.unbatched_operand();
         let (s, shape) = run_pool(PoolOp::Max, x, &pool_params::<K, S, P>(), false)?;
@@ -525,7 +567,10 @@ impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
     pub fn avg_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
         window: Pool<K, S, P>,
-    ) -> Tensor<(N, HO, WO), E> {
+    ) -> Tensor<(N, HO, WO), E>
+    where
+        E: Float,
+    {
         ok(self.try_avg_pool2d(window))
     }
 
@@ -533,7 +578,10 @@ impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
     pub fn try_avg_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
         _window: Pool<K, S, P>,
-    ) -> Result<Tensor<(N, HO, WO), E>> {
+    ) -> Result<Tensor<(N, HO, WO), E>>
+    where
+        E: Float,
+    {
         const { crate::shape::conv::pool::<(N, C, L), (N, HO, WO)>("avg_pool2d", (K, S, P)) };
         let x = self.unbatched_operand();
         let (s, shape) = run_pool(PoolOp::Avg, x, &pool_params::<K, S, P>(), false)?;
@@ -541,7 +589,10 @@ impl<N: Dim, C: Dim, L: Dim, E: Float> Tensor<(N, C, L), E> {
     }
 
     /// A `[C, H, W]` tensor as a batch of one `[1, C, H, W]`.
-    fn unbatched_operand(&self) -> ConvInput<'_, E> {
+    fn unbatched_operand(&self) -> ConvInput<'_, E>
+    where
+        E: Float,
+    {
         let l = self.layout();
         let mut strides = vec![0];
         strides.extend_from_slice(l.strides());

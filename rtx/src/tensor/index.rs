@@ -259,7 +259,7 @@ fn scatter_checks<const I: usize, const ADD: bool, S: Shape, S2: Shape, S3: Shap
     Ok((*index.layout(), *src.layout()))
 }
 
-impl<S: Shape, E: Num> Tensor<S, E> {
+impl<S: Shape, E: Element> Tensor<S, E> {
     /// A copy of `self` with `src[p]` added at `p with axis I replaced by index[p]`, for every
     /// position `p` of `index` (PyTorch's out-of-place `scatter_add`). Sums along a repeated
     /// index run in logical order, so float results never depend on the thread count.
@@ -282,6 +282,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         src: &Tensor<impl Shape, E>,
     ) -> Self
     where
+        E: Num,
         S: HasAxis<I>,
     {
         ok(self.try_scatter_add::<I>(index, src))
@@ -294,6 +295,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         src: &Tensor<impl Shape, E>,
     ) -> Result<Self>
     where
+        E: Num,
         S: HasAxis<I>,
     {
         let (il, sl) = scatter_checks::<I, true, _, _, _, _>(self, index, src)?;
@@ -327,6 +329,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         src: &Tensor<Replaced<S, I, D>, E>,
     ) -> Self
     where
+        E: Num,
         S: ReduceAxis<I>,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
     {
@@ -340,6 +343,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         src: &Tensor<Replaced<S, I, D>, E>,
     ) -> Result<Self>
     where
+        E: Num,
         S: ReduceAxis<I>,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
     {

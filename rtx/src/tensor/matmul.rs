@@ -8,7 +8,7 @@ use super::Tensor;
 use crate::error::{Error, Result, ok};
 use crate::shape::{Shape, describe};
 use rtx_backends::Layout;
-use rtx_kernels::Num;
+use rtx_kernels::{Element, Num};
 
 /// The shape rule of matmul, re-exported so generic code can state it with the prelude alone.
 pub use crate::shape::matmul::MatmulShapes;
@@ -69,7 +69,7 @@ impl<'a> Stack<'a> {
     }
 }
 
-impl<S: Shape, E: Num> Tensor<S, E> {
+impl<S: Shape, E: Element> Tensor<S, E> {
     /// The matrix product, as PyTorch's `matmul`: `[M, K] x [K, N] -> [M, N]`, a vector on
     /// either side, and batches (`[B, M, K] x [B, K, N]`, or batch dims on one side only,
     /// which broadcast). Shapes are checked when compiling; see [`MatmulShapes`].
@@ -92,6 +92,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     #[track_caller]
     pub fn matmul<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<<S as MatmulShapes<R>>::Output, E>
     where
+        E: Num,
         S: MatmulShapes<R>,
     {
         ok(self.try_matmul(rhs))
@@ -114,6 +115,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         rhs: &Tensor<R, E>,
     ) -> Result<Tensor<<S as MatmulShapes<R>>::Output, E>>
     where
+        E: Num,
         S: MatmulShapes<R>,
     {
         let mismatch = |rule| Error::ShapeMismatch {

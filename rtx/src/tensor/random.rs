@@ -18,7 +18,7 @@ use rtx_kernels::{Element, Float, Num};
 
 pub use rtx_kernels::Philox;
 
-impl<S: Shape, E: Float> Tensor<S, E> {
+impl<S: Shape, E: Element> Tensor<S, E> {
     /// Uniform draws in [0, 1).
     ///
     /// # Panics
@@ -31,12 +31,18 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// assert_eq!(t.to_vec()[4], Philox::new(42).uniform_f32(4));
     /// ```
     #[track_caller]
-    pub fn rand(shape: S, seed: u64, device: Device) -> Self {
+    pub fn rand(shape: S, seed: u64, device: Device) -> Self
+    where
+        E: Float,
+    {
         ok(Self::try_rand(shape, seed, device))
     }
 
     /// [`Tensor::rand`], returning device errors.
-    pub fn try_rand(shape: S, seed: u64, device: Device) -> Result<Self> {
+    pub fn try_rand(shape: S, seed: u64, device: Device) -> Result<Self>
+    where
+        E: Float,
+    {
         Self::try_rand_uniform(shape, 0.0, 1.0, seed, device)
     }
 
@@ -53,7 +59,10 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// assert!(t.to_vec().iter().all(|x| x.to_f64() >= -1.0 && x.to_f64() < 1.0));
     /// ```
     #[track_caller]
-    pub fn rand_uniform(shape: S, low: f64, high: f64, seed: u64, device: Device) -> Self {
+    pub fn rand_uniform(shape: S, low: f64, high: f64, seed: u64, device: Device) -> Self
+    where
+        E: Float,
+    {
         ok(Self::try_rand_uniform(shape, low, high, seed, device))
     }
 
@@ -70,7 +79,10 @@ impl<S: Shape, E: Float> Tensor<S, E> {
         high: f64,
         seed: u64,
         device: Device,
-    ) -> Result<Self> {
+    ) -> Result<Self>
+    where
+        E: Float,
+    {
         const OP: &str = "rand_uniform";
         if !low.is_finite() || !high.is_finite() || !(high - low).is_finite() {
             bail!(
@@ -106,12 +118,18 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// assert_eq!(t.to_vec()[3], Philox::new(1).normal_f64(3));
     /// ```
     #[track_caller]
-    pub fn randn(shape: S, seed: u64, device: Device) -> Self {
+    pub fn randn(shape: S, seed: u64, device: Device) -> Self
+    where
+        E: Float,
+    {
         ok(Self::try_randn(shape, seed, device))
     }
 
     /// [`Tensor::randn`], returning device errors.
-    pub fn try_randn(shape: S, seed: u64, device: Device) -> Result<Self> {
+    pub fn try_randn(shape: S, seed: u64, device: Device) -> Result<Self>
+    where
+        E: Float,
+    {
         Self::try_randn_with(shape, 0.0, 1.0, seed, device)
     }
 
@@ -128,18 +146,18 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// assert_eq!(t.to_vec(), vec![10.0; 3]);
     /// ```
     #[track_caller]
-    pub fn randn_with(shape: S, mean: f64, std: f64, seed: u64, device: Device) -> Self {
+    pub fn randn_with(shape: S, mean: f64, std: f64, seed: u64, device: Device) -> Self
+    where
+        E: Float,
+    {
         ok(Self::try_randn_with(shape, mean, std, seed, device))
     }
 
     /// [`Tensor::randn_with`], returning an error that names the bad parameter.
-    pub fn try_randn_with(
-        shape: S,
-        mean: f64,
-        std: f64,
-        seed: u64,
-        device: Device,
-    ) -> Result<Self> {
+    pub fn try_randn_with(shape: S, mean: f64, std: f64, seed: u64, device: Device) -> Result<Self>
+    where
+        E: Float,
+    {
         if !mean.is_finite() {
             bail!("randn_with", "mean must be finite, got {mean}");
         }
@@ -166,7 +184,10 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// assert!((2300..2700).contains(&ones));
     /// ```
     #[track_caller]
-    pub fn bernoulli(shape: S, p: f64, seed: u64, device: Device) -> Self {
+    pub fn bernoulli(shape: S, p: f64, seed: u64, device: Device) -> Self
+    where
+        E: Float,
+    {
         ok(Self::try_bernoulli(shape, p, seed, device))
     }
 
@@ -177,7 +198,10 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// let e = Tensor::<(usize,), f32>::try_bernoulli((3,), 1.5, 0, Device::Cpu);
     /// assert_eq!(e.err().unwrap().to_string(), "bernoulli: p must be in [0, 1], got 1.5");
     /// ```
-    pub fn try_bernoulli(shape: S, p: f64, seed: u64, device: Device) -> Result<Self> {
+    pub fn try_bernoulli(shape: S, p: f64, seed: u64, device: Device) -> Result<Self>
+    where
+        E: Float,
+    {
         bernoulli_storage("bernoulli", shape, p, seed, device)
     }
 }
@@ -206,7 +230,7 @@ impl<S: Shape> Tensor<S, bool> {
     }
 }
 
-impl<S: Shape, E: Num> Tensor<S, E> {
+impl<S: Shape, E: Element> Tensor<S, E> {
     /// Integers uniform in `[low, high)`, as PyTorch's `randint` (float types get integral
     /// values). Element `i` takes the 64-bit word made of raw words `2i` and `2i + 1` and is
     /// `low + (word * (high - low)) >> 64` (multiply-shift): deterministic and exact on every
@@ -221,7 +245,10 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// assert!(t.to_vec().iter().all(|x| (-3..3).contains(x)));
     /// ```
     #[track_caller]
-    pub fn randint(shape: S, low: i64, high: i64, seed: u64, device: Device) -> Self {
+    pub fn randint(shape: S, low: i64, high: i64, seed: u64, device: Device) -> Self
+    where
+        E: Num,
+    {
         ok(Self::try_randint(shape, low, high, seed, device))
     }
 
@@ -232,7 +259,10 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// let e = Tensor::<(usize,), u8>::try_randint((3,), 0, 300, 0, Device::Cpu);
     /// assert_eq!(e.err().unwrap().to_string(), "randint: [0, 300) does not fit uint8");
     /// ```
-    pub fn try_randint(shape: S, low: i64, high: i64, seed: u64, device: Device) -> Result<Self> {
+    pub fn try_randint(shape: S, low: i64, high: i64, seed: u64, device: Device) -> Result<Self>
+    where
+        E: Num,
+    {
         if low >= high {
             bail!("randint", "low {low} must be below high {high}");
         }

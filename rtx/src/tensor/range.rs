@@ -12,7 +12,7 @@ use crate::shape::Dim;
 use rtx_backends::{Device, Storage};
 use rtx_kernels::{Element, Float, Num};
 
-impl<D: Dim, E: Num> Tensor<(D,), E> {
+impl<D: Dim, E: Element> Tensor<(D,), E> {
     /// The values `0, 1, ..., len - 1`.
     ///
     /// # Panics
@@ -26,12 +26,18 @@ impl<D: Dim, E: Num> Tensor<(D,), E> {
     /// assert_eq!(f.to_vec(), vec![0.0, 1.0, 2.0]);
     /// ```
     #[track_caller]
-    pub fn arange(len: D, device: Device) -> Self {
+    pub fn arange(len: D, device: Device) -> Self
+    where
+        E: Num,
+    {
         ok(Self::try_arange(len, device))
     }
 
     /// [`Tensor::arange`], returning an error that names the length.
-    pub fn try_arange(len: D, device: Device) -> Result<Self> {
+    pub fn try_arange(len: D, device: Device) -> Result<Self>
+    where
+        E: Num,
+    {
         Self::build_arange("arange", E::ZERO, E::ONE, len, device)
     }
 
@@ -48,7 +54,10 @@ impl<D: Dim, E: Num> Tensor<(D,), E> {
     /// assert_eq!(f.to_vec(), vec![0.5, 0.75, 1.0]);
     /// ```
     #[track_caller]
-    pub fn arange_step(start: E, step: E, len: D, device: Device) -> Self {
+    pub fn arange_step(start: E, step: E, len: D, device: Device) -> Self
+    where
+        E: Num,
+    {
         ok(Self::try_arange_step(start, step, len, device))
     }
 
@@ -62,11 +71,17 @@ impl<D: Dim, E: Num> Tensor<(D,), E> {
     ///     "arange_step: 200 + 4 * 20 = 280 does not fit uint8"
     /// );
     /// ```
-    pub fn try_arange_step(start: E, step: E, len: D, device: Device) -> Result<Self> {
+    pub fn try_arange_step(start: E, step: E, len: D, device: Device) -> Result<Self>
+    where
+        E: Num,
+    {
         Self::build_arange("arange_step", start, step, len, device)
     }
 
-    fn build_arange(op: &'static str, start: E, step: E, len: D, device: Device) -> Result<Self> {
+    fn build_arange(op: &'static str, start: E, step: E, len: D, device: Device) -> Result<Self>
+    where
+        E: Num,
+    {
         let n = len.size();
         let data: Vec<E> = if E::DTYPE.is_float() {
             let (a, d) = (start.to_f64(), step.to_f64());
@@ -97,7 +112,7 @@ impl<D: Dim, E: Num> Tensor<(D,), E> {
     }
 }
 
-impl<D: Dim, E: Float> Tensor<(D,), E> {
+impl<D: Dim, E: Element> Tensor<(D,), E> {
     /// `len` evenly spaced values from `start` to `end`, both included.
     ///
     /// Computed as PyTorch does, but in f64 and rounded once to `E`: with
@@ -115,12 +130,18 @@ impl<D: Dim, E: Float> Tensor<(D,), E> {
     /// assert_eq!(t.to_vec(), vec![0.0, 0.25, 0.5, 0.75, 1.0]);
     /// ```
     #[track_caller]
-    pub fn linspace(start: f64, end: f64, len: D, device: Device) -> Self {
+    pub fn linspace(start: f64, end: f64, len: D, device: Device) -> Self
+    where
+        E: Float,
+    {
         ok(Self::try_linspace(start, end, len, device))
     }
 
     /// [`Tensor::linspace`], returning device errors.
-    pub fn try_linspace(start: f64, end: f64, len: D, device: Device) -> Result<Self> {
+    pub fn try_linspace(start: f64, end: f64, len: D, device: Device) -> Result<Self>
+    where
+        E: Float,
+    {
         let n = len.size();
         let step = if n > 1 {
             (end - start) / (n - 1) as f64

@@ -70,9 +70,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 }
 
-impl<S: Shape, E: Num> Tensor<S, E> {
+impl<S: Shape, E: Element> Tensor<S, E> {
     fn reduce_op<const I: usize>(&self, op: ReduceOp) -> Result<Storage<E>>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         if matches!(op, ReduceOp::Max | ReduceOp::Min) {
@@ -83,13 +84,17 @@ impl<S: Shape, E: Num> Tensor<S, E> {
 
     fn arg_op<const I: usize>(&self, op: ReduceOp) -> Result<Storage<i64>>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         self.check_axis_nonempty::<I>(rtx_kernels::Op::Reduce(op).name())?;
         Ok(self.storage().arg_reduce(self.layout(), I, op)?)
     }
 
-    fn reduce_all_op(&self, op: ReduceOp, name: &'static str) -> Result<Tensor<(), E>> {
+    fn reduce_all_op(&self, op: ReduceOp, name: &'static str) -> Result<Tensor<(), E>>
+    where
+        E: Num,
+    {
         if matches!(op, ReduceOp::Max | ReduceOp::Min) {
             self.check_nonempty(name)?;
         }
@@ -110,6 +115,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// ```
     pub fn sum<const I: usize>(&self) -> Tensor<Reduced<S, I>, E>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(
@@ -128,6 +134,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// ```
     pub fn sum_keepdim<const I: usize>(&self) -> Tensor<Kept<S, I>, E>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(
@@ -145,6 +152,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// ```
     pub fn prod<const I: usize>(&self) -> Tensor<Reduced<S, I>, E>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(
@@ -163,6 +171,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// ```
     pub fn prod_keepdim<const I: usize>(&self) -> Tensor<Kept<S, I>, E>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(
@@ -184,6 +193,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     #[track_caller]
     pub fn max<const I: usize>(&self) -> Tensor<Reduced<S, I>, E>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         ok(self.try_max::<I>())
@@ -199,6 +209,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// ```
     pub fn try_max<const I: usize>(&self) -> Result<Tensor<Reduced<S, I>, E>>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Ok(Tensor::from_storage(
@@ -221,6 +232,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     #[track_caller]
     pub fn max_keepdim<const I: usize>(&self) -> Tensor<Kept<S, I>, E>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         ok(self.try_max_keepdim::<I>())
@@ -229,6 +241,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// [`Tensor::max_keepdim`], returning an error when axis `I` is empty.
     pub fn try_max_keepdim<const I: usize>(&self) -> Result<Tensor<Kept<S, I>, E>>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Ok(Tensor::from_storage(
@@ -250,6 +263,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     #[track_caller]
     pub fn min<const I: usize>(&self) -> Tensor<Reduced<S, I>, E>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         ok(self.try_min::<I>())
@@ -258,6 +272,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// [`Tensor::min`], returning an error when axis `I` is empty.
     pub fn try_min<const I: usize>(&self) -> Result<Tensor<Reduced<S, I>, E>>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Ok(Tensor::from_storage(
@@ -280,6 +295,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     #[track_caller]
     pub fn min_keepdim<const I: usize>(&self) -> Tensor<Kept<S, I>, E>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         ok(self.try_min_keepdim::<I>())
@@ -288,6 +304,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// [`Tensor::min_keepdim`], returning an error when axis `I` is empty.
     pub fn try_min_keepdim<const I: usize>(&self) -> Result<Tensor<Kept<S, I>, E>>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Ok(Tensor::from_storage(
@@ -310,6 +327,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     #[track_caller]
     pub fn argmax<const I: usize>(&self) -> Tensor<Reduced<S, I>, i64>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         ok(self.try_argmax::<I>())
@@ -318,6 +336,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// [`Tensor::argmax`], returning an error when axis `I` is empty.
     pub fn try_argmax<const I: usize>(&self) -> Result<Tensor<Reduced<S, I>, i64>>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Ok(Tensor::from_storage(
@@ -340,6 +359,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     #[track_caller]
     pub fn argmax_keepdim<const I: usize>(&self) -> Tensor<Kept<S, I>, i64>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         ok(self.try_argmax_keepdim::<I>())
@@ -348,6 +368,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// [`Tensor::argmax_keepdim`], returning an error when axis `I` is empty.
     pub fn try_argmax_keepdim<const I: usize>(&self) -> Result<Tensor<Kept<S, I>, i64>>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Ok(Tensor::from_storage(
@@ -369,6 +390,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     #[track_caller]
     pub fn argmin<const I: usize>(&self) -> Tensor<Reduced<S, I>, i64>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         ok(self.try_argmin::<I>())
@@ -384,6 +406,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// ```
     pub fn try_argmin<const I: usize>(&self) -> Result<Tensor<Reduced<S, I>, i64>>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Ok(Tensor::from_storage(
@@ -406,6 +429,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     #[track_caller]
     pub fn argmin_keepdim<const I: usize>(&self) -> Tensor<Kept<S, I>, i64>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         ok(self.try_argmin_keepdim::<I>())
@@ -414,6 +438,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// [`Tensor::argmin_keepdim`], returning an error when axis `I` is empty.
     pub fn try_argmin_keepdim<const I: usize>(&self) -> Result<Tensor<Kept<S, I>, i64>>
     where
+        E: Num,
         S: ReduceAxis<I>,
     {
         Ok(Tensor::from_storage(
@@ -430,7 +455,10 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// let x: Tensor<Rank2<2, 2>> = Tensor::from_array([[1.0, 2.0], [3.0, 4.0]], Device::Cpu);
     /// assert_eq!(x.sum_all().item(), 10.0);
     /// ```
-    pub fn sum_all(&self) -> Tensor<(), E> {
+    pub fn sum_all(&self) -> Tensor<(), E>
+    where
+        E: Num,
+    {
         ok(self.reduce_all_op(ReduceOp::Sum, "sum_all"))
     }
 
@@ -441,7 +469,10 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// let x: Tensor<Rank2<2, 2>, i32> = Tensor::from_array([[1, 2], [3, 4]], Device::Cpu);
     /// assert_eq!(x.prod_all().item(), 24);
     /// ```
-    pub fn prod_all(&self) -> Tensor<(), E> {
+    pub fn prod_all(&self) -> Tensor<(), E>
+    where
+        E: Num,
+    {
         ok(self.reduce_all_op(ReduceOp::Prod, "prod_all"))
     }
 
@@ -456,7 +487,10 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// assert_eq!(x.max_all().item(), 7.0);
     /// ```
     #[track_caller]
-    pub fn max_all(&self) -> Tensor<(), E> {
+    pub fn max_all(&self) -> Tensor<(), E>
+    where
+        E: Num,
+    {
         ok(self.try_max_all())
     }
 
@@ -468,7 +502,10 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// let err = x.try_max_all().err().unwrap();
     /// assert_eq!(err.to_string(), "max_all: cannot reduce a tensor of shape [0, 3]: it has no elements");
     /// ```
-    pub fn try_max_all(&self) -> Result<Tensor<(), E>> {
+    pub fn try_max_all(&self) -> Result<Tensor<(), E>>
+    where
+        E: Num,
+    {
         self.reduce_all_op(ReduceOp::Max, "max_all")
     }
 
@@ -483,17 +520,23 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     /// assert_eq!(x.min_all().item(), -3);
     /// ```
     #[track_caller]
-    pub fn min_all(&self) -> Tensor<(), E> {
+    pub fn min_all(&self) -> Tensor<(), E>
+    where
+        E: Num,
+    {
         ok(self.try_min_all())
     }
 
     /// [`Tensor::min_all`], returning an error when the tensor has no elements.
-    pub fn try_min_all(&self) -> Result<Tensor<(), E>> {
+    pub fn try_min_all(&self) -> Result<Tensor<(), E>>
+    where
+        E: Num,
+    {
         self.reduce_all_op(ReduceOp::Min, "min_all")
     }
 }
 
-impl<S: Shape, E: Float> Tensor<S, E> {
+impl<S: Shape, E: Element> Tensor<S, E> {
     /// The mean along axis `I`, summed in `E::Acc` (NaN for an empty axis, as in PyTorch).
     ///
     /// ```
@@ -503,6 +546,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn mean<const I: usize>(&self) -> Tensor<Reduced<S, I>, E>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(ok(self.mean_op::<I>()), self.reduced_shape::<I>())
@@ -518,6 +562,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn mean_keepdim<const I: usize>(&self) -> Tensor<Kept<S, I>, E>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(ok(self.mean_op::<I>()), self.kept_shape::<I>())
@@ -525,6 +570,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
 
     fn mean_op<const I: usize>(&self) -> Result<Storage<E>>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Ok(self.storage().mean(self.layout(), I)?)
@@ -537,7 +583,10 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// let x: Tensor<Rank2<2, 2>> = Tensor::from_array([[1.0, 2.0], [3.0, 6.0]], Device::Cpu);
     /// assert_eq!(x.mean_all().item(), 3.0);
     /// ```
-    pub fn mean_all(&self) -> Tensor<(), E> {
+    pub fn mean_all(&self) -> Tensor<(), E>
+    where
+        E: Float,
+    {
         Tensor::from_storage(
             ok(self.storage().mean_all(self.layout()).map_err(Into::into)),
             (),
@@ -558,6 +607,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn var<const I: usize>(&self, correction: usize) -> Tensor<Reduced<S, I>, E>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(
@@ -576,6 +626,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn var_keepdim<const I: usize>(&self, correction: usize) -> Tensor<Kept<S, I>, E>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(
@@ -594,6 +645,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn std<const I: usize>(&self, correction: usize) -> Tensor<Reduced<S, I>, E>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(
@@ -612,6 +664,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn std_keepdim<const I: usize>(&self, correction: usize) -> Tensor<Kept<S, I>, E>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(
@@ -622,6 +675,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
 
     fn var_op<const I: usize>(&self, correction: usize, sqrt: bool) -> Result<Storage<E>>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Ok(self.storage().var(self.layout(), I, correction, sqrt)?)
@@ -640,6 +694,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn logsumexp<const I: usize>(&self) -> Tensor<Reduced<S, I>, E>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(ok(self.logsumexp_op::<I>()), self.reduced_shape::<I>())
@@ -655,6 +710,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn logsumexp_keepdim<const I: usize>(&self) -> Tensor<Kept<S, I>, E>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(ok(self.logsumexp_op::<I>()), self.kept_shape::<I>())
@@ -662,6 +718,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
 
     fn logsumexp_op<const I: usize>(&self) -> Result<Storage<E>>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Ok(self.storage().logsumexp(self.layout(), I)?)
@@ -677,6 +734,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn softmax<const I: usize>(&self) -> Tensor<S, E>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(
@@ -696,6 +754,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn log_softmax<const I: usize>(&self) -> Tensor<S, E>
     where
+        E: Float,
         S: ReduceAxis<I>,
     {
         Tensor::from_storage(
