@@ -6,6 +6,7 @@
 //! held to the same rule when the op runs.
 
 use super::Tensor;
+use crate::autograd::{self, rules};
 use crate::error::{Error, Result, ok};
 use crate::shape::rules::BroadcastShapes;
 use crate::shape::{Shape, describe};
@@ -78,10 +79,14 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Float,
     {
-        Ok(Tensor::from_storage(
-            self.storage().unary::<O>(self.layout())?,
-            self.shape(),
-        ))
+        let out = Tensor::from_storage(self.storage().unary::<O>(self.layout())?, self.shape());
+        if !autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        let (x, y) = (self.detach(), out.detach());
+        Ok(out.record(vec![self.node().cloned()], move |g| {
+            vec![autograd::erase(rules::unary(O::OP, &x, &y, g))]
+        }))
     }
 
     fn unary<O: UnaryOpT>(&self) -> Self
@@ -226,10 +231,15 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Signed,
     {
-        Ok(Tensor::from_storage(
-            self.storage().signed_unary(op, self.layout())?,
-            self.shape(),
-        ))
+        let out = Tensor::from_storage(self.storage().signed_unary(op, self.layout())?, self.shape());
+        if !autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        let x = self.detach();
+        Ok(out.record(vec![self.node().cloned()], move |g| {
+            let dx = if op == UnaryOp::Abs { g.same::<markers::Mul>(&x.sign()) } else { g.neg() };
+            vec![autograd::erase(dx)]
+        }))
     }
 }
 
@@ -516,5 +526,42 @@ impl<S: Shape, E: Signed> std::ops::Neg for &Tensor<S, E> {
     type Output = Tensor<S, E>;
     fn neg(self) -> Self::Output {
         Tensor::neg(self)
+    }
+}
+
+/// Same-shape helpers for code that is generic over the shape (backward rules), where the
+/// broadcasting rule traits cannot be proven; they never record.
+impl<S: Shape, E: Num> Tensor<S, E> {
+    /// A binary op between two tensors of the same shape.
+    pub(crate) fn same<O: BinaryOpT>(&self, rhs: &Tensor<S, E>) -> Tensor<S, E> {
+        debug_assert_eq!(self.dims(), rhs.dims());
+        let out = self.storage().binary::<O>(self.layout(), rhs.storage(), rhs.layout());
+        Tensor::from_storage(ok(out.map_err(Into::into)), self.shape())
+    }
+
+    /// A binary op with a scalar right-hand side.
+    pub(crate) fn scalar<O: BinaryOpT>(&self, c: E) -> Tensor<S, E> {
+        let rhs = ok(Tensor::try_full((), c, self.device()));
+        let lb = rhs.layout().broadcast_to(self.dims()).expect("a scalar broadcasts");
+        let out = self.storage().binary::<O>(self.layout(), rhs.storage(), &lb);
+        Tensor::from_storage(ok(out.map_err(Into::into)), self.shape())
+    }
+
+    /// 1 where the element is positive, 0 elsewhere (the derivative of relu).
+    pub(crate) fn step(&self) -> Tensor<S, E> {
+        let zero = ok(Tensor::try_full((), E::ZERO, self.device()));
+        let lz = zero.layout().broadcast_to(self.dims()).expect("a scalar broadcasts");
+        let pos = self.storage().cmp::<markers::Gt>(self.layout(), zero.storage(), &lz);
+        let pos = ok(pos.map_err(Into::into));
+        let dense = Layout::contiguous(self.dims());
+        Tensor::from_storage(ok(pos.cast::<E>(&dense).map_err(Into::into)), self.shape())
+    }
+
+    /// -1, 0 or 1 by the sign of each element.
+    pub(crate) fn sign(&self) -> Tensor<S, E>
+    where
+        E: Signed,
+    {
+        self.step().same::<markers::Sub>(&self.neg().step())
     }
 }

@@ -27,6 +27,7 @@ pub use range::*;
 pub use reduce::*;
 pub use view::Replaced;
 
+use crate::autograd::Node;
 use crate::error::Result;
 use crate::shape::Shape;
 use rtx_backends::{Device, Layout, Storage};
@@ -45,6 +46,9 @@ pub struct Tensor<S: Shape, E: Element = f32> {
     storage: Arc<Storage<E>>,
     layout: Layout,
     shape: S,
+    /// Gradient history: `Some` for parameters and for what was computed from them while
+    /// recording (see `autograd.rs`).
+    node: Option<Arc<Node>>,
 }
 
 impl<S: Shape, E: Element> Clone for Tensor<S, E> {
@@ -53,6 +57,7 @@ impl<S: Shape, E: Element> Clone for Tensor<S, E> {
             storage: self.storage.clone(),
             layout: self.layout,
             shape: self.shape,
+            node: self.node.clone(),
         }
     }
 }
@@ -65,16 +70,30 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             layout: Layout::contiguous(&shape.dims()),
             storage: Arc::new(storage),
             shape,
+            node: None,
         }
     }
 
-    /// A view of the same storage with another layout and shape.
+    /// The gradient-history node, if any.
+    pub(crate) fn node(&self) -> Option<&Arc<Node>> {
+        self.node.as_ref()
+    }
+
+    /// The same tensor with another gradient-history node.
+    pub(crate) fn with_node(mut self, node: Option<Arc<Node>>) -> Self {
+        self.node = node;
+        self
+    }
+
+    /// A view of the same storage with another layout and shape, without gradient history
+    /// (view ops record their own backward rule).
     pub(crate) fn view<S2: Shape>(&self, layout: Layout, shape: S2) -> Tensor<S2, E> {
         debug_assert_eq!(layout.dims(), &*shape.dims());
         Tensor {
             storage: self.storage.clone(),
             layout,
             shape,
+            node: None,
         }
     }
 
