@@ -175,6 +175,9 @@ pub trait Signed: Num {
 /// The two types floating-point math is computed in: `f32` and `f64`.
 pub trait FloatMath:
     Copy
+    + Send
+    + Sync
+    + 'static
     + PartialOrd
     + std::ops::Add<Output = Self>
     + std::ops::Sub<Output = Self>

@@ -7,7 +7,7 @@
 //! `Const<N>` equals only `Const<N>`; `Dyn<'B'>` equals only `Dyn<'B'>`; a plain `usize`
 //! equals anything but is checked at run time (the op's `try_` form returns the error).
 
-use super::{Const, Dim, Dyn, Shape};
+use super::{Const, Dim, Dyn, ReduceAxis, Shape};
 
 /// Two dimensions that must be equal.
 #[diagnostic::on_unimplemented(
@@ -59,6 +59,69 @@ impl<A: DimEq<B>, B: Dim> BatchDimsAgree<B> for A {}
 pub trait JoinDimsAgree<D: Dim>: Dim {}
 #[diagnostic::do_not_recommend]
 impl<A: DimEq<B>, B: Dim> JoinDimsAgree<B> for A {}
+
+/// Two shapes of one rank whose dims agree pairwise by [`JoinDimsAgree`] (the shapes left once
+/// the joined axis is removed).
+///
+/// Unlike the leaf rules, this conjunction and [`ConcatWith`] carry no `do_not_recommend`: rustc
+/// then reports the leaf that failed ("dimension mismatch: `Const<2>` is not `Const<3>`: tensors
+/// joined ... must agree outside the joined axis"), naming both dims, with these as notes.
+#[diagnostic::on_unimplemented(
+    message = "cannot join `{Self}` with `{T}`: the shapes must have the same rank and agree outside the joined axis",
+    label = "these shapes must agree"
+)]
+pub trait JoinShapesAgree<T: Shape>: Shape {}
+impl JoinShapesAgree<()> for () {}
+impl<A0: JoinDimsAgree<B0>, B0: Dim> JoinShapesAgree<(B0,)> for (A0,) {}
+impl<A0: JoinDimsAgree<B0>, A1: JoinDimsAgree<B1>, B0: Dim, B1: Dim> JoinShapesAgree<(B0, B1)>
+    for (A0, A1)
+{
+}
+impl<A0: JoinDimsAgree<B0>, A1: JoinDimsAgree<B1>, A2: JoinDimsAgree<B2>, B0: Dim, B1: Dim, B2: Dim>
+    JoinShapesAgree<(B0, B1, B2)> for (A0, A1, A2)
+{
+}
+impl<
+    A0: JoinDimsAgree<B0>,
+    A1: JoinDimsAgree<B1>,
+    A2: JoinDimsAgree<B2>,
+    A3: JoinDimsAgree<B3>,
+    B0: Dim,
+    B1: Dim,
+    B2: Dim,
+    B3: Dim,
+> JoinShapesAgree<(B0, B1, B2, B3)> for (A0, A1, A2, A3)
+{
+}
+impl<
+    A0: JoinDimsAgree<B0>,
+    A1: JoinDimsAgree<B1>,
+    A2: JoinDimsAgree<B2>,
+    A3: JoinDimsAgree<B3>,
+    A4: JoinDimsAgree<B4>,
+    B0: Dim,
+    B1: Dim,
+    B2: Dim,
+    B3: Dim,
+    B4: Dim,
+> JoinShapesAgree<(B0, B1, B2, B3, B4)> for (A0, A1, A2, A3, A4)
+{
+}
+
+/// A shape that can be concatenated after a tensor of shape `S` along axis `I`: same rank,
+/// and every dim but axis `I` agrees with `S`'s (a mismatch names both dims).
+#[diagnostic::on_unimplemented(
+    message = "cannot concatenate a tensor of shape `{Self}` onto one of shape `{S}` along axis {I}",
+    label = "the shapes must have the same rank and agree outside axis {I}"
+)]
+pub trait ConcatWith<S: Shape, const I: usize>: Shape {}
+impl<S, T, const I: usize> ConcatWith<S, I> for T
+where
+    S: ReduceAxis<I>,
+    T: ReduceAxis<I>,
+    S::Reduced: JoinShapesAgree<T::Reduced>,
+{
+}
 
 /// Channel counts of a convolution: input channels must equal the weight's input channels
 /// times the groups.

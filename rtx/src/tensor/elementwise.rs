@@ -362,11 +362,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 
     /// [`Tensor::where_cond`], returning run-time shape errors.
-    pub fn try_where_cond<C, R: Operand<E>>(
-        &self,
-        cond: &Tensor<C, bool>,
-        other: R,
-    ) -> Result<Self>
+    pub fn try_where_cond<C, R: Operand<E>>(&self, cond: &Tensor<C, bool>, other: R) -> Result<Self>
     where
         C: BroadcastShapes<S, Output = S>,
         R::Shape: BroadcastShapes<S, Output = S>,

@@ -1,1 +1,178 @@
-//! (placeholder: filled by the matmul work)
+//! Matrix products: `a.matmul(&b)` for vectors, matrices and batches of matrices, with the
+//! shapes checked by [`MatmulShapes`] when compiling and run-time dims checked when it runs.
+//!
+//! Transposed and other strided views are multiplied in place (no copy) whenever each matrix
+//! has a unit row or column stride; broadcast batch dims are never materialized.
+
+use super::Tensor;
+use crate::error::{Error, Result, ok};
+use crate::shape::{Shape, describe};
+use rtx_backends::Layout;
+use rtx_kernels::{Element, Num};
+
+/// The shape rule of matmul, re-exported so generic code can state it with the prelude alone.
+pub use crate::shape::matmul::MatmulShapes;
+
+/// One operand seen as a stack of matrices: batch sizes and strides, then rows and columns.
+struct Stack<'a> {
+    batch: &'a [usize],
+    batch_strides: &'a [usize],
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> Stack<'a> {
+    /// A vector is a one-row matrix on the left (`as_row`) and a one-column one on the right.
+    fn new(dims: &'a [usize], strides: &'a [usize], as_row: bool) -> Self {
+        match dims.len() {
+            1 if as_row => Stack {
+                batch: &[],
+                batch_strides: &[],
+                rows: 1,
+                cols: dims[0],
+                rs: 0,
+                cs: strides[0],
+            },
+            1 => Stack {
+                batch: &[],
+                batch_strides: &[],
+                rows: dims[0],
+                cols: 1,
+                rs: strides[0],
+                cs: 0,
+            },
+            r => Stack {
+                batch: &dims[..r - 2],
+                batch_strides: &strides[..r - 2],
+                rows: dims[r - 2],
+                cols: dims[r - 1],
+                rs: strides[r - 2],
+                cs: strides[r - 1],
+            },
+        }
+    }
+
+    /// The layout of this stack over `batch` (its own batch dims, or stride-0 repeats when it
+    /// has none).
+    fn layout(&self, batch: &[usize], offset: usize) -> Layout {
+        let mut dims = batch.to_vec();
+        let mut strides = if self.batch.is_empty() {
+            vec![0; batch.len()]
+        } else {
+            self.batch_strides.to_vec()
+        };
+        dims.extend([self.rows, self.cols]);
+        strides.extend([self.rs, self.cs]);
+        Layout::new(&dims, &strides, offset)
+    }
+}
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// The matrix product, as PyTorch's `matmul`: `[M, K] x [K, N] -> [M, N]`, a vector on
+    /// either side, and batches (`[B, M, K] x [B, K, N]`, or batch dims on one side only,
+    /// which broadcast). Shapes are checked when compiling; see [`MatmulShapes`].
+    ///
+    /// # Panics
+    /// When run-time dims disagree (see [`Tensor::try_matmul`]).
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let a: Tensor<Rank2<2, 3>> = Tensor::from_array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], Device::Cpu);
+    /// let b: Tensor<Rank2<3, 1>> = Tensor::from_array([[1.0], [0.0], [-1.0]], Device::Cpu);
+    /// assert_eq!(a.matmul(&b).to_vec(), vec![-2.0, -2.0]);
+    /// // A transposed view is multiplied in place: [3, 2] x [2, 3] -> [3, 3].
+    /// let g: Tensor<Rank2<3, 3>> = a.t().matmul(&a);
+    /// assert_eq!(g.to_vec()[0], 17.0);
+    /// // Batches broadcast: [B, 2, 3] x [3, 1] -> [B, 2, 1].
+    /// let x: Tensor<(Dyn<'B'>, Const<2>, Const<3>)> = Tensor::ones((Dyn(4), Const, Const), Device::Cpu);
+    /// assert_eq!(x.matmul(&b).dims(), &[4, 2, 1]);
+    /// ```
+    #[track_caller]
+    pub fn matmul<R: Shape>(&self, rhs: &Tensor<R, E>) -> Tensor<<S as MatmulShapes<R>>::Output, E>
+    where
+        E: Num,
+        S: MatmulShapes<R>,
+    {
+        ok(self.try_matmul(rhs))
+    }
+
+    /// [`Tensor::matmul`], returning an error naming both shapes when run-time dims disagree.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let a: Tensor<(usize, usize), i32> = Tensor::zeros((2, 3), Device::Cpu);
+    /// let b: Tensor<(usize, usize), i32> = Tensor::zeros((4, 5), Device::Cpu);
+    /// let err = a.try_matmul(&b).err().unwrap();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "matmul: shape mismatch: [2, 3] vs [4, 5]: the inner dimensions of a matmul must agree"
+    /// );
+    /// ```
+    pub fn try_matmul<R: Shape>(
+        &self,
+        rhs: &Tensor<R, E>,
+    ) -> Result<Tensor<<S as MatmulShapes<R>>::Output, E>>
+    where
+        E: Num,
+        S: MatmulShapes<R>,
+    {
+        let mismatch = |rule| Error::ShapeMismatch {
+            op: "matmul",
+            lhs: describe(&self.shape()),
+            rhs: describe(&rhs.shape()),
+            rule,
+        };
+        let a = Stack::new(self.dims(), self.strides(), true);
+        let b = Stack::new(rhs.dims(), rhs.strides(), false);
+        if a.cols != b.rows {
+            return Err(mismatch("the inner dimensions of a matmul must agree"));
+        }
+        if !a.batch.is_empty() && !b.batch.is_empty() && a.batch != b.batch {
+            return Err(mismatch(
+                "the batch dimensions of a batched matmul must agree",
+            ));
+        }
+        let batch = if a.batch.is_empty() { b.batch } else { a.batch };
+        let la = a.layout(batch, self.layout().offset());
+        let lb = b.layout(batch, rhs.layout().offset());
+        let out = self.storage().matmul(&la, rhs.storage(), &lb)?;
+
+        // The product is dense [batch.., M, N]; a vector operand's axis is dropped.
+        let mut dims = batch.to_vec();
+        if S::RANK > 1 {
+            dims.push(a.rows);
+        }
+        if R::RANK > 1 {
+            dims.push(b.cols);
+        }
+        let shape = <S as MatmulShapes<R>>::Output::from_dims(&dims)
+            .ok_or_else(|| mismatch("the batch dimensions of a batched matmul must agree"))?;
+        Ok(Tensor::from_storage(out, shape))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::prelude::*;
+
+    #[test]
+    fn vectors_and_matrices() {
+        let v: Tensor<Rank1<2>, i64> = Tensor::from_array([1, 2], Device::Cpu);
+        let m: Tensor<Rank2<2, 3>, i64> = Tensor::from_array([[1, 2, 3], [4, 5, 6]], Device::Cpu);
+        assert_eq!(v.matmul(&m).to_vec(), vec![9, 12, 15]);
+        let w: Tensor<Rank1<3>, i64> = Tensor::from_array([1, 0, -1], Device::Cpu);
+        assert_eq!(m.matmul(&w).to_vec(), vec![-2, -2]);
+    }
+
+    #[test]
+    fn batch_mismatch_names_both_shapes() {
+        let a: Tensor<(usize, Const<2>, Const<3>)> = Tensor::zeros((2, Const, Const), Device::Cpu);
+        let b: Tensor<(usize, Const<3>, Const<2>)> = Tensor::zeros((3, Const, Const), Device::Cpu);
+        assert_eq!(
+            a.try_matmul(&b).err().unwrap().to_string(),
+            "matmul: shape mismatch: [2, 2, 3] vs [3, 3, 2]: the batch dimensions of a batched matmul must agree"
+        );
+    }
+}

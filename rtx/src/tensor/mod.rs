@@ -19,11 +19,8 @@ mod view;
 
 pub use conv::*;
 pub use elementwise::Operand;
-pub use index::*;
-pub use join::*;
 pub use matmul::*;
 pub use random::*;
-pub use range::*;
 pub use reduce::*;
 pub use view::Replaced;
 
