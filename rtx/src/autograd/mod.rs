@@ -11,11 +11,13 @@
 //! shape and element type (rules reduce broadcast dims themselves), so accumulation is a plain
 //! add of equal layouts.
 
+pub(crate) mod reduce;
 pub(crate) mod rules;
 
-use crate::shape::Shape;
+use crate::shape::{Dim, InsertAxis, ReduceAxis, Shape};
+use crate::tensor::Replaced;
 use crate::tensor::Tensor;
-use rtx_kernels::{Element, Float, Num};
+use rtx_kernels::{DType, Element, Float, Num};
 use std::any::Any;
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -42,7 +44,11 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn new(inputs: Vec<Option<Arc<Node>>>, backward: Option<Backward>, accumulate: fn(&Erased, &Erased) -> Erased) -> Arc<Node> {
+    fn new(
+        inputs: Vec<Option<Arc<Node>>>,
+        backward: Option<Backward>,
+        accumulate: fn(&Erased, &Erased) -> Erased,
+    ) -> Arc<Node> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Arc::new(Node {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
@@ -106,6 +112,84 @@ fn accumulate<S: Shape, E: Num>(a: &Erased, b: &Erased) -> Erased {
     Arc::new(a.same::<rtx_kernels::op::markers::Add>(b))
 }
 
+/// The accumulator for gradients of element type `E`, chosen at run time: ops generic over
+/// any `Element` record too, but only float tensors ever carry gradient history.
+fn accumulator<S: Shape, E: Element>() -> fn(&Erased, &Erased) -> Erased {
+    match E::DTYPE {
+        DType::F32 => accumulate::<S, f32>,
+        DType::F64 => accumulate::<S, f64>,
+        DType::F16 => accumulate::<S, rtx_kernels::f16>,
+        DType::BF16 => accumulate::<S, rtx_kernels::bf16>,
+        _ => unreachable!("only float tensors carry gradient history"),
+    }
+}
+
+/// `t` viewed as its concrete float type `F` (which must be `E`).
+fn as_float<S: Shape, E: Element, F: Element>(t: &Tensor<S, E>) -> &Tensor<S, F> {
+    (t as &dyn Any).downcast_ref().expect("element type")
+}
+
+/// A tensor of concrete float type `F` given back as `E` (which must be `F`).
+fn from_float<S: Shape, F: Element, E: Element>(t: Tensor<S, F>) -> Tensor<S, E> {
+    *(Box::new(t) as Box<dyn Any>)
+        .downcast()
+        .expect("element type")
+}
+
+/// The gradient of `narrow`: `g` placed at `start..` along axis `I` of zeros shaped like the
+/// input.
+pub(crate) fn narrow_back<const I: usize, S, D, E>(
+    g: &Tensor<Replaced<S, I, D>, E>,
+    orig: S,
+    start: usize,
+) -> Tensor<S, E>
+where
+    S: ReduceAxis<I>,
+    D: Dim,
+    E: Element,
+    <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
+{
+    fn place<const I: usize, S, D, F: Num>(
+        g: &Tensor<Replaced<S, I, D>, F>,
+        orig: S,
+        start: usize,
+    ) -> Tensor<S, F>
+    where
+        S: ReduceAxis<I>,
+        D: Dim,
+        <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
+    {
+        let len = g.dims()[I];
+        let idx: Vec<i64> = (start..start + len).map(|i| i as i64).collect();
+        let d = D::from_size(len).expect("narrowed size");
+        let idx = Tensor::from_vec(idx, (d,), g.device());
+        Tensor::zeros(orig, g.device()).index_add::<I, D>(&idx, g)
+    }
+    match E::DTYPE {
+        DType::F32 => from_float(place::<I, S, D, f32>(as_float(g), orig, start)),
+        DType::F64 => from_float(place::<I, S, D, f64>(as_float(g), orig, start)),
+        DType::F16 => from_float(place::<I, S, D, rtx_kernels::f16>(as_float(g), orig, start)),
+        DType::BF16 => from_float(place::<I, S, D, rtx_kernels::bf16>(
+            as_float(g),
+            orig,
+            start,
+        )),
+        _ => unreachable!("only float tensors carry gradient history"),
+    }
+}
+
+/// Sums a gradient over the dims its input was broadcast along: leading dims the input lacks
+/// and dims where the input has size 1. Works for any element type the tape can meet (floats).
+pub(crate) fn sum_to<S: Shape, T: Shape, E: Element>(g: &Tensor<S, E>, target: T) -> Tensor<T, E> {
+    match E::DTYPE {
+        DType::F32 => from_float(as_float::<S, E, f32>(g).sum_to_num(target)),
+        DType::F64 => from_float(as_float::<S, E, f64>(g).sum_to_num(target)),
+        DType::F16 => from_float(as_float::<S, E, rtx_kernels::f16>(g).sum_to_num(target)),
+        DType::BF16 => from_float(as_float::<S, E, rtx_kernels::bf16>(g).sum_to_num(target)),
+        _ => unreachable!("only float tensors carry gradient history"),
+    }
+}
+
 /// Whether an op with these input nodes must record.
 pub(crate) fn must_record(inputs: &[Option<&Arc<Node>>]) -> bool {
     is_grad_enabled() && inputs.iter().any(|n| n.is_some())
@@ -119,7 +203,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     }
 }
 
-impl<S: Shape, E: Num> Tensor<S, E> {
+impl<S: Shape, E: Element> Tensor<S, E> {
     /// Gives an op's output its node: `inputs` are the op's inputs' nodes, `rule` maps the
     /// output's gradient to one gradient per input. Call only when [`must_record`] holds.
     pub(crate) fn record(
@@ -130,7 +214,11 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         let backward: Backward = Box::new(move |g: &Erased| {
             rule(g.downcast_ref::<Tensor<S, E>>().expect("gradient type"))
         });
-        self.with_node(Some(Node::new(inputs, Some(backward), accumulate::<S, E>)))
+        self.with_node(Some(Node::new(
+            inputs,
+            Some(backward),
+            accumulator::<S, E>(),
+        )))
     }
 }
 
@@ -211,13 +299,17 @@ impl<E: Float> Tensor<(), E> {
         pending.insert(root.id, Arc::new(crate::no_grad(|| self.ones_like())));
         no_grad(|| {
             for node in order.iter().rev() {
-                let Some(g) = pending.remove(&node.id) else { continue };
+                let Some(g) = pending.remove(&node.id) else {
+                    continue;
+                };
                 let Some(rule) = &node.backward else {
                     by_node.insert(node.id, g);
                     continue;
                 };
                 for (input, grad) in node.inputs.iter().zip(rule(&g)) {
-                    let (Some(input), Some(grad)) = (input, grad) else { continue };
+                    let (Some(input), Some(grad)) = (input, grad) else {
+                        continue;
+                    };
                     let merged = match pending.remove(&input.id) {
                         Some(prev) => (input.accumulate)(&prev, &grad),
                         None => grad,

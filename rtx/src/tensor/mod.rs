@@ -170,10 +170,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         if self.layout.is_contiguous() {
             return Ok(self.clone());
         }
-        Ok(Tensor::from_storage(
-            self.storage.contiguous(&self.layout)?,
-            self.shape,
-        ))
+        let out = Tensor::from_storage(self.storage.contiguous(&self.layout)?, self.shape);
+        Ok(self.track_view(out, |g| g.clone()))
     }
 
     /// The tensor converted to another element type (floats to integers truncate toward zero).
@@ -190,10 +188,14 @@ impl<S: Shape, E: Element> Tensor<S, E> {
 
     /// [`Tensor::cast`], returning device errors.
     pub fn try_cast<U: Element>(&self) -> Result<Tensor<S, U>> {
-        Ok(Tensor::from_storage(
-            self.storage.cast::<U>(&self.layout)?,
-            self.shape,
-        ))
+        let out = Tensor::from_storage(self.storage.cast::<U>(&self.layout)?, self.shape);
+        // Only a float-to-float cast passes gradients on.
+        if !U::DTYPE.is_float() || !crate::autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        Ok(out.record(vec![self.node().cloned()], |g| {
+            vec![crate::autograd::erase(g.cast::<E>())]
+        }))
     }
 
     /// A copy on another device.

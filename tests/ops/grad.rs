@@ -1,0 +1,198 @@
+//! Gradient checks: the tape's gradients against central finite differences in float64, for
+//! the elementwise ops, broadcasting, views and reductions, over random values.
+
+use proptest::prelude::*;
+use rtx::prelude::*;
+
+/// Asserts the tape's gradient of `f` at `x` matches central differences.
+#[track_caller]
+fn check<S: Shape>(x: &Tensor<S, f64>, f: impl Fn(&Tensor<S, f64>) -> Tensor<(), f64>) {
+    let leaf = x.clone().requires_grad();
+    let grads = f(&leaf).backward();
+    let got = grads.get(&leaf).expect("a gradient for the input").to_vec();
+    let base = x.to_vec();
+    let eps = 1e-6;
+    for i in 0..base.len() {
+        let mut plus = base.clone();
+        let mut minus = base.clone();
+        plus[i] += eps;
+        minus[i] -= eps;
+        let fp = f(&Tensor::from_vec(plus, x.shape(), Device::Cpu)).item();
+        let fm = f(&Tensor::from_vec(minus, x.shape(), Device::Cpu)).item();
+        let want = (fp - fm) / (2.0 * eps);
+        assert!(
+            (got[i] - want).abs() <= 1e-5 * (1.0 + want.abs()),
+            "element {i}: tape {} vs finite difference {want}",
+            got[i]
+        );
+    }
+}
+
+fn tensor(vals: &[f64], rows: usize, cols: usize) -> Tensor<(usize, usize), f64> {
+    Tensor::from_vec(vals[..rows * cols].to_vec(), (rows, cols), Device::Cpu)
+}
+
+fn weights(rows: usize, cols: usize) -> Tensor<(usize, usize), f64> {
+    Tensor::from_vec(
+        (0..rows * cols).map(|i| 0.3 + 0.17 * i as f64).collect(),
+        (rows, cols),
+        Device::Cpu,
+    )
+}
+
+proptest! {
+    #[test]
+    fn unary_ops(vals in prop::collection::vec(-2.0f64..2.0, 12), op in 0usize..18) {
+        let x = tensor(&vals, 3, 4);
+        let w = weights(3, 4);
+        // Keep away from kinks (abs, relu at 0) and from log/sqrt's domain edge.
+        let x = x.abs().maximum(0.05) * x.gt(0.0).cast::<f64>().where_cond(&x.gt(0.0), -1.0);
+        let pos = x.abs() + 0.1;
+        let loss = |t: &Tensor<(usize, usize), f64>| -> Tensor<(), f64> {
+            let y = match op {
+                0 => t.exp(), 1 => t.abs().log(), 2 => t.abs().log1p(), 3 => t.abs().sqrt(),
+                4 => t.abs().rsqrt(), 5 => t.recip(), 6 => t.sin(), 7 => t.cos(), 8 => t.tanh(),
+                9 => t.erf(), 10 => t.relu(), 11 => t.sigmoid(), 12 => t.gelu(), 13 => t.gelu_tanh(),
+                14 => t.silu(), 15 => t.softplus(), 16 => t.neg(), _ => t.abs(),
+            };
+            (y * &w).sum_all()
+        };
+        check(&x, loss);
+        check(&pos, |t| (t.log() * t.sqrt()).sum_all());
+    }
+
+    #[test]
+    fn binary_ops_with_broadcasting(a in prop::collection::vec(0.5f64..2.0, 12), b in prop::collection::vec(0.5f64..2.0, 4), op in 0usize..7) {
+        let x = tensor(&a, 3, 4);
+        let row: Tensor<(usize,), f64> = Tensor::from_vec(b.clone(), (4,), Device::Cpu);
+        let w = weights(3, 4);
+        let f = |t: &Tensor<(usize, usize), f64>, r: &Tensor<(usize,), f64>| -> Tensor<(), f64> {
+            let y = match op {
+                0 => t + r, 1 => t - r, 2 => t * r, 3 => t / r,
+                4 => t.maximum(r), 5 => t.minimum(r), _ => t.pow(r),
+            };
+            (y * &w).sum_all()
+        };
+        check(&x, |t| f(t, &row));
+        check(&row, |r| f(&x, r));
+        check(&x, |t| (2.0 - t * 3.0 + t / 4.0).sum_all());
+    }
+
+    #[test]
+    fn views(vals in prop::collection::vec(-2.0f64..2.0, 24)) {
+        let x: Tensor<(usize, usize, usize), f64> = Tensor::from_vec(vals, (2, 3, 4), Device::Cpu);
+        let w: Tensor<(usize, usize, usize), f64> = Tensor::from_vec((0..24).map(|i| i as f64 * 0.1 - 1.0).collect(), (4, 2, 3), Device::Cpu);
+        check(&x, |t| (t.permute::<Axes3<2, 0, 1>>() * &w).sum_all());
+        check(&x, |t| (t.transpose::<0, 2>().contiguous().reshape((4, 2, 3)) * &w).sum_all());
+        check(&x, |t| (t.narrow::<2, usize>(1, 2).exp()).sum_all());
+        check(&x, |t| t.slice::<1>(1..3).unsqueeze::<0>().squeeze::<0>().tanh().sum_all());
+        check(&x, |t| (t.reshape((6usize, 4usize)).broadcast_to((5usize, 6usize, 4usize)) * 0.5).exp().sum_all());
+        check(&x, |t| {
+            let col: Tensor<(usize, usize, usize), f64> = t.narrow::<2, usize>(0, 1);
+            (col.broadcast_to((2usize, 3usize, 4usize)) * t).sum_all()
+        });
+    }
+
+    #[test]
+    fn reductions(vals in prop::collection::vec(-2.0f64..2.0, 12)) {
+        let x = tensor(&vals, 3, 4);
+        let r: Tensor<(usize,), f64> = Tensor::from_vec(vec![0.3, -1.2, 2.0], (3,), Device::Cpu);
+        let c: Tensor<(usize,), f64> = Tensor::from_vec(vec![0.5, 1.0, -0.7, 0.2], (4,), Device::Cpu);
+        check(&x, |t| (t.sum::<1>() * &r).sum_all());
+        check(&x, |t| (t.mean::<0>() * &c).sum_all());
+        check(&x, |t| (t.max::<1>() * &r).sum_all());
+        check(&x, |t| (t.min::<0>() * &c).sum_all());
+        check(&x, |t| (t.var::<1>(1) * &r).sum_all());
+        check(&x, |t| (t.std::<0>(0) * &c).sum_all());
+        check(&x, |t| (t.logsumexp::<1>() * &r).sum_all());
+        check(&x, |t| (t.softmax::<1>() * weights(3, 4)).sum_all());
+        check(&x, |t| (t.log_softmax::<0>() * weights(3, 4)).sum_all());
+        check(&x, |t| t.mean_all() * t.max_all());
+        check(&x, |t| (t.sum_keepdim::<1>().broadcast_to((3usize, 4usize)) * t).sum_all());
+    }
+}
+
+#[test]
+fn reuse_branches_and_accumulation() {
+    let x: Tensor<Rank1<3>, f64> = Tensor::from_array([1.0, -2.0, 0.5], Device::Cpu);
+    // x appears three times: d/dx (x*x + exp(x)) = 2x + exp(x).
+    check(&x, |t| (t * t + t.exp()).sum_all());
+    let leaf = x.clone().requires_grad();
+    let g = (&leaf * &leaf + leaf.exp())
+        .sum_all()
+        .backward()
+        .get(&leaf)
+        .unwrap();
+    let want: Vec<f64> = x.to_vec().iter().map(|v| 2.0 * v + v.exp()).collect();
+    assert_eq!(g.to_vec(), want);
+}
+
+#[test]
+fn no_grad_and_detach_stop_the_tape() {
+    let w: Tensor<Rank1<2>> = Tensor::from_array([1.0, 2.0], Device::Cpu).requires_grad();
+    assert!(w.tracks_grad());
+    assert!(!rtx::no_grad(|| w.exp()).tracks_grad());
+    assert!(rtx::is_grad_enabled());
+    let loss = (w.detach() * &w).sum_all();
+    // Only the second factor is tracked: d/dw = detached w.
+    assert_eq!(loss.backward().get(&w).unwrap().to_vec(), vec![1.0, 2.0]);
+    let untracked: Tensor<Rank1<2>> = Tensor::ones((Const,), Device::Cpu);
+    assert!(untracked.sum_all().backward().is_empty());
+}
+
+#[test]
+fn gradients_are_typed_like_their_parameters() {
+    let w: Tensor<Rank2<2, 3>> = Tensor::ones((Const, Const), Device::Cpu).requires_grad();
+    let b: Tensor<Rank1<3>> = Tensor::zeros((Const,), Device::Cpu).requires_grad();
+    let loss = (&w + &b).relu().sum_all();
+    let grads = loss.backward();
+    let gw: Tensor<Rank2<2, 3>> = grads.get(&w).unwrap();
+    let gb: Tensor<Rank1<3>> = grads.get(&b).unwrap();
+    assert_eq!(gw.to_vec(), vec![1.0; 6]);
+    assert_eq!(gb.to_vec(), vec![2.0; 3]);
+}
+
+proptest! {
+    #[test]
+    fn matmul_forms(vals in prop::collection::vec(-2.0f64..2.0, 48)) {
+        let a: Tensor<(usize, usize), f64> = Tensor::from_vec(vals[..6].to_vec(), (2, 3), Device::Cpu);
+        let b: Tensor<(usize, usize), f64> = Tensor::from_vec(vals[6..18].to_vec(), (3, 4), Device::Cpu);
+        let w2 = weights(2, 4);
+        check(&a, |t| (t.matmul(&b) * &w2).sum_all());
+        check(&b, |t| (a.matmul(t) * &w2).sum_all());
+        // Transposed operand, batched lhs broadcast against a plain rhs, and vectors.
+        check(&b, |t| (t.t().matmul(&a.t()) * weights(4, 2)).sum_all());
+        let batch: Tensor<(usize, usize, usize), f64> = Tensor::from_vec(vals[18..42].to_vec(), (2, 3, 4), Device::Cpu);
+        let w3: Tensor<(usize, usize, usize), f64> = Tensor::from_vec((0..12).map(|i| 0.1 * i as f64).collect(), (2, 3, 2), Device::Cpu);
+        let rhs: Tensor<(usize, usize), f64> = Tensor::from_vec(vals[40..48].to_vec(), (4, 2), Device::Cpu);
+        check(&batch, |t| (t.matmul(&rhs) * &w3).sum_all());
+        check(&rhs, |t| (batch.matmul(t) * &w3).sum_all());
+        let v: Tensor<(usize,), f64> = Tensor::from_vec(vals[..3].to_vec(), (3,), Device::Cpu);
+        check(&v, |t| (t.matmul(&b) * Tensor::from_vec(vec![1.0, -1.0, 0.5, 2.0], (4,), Device::Cpu)).sum_all());
+        check(&b, |t| (t.t().matmul(&v) * Tensor::from_vec(vec![1.0, -1.0, 0.5, 2.0], (4,), Device::Cpu)).sum_all());
+    }
+
+    #[test]
+    fn casts_and_selection(vals in prop::collection::vec(-2.0f64..2.0, 12)) {
+        let x = tensor(&vals, 3, 4);
+        let w = weights(3, 4);
+        let other: Tensor<(usize,), f64> = Tensor::from_vec(vec![0.5, -0.5, 1.5, 2.0], (4,), Device::Cpu);
+        let cond = x.gt(0.0);
+        check(&x, |t| (t.where_cond(&cond, &other) * &w).sum_all());
+        check(&other, |o| (x.where_cond(&cond, o) * &w).sum_all());
+        check(&x, |t| (t.masked_fill(&cond, 3.0) * &w).sum_all());
+    }
+}
+
+#[test]
+fn casts_between_floats_pass_gradients() {
+    let x: Tensor<Rank1<3>, f64> =
+        Tensor::from_array([1.0, -2.0, 0.5], Device::Cpu).requires_grad();
+    let loss = (x.cast::<f32>() * 2.0)
+        .cast::<bf16>()
+        .cast::<f64>()
+        .sum_all();
+    assert_eq!(loss.backward().get(&x).unwrap().to_vec(), vec![2.0; 3]);
+    // A cast to an integer type ends the history.
+    assert!(!x.cast::<i32>().tracks_grad());
+}
