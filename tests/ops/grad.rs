@@ -1,5 +1,6 @@
 //! Gradient checks: the tape's gradients against central finite differences in float64, for
-//! the elementwise ops, broadcasting, views and reductions, over random values.
+//! the elementwise ops, broadcasting, views, reductions, matmul, convolutions, pooling,
+//! indexing, joins and splits, over random values.
 
 use proptest::prelude::*;
 use rtx::prelude::*;
@@ -195,4 +196,125 @@ fn casts_between_floats_pass_gradients() {
     assert_eq!(loss.backward().get(&x).unwrap().to_vec(), vec![2.0; 3]);
     // A cast to an integer type ends the history.
     assert!(!x.cast::<i32>().tracks_grad());
+}
+
+type D3 = (usize, usize, usize);
+type D4 = (usize, usize, usize, usize);
+
+/// A tensor of `shape` filled from `vals`, repeating them as needed.
+fn filled<S: Shape>(vals: &[f64], shape: S) -> Tensor<S, f64> {
+    let n = shape.numel();
+    Tensor::from_vec(
+        (0..n).map(|i| vals[i % vals.len()]).collect(),
+        shape,
+        Device::Cpu,
+    )
+}
+
+/// A weighted sum of every element with fixed, distinct weights, so each output element
+/// gets its own gradient.
+fn wsum<S: Shape>(y: &Tensor<S, f64>) -> Tensor<(), f64> {
+    let n = y.numel();
+    let w: Tensor<(usize,), f64> = Tensor::from_vec(
+        (0..n)
+            .map(|i| ((i * 7 % 11) as f64 - 5.0) * 0.1 + 0.05)
+            .collect(),
+        (n,),
+        Device::Cpu,
+    );
+    (y.reshape((n,)) * w).sum_all()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    #[test]
+    fn conv2d_grads(vals in prop::collection::vec(-1.0f64..1.0, 64)) {
+        // Plain, strided and padded, dilated, grouped, and the pointwise (1x1) fast path.
+        let x = filled(&vals, (2usize, 2usize, 5usize, 5usize));
+        let w = filled(&vals[7..], (3usize, 2usize, 3usize, 3usize));
+        let b = filled(&vals[3..], (3usize,));
+        check(&x, |t| wsum(&t.conv2d::<_, _, _, _, usize, usize, _>(&w, Conv::<1>)));
+        check(&w, |t| wsum(&x.conv2d::<_, _, _, _, usize, usize, _>(t, Conv::<2, 1>)));
+        check(&x, |t| wsum(&t.conv2d_bias::<_, _, _, _, usize, usize, _>(&w, &b, Conv::<1, 2, 2>)));
+        check(&w, |t| wsum(&x.conv2d_bias::<_, _, _, _, usize, usize, _>(t, &b, Conv::<1, 2, 2>)));
+        check(&b, |t| wsum(&x.conv2d_bias::<_, _, _, _, usize, usize, _>(&w, t, Conv::<2, 1>)));
+        let xg = filled(&vals, (2usize, 4usize, 5usize, 4usize));
+        let wg = filled(&vals[5..], (4usize, 2usize, 3usize, 2usize));
+        check(&xg, |t| wsum(&t.conv2d::<_, _, _, _, usize, usize, _>(&wg, GroupedConv::<2, 2, 1>)));
+        check(&wg, |t| wsum(&xg.conv2d::<_, _, _, _, usize, usize, _>(t, GroupedConv::<2, 1, 1, 2>)));
+        let w1 = filled(&vals[9..], (6usize, 2usize, 1usize, 1usize));
+        check(&xg, |t| wsum(&t.conv2d::<_, _, _, _, usize, usize, _>(&w1, GroupedConv::<2>)));
+        check(&w1, |t| wsum(&xg.conv2d::<_, _, _, _, usize, usize, _>(t, GroupedConv::<2>)));
+        // A transposed (strided) input, and a strided output gradient through a permute.
+        let xt = filled(&vals, (2usize, 2usize, 5usize, 5usize));
+        check(&xt, |t| {
+            let y: Tensor<D4, f64> = t.transpose::<2, 3>().conv2d(&w, Conv::<1, 1>);
+            wsum(&y.permute::<Axes4<0, 2, 3, 1>>().exp())
+        });
+    }
+
+    #[test]
+    fn conv1d_grads(vals in prop::collection::vec(-1.0f64..1.0, 64)) {
+        let x: Tensor<D3, f64> = filled(&vals, (2, 4, 7));
+        let w: Tensor<D3, f64> = filled(&vals[3..], (4, 2, 3));
+        check(&x, |t| wsum(&t.conv1d::<_, _, _, usize, _>(&w, GroupedConv::<2, 2, 1, 2>)));
+        check(&w, |t| wsum(&x.conv1d::<_, _, _, usize, _>(t, GroupedConv::<2, 2, 1, 2>)));
+        let w2 = filled(&vals[5..], (3usize, 4usize, 2usize));
+        let b2 = filled(&vals[11..], (3usize,));
+        check(&x, |t| wsum(&t.conv1d_bias::<_, _, _, usize, _>(&w2, &b2, Conv::<1, 1>)));
+        check(&w2, |t| wsum(&x.conv1d_bias::<_, _, _, usize, _>(t, &b2, Conv::<2>)));
+        check(&b2, |t| wsum(&x.conv1d_bias::<_, _, _, usize, _>(&w2, t, Conv::<1, 1>)));
+    }
+
+    #[test]
+    fn pool_grads(vals in prop::collection::vec(-1.0f64..1.0, 64)) {
+        let x = filled(&vals, (2usize, 2usize, 5usize, 6usize));
+        check(&x, |t| wsum(&t.max_pool2d::<usize, usize, 2, 2, 0>(Pool::<2, 2>)));
+        check(&x, |t| wsum(&t.max_pool2d::<usize, usize, 3, 2, 1>(Pool::<3, 2, 1>)));
+        check(&x, |t| wsum(&t.avg_pool2d::<usize, usize, 3, 2, 1>(Pool::<3, 2, 1>)));
+        check(&x, |t| wsum(&t.avg_pool2d::<usize, usize, 2, 1, 0>(Pool::<2, 1>)));
+        let u = filled(&vals, (3usize, 4usize, 5usize));
+        check(&u, |t| wsum(&t.max_pool2d::<usize, usize, 2, 1, 1>(Pool::<2, 1, 1>)));
+        check(&u, |t| wsum(&t.transpose::<1, 2>().avg_pool2d::<usize, usize, 2, 2, 1>(Pool::<2, 2, 1>)));
+    }
+}
+
+#[test]
+fn max_pool_ties_send_the_gradient_to_the_first_maximum() {
+    let x: Tensor<Rank4<1, 1, 2, 4>, f64> = Tensor::ones((Const, Const, Const, Const), Device::Cpu);
+    let leaf = x.requires_grad();
+    let y: Tensor<Rank4<1, 1, 1, 2>, f64> = leaf.max_pool2d(Pool::<2, 2>);
+    let g = y.sum_all().backward().get(&leaf).unwrap();
+    assert_eq!(g.to_vec(), vec![1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+}
+
+#[test]
+fn a_small_cnn_matches_finite_differences() {
+    let vals: Vec<f64> = (0..97)
+        .map(|i| ((i * 37 % 97) as f64 / 97.0 - 0.5) * 1.6)
+        .collect();
+    let x: Tensor<D4, f64> = filled(&vals, (2, 1, 6, 6));
+    let w1: Tensor<D4, f64> = filled(&vals[5..], (3, 1, 3, 3));
+    let b1: Tensor<(usize,), f64> = filled(&vals[40..], (3,));
+    let w2: Tensor<(usize, usize), f64> = filled(&vals[11..], (27, 4));
+    let net =
+        |w1: &Tensor<D4, f64>, b1: &Tensor<(usize,), f64>, w2: &Tensor<(usize, usize), f64>| {
+            let h: Tensor<D4, f64> = x.conv2d_bias(w1, b1, Conv::<1, 1>);
+            let p: Tensor<D4, f64> = h.relu().max_pool2d(Pool::<2, 2>);
+            let flat = p.reshape((2usize, 27usize));
+            flat.matmul(w2).log_softmax::<1>().mean_all()
+        };
+    check(&w1, |t| net(t, &b1, &w2));
+    check(&b1, |t| net(&w1, t, &w2));
+    check(&w2, |t| net(&w1, &b1, t));
+    // All three at once through one backward pass agree with the separate ones.
+    let (l1, lb, l2) = (
+        w1.clone().requires_grad(),
+        b1.clone().requires_grad(),
+        w2.clone().requires_grad(),
+    );
+    let grads = net(&l1, &lb, &l2).backward();
+    assert_eq!(grads.len(), 3);
+    assert!(grads.get(&l1).is_some() && grads.get(&lb).is_some() && grads.get(&l2).is_some());
 }
