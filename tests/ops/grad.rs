@@ -318,3 +318,118 @@ fn a_small_cnn_matches_finite_differences() {
     assert_eq!(grads.len(), 3);
     assert!(grads.get(&l1).is_some() && grads.get(&lb).is_some() && grads.get(&l2).is_some());
 }
+
+type M = (usize, usize);
+
+fn ix<S: Shape>(vals: &[i64], shape: S) -> Tensor<S, i64> {
+    Tensor::from_vec(vals.to_vec(), shape, Device::Cpu)
+}
+
+proptest! {
+    #[test]
+    fn indexing_grads(vals in prop::collection::vec(-2.0f64..2.0, 24)) {
+        let x: Tensor<M, f64> = filled(&vals, (4, 3));
+        let idx: Tensor<(usize,), i64> = ix(&[2, 0, 2], (3,));
+        check(&x, |t| wsum(&t.index_select::<0, usize>(&idx)));
+        check(&x, |t| wsum(&t.t().index_select::<0, usize>(&ix(&[1, 1], (2,)))));
+        let x: Tensor<M, f64> = filled(&vals, (3, 4));
+        // Gather with an index smaller than the input off the axis.
+        let gi: Tensor<M, i64> = ix(&[3, 0, 3, 1, 2, 2], (2, 3));
+        check(&x, |t| wsum(&t.gather::<1, M>(&gi)));
+        // Scatter: unique targets per line; the source is larger than the index.
+        let si: Tensor<M, i64> = ix(&[3, 0, 1, 2], (2, 2));
+        let src: Tensor<M, f64> = filled(&vals[5..], (2, 3));
+        check(&x, |t| wsum(&t.scatter::<1>(&si, &src)));
+        check(&src, |s| wsum(&x.scatter::<1>(&si, s)));
+        // Scatter-add with repeated targets, along axis 0.
+        let ai: Tensor<M, i64> = ix(&[1, 1, 0, 2, 1, 1], (2, 3));
+        let src: Tensor<M, f64> = filled(&vals[2..], (3, 4));
+        check(&x, |t| wsum(&t.scatter_add::<0>(&ai, &src)));
+        check(&src, |s| wsum(&x.scatter_add::<0>(&ai, s)));
+        // Index-add with a repeated index.
+        let x: Tensor<M, f64> = filled(&vals, (4, 3));
+        let src: Tensor<M, f64> = filled(&vals[7..], (3, 3));
+        check(&x, |t| wsum(&t.index_add::<0, usize>(&idx, &src)));
+        check(&src, |s| wsum(&x.index_add::<0, usize>(&idx, s)));
+        check(&src, |s| wsum(&x.t().index_add::<1, usize>(&idx, &s.t())));
+        // Triangles, on a batch of matrices and a transposed view.
+        let b: Tensor<D3, f64> = filled(&vals, (2, 3, 4));
+        check(&b, |t| wsum(&t.tril(0).exp()));
+        check(&b, |t| wsum(&t.triu(1).exp()));
+        check(&x, |t| wsum(&t.t().tril(-1)));
+    }
+
+    #[test]
+    fn join_and_split_grads(vals in prop::collection::vec(-2.0f64..2.0, 24)) {
+        let a: Tensor<M, f64> = filled(&vals, (2, 3));
+        let b: Tensor<M, f64> = filled(&vals[6..], (2, 2));
+        check(&a, |t| wsum(&t.concat::<1, usize>(&b).exp()));
+        check(&b, |t| wsum(&a.concat::<1, usize>(t).exp()));
+        let c: Tensor<M, f64> = filled(&vals[10..], (3, 2));
+        check(&c, |t| wsum(&t.concat::<0, usize>(&b.t())));
+        check(&b, |t| wsum(&c.concat::<0, usize>(&t.t())));
+        let d: Tensor<M, f64> = filled(&vals[3..], (1, 3));
+        check(&a, |t| wsum(&Tensor::cat::<0, usize>(&[&d, t, &d, t]).tanh()));
+        check(&d, |t| wsum(&Tensor::cat::<0, usize>(&[t, &a, t])));
+        let e: Tensor<M, f64> = filled(&vals[9..], (2, 3));
+        check(&a, |t| wsum(&Tensor::stack::<1, 3>([&e, t, &e]).exp()));
+        check(&a, |t| wsum(&Tensor::stack::<0, 2>([t, t])));
+        // Splits are views built with narrow, so they record.
+        let x: Tensor<M, f64> = filled(&vals, (3, 5));
+        check(&x, |t| {
+            let parts = t.split::<1>(2);
+            wsum(&parts[1].exp()) + wsum(&parts[2]) * 2.0
+        });
+        check(&x, |t| {
+            let parts = t.chunk::<0>(2);
+            wsum(&parts[0]) - wsum(&parts[1].sin())
+        });
+        check(&x, |t| {
+            let (l, r) = t.split2::<1, usize, usize>(1, 4);
+            wsum(&l.exp()) + wsum(&r)
+        });
+    }
+
+    #[test]
+    fn prod_grads(vals in prop::collection::vec(-2.0f64..2.0, 12), zeros in prop::collection::vec(0usize..12, 0..3)) {
+        let mut v = vals.clone();
+        for &z in &zeros {
+            v[z] = 0.0;
+        }
+        let x: Tensor<M, f64> = filled(&v, (3, 4));
+        check(&x, |t| wsum(&t.prod::<1>()));
+        check(&x, |t| wsum(&t.prod_keepdim::<0>()));
+        check(&x, |t| wsum(&t.t().prod::<1>()));
+        let small: Tensor<(usize,), f64> = filled(&v[..5], (5,));
+        check(&small, |t| t.prod_all());
+    }
+}
+
+#[test]
+fn prod_gradients_are_exact_at_zeros() {
+    let x: Tensor<Rank2<3, 3>, f64> = Tensor::from_array(
+        [[2.0, 3.0, 4.0], [2.0, 0.0, 5.0], [0.0, 7.0, 0.0]],
+        Device::Cpu,
+    )
+    .requires_grad();
+    let g = x.prod::<1>().sum_all().backward().get(&x).unwrap();
+    assert_eq!(
+        g.to_vec(),
+        vec![12.0, 8.0, 6.0, 0.0, 10.0, 0.0, 0.0, 0.0, 0.0]
+    );
+}
+
+#[test]
+fn splits_record_and_inference_records_nothing() {
+    let x: Tensor<Rank2<2, 4>> = Tensor::ones((Const, Const), Device::Cpu);
+    assert!(x.split::<1>(2).iter().all(|p| !p.tracks_grad()));
+    let w = x.clone().requires_grad();
+    assert!(w.chunk::<1>(2).iter().all(|p| p.tracks_grad()));
+    let y: Tensor<Rank3<2, 2, 4>> = Tensor::stack::<0, 2>([&x, &x]);
+    assert!(!y.tracks_grad());
+    let y: Tensor<Rank3<2, 2, 4>> = rtx::no_grad(|| Tensor::stack::<0, 2>([&w, &x]));
+    assert!(!y.tracks_grad());
+    let y: Tensor<Rank3<2, 2, 4>> = Tensor::stack::<0, 2>([&x, &w]);
+    let g = y.sum_all().backward().get(&w).unwrap();
+    assert_eq!(g.to_vec(), vec![1.0; 8]);
+}

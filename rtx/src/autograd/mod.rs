@@ -11,6 +11,7 @@
 //! shape and element type (rules reduce broadcast dims themselves), so accumulation is a plain
 //! add of equal layouts.
 
+pub(crate) mod index;
 pub(crate) mod reduce;
 pub(crate) mod rules;
 

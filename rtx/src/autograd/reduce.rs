@@ -7,7 +7,7 @@ use crate::shape::Shape;
 use crate::tensor::Tensor;
 use rtx_backends::Layout;
 use rtx_kernels::op::ReduceOp;
-use rtx_kernels::op::markers::{Div, Mul, Sub};
+use rtx_kernels::op::markers::{Add, Div, Mul, Sub};
 use rtx_kernels::{DType, Element, Float};
 
 /// Which rule a reduction records.
@@ -25,6 +25,8 @@ pub(crate) enum ReduceGrad {
     Var(usize),
     /// Standard deviation with this correction.
     Std(usize),
+    /// Product: the product of the other elements, exact when some are zero.
+    Prod,
 }
 
 /// The input gradient of a reduction of `x` (along `axis`, or all axes) that gave `y`.
@@ -99,9 +101,18 @@ fn expand<S: Shape, S2: Shape, F: Float>(
 
 /// Σ over `axis` of `t`, repeated back along it (`t`'s shape).
 fn sum_back<S: Shape, F: Float>(t: &Tensor<S, F>, axis: Option<usize>) -> Tensor<S, F> {
+    reduce_expand(t, axis, ReduceOp::Sum)
+}
+
+/// The reduction `op` over `axis` of `t`, repeated back along it (`t`'s shape).
+fn reduce_expand<S: Shape, F: Float>(
+    t: &Tensor<S, F>,
+    axis: Option<usize>,
+    op: ReduceOp,
+) -> Tensor<S, F> {
     let reduced = match axis {
-        Some(a) => t.storage().reduce(t.layout(), a, ReduceOp::Sum),
-        None => t.storage().reduce_all(t.layout(), ReduceOp::Sum),
+        Some(a) => t.storage().reduce(t.layout(), a, op),
+        None => t.storage().reduce_all(t.layout(), op),
     };
     let reduced = crate::error::ok(reduced.map_err(Into::into));
     let n = reduced.len();
@@ -143,6 +154,21 @@ fn float_rule<S: Shape, S2: Shape, F: Float>(
                 centered.same::<Div>(&expand(y, x, axis))
             };
             expand(g, x, axis).same::<Mul>(&d).scalar::<Mul>(scale)
+        }
+        ReduceGrad::Prod => {
+            // d/dx_i of Π x = Π_{j≠i} x_j. Dividing y by x_i is wrong at zeros, so count them
+            // per slice: with none, the product of the others is P / x_i (P over non-zeros);
+            // with exactly one, it is P at the zero and 0 elsewhere; with more, 0 everywhere.
+            let zero = x.equal(&x.zeros_like());
+            let nonzero = x.same::<Add>(&zero);
+            let p = reduce_expand(&nonzero, axis, ReduceOp::Prod);
+            let count = sum_back(&zero, axis);
+            let none = count.equal(&count.zeros_like());
+            let one = count.equal(&count.ones_like());
+            let d = none
+                .same::<Mul>(&p.same::<Div>(&nonzero))
+                .same::<Add>(&one.same::<Mul>(&zero).same::<Mul>(&p));
+            expand(g, x, axis).same::<Mul>(&d)
         }
     }
 }

@@ -155,7 +155,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         )
     }
 
-    /// The product along axis `I` (integers wrap; an empty axis gives 1).
+    /// The product along axis `I` (integers wrap; an empty axis gives 1). Its gradient is the
+    /// product of the other elements, exact where elements are zero.
     ///
     /// ```
     /// # use rtx::prelude::*;
@@ -167,9 +168,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
-            ok(self.reduce_op::<I>(ReduceOp::Prod)),
-            self.reduced_shape::<I>(),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.reduce_op::<I>(ReduceOp::Prod)),
+                self.reduced_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Prod,
         )
     }
 
@@ -186,9 +191,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
-            ok(self.reduce_op::<I>(ReduceOp::Prod)),
-            self.kept_shape::<I>(),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.reduce_op::<I>(ReduceOp::Prod)),
+                self.kept_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Prod,
         )
     }
 
@@ -499,7 +508,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Num,
     {
-        ok(self.reduce_all_op(ReduceOp::Prod, "prod_all"))
+        self.track_reduce(
+            ok(self.reduce_all_op(ReduceOp::Prod, "prod_all")),
+            None,
+            ReduceGrad::Prod,
+        )
     }
 
     /// The largest element (NaN wins), as a scalar tensor.
