@@ -2,6 +2,7 @@
 //! the elementwise ops, broadcasting, views, reductions, matmul, convolutions, pooling,
 //! indexing, joins and splits, over random values.
 
+use crate::common::tolerance;
 use proptest::prelude::*;
 use rtx::prelude::*;
 
@@ -432,4 +433,42 @@ fn splits_record_and_inference_records_nothing() {
     let y: Tensor<Rank3<2, 2, 4>> = Tensor::stack::<0, 2>([&x, &w]);
     let g = y.sum_all().backward().get(&w).unwrap();
     assert_eq!(g.to_vec(), vec![1.0; 8]);
+}
+
+/// The input and weight gradients of a conv -> pool -> gather -> cat -> prod chain, computed
+/// in `E` and returned as float64.
+fn chain_grads<E: Float>(x: &Tensor<D4, f64>, w: &Tensor<D4, f64>) -> Vec<f64> {
+    let (x, w) = (x.cast::<E>().requires_grad(), w.cast::<E>().requires_grad());
+    let y: Tensor<D4, E> = x.conv2d(&w, GroupedConv::<2, 1, 1>);
+    let p: Tensor<D4, E> = y.max_pool2d::<usize, usize, 2, 1, 0>(Pool::<2, 1>);
+    let p: Tensor<D4, E> = p.avg_pool2d(Pool::<2, 1, 1>);
+    let flat = p.reshape((2usize, 16usize));
+    let picked = flat.gather::<1, M>(&ix(&[3, 0, 1, 1, 9, 2], (2, 3)));
+    let joined: Tensor<M, E> = Tensor::cat::<1, usize>(&[&picked, &flat]);
+    let g = joined.prod::<0>().sum_all().backward();
+    let mut out = g.get(&x).expect("x grad").cast::<f64>().to_vec();
+    out.extend(g.get(&w).expect("w grad").cast::<f64>().to_vec());
+    out
+}
+
+#[test]
+fn every_float_type_back_propagates() {
+    let vals: Vec<f64> = (0..50)
+        .map(|i| ((i * 13 % 50) as f64 / 50.0 - 0.5) * 1.5)
+        .collect();
+    let x: Tensor<D4, f64> = filled(&vals, (1, 2, 4, 4));
+    let w: Tensor<D4, f64> = filled(&vals[7..], (2, 1, 3, 3));
+    let want = chain_grads::<f64>(&x, &w);
+    let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    for (dtype, got) in [
+        (DType::F32, chain_grads::<f32>(&x, &w)),
+        (DType::F16, chain_grads::<f16>(&x, &w)),
+        (DType::BF16, chain_grads::<bf16>(&x, &w)),
+    ] {
+        // Errors of a few roundings per step, relative to the largest gradient.
+        let tol = 16.0 * tolerance(dtype).0 * scale;
+        for (i, (g, v)) in got.iter().zip(&want).enumerate() {
+            assert!((g - v).abs() <= tol, "{dtype:?} element {i}: {g} vs {v}");
+        }
+    }
 }
