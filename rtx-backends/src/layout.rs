@@ -106,6 +106,12 @@ impl Layout {
             + 1
     }
 
+    /// The same sizes and strides starting at another offset.
+    pub fn with_offset(mut self, offset: usize) -> Layout {
+        self.offset = offset;
+        self
+    }
+
     /// Reorders the axes: output axis `i` is input axis `perm[i]`.
     pub fn permute(&self, perm: &[usize]) -> Layout {
         assert_eq!(perm.len(), self.rank(), "permute: wrong number of axes");

@@ -14,10 +14,12 @@
 
 #![warn(missing_docs)]
 
+pub mod autograd;
 mod error;
 pub mod shape;
 mod tensor;
 
+pub use autograd::{Gradients, is_grad_enabled, no_grad};
 pub use error::{Error, Result};
 pub use rtx_backends::Device;
 pub use rtx_kernels::op;

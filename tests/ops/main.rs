@@ -5,6 +5,7 @@
 mod common;
 mod conv;
 mod elementwise;
+mod grad;
 mod index;
 mod matmul;
 mod random;

@@ -261,6 +261,235 @@ fn window(start: usize, kernel: usize, padding: usize, len: usize) -> std::ops::
     }
 }
 
+/// The gradient of [`conv2d`] with respect to its input, as dense `[N, C, H, W]` (`x_dims`),
+/// from the output gradient `g` (`[N, O, HO, WO]`) and the weight `w` (`[O, C/G, KH, KW]`):
+/// per (image, group), `Wᵀ · G` is a column matrix that col2im adds back onto the input
+/// positions each tap read. Items write disjoint input blocks, in a fixed order inside each.
+pub fn conv2d_backward_input<E: Num>(
+    (g, gl): (&[E], &Layout),
+    (w, wl): (&[E], &Layout),
+    x_dims: [usize; 4],
+    p: &Conv2dParams,
+) -> Vec<E> {
+    let [n, c, h, wd] = x_dims;
+    let &[o, cg, kh, kw] = wl.dims() else {
+        panic!("conv2d backward: weight must be rank 4")
+    };
+    let &[_, _, ho, wo] = gl.dims() else {
+        panic!("conv2d backward: gradient must be rank 4")
+    };
+    let groups = p.groups;
+    let (g, w) = (dense(g, gl), dense(w, wl));
+    let (og, l, ck) = (o / groups, ho * wo, cg * kh * kw);
+    let mut dx = vec![E::ZERO; n * c * h * wd];
+    if dx.is_empty() || og == 0 || l == 0 {
+        return dx;
+    }
+    let pointwise = kh == 1 && kw == 1 && p.stride == [1, 1] && p.padding == [0, 0];
+    let item = |idx: usize, block: &mut [E], parallel: bool| {
+        let (ni, gi) = (idx / groups, idx % groups);
+        // Wᵀ of the group: [C/G*KH*KW, O/G], read in place through swapped strides.
+        let lhs = MatRef {
+            data: &w,
+            offset: gi * og * ck,
+            rs: 1,
+            cs: ck,
+        };
+        let rhs = MatRef {
+            data: &g,
+            offset: (ni * o + gi * og) * l,
+            rs: l,
+            cs: 1,
+        };
+        if pointwise {
+            gemm_into((ck, l, og), block, lhs, rhs, false, parallel);
+        } else {
+            let mut col = vec![E::ZERO; ck * l];
+            gemm_into((ck, l, og), &mut col, lhs, rhs, false, parallel);
+            col2im(&col, block, (cg, h, wd), (kh, kw), (ho, wo), p);
+        }
+    };
+    let items = n * groups;
+    if items > 1 && og * l * ck < SMALL_ITEM {
+        dx.par_chunks_mut(cg * h * wd)
+            .enumerate()
+            .for_each(|(i, block)| item(i, block, false));
+    } else {
+        for (i, block) in dx.chunks_mut(cg * h * wd).enumerate() {
+            item(i, block, true);
+        }
+    }
+    dx
+}
+
+/// The gradient of [`conv2d`] with respect to its weight, as dense `[O, C/G, KH, KW]`
+/// (`w_dims`), from the output gradient `g` (`[N, O, HO, WO]`) and the input `x`: per group,
+/// the sum over images of `G · im2colᵀ`, accumulated image after image (a fixed order).
+pub fn conv2d_backward_weight<E: Num>(
+    (g, gl): (&[E], &Layout),
+    (x, xl): (&[E], &Layout),
+    w_dims: [usize; 4],
+    p: &Conv2dParams,
+) -> Vec<E> {
+    let [o, cg, kh, kw] = w_dims;
+    let &[n, c, h, wd] = xl.dims() else {
+        panic!("conv2d backward: input must be rank 4")
+    };
+    let &[_, _, ho, wo] = gl.dims() else {
+        panic!("conv2d backward: gradient must be rank 4")
+    };
+    let groups = p.groups;
+    let (g, x) = (dense(g, gl), dense(x, xl));
+    let (og, l, ck) = (o / groups, ho * wo, cg * kh * kw);
+    let mut dw = vec![E::ZERO; o * ck];
+    if dw.is_empty() || n == 0 || l == 0 {
+        return dw;
+    }
+    let pointwise = kh == 1 && kw == 1 && p.stride == [1, 1] && p.padding == [0, 0];
+    let item = |gi: usize, block: &mut [E], parallel: bool| {
+        for ni in 0..n {
+            let image = &x[(ni * c + gi * cg) * h * wd..][..cg * h * wd];
+            let col;
+            // im2colᵀ: [HO*WO, C/G*KH*KW], read in place through swapped strides.
+            let rhs = if pointwise {
+                MatRef {
+                    data: image,
+                    offset: 0,
+                    rs: 1,
+                    cs: l,
+                }
+            } else {
+                col = im2col(image, (cg, h, wd), (kh, kw), (ho, wo), p);
+                MatRef {
+                    data: &col,
+                    offset: 0,
+                    rs: 1,
+                    cs: l,
+                }
+            };
+            let lhs = MatRef {
+                data: &g,
+                offset: (ni * o + gi * og) * l,
+                rs: l,
+                cs: 1,
+            };
+            gemm_into((og, ck, l), block, lhs, rhs, ni > 0, parallel);
+        }
+    };
+    if groups > 1 && n * og * l * ck < SMALL_ITEM {
+        dw.par_chunks_mut(og * ck)
+            .enumerate()
+            .for_each(|(i, block)| item(i, block, false));
+    } else {
+        for (i, block) in dw.chunks_mut(og * ck).enumerate() {
+            item(i, block, true);
+        }
+    }
+    dw
+}
+
+/// Adds each row `(c, i, j)` of a column matrix back onto the input positions kernel tap
+/// `(i, j)` of channel `c` read (the transpose of [`im2col`]), in a fixed order.
+fn col2im<E: Num>(
+    col: &[E],
+    image: &mut [E],
+    (_cg, h, w): (usize, usize, usize),
+    (kh, kw): (usize, usize),
+    (ho, wo): (usize, usize),
+    p: &Conv2dParams,
+) {
+    let l = ho * wo;
+    let [sh, sw] = p.stride;
+    let [ph, pw] = p.padding;
+    let [dh, dw] = p.dilation;
+    for (row, src) in col.chunks(l).enumerate() {
+        let (c, i, j) = (row / (kh * kw), (row / kw) % kh, row % kw);
+        for oy in 0..ho {
+            let iy = oy * sh + i * dh;
+            if iy < ph || iy - ph >= h {
+                continue;
+            }
+            let dst = &mut image[(c * h + iy - ph) * w..][..w];
+            for (ox, &v) in src[oy * wo..][..wo].iter().enumerate() {
+                let ix = ox * sw + j * dw;
+                if ix >= pw && ix - pw < w {
+                    dst[ix - pw] = dst[ix - pw].add(v);
+                }
+            }
+        }
+    }
+}
+
+/// The gradient of [`pool2d`] with respect to its input, as dense `[N, C, H, W]`, from the
+/// output gradient `g` (`[N, C, HO, WO]`). Max pooling sends each window's gradient to its
+/// first maximum (the first NaN, if any), as PyTorch does; average pooling spreads it over the
+/// window's input positions divided by the full window area (padding counted). Planes run in
+/// parallel, each in a fixed order.
+pub fn pool2d_backward<E: Float>(
+    (g, gl): (&[E], &Layout),
+    (x, xl): (&[E], &Layout),
+    op: PoolOp,
+    p: &Pool2dParams,
+) -> Vec<E> {
+    let &[n, c, h, w] = xl.dims() else {
+        panic!("pool2d backward: input must be rank 4")
+    };
+    let (Some(ho), Some(wo)) = (p.output_size(0, h), p.output_size(1, w)) else {
+        panic!("pool2d backward: the window does not fit the padded input")
+    };
+    let (g, x) = (dense(g, gl), dense(x, xl));
+    let [kh, kw] = p.kernel;
+    let [sh, sw] = p.stride;
+    let [ph, pw] = p.padding;
+    let area = (kh * kw) as f64;
+    let mut dx = vec![E::ZERO; n * c * h * w];
+    if dx.is_empty() {
+        return dx;
+    }
+    dx.par_chunks_mut(h * w)
+        .enumerate()
+        .for_each(|(plane, dst)| {
+            let image = &x[plane * h * w..][..h * w];
+            let grad = &g[plane * ho * wo..][..ho * wo];
+            for oy in 0..ho {
+                for ox in 0..wo {
+                    let gv = grad[oy * wo + ox];
+                    let (ys, xs) = (window(oy * sh, kh, ph, h), window(ox * sw, kw, pw, w));
+                    match op {
+                        PoolOp::Max => {
+                            let mut best: Option<(usize, E)> = None;
+                            'scan: for y in ys {
+                                for xi in xs.clone() {
+                                    let v = image[y * w + xi];
+                                    #[allow(clippy::eq_op)]
+                                    let nan = v != v;
+                                    if best.is_none_or(|(_, m)| v > m) || nan {
+                                        best = Some((y * w + xi, v));
+                                    }
+                                    if nan {
+                                        break 'scan;
+                                    }
+                                }
+                            }
+                            if let Some((at, _)) = best {
+                                dst[at] = dst[at].add(gv);
+                            }
+                        }
+                        PoolOp::Avg => {
+                            let share = gv.to_acc() / E::Acc::c(area);
+                            for y in ys {
+                                for d in &mut dst[y * w..][xs.clone()] {
+                                    *d = E::from_acc(d.to_acc() + share);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        });
+    dx
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

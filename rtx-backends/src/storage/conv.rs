@@ -87,4 +87,117 @@ impl<E: Element> Storage<E> {
             Storage::Cpu(x) => Ok(Storage::Cpu(crate::cpu::conv::pool2d(x, l, op, p))),
         }
     }
+
+    /// The gradient of [`Storage::conv2d`] with respect to its input: `self` viewed by `gl` is
+    /// the output gradient (`[N, O, HO, WO]`), `w` the weight; the result is fresh dense
+    /// storage of `x_dims` (`[N, C, H, W]`). Deterministic: a fixed order of accumulation.
+    pub fn conv2d_backward_input(
+        &self,
+        gl: &Layout,
+        w: &Self,
+        wl: &Layout,
+        x_dims: [usize; 4],
+        p: &Conv2dParams,
+    ) -> Result<Self>
+    where
+        E: Float,
+    {
+        same_device("conv2d_backward_input", self, w)?;
+        check_grad("conv2d_backward_input", gl, &x_dims, wl.dims(), p)?;
+        match (self, w) {
+            (Storage::Cpu(g), Storage::Cpu(w)) => Ok(Storage::Cpu(
+                crate::cpu::conv::conv2d_backward_input((g, gl), (w, wl), x_dims, p),
+            )),
+        }
+    }
+
+    /// The gradient of [`Storage::conv2d`] with respect to its weight: `self` viewed by `gl`
+    /// is the output gradient (`[N, O, HO, WO]`), `x` the input; the result is fresh dense
+    /// storage of `w_dims` (`[O, C/G, KH, KW]`). Deterministic: images accumulate in order.
+    pub fn conv2d_backward_weight(
+        &self,
+        gl: &Layout,
+        x: &Self,
+        xl: &Layout,
+        w_dims: [usize; 4],
+        p: &Conv2dParams,
+    ) -> Result<Self>
+    where
+        E: Float,
+    {
+        same_device("conv2d_backward_weight", self, x)?;
+        check_grad("conv2d_backward_weight", gl, xl.dims(), &w_dims, p)?;
+        match (self, x) {
+            (Storage::Cpu(g), Storage::Cpu(x)) => Ok(Storage::Cpu(
+                crate::cpu::conv::conv2d_backward_weight((g, gl), (x, xl), w_dims, p),
+            )),
+        }
+    }
+
+    /// The gradient of [`Storage::pool2d`] with respect to its input `x` (viewed by `xl`):
+    /// `self` viewed by `gl` is the output gradient; the result is fresh dense storage shaped
+    /// like the input. Max pooling routes each window's gradient to its first maximum.
+    pub fn pool2d_backward(
+        &self,
+        gl: &Layout,
+        x: &Self,
+        xl: &Layout,
+        op: PoolOp,
+        p: &Pool2dParams,
+    ) -> Result<Self>
+    where
+        E: Float,
+    {
+        let name = "pool2d_backward";
+        same_device(name, self, x)?;
+        let d = xl.dims();
+        let out = (d.len() == 4)
+            .then(|| Some([d[0], d[1], p.output_size(0, d[2])?, p.output_size(1, d[3])?]))
+            .flatten();
+        if out.is_none_or(|o| gl.dims() != o) {
+            return Err(bad(
+                name,
+                format!(
+                    "gradient {:?} does not fit input {d:?} with {p:?}",
+                    gl.dims()
+                ),
+            ));
+        }
+        match (self, x) {
+            (Storage::Cpu(g), Storage::Cpu(x)) => Ok(Storage::Cpu(
+                crate::cpu::conv::pool2d_backward((g, gl), (x, xl), op, p),
+            )),
+        }
+    }
+}
+
+/// Checks that a convolution's output gradient fits its input and weight sizes.
+fn check_grad(
+    op: &'static str,
+    gl: &Layout,
+    xd: &[usize],
+    wd: &[usize],
+    p: &Conv2dParams,
+) -> Result<()> {
+    let g = p.groups;
+    let fits = xd.len() == 4
+        && wd.len() == 4
+        && g > 0
+        && xd[1] == wd[1] * g
+        && wd[0].is_multiple_of(g)
+        && p.output_size(0, xd[2], wd[2]).is_some_and(|ho| {
+            p.output_size(1, xd[3], wd[3])
+                .is_some_and(|wo| gl.dims() == [xd[0], wd[0], ho, wo])
+        });
+    if fits {
+        Ok(())
+    } else {
+        Err(bad(
+            op,
+            format!(
+                "gradient {:?} does not fit input {xd:?} and weight {wd:?} with {p:?}",
+                gl.dims()
+            ),
+        ))
+    }
 }

@@ -8,12 +8,13 @@
 //! matches trailing dims.
 
 use super::Tensor;
+use crate::autograd;
 use crate::error::{Result, bail, ok};
 use crate::shape::conv::ConvOptions;
 use crate::shape::{Dim, Shape, describe};
 use rtx_backends::cpu::conv::{Conv2dParams, Pool2dParams};
 use rtx_backends::{Layout, Storage};
-use rtx_kernels::op::PoolOp;
+use rtx_kernels::op::{PoolOp, ReduceOp};
 use rtx_kernels::{Element, Float};
 
 pub use crate::shape::conv::{Conv, GroupedConv, Pool};
@@ -176,6 +177,101 @@ fn pool_params<const K: usize, const S: usize, const P: usize>() -> Pool2dParams
     }
 }
 
+/// `l` with a size-1 axis inserted at `at` when it has rank 3 (a 1-d convolution's operand
+/// lifted to height 1 at axis 2, an unbatched pooling operand to a batch of one at axis 0).
+fn lift(l: &Layout, at: usize) -> Layout {
+    if l.dims().len() != 3 {
+        return *l;
+    }
+    let (mut dims, mut strides) = (l.dims().to_vec(), l.strides().to_vec());
+    dims.insert(at, 1);
+    strides.insert(at, 0);
+    Layout::new(&dims, &strides, l.offset())
+}
+
+/// `l`'s sizes as the four of a 2-d operand.
+fn dims4(l: &Layout) -> [usize; 4] {
+    let d = l.dims();
+    [d[0], d[1], d[2], d[3]]
+}
+
+/// Gives a convolution's output its backward rule, when recording: the input gradient is the
+/// transposed convolution of the output gradient (col2im of `Wᵀ G`), the weight gradient
+/// `G im2colᵀ` summed over images, and the bias gradient the sum of `G` over images and
+/// positions.
+fn track_conv<SX: Shape, SW: Shape, SB: Shape, SY: Shape, E: Float>(
+    out: Tensor<SY, E>,
+    x: &Tensor<SX, E>,
+    w: &Tensor<SW, E>,
+    bias: Option<&Tensor<SB, E>>,
+    p: Conv2dParams,
+) -> Tensor<SY, E> {
+    let b_node = bias.and_then(|b| b.node());
+    if !autograd::must_record(&[x.node(), w.node(), b_node]) {
+        return out;
+    }
+    let (need_x, need_w) = (x.node().is_some(), w.node().is_some());
+    let b_shape = bias.filter(|b| b.node().is_some()).map(|b| b.shape());
+    let inputs = vec![x.node().cloned(), w.node().cloned(), b_node.cloned()];
+    let (x, w) = (x.detach(), w.detach());
+    out.record(inputs, move |g| {
+        let lg = lift(g.layout(), 2);
+        let (lx, lw) = (lift(x.layout(), 2), lift(w.layout(), 2));
+        let dx = need_x.then(|| {
+            let s = g
+                .storage()
+                .conv2d_backward_input(&lg, w.storage(), &lw, dims4(&lx), &p);
+            Tensor::from_storage(ok(s.map_err(Into::into)), x.shape())
+        });
+        let dw = need_w.then(|| {
+            let s = g
+                .storage()
+                .conv2d_backward_weight(&lg, x.storage(), &lx, dims4(&lw), &p);
+            Tensor::from_storage(ok(s.map_err(Into::into)), w.shape())
+        });
+        let db = b_shape.map(|shape| {
+            let [n, o, ho, wo] = dims4(&lg);
+            let gc = g.contiguous();
+            let l = Layout::contiguous(&[n, o, ho * wo]).with_offset(gc.layout().offset());
+            let per_image = ok(gc
+                .storage()
+                .reduce(&l, 2, ReduceOp::Sum)
+                .map_err(Into::into));
+            let l = Layout::contiguous(&[n, o]);
+            let s = ok(per_image.reduce(&l, 0, ReduceOp::Sum).map_err(Into::into));
+            Tensor::<SB, E>::from_storage(s, shape)
+        });
+        vec![
+            dx.and_then(autograd::erase),
+            dw.and_then(autograd::erase),
+            db.and_then(autograd::erase),
+        ]
+    })
+}
+
+/// Gives a pooling's output its backward rule, when recording (see
+/// [`Storage::pool2d_backward`]).
+fn track_pool<SX: Shape, SY: Shape, E: Float>(
+    out: Tensor<SY, E>,
+    x: &Tensor<SX, E>,
+    op: PoolOp,
+    p: Pool2dParams,
+) -> Tensor<SY, E> {
+    if !autograd::must_record(&[x.node()]) {
+        return out;
+    }
+    let inputs = vec![x.node().cloned()];
+    let x = x.detach();
+    out.record(inputs, move |g| {
+        let (lg, lx) = (lift(g.layout(), 0), lift(x.layout(), 0));
+        let s = g.storage().pool2d_backward(&lg, x.storage(), &lx, op, &p);
+        vec![autograd::erase(Tensor::from_storage(
+            ok(s.map_err(Into::into)),
+            x.shape(),
+        ))]
+    })
+}
+
 impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
     /// The 2-d convolution (cross-correlation, as PyTorch's `conv2d`) of a `[N, C, H, W]`
     /// input with a `[O, C/G, KH, KW]` weight, giving `[N, O, HO, WO]`; the output sizes
@@ -256,7 +352,13 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
             &p,
             2,
         )?;
-        Ok(Tensor::from_storage(s, shape))
+        Ok(track_conv(
+            Tensor::from_storage(s, shape),
+            self,
+            weight,
+            None::<&Tensor<(O,), E>>,
+            p,
+        ))
     }
 
     /// [`Tensor::conv2d`] plus a per-output-channel bias `[O]`, added inside the convolution.
@@ -330,7 +432,13 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
             &p,
             2,
         )?;
-        Ok(Tensor::from_storage(s, shape))
+        Ok(track_conv(
+            Tensor::from_storage(s, shape),
+            self,
+            weight,
+            Some(bias),
+            p,
+        ))
     }
 
     /// Max pooling over `KERNEL x KERNEL` windows, `[N, C, H, W] -> [N, C, HO, WO]` (output
@@ -373,7 +481,12 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
             &pool_params::<K, S, P>(),
             true,
         )?;
-        Ok(Tensor::from_storage(s, shape))
+        Ok(track_pool(
+            Tensor::from_storage(s, shape),
+            self,
+            PoolOp::Max,
+            pool_params::<K, S, P>(),
+        ))
     }
 
     /// Average pooling over `KERNEL x KERNEL` windows, `[N, C, H, W] -> [N, C, HO, WO]`;
@@ -415,7 +528,12 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
             &pool_params::<K, S, P>(),
             true,
         )?;
-        Ok(Tensor::from_storage(s, shape))
+        Ok(track_pool(
+            Tensor::from_storage(s, shape),
+            self,
+            PoolOp::Avg,
+            pool_params::<K, S, P>(),
+        ))
     }
 }
 
@@ -471,7 +589,13 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
             &p,
             1,
         )?;
-        Ok(Tensor::from_storage(s, shape))
+        Ok(track_conv(
+            Tensor::from_storage(s, shape),
+            self,
+            weight,
+            None::<&Tensor<(O,), E>>,
+            p,
+        ))
     }
 
     /// [`Tensor::conv1d`] plus a per-output-channel bias `[O]`, added inside the convolution.
@@ -520,7 +644,13 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
             &p,
             1,
         )?;
-        Ok(Tensor::from_storage(s, shape))
+        Ok(track_conv(
+            Tensor::from_storage(s, shape),
+            self,
+            weight,
+            Some(bias),
+            p,
+        ))
     }
 
     /// Max pooling of an unbatched `[C, H, W]` tensor: see the `[N, C, H, W]` form.
@@ -556,7 +686,12 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
         const { crate::shape::conv::pool::<(N, C, L), (N, HO, WO)>("max_pool2d", (K, S, P)) };
         let x = self.unbatched_operand();
         let (s, shape) = run_pool(PoolOp::Max, x, &pool_params::<K, S, P>(), false)?;
-        Ok(Tensor::from_storage(s, shape))
+        Ok(track_pool(
+            Tensor::from_storage(s, shape),
+            self,
+            PoolOp::Max,
+            pool_params::<K, S, P>(),
+        ))
     }
 
     /// Average pooling of an unbatched `[C, H, W]` tensor: see the `[N, C, H, W]` form.
@@ -585,7 +720,12 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
         const { crate::shape::conv::pool::<(N, C, L), (N, HO, WO)>("avg_pool2d", (K, S, P)) };
         let x = self.unbatched_operand();
         let (s, shape) = run_pool(PoolOp::Avg, x, &pool_params::<K, S, P>(), false)?;
-        Ok(Tensor::from_storage(s, shape))
+        Ok(track_pool(
+            Tensor::from_storage(s, shape),
+            self,
+            PoolOp::Avg,
+            pool_params::<K, S, P>(),
+        ))
     }
 
     /// A `[C, H, W]` tensor as a batch of one `[1, C, H, W]`.

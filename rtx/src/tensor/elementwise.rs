@@ -6,6 +6,7 @@
 //! held to the same rule when the op runs.
 
 use super::Tensor;
+use crate::autograd::{self, rules};
 use crate::error::{Error, Result, ok};
 use crate::shape::rules::BroadcastShapes;
 use crate::shape::{Shape, describe};
@@ -78,10 +79,14 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Float,
     {
-        Ok(Tensor::from_storage(
-            self.storage().unary::<O>(self.layout())?,
-            self.shape(),
-        ))
+        let out = Tensor::from_storage(self.storage().unary::<O>(self.layout())?, self.shape());
+        if !autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        let (x, y) = (self.detach(), out.detach());
+        Ok(out.record(vec![self.node().cloned()], move |g| {
+            vec![autograd::erase(rules::unary(O::OP, &x, &y, g))]
+        }))
     }
 
     fn unary<O: UnaryOpT>(&self) -> Self
@@ -226,10 +231,22 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Signed,
     {
-        Ok(Tensor::from_storage(
+        let out = Tensor::from_storage(
             self.storage().signed_unary(op, self.layout())?,
             self.shape(),
-        ))
+        );
+        if !autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        let x = self.detach();
+        Ok(out.record(vec![self.node().cloned()], move |g| {
+            let dx = if op == UnaryOp::Abs {
+                g.same::<markers::Mul>(&x.sign())
+            } else {
+                g.neg()
+            };
+            vec![autograd::erase(dx)]
+        }))
     }
 }
 
@@ -246,8 +263,20 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     {
         let rhs = rhs.into_tensor(self.device())?;
         let (la, lb, shape) = broadcast_pair(Op::Binary(O::OP).name(), self, &rhs)?;
-        let out = self.storage().binary::<O>(&la, rhs.storage(), &lb)?;
-        Ok(Tensor::from_storage(out, shape))
+        let out = Tensor::from_storage(self.storage().binary::<O>(&la, rhs.storage(), &lb)?, shape);
+        if !autograd::must_record(&[self.node(), rhs.node()]) {
+            return Ok(out);
+        }
+        let (a, b, y) = (self.detach(), rhs.detach(), out.detach());
+        let inputs = vec![self.node().cloned(), rhs.node().cloned()];
+        Ok(out.record(inputs, move |g| {
+            let (ab, bb) = (a.view(la, g.shape()), b.view(lb, g.shape()));
+            let (ga, gb) = rules::binary(O::OP, &ab, &bb, &y, g);
+            vec![
+                autograd::erase(autograd::sum_to(&ga, a.shape())),
+                autograd::erase(autograd::sum_to(&gb, b.shape())),
+            ]
+        }))
     }
 
     /// The larger of each pair of elements (NaN wins), broadcasting.
@@ -365,7 +394,23 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             (self.storage(), self.layout()),
             (other.storage(), &lo),
         )?;
-        Ok(Tensor::from_storage(out, self.shape()))
+        let out = Tensor::from_storage(out, self.shape());
+        if !autograd::must_record(&[self.node(), other.node()]) {
+            return Ok(out);
+        }
+        let (mask, other_shape) = (cond.view(lc, self.shape()), other.shape());
+        Ok(out.record(
+            vec![self.node().cloned(), other.node().cloned()],
+            move |g| {
+                let zero = E::default();
+                let to_self = g.masked_fill_raw(&mask, zero, false);
+                let to_other = g.masked_fill_raw(&mask, zero, true);
+                vec![
+                    autograd::erase(to_self),
+                    autograd::erase(autograd::sum_to(&to_other, other_shape)),
+                ]
+            },
+        ))
     }
 
     /// `value` where `mask` holds, the element of `self` elsewhere.
@@ -400,7 +445,18 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             (fill.storage(), &lf),
             (self.storage(), self.layout()),
         )?;
-        Ok(Tensor::from_storage(out, self.shape()))
+        let out = Tensor::from_storage(out, self.shape());
+        if !autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        let mask = mask.view(lm, self.shape());
+        Ok(out.record(vec![self.node().cloned()], move |g| {
+            vec![autograd::erase(g.masked_fill_raw(
+                &mask,
+                E::default(),
+                true,
+            ))]
+        }))
     }
 }
 
@@ -512,5 +568,124 @@ impl<S: Shape, E: Signed> std::ops::Neg for &Tensor<S, E> {
     type Output = Tensor<S, E>;
     fn neg(self) -> Self::Output {
         Tensor::neg(self)
+    }
+}
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// `value` where `mask` is `when`, `self` elsewhere; `mask` has `self`'s shape. Records
+    /// nothing (backward rules use it).
+    pub(crate) fn masked_fill_raw(
+        &self,
+        mask: &Tensor<S, bool>,
+        value: E,
+        when: bool,
+    ) -> Tensor<S, E> {
+        let fill = ok(Tensor::try_full((), value, self.device()));
+        let lf = fill
+            .layout()
+            .broadcast_to(self.dims())
+            .expect("a scalar broadcasts");
+        let (t, f) = if when {
+            ((fill.storage(), &lf), (self.storage(), self.layout()))
+        } else {
+            ((self.storage(), self.layout()), (fill.storage(), &lf))
+        };
+        let out = Storage::where_cond((mask.storage(), mask.layout()), t, f);
+        Tensor::from_storage(ok(out.map_err(Into::into)), self.shape())
+    }
+}
+
+/// Same-shape helpers for code that is generic over the shape (backward rules), where the
+/// broadcasting rule traits cannot be proven; they never record.
+impl<S: Shape, E: Num> Tensor<S, E> {
+    /// A binary op between two tensors of the same shape.
+    pub(crate) fn same<O: BinaryOpT>(&self, rhs: &Tensor<S, E>) -> Tensor<S, E> {
+        debug_assert_eq!(self.dims(), rhs.dims());
+        let out = self
+            .storage()
+            .binary::<O>(self.layout(), rhs.storage(), rhs.layout());
+        Tensor::from_storage(ok(out.map_err(Into::into)), self.shape())
+    }
+
+    /// A binary op with a scalar right-hand side.
+    pub(crate) fn scalar<O: BinaryOpT>(&self, c: E) -> Tensor<S, E> {
+        let rhs = ok(Tensor::try_full((), c, self.device()));
+        let lb = rhs
+            .layout()
+            .broadcast_to(self.dims())
+            .expect("a scalar broadcasts");
+        let out = self
+            .storage()
+            .binary::<O>(self.layout(), rhs.storage(), &lb);
+        Tensor::from_storage(ok(out.map_err(Into::into)), self.shape())
+    }
+
+    /// Sums over the dims `target` was broadcast along (missing leading dims, and dims where
+    /// `target` has size 1), giving a tensor of `target`'s shape.
+    pub(crate) fn sum_to_num<T: Shape>(&self, target: T) -> Tensor<T, E> {
+        use rtx_kernels::op::ReduceOp;
+        let dims = self.dims().to_vec();
+        let tdims = target.dims();
+        let lead = dims.len() - tdims.len();
+        let mut storage = ok(self.try_contiguous()).storage().clone();
+        let mut now: Vec<usize> = dims[lead..].to_vec();
+        if lead > 0 {
+            let outer: usize = dims[..lead].iter().product();
+            let mut flat = vec![outer];
+            flat.extend_from_slice(&now);
+            let l = Layout::contiguous(&flat);
+            storage = ok(storage.reduce(&l, 0, ReduceOp::Sum).map_err(Into::into));
+        }
+        for i in 0..now.len() {
+            if tdims[i] == 1 && now[i] != 1 {
+                let l = Layout::contiguous(&now);
+                storage = ok(storage.reduce(&l, i, ReduceOp::Sum).map_err(Into::into));
+                now[i] = 1;
+            }
+        }
+        Tensor::from_storage(storage, target)
+    }
+
+    /// 1 where the element is positive, 0 elsewhere (the derivative of relu).
+    pub(crate) fn step(&self) -> Tensor<S, E> {
+        let zero = ok(Tensor::try_full((), E::ZERO, self.device()));
+        let lz = zero
+            .layout()
+            .broadcast_to(self.dims())
+            .expect("a scalar broadcasts");
+        let pos = self
+            .storage()
+            .cmp::<markers::Gt>(self.layout(), zero.storage(), &lz);
+        let pos = ok(pos.map_err(Into::into));
+        let dense = Layout::contiguous(self.dims());
+        Tensor::from_storage(ok(pos.cast::<E>(&dense).map_err(Into::into)), self.shape())
+    }
+
+    /// 1 where `self > other`, 0 elsewhere.
+    pub(crate) fn above(&self, other: &Tensor<S, E>) -> Tensor<S, E> {
+        let m = self
+            .storage()
+            .cmp::<markers::Gt>(self.layout(), other.storage(), other.layout());
+        let m = ok(m.map_err(Into::into));
+        let dense = Layout::contiguous(self.dims());
+        Tensor::from_storage(ok(m.cast::<E>(&dense).map_err(Into::into)), self.shape())
+    }
+
+    /// 1 where `self == other`, 0 elsewhere.
+    pub(crate) fn equal(&self, other: &Tensor<S, E>) -> Tensor<S, E> {
+        let m = self
+            .storage()
+            .cmp::<markers::Eq>(self.layout(), other.storage(), other.layout());
+        let m = ok(m.map_err(Into::into));
+        let dense = Layout::contiguous(self.dims());
+        Tensor::from_storage(ok(m.cast::<E>(&dense).map_err(Into::into)), self.shape())
+    }
+
+    /// -1, 0 or 1 by the sign of each element.
+    pub(crate) fn sign(&self) -> Tensor<S, E>
+    where
+        E: Signed,
+    {
+        self.step().same::<markers::Sub>(&self.neg().step())
     }
 }

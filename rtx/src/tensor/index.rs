@@ -8,6 +8,7 @@
 //! tensor and leaves `self` untouched.
 
 use super::{Replaced, Tensor};
+use crate::autograd;
 use crate::error::{Result, bail, ok};
 use crate::shape::{Dim, HasAxis, InsertAxis, ReduceAxis, Shape, describe};
 use const_panic::concat_panic;
@@ -95,7 +96,19 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let mut dims = self.dims().to_vec();
         dims[I] = indices.numel();
         let shape = Replaced::<S, I, D>::from_dims(&dims).expect("index_select dims");
-        Ok(Tensor::from_storage(out, shape))
+        let out = Tensor::from_storage(out, shape);
+        if !autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        let (orig, idx) = (self.shape(), indices.clone());
+        Ok(out.record(vec![self.node().cloned()], move |g| {
+            vec![autograd::erase(autograd::index::index_select_back::<
+                I,
+                S,
+                D,
+                E,
+            >(g, orig, &idx))]
+        }))
     }
 
     /// `out[p] = self[p with axis I replaced by index[p]]` (PyTorch's `gather`). The index has
@@ -141,7 +154,16 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let out = self
             .storage()
             .gather(self.layout(), index.storage(), index.layout(), I)?;
-        Ok(Tensor::from_storage(out, index.shape()))
+        let out = Tensor::from_storage(out, index.shape());
+        if !autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        let (orig, idx) = (self.shape(), index.clone());
+        Ok(out.record(vec![self.node().cloned()], move |g| {
+            vec![autograd::erase(
+                autograd::index::gather_back::<I, S, S2, E>(g, orig, &idx),
+            )]
+        }))
     }
 
     /// A copy of `self` with `src[p]` written at `p with axis I replaced by index[p]`, for
@@ -187,7 +209,12 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             (src.storage(), &sl),
             I,
         )?;
-        Ok(Tensor::from_storage(out, self.shape()))
+        Ok(track_scatter::<I, false, _, _, _, _>(
+            Tensor::from_storage(out, self.shape()),
+            self,
+            index,
+            src,
+        ))
     }
 
     /// The elements on and below diagonal `k` of the last two axes, zero (`false` for bool)
@@ -214,7 +241,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         S: HasAxis<1>,
     {
         let out = self.storage().triangle(self.layout(), k, false)?;
-        Ok(Tensor::from_storage(out, self.shape()))
+        Ok(self.track_view(Tensor::from_storage(out, self.shape()), move |g| g.tril(k)))
     }
 
     /// The elements on and above diagonal `k` of the last two axes, zero (`false` for bool)
@@ -239,7 +266,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         S: HasAxis<1>,
     {
         let out = self.storage().triangle(self.layout(), k, true)?;
-        Ok(Tensor::from_storage(out, self.shape()))
+        Ok(self.track_view(Tensor::from_storage(out, self.shape()), move |g| g.triu(k)))
     }
 }
 
@@ -305,7 +332,12 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             (src.storage(), &sl),
             I,
         )?;
-        Ok(Tensor::from_storage(out, self.shape()))
+        Ok(track_scatter::<I, true, _, _, _, _>(
+            Tensor::from_storage(out, self.shape()),
+            self,
+            index,
+            src,
+        ))
     }
 
     /// A copy of `self` with slice `j` of `src` along axis `I` added to slice `indices[j]`
@@ -368,6 +400,52 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             (src.storage(), src.layout()),
             I,
         )?;
-        Ok(Tensor::from_storage(out, self.shape()))
+        let out = Tensor::from_storage(out, self.shape());
+        if !autograd::must_record(&[self.node(), src.node()]) {
+            return Ok(out);
+        }
+        // d/dself = g; d/dsrc = the slices of g the source was added to.
+        let idx = indices.clone();
+        let inputs = vec![self.node().cloned(), src.node().cloned()];
+        Ok(out.record(inputs, move |g| {
+            vec![
+                autograd::erase(g.clone()),
+                autograd::erase(g.index_select::<I, D>(&idx)),
+            ]
+        }))
     }
+}
+
+/// Gives a scatter (`ADD = false`) or scatter_add output its backward rule, when recording:
+/// `self` gets `g` (with the overwritten positions zeroed for scatter), the source gets `g`
+/// gathered at the index. Where a plain scatter's index repeats along a line, the source
+/// entries whose writes were overwritten still get the gradient of the position they
+/// targeted (PyTorch leaves that case unspecified too).
+fn track_scatter<const I: usize, const ADD: bool, S, S2, S3, E>(
+    out: Tensor<S, E>,
+    x: &Tensor<S, E>,
+    index: &Tensor<S2, i64>,
+    src: &Tensor<S3, E>,
+) -> Tensor<S, E>
+where
+    S: HasAxis<I>,
+    S2: Shape,
+    S3: Shape,
+    E: Element,
+{
+    if !autograd::must_record(&[x.node(), src.node()]) {
+        return out;
+    }
+    let (idx, src_shape) = (index.clone(), src.shape());
+    let inputs = vec![x.node().cloned(), src.node().cloned()];
+    out.record(inputs, move |g| {
+        let dx = if ADD {
+            g.clone()
+        } else {
+            let zeros = Tensor::full(idx.shape(), E::default(), g.device());
+            g.scatter::<I>(&idx, &zeros)
+        };
+        let dsrc = autograd::index::gather_into::<I, S, S2, S3, E>(g, &idx, src_shape);
+        vec![autograd::erase(dx), autograd::erase(dsrc)]
+    })
 }

@@ -10,6 +10,7 @@
 //! compile error naming both dims. Splits return views that copy nothing; joins copy.
 
 use super::{Replaced, Tensor};
+use crate::autograd::{self, index::slice_of};
 use crate::error::{Error, Result, bail, ok};
 use crate::shape::rules::ConcatWith;
 use crate::shape::{Const, Dim, InsertAxis, ReduceAxis, Shape, describe};
@@ -323,7 +324,20 @@ where
     let mut dims = a.dims().to_vec();
     dims[I] = d.size();
     let shape = Replaced::<S, I, D>::from_dims(&dims).expect("concat dims");
-    Ok(Tensor::from_storage(out, shape))
+    let out = Tensor::from_storage(out, shape);
+    if !autograd::must_record(&[a.node(), b.node()]) {
+        return Ok(out);
+    }
+    let (sa, sb) = (a.shape(), b.shape());
+    let split = a.dims()[I];
+    Ok(
+        out.record(vec![a.node().cloned(), b.node().cloned()], move |g| {
+            vec![
+                autograd::erase(slice_of(g, sa, I, 0, false)),
+                autograd::erase(slice_of(g, sb, I, split, false)),
+            ]
+        }),
+    )
 }
 
 impl<S: Shape, E: Element> Tensor<S, E> {
@@ -381,7 +395,24 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let mut dims = first.dims().to_vec();
         dims[I] = d.size();
         let shape = Replaced::<S, I, D>::from_dims(&dims).expect("cat dims");
-        Ok(Tensor::from_storage(out, shape))
+        let out = Tensor::from_storage(out, shape);
+        let nodes: Vec<_> = tensors.iter().map(|t| t.node()).collect();
+        if !autograd::must_record(&nodes) {
+            return Ok(out);
+        }
+        let shapes: Vec<S> = tensors.iter().map(|t| t.shape()).collect();
+        let inputs = tensors.iter().map(|t| t.node().cloned()).collect();
+        Ok(out.record(inputs, move |g| {
+            let mut start = 0;
+            shapes
+                .iter()
+                .map(|&shape| {
+                    let part = slice_of(g, shape, I, start, false);
+                    start += shape.dims()[I];
+                    autograd::erase(part)
+                })
+                .collect()
+        }))
     }
 
     /// `N` tensors of one shape joined along a new axis `I` of size `N` (PyTorch's
@@ -450,6 +481,16 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let mut dims = first.dims().to_vec();
         dims.insert(I, N);
         let shape = <S as InsertAxis<I, Const<N>>>::Output::from_dims(&dims).expect("stack dims");
-        Ok(Tensor::from_storage(out, shape))
+        let out = Tensor::from_storage(out, shape);
+        if !autograd::must_record(&tensors.map(|t| t.node())) {
+            return Ok(out);
+        }
+        let shape = first.shape();
+        let inputs = tensors.iter().map(|t| t.node().cloned()).collect();
+        Ok(out.record(inputs, move |g| {
+            (0..N)
+                .map(|k| autograd::erase(slice_of(g, shape, I, k, true)))
+                .collect()
+        }))
     }
 }

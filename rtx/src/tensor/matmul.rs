@@ -5,9 +5,11 @@
 //! has a unit row or column stride; broadcast batch dims are never materialized.
 
 use super::Tensor;
+use crate::autograd;
 use crate::error::{Error, Result, ok};
 use crate::shape::{Shape, describe};
-use rtx_backends::Layout;
+use rtx_backends::{Layout, Storage};
+use rtx_kernels::op::ReduceOp;
 use rtx_kernels::{Element, Num};
 
 /// The shape rule of matmul, re-exported so generic code can state it with the prelude alone.
@@ -149,7 +151,43 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let shape = <S as MatmulShapes<R>>::Output::from_dims(&dims)
             .ok_or_else(|| mismatch("the batch dimensions of a batched matmul must agree"))?;
-        Ok(Tensor::from_storage(out, shape))
+        let out = Tensor::from_storage(out, shape);
+        if !autograd::must_record(&[self.node(), rhs.node()]) {
+            return Ok(out);
+        }
+        // Backward in the [batch.., M, K] x [batch.., K, N] form the product ran in:
+        // dA = G Bᵀ and dB = Aᵀ G, summed over batch dims an operand was broadcast along.
+        let (x, w) = (self.detach(), rhs.detach());
+        let (a_batched, b_batched) = (!a.batch.is_empty(), !b.batch.is_empty());
+        let mut full = batch.to_vec();
+        full.extend([a.rows, b.cols]);
+        let inputs = vec![self.node().cloned(), rhs.node().cloned()];
+        Ok(out.record(inputs, move |g| {
+            let g = g.contiguous();
+            let r = full.len();
+            let lg = Layout::contiguous(&full).with_offset(g.layout().offset());
+            let da = g
+                .storage()
+                .matmul(&lg, w.storage(), &lb.transpose(r - 2, r - 1));
+            let db = x
+                .storage()
+                .matmul(&la.transpose(r - 2, r - 1), g.storage(), &lg);
+            let batch_numel: usize = full[..r - 2].iter().product();
+            let collapse = |grad: Result<Storage<E>>, batched: bool, numel: usize| {
+                let grad = ok(grad);
+                if batched || r == 2 {
+                    return grad;
+                }
+                let l = Layout::contiguous(&[batch_numel, numel]);
+                ok(grad.reduce(&l, 0, ReduceOp::Sum).map_err(Into::into))
+            };
+            let da = collapse(da.map_err(Error::from), a_batched, x.numel());
+            let db = collapse(db.map_err(Error::from), b_batched, w.numel());
+            vec![
+                autograd::erase(Tensor::from_storage(da, x.shape())),
+                autograd::erase(Tensor::from_storage(db, w.shape())),
+            ]
+        }))
     }
 }
 

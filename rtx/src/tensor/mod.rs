@@ -24,6 +24,7 @@ pub use random::*;
 pub use reduce::*;
 pub use view::Replaced;
 
+use crate::autograd::Node;
 use crate::error::Result;
 use crate::shape::Shape;
 use rtx_backends::{Device, Layout, Storage};
@@ -42,6 +43,9 @@ pub struct Tensor<S: Shape, E: Element = f32> {
     storage: Arc<Storage<E>>,
     layout: Layout,
     shape: S,
+    /// Gradient history: `Some` for parameters and for what was computed from them while
+    /// recording (see `autograd.rs`).
+    node: Option<Arc<Node>>,
 }
 
 impl<S: Shape, E: Element> Clone for Tensor<S, E> {
@@ -50,6 +54,7 @@ impl<S: Shape, E: Element> Clone for Tensor<S, E> {
             storage: self.storage.clone(),
             layout: self.layout,
             shape: self.shape,
+            node: self.node.clone(),
         }
     }
 }
@@ -62,16 +67,30 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             layout: Layout::contiguous(&shape.dims()),
             storage: Arc::new(storage),
             shape,
+            node: None,
         }
     }
 
-    /// A view of the same storage with another layout and shape.
+    /// The gradient-history node, if any.
+    pub(crate) fn node(&self) -> Option<&Arc<Node>> {
+        self.node.as_ref()
+    }
+
+    /// The same tensor with another gradient-history node.
+    pub(crate) fn with_node(mut self, node: Option<Arc<Node>>) -> Self {
+        self.node = node;
+        self
+    }
+
+    /// A view of the same storage with another layout and shape, without gradient history
+    /// (view ops record their own backward rule).
     pub(crate) fn view<S2: Shape>(&self, layout: Layout, shape: S2) -> Tensor<S2, E> {
         debug_assert_eq!(layout.dims(), &*shape.dims());
         Tensor {
             storage: self.storage.clone(),
             layout,
             shape,
+            node: None,
         }
     }
 
@@ -151,10 +170,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         if self.layout.is_contiguous() {
             return Ok(self.clone());
         }
-        Ok(Tensor::from_storage(
-            self.storage.contiguous(&self.layout)?,
-            self.shape,
-        ))
+        let out = Tensor::from_storage(self.storage.contiguous(&self.layout)?, self.shape);
+        Ok(self.track_view(out, |g| g.clone()))
     }
 
     /// The tensor converted to another element type (floats to integers truncate toward zero).
@@ -171,10 +188,14 @@ impl<S: Shape, E: Element> Tensor<S, E> {
 
     /// [`Tensor::cast`], returning device errors.
     pub fn try_cast<U: Element>(&self) -> Result<Tensor<S, U>> {
-        Ok(Tensor::from_storage(
-            self.storage.cast::<U>(&self.layout)?,
-            self.shape,
-        ))
+        let out = Tensor::from_storage(self.storage.cast::<U>(&self.layout)?, self.shape);
+        // Only a float-to-float cast passes gradients on.
+        if !U::DTYPE.is_float() || !crate::autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        Ok(out.record(vec![self.node().cloned()], |g| {
+            vec![crate::autograd::erase(g.cast::<E>())]
+        }))
     }
 
     /// A copy on another device.

@@ -12,6 +12,10 @@
 //! op, the axis and the shape, and the plain forms panic with it.
 
 use super::Tensor;
+use crate::autograd::{
+    self,
+    reduce::{ReduceGrad, reduce_back, softmax_back},
+};
 use crate::error::{Result, bail, ok};
 use crate::shape::{ReduceAxis, Shape, describe};
 use rtx_backends::Storage;
@@ -118,9 +122,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
-            ok(self.reduce_op::<I>(ReduceOp::Sum)),
-            self.reduced_shape::<I>(),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.reduce_op::<I>(ReduceOp::Sum)),
+                self.reduced_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Sum,
         )
     }
 
@@ -137,13 +145,18 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
-            ok(self.reduce_op::<I>(ReduceOp::Sum)),
-            self.kept_shape::<I>(),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.reduce_op::<I>(ReduceOp::Sum)),
+                self.kept_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Sum,
         )
     }
 
-    /// The product along axis `I` (integers wrap; an empty axis gives 1).
+    /// The product along axis `I` (integers wrap; an empty axis gives 1). Its gradient is the
+    /// product of the other elements, exact where elements are zero.
     ///
     /// ```
     /// # use rtx::prelude::*;
@@ -155,9 +168,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
-            ok(self.reduce_op::<I>(ReduceOp::Prod)),
-            self.reduced_shape::<I>(),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.reduce_op::<I>(ReduceOp::Prod)),
+                self.reduced_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Prod,
         )
     }
 
@@ -174,9 +191,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
-            ok(self.reduce_op::<I>(ReduceOp::Prod)),
-            self.kept_shape::<I>(),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.reduce_op::<I>(ReduceOp::Prod)),
+                self.kept_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Prod,
         )
     }
 
@@ -212,9 +233,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: ReduceAxis<I>,
     {
-        Ok(Tensor::from_storage(
-            self.reduce_op::<I>(ReduceOp::Max)?,
-            self.reduced_shape::<I>(),
+        Ok(self.track_reduce(
+            Tensor::from_storage(
+                self.reduce_op::<I>(ReduceOp::Max)?,
+                self.reduced_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Extreme,
         ))
     }
 
@@ -244,9 +269,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: ReduceAxis<I>,
     {
-        Ok(Tensor::from_storage(
-            self.reduce_op::<I>(ReduceOp::Max)?,
-            self.kept_shape::<I>(),
+        Ok(self.track_reduce(
+            Tensor::from_storage(self.reduce_op::<I>(ReduceOp::Max)?, self.kept_shape::<I>()),
+            Some(I),
+            ReduceGrad::Extreme,
         ))
     }
 
@@ -275,9 +301,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: ReduceAxis<I>,
     {
-        Ok(Tensor::from_storage(
-            self.reduce_op::<I>(ReduceOp::Min)?,
-            self.reduced_shape::<I>(),
+        Ok(self.track_reduce(
+            Tensor::from_storage(
+                self.reduce_op::<I>(ReduceOp::Min)?,
+                self.reduced_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Extreme,
         ))
     }
 
@@ -307,9 +337,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: ReduceAxis<I>,
     {
-        Ok(Tensor::from_storage(
-            self.reduce_op::<I>(ReduceOp::Min)?,
-            self.kept_shape::<I>(),
+        Ok(self.track_reduce(
+            Tensor::from_storage(self.reduce_op::<I>(ReduceOp::Min)?, self.kept_shape::<I>()),
+            Some(I),
+            ReduceGrad::Extreme,
         ))
     }
 
@@ -459,7 +490,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Num,
     {
-        ok(self.reduce_all_op(ReduceOp::Sum, "sum_all"))
+        self.track_reduce(
+            ok(self.reduce_all_op(ReduceOp::Sum, "sum_all")),
+            None,
+            ReduceGrad::Sum,
+        )
     }
 
     /// The product of every element, as a scalar tensor (1 for no elements).
@@ -473,7 +508,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Num,
     {
-        ok(self.reduce_all_op(ReduceOp::Prod, "prod_all"))
+        self.track_reduce(
+            ok(self.reduce_all_op(ReduceOp::Prod, "prod_all")),
+            None,
+            ReduceGrad::Prod,
+        )
     }
 
     /// The largest element (NaN wins), as a scalar tensor.
@@ -506,7 +545,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Num,
     {
-        self.reduce_all_op(ReduceOp::Max, "max_all")
+        Ok(self.track_reduce(
+            self.reduce_all_op(ReduceOp::Max, "max_all")?,
+            None,
+            ReduceGrad::Extreme,
+        ))
     }
 
     /// The smallest element (NaN wins), as a scalar tensor.
@@ -532,7 +575,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Num,
     {
-        self.reduce_all_op(ReduceOp::Min, "min_all")
+        Ok(self.track_reduce(
+            self.reduce_all_op(ReduceOp::Min, "min_all")?,
+            None,
+            ReduceGrad::Extreme,
+        ))
     }
 }
 
@@ -549,7 +596,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Float,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(ok(self.mean_op::<I>()), self.reduced_shape::<I>())
+        self.track_reduce(
+            Tensor::from_storage(ok(self.mean_op::<I>()), self.reduced_shape::<I>()),
+            Some(I),
+            ReduceGrad::Mean,
+        )
     }
 
     /// The mean along axis `I`, keeping it as size 1.
@@ -565,7 +616,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Float,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(ok(self.mean_op::<I>()), self.kept_shape::<I>())
+        self.track_reduce(
+            Tensor::from_storage(ok(self.mean_op::<I>()), self.kept_shape::<I>()),
+            Some(I),
+            ReduceGrad::Mean,
+        )
     }
 
     fn mean_op<const I: usize>(&self) -> Result<Storage<E>>
@@ -587,9 +642,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Float,
     {
-        Tensor::from_storage(
-            ok(self.storage().mean_all(self.layout()).map_err(Into::into)),
-            (),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.storage().mean_all(self.layout()).map_err(Into::into)),
+                (),
+            ),
+            None,
+            ReduceGrad::Mean,
         )
     }
 
@@ -610,9 +669,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Float,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
-            ok(self.var_op::<I>(correction, false)),
-            self.reduced_shape::<I>(),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.var_op::<I>(correction, false)),
+                self.reduced_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Var(correction),
         )
     }
 
@@ -629,9 +692,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Float,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
-            ok(self.var_op::<I>(correction, false)),
-            self.kept_shape::<I>(),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.var_op::<I>(correction, false)),
+                self.kept_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Var(correction),
         )
     }
 
@@ -648,9 +715,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Float,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
-            ok(self.var_op::<I>(correction, true)),
-            self.reduced_shape::<I>(),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.var_op::<I>(correction, true)),
+                self.reduced_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Std(correction),
         )
     }
 
@@ -667,9 +738,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Float,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
-            ok(self.var_op::<I>(correction, true)),
-            self.kept_shape::<I>(),
+        self.track_reduce(
+            Tensor::from_storage(
+                ok(self.var_op::<I>(correction, true)),
+                self.kept_shape::<I>(),
+            ),
+            Some(I),
+            ReduceGrad::Std(correction),
         )
     }
 
@@ -697,7 +772,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Float,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(ok(self.logsumexp_op::<I>()), self.reduced_shape::<I>())
+        self.track_reduce(
+            Tensor::from_storage(ok(self.logsumexp_op::<I>()), self.reduced_shape::<I>()),
+            Some(I),
+            ReduceGrad::LogSumExp,
+        )
     }
 
     /// [`Tensor::logsumexp`], keeping axis `I` as size 1.
@@ -713,7 +792,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Float,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(ok(self.logsumexp_op::<I>()), self.kept_shape::<I>())
+        self.track_reduce(
+            Tensor::from_storage(ok(self.logsumexp_op::<I>()), self.kept_shape::<I>()),
+            Some(I),
+            ReduceGrad::LogSumExp,
+        )
     }
 
     fn logsumexp_op<const I: usize>(&self) -> Result<Storage<E>>
@@ -737,10 +820,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Float,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
+        let out = Tensor::from_storage(
             ok(self.storage().softmax(self.layout(), I).map_err(Into::into)),
             self.shape(),
-        )
+        );
+        self.track_view_like(out, I, false)
     }
 
     /// `(x - max) - ln Σ exp(x - max)` along axis `I`: the log of [`Tensor::softmax`],
@@ -757,12 +841,42 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Float,
         S: ReduceAxis<I>,
     {
-        Tensor::from_storage(
+        let out = Tensor::from_storage(
             ok(self
                 .storage()
                 .log_softmax(self.layout(), I)
                 .map_err(Into::into)),
             self.shape(),
-        )
+        );
+        self.track_view_like(out, I, true)
+    }
+}
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// Gives a reduction's output its backward rule, when recording.
+    fn track_reduce<S2: Shape>(
+        &self,
+        out: Tensor<S2, E>,
+        axis: Option<usize>,
+        kind: ReduceGrad,
+    ) -> Tensor<S2, E> {
+        if !autograd::must_record(&[self.node()]) {
+            return out;
+        }
+        let (x, y) = (self.detach(), out.detach());
+        out.record(vec![self.node().cloned()], move |g| {
+            vec![autograd::erase(reduce_back(kind, &x, &y, g, axis))]
+        })
+    }
+
+    /// Gives a softmax (`log = false`) or log-softmax output its backward rule, when recording.
+    fn track_view_like(&self, out: Tensor<S, E>, axis: usize, log: bool) -> Tensor<S, E> {
+        if !autograd::must_record(&[self.node()]) {
+            return out;
+        }
+        let y = out.detach();
+        out.record(vec![self.node().cloned()], move |g| {
+            vec![autograd::erase(softmax_back(&y, g, axis, log))]
+        })
     }
 }

@@ -48,7 +48,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             .layout()
             .reshape(&shape.dims())
             .expect("contiguous reshape");
-        Ok(source.view(layout, shape))
+        let orig = self.shape();
+        Ok(self.track_view(source.view(layout, shape), move |g| g.reshape(orig)))
     }
 
     /// Merges axes `START..=END` into one; the result shape `T` is specified by the caller (or
@@ -98,7 +99,15 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         const { checks::permutation(<S as PermuteAxes<P>>::PERM) };
         let layout = self.layout().permute(<S as PermuteAxes<P>>::PERM);
         let shape = <S as PermuteAxes<P>>::Output::from_dims(layout.dims()).expect("permuted dims");
-        self.view(layout, shape)
+        let orig = self.shape();
+        self.track_view(self.view(layout, shape), move |g| {
+            let perm = <S as PermuteAxes<P>>::PERM;
+            let mut inverse = vec![0; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                inverse[p] = i;
+            }
+            g.view(g.layout().permute(&inverse), orig)
+        })
     }
 
     /// Swaps axes `A` and `B`.
@@ -117,7 +126,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     {
         let layout = self.layout().transpose(A, B);
         let shape = <S as SwapAxes<A, B>>::Output::from_dims(layout.dims()).expect("swapped dims");
-        self.view(layout, shape)
+        let orig = self.shape();
+        self.track_view(self.view(layout, shape), move |g| {
+            g.view(g.layout().transpose(A, B), orig)
+        })
     }
 
     /// A view repeated to a larger shape: leading axes are added and size-1 axes repeat, with
@@ -149,7 +161,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
                     rhs: describe(&shape),
                     rule: "each trailing dimension must be equal or 1",
                 })?;
-        Ok(self.view(layout, shape))
+        let orig = self.shape();
+        Ok(self.track_view(self.view(layout, shape), move |g| {
+            crate::autograd::sum_to(g, orig)
+        }))
     }
 
     /// PyTorch's name for [`Tensor::broadcast_to`].
@@ -193,7 +208,9 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         dims.remove(I);
         strides.remove(I);
         let shape = <S as ReduceAxis<I>>::Reduced::from_dims(&dims).expect("squeezed dims");
-        Ok(self.view(Layout::new(&dims, &strides, self.layout().offset()), shape))
+        let orig = self.shape();
+        let out = self.view(Layout::new(&dims, &strides, self.layout().offset()), shape);
+        Ok(self.track_view(out, move |g| g.reshape(orig)))
     }
 
     /// Inserts a size-1 axis before axis `I`.
@@ -216,7 +233,9 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         strides.insert(I, 0);
         let shape = <S as InsertAxis<I, crate::shape::Const<1>>>::Output::from_dims(&dims)
             .expect("unsqueezed dims");
-        self.view(Layout::new(&dims, &strides, self.layout().offset()), shape)
+        let orig = self.shape();
+        let out = self.view(Layout::new(&dims, &strides, self.layout().offset()), shape);
+        self.track_view(out, move |g| g.reshape(orig))
     }
 
     /// `len` entries of axis `I` starting at `start`; the new size's type is `len`'s type, so a
@@ -265,7 +284,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let layout = self.layout().narrow(I, start, len.size());
         let shape = Replaced::<S, I, D>::from_dims(layout.dims()).expect("narrowed dims");
-        Ok(self.view(layout, shape))
+        let orig = self.shape();
+        let out = self.view(layout, shape);
+        Ok(self.track_view(out, move |g| {
+            crate::autograd::narrow_back::<I, S, D, E>(g, orig, start)
+        }))
     }
 
     /// Entries `range` of axis `I`, as a run-time sized view (PyTorch's `x[:, a:b]`).
@@ -293,6 +316,22 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         S: HasAxis<I>,
     {
         self.shape().axis_dim()
+    }
+}
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// Gives a view (or a copy) of `self` the backward rule `back`, when recording.
+    pub(crate) fn track_view<S2: Shape>(
+        &self,
+        out: Tensor<S2, E>,
+        back: impl Fn(&Tensor<S2, E>) -> Tensor<S, E> + Send + Sync + 'static,
+    ) -> Tensor<S2, E> {
+        if !crate::autograd::must_record(&[self.node()]) {
+            return out;
+        }
+        out.record(vec![self.node().cloned()], move |g| {
+            vec![crate::autograd::erase(back(g))]
+        })
     }
 }
 

@@ -1,0 +1,324 @@
+//! Autograd, tier 1: a tape recorded at run time.
+//!
+//! A tensor that needs a gradient carries a [`Node`]: a parameter gets a leaf node from
+//! [`Tensor::requires_grad`], and every op on such a tensor gives its output a node holding the
+//! op's backward rule and its inputs' nodes. [`Tensor::backward`] walks the graph once, in
+//! reverse topological order, and returns [`Gradients`] keyed by node, read back with the
+//! parameter's own shape type. Tensors that need no gradient carry no node, and ops on them
+//! record nothing, so inference pays nothing for autograd.
+//!
+//! Invariant: a backward rule returns one gradient per input, each with exactly that input's
+//! shape and element type (rules reduce broadcast dims themselves), so accumulation is a plain
+//! add of equal layouts.
+
+pub(crate) mod index;
+pub(crate) mod reduce;
+pub(crate) mod rules;
+
+use crate::shape::{Dim, InsertAxis, ReduceAxis, Shape};
+use crate::tensor::Replaced;
+use crate::tensor::Tensor;
+use rtx_kernels::{DType, Element, Float, Num};
+use std::any::Any;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A gradient with its type erased; it is always a `Tensor<S, E>` of the node's own type.
+pub(crate) type Erased = Arc<dyn Any + Send + Sync>;
+
+/// An op's backward rule: the output's gradient in, one gradient per input out (`None` for
+/// inputs that need none).
+type Backward = Box<dyn Fn(&Erased) -> Vec<Option<Erased>> + Send + Sync>;
+
+/// One vertex of the recorded graph.
+pub(crate) struct Node {
+    id: u64,
+    /// The nodes of the op's inputs, in the order the backward rule returns gradients
+    /// (`None` for inputs that need no gradient).
+    inputs: Vec<Option<Arc<Node>>>,
+    /// `None` for a leaf (a parameter).
+    backward: Option<Backward>,
+    /// Adds two gradients of this node's type.
+    accumulate: fn(&Erased, &Erased) -> Erased,
+}
+
+impl Node {
+    fn new(
+        inputs: Vec<Option<Arc<Node>>>,
+        backward: Option<Backward>,
+        accumulate: fn(&Erased, &Erased) -> Erased,
+    ) -> Arc<Node> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Arc::new(Node {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            inputs,
+            backward,
+            accumulate,
+        })
+    }
+}
+
+impl Drop for Node {
+    // Long chains (an RNN over thousands of steps) would recurse once per node when the last
+    // handle drops; unlink iteratively instead.
+    fn drop(&mut self) {
+        let mut stack: Vec<Arc<Node>> = self.inputs.drain(..).flatten().collect();
+        while let Some(node) = stack.pop() {
+            if let Ok(mut owned) = Arc::try_unwrap(node) {
+                stack.extend(owned.inputs.drain(..).flatten());
+            }
+        }
+    }
+}
+
+thread_local! {
+    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Runs `f` without recording: ops inside produce tensors with no gradient history (PyTorch's
+/// `torch.no_grad()`), as evaluation loops and optimizer updates want.
+///
+/// ```
+/// # use rtx::prelude::*;
+/// let w: Tensor<Rank1<2>> = Tensor::ones((Const,), Device::Cpu).requires_grad();
+/// let y = rtx::no_grad(|| w.exp());
+/// assert!(!y.tracks_grad());
+/// ```
+pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            GRAD_ENABLED.with(|g| g.set(self.0));
+        }
+    }
+    let _restore = Restore(GRAD_ENABLED.with(|g| g.replace(false)));
+    f()
+}
+
+/// Whether ops record right now (false inside [`no_grad`]).
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(|g| g.get())
+}
+
+/// Wraps a gradient for the tape.
+pub(crate) fn erase<S: Shape, E: Element>(t: Tensor<S, E>) -> Option<Erased> {
+    Some(Arc::new(t))
+}
+
+fn accumulate<S: Shape, E: Num>(a: &Erased, b: &Erased) -> Erased {
+    let a = a.downcast_ref::<Tensor<S, E>>().expect("gradient type");
+    let b = b.downcast_ref::<Tensor<S, E>>().expect("gradient type");
+    Arc::new(a.same::<rtx_kernels::op::markers::Add>(b))
+}
+
+/// The accumulator for gradients of element type `E`, chosen at run time: ops generic over
+/// any `Element` record too, but only float tensors ever carry gradient history.
+fn accumulator<S: Shape, E: Element>() -> fn(&Erased, &Erased) -> Erased {
+    match E::DTYPE {
+        DType::F32 => accumulate::<S, f32>,
+        DType::F64 => accumulate::<S, f64>,
+        DType::F16 => accumulate::<S, rtx_kernels::f16>,
+        DType::BF16 => accumulate::<S, rtx_kernels::bf16>,
+        _ => unreachable!("only float tensors carry gradient history"),
+    }
+}
+
+/// `t` viewed as its concrete float type `F` (which must be `E`).
+fn as_float<S: Shape, E: Element, F: Element>(t: &Tensor<S, E>) -> &Tensor<S, F> {
+    (t as &dyn Any).downcast_ref().expect("element type")
+}
+
+/// A tensor of concrete float type `F` given back as `E` (which must be `F`).
+fn from_float<S: Shape, F: Element, E: Element>(t: Tensor<S, F>) -> Tensor<S, E> {
+    *(Box::new(t) as Box<dyn Any>)
+        .downcast()
+        .expect("element type")
+}
+
+/// The gradient of `narrow`: `g` placed at `start..` along axis `I` of zeros shaped like the
+/// input.
+pub(crate) fn narrow_back<const I: usize, S, D, E>(
+    g: &Tensor<Replaced<S, I, D>, E>,
+    orig: S,
+    start: usize,
+) -> Tensor<S, E>
+where
+    S: ReduceAxis<I>,
+    D: Dim,
+    E: Element,
+    <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
+{
+    fn place<const I: usize, S, D, F: Num>(
+        g: &Tensor<Replaced<S, I, D>, F>,
+        orig: S,
+        start: usize,
+    ) -> Tensor<S, F>
+    where
+        S: ReduceAxis<I>,
+        D: Dim,
+        <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
+    {
+        let len = g.dims()[I];
+        let idx: Vec<i64> = (start..start + len).map(|i| i as i64).collect();
+        let d = D::from_size(len).expect("narrowed size");
+        let idx = Tensor::from_vec(idx, (d,), g.device());
+        Tensor::zeros(orig, g.device()).index_add::<I, D>(&idx, g)
+    }
+    match E::DTYPE {
+        DType::F32 => from_float(place::<I, S, D, f32>(as_float(g), orig, start)),
+        DType::F64 => from_float(place::<I, S, D, f64>(as_float(g), orig, start)),
+        DType::F16 => from_float(place::<I, S, D, rtx_kernels::f16>(as_float(g), orig, start)),
+        DType::BF16 => from_float(place::<I, S, D, rtx_kernels::bf16>(
+            as_float(g),
+            orig,
+            start,
+        )),
+        _ => unreachable!("only float tensors carry gradient history"),
+    }
+}
+
+/// Sums a gradient over the dims its input was broadcast along: leading dims the input lacks
+/// and dims where the input has size 1. Works for any element type the tape can meet (floats).
+pub(crate) fn sum_to<S: Shape, T: Shape, E: Element>(g: &Tensor<S, E>, target: T) -> Tensor<T, E> {
+    match E::DTYPE {
+        DType::F32 => from_float(as_float::<S, E, f32>(g).sum_to_num(target)),
+        DType::F64 => from_float(as_float::<S, E, f64>(g).sum_to_num(target)),
+        DType::F16 => from_float(as_float::<S, E, rtx_kernels::f16>(g).sum_to_num(target)),
+        DType::BF16 => from_float(as_float::<S, E, rtx_kernels::bf16>(g).sum_to_num(target)),
+        _ => unreachable!("only float tensors carry gradient history"),
+    }
+}
+
+/// Whether an op with these input nodes must record.
+pub(crate) fn must_record(inputs: &[Option<&Arc<Node>>]) -> bool {
+    is_grad_enabled() && inputs.iter().any(|n| n.is_some())
+}
+
+impl<S: Shape, E: Float> Tensor<S, E> {
+    /// This tensor as a leaf of the graph: ops on it record, and [`Tensor::backward`] returns
+    /// its gradient. (PyTorch's `requires_grad_()`.)
+    pub fn requires_grad(self) -> Self {
+        self.with_node(Some(Node::new(Vec::new(), None, accumulate::<S, E>)))
+    }
+}
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// Gives an op's output its node: `inputs` are the op's inputs' nodes, `rule` maps the
+    /// output's gradient to one gradient per input. Call only when [`must_record`] holds.
+    pub(crate) fn record(
+        self,
+        inputs: Vec<Option<Arc<Node>>>,
+        rule: impl Fn(&Tensor<S, E>) -> Vec<Option<Erased>> + Send + Sync + 'static,
+    ) -> Self {
+        let backward: Backward = Box::new(move |g: &Erased| {
+            rule(g.downcast_ref::<Tensor<S, E>>().expect("gradient type"))
+        });
+        self.with_node(Some(Node::new(
+            inputs,
+            Some(backward),
+            accumulator::<S, E>(),
+        )))
+    }
+}
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// Whether this tensor carries gradient history (it is a parameter or was computed from
+    /// one while recording).
+    pub fn tracks_grad(&self) -> bool {
+        self.node().is_some()
+    }
+
+    /// The same values without gradient history (PyTorch's `detach()`).
+    pub fn detach(&self) -> Self {
+        self.clone().with_node(None)
+    }
+}
+
+/// The gradients of one [`Tensor::backward`] call, read back with each parameter's own type.
+pub struct Gradients {
+    by_node: HashMap<u64, Erased>,
+}
+
+impl Gradients {
+    /// The gradient of `param`, shaped like it; `None` when the loss does not depend on it.
+    pub fn get<S: Shape, E: Float>(&self, param: &Tensor<S, E>) -> Option<Tensor<S, E>> {
+        let id = param.node()?.id;
+        let g = self.by_node.get(&id)?;
+        g.downcast_ref::<Tensor<S, E>>().cloned()
+    }
+
+    /// The number of parameters that received a gradient.
+    pub fn len(&self) -> usize {
+        self.by_node.len()
+    }
+
+    /// Whether no parameter received a gradient.
+    pub fn is_empty(&self) -> bool {
+        self.by_node.is_empty()
+    }
+}
+
+impl<E: Float> Tensor<(), E> {
+    /// Back-propagates from this scalar (a loss) and returns the gradients of every parameter
+    /// it depends on. The graph is walked once, in reverse topological order; gradients of a
+    /// tensor used several times accumulate.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let w: Tensor<Rank1<3>> = Tensor::from_array([1.0, 2.0, 3.0], Device::Cpu).requires_grad();
+    /// let loss = (&w * &w).sum_all(); // d/dw sum(w²) = 2w
+    /// let grads = loss.backward();
+    /// assert_eq!(grads.get(&w).unwrap().to_vec(), vec![2.0, 4.0, 6.0]);
+    /// ```
+    pub fn backward(&self) -> Gradients {
+        let mut by_node = HashMap::new();
+        let Some(root) = self.node().cloned() else {
+            return Gradients { by_node };
+        };
+        // Reverse topological order by an iterative depth-first search.
+        let mut order: Vec<Arc<Node>> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut stack: Vec<(Arc<Node>, bool)> = vec![(root.clone(), false)];
+        while let Some((node, expanded)) = stack.pop() {
+            if expanded {
+                order.push(node);
+                continue;
+            }
+            if !seen.insert(node.id) {
+                continue;
+            }
+            stack.push((node.clone(), true));
+            for input in node.inputs.iter().flatten() {
+                if !seen.contains(&input.id) {
+                    stack.push((input.clone(), false));
+                }
+            }
+        }
+        let mut pending: HashMap<u64, Erased> = HashMap::new();
+        pending.insert(root.id, Arc::new(crate::no_grad(|| self.ones_like())));
+        no_grad(|| {
+            for node in order.iter().rev() {
+                let Some(g) = pending.remove(&node.id) else {
+                    continue;
+                };
+                let Some(rule) = &node.backward else {
+                    by_node.insert(node.id, g);
+                    continue;
+                };
+                for (input, grad) in node.inputs.iter().zip(rule(&g)) {
+                    let (Some(input), Some(grad)) = (input, grad) else {
+                        continue;
+                    };
+                    let merged = match pending.remove(&input.id) {
+                        Some(prev) => (input.accumulate)(&prev, &grad),
+                        None => grad,
+                    };
+                    pending.insert(input.id, merged);
+                }
+            }
+        });
+        Gradients { by_node }
+    }
+}

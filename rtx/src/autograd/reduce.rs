@@ -1,0 +1,213 @@
+//! Backward rules of the reductions, softmax and log-softmax. A reduction's gradient is the
+//! output gradient broadcast back along the reduced axis (a stride-0 view), scaled by the
+//! local derivative.
+
+use super::{as_float, from_float};
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use rtx_backends::Layout;
+use rtx_kernels::op::ReduceOp;
+use rtx_kernels::op::markers::{Add, Div, Mul, Sub};
+use rtx_kernels::{DType, Element, Float};
+
+/// Which rule a reduction records.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ReduceGrad {
+    /// Sum: the gradient spreads unchanged.
+    Sum,
+    /// Mean: spread and divided by the count.
+    Mean,
+    /// Max or min: to the elements equal to the result, split evenly among ties.
+    Extreme,
+    /// log Σ exp: weighted by the softmax.
+    LogSumExp,
+    /// Variance with this correction.
+    Var(usize),
+    /// Standard deviation with this correction.
+    Std(usize),
+    /// Product: the product of the other elements, exact when some are zero.
+    Prod,
+}
+
+/// The input gradient of a reduction of `x` (along `axis`, or all axes) that gave `y`.
+pub(crate) fn reduce_back<S: Shape, S2: Shape, E: Element>(
+    kind: ReduceGrad,
+    x: &Tensor<S, E>,
+    y: &Tensor<S2, E>,
+    g: &Tensor<S2, E>,
+    axis: Option<usize>,
+) -> Tensor<S, E> {
+    match E::DTYPE {
+        DType::F32 => from_float(float_rule::<S, S2, f32>(
+            kind,
+            as_float(x),
+            as_float(y),
+            as_float(g),
+            axis,
+        )),
+        DType::F64 => from_float(float_rule::<S, S2, f64>(
+            kind,
+            as_float(x),
+            as_float(y),
+            as_float(g),
+            axis,
+        )),
+        DType::F16 => from_float(float_rule::<S, S2, rtx_kernels::f16>(
+            kind,
+            as_float(x),
+            as_float(y),
+            as_float(g),
+            axis,
+        )),
+        DType::BF16 => from_float(float_rule::<S, S2, rtx_kernels::bf16>(
+            kind,
+            as_float(x),
+            as_float(y),
+            as_float(g),
+            axis,
+        )),
+        _ => unreachable!("only float tensors carry gradient history"),
+    }
+}
+
+/// `t`, whose elements are those of a reduction of a tensor shaped `like`, viewed as `like`'s
+/// shape by repeating along the reduced axis (stride 0).
+fn expand<S: Shape, S2: Shape, F: Float>(
+    t: &Tensor<S2, F>,
+    like: &Tensor<S, F>,
+    axis: Option<usize>,
+) -> Tensor<S, F> {
+    let t = t.contiguous();
+    let dims = like.dims();
+    let strides: Vec<usize> = match axis {
+        None => vec![0; dims.len()],
+        Some(a) => {
+            let mut s = vec![0; dims.len()];
+            let mut stride = 1;
+            for i in (0..dims.len()).rev() {
+                if i != a {
+                    s[i] = stride;
+                    stride *= dims[i];
+                }
+            }
+            s
+        }
+    };
+    t.view(
+        Layout::new(dims, &strides, t.layout().offset()),
+        like.shape(),
+    )
+}
+
+/// Σ over `axis` of `t`, repeated back along it (`t`'s shape).
+fn sum_back<S: Shape, F: Float>(t: &Tensor<S, F>, axis: Option<usize>) -> Tensor<S, F> {
+    reduce_expand(t, axis, ReduceOp::Sum)
+}
+
+/// The reduction `op` over `axis` of `t`, repeated back along it (`t`'s shape).
+fn reduce_expand<S: Shape, F: Float>(
+    t: &Tensor<S, F>,
+    axis: Option<usize>,
+    op: ReduceOp,
+) -> Tensor<S, F> {
+    let reduced = match axis {
+        Some(a) => t.storage().reduce(t.layout(), a, op),
+        None => t.storage().reduce_all(t.layout(), op),
+    };
+    let reduced = crate::error::ok(reduced.map_err(Into::into));
+    let n = reduced.len();
+    let flat = Tensor::from_storage(reduced, (n,));
+    expand(&flat, t, axis)
+}
+
+fn float_rule<S: Shape, S2: Shape, F: Float>(
+    kind: ReduceGrad,
+    x: &Tensor<S, F>,
+    y: &Tensor<S2, F>,
+    g: &Tensor<S2, F>,
+    axis: Option<usize>,
+) -> Tensor<S, F> {
+    let count = match axis {
+        Some(a) => x.dims()[a],
+        None => x.numel(),
+    } as f64;
+    let c = |v: f64| F::from_f64(v);
+    match kind {
+        ReduceGrad::Sum => expand(g, x, axis),
+        ReduceGrad::Mean => expand(g, x, axis).scalar::<Div>(c(count)),
+        ReduceGrad::Extreme => {
+            let mask = x.equal(&expand(y, x, axis));
+            expand(g, x, axis)
+                .same::<Mul>(&mask)
+                .same::<Div>(&sum_back(&mask, axis))
+        }
+        ReduceGrad::LogSumExp => {
+            expand(g, x, axis).same::<Mul>(&x.same::<Sub>(&expand(y, x, axis)).exp())
+        }
+        ReduceGrad::Var(k) | ReduceGrad::Std(k) => {
+            let mean = sum_back(x, axis).scalar::<Div>(c(count));
+            let centered = x.same::<Sub>(&mean);
+            let scale = c(1.0 / (count - k as f64));
+            let d = if let ReduceGrad::Var(_) = kind {
+                centered.scalar::<Mul>(c(2.0))
+            } else {
+                centered.same::<Div>(&expand(y, x, axis))
+            };
+            expand(g, x, axis).same::<Mul>(&d).scalar::<Mul>(scale)
+        }
+        ReduceGrad::Prod => {
+            // d/dx_i of Π x = Π_{j≠i} x_j. Dividing y by x_i is wrong at zeros, so count them
+            // per slice: with none, the product of the others is P / x_i (P over non-zeros);
+            // with exactly one, it is P at the zero and 0 elsewhere; with more, 0 everywhere.
+            let zero = x.equal(&x.zeros_like());
+            let nonzero = x.same::<Add>(&zero);
+            let p = reduce_expand(&nonzero, axis, ReduceOp::Prod);
+            let count = sum_back(&zero, axis);
+            let none = count.equal(&count.zeros_like());
+            let one = count.equal(&count.ones_like());
+            let d = none
+                .same::<Mul>(&p.same::<Div>(&nonzero))
+                .same::<Add>(&one.same::<Mul>(&zero).same::<Mul>(&p));
+            expand(g, x, axis).same::<Mul>(&d)
+        }
+    }
+}
+
+/// The input gradient of softmax (`log = false`) or log-softmax (`log = true`) along `axis`,
+/// given the output `y` and its gradient `g` (all of one shape).
+pub(crate) fn softmax_back<S: Shape, E: Element>(
+    y: &Tensor<S, E>,
+    g: &Tensor<S, E>,
+    axis: usize,
+    log: bool,
+) -> Tensor<S, E> {
+    fn rule<S: Shape, F: Float>(
+        y: &Tensor<S, F>,
+        g: &Tensor<S, F>,
+        axis: usize,
+        log: bool,
+    ) -> Tensor<S, F> {
+        if log {
+            g.same::<Sub>(&y.exp().same::<Mul>(&sum_back(g, Some(axis))))
+        } else {
+            y.same::<Mul>(&g.same::<Sub>(&sum_back(&g.same::<Mul>(y), Some(axis))))
+        }
+    }
+    match E::DTYPE {
+        DType::F32 => from_float(rule::<S, f32>(as_float(y), as_float(g), axis, log)),
+        DType::F64 => from_float(rule::<S, f64>(as_float(y), as_float(g), axis, log)),
+        DType::F16 => from_float(rule::<S, rtx_kernels::f16>(
+            as_float(y),
+            as_float(g),
+            axis,
+            log,
+        )),
+        DType::BF16 => from_float(rule::<S, rtx_kernels::bf16>(
+            as_float(y),
+            as_float(g),
+            axis,
+            log,
+        )),
+        _ => unreachable!("only float tensors carry gradient history"),
+    }
+}

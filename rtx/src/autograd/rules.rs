@@ -1,0 +1,141 @@
+//! The backward rules of the elementwise primitives, one line each (STYLE.md 2). Composite
+//! ops built from primitives get their backward from the rules of their parts.
+//!
+//! Each rule maps the output gradient `g` to the input's gradient, given the input `x` and
+//! the output `y`; all tensors have the same shape, and rules run under `no_grad`.
+
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use rtx_kernels::op::markers::{Add, Div, Mul, Sub};
+use rtx_kernels::{BinaryOp, Float, Num, UnaryOp};
+
+fn c<E: Float>(v: f64) -> E {
+    E::from_f64(v)
+}
+
+/// d(op(x))/dx times `g`.
+pub(crate) fn unary<S: Shape, E: Float>(
+    op: UnaryOp,
+    x: &Tensor<S, E>,
+    y: &Tensor<S, E>,
+    g: &Tensor<S, E>,
+) -> Tensor<S, E> {
+    match op {
+        UnaryOp::Neg => g.neg(),
+        UnaryOp::Abs => g.same::<Mul>(&x.sign()),
+        UnaryOp::Exp => g.same::<Mul>(y),
+        UnaryOp::Log => g.same::<Div>(x),
+        UnaryOp::Log1p => g.same::<Div>(&x.scalar::<Add>(c(1.0))),
+        UnaryOp::Sqrt => g.same::<Div>(&y.scalar::<Mul>(c(2.0))),
+        UnaryOp::Rsqrt => g
+            .same::<Mul>(&y.same::<Mul>(y).same::<Mul>(y))
+            .scalar::<Mul>(c(-0.5)),
+        UnaryOp::Recip => g.same::<Mul>(&y.same::<Mul>(y)).neg(),
+        UnaryOp::Sin => g.same::<Mul>(&x.cos()),
+        UnaryOp::Cos => g.same::<Mul>(&x.sin()).neg(),
+        UnaryOp::Tanh => g.same::<Mul>(&y.same::<Mul>(y).neg().scalar::<Add>(c(1.0))),
+        UnaryOp::Erf => g.same::<Mul>(
+            &x.same::<Mul>(x)
+                .neg()
+                .exp()
+                .scalar::<Mul>(c(std::f64::consts::FRAC_2_SQRT_PI)),
+        ),
+        UnaryOp::Relu => g.same::<Mul>(&x.step()),
+        UnaryOp::Sigmoid => g.same::<Mul>(&y.same::<Mul>(&y.neg().scalar::<Add>(c(1.0)))),
+        UnaryOp::Gelu => g.same::<Mul>(&gelu_grad(x)),
+        UnaryOp::GeluTanh => g.same::<Mul>(&gelu_tanh_grad(x)),
+        UnaryOp::Silu => g.same::<Mul>(&silu_grad(x)),
+        UnaryOp::Softplus => g.same::<Mul>(&x.sigmoid()),
+    }
+}
+
+/// Φ(x) + x φ(x).
+fn gelu_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Tensor<S, E> {
+    let cdf = x
+        .scalar::<Mul>(c(std::f64::consts::FRAC_1_SQRT_2))
+        .erf()
+        .scalar::<Add>(c(1.0))
+        .scalar::<Mul>(c(0.5));
+    let pdf = x
+        .same::<Mul>(x)
+        .scalar::<Mul>(c(-0.5))
+        .exp()
+        .scalar::<Mul>(c(0.398_942_280_401_432_7));
+    cdf.same::<Add>(&x.same::<Mul>(&pdf))
+}
+
+/// d/dx of x/2 (1 + tanh(k (x + a x³))) = (1 + t)/2 + x/2 (1 - t²) k (1 + 3 a x²).
+fn gelu_tanh_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Tensor<S, E> {
+    let (k, a) = (0.797_884_560_802_865_4, 0.044715);
+    let x2 = x.same::<Mul>(x);
+    let t = x2
+        .scalar::<Mul>(c(a))
+        .scalar::<Add>(c(1.0))
+        .same::<Mul>(x)
+        .scalar::<Mul>(c(k))
+        .tanh();
+    let left = t.scalar::<Add>(c(1.0)).scalar::<Mul>(c(0.5));
+    let sech2 = t.same::<Mul>(&t).neg().scalar::<Add>(c(1.0));
+    let inner = x2
+        .scalar::<Mul>(c(3.0 * a))
+        .scalar::<Add>(c(1.0))
+        .scalar::<Mul>(c(k));
+    left.same::<Add>(
+        &x.scalar::<Mul>(c(0.5))
+            .same::<Mul>(&sech2)
+            .same::<Mul>(&inner),
+    )
+}
+
+/// s (1 + x (1 - s)) with s = sigmoid(x).
+fn silu_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Tensor<S, E> {
+    let s = x.sigmoid();
+    let one_minus = s.neg().scalar::<Add>(c(1.0));
+    s.same::<Mul>(&x.same::<Mul>(&one_minus).scalar::<Add>(c(1.0)))
+}
+
+/// The gradients of a binary op for its two (broadcast) inputs `a` and `b`, given the output `y`
+/// and its gradient `g`; the caller sums them back to the inputs' shapes. Ties of max and min
+/// split the gradient evenly, as PyTorch does.
+pub(crate) fn binary<S: Shape, E: Num>(
+    op: BinaryOp,
+    a: &Tensor<S, E>,
+    b: &Tensor<S, E>,
+    y: &Tensor<S, E>,
+    g: &Tensor<S, E>,
+) -> (Tensor<S, E>, Tensor<S, E>) {
+    let half = |t: Tensor<S, E>| t.scalar::<Mul>(E::from_f64(0.5));
+    match op {
+        BinaryOp::Add => (g.clone(), g.clone()),
+        BinaryOp::Sub => (g.clone(), g.scalar::<Mul>(E::from_f64(-1.0))),
+        BinaryOp::Mul => (g.same::<Mul>(b), g.same::<Mul>(a)),
+        BinaryOp::Div => (
+            g.same::<Div>(b),
+            g.same::<Mul>(y)
+                .same::<Div>(b)
+                .scalar::<Mul>(E::from_f64(-1.0)),
+        ),
+        BinaryOp::Max | BinaryOp::Min => {
+            let wins = if op == BinaryOp::Max {
+                a.above(b)
+            } else {
+                b.above(a)
+            };
+            let ties = half(a.equal(b));
+            let share_a = wins.same::<Add>(&ties);
+            let share_b = share_a
+                .scalar::<Mul>(E::from_f64(-1.0))
+                .scalar::<Add>(E::from_f64(1.0));
+            (g.same::<Mul>(&share_a), g.same::<Mul>(&share_b))
+        }
+        BinaryOp::Pow => {
+            // d(a^b)/da = b a^(b-1); d(a^b)/db = a^b ln a (ln through f64, since only the
+            // float instantiation ever runs).
+            let da = b.same::<Mul>(
+                &a.same::<rtx_kernels::op::markers::Pow>(&b.scalar::<Sub>(E::from_f64(1.0))),
+            );
+            let ln_a = a.cast::<f64>().log().cast::<E>();
+            (g.same::<Mul>(&da), g.same::<Mul>(y).same::<Mul>(&ln_a))
+        }
+    }
+}
