@@ -43,13 +43,21 @@ impl<S: Shape, E: Element> Tensor<S, E> {
                 rule: "the element counts must be equal",
             });
         }
+        self.reshape_unchecked(shape)
+    }
+
+    /// A reshape whose element count the caller has checked. Backward rules use it: going back
+    /// from `T` to `S` must not instantiate the compile-time check a second time, reversed.
+    pub(crate) fn reshape_unchecked<T: Shape>(&self, shape: T) -> Result<Tensor<T, E>> {
         let source = self.try_contiguous()?;
         let layout = source
             .layout()
             .reshape(&shape.dims())
             .expect("contiguous reshape");
         let orig = self.shape();
-        Ok(self.track_view(source.view(layout, shape), move |g| g.reshape(orig)))
+        Ok(self.track_view(source.view(layout, shape), move |g| {
+            ok(g.reshape_unchecked(orig))
+        }))
     }
 
     /// Merges axes `START..=END` into one; the result shape `T` is specified by the caller (or
@@ -210,7 +218,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let shape = <S as ReduceAxis<I>>::Reduced::from_dims(&dims).expect("squeezed dims");
         let orig = self.shape();
         let out = self.view(Layout::new(&dims, &strides, self.layout().offset()), shape);
-        Ok(self.track_view(out, move |g| g.reshape(orig)))
+        Ok(self.track_view(out, move |g| ok(g.reshape_unchecked(orig))))
     }
 
     /// Inserts a size-1 axis before axis `I`.
@@ -235,7 +243,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             .expect("unsqueezed dims");
         let orig = self.shape();
         let out = self.view(Layout::new(&dims, &strides, self.layout().offset()), shape);
-        self.track_view(out, move |g| g.reshape(orig))
+        self.track_view(out, move |g| ok(g.reshape_unchecked(orig)))
     }
 
     /// `len` entries of axis `I` starting at `start`; the new size's type is `len`'s type, so a
