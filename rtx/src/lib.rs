@@ -16,6 +16,7 @@
 
 pub mod autograd;
 mod error;
+pub mod nn;
 pub mod shape;
 mod tensor;
 
