@@ -210,94 +210,94 @@ pub trait FloatMath:
 }
 
 impl FloatMath for f32 {
-    #[inline]
+    #[inline(always)]
     fn c(v: f64) -> Self {
         v as f32
     }
-    #[inline]
+    #[inline(always)]
     fn exp(self) -> Self {
-        f32::exp(self)
+        crate::fastmath::exp_f32(self)
     }
-    #[inline]
+    #[inline(always)]
     fn ln(self) -> Self {
-        f32::ln(self)
+        crate::fastmath::ln_f32(self)
     }
-    #[inline]
+    #[inline(always)]
     fn ln_1p(self) -> Self {
-        f32::ln_1p(self)
+        crate::fastmath::ln_1p_f32(self)
     }
-    #[inline]
+    #[inline(always)]
     fn sqrt(self) -> Self {
         f32::sqrt(self)
     }
-    #[inline]
+    #[inline(always)]
     fn sin(self) -> Self {
         f32::sin(self)
     }
-    #[inline]
+    #[inline(always)]
     fn cos(self) -> Self {
         f32::cos(self)
     }
-    #[inline]
+    #[inline(always)]
     fn tanh(self) -> Self {
-        f32::tanh(self)
+        crate::fastmath::tanh_f32(self)
     }
-    #[inline]
+    #[inline(always)]
     fn erf(self) -> Self {
         libm::erff(self)
     }
-    #[inline]
+    #[inline(always)]
     fn abs(self) -> Self {
         f32::abs(self)
     }
-    #[inline]
+    #[inline(always)]
     fn powf(self, e: Self) -> Self {
         f32::powf(self, e)
     }
 }
 
 impl FloatMath for f64 {
-    #[inline]
+    #[inline(always)]
     fn c(v: f64) -> Self {
         v
     }
-    #[inline]
+    #[inline(always)]
     fn exp(self) -> Self {
-        f64::exp(self)
+        crate::fastmath::exp_f64(self)
     }
-    #[inline]
+    #[inline(always)]
     fn ln(self) -> Self {
         f64::ln(self)
     }
-    #[inline]
+    #[inline(always)]
     fn ln_1p(self) -> Self {
         f64::ln_1p(self)
     }
-    #[inline]
+    #[inline(always)]
     fn sqrt(self) -> Self {
         f64::sqrt(self)
     }
-    #[inline]
+    #[inline(always)]
     fn sin(self) -> Self {
         f64::sin(self)
     }
-    #[inline]
+    #[inline(always)]
     fn cos(self) -> Self {
         f64::cos(self)
     }
-    #[inline]
+    #[inline(always)]
     fn tanh(self) -> Self {
-        f64::tanh(self)
+        crate::fastmath::tanh_f64(self)
     }
-    #[inline]
+    #[inline(always)]
     fn erf(self) -> Self {
         libm::erf(self)
     }
-    #[inline]
+    #[inline(always)]
     fn abs(self) -> Self {
         f64::abs(self)
     }
-    #[inline]
+    #[inline(always)]
     fn powf(self, e: Self) -> Self {
         f64::powf(self, e)
     }

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod dtype;
+pub mod fastmath;
 pub mod op;
 pub mod philox;
 

@@ -13,9 +13,7 @@ impl<E: Element> Storage<E> {
         E: Float,
     {
         match self {
-            Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| {
-                E::from_acc(O::apply(x.to_acc()))
-            }))),
+            Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, unary_fn::<E, O>))),
         }
     }
 
@@ -107,6 +105,14 @@ impl<E: Element> Storage<E> {
             ))),
         }
     }
+}
+
+/// A unary op on one element through its compute type. A named `#[inline(always)]` function
+/// rather than a closure: the CPU loop is compiled twice (baseline and AVX2) and a large
+/// closure called from both would not be inlined, so the loop would not vectorize.
+#[inline(always)]
+fn unary_fn<E: Float, O: UnaryOpT>(x: E) -> E {
+    E::from_acc(O::apply(x.to_acc()))
 }
 
 /// The op name of a binary marker, for errors.
