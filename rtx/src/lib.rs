@@ -29,6 +29,12 @@ pub use tensor::*;
 
 /// Everything a model file usually needs, in one import.
 pub mod prelude {
+    pub use crate::nn::{
+        AvgPool2d, BatchNorm, BatchNorm1d, BatchNorm2d, CausalSelfAttention, Conv1d, Conv2d,
+        CrossEntropy, Dropout, Embedding, GELU, LayerNorm, Linear, MaxPool2d, Module, RMSNorm,
+        ReLU, SiLU, Sigmoid, Tanh, binary_cross_entropy_with_logits, cross_entropy,
+        cross_entropy_with, l1_loss, mse_loss, nll_loss, try_cross_entropy_with, try_nll_loss,
+    };
     pub use crate::shape::{
         Axes2, Axes3, Axes4, Axes5, Axes6, Const, ConstShape, Dim, Dyn, Rank0, Rank1, Rank2, Rank3,
         Rank4, Rank5, Rank6, Shape,

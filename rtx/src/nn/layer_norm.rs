@@ -1,0 +1,94 @@
+//! `LayerNorm`: normalization over the last axis (`D` features) with a learned scale and
+//! shift, as PyTorch's `nn.LayerNorm(D)`.
+
+use super::module::{Module, Visitor, VisitorMut, join};
+use crate::error::{Result, bail, ok};
+use crate::shape::{Const, Shape, describe};
+use crate::tensor::Tensor;
+use rtx_backends::Device;
+use rtx_kernels::Float;
+
+/// Layer normalization over the last axis of size `D`: `(x - mean) / sqrt(var + eps) * weight
+/// + bias`, with the biased variance. `weight` starts at ones, `bias` at zeros, eps 1e-5.
+///
+/// ```
+/// # use rtx::prelude::*;
+/// let ln = LayerNorm::<2>::new(Device::Cpu);
+/// let x: Tensor<Rank2<1, 2>> = Tensor::from_array([[1.0, 3.0]], Device::Cpu);
+/// let y = ln.forward(&x).to_vec();
+/// assert!((y[0] + 1.0).abs() < 1e-4 && (y[1] - 1.0).abs() < 1e-4);
+/// ```
+#[derive(Clone, Debug)]
+pub struct LayerNorm<const D: usize, E: Float = f32> {
+    /// The scale, `[D]`.
+    pub weight: Tensor<(Const<D>,), E>,
+    /// The shift, `[D]`.
+    pub bias: Tensor<(Const<D>,), E>,
+    /// Added to the variance before its square root.
+    pub eps: f64,
+}
+
+impl<const D: usize, E: Float> LayerNorm<D, E> {
+    /// A layer with PyTorch's initial values (no randomness, so no seed).
+    pub fn new(device: Device) -> Self {
+        LayerNorm {
+            weight: Tensor::ones((Const,), device),
+            bias: Tensor::zeros((Const,), device),
+            eps: 1e-5,
+        }
+    }
+
+    /// Normalizes every `[.., D]` row of `x`.
+    ///
+    /// # Panics
+    /// When the last axis is not `D` long (see [`LayerNorm::try_forward`]).
+    #[track_caller]
+    pub fn forward<S: Shape>(&self, x: &Tensor<S, E>) -> Tensor<S, E> {
+        ok(self.try_forward(x))
+    }
+
+    /// [`LayerNorm::forward`], returning an error naming the shape when it does not fit.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let ln = LayerNorm::<4>::new(Device::Cpu);
+    /// let x: Tensor<Rank2<4, 2>> = Tensor::zeros((Const, Const), Device::Cpu);
+    /// let err = ln.try_forward(&x).err().unwrap();
+    /// assert_eq!(err.to_string(), "layer_norm: the last axis of input [4, 2] is not 4 long");
+    /// ```
+    pub fn try_forward<S: Shape>(&self, x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
+        let rows = rows_of::<S, E, D>("layer_norm", x)?;
+        let x2 = x.try_reshape((rows, Const::<D>))?;
+        let full = x2.shape();
+        let mean = x2.mean_keepdim::<1>().broadcast_to(full);
+        let inv_std = (x2.var_keepdim::<1>(0) + E::from_f64(self.eps)).rsqrt();
+        let y = (&x2 - mean) * inv_std.broadcast_to(full) * &self.weight + &self.bias;
+        y.try_reshape(x.shape())
+    }
+}
+
+/// The number of `[D]` rows in `x`, or an error when its last axis is not `D` long.
+pub(crate) fn rows_of<S: Shape, E: Float, const D: usize>(
+    op: &'static str,
+    x: &Tensor<S, E>,
+) -> Result<usize> {
+    match x.dims().last() {
+        Some(&last) if last == D => Ok(x.numel() / D.max(1)),
+        _ => bail!(
+            op,
+            "the last axis of input {} is not {D} long",
+            describe(&x.shape())
+        ),
+    }
+}
+
+impl<const D: usize, E: Float> Module for LayerNorm<D, E> {
+    fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        self.weight.visit(&join(prefix, "weight."), v);
+        self.bias.visit(&join(prefix, "bias."), v);
+    }
+    fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
+        self.weight.visit_mut(&join(prefix, "weight."), v);
+        self.bias.visit_mut(&join(prefix, "bias."), v);
+    }
+}

@@ -1,0 +1,137 @@
+//! `Linear`: the affine layer `y = x Wᵀ + b`, with PyTorch's layout (`weight` `[O, I]`,
+//! `bias` `[O]`), names and default initialization.
+
+use super::init;
+use super::module::{Module, Visitor, VisitorMut, join};
+use crate::shape::Const;
+use crate::shape::rules::BroadcastShapes;
+use crate::tensor::{MatmulShapes, Tensor};
+use rtx_backends::Device;
+use rtx_kernels::Float;
+
+/// The output shape of [`Linear::forward`] on an input of shape `S`: `S` with its last dim
+/// (`I`) replaced by `O`.
+pub type LinearOut<S, const I: usize, const O: usize> =
+    <S as MatmulShapes<(Const<I>, Const<O>)>>::Output;
+
+/// A fully connected layer from `I` to `O` features (PyTorch's `nn.Linear`).
+///
+/// ```
+/// # use rtx::prelude::*;
+/// let fc = Linear::<4, 2>::new(Device::Cpu, 0);
+/// let x: Tensor<(Dyn<'B'>, Const<4>)> = Tensor::ones((Dyn(3), Const), Device::Cpu);
+/// let y = fc.forward(&x);
+/// assert_eq!(y.dims(), &[3, 2]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Linear<const I: usize, const O: usize, E: Float = f32> {
+    /// The weight, `[O, I]`.
+    pub weight: Tensor<(Const<O>, Const<I>), E>,
+    /// The bias, `[O]`; `None` for a layer built [`Linear::without_bias`].
+    pub bias: Option<Tensor<(Const<O>,), E>>,
+}
+
+impl<const I: usize, const O: usize, E: Float> Linear<I, O, E> {
+    /// A layer initialized as PyTorch does (`U(-1/sqrt(I), 1/sqrt(I))` for weight and bias),
+    /// seeded for the parameter names `weight` and `bias`; use [`Linear::init`] inside a
+    /// model so each layer's seeds follow its own names.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let fc = Linear::<16, 3>::new(Device::Cpu, 1);
+    /// assert!(fc.weight.to_vec().iter().all(|w| w.abs() <= 0.25));
+    /// ```
+    pub fn new(device: Device, seed: u64) -> Self {
+        Self::init(device, seed, "")
+    }
+
+    /// A layer whose parameters are named `prefix` + `weight` / `bias` in its model
+    /// (`prefix` is empty or ends in `.`), seeded from the model seed and those names (see
+    /// [`init`](super::init)).
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let a = Linear::<4, 4>::init(Device::Cpu, 5, "fc1.");
+    /// let b = Linear::<4, 4>::init(Device::Cpu, 5, "fc2.");
+    /// assert_ne!(a.weight.to_vec(), b.weight.to_vec());
+    /// ```
+    pub fn init(device: Device, seed: u64, prefix: &str) -> Self {
+        let (weight, bias) =
+            init::default_weight_bias((Const, Const), (Const,), seed, prefix, device);
+        Linear {
+            weight,
+            bias: Some(bias),
+        }
+    }
+
+    /// The same layer without its bias (PyTorch's `bias=False`).
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let fc = Linear::<4, 2>::new(Device::Cpu, 0).without_bias();
+    /// assert_eq!(fc.num_parameters(), 8);
+    /// ```
+    pub fn without_bias(self) -> Self {
+        Linear {
+            weight: self.weight,
+            bias: None,
+        }
+    }
+
+    /// `x Wᵀ + b` over the last axis of any `[.., I]` input (ranks 1 to 4).
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let mut fc = Linear::<2, 1>::new(Device::Cpu, 0);
+    /// fc.weight = Tensor::from_array([[1.0, -1.0]], Device::Cpu);
+    /// fc.bias = Some(Tensor::from_array([0.5], Device::Cpu));
+    /// let x: Tensor<Rank3<1, 2, 2>> = Tensor::from_array([[[3.0, 1.0], [0.0, 2.0]]], Device::Cpu);
+    /// assert_eq!(fc.forward(&x).to_vec(), vec![2.5, -1.5]);
+    /// ```
+    pub fn forward<S>(&self, x: &Tensor<S, E>) -> Tensor<LinearOut<S, I, O>, E>
+    where
+        S: MatmulShapes<(Const<I>, Const<O>)>,
+        LinearOut<S, I, O>: BroadcastShapes<(Const<O>,), Output = LinearOut<S, I, O>>,
+    {
+        let y = x.matmul(&self.weight.t());
+        match &self.bias {
+            Some(b) => y + b,
+            None => y,
+        }
+    }
+}
+
+impl<const I: usize, const O: usize, E: Float> Module for Linear<I, O, E> {
+    fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        self.weight.visit(&join(prefix, "weight."), v);
+        if let Some(b) = &self.bias {
+            b.visit(&join(prefix, "bias."), v);
+        }
+    }
+    fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
+        self.weight.visit_mut(&join(prefix, "weight."), v);
+        if let Some(b) = &mut self.bias {
+            b.visit_mut(&join(prefix, "bias."), v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::prelude::*;
+
+    #[test]
+    fn names_shapes_and_seeds() {
+        let fc = Linear::<3, 2>::new(Device::Cpu, 9);
+        let names: Vec<String> = fc.tensor_names().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["weight", "bias"]);
+        assert_eq!(fc.num_parameters(), 8);
+        let again = Linear::<3, 2>::new(Device::Cpu, 9);
+        assert_eq!(fc.weight.to_vec(), again.weight.to_vec());
+        let bound = 1.0 / 3f32.sqrt();
+        assert!(fc.weight.to_vec().iter().all(|w| w.abs() <= bound));
+        let x: Tensor<Rank1<3>> = Tensor::ones((Const,), Device::Cpu);
+        assert_eq!(fc.forward(&x).dims(), &[2]);
+    }
+}

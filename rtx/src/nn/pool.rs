@@ -1,0 +1,70 @@
+//! `MaxPool2d` and `AvgPool2d`: parameter-free pooling layers over `[N, C, H, W]`, their window
+//! given by const generics (kernel `K`, stride `S`, padding `P`).
+
+use super::module::{Module, Visitor, VisitorMut};
+use crate::shape::Dim;
+use crate::tensor::{Pool, Tensor};
+use rtx_kernels::Float;
+
+/// Max pooling over `K x K` windows with stride `S` and padding `P` (PyTorch's
+/// `nn.MaxPool2d(K, S, P)`).
+///
+/// ```
+/// # use rtx::prelude::*;
+/// let x: Tensor<Rank4<1, 1, 2, 4>> =
+///     Tensor::from_array([[[[1.0, 5.0, 2.0, 0.0], [3.0, 4.0, 7.0, 6.0]]]], Device::Cpu);
+/// let y: Tensor<Rank4<1, 1, 1, 2>> = MaxPool2d::<2, 2>.forward(&x);
+/// assert_eq!(y.to_vec(), vec![5.0, 7.0]);
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MaxPool2d<const K: usize, const S: usize, const P: usize = 0>;
+
+impl<const K: usize, const S: usize, const P: usize> MaxPool2d<K, S, P> {
+    /// The largest element of each window, `[N, C, H, W] -> [N, C, HO, WO]`.
+    ///
+    /// # Panics
+    /// When run-time sizes do not fit (see [`Tensor::try_max_pool2d`]).
+    #[track_caller]
+    pub fn forward<N: Dim, C: Dim, H: Dim, W: Dim, HO: Dim, WO: Dim, E: Float>(
+        &self,
+        x: &Tensor<(N, C, H, W), E>,
+    ) -> Tensor<(N, C, HO, WO), E> {
+        x.max_pool2d(Pool::<K, S, P>)
+    }
+}
+
+/// Average pooling over `K x K` windows with stride `S` and padding `P`, padding counted as
+/// zeros (PyTorch's `nn.AvgPool2d(K, S, P)`).
+///
+/// ```
+/// # use rtx::prelude::*;
+/// let x: Tensor<Rank4<1, 1, 2, 2>> = Tensor::from_array([[[[1.0, 2.0], [3.0, 6.0]]]], Device::Cpu);
+/// let y: Tensor<Rank4<1, 1, 1, 1>> = AvgPool2d::<2, 2>.forward(&x);
+/// assert_eq!(y.to_vec(), vec![3.0]);
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AvgPool2d<const K: usize, const S: usize, const P: usize = 0>;
+
+impl<const K: usize, const S: usize, const P: usize> AvgPool2d<K, S, P> {
+    /// The mean of each window, `[N, C, H, W] -> [N, C, HO, WO]`.
+    ///
+    /// # Panics
+    /// When run-time sizes do not fit (see [`Tensor::try_avg_pool2d`]).
+    #[track_caller]
+    pub fn forward<N: Dim, C: Dim, H: Dim, W: Dim, HO: Dim, WO: Dim, E: Float>(
+        &self,
+        x: &Tensor<(N, C, H, W), E>,
+    ) -> Tensor<(N, C, HO, WO), E> {
+        x.avg_pool2d(Pool::<K, S, P>)
+    }
+}
+
+impl<const K: usize, const S: usize, const P: usize> Module for MaxPool2d<K, S, P> {
+    fn visit<V: Visitor>(&self, _: &str, _: &mut V) {}
+    fn visit_mut<V: VisitorMut>(&mut self, _: &str, _: &mut V) {}
+}
+
+impl<const K: usize, const S: usize, const P: usize> Module for AvgPool2d<K, S, P> {
+    fn visit<V: Visitor>(&self, _: &str, _: &mut V) {}
+    fn visit_mut<V: VisitorMut>(&mut self, _: &str, _: &mut V) {}
+}
