@@ -17,6 +17,7 @@
 pub mod autograd;
 mod error;
 pub mod nn;
+pub mod optim;
 pub mod shape;
 mod tensor;
 
@@ -29,6 +30,10 @@ pub use tensor::*;
 
 /// Everything a model file usually needs, in one import.
 pub mod prelude {
+    pub use crate::optim::{
+        Adam, AdamW, Constant, CosineAnnealing, LinearWarmup, OptimState, Optimizer, Schedule, Sgd,
+        StepLR, clip_grad_norm,
+    };
     pub use crate::shape::{
         Axes2, Axes3, Axes4, Axes5, Axes6, Const, ConstShape, Dim, Dyn, Rank0, Rank1, Rank2, Rank3,
         Rank4, Rank5, Rank6, Shape,
