@@ -17,6 +17,7 @@
 pub mod autograd;
 mod error;
 pub mod nn;
+pub mod optim;
 pub mod shape;
 mod tensor;
 
@@ -34,6 +35,10 @@ pub mod prelude {
         CrossEntropy, Dropout, Embedding, GELU, LayerNorm, Linear, MaxPool2d, Module, RMSNorm,
         ReLU, SiLU, Sigmoid, Tanh, binary_cross_entropy_with_logits, cross_entropy,
         cross_entropy_with, l1_loss, mse_loss, nll_loss, try_cross_entropy_with, try_nll_loss,
+    };
+    pub use crate::optim::{
+        Adam, AdamW, Constant, CosineAnnealing, LinearWarmup, OptimState, Optimizer, Schedule, Sgd,
+        StepLR, clip_grad_norm,
     };
     pub use crate::shape::{
         Axes2, Axes3, Axes4, Axes5, Axes6, Const, ConstShape, Dim, Dyn, Rank0, Rank1, Rank2, Rank3,

@@ -6,6 +6,7 @@ mod conv;
 mod elementwise;
 mod index;
 mod matmul;
+mod optim;
 mod random;
 mod reduce;
 

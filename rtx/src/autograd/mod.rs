@@ -249,6 +249,14 @@ impl Gradients {
         g.downcast_ref::<Tensor<S, E>>().cloned()
     }
 
+    /// Replaces the gradient of `param` (gradient clipping scales gradients in place); does
+    /// nothing when it has none.
+    pub(crate) fn replace<S: Shape, E: Float>(&mut self, param: &Tensor<S, E>, grad: Tensor<S, E>) {
+        if let Some(slot) = param.node().and_then(|n| self.by_node.get_mut(&n.id)) {
+            *slot = Arc::new(grad);
+        }
+    }
+
     /// The number of parameters that received a gradient.
     pub fn len(&self) -> usize {
         self.by_node.len()

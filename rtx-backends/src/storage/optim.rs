@@ -1,0 +1,84 @@
+//! Backend entry points for fused optimizer updates. They take the parameter and gradient as
+//! viewed (any layout) and dense state, and return fresh dense storage: tensors share their
+//! storage, so an update never writes into a buffer someone else may be reading.
+
+use super::{Storage, same_device};
+use crate::cpu::optim::{self, AdamScalars, SgdScalars};
+use crate::{BackendError, Layout, Result};
+use rtx_kernels::Float;
+
+/// Checks that a dense state buffer has one element per parameter element.
+fn check_len<E: Float>(op: &'static str, state: &Storage<E>, n: usize) -> Result<()> {
+    if state.len() == n {
+        Ok(())
+    } else {
+        Err(BackendError::BadArgument {
+            op,
+            msg: format!(
+                "optimizer state holds {} elements for a parameter of {n}",
+                state.len()
+            ),
+        })
+    }
+}
+
+impl<E: Float> Storage<E> {
+    /// One fused Adam/AdamW step. `self`/`pl` is the parameter, `grad`/`gl` its gradient (same
+    /// logical sizes); `m`, `v` and `vmax` are dense. Returns the new parameter (dense, in
+    /// logical order), `m`, `v` and `vmax`.
+    #[allow(clippy::type_complexity)]
+    pub fn adam_update(
+        &self,
+        pl: &Layout,
+        (grad, gl): (&Self, &Layout),
+        m: &Self,
+        v: &Self,
+        vmax: Option<&Self>,
+        s: &AdamScalars,
+    ) -> Result<(Self, Self, Self, Option<Self>)> {
+        same_device("adam", self, grad)?;
+        let n = pl.numel();
+        check_len("adam", m, n)?;
+        check_len("adam", v, n)?;
+        if let Some(x) = vmax {
+            check_len("adam", x, n)?;
+        }
+        let mut p = self.to_vec(pl);
+        let g = grad.to_vec(gl);
+        let (mut m, mut v) = (m.as_cpu_slice().to_vec(), v.as_cpu_slice().to_vec());
+        let mut vmax = vmax.map(|x| x.as_cpu_slice().to_vec());
+        optim::adam(&mut p, &g, &mut m, &mut v, vmax.as_deref_mut(), s);
+        let dev = self.device();
+        Ok((
+            Storage::from_vec(p, dev)?,
+            Storage::from_vec(m, dev)?,
+            Storage::from_vec(v, dev)?,
+            vmax.map(|x| Storage::from_vec(x, dev)).transpose()?,
+        ))
+    }
+
+    /// One fused SGD step; `buf` is the dense momentum buffer when momentum is on. Returns the
+    /// new parameter (dense, in logical order) and the new buffer.
+    pub fn sgd_update(
+        &self,
+        pl: &Layout,
+        (grad, gl): (&Self, &Layout),
+        buf: Option<&Self>,
+        s: &SgdScalars,
+    ) -> Result<(Self, Option<Self>)> {
+        same_device("sgd", self, grad)?;
+        let n = pl.numel();
+        if let Some(b) = buf {
+            check_len("sgd", b, n)?;
+        }
+        let mut p = self.to_vec(pl);
+        let g = grad.to_vec(gl);
+        let mut buf = buf.map(|b| b.as_cpu_slice().to_vec());
+        optim::sgd(&mut p, &g, buf.as_deref_mut(), s);
+        let dev = self.device();
+        Ok((
+            Storage::from_vec(p, dev)?,
+            buf.map(|b| Storage::from_vec(b, dev)).transpose()?,
+        ))
+    }
+}

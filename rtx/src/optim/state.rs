@@ -1,0 +1,212 @@
+//! Optimizer state: the per-parameter tensors and counters an optimizer keeps between steps,
+//! and their export as [`OptimState`] for checkpoints.
+//!
+//! Names follow PyTorch's `state_dict()`: `state.<param name>.exp_avg`,
+//! `state.<param name>.exp_avg_sq`, `state.<param name>.max_exp_avg_sq`,
+//! `state.<param name>.momentum_buffer` (tensors) and `state.<param name>.step` (a scalar), plus
+//! the scalar `lr`. Values are exported as `f64`, which holds every float element type exactly,
+//! so export followed by import restores the state bit for bit.
+
+use crate::error::{Result, bail};
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use rtx_backends::Storage;
+use rtx_kernels::{DType, Element, Float};
+use std::any::Any;
+use std::collections::BTreeMap;
+
+/// One exported state tensor: its element type, dims and values in row-major order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateTensor {
+    /// The element type the optimizer keeps it in (the parameter's).
+    pub dtype: DType,
+    /// The dims, as the parameter's.
+    pub dims: Vec<usize>,
+    /// The values, widened to `f64` (exact for every float type).
+    pub values: Vec<f64>,
+}
+
+/// An optimizer's exported state: named tensors and named scalars (see the module docs for
+/// the names).
+///
+/// ```
+/// # use rtx::prelude::*;
+/// let w: Tensor<Rank1<2>> = Tensor::from_array([1.0, 2.0], Device::Cpu).requires_grad();
+/// let mut model = w;
+/// let grads = (&model * &model).sum_all().backward();
+/// let mut opt = Adam::new(0.1);
+/// opt.step(&mut model, &grads);
+/// let state = opt.state_dict();
+/// assert_eq!(state.scalars["state.step"], 1.0);
+/// assert_eq!(state.tensors["state.exp_avg"].dims, vec![2]);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OptimState {
+    /// State tensors by name (`state.<param>.exp_avg`, ...).
+    pub tensors: BTreeMap<String, StateTensor>,
+    /// Scalars by name (`state.<param>.step`, `lr`).
+    pub scalars: BTreeMap<String, f64>,
+}
+
+/// A live state tensor of any shape and float type, exportable without knowing either.
+trait Live: Send + Sync {
+    fn export(&self) -> StateTensor;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<S: Shape, E: Float> Live for Tensor<S, E> {
+    fn export(&self) -> StateTensor {
+        StateTensor {
+            dtype: E::DTYPE,
+            dims: self.dims().to_vec(),
+            values: self.to_vec().into_iter().map(Element::to_f64).collect(),
+        }
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A state tensor: live (typed at the last step) or imported and not yet used.
+enum Slot {
+    Live(Box<dyn Live>),
+    Loaded(StateTensor),
+}
+
+/// The state of one optimizer: tensors and scalars by their exported names.
+#[derive(Default)]
+pub(crate) struct Store {
+    tensors: BTreeMap<String, Slot>,
+    scalars: BTreeMap<String, f64>,
+}
+
+/// The exported name of a parameter's state entry.
+pub(crate) fn key(param: &str, entry: &str) -> String {
+    if param.is_empty() {
+        format!("state.{entry}")
+    } else {
+        format!("state.{param}.{entry}")
+    }
+}
+
+impl Store {
+    /// The state tensor `key` for a parameter like `like`, or `None` when there is none yet.
+    /// Imported state is checked against the parameter's dims and element type here, the first
+    /// time the parameter is seen.
+    pub(crate) fn tensor<S: Shape, E: Float>(
+        &self,
+        op: &'static str,
+        key: &str,
+        like: &Tensor<S, E>,
+    ) -> Result<Option<Tensor<S, E>>> {
+        match self.tensors.get(key) {
+            None => Ok(None),
+            Some(Slot::Live(t)) => match t.as_any().downcast_ref::<Tensor<S, E>>() {
+                Some(t) if t.dims() == like.dims() => Ok(Some(t.clone())),
+                _ => bail!(
+                    op,
+                    "state `{key}` was kept for a {} tensor of dims {:?}, but the parameter is a {} tensor of dims {:?}",
+                    t.export().dtype,
+                    t.export().dims,
+                    E::DTYPE,
+                    like.dims()
+                ),
+            },
+            Some(Slot::Loaded(s)) => {
+                if s.dtype != E::DTYPE || s.dims != like.dims() {
+                    bail!(
+                        op,
+                        "loaded state `{key}` is a {} tensor of dims {:?}, but the parameter is a {} tensor of dims {:?}",
+                        s.dtype,
+                        s.dims,
+                        E::DTYPE,
+                        like.dims()
+                    );
+                }
+                if s.values.len() != like.numel() {
+                    bail!(
+                        op,
+                        "loaded state `{key}` holds {} values for dims {:?}",
+                        s.values.len(),
+                        s.dims
+                    );
+                }
+                let data = s.values.iter().map(|&x| E::from_f64(x)).collect();
+                let storage = Storage::from_vec(data, like.device())?;
+                Ok(Some(Tensor::from_storage(storage, like.shape())))
+            }
+        }
+    }
+
+    /// Stores a state tensor, which must be dense (fresh from a backend update).
+    pub(crate) fn set_tensor<S: Shape, E: Float>(&mut self, key: String, t: Tensor<S, E>) {
+        debug_assert!(t.is_contiguous());
+        self.tensors.insert(key, Slot::Live(Box::new(t)));
+    }
+
+    /// A scalar by name.
+    pub(crate) fn scalar(&self, key: &str) -> Option<f64> {
+        self.scalars.get(key).copied()
+    }
+
+    /// Sets a scalar.
+    pub(crate) fn set_scalar(&mut self, key: String, v: f64) {
+        self.scalars.insert(key, v);
+    }
+
+    /// Everything, exported; `lr` is added as the scalar `lr`.
+    pub(crate) fn export(&self, lr: f64) -> OptimState {
+        let tensors = self
+            .tensors
+            .iter()
+            .map(|(k, s)| {
+                let t = match s {
+                    Slot::Live(t) => t.export(),
+                    Slot::Loaded(t) => t.clone(),
+                };
+                (k.clone(), t)
+            })
+            .collect();
+        let mut scalars = self.scalars.clone();
+        scalars.insert("lr".to_string(), lr);
+        OptimState { tensors, scalars }
+    }
+
+    /// Replaces everything with imported state; returns the imported `lr`, if any.
+    pub(crate) fn import(&mut self, op: &'static str, state: OptimState) -> Result<Option<f64>> {
+        for (k, t) in &state.tensors {
+            if !t.dtype.is_float() {
+                bail!(
+                    op,
+                    "state `{k}` has element type {}, not a float type",
+                    t.dtype
+                );
+            }
+            if t.values.len() != t.dims.iter().product::<usize>() {
+                bail!(
+                    op,
+                    "state `{k}` holds {} values for dims {:?}",
+                    t.values.len(),
+                    t.dims
+                );
+            }
+        }
+        let OptimState {
+            tensors,
+            mut scalars,
+        } = state;
+        let lr = scalars.remove("lr");
+        self.tensors = tensors
+            .into_iter()
+            .map(|(k, t)| (k, Slot::Loaded(t)))
+            .collect();
+        self.scalars = scalars;
+        Ok(lr)
+    }
+}
+
+/// Fresh zeros shaped like `like`, dense, on its device (a state tensor's initial value).
+pub(crate) fn zeros_like<S: Shape, E: Float>(like: &Tensor<S, E>) -> Result<Tensor<S, E>> {
+    let storage = Storage::from_vec(vec![E::ZERO; like.numel()], like.device())?;
+    Ok(Tensor::from_storage(storage, like.shape()))
+}
