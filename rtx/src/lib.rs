@@ -25,14 +25,22 @@ pub use error::{Error, Result};
 pub use rtx_backends::Device;
 pub use rtx_kernels::op;
 pub use rtx_kernels::{DType, Element, Float, Num, Signed, bf16, f16};
+pub use rtx_macros::model;
 pub use tensor::*;
+
+/// What the code `#[model]` emits refers to, so user crates need only depend on `rtx`.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::nn::{Module, TensorKind, Visitor, VisitorMut};
+}
 
 /// Everything a model file usually needs, in one import.
 pub mod prelude {
+    pub use crate::nn::{ModelExt, Module};
     pub use crate::shape::{
         Axes2, Axes3, Axes4, Axes5, Axes6, Const, ConstShape, Dim, Dyn, Rank0, Rank1, Rank2, Rank3,
         Rank4, Rank5, Rank6, Shape,
     };
     pub use crate::tensor::*;
-    pub use crate::{DType, Device, Element, Error, Float, Num, Result, Signed, bf16, f16};
+    pub use crate::{DType, Device, Element, Error, Float, Num, Result, Signed, bf16, f16, model};
 }
