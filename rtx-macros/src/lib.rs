@@ -1,5 +1,34 @@
-//! rtx's procedural macros. `#[model]` and `#[kernel]` arrive with the training and GPU
-//! issues; until then this crate only reserves its place at the bottom of the dependency
-//! chain (rtx-macros <- rtx-kernels <- rtx-backends <- rtx), so nothing has to move later.
+//! rtx's procedural macros: `#[model]` (and, later, `#[kernel]`).
+//!
+//! The crate sits at the bottom of the dependency chain (rtx-macros <- rtx-kernels <-
+//! rtx-backends <- rtx). Users reach the macros through `rtx` (`rtx::model`), and the code
+//! they emit names rtx's items only through the hidden `::rtx::__private` module, so a user
+//! crate depends on `rtx` alone.
 
 #![warn(missing_docs)]
+
+mod model;
+
+use proc_macro::TokenStream;
+
+/// Makes a struct a model: implements `rtx::nn::Module` by visiting each field under its
+/// name, so parameters are named like PyTorch's (`blocks.2.attn.weight`).
+///
+/// Fields, in declaration order:
+/// - a `Tensor` is a parameter named after its field;
+/// - a layer or model (anything implementing `Module`, including `[M; N]` and `Vec<M>`) is
+///   visited with the field's name as prefix;
+/// - `#[buffer]` marks a tensor that is saved with the model but not trained (running
+///   statistics);
+/// - `#[skip]` leaves a field out (hyperparameters, seeds, configuration).
+///
+/// Any other field is a compile error at that field. Everything else a model can do
+/// (`summary`, `freeze`, `train`/`eval`, moving between devices) comes from
+/// `rtx::nn::ModelExt`, written once against `Module`.
+///
+/// On an `impl` block, `#[model]` will compile the forward pass; that half is not implemented
+/// yet, and using it is a compile error that says so.
+#[proc_macro_attribute]
+pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
+    model::expand(attr.into(), item.into()).into()
+}

@@ -26,14 +26,21 @@ pub use error::{Error, Result};
 pub use rtx_backends::Device;
 pub use rtx_kernels::op;
 pub use rtx_kernels::{DType, Element, Float, Num, Signed, bf16, f16};
+pub use rtx_macros::model;
 pub use tensor::*;
+
+/// What the code `#[model]` emits refers to, so user crates need only depend on `rtx`.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::nn::{Module, TensorKind, Visitor, VisitorMut};
+}
 
 /// Everything a model file usually needs, in one import.
 pub mod prelude {
     pub use crate::nn::{
         AvgPool2d, BatchNorm, BatchNorm1d, BatchNorm2d, CausalSelfAttention, Conv1d, Conv2d,
-        CrossEntropy, Dropout, Embedding, GELU, LayerNorm, Linear, MaxPool2d, Module, RMSNorm,
-        ReLU, SiLU, Sigmoid, Tanh, binary_cross_entropy_with_logits, cross_entropy,
+        CrossEntropy, Dropout, Embedding, GELU, LayerNorm, Linear, MaxPool2d, ModelExt, Module,
+        RMSNorm, ReLU, SiLU, Sigmoid, Tanh, binary_cross_entropy_with_logits, cross_entropy,
         cross_entropy_with, l1_loss, mse_loss, nll_loss, try_cross_entropy_with, try_nll_loss,
     };
     pub use crate::optim::{
@@ -45,5 +52,5 @@ pub mod prelude {
         Rank4, Rank5, Rank6, Shape,
     };
     pub use crate::tensor::*;
-    pub use crate::{DType, Device, Element, Error, Float, Num, Result, Signed, bf16, f16};
+    pub use crate::{DType, Device, Element, Error, Float, Num, Result, Signed, bf16, f16, model};
 }

@@ -127,7 +127,12 @@ fn reuse_branches_and_accumulation() {
         .unwrap();
     // Exact: the tape adds 2x and rtx's own exp(x), each computed once.
     let exp = x.exp().to_vec();
-    let want: Vec<f64> = x.to_vec().iter().zip(&exp).map(|(v, e)| 2.0 * v + e).collect();
+    let want: Vec<f64> = x
+        .to_vec()
+        .iter()
+        .zip(&exp)
+        .map(|(v, e)| 2.0 * v + e)
+        .collect();
     assert_eq!(g.to_vec(), want);
 }
 

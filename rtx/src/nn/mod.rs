@@ -12,6 +12,7 @@ pub mod init;
 mod layer_norm;
 mod linear;
 mod loss;
+mod model;
 mod module;
 mod pool;
 mod rms_norm;
@@ -29,6 +30,7 @@ pub use loss::{
     CrossEntropy, binary_cross_entropy_with_logits, cross_entropy, cross_entropy_with, l1_loss,
     mse_loss, nll_loss, try_cross_entropy_with, try_nll_loss,
 };
+pub use model::ModelExt;
 pub use module::{Module, TensorKind, Visitor, VisitorMut, join};
 pub use pool::{AvgPool2d, MaxPool2d};
 pub use rms_norm::RMSNorm;

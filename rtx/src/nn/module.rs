@@ -20,6 +20,14 @@ pub enum TensorKind {
 pub trait Visitor {
     /// Called once per tensor.
     fn visit<S: Shape, E: Float>(&mut self, name: &str, tensor: &Tensor<S, E>, kind: TensorKind);
+
+    /// Called when the traversal enters a composite module (a `#[model]` struct, an array or a
+    /// `Vec` of modules) whose tensors are named `prefix` + their path; `type_name` is
+    /// [`std::any::type_name`] of the module. Used for tree-shaped output such as summaries;
+    /// hand-written layers may skip it, and their tensors then appear under their parent.
+    fn enter(&mut self, _prefix: &str, _type_name: &'static str) {}
+    /// Called when the traversal leaves the module entered with the same `prefix`.
+    fn leave(&mut self, _prefix: &str) {}
 }
 
 /// Receives a model's tensors mutably, with their dotted names.
@@ -34,6 +42,12 @@ pub trait VisitorMut {
 }
 
 /// A model or layer: a tree of named tensors.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a model, layer or tensor",
+    label = "not a model, layer or tensor",
+    note = "mark the field `#[skip]` if it is not part of the model, or make its type a \
+            `#[model]` struct"
+)]
 pub trait Module {
     /// Visits every tensor, naming each `prefix` + its path (`prefix` is empty at the root,
     /// else ends in `.`).
@@ -77,8 +91,9 @@ pub trait Module {
         c.0
     }
 
-    /// Marks every parameter as a leaf that records gradients (call before a training step;
-    /// optimizers do it for you).
+    /// Marks every parameter as a leaf that records gradients. Call it once, before training
+    /// (or let the optimizer do it when it is created); it unfreezes every parameter, so
+    /// call it before freezing parts (see `ModelExt::freeze`), not on every step.
     fn track_gradients(&mut self) {
         struct Track;
         impl VisitorMut for Track {
@@ -114,9 +129,11 @@ impl<S: Shape, E: Float> Module for Tensor<S, E> {
 
 impl<M: Module, const N: usize> Module for [M; N] {
     fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
         for (i, m) in self.iter().enumerate() {
             m.visit(&format!("{prefix}{i}."), v);
         }
+        v.leave(prefix);
     }
     fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
         for (i, m) in self.iter_mut().enumerate() {
@@ -130,9 +147,11 @@ impl<M: Module, const N: usize> Module for [M; N] {
 
 impl<M: Module> Module for Vec<M> {
     fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
         for (i, m) in self.iter().enumerate() {
             m.visit(&format!("{prefix}{i}."), v);
         }
+        v.leave(prefix);
     }
     fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
         for (i, m) in self.iter_mut().enumerate() {
