@@ -29,6 +29,8 @@ fn elementwise_chain(c: &mut Criterion) {
     g.bench_function("gelu_tanh(x*1.5+0.5) 2^24", |bench| {
         bench.iter(|| black_box((&x * 1.5 + 0.5).gelu_tanh()))
     });
+    // One read and one write per element: the memory-bound limit of a single fused pass.
+    g.bench_function("copy 2^24", |bench| bench.iter(|| black_box(x.cast::<f32>())));
     g.finish();
 }
 

@@ -32,4 +32,5 @@ print(f"  {2 * 1024**3 / ms / 1e6:.1f} GFLOP/s")
 x = torch.randn(1 << 24)
 f = torch.nn.functional.gelu
 bench("elementwise_f32 gelu_tanh(x*1.5+0.5) 2^24", lambda: f(x * 1.5 + 0.5, approximate="tanh"))
+bench("elementwise_f32 copy 2^24", lambda: x.clone())
 print(f"torch {torch.__version__}, {threads} threads")
