@@ -30,7 +30,9 @@ fn elementwise_chain(c: &mut Criterion) {
         bench.iter(|| black_box((&x * 1.5 + 0.5).gelu_tanh()))
     });
     // One read and one write per element: the memory-bound limit of a single fused pass.
-    g.bench_function("copy 2^24", |bench| bench.iter(|| black_box(x.cast::<f32>())));
+    g.bench_function("copy 2^24", |bench| {
+        bench.iter(|| black_box(x.cast::<f32>()))
+    });
     g.finish();
 }
 
