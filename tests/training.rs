@@ -23,9 +23,14 @@ impl Mlp {
     }
 }
 
+/// A batch of 4-feature inputs.
+type Inputs = Tensor<(usize, Const<4>)>;
+/// One class label per input.
+type Labels = Tensor<(usize,), i64>;
+
 /// Points labelled by which of three directions their first two features favour.
-fn data(n: usize, seed: u64) -> (Tensor<(usize, Const<4>)>, Tensor<(usize,), i64>) {
-    let x: Tensor<(usize, Const<4>)> = Tensor::randn((n, Const), seed, Device::Cpu);
+fn data(n: usize, seed: u64) -> (Inputs, Labels) {
+    let x: Inputs = Tensor::randn((n, Const), seed, Device::Cpu);
     let v = x.to_vec();
     let labels: Vec<i64> = (0..n)
         .map(|i| {
