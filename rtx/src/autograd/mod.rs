@@ -1,6 +1,6 @@
 //! Autograd, tier 1: a tape recorded at run time.
 //!
-//! A tensor that needs a gradient carries a [`Node`]: a parameter gets a leaf node from
+//! A tensor that needs a gradient carries a `Node`: a parameter gets a leaf node from
 //! [`Tensor::requires_grad`], and every op on such a tensor gives its output a node holding the
 //! op's backward rule and its inputs' nodes. [`Tensor::backward`] walks the graph once, in
 //! reverse topological order, and returns [`Gradients`] keyed by node, read back with the
