@@ -46,10 +46,15 @@ impl<const D: usize, const H: usize, E: Float> CausalSelfAttention<D, H, E> {
     /// those names (see [`init`](super::init)).
     pub fn init(device: Device, seed: u64, prefix: &str) -> Self {
         const {
-            assert!(
-                H > 0 && D.is_multiple_of(H),
-                "the head count H must divide the width D"
-            )
+            if H == 0 || !D.is_multiple_of(H) {
+                const_panic::concat_panic!(
+                    "attention: ",
+                    H,
+                    " heads do not divide the width ",
+                    D,
+                    ": the head count must divide d_model"
+                );
+            }
         };
         let (qkv_weight, qkv_bias) = init::default_weight_bias(
             (3 * D, Const),
