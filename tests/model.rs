@@ -44,8 +44,10 @@ struct Block {
     lin: Linear<4, 4>,
     #[buffer]
     running_mean: Tensor<Rank1<4>>,
+    #[init(Dropout { training: true })]
     drop: Dropout,
     #[skip]
+    #[init(0.1)]
     p: f64,
 }
 
@@ -68,6 +70,7 @@ impl Block {
 struct Net {
     embed: Linear<3, 4>,
     blocks: [Block; 3],
+    #[init(rtx::nn::init::init_vec(2, device, seed, prefix))]
     extra: Vec<Block>,
     head: Linear<4, 2>,
     scale: Tensor<Rank1<2>>,
@@ -304,5 +307,82 @@ fn copy_from_casts_between_element_types() {
     assert_eq!(
         err.to_string(),
         "copy_from: the source has no tensor `weight` ([2, 2])"
+    );
+}
+
+/// A model of `nn` layers, for seeded initialization.
+#[model]
+struct Seeded {
+    layers: [rtx::nn::Linear<4, 4>; 2],
+    #[init(rtx::nn::init::init_vec(2, device, seed, prefix))]
+    extra: Vec<rtx::nn::Linear<4, 4>>,
+    norm: rtx::nn::LayerNorm<4>,
+}
+
+#[test]
+fn init_builds_every_field_seeded_by_its_name() {
+    let net = Net::init(&Device::Cpu, 5);
+    assert_eq!(names(&net), names(&Net::new(1)));
+    assert_eq!(net.extra.len(), 2);
+    assert_eq!(net.blocks[0].p, 0.1);
+    assert_eq!(net.seed, 0, "a skipped field without #[init] is Default");
+    assert_eq!(
+        net.scale.to_vec(),
+        vec![0.0, 0.0],
+        "bare tensors start at zeros"
+    );
+
+    let a = Seeded::init(&Device::Cpu, 5);
+    let b = Seeded::init(&Device::Cpu, 5);
+    let c = Seeded::init(&Device::Cpu, 6);
+    let w = |m: &rtx::nn::Linear<4, 4>| m.weight.to_vec();
+    // Same seed, same values; another seed, other values; each layer seeded by its own name.
+    assert_eq!(w(&a.layers[1]), w(&b.layers[1]));
+    assert_ne!(w(&a.layers[1]), w(&c.layers[1]));
+    assert_ne!(w(&a.layers[0]), w(&a.layers[1]));
+    assert_ne!(w(&a.extra[0]), w(&a.layers[0]));
+    let alone = rtx::nn::Linear::<4, 4>::init_named(&Device::Cpu, 5, "extra.1.");
+    assert_eq!(w(&a.extra[1]), w(&alone));
+    assert_eq!(a.norm.weight.to_vec(), vec![1.0; 4]);
+    // A generic model is `Init` exactly when its type parameters are.
+    let g = Wrap::<f64, Linear<2, 2>>::init(&Device::Cpu, 1);
+    assert_eq!(names(&g), ["inner.weight", "inner.bias", "gain"]);
+}
+
+/// A model of `nn` layers of every kind, for the summary.
+#[model]
+struct Lenet {
+    conv: rtx::nn::Conv2d<1, 2, 3>,
+    act: ReLU,
+    pool: MaxPool2d<2, 2>,
+    norm: BatchNorm2d<2>,
+    fc: rtx::nn::Linear<8, 3>,
+}
+
+#[test]
+fn summary_shows_library_layers_as_nodes() {
+    let s = Lenet::init(&Device::Cpu, 0).summary();
+    assert_eq!(
+        s,
+        "Lenet (51 parameters) {
+  conv: Conv2d<1, 2, 3> (20 parameters) {
+    weight: [2, 1, 3, 3] float32
+    bias: [2] float32
+  }
+  act: ReLU
+  pool: MaxPool2d<2, 2>
+  norm: BatchNorm<2> (4 parameters) {
+    weight: [2] float32
+    bias: [2] float32
+    running_mean: [2] float32 (buffer)
+    running_var: [2] float32 (buffer)
+    num_batches_tracked: [] float32 (buffer)
+  }
+  fc: Linear<8, 3> (27 parameters) {
+    weight: [3, 8] float32
+    bias: [3] float32
+  }
+}
+"
     );
 }

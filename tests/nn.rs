@@ -490,12 +490,14 @@ fn losses_match_pytorch_and_differentiate() {
 fn initializers_are_seeded_by_name() {
     assert_ne!(param_seed(1, "a.weight"), param_seed(1, "b.weight"));
     // A layer's values depend only on the model seed and its own names.
-    let a = Linear::<8, 8>::init(CPU, 3, "layers.1.");
-    let b = Linear::<8, 8>::init(CPU, 3, "layers.1.");
+    let a = Linear::<8, 8>::init_named(&CPU, 3, "layers.1.");
+    let b = Linear::<8, 8>::init_named(&CPU, 3, "layers.1.");
     assert_eq!(a.weight.to_vec(), b.weight.to_vec());
     assert_ne!(
         a.weight.to_vec(),
-        Linear::<8, 8>::init(CPU, 3, "layers.2.").weight.to_vec()
+        Linear::<8, 8>::init_named(&CPU, 3, "layers.2.")
+            .weight
+            .to_vec()
     );
     let w: Tensor<Rank2<400, 100>> =
         init::kaiming_uniform((Const, Const), Nonlinearity::Relu, 0, CPU);
@@ -531,8 +533,8 @@ impl VisitorMut for Sgd<'_> {
 
 #[test]
 fn a_small_mlp_learns() {
-    let mut fc1 = Linear::<2, 16>::init(CPU, 0, "fc1.");
-    let mut fc2 = Linear::<16, 2>::init(CPU, 0, "fc2.");
+    let mut fc1 = Linear::<2, 16>::init_named(&CPU, 0, "fc1.");
+    let mut fc2 = Linear::<16, 2>::init_named(&CPU, 0, "fc2.");
     fc1.track_gradients();
     fc2.track_gradients();
     // Two classes: the sign of x0 * x1 (XOR-like, so a hidden layer is needed).

@@ -12,7 +12,9 @@ mod model;
 use proc_macro::TokenStream;
 
 /// Makes a struct a model: implements `rtx::nn::Module` by visiting each field under its
-/// name, so parameters are named like PyTorch's (`blocks.2.attn.weight`).
+/// name, so parameters are named like PyTorch's (`blocks.2.attn.weight`), and `rtx::nn::Init`,
+/// so `Net::init(&device, seed)` builds it with every parameter seeded from the model seed and
+/// its own name.
 ///
 /// Fields, in declaration order:
 /// - a `Tensor` is a parameter named after its field;
@@ -21,6 +23,12 @@ use proc_macro::TokenStream;
 /// - `#[buffer]` marks a tensor that is saved with the model but not trained (running
 ///   statistics);
 /// - `#[skip]` leaves a field out (hyperparameters, seeds, configuration).
+///
+/// `#[init(expr)]` on a field builds it with `expr` instead, with `device: &Device`,
+/// `seed: u64` (the model seed) and `prefix: &str` (the field's name prefix, `blocks.`) in
+/// scope; a `#[skip]` field without it is `Default::default()`. A field whose type cannot be
+/// built from a device and a seed (a `Vec`, a hand-written layer without `Init`) needs
+/// `#[init(..)]`; the compile error at the field says so.
 ///
 /// Any other field is a compile error at that field. Everything else a model can do
 /// (`summary`, `freeze`, `train`/`eval`, moving between devices) comes from

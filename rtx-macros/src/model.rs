@@ -1,11 +1,12 @@
-//! `#[model]` on a struct: emits `impl Module`, one fully qualified call per field. Every
-//! feature beyond traversal (counting, summaries, freezing, moving) lives in the library,
-//! written once against `Module`; this file only decides how each field is visited.
+//! `#[model]` on a struct: emits `impl Module` and `impl Init`, one fully qualified call per
+//! field. Every feature beyond traversal and construction (counting, summaries, freezing,
+//! moving, saving) lives in the library, written once against `Module`; this file only
+//! decides how each field is visited and built.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{Attribute, Data, DeriveInput, Fields, Item};
+use syn::{Attribute, Data, DeriveInput, Expr, Fields, Item};
 
 /// How a field takes part in its model.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -85,7 +86,27 @@ fn expand_struct(mut input: DeriveInput) -> syn::Result<TokenStream> {
     let mut visit = Vec::new();
     let mut visit_mut = Vec::new();
     let mut training = Vec::new();
+    let mut build = Vec::new();
+    // Fields whose type involves a type parameter are built only where that type has `Init`
+    // (`impl<M: Module> Init for Wrapper<M> where M: Init`); bounds on concrete types are left
+    // out, as stable Rust rejects a where-clause that is false for every instantiation.
+    let mut init_bounds = Vec::new();
+    let type_params: Vec<String> = input
+        .generics
+        .type_params()
+        .map(|p| p.ident.to_string())
+        .collect();
     for field in fields {
+        let init = match take_init(&mut field.attrs) {
+            Ok(init) => init,
+            Err(e) => {
+                match &mut errors {
+                    Some(all) => all.combine(e),
+                    None => errors = Some(e),
+                }
+                None
+            }
+        };
         let role = match take_role(&mut field.attrs) {
             Ok(role) => role,
             Err(e) => {
@@ -106,6 +127,34 @@ fn expand_struct(mut input: DeriveInput) -> syn::Result<TokenStream> {
         // Spanned at the field's type, so "not a Module" points at the offending field.
         let span = field.ty.span();
         let name = ident.to_string();
+        let ty = &field.ty;
+        let prefix = if role == Role::Skip {
+            String::new()
+        } else {
+            format!("{name}.")
+        };
+        // The expression of `#[init(..)]` sees `device`, `seed` and this field's `prefix`;
+        // without one, a skipped field is `Default` and any other is built by `Init`.
+        let value = match (init, role) {
+            (Some(expr), _) => quote_spanned! {expr.span()=> {
+                let prefix: &str = &::std::format!("{}{}", __prefix, #prefix);
+                let _ = prefix;
+                #expr
+            }},
+            (None, Role::Skip) => quote_spanned! {span=>
+                <#ty as ::core::default::Default>::default()
+            },
+            (None, _) => {
+                if mentions_any(ty, &type_params) {
+                    init_bounds.push(quote_spanned! {span=> #ty: ::rtx::__private::Init });
+                }
+                quote_spanned! {span=>
+                    <#ty as ::rtx::__private::Init>::init_named(
+                        device, seed, &::std::format!("{}{}", __prefix, #prefix))
+                }
+            }
+        };
+        build.push(quote! { #(#cfgs)* #ident: #value, });
         match role {
             Role::Skip => {}
             Role::Module => {
@@ -147,6 +196,12 @@ fn expand_struct(mut input: DeriveInput) -> syn::Result<TokenStream> {
 
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let mut init_where = where_clause
+        .cloned()
+        .unwrap_or_else(|| syn::parse_quote!(where));
+    for bound in init_bounds {
+        init_where.predicates.push(syn::parse_quote!(#bound));
+    }
     Ok(quote! {
         #input
 
@@ -164,7 +219,55 @@ fn expand_struct(mut input: DeriveInput) -> syn::Result<TokenStream> {
                 #(#training)*
             }
         }
+
+        impl #impl_generics ::rtx::__private::Init for #ident #ty_generics #init_where {
+            #[allow(unused_variables)]
+            fn init_named(
+                device: &::rtx::__private::Device,
+                seed: u64,
+                __prefix: &str,
+            ) -> Self {
+                #ident { #(#build)* }
+            }
+        }
     })
+}
+
+/// Whether the type's tokens name any of the type parameters.
+fn mentions_any(ty: &syn::Type, params: &[String]) -> bool {
+    fn walk(tokens: TokenStream, params: &[String]) -> bool {
+        tokens.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => params.iter().any(|p| i == p),
+            proc_macro2::TokenTree::Group(g) => walk(g.stream(), params),
+            _ => false,
+        })
+    }
+    !params.is_empty() && walk(quote!(#ty), params)
+}
+
+/// Removes a field's `#[init(expr)]`, returning the expression.
+fn take_init(attrs: &mut Vec<Attribute>) -> syn::Result<Option<Expr>> {
+    let mut found: syn::Result<Option<Expr>> = Ok(None);
+    attrs.retain(|attr| {
+        if !attr.path().is_ident("init") {
+            return true;
+        }
+        found = match (&found, attr.parse_args::<Expr>()) {
+            (Err(_), _) => return false,
+            (Ok(None), Ok(expr)) => Ok(Some(expr)),
+            (Ok(Some(_)), _) => Err(syn::Error::new(
+                attr.span(),
+                "a field can have only one `#[init(..)]`",
+            )),
+            (_, Err(e)) => Err(syn::Error::new(
+                e.span(),
+                "`#[init(..)]` takes the expression that builds the field, e.g. \
+                 `#[init(Dropout::new(0.1, seed))]`; `device`, `seed` and `prefix` are in scope",
+            )),
+        };
+        false
+    });
+    found
 }
 
 /// Removes this macro's field attributes and says what the field is. Other attributes

@@ -32,16 +32,18 @@ pub use tensor::*;
 /// What the code `#[model]` emits refers to, so user crates need only depend on `rtx`.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::nn::{Module, TensorKind, Visitor, VisitorMut};
+    pub use crate::nn::{Init, Module, TensorKind, Visitor, VisitorMut};
+    pub use rtx_backends::Device;
 }
 
 /// Everything a model file usually needs, in one import.
 pub mod prelude {
     pub use crate::nn::{
         AvgPool2d, BatchNorm, BatchNorm1d, BatchNorm2d, CausalSelfAttention, Conv1d, Conv2d,
-        CrossEntropy, Dropout, Embedding, GELU, LayerNorm, Linear, MaxPool2d, ModelExt, Module,
-        RMSNorm, ReLU, SiLU, Sigmoid, Tanh, binary_cross_entropy_with_logits, cross_entropy,
-        cross_entropy_with, l1_loss, mse_loss, nll_loss, try_cross_entropy_with, try_nll_loss,
+        CrossEntropy, Dropout, Embedding, GELU, Init, LayerNorm, Linear, MaxPool2d, ModelExt,
+        Module, RMSNorm, ReLU, SiLU, Sigmoid, Tanh, binary_cross_entropy_with_logits,
+        cross_entropy, cross_entropy_with, l1_loss, mse_loss, nll_loss, try_cross_entropy_with,
+        try_nll_loss,
     };
     pub use crate::optim::{
         Adam, AdamW, Constant, CosineAnnealing, LinearWarmup, OptimState, Optimizer, Schedule, Sgd,

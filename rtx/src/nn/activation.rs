@@ -1,9 +1,11 @@
 //! Activation layers (`ReLU`, `GELU`, `SiLU`, `Sigmoid`, `Tanh`): parameter-free modules that
 //! apply the matching elementwise op, so they can sit in a model's layer list.
 
+use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
+use rtx_backends::Device;
 use rtx_kernels::Float;
 
 macro_rules! activation {
@@ -25,8 +27,17 @@ macro_rules! activation {
         }
 
         impl Module for $name {
-            fn visit<V: Visitor>(&self, _: &str, _: &mut V) {}
+            fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
+        v.leave(prefix);
+    }
             fn visit_mut<V: VisitorMut>(&mut self, _: &str, _: &mut V) {}
+        }
+
+        impl Init for $name {
+            fn init_named(_device: &Device, _seed: u64, _prefix: &str) -> Self {
+                $name
+            }
         }
     };
 }
@@ -71,7 +82,17 @@ impl GELU {
     }
 }
 
+/// The exact form; give the field `#[init(GELU { tanh: true })]` for the tanh form.
+impl Init for GELU {
+    fn init_named(_device: &Device, _seed: u64, _prefix: &str) -> Self {
+        GELU::default()
+    }
+}
+
 impl Module for GELU {
-    fn visit<V: Visitor>(&self, _: &str, _: &mut V) {}
+    fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
+        v.leave(prefix);
+    }
     fn visit_mut<V: VisitorMut>(&mut self, _: &str, _: &mut V) {}
 }

@@ -9,6 +9,7 @@
 //! cannot be written as a type on stable Rust.
 
 use super::init;
+use super::init::Init;
 use super::linear::Linear;
 use super::module::{Module, Visitor, VisitorMut, join};
 use crate::shape::{Axes4, Const, Dim};
@@ -39,35 +40,7 @@ impl<const D: usize, const H: usize, E: Float> CausalSelfAttention<D, H, E> {
     /// `qkv.weight`, `qkv.bias`, `proj.weight` and `proj.bias`. `H` must divide `D` (checked
     /// when compiling).
     pub fn new(device: Device, seed: u64) -> Self {
-        Self::init(device, seed, "")
-    }
-
-    /// A block whose parameters are named under `prefix`, seeded from the model seed and
-    /// those names (see [`init`](super::init)).
-    pub fn init(device: Device, seed: u64, prefix: &str) -> Self {
-        const {
-            if H == 0 || !D.is_multiple_of(H) {
-                const_panic::concat_panic!(
-                    "attention: ",
-                    H,
-                    " heads do not divide the width ",
-                    D,
-                    ": the head count must divide d_model"
-                );
-            }
-        };
-        let (qkv_weight, qkv_bias) = init::default_weight_bias(
-            (3 * D, Const),
-            (3 * D,),
-            seed,
-            &format!("{prefix}qkv."),
-            device,
-        );
-        CausalSelfAttention {
-            qkv_weight,
-            qkv_bias,
-            proj: Linear::init(device, seed, &format!("{prefix}proj.")),
-        }
+        Self::init_named(&device, seed, "")
     }
 
     /// Attends over a `[B, T, D]` input: per head, `softmax(q kᵀ / sqrt(D/H))` with the
@@ -106,11 +79,42 @@ impl<const D: usize, const H: usize, E: Float> CausalSelfAttention<D, H, E> {
     }
 }
 
+impl<const D: usize, const H: usize, E: Float> Init for CausalSelfAttention<D, H, E> {
+    fn init_named(device: &Device, seed: u64, prefix: &str) -> Self {
+        let device = *device;
+        const {
+            if H == 0 || !D.is_multiple_of(H) {
+                const_panic::concat_panic!(
+                    "attention: ",
+                    H,
+                    " heads do not divide the width ",
+                    D,
+                    ": the head count must divide d_model"
+                );
+            }
+        };
+        let (qkv_weight, qkv_bias) = init::default_weight_bias(
+            (3 * D, Const),
+            (3 * D,),
+            seed,
+            &format!("{prefix}qkv."),
+            device,
+        );
+        CausalSelfAttention {
+            qkv_weight,
+            qkv_bias,
+            proj: Linear::init_named(&device, seed, &format!("{prefix}proj.")),
+        }
+    }
+}
+
 impl<const D: usize, const H: usize, E: Float> Module for CausalSelfAttention<D, H, E> {
     fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
         self.qkv_weight.visit(&join(prefix, "qkv.weight."), v);
         self.qkv_bias.visit(&join(prefix, "qkv.bias."), v);
         self.proj.visit(&join(prefix, "proj."), v);
+        v.leave(prefix);
     }
     fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
         self.qkv_weight.visit_mut(&join(prefix, "qkv.weight."), v);

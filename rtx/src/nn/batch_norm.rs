@@ -6,6 +6,7 @@
 //! The channel axis is moved first and the rest flattened, so one `[C, M]` computation serves
 //! every rank.
 
+use super::init::Init;
 use super::module::{Module, TensorKind, Visitor, VisitorMut, join};
 use crate::error::{Result, bail, ok};
 use crate::shape::{Axes3, Const, Shape, describe};
@@ -186,8 +187,16 @@ impl<const C: usize, E: Float> BatchNorm<C, E> {
     }
 }
 
+/// Weight ones, bias zeros, running mean zeros and running variance ones (the seed is unused).
+impl<const C: usize, E: Float> Init for BatchNorm<C, E> {
+    fn init_named(device: &Device, _seed: u64, _prefix: &str) -> Self {
+        Self::new(*device)
+    }
+}
+
 impl<const C: usize, E: Float> Module for BatchNorm<C, E> {
     fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
         self.weight.visit(&join(prefix, "weight."), v);
         self.bias.visit(&join(prefix, "bias."), v);
         let r = self.running();
@@ -195,6 +204,7 @@ impl<const C: usize, E: Float> Module for BatchNorm<C, E> {
         v.visit(&join(prefix, "running_var"), &r.var, TensorKind::Buffer);
         let name = join(prefix, "num_batches_tracked");
         v.visit(&name, &r.batches, TensorKind::Buffer);
+        v.leave(prefix);
     }
     fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
         self.weight.visit_mut(&join(prefix, "weight."), v);

@@ -2,6 +2,7 @@
 //! default initialization; stride, padding, dilation and groups come from its settings type.
 
 use super::init;
+use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut, join};
 use crate::shape::conv::ConvOptions;
 use crate::shape::{Const, Dim};
@@ -35,19 +36,7 @@ impl<const I: usize, const O: usize, const K: usize, Opt, E: Float> Conv2d<I, O,
     /// A layer initialized as PyTorch does (`U(-1/sqrt(I*K*K), 1/sqrt(I*K*K))` for weight and
     /// bias), seeded for the names `weight` and `bias`.
     pub fn new(device: Device, seed: u64) -> Self {
-        Self::init(device, seed, "")
-    }
-
-    /// A layer whose parameters are named `prefix` + `weight` / `bias`, seeded from the
-    /// model seed and those names (see [`init`](super::init)).
-    pub fn init(device: Device, seed: u64, prefix: &str) -> Self {
-        let (weight, bias) =
-            init::default_weight_bias((Const, Const, Const, Const), (Const,), seed, prefix, device);
-        Conv2d {
-            weight,
-            bias: Some(bias),
-            options: PhantomData,
-        }
+        Self::init_named(&device, seed, "")
     }
 
     /// The same layer without its bias (PyTorch's `bias=False`).
@@ -85,14 +74,31 @@ impl<const I: usize, const O: usize, const K: usize, Opt, E: Float> Conv2d<I, O,
     }
 }
 
+impl<const I: usize, const O: usize, const K: usize, Opt, E: Float> Init
+    for Conv2d<I, O, K, Opt, E>
+{
+    fn init_named(device: &Device, seed: u64, prefix: &str) -> Self {
+        let device = *device;
+        let (weight, bias) =
+            init::default_weight_bias((Const, Const, Const, Const), (Const,), seed, prefix, device);
+        Conv2d {
+            weight,
+            bias: Some(bias),
+            options: PhantomData,
+        }
+    }
+}
+
 impl<const I: usize, const O: usize, const K: usize, Opt, E: Float> Module
     for Conv2d<I, O, K, Opt, E>
 {
     fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
         self.weight.visit(&join(prefix, "weight."), v);
         if let Some(b) = &self.bias {
             b.visit(&join(prefix, "bias."), v);
         }
+        v.leave(prefix);
     }
     fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
         self.weight.visit_mut(&join(prefix, "weight."), v);

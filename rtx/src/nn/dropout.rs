@@ -5,11 +5,13 @@
 //! from the Philox stream of seed `param_seed(seed + k, "dropout")`, so a run replays exactly.
 //! The counter is atomic so `forward` takes `&self` like every other layer.
 
+use super::init::Init;
 use super::init::param_seed;
 use super::module::{Module, Visitor, VisitorMut};
 use crate::error::{Result, bail, ok};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
+use rtx_backends::Device;
 use rtx_kernels::Float;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -96,8 +98,19 @@ impl Dropout {
     }
 }
 
+/// PyTorch's default `p = 0.5`, masks seeded from the model seed and the layer's name; give
+/// the field `#[init(Dropout::new(p, seed))]` for another `p`.
+impl Init for Dropout {
+    fn init_named(_device: &Device, seed: u64, prefix: &str) -> Self {
+        Self::new(0.5, param_seed(seed, prefix))
+    }
+}
+
 impl Module for Dropout {
-    fn visit<V: Visitor>(&self, _: &str, _: &mut V) {}
+    fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
+        v.leave(prefix);
+    }
     fn visit_mut<V: VisitorMut>(&mut self, _: &str, _: &mut V) {}
     fn set_training(&mut self, training: bool) {
         self.training = training;

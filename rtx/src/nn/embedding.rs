@@ -1,6 +1,7 @@
 //! `Embedding`: a lookup table of `V` vectors of `D` features, indexed by `i64` token ids
 //! (PyTorch's `nn.Embedding(V, D)`, weight `[V, D]` drawn from N(0, 1)).
 
+use super::init::Init;
 use super::init::param_seed;
 use super::module::{Module, Visitor, VisitorMut, join};
 use crate::shape::{Const, Dim};
@@ -27,15 +28,7 @@ pub struct Embedding<const V: usize, const D: usize, E: Float = f32> {
 impl<const V: usize, const D: usize, E: Float> Embedding<V, D, E> {
     /// A table drawn from N(0, 1), as PyTorch initializes it, seeded for the name `weight`.
     pub fn new(device: Device, seed: u64) -> Self {
-        Self::init(device, seed, "")
-    }
-
-    /// A table named `prefix` + `weight`, seeded from the model seed and that name.
-    pub fn init(device: Device, seed: u64, prefix: &str) -> Self {
-        let seed = param_seed(seed, &format!("{prefix}weight"));
-        Embedding {
-            weight: Tensor::randn((Const, Const), seed, device),
-        }
+        Self::init_named(&device, seed, "")
     }
 
     /// The rows at `ids`: `[B] -> [B, D]`.
@@ -71,9 +64,21 @@ impl<const V: usize, const D: usize, E: Float> Embedding<V, D, E> {
     }
 }
 
+impl<const V: usize, const D: usize, E: Float> Init for Embedding<V, D, E> {
+    fn init_named(device: &Device, seed: u64, prefix: &str) -> Self {
+        let device = *device;
+        let seed = param_seed(seed, &format!("{prefix}weight"));
+        Embedding {
+            weight: Tensor::randn((Const, Const), seed, device),
+        }
+    }
+}
+
 impl<const V: usize, const D: usize, E: Float> Module for Embedding<V, D, E> {
     fn visit<V2: Visitor>(&self, prefix: &str, v: &mut V2) {
+        v.enter(prefix, std::any::type_name::<Self>());
         self.weight.visit(&join(prefix, "weight."), v);
+        v.leave(prefix);
     }
     fn visit_mut<V2: VisitorMut>(&mut self, prefix: &str, v: &mut V2) {
         self.weight.visit_mut(&join(prefix, "weight."), v);

@@ -1,4 +1,5 @@
-//! Seeded parameter initializers (PyTorch's `torch.nn.init`), drawn from the Philox stream.
+//! Seeded parameter initializers (PyTorch's `torch.nn.init`), drawn from the Philox stream,
+//! and [`Init`], the trait of modules built from a device and a seed.
 //!
 //! Determinism: a layer built with model seed `seed` draws its parameter named `name` (the
 //! dotted PyTorch name, `fc1.weight`) from the stream of [`param_seed`]`(seed, name)`: the
@@ -6,10 +7,81 @@
 //! Each parameter's values therefore depend only on the model seed and its own name, so adding,
 //! removing or reordering other layers never changes them.
 
-use crate::shape::Shape;
+use crate::shape::{ConstShape, Shape};
 use crate::tensor::Tensor;
 use rtx_backends::Device;
 use rtx_kernels::Float;
+
+/// A module that can build itself from a device and a seed: every layer in `nn`, arrays of
+/// them, tensors with compile-time shapes (zeros) and every `#[model]` struct, whose derived
+/// impl builds each field under its own name.
+///
+/// Seeds follow names: each parameter is drawn from [`param_seed`]`(seed, name)` with its
+/// full dotted name, so a layer's values depend on the model seed and where the layer sits,
+/// never on the other layers.
+///
+/// ```
+/// use rtx::prelude::*;
+///
+/// #[model]
+/// struct Mlp {
+///     fc1: Linear<4, 8>,
+///     fc2: Linear<8, 2>,
+/// }
+///
+/// let a = Mlp::init(&Device::Cpu, 7);
+/// let b = Mlp::init(&Device::Cpu, 7);
+/// assert_eq!(a.fc2.weight.to_vec(), b.fc2.weight.to_vec());
+/// // The same layer at the same name draws the same values in any model.
+/// assert_eq!(a.fc1.weight.to_vec(), Linear::<4, 8>::init_named(&Device::Cpu, 7, "fc1.").weight.to_vec());
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be built from a device and a seed alone",
+    label = "no `Init` for this field's type",
+    note = "give the field `#[init(expr)]`, where `device: &Device`, `seed: u64` and the \
+            field's `prefix: &str` are in scope (for a `Vec` of `n` modules: \
+            `#[init(rtx::nn::init::init_vec(n, device, seed, prefix))]`), or implement \
+            `rtx::nn::Init` for the type"
+)]
+pub trait Init: Sized {
+    /// Builds the module with its tensors named `prefix` + their path (`prefix` is empty at
+    /// the root, else ends in `.`), each seeded from `seed` and its full name.
+    fn init_named(device: &Device, seed: u64, prefix: &str) -> Self;
+
+    /// Builds the module as the root of a model, seeded with `seed`.
+    fn init(device: &Device, seed: u64) -> Self {
+        Self::init_named(device, seed, "")
+    }
+}
+
+/// `n` modules named `prefix` + `0.` .. `prefix` + `{n-1}.`, for a `Vec` field of a
+/// `#[model]` (`#[init(rtx::nn::init::init_vec(4, device, seed, prefix))]`).
+///
+/// ```
+/// # use rtx::prelude::*;
+/// let layers: Vec<Linear<2, 2>> = rtx::nn::init::init_vec(3, &Device::Cpu, 1, "layers.");
+/// assert_eq!(layers.len(), 3);
+/// assert_ne!(layers[0].weight.to_vec(), layers[1].weight.to_vec());
+/// ```
+pub fn init_vec<M: Init>(n: usize, device: &Device, seed: u64, prefix: &str) -> Vec<M> {
+    (0..n)
+        .map(|i| M::init_named(device, seed, &format!("{prefix}{i}.")))
+        .collect()
+}
+
+/// A bare tensor field starts at zeros (as `nn.Parameter(torch.zeros(..))`); give the field
+/// `#[init(..)]` for anything else.
+impl<S: ConstShape, E: Float> Init for Tensor<S, E> {
+    fn init_named(device: &Device, _seed: u64, _prefix: &str) -> Self {
+        Tensor::zeros(S::default(), *device)
+    }
+}
+
+impl<M: Init, const N: usize> Init for [M; N] {
+    fn init_named(device: &Device, seed: u64, prefix: &str) -> Self {
+        std::array::from_fn(|i| M::init_named(device, seed, &format!("{prefix}{i}.")))
+    }
+}
 
 /// The seed of the parameter `name` in a model seeded with `seed` (see the module docs).
 ///

@@ -1,6 +1,7 @@
 //! `LayerNorm`: normalization over the last axis (`D` features) with a learned scale and
 //! shift, as PyTorch's `nn.LayerNorm(D)`.
 
+use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut, join};
 use crate::error::{Result, bail, ok};
 use crate::shape::{Const, Shape, describe};
@@ -82,10 +83,19 @@ pub(crate) fn rows_of<S: Shape, E: Float, const D: usize>(
     }
 }
 
+/// Weight ones and bias zeros (the seed is unused).
+impl<const D: usize, E: Float> Init for LayerNorm<D, E> {
+    fn init_named(device: &Device, _seed: u64, _prefix: &str) -> Self {
+        Self::new(*device)
+    }
+}
+
 impl<const D: usize, E: Float> Module for LayerNorm<D, E> {
     fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
         self.weight.visit(&join(prefix, "weight."), v);
         self.bias.visit(&join(prefix, "bias."), v);
+        v.leave(prefix);
     }
     fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
         self.weight.visit_mut(&join(prefix, "weight."), v);

@@ -2,6 +2,7 @@
 //! `bias` `[O]`), names and default initialization.
 
 use super::init;
+use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut, join};
 use crate::shape::Const;
 use crate::shape::rules::BroadcastShapes;
@@ -42,26 +43,7 @@ impl<const I: usize, const O: usize, E: Float> Linear<I, O, E> {
     /// assert!(fc.weight.to_vec().iter().all(|w| w.abs() <= 0.25));
     /// ```
     pub fn new(device: Device, seed: u64) -> Self {
-        Self::init(device, seed, "")
-    }
-
-    /// A layer whose parameters are named `prefix` + `weight` / `bias` in its model
-    /// (`prefix` is empty or ends in `.`), seeded from the model seed and those names (see
-    /// [`init`](super::init)).
-    ///
-    /// ```
-    /// # use rtx::prelude::*;
-    /// let a = Linear::<4, 4>::init(Device::Cpu, 5, "fc1.");
-    /// let b = Linear::<4, 4>::init(Device::Cpu, 5, "fc2.");
-    /// assert_ne!(a.weight.to_vec(), b.weight.to_vec());
-    /// ```
-    pub fn init(device: Device, seed: u64, prefix: &str) -> Self {
-        let (weight, bias) =
-            init::default_weight_bias((Const, Const), (Const,), seed, prefix, device);
-        Linear {
-            weight,
-            bias: Some(bias),
-        }
+        Self::init_named(&device, seed, "")
     }
 
     /// The same layer without its bias (PyTorch's `bias=False`).
@@ -101,12 +83,26 @@ impl<const I: usize, const O: usize, E: Float> Linear<I, O, E> {
     }
 }
 
+impl<const I: usize, const O: usize, E: Float> Init for Linear<I, O, E> {
+    fn init_named(device: &Device, seed: u64, prefix: &str) -> Self {
+        let device = *device;
+        let (weight, bias) =
+            init::default_weight_bias((Const, Const), (Const,), seed, prefix, device);
+        Linear {
+            weight,
+            bias: Some(bias),
+        }
+    }
+}
+
 impl<const I: usize, const O: usize, E: Float> Module for Linear<I, O, E> {
     fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
         self.weight.visit(&join(prefix, "weight."), v);
         if let Some(b) = &self.bias {
             b.visit(&join(prefix, "bias."), v);
         }
+        v.leave(prefix);
     }
     fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
         self.weight.visit_mut(&join(prefix, "weight."), v);

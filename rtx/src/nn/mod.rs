@@ -24,6 +24,7 @@ pub use conv1d::Conv1d;
 pub use conv2d::Conv2d;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
+pub use init::Init;
 pub use layer_norm::LayerNorm;
 pub use linear::{Linear, LinearOut};
 pub use loss::{

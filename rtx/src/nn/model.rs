@@ -348,6 +348,11 @@ impl Node {
         };
         let ty = short_type_name(self.type_name);
         let n = self.parameters();
+        if self.children.is_empty() {
+            // A layer without tensors (an activation, pooling, dropout): its type says it all.
+            out.push_str(&format!("{indent}{label}{ty}\n"));
+            return;
+        }
         let unit = if n == 1 { "parameter" } else { "parameters" };
         out.push_str(&format!("{indent}{label}{ty} ({n} {unit}) {{\n"));
         for c in &self.children {

@@ -1,9 +1,11 @@
 //! `MaxPool2d` and `AvgPool2d`: parameter-free pooling layers over `[N, C, H, W]`, their window
 //! given by const generics (kernel `K`, stride `S`, padding `P`).
 
+use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut};
 use crate::shape::Dim;
 use crate::tensor::{Pool, Tensor};
+use rtx_backends::Device;
 use rtx_kernels::Float;
 
 /// Max pooling over `K x K` windows with stride `S` and padding `P` (PyTorch's
@@ -59,12 +61,30 @@ impl<const K: usize, const S: usize, const P: usize> AvgPool2d<K, S, P> {
     }
 }
 
+impl<const K: usize, const S: usize, const P: usize> Init for MaxPool2d<K, S, P> {
+    fn init_named(_device: &Device, _seed: u64, _prefix: &str) -> Self {
+        MaxPool2d
+    }
+}
+
+impl<const K: usize, const S: usize, const P: usize> Init for AvgPool2d<K, S, P> {
+    fn init_named(_device: &Device, _seed: u64, _prefix: &str) -> Self {
+        AvgPool2d
+    }
+}
+
 impl<const K: usize, const S: usize, const P: usize> Module for MaxPool2d<K, S, P> {
-    fn visit<V: Visitor>(&self, _: &str, _: &mut V) {}
+    fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
+        v.leave(prefix);
+    }
     fn visit_mut<V: VisitorMut>(&mut self, _: &str, _: &mut V) {}
 }
 
 impl<const K: usize, const S: usize, const P: usize> Module for AvgPool2d<K, S, P> {
-    fn visit<V: Visitor>(&self, _: &str, _: &mut V) {}
+    fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
+        v.leave(prefix);
+    }
     fn visit_mut<V: VisitorMut>(&mut self, _: &str, _: &mut V) {}
 }

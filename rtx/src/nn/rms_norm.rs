@@ -1,6 +1,7 @@
 //! `RMSNorm`: root-mean-square normalization over the last axis with a learned scale, as
 //! PyTorch's `nn.RMSNorm(D)`.
 
+use super::init::Init;
 use super::layer_norm::rows_of;
 use super::module::{Module, Visitor, VisitorMut, join};
 use crate::error::{Result, ok};
@@ -62,9 +63,18 @@ impl<const D: usize, E: Float> RMSNorm<D, E> {
     }
 }
 
+/// Weight ones (the seed is unused).
+impl<const D: usize, E: Float> Init for RMSNorm<D, E> {
+    fn init_named(device: &Device, _seed: u64, _prefix: &str) -> Self {
+        Self::new(*device)
+    }
+}
+
 impl<const D: usize, E: Float> Module for RMSNorm<D, E> {
     fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
+        v.enter(prefix, std::any::type_name::<Self>());
         self.weight.visit(&join(prefix, "weight."), v);
+        v.leave(prefix);
     }
     fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
         self.weight.visit_mut(&join(prefix, "weight."), v);
