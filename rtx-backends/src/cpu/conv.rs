@@ -185,6 +185,10 @@ fn im2col<E: Num>(
     let [dh, dw] = p.dilation;
     for (row, dst) in col.chunks_mut(l).enumerate() {
         let (c, i, j) = (row / (kh * kw), (row / kw) % kh, row % kw);
+        let xs = taps(wo, sw, j * dw, pw, w);
+        if xs.is_empty() {
+            continue;
+        }
         for oy in 0..ho {
             // Positions are shifted by the padding so they stay unsigned.
             let iy = oy * sh + i * dh;
@@ -193,15 +197,26 @@ fn im2col<E: Num>(
             }
             let src = &image[(c * h + iy - ph) * w..][..w];
             let dst = &mut dst[oy * wo..][..wo];
-            for (ox, d) in dst.iter_mut().enumerate() {
-                let ix = ox * sw + j * dw;
-                if ix >= pw && ix - pw < w {
-                    *d = src[ix - pw];
+            if sw == 1 {
+                let first = xs.start + j * dw - pw;
+                dst[xs.clone()].copy_from_slice(&src[first..first + xs.len()]);
+            } else {
+                for ox in xs.clone() {
+                    dst[ox] = src[ox * sw + j * dw - pw];
                 }
             }
         }
     }
     col
+}
+
+/// The output positions `ox` whose kernel tap at offset `tap` (dilation applied) lands inside
+/// the input: `pad <= ox * stride + tap < len + pad`. Computing the range once per row keeps
+/// the bounds checks out of the copy loops.
+fn taps(out: usize, stride: usize, tap: usize, pad: usize, len: usize) -> std::ops::Range<usize> {
+    let lo = pad.saturating_sub(tap).div_ceil(stride);
+    let hi = (len + pad).saturating_sub(tap).div_ceil(stride).min(out);
+    lo.min(hi)..hi
 }
 
 /// Max or average pooling of `x` (`[N, C, H, W]`) as dense `[N, C, HO, WO]`. Max pooling
@@ -221,32 +236,40 @@ pub fn pool2d<E: Float>(x: &[E], xl: &Layout, op: PoolOp, p: &Pool2dParams) -> V
     let [ph, pw] = p.padding;
     // The compute type is not `Sync`, so the divisor crosses threads as an f64.
     let area = (kh * kw) as f64;
+    // Each output row and column reads the same input rows and columns: find them once.
+    let ys: Vec<_> = (0..ho).map(|oy| window(oy * sh, kh, ph, h)).collect();
+    let xs: Vec<_> = (0..wo).map(|ox| window(ox * sw, kw, pw, w)).collect();
     build(n * c * ho * wo, |start, out| {
-        for (idx, o) in (start..).zip(out.iter_mut()) {
-            let (plane, oy, ox) = (idx / (ho * wo), (idx / wo) % ho, idx % wo);
+        let (mut plane, mut oy, mut ox) = (start / (ho * wo), (start / wo) % ho, start % wo);
+        for o in out.iter_mut() {
             let image = &x[plane * h * w..][..h * w];
-            let (ys, xs) = (window(oy * sh, kh, ph, h), window(ox * sw, kw, pw, w));
+            let rows = ys[oy].clone().map(|y| &image[y * w..][xs[ox].clone()]);
             let v = match op {
                 PoolOp::Max => {
                     let mut m = E::LOWEST;
-                    for y in ys {
-                        for &v in &image[y * w..][xs.clone()] {
-                            m = m.max_of(v);
-                        }
+                    for v in rows.flatten() {
+                        m = m.max_of(*v);
                     }
                     m
                 }
                 PoolOp::Avg => {
                     let mut s = E::Acc::c(0.0);
-                    for y in ys {
-                        for &v in &image[y * w..][xs.clone()] {
-                            s = s + v.to_acc();
-                        }
+                    for v in rows.flatten() {
+                        s = s + v.to_acc();
                     }
                     E::from_acc(s / E::Acc::c(area))
                 }
             };
             o.write(v);
+            ox += 1;
+            if ox == wo {
+                ox = 0;
+                oy += 1;
+                if oy == ho {
+                    oy = 0;
+                    plane += 1;
+                }
+            }
         }
     })
 }
@@ -404,16 +427,26 @@ fn col2im<E: Num>(
     let [dh, dw] = p.dilation;
     for (row, src) in col.chunks(l).enumerate() {
         let (c, i, j) = (row / (kh * kw), (row / kw) % kh, row % kw);
+        let xs = taps(wo, sw, j * dw, pw, w);
+        if xs.is_empty() {
+            continue;
+        }
         for oy in 0..ho {
             let iy = oy * sh + i * dh;
             if iy < ph || iy - ph >= h {
                 continue;
             }
             let dst = &mut image[(c * h + iy - ph) * w..][..w];
-            for (ox, &v) in src[oy * wo..][..wo].iter().enumerate() {
-                let ix = ox * sw + j * dw;
-                if ix >= pw && ix - pw < w {
-                    dst[ix - pw] = dst[ix - pw].add(v);
+            let src = &src[oy * wo..][..wo];
+            if sw == 1 {
+                let first = xs.start + j * dw - pw;
+                for (d, &v) in dst[first..first + xs.len()].iter_mut().zip(&src[xs.clone()]) {
+                    *d = d.add(v);
+                }
+            } else {
+                for ox in xs.clone() {
+                    let d = &mut dst[ox * sw + j * dw - pw];
+                    *d = d.add(src[ox]);
                 }
             }
         }
@@ -446,6 +479,8 @@ pub fn pool2d_backward<E: Float>(
     if dx.is_empty() {
         return dx;
     }
+    let yw: Vec<_> = (0..ho).map(|oy| window(oy * sh, kh, ph, h)).collect();
+    let xw: Vec<_> = (0..wo).map(|ox| window(ox * sw, kw, pw, w)).collect();
     dx.par_chunks_mut(h * w)
         .enumerate()
         .for_each(|(plane, dst)| {
@@ -454,7 +489,7 @@ pub fn pool2d_backward<E: Float>(
             for oy in 0..ho {
                 for ox in 0..wo {
                     let gv = grad[oy * wo + ox];
-                    let (ys, xs) = (window(oy * sh, kh, ph, h), window(ox * sw, kw, pw, w));
+                    let (ys, xs) = (yw[oy].clone(), xw[ox].clone());
                     match op {
                         PoolOp::Max => {
                             let mut best: Option<(usize, E)> = None;

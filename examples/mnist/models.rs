@@ -1,0 +1,53 @@
+//! The two MNIST models of the `mnist` example (and of `benches/training.rs`): an MLP
+//! 784-256-10 with ReLU, and a LeNet-5-style CNN. Both take a batch of `[B, 1, 28, 28]`
+//! images, with the batch dim `B` either static (full batches) or known at run time (the
+//! final partial batch), and give `[B, 10]` logits.
+
+use rtx::prelude::*;
+
+/// A batch of MNIST images.
+pub type Images<B> = Tensor<(B, Const<1>, Const<28>, Const<28>)>;
+/// A batch of logits over the ten digits.
+pub type Logits<B> = Tensor<(B, Const<10>)>;
+
+/// A two-layer perceptron: 784 -> 256 (ReLU) -> 10.
+#[model]
+pub struct Mlp {
+    fc1: Linear<784, 256>,
+    fc2: Linear<256, 10>,
+}
+
+impl Mlp {
+    /// Logits for a batch of images (flattened to 784 features).
+    pub fn forward<B: Dim>(&self, x: &Images<B>) -> Logits<B> {
+        let x = x.reshape((x.dim::<0>(), Const::<784>));
+        let h = self.fc1.forward(&x).relu();
+        self.fc2.forward(&h)
+    }
+}
+
+/// LeNet-5 with ReLU and max pooling: two 5x5 convolutions (6 and 16 channels, the first
+/// padded to keep 28x28), each followed by 2x2 max pooling, then 400 -> 120 -> 84 -> 10.
+#[model]
+pub struct Lenet {
+    conv1: Conv2d<1, 6, 5, Conv<1, 2>>,
+    conv2: Conv2d<6, 16, 5>,
+    pool: MaxPool2d<2, 2>,
+    fc1: Linear<400, 120>,
+    fc2: Linear<120, 84>,
+    fc3: Linear<84, 10>,
+}
+
+impl Lenet {
+    /// Logits for a batch of images.
+    pub fn forward<B: Dim>(&self, x: &Images<B>) -> Logits<B> {
+        let c1: Tensor<(B, Const<6>, Const<28>, Const<28>)> = self.conv1.forward(x).relu();
+        let p1: Tensor<(B, Const<6>, Const<14>, Const<14>)> = self.pool.forward(&c1);
+        let c2: Tensor<(B, Const<16>, Const<10>, Const<10>)> = self.conv2.forward(&p1).relu();
+        let p2: Tensor<(B, Const<16>, Const<5>, Const<5>)> = self.pool.forward(&c2);
+        let flat = p2.reshape((x.dim::<0>(), Const::<400>));
+        let h1 = self.fc1.forward(&flat).relu();
+        let h2 = self.fc2.forward(&h1).relu();
+        self.fc3.forward(&h2)
+    }
+}
