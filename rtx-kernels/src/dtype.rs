@@ -207,6 +207,12 @@ pub trait FloatMath:
     fn abs(self) -> Self;
     /// `self` to the power `e`.
     fn powf(self, e: Self) -> Self;
+    /// Widens to `f64` (exact for both compute types).
+    fn to_f64(self) -> f64;
+    /// The larger of two values; a NaN operand is ignored, as in C's `fmax` (and CUDA's).
+    fn max(self, o: Self) -> Self;
+    /// The smaller of two values; a NaN operand is ignored, as in C's `fmin` (and CUDA's).
+    fn min(self, o: Self) -> Self;
 }
 
 impl FloatMath for f32 {
@@ -254,6 +260,18 @@ impl FloatMath for f32 {
     fn powf(self, e: Self) -> Self {
         f32::powf(self, e)
     }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        f32::max(self, o)
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        f32::min(self, o)
+    }
 }
 
 impl FloatMath for f64 {
@@ -300,6 +318,18 @@ impl FloatMath for f64 {
     #[inline(always)]
     fn powf(self, e: Self) -> Self {
         f64::powf(self, e)
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        f64::max(self, o)
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        f64::min(self, o)
     }
 }
 

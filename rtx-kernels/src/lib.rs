@@ -6,6 +6,8 @@
 
 pub mod dtype;
 pub mod fastmath;
+pub mod kernel;
+pub mod kernels;
 pub mod op;
 pub mod philox;
 

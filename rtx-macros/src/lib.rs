@@ -1,4 +1,4 @@
-//! rtx's procedural macros: `#[model]` (and, later, `#[kernel]`).
+//! rtx's procedural macros: `#[model]` and `#[kernel]`.
 //!
 //! The crate sits at the bottom of the dependency chain (rtx-macros <- rtx-kernels <-
 //! rtx-backends <- rtx). Users reach the macros through `rtx` (`rtx::model`), and the code
@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+mod kernel;
 mod model;
 
 use proc_macro::TokenStream;
@@ -39,4 +40,104 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
     model::expand(attr.into(), item.into()).into()
+}
+
+/// Writes a GPU kernel in Rust: the function yields, when the crate compiles, native Rust
+/// that runs and tests on the CPU, and self-contained CUDA C++ source (no headers needed, so
+/// NVRTC compiles it as is) with one `extern "C"` entry per element type (f32, f64, f16, bf16;
+/// f16 and bf16 compute in f32, f32 and f64 in their own type).
+///
+/// Every kernel is generic over one element type, `fn name<T: Float>(..)`. Inside the body,
+/// `T` values are held in the compute type (`T::Acc`): reading a `T` buffer widens, writing
+/// narrows, and float literals (`0.5`, no suffix) have the compute type. Alongside the native
+/// function, a module of the same name holds `KERNEL: KernelSource` (name, kind, CUDA source,
+/// entry symbols and their argument lists; see `rtx_kernels::kernel`).
+///
+/// # The three kinds
+///
+/// **Elementwise**, `#[kernel(elementwise)]`: a scalar function of `T` inputs; `#[uniform]`
+/// marks scalars passed once for all elements (`T`, `usize`, `i32`, `u32` or `i64`).
+/// ```ignore
+/// #[kernel(elementwise)]
+/// pub fn leaky_relu<T: Float>(x: T, #[uniform] slope: T) -> T {
+///     if x > 0.0 { x } else { slope * x }
+/// }
+/// ```
+/// generates `fn leaky_relu<T: Float>(x: T, slope: T) -> T`, and in `mod leaky_relu`:
+/// `KERNEL`, `map(x: &[T], slope: T, out: &mut [T])` (equal lengths) and
+/// `map_strided(x: &[T], x_strides: &KernelStrides, slope: T, out: &mut [T], shape:
+/// &KernelShape)` (each input read at its own offset and strides over the output's shape, a
+/// zero stride broadcasting; rank up to 6), both returning `Result<(), LaunchError>`. CUDA
+/// entries `leaky_relu_contig_{f32,f64,f16,bf16}(x, slope, out, n)` (16-byte vector loads
+/// when every pointer is aligned, then a scalar tail) and `leaky_relu_strided_*(x,
+/// x_strides, slope, out, shape, n)`; both are grid-stride loops, so any grid works.
+///
+/// Where the body is differentiable, the macro also derives, for each `T` input `x`, a
+/// kernel `<name>_grad_<x>` (here `leaky_relu_grad_x(x, slope, grad) -> T`, returning
+/// `grad * d out / d x`) by forward-mode symbolic differentiation over the `let` bindings:
+/// arithmetic, `exp`, `ln`, `ln_1p`, `sqrt`, `sin`, `cos`, `tanh`, `erf`, `abs`, `recip`,
+/// `powi`, `powf`, `max`/`min` (ties to the first operand), `if`/`else` (branch by branch;
+/// the condition is not differentiated) and `as T` casts of integers (zero). Bodies with
+/// loops or assignments get no derivative; `#[kernel(elementwise, grad)]` makes that an
+/// error, `no_grad` turns derivation off.
+///
+/// **Reduce**, `#[kernel(reduce(identity = .., map = |x| .., finish = |acc, n| ..))]` on a
+/// combine function (`map` and `finish` are optional; `n` is the axis length as `T`):
+/// ```ignore
+/// #[kernel(reduce(identity = 0.0, finish = |acc, n| acc / n))]
+/// pub fn mean<T: Float>(acc: T, x: T) -> T { acc + x }
+/// ```
+/// generates the combine as `fn mean<T: Float>(acc: T, x: T) -> T`, and in `mod mean`:
+/// `KERNEL`, `reduce(x: &[T], outer, axis, inner, out: &mut [T])` over a row-major
+/// `[outer, axis, inner]` view and `reduce_axis(x: &[T], shape: &[usize], axis, keepdim) ->
+/// Result<(Vec<T>, Vec<usize>), LaunchError>`. CUDA entries `mean_{f32,..}(x, out, outer,
+/// axis, inner)`: one block per output (grid-stride over outputs; block size a multiple of
+/// 32, at most 1024), each thread striding the axis, then warp shuffles and shared memory,
+/// in a fixed order for a given block size. The native version folds in index order.
+///
+/// **SIMT**, `#[kernel]`: buffers `&[T]` / `&mut [T]` (also of `usize`, `i32`, `u32`,
+/// `i64`), scalars, loops and the intrinsics `thread_idx_x()`, `block_idx_x()`,
+/// `block_dim_x()`, `grid_dim_x()` (and `_y`, `_z`; all `usize`), `lane_id()`,
+/// `sync_threads()`, `warp_shuffle_down(v, offset: u32)`, `warp_shuffle_xor(v, mask: u32)`,
+/// `atomic_add(&mut buf[i], v);`, and shared memory declared at the top of the body as
+/// `#[shared] let s: [T; 256];`.
+/// ```ignore
+/// #[kernel]
+/// pub fn axpy<T: Float>(a: T, x: &[T], y: &mut [T], n: usize) {
+///     let i = block_idx_x() * block_dim_x() + thread_idx_x();
+///     if i < n { y[i] = a * x[i] + y[i]; }
+/// }
+/// ```
+/// generates `fn axpy<T: Float>(launch: LaunchConfig, a: T, x: &[T], y: &mut [T], n: usize)
+/// -> Result<(), LaunchError>`, which emulates the launch on the CPU: blocks one after
+/// another; the threads of a block one after another when the body never synchronizes,
+/// otherwise one OS thread each against a real barrier (threads that returned stop counting,
+/// as on the GPU) with warp shuffles exchanged through per-warp slots. CUDA entries
+/// `axpy_{f32,..}(a, x, y, n)`; a `T` scalar is passed in the compute type. Shuffles assume
+/// full warps (a block size that is a multiple of 32), as `__shfl_*_sync(0xffffffff, ..)`
+/// does.
+///
+/// # The subset
+///
+/// Literals, parameters, `let`/`let mut` (with `T`, `usize`, `i32`, `u32`, `i64` or `bool`
+/// annotations; an unannotated integer literal binding is `usize`), shadowing, arithmetic,
+/// comparisons, `&&`/`||`, bit operations and shifts on integers, `+=` and friends, the math
+/// methods `x.exp()`, `ln`, `ln_1p`, `sqrt`, `sin`, `cos`, `tanh`, `erf`, `abs`, `recip`,
+/// `a.max(b)`, `min` (C's `fmax`/`fmin`: a NaN operand is skipped), `powi(i32)`, `powf(T)`,
+/// `as` casts between `T` and the integer types, `T::INFINITY`, `T::NEG_INFINITY`, `T::NAN`,
+/// `if`/`else` (also as a value), blocks, `for i in a..b`, `for i in (a..b).step_by(s)`,
+/// `while`, `loop`, `break`, `continue` and, in SIMT kernels, `return;`. Anything else
+/// (method calls outside that list, closures, calls to other functions, paths to other
+/// items, `unsafe`, macros, `match`, references, `return` with a value...) is a compile error
+/// at its span that lists what is supported.
+///
+/// # Paths
+///
+/// The generated code names rtx-kernels through `::rtx::__private::rtx_kernels` by default,
+/// so a user crate needs only `rtx`. Inside rtx-kernels (or a crate that depends on it
+/// directly), write `#[kernel(.., crate = crate)]` or `crate = ::rtx_kernels`; the path must
+/// be absolute.
+#[proc_macro_attribute]
+pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
+    kernel::expand(attr.into(), item.into()).into()
 }

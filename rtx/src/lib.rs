@@ -26,7 +26,7 @@ pub use error::{Error, Result};
 pub use rtx_backends::Device;
 pub use rtx_kernels::op;
 pub use rtx_kernels::{DType, Element, Float, Num, Signed, bf16, f16};
-pub use rtx_macros::model;
+pub use rtx_macros::{kernel, model};
 pub use tensor::*;
 
 /// What the code `#[model]` emits refers to, so user crates need only depend on `rtx`.
@@ -34,6 +34,8 @@ pub use tensor::*;
 pub mod __private {
     pub use crate::nn::{Init, Module, TensorKind, Visitor, VisitorMut};
     pub use rtx_backends::Device;
+    /// `#[kernel]`'s generated code names `::rtx::__private::rtx_kernels::...`.
+    pub use rtx_kernels;
 }
 
 /// Everything a model file usually needs, in one import.

@@ -1,0 +1,665 @@
+//! Native emulation of CUDA's execution model for general SIMT kernels: grids of blocks of
+//! threads with shared memory, barriers and warp shuffles, so a GPU kernel written with
+//! `#[kernel]` runs (slowly, but exactly) on the CPU and can be tested without a GPU.
+//!
+//! Blocks run one after another. Within a block, a body that never synchronizes runs its
+//! threads one after another; a body that calls `sync_threads` or a warp shuffle runs each
+//! thread on its own OS thread against a real barrier. As on the GPU, a thread that has
+//! returned no longer counts at a barrier, so `if i >= n { return; }` before a barrier works.
+//!
+//! Invariant: everything threads share (global buffers written by the kernel, shared arrays,
+//! warp exchange slots) is accessed through atomics with relaxed ordering and ordered by the
+//! barrier's mutex, so a racy kernel gives racy numbers, as on the GPU, but never undefined
+//! behavior in Rust.
+
+use super::LaunchError;
+use crate::{Element, FloatMath};
+use std::marker::PhantomData;
+use std::mem::{align_of, size_of, transmute_copy};
+use std::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// Threads per warp, as on every NVIDIA GPU.
+pub const WARP_SIZE: usize = 32;
+
+/// A grid or block extent in up to three dims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dim3 {
+    /// Extent along x (the fastest-varying thread index).
+    pub x: u32,
+    /// Extent along y.
+    pub y: u32,
+    /// Extent along z.
+    pub z: u32,
+}
+
+impl Dim3 {
+    /// Number of points.
+    pub fn count(self) -> usize {
+        self.x as usize * self.y as usize * self.z as usize
+    }
+}
+
+impl From<u32> for Dim3 {
+    fn from(x: u32) -> Self {
+        Dim3 { x, y: 1, z: 1 }
+    }
+}
+
+impl From<(u32, u32)> for Dim3 {
+    fn from((x, y): (u32, u32)) -> Self {
+        Dim3 { x, y, z: 1 }
+    }
+}
+
+impl From<(u32, u32, u32)> for Dim3 {
+    fn from((x, y, z): (u32, u32, u32)) -> Self {
+        Dim3 { x, y, z }
+    }
+}
+
+/// The grid and block a SIMT kernel runs with, natively or on a GPU.
+///
+/// ```
+/// let cfg = rtx_kernels::kernel::LaunchConfig::new(8, 256);
+/// assert_eq!((cfg.grid.x, cfg.block.x, cfg.block.y), (8, 256, 1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in the grid.
+    pub grid: Dim3,
+    /// Threads in a block (at most 1024 in all).
+    pub block: Dim3,
+}
+
+impl LaunchConfig {
+    /// A launch of `grid` blocks of `block` threads each.
+    pub fn new(grid: impl Into<Dim3>, block: impl Into<Dim3>) -> Self {
+        LaunchConfig {
+            grid: grid.into(),
+            block: block.into(),
+        }
+    }
+}
+
+/// A value that fits a 64-bit word, so threads can exchange it through atomics.
+pub trait Word: Copy + Send + Sync + 'static {
+    /// The bits.
+    fn to_word(self) -> u64;
+    /// Back from the bits.
+    fn from_word(w: u64) -> Self;
+}
+
+impl<A: FloatMath> Word for A {
+    #[inline]
+    fn to_word(self) -> u64 {
+        // Both compute types widen exactly to f64, so this round trip is lossless.
+        self.to_f64().to_bits()
+    }
+    #[inline]
+    fn from_word(w: u64) -> Self {
+        A::c(f64::from_bits(w))
+    }
+}
+
+macro_rules! int_word {
+    ($($t:ty),*) => {$(
+        impl Word for $t {
+            #[inline]
+            fn to_word(self) -> u64 {
+                self as u64
+            }
+            #[inline]
+            fn from_word(w: u64) -> Self {
+                w as $t
+            }
+        }
+    )*};
+}
+int_word!(usize, u32, i32, i64);
+
+impl Word for bool {
+    #[inline]
+    fn to_word(self) -> u64 {
+        self as u64
+    }
+    #[inline]
+    fn from_word(w: u64) -> Self {
+        w != 0
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // No code panics while holding these locks, so a poisoned lock still holds valid state.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A reusable barrier whose party shrinks as threads exit, like `__syncthreads` on threads
+/// that have returned.
+struct Barrier {
+    state: Mutex<BarrierState>,
+    cv: Condvar,
+}
+
+struct BarrierState {
+    live: usize,
+    arrived: usize,
+    generation: u64,
+}
+
+impl Barrier {
+    fn new(parties: usize) -> Self {
+        Barrier {
+            state: Mutex::new(BarrierState {
+                live: parties,
+                arrived: 0,
+                generation: 0,
+            }),
+            cv: Condvar::new(),
+        }
+    }
+
+    fn wait(&self) {
+        let mut s = lock(&self.state);
+        let generation = s.generation;
+        s.arrived += 1;
+        if s.arrived >= s.live {
+            s.arrived = 0;
+            s.generation += 1;
+            self.cv.notify_all();
+            return;
+        }
+        while s.generation == generation {
+            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn leave(&self) {
+        let mut s = lock(&self.state);
+        s.live -= 1;
+        if s.arrived > 0 && s.arrived >= s.live {
+            s.arrived = 0;
+            s.generation += 1;
+            self.cv.notify_all();
+        }
+    }
+}
+
+/// One warp's exchange slots and the barrier its shuffles meet at.
+struct Warp {
+    slots: [AtomicU64; WARP_SIZE],
+    len: usize,
+    barrier: Barrier,
+}
+
+/// What the threads of one block share when they synchronize.
+struct BlockSync {
+    barrier: Barrier,
+    warps: Vec<Warp>,
+}
+
+/// One block of a native launch.
+pub struct BlockCtx {
+    kernel: &'static str,
+    block_idx: Dim3,
+    launch: LaunchConfig,
+    uses_sync: bool,
+}
+
+/// One thread of a native launch: its indices, and the block's barrier and warps.
+pub struct ThreadCtx<'a> {
+    thread_idx: Dim3,
+    linear: usize,
+    block: &'a BlockCtx,
+    sync: Option<&'a BlockSync>,
+}
+
+/// Runs `block_fn` for every block of the grid, in order (x fastest).
+pub fn run_blocks(
+    kernel: &'static str,
+    launch: LaunchConfig,
+    uses_sync: bool,
+    block_fn: impl Fn(&BlockCtx) -> Result<(), LaunchError>,
+) -> Result<(), LaunchError> {
+    let threads = launch.block.count();
+    if threads == 0 || threads > 1024 {
+        return Err(LaunchError::new(format!(
+            "kernel `{kernel}`: a block of {:?} has {threads} threads; blocks hold 1 to 1024",
+            launch.block
+        )));
+    }
+    for z in 0..launch.grid.z {
+        for y in 0..launch.grid.y {
+            for x in 0..launch.grid.x {
+                block_fn(&BlockCtx {
+                    kernel,
+                    block_idx: Dim3 { x, y, z },
+                    launch,
+                    uses_sync,
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl BlockCtx {
+    fn thread_at(&self, linear: usize) -> Dim3 {
+        let b = self.launch.block;
+        let (bx, by) = (b.x as usize, b.y as usize);
+        Dim3 {
+            x: (linear % bx) as u32,
+            y: (linear / bx % by) as u32,
+            z: (linear / (bx * by)) as u32,
+        }
+    }
+
+    /// Runs every thread of this block through `body`.
+    pub fn run_threads<F>(&self, body: F) -> Result<(), LaunchError>
+    where
+        F: Fn(&ThreadCtx<'_>) + Sync,
+    {
+        let n = self.launch.block.count();
+        if !self.uses_sync {
+            for linear in 0..n {
+                body(&ThreadCtx {
+                    thread_idx: self.thread_at(linear),
+                    linear,
+                    block: self,
+                    sync: None,
+                });
+            }
+            return Ok(());
+        }
+        let sync = BlockSync {
+            barrier: Barrier::new(n),
+            warps: (0..n.div_ceil(WARP_SIZE))
+                .map(|w| {
+                    let len = WARP_SIZE.min(n - w * WARP_SIZE);
+                    Warp {
+                        slots: std::array::from_fn(|_| AtomicU64::new(0)),
+                        len,
+                        barrier: Barrier::new(len),
+                    }
+                })
+                .collect(),
+        };
+        let (sync, body) = (&sync, &body);
+        std::thread::scope(|s| {
+            for linear in 0..n {
+                let spawned = std::thread::Builder::new()
+                    .stack_size(1 << 20)
+                    .spawn_scoped(s, move || {
+                        let ctx = ThreadCtx {
+                            thread_idx: self.thread_at(linear),
+                            linear,
+                            block: self,
+                            sync: Some(sync),
+                        };
+                        // Leaves the barriers when the body returns or panics, so the other
+                        // threads are not left waiting for it.
+                        let _exit = ExitGuard(sync, linear);
+                        body(&ctx);
+                    });
+                if let Err(e) = spawned {
+                    for rest in linear..n {
+                        ExitGuard(sync, rest).leave();
+                    }
+                    return Err(LaunchError::new(format!(
+                        "kernel `{}`: could not start emulated thread {linear} of {n}: {e}",
+                        self.kernel
+                    )));
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+struct ExitGuard<'a>(&'a BlockSync, usize);
+
+impl ExitGuard<'_> {
+    fn leave(&self) {
+        self.0.barrier.leave();
+        self.0.warps[self.1 / WARP_SIZE].barrier.leave();
+    }
+}
+
+impl Drop for ExitGuard<'_> {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+impl ThreadCtx<'_> {
+    /// `threadIdx.x`.
+    pub fn thread_idx_x(&self) -> usize {
+        self.thread_idx.x as usize
+    }
+    /// `threadIdx.y`.
+    pub fn thread_idx_y(&self) -> usize {
+        self.thread_idx.y as usize
+    }
+    /// `threadIdx.z`.
+    pub fn thread_idx_z(&self) -> usize {
+        self.thread_idx.z as usize
+    }
+    /// `blockIdx.x`.
+    pub fn block_idx_x(&self) -> usize {
+        self.block.block_idx.x as usize
+    }
+    /// `blockIdx.y`.
+    pub fn block_idx_y(&self) -> usize {
+        self.block.block_idx.y as usize
+    }
+    /// `blockIdx.z`.
+    pub fn block_idx_z(&self) -> usize {
+        self.block.block_idx.z as usize
+    }
+    /// `blockDim.x`.
+    pub fn block_dim_x(&self) -> usize {
+        self.block.launch.block.x as usize
+    }
+    /// `blockDim.y`.
+    pub fn block_dim_y(&self) -> usize {
+        self.block.launch.block.y as usize
+    }
+    /// `blockDim.z`.
+    pub fn block_dim_z(&self) -> usize {
+        self.block.launch.block.z as usize
+    }
+    /// `gridDim.x`.
+    pub fn grid_dim_x(&self) -> usize {
+        self.block.launch.grid.x as usize
+    }
+    /// `gridDim.y`.
+    pub fn grid_dim_y(&self) -> usize {
+        self.block.launch.grid.y as usize
+    }
+    /// `gridDim.z`.
+    pub fn grid_dim_z(&self) -> usize {
+        self.block.launch.grid.z as usize
+    }
+    /// The lane within the warp (linear thread index mod 32).
+    pub fn lane_id(&self) -> usize {
+        self.linear % WARP_SIZE
+    }
+
+    /// `__syncthreads()`.
+    pub fn sync_threads(&self) {
+        if let Some(sync) = self.sync {
+            sync.barrier.wait();
+        }
+    }
+
+    fn exchange<V: Word>(&self, v: V, src_lane: impl Fn(usize) -> usize) -> V {
+        let Some(sync) = self.sync else { return v };
+        let warp = &sync.warps[self.linear / WARP_SIZE];
+        let lane = self.linear % WARP_SIZE;
+        warp.slots[lane].store(v.to_word(), Relaxed);
+        warp.barrier.wait();
+        let src = src_lane(lane);
+        let out = if src < warp.len {
+            V::from_word(warp.slots[src].load(Relaxed))
+        } else {
+            v
+        };
+        // Nobody may overwrite a slot before every lane has read it.
+        warp.barrier.wait();
+        out
+    }
+
+    /// `__shfl_down_sync(full mask, v, offset)`: the value of lane `lane + offset`, or `v`
+    /// itself past the end of the warp.
+    pub fn shuffle_down<V: Word>(&self, v: V, offset: u32) -> V {
+        self.exchange(v, |lane| lane + offset as usize)
+    }
+
+    /// `__shfl_xor_sync(full mask, v, mask)`: the value of lane `lane ^ mask`.
+    pub fn shuffle_xor<V: Word>(&self, v: V, mask: u32) -> V {
+        self.exchange(v, |lane| lane ^ mask as usize)
+    }
+}
+
+/// A `__shared__` array of one block.
+pub struct SharedArray<V, const N: usize> {
+    cells: Box<[AtomicU64]>,
+    _v: PhantomData<V>,
+}
+
+impl<V: Word, const N: usize> SharedArray<V, N> {
+    /// `N` zeroed cells (CUDA leaves shared memory uninitialized; zero is one such value).
+    pub fn new() -> Self {
+        SharedArray {
+            cells: (0..N).map(|_| AtomicU64::new(0)).collect(),
+            _v: PhantomData,
+        }
+    }
+    /// Reads cell `i`.
+    #[track_caller]
+    pub fn get(&self, i: usize) -> V {
+        V::from_word(self.cells[i].load(Relaxed))
+    }
+    /// Writes cell `i`.
+    #[track_caller]
+    pub fn set(&self, i: usize, v: V) {
+        self.cells[i].store(v.to_word(), Relaxed)
+    }
+    /// Atomically replaces cell `i` by `f(old)`.
+    #[track_caller]
+    pub fn update(&self, i: usize, f: impl Fn(V) -> V) {
+        let cell = &self.cells[i];
+        let mut old = cell.load(Relaxed);
+        loop {
+            let new = f(V::from_word(old)).to_word();
+            match cell.compare_exchange_weak(old, new, Relaxed, Relaxed) {
+                Ok(_) => return,
+                Err(now) => old = now,
+            }
+        }
+    }
+}
+
+impl<V: Word, const N: usize> Default for SharedArray<V, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A kernel's writable global buffer, shared by all emulated threads.
+pub struct GlobalMut<'a, E> {
+    ptr: *mut E,
+    len: usize,
+    _borrow: PhantomData<&'a mut [E]>,
+}
+
+// SAFETY: every access goes through an atomic of the element's size (see `load`/`store`),
+// so sharing across threads cannot race in the Rust sense.
+unsafe impl<E: Send> Send for GlobalMut<'_, E> {}
+// SAFETY: as above.
+unsafe impl<E: Send> Sync for GlobalMut<'_, E> {}
+
+impl<'a, E: Element> GlobalMut<'a, E> {
+    /// Wraps a mutable element buffer.
+    pub fn new(kernel: &str, name: &str, s: &'a mut [E]) -> Result<Self, LaunchError> {
+        Self::wrap(kernel, name, s)
+    }
+}
+
+impl<'a> GlobalMut<'a, usize> {
+    /// Wraps a mutable index buffer.
+    pub fn new_usize(kernel: &str, name: &str, s: &'a mut [usize]) -> Result<Self, LaunchError> {
+        Self::wrap(kernel, name, s)
+    }
+}
+
+impl<'a> GlobalMut<'a, u32> {
+    /// Wraps a mutable `u32` buffer.
+    pub fn new_u32(kernel: &str, name: &str, s: &'a mut [u32]) -> Result<Self, LaunchError> {
+        Self::wrap(kernel, name, s)
+    }
+}
+
+impl<'a, E: Copy> GlobalMut<'a, E> {
+    /// Only for plain-bits types (every bit pattern read back was written as an `E`) of size
+    /// 1, 2, 4 or 8: the public constructors restrict `E` to those.
+    fn wrap(kernel: &str, name: &str, s: &'a mut [E]) -> Result<Self, LaunchError> {
+        let align = match size_of::<E>() {
+            1 => align_of::<AtomicU8>(),
+            2 => align_of::<AtomicU16>(),
+            4 => align_of::<AtomicU32>(),
+            8 => align_of::<AtomicU64>(),
+            n => {
+                return Err(LaunchError::new(format!(
+                    "kernel `{kernel}`: `{name}` has {n}-byte elements; only 1, 2, 4 and 8 bytes \
+                     can be emulated"
+                )));
+            }
+        };
+        if !(s.as_ptr() as usize).is_multiple_of(align) {
+            return Err(LaunchError::new(format!(
+                "kernel `{kernel}`: `{name}` is not aligned to {align} bytes for atomic access"
+            )));
+        }
+        Ok(GlobalMut {
+            ptr: s.as_mut_ptr(),
+            len: s.len(),
+            _borrow: PhantomData,
+        })
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[track_caller]
+    fn at(&self, i: usize) -> *mut E {
+        assert!(
+            i < self.len,
+            "index out of bounds: the len is {} but the index is {i}",
+            self.len
+        );
+        // SAFETY: `i < len`, inside the borrowed slice.
+        unsafe { self.ptr.add(i) }
+    }
+
+    /// Reads element `i`.
+    #[track_caller]
+    pub fn load(&self, i: usize) -> E {
+        let p = self.at(i);
+        // SAFETY: `p` is in bounds and aligned for the atomic of E's size (checked in `wrap`);
+        // the bits read were written as an `E`, so transmuting them back is valid.
+        unsafe {
+            match size_of::<E>() {
+                1 => transmute_copy(&(*(p as *const AtomicU8)).load(Relaxed)),
+                2 => transmute_copy(&(*(p as *const AtomicU16)).load(Relaxed)),
+                4 => transmute_copy(&(*(p as *const AtomicU32)).load(Relaxed)),
+                _ => transmute_copy(&(*(p as *const AtomicU64)).load(Relaxed)),
+            }
+        }
+    }
+
+    /// Writes element `i`.
+    #[track_caller]
+    pub fn store(&self, i: usize, v: E) {
+        let p = self.at(i);
+        // SAFETY: as in `load`; `v` is an `E`, so its bits are a valid `E`.
+        unsafe {
+            match size_of::<E>() {
+                1 => (*(p as *const AtomicU8)).store(transmute_copy(&v), Relaxed),
+                2 => (*(p as *const AtomicU16)).store(transmute_copy(&v), Relaxed),
+                4 => (*(p as *const AtomicU32)).store(transmute_copy(&v), Relaxed),
+                _ => (*(p as *const AtomicU64)).store(transmute_copy(&v), Relaxed),
+            }
+        }
+    }
+
+    /// Atomically replaces element `i` by `f(old)` (`atomicAdd` and friends).
+    #[track_caller]
+    pub fn update(&self, i: usize, f: impl Fn(E) -> E) {
+        let p = self.at(i);
+        macro_rules! cas {
+            ($atomic:ty) => {{
+                // SAFETY: as in `load` and `store`.
+                let a = unsafe { &*(p as *const $atomic) };
+                let mut old = a.load(Relaxed);
+                loop {
+                    // SAFETY: `old` holds the bits of an `E`, and `f` returns an `E`.
+                    let new = unsafe { transmute_copy(&f(transmute_copy(&old))) };
+                    match a.compare_exchange_weak(old, new, Relaxed, Relaxed) {
+                        Ok(_) => return,
+                        Err(now) => old = now,
+                    }
+                }
+            }};
+        }
+        match size_of::<E>() {
+            1 => cas!(AtomicU8),
+            2 => cas!(AtomicU16),
+            4 => cas!(AtomicU32),
+            _ => cas!(AtomicU64),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn barrier_orders_shared_writes_and_shuffles_reduce_a_warp() {
+        let mut out = vec![0.0f32; 2];
+        let g = GlobalMut::new("t", "out", &mut out).unwrap();
+        run_blocks("t", LaunchConfig::new(2, 64), true, |blk| {
+            let s = SharedArray::<f32, 64>::new();
+            blk.run_threads(|t| {
+                let tid = t.thread_idx_x();
+                s.set(tid, (tid + 1) as f32);
+                t.sync_threads();
+                // Every thread reads a neighbour's write: only correct after the barrier.
+                let mut v = s.get(63 - tid);
+                let mut off = 16;
+                while off > 0 {
+                    v += t.shuffle_down(v, off);
+                    off /= 2;
+                }
+                if t.lane_id() == 0 {
+                    g.update(t.block_idx_x(), |o| o + v);
+                }
+            })
+        })
+        .unwrap();
+        assert_eq!(out, vec![2080.0, 2080.0]);
+    }
+
+    #[test]
+    fn returned_threads_do_not_block_the_barrier() {
+        let mut out = vec![0usize; 40];
+        let g = GlobalMut::new_usize("t", "out", &mut out).unwrap();
+        run_blocks("t", LaunchConfig::new(1, 40), true, |blk| {
+            blk.run_threads(|t| {
+                let i = t.thread_idx_x();
+                if i >= 30 {
+                    return;
+                }
+                t.sync_threads();
+                g.store(i, i * 2);
+            })
+        })
+        .unwrap();
+        assert_eq!(out[29], 58);
+        assert_eq!(out[30], 0);
+    }
+
+    #[test]
+    fn oversized_blocks_are_an_error() {
+        let err = run_blocks("t", LaunchConfig::new(1, 2048), false, |_| Ok(())).unwrap_err();
+        assert!(err.message().contains("2048 threads"), "{err}");
+    }
+}

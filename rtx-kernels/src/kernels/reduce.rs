@@ -1,0 +1,48 @@
+//! Reductions along one axis, written as combine functions with `#[kernel(reduce(..))]`.
+
+use crate::Float;
+use rtx_macros::kernel;
+
+/// Sum.
+///
+/// ```
+/// let (v, shape) = rtx_kernels::kernels::sum::reduce_axis(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], 1, true).unwrap();
+/// assert_eq!((v, shape), (vec![3.0, 7.0], vec![2, 1]));
+/// ```
+#[kernel(reduce(identity = 0.0), crate = crate)]
+pub fn sum<T: Float>(acc: T, x: T) -> T {
+    acc + x
+}
+
+/// Maximum (a NaN is skipped, as C's `fmax` does).
+///
+/// ```
+/// let (v, _) = rtx_kernels::kernels::max::reduce_axis(&[1.0f32, 5.0, 3.0, 4.0], &[2, 2], 0, false).unwrap();
+/// assert_eq!(v, vec![3.0, 5.0]);
+/// ```
+#[kernel(reduce(identity = T::NEG_INFINITY), crate = crate)]
+pub fn max<T: Float>(acc: T, x: T) -> T {
+    acc.max(x)
+}
+
+/// Mean: a sum finished by dividing by the axis length.
+///
+/// ```
+/// let (v, _) = rtx_kernels::kernels::mean::reduce_axis(&[1.0f64, 2.0, 6.0], &[3], 0, false).unwrap();
+/// assert_eq!(v, vec![3.0]);
+/// ```
+#[kernel(reduce(identity = 0.0, finish = |acc, n| acc / n), crate = crate)]
+pub fn mean<T: Float>(acc: T, x: T) -> T {
+    acc + x
+}
+
+/// Sum of squares: a sum of mapped elements.
+///
+/// ```
+/// let (v, _) = rtx_kernels::kernels::sum_squares::reduce_axis(&[3.0f32, 4.0], &[2], 0, false).unwrap();
+/// assert_eq!(v, vec![25.0]);
+/// ```
+#[kernel(reduce(identity = 0.0, map = |x| x * x), crate = crate)]
+pub fn sum_squares<T: Float>(acc: T, x: T) -> T {
+    acc + x
+}

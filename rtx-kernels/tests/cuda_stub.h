@@ -1,0 +1,22 @@
+// Host stand-ins for the CUDA built-ins the generated kernels use, so a host C++ compiler can
+// check their syntax and types (cuda_syntax.rs). Semantics do not matter here; signatures do.
+#include <math.h>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+struct rtx_stub_dim3 { unsigned int x, y, z; };
+extern rtx_stub_dim3 threadIdx, blockIdx, blockDim, gridDim;
+inline void __syncthreads() {}
+inline float __shfl_down_sync(unsigned, float v, unsigned) { return v; }
+inline int __shfl_down_sync(unsigned, int v, unsigned) { return v; }
+inline unsigned __shfl_down_sync(unsigned, unsigned v, unsigned) { return v; }
+inline float __shfl_xor_sync(unsigned, float v, int) { return v; }
+inline int __shfl_xor_sync(unsigned, int v, int) { return v; }
+inline unsigned __shfl_xor_sync(unsigned, unsigned v, int) { return v; }
+inline float atomicAdd(float* p, float v) { float o = *p; *p += v; return o; }
+inline double atomicAdd(double* p, double v) { double o = *p; *p += v; return o; }
+inline int atomicAdd(int* p, int v) { int o = *p; *p += v; return o; }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned o = *p; *p += v; return o; }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { unsigned long long o = *p; *p += v; return o; }
+inline unsigned atomicCAS(unsigned* p, unsigned c, unsigned v) { unsigned o = *p; if (o == c) *p = v; return o; }

@@ -1,0 +1,302 @@
+//! The native side of `#[kernel]`: every example kernel against an independent float64
+//! reference, the derived derivative kernels against finite differences, the slice maps'
+//! broadcasting and argument checks, and the SIMT block emulation (barriers, shuffles,
+//! atomics).
+
+use rtx_kernels::kernel::{KernelKind, KernelShape, KernelStrides, LaunchConfig, Variant};
+use rtx_kernels::kernels::*;
+use rtx_kernels::{DType, bf16, f16};
+
+/// Deterministic test values in [-4, 4).
+fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 11) as f64 / (1u64 << 53) as f64) * 8.0 - 4.0
+        })
+        .collect()
+}
+
+fn gelu_ref(x: f64) -> f64 {
+    0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh())
+}
+
+fn huber_ref(x: f64, y: f64, delta: f64) -> f64 {
+    let d = (x - y).abs();
+    if d < delta {
+        0.5 * d * d
+    } else {
+        delta * (d - 0.5 * delta)
+    }
+}
+
+#[test]
+fn elementwise_scalar_functions_match_references_in_every_type() {
+    for x in values(200, 1) {
+        let r = gelu_ref(x);
+        assert!((gelu_tanh(x) - r).abs() < 1e-14, "f64 {x}");
+        assert!((gelu_tanh(x as f32) as f64 - r).abs() < 1e-5, "f32 {x}");
+        // Half types compute in f32 and round once at the end.
+        let h = gelu_tanh(f16::from_f64(x)).to_f64();
+        assert!(
+            (h - gelu_ref(f16::from_f64(x).to_f64())).abs() <= 4e-3 * r.abs().max(1.0),
+            "f16 {x}"
+        );
+        let b = gelu_tanh(bf16::from_f64(x)).to_f64();
+        assert!(
+            (b - gelu_ref(bf16::from_f64(x).to_f64())).abs() <= 1.6e-2 * r.abs().max(1.0),
+            "bf16 {x}"
+        );
+        assert_eq!(leaky_relu(x, 0.1), if x > 0.0 { x } else { 0.1 * x });
+        assert!((huber(x, 0.5, 1.5) - huber_ref(x, 0.5, 1.5)).abs() < 1e-14);
+    }
+}
+
+#[test]
+fn map_and_strided_map_broadcast_like_the_reference() {
+    let (rows, cols) = (3, 5);
+    let x = values(rows * cols, 2);
+    let y_row = values(cols, 3);
+    // Contiguous map with y expanded by hand.
+    let y_full: Vec<f64> = (0..rows * cols).map(|i| y_row[i % cols]).collect();
+    let mut out = vec![0.0; rows * cols];
+    huber::map(&x, &y_full, 1.0, &mut out).unwrap();
+    for i in 0..rows * cols {
+        assert_eq!(out[i], huber_ref(x[i], y_full[i], 1.0));
+    }
+    // Strided: x transposed (read column-major storage), y broadcast along rows.
+    let xt: Vec<f64> = (0..rows * cols)
+        .map(|i| x[(i % rows) * cols + i / rows])
+        .collect();
+    let shape = KernelShape::new(&[rows, cols]).unwrap();
+    let x_st = KernelStrides::new(0, &[1, rows as isize]).unwrap();
+    let y_st = KernelStrides::new(0, &[0, 1]).unwrap();
+    let mut out2 = vec![0.0; rows * cols];
+    huber::map_strided(&xt, &x_st, &y_row, &y_st, 1.0, &mut out2, &shape).unwrap();
+    assert_eq!(out, out2);
+    // Arguments that do not fit are errors that name the input.
+    let err = huber::map(&x[..4], &y_full, 1.0, &mut out).unwrap_err();
+    assert!(err.message().contains("`x` has 4 elements"), "{err}");
+    let bad = KernelStrides::new(0, &[cols as isize, 1]).unwrap();
+    let err = huber::map_strided(&x, &x_st, &y_row, &bad, 1.0, &mut out2, &shape).unwrap_err();
+    assert!(err.message().contains("input `y`"), "{err}");
+}
+
+/// Central difference of `f` at `x`.
+fn fd(f: impl Fn(f64) -> f64, x: f64) -> f64 {
+    let h = 1e-6;
+    (f(x + h) - f(x - h)) / (2.0 * h)
+}
+
+#[test]
+fn derived_gradients_match_finite_differences() {
+    for x in values(100, 4) {
+        let g = 0.75;
+        let want = g * fd(gelu_tanh, x);
+        assert!((gelu_tanh_grad_x(x, g) - want).abs() < 1e-7, "gelu at {x}");
+        if x.abs() > 1e-3 {
+            let want = g * fd(|v| leaky_relu(v, 0.2), x);
+            assert!(
+                (leaky_relu_grad_x(x, 0.2, g) - want).abs() < 1e-7,
+                "leaky at {x}"
+            );
+        }
+        for y in [-1.0, 0.3, 2.5] {
+            // Away from the kinks at |x - y| = 0 and = delta.
+            let d = (x - y).abs();
+            if d < 1e-3 || (d - 1.5).abs() < 1e-3 {
+                continue;
+            }
+            let dx = g * fd(|v| huber(v, y, 1.5), x);
+            let dy = g * fd(|v| huber(x, v, 1.5), y);
+            assert!(
+                (huber_grad_x(x, y, 1.5, g) - dx).abs() < 1e-7,
+                "huber dx at {x}, {y}"
+            );
+            assert!(
+                (huber_grad_y(x, y, 1.5, g) - dy).abs() < 1e-7,
+                "huber dy at {x}, {y}"
+            );
+        }
+    }
+    // The derivative kernels are full elementwise kernels too.
+    let mut out = vec![0.0f32; 3];
+    gelu_tanh_grad_x::map(&[0.0, 1.0, -1.0], &[1.0, 1.0, 1.0], &mut out).unwrap();
+    assert_eq!(out[0], 0.5);
+}
+
+/// Naive float64 reduction of a row-major tensor along `axis`.
+fn reduce_ref(x: &[f64], shape: &[usize], axis: usize, f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+    let outer: usize = shape[..axis].iter().product();
+    let inner: usize = shape[axis + 1..].iter().product();
+    let mut out = Vec::new();
+    for o in 0..outer {
+        for i in 0..inner {
+            let lane: Vec<f64> = (0..shape[axis])
+                .map(|k| x[(o * shape[axis] + k) * inner + i])
+                .collect();
+            out.push(f(&lane));
+        }
+    }
+    out
+}
+
+#[test]
+fn reductions_match_references_along_every_axis() {
+    let shape = [3, 4, 5];
+    let x = values(60, 5);
+    for axis in 0..3 {
+        let check = |(got, got_shape): (Vec<f64>, Vec<usize>), want: Vec<f64>, keep: bool| {
+            let mut s = shape.to_vec();
+            if keep {
+                s[axis] = 1
+            } else {
+                s.remove(axis);
+            }
+            assert_eq!(got_shape, s);
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-12, "axis {axis}: {g} vs {w}");
+            }
+        };
+        check(
+            sum::reduce_axis(&x, &shape, axis, true).unwrap(),
+            reduce_ref(&x, &shape, axis, |l| l.iter().sum()),
+            true,
+        );
+        check(
+            max::reduce_axis(&x, &shape, axis, false).unwrap(),
+            reduce_ref(&x, &shape, axis, |l| {
+                l.iter().cloned().fold(f64::MIN, f64::max)
+            }),
+            false,
+        );
+        check(
+            mean::reduce_axis(&x, &shape, axis, false).unwrap(),
+            reduce_ref(&x, &shape, axis, |l| l.iter().sum::<f64>() / l.len() as f64),
+            false,
+        );
+        check(
+            sum_squares::reduce_axis(&x, &shape, axis, true).unwrap(),
+            reduce_ref(&x, &shape, axis, |l| l.iter().map(|v| v * v).sum()),
+            true,
+        );
+    }
+    // f16 accumulates in f32: 4096 ones sum exactly, which an f16 accumulator cannot.
+    let ones = vec![f16::ONE; 4096];
+    assert_eq!(
+        sum::reduce_axis(&ones, &[4096], 0, false).unwrap().0[0].to_f64(),
+        4096.0
+    );
+    let err = sum::reduce_axis(&x, &shape, 3, false).unwrap_err();
+    assert!(err.message().contains("axis 3"), "{err}");
+    assert_eq!(max(2.0f32, 3.0), 3.0);
+}
+
+#[test]
+fn axpy_and_dot_match_references() {
+    let n = 1000;
+    let (x, y0) = (values(n, 6), values(n, 7));
+    let mut y = y0.clone();
+    axpy(LaunchConfig::new(8, 128), 1.5, &x, &mut y, n).unwrap();
+    for i in 0..n {
+        assert_eq!(y[i], 1.5 * x[i] + y0[i]);
+    }
+    let want: f64 = x.iter().zip(&y0).map(|(a, b)| a * b).sum();
+    for (grid, block) in [(1, 256), (3, 64), (5, 32)] {
+        let mut out = vec![0.0];
+        dot(LaunchConfig::new(grid, block), &x, &y0, &mut out, n).unwrap();
+        assert!(
+            (out[0] - want).abs() < 1e-9,
+            "grid {grid} block {block}: {} vs {want}",
+            out[0]
+        );
+    }
+    let mut out = vec![0.0f32];
+    let err = dot(LaunchConfig::new(1, 2048), &[0.0f32], &[0.0], &mut out, 1).unwrap_err();
+    assert!(err.message().contains("2048 threads"), "{err}");
+}
+
+#[test]
+fn softmax_rows_matches_reference_for_several_block_sizes() {
+    for (rows, cols, block) in [(3, 7, 32), (2, 100, 64), (4, 300, 128), (1, 1, 32)] {
+        let x = values(rows * cols, (rows * cols) as u64);
+        let mut out = vec![0.0; rows * cols];
+        softmax_rows(LaunchConfig::new(rows as u32, block), &x, &mut out, cols).unwrap();
+        for r in 0..rows {
+            let row = &x[r * cols..(r + 1) * cols];
+            let m = row.iter().cloned().fold(f64::MIN, f64::max);
+            let z: f64 = row.iter().map(|v| (v - m).exp()).sum();
+            for c in 0..cols {
+                let want = (row[c] - m).exp() / z;
+                assert!(
+                    (out[r * cols + c] - want).abs() < 1e-14,
+                    "{rows}x{cols} block {block}"
+                );
+            }
+        }
+        let xf: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+        let mut outf = vec![0.0f32; rows * cols];
+        softmax_rows(LaunchConfig::new(rows as u32, block), &xf, &mut outf, cols).unwrap();
+        for i in 0..rows * cols {
+            assert!((outf[i] as f64 - out[i]).abs() < 1e-6);
+        }
+    }
+}
+
+#[test]
+fn descriptors_list_one_entry_per_dtype_and_variant() {
+    assert_eq!(ALL.len(), 14);
+    for k in ALL {
+        let variants: &[Variant] = match k.kind {
+            KernelKind::Elementwise { .. } => &[Variant::Contiguous, Variant::Strided],
+            KernelKind::Reduce => &[Variant::Reduce],
+            KernelKind::Simt { .. } => &[Variant::Simt],
+        };
+        for &v in variants {
+            for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+                let e = k
+                    .entry(dt, v)
+                    .unwrap_or_else(|| panic!("{} lacks {dt:?} {v:?}", k.name));
+                assert!(
+                    e.symbol.starts_with(k.name)
+                        && e.symbol.ends_with(&format!(
+                            "_{}",
+                            match dt {
+                                DType::F32 => "f32",
+                                DType::F64 => "f64",
+                                DType::F16 => "f16",
+                                _ => "bf16",
+                            }
+                        ))
+                );
+            }
+        }
+        assert_eq!(k.entries.len(), 4 * variants.len());
+    }
+    assert_eq!(huber::KERNEL.kind, KernelKind::Elementwise { inputs: 2 });
+    assert_eq!(
+        softmax_rows::KERNEL.kind,
+        KernelKind::Simt { uses_sync: true }
+    );
+    assert_eq!(axpy::KERNEL.kind, KernelKind::Simt { uses_sync: false });
+    let strided = huber::KERNEL.entry(DType::F32, Variant::Strided).unwrap();
+    let names: Vec<&str> = strided.params.iter().map(|p| p.name).collect();
+    assert_eq!(
+        names,
+        [
+            "x",
+            "x_strides",
+            "y",
+            "y_strides",
+            "delta",
+            "out",
+            "shape",
+            "n"
+        ]
+    );
+}

@@ -1,0 +1,40 @@
+//! Snapshot tests of generated CUDA source: each kernel's `KERNEL.source` must equal its
+//! checked-in `tests/snapshots/<name>.cu` exactly. After an intended change to the generator,
+//! regenerate them with `RTX_BLESS=1 cargo test -p rtx-kernels --test snapshots` and review
+//! the diff.
+
+use rtx_kernels::kernels::ALL;
+use std::path::PathBuf;
+
+#[test]
+fn generated_cuda_matches_snapshots() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let bless = std::env::var("RTX_BLESS").is_ok_and(|v| v == "1");
+    let mut stale = Vec::new();
+    for name in [
+        "gelu_tanh",
+        "gelu_tanh_grad_x",
+        "huber",
+        "sum",
+        "mean",
+        "softmax_rows",
+        "dot",
+    ] {
+        let k = ALL.iter().find(|k| k.name == name).unwrap();
+        let path = dir.join(format!("{name}.cu"));
+        if bless {
+            std::fs::write(&path, k.source).unwrap();
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(expected) if expected == k.source => {}
+            Ok(_) => stale.push(format!("{name}: differs from {}", path.display())),
+            Err(e) => stale.push(format!("{name}: cannot read {}: {e}", path.display())),
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "generated CUDA changed (rerun with RTX_BLESS=1 if intended):\n{}",
+        stale.join("\n")
+    );
+}

@@ -1,0 +1,405 @@
+//! `#[kernel(elementwise)]`: the scalar function itself, a module of the same name with the
+//! kernel's descriptor and its contiguous and strided slice maps, and CUDA entry points per
+//! element type (a contiguous path with 16-byte vector loads and a strided/broadcast path).
+//!
+//! Invariant: the native maps and the CUDA entries take their arguments in the same order:
+//! every parameter in declaration order (inputs as buffers, `#[uniform]` ones as scalars),
+//! then `out`, then the shape (strided only) and `n` (CUDA only).
+
+use super::cuda::{self, Writer, cty};
+use super::ir::{KernelFn, ParamTy, Ty};
+use super::native::NativeCx;
+use super::{DTYPES, PTy, acc_of, check_reserved, entries_tokens, params_tokens};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::{Error, ItemFn, Result};
+
+/// The user's elementwise kernel.
+pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn) -> Result<TokenStream> {
+    let attrs = super::kept_attrs(item);
+    emit_kernel(cx, &item.vis, quote!(#(#attrs)*), k, None)
+}
+
+/// A derived `<name>_grad_<input>` kernel.
+pub fn emit_grad(
+    cx: &NativeCx,
+    item: &ItemFn,
+    g: &KernelFn,
+    base: &syn::Ident,
+    wrt: &syn::Ident,
+) -> Result<TokenStream> {
+    let doc = format!(
+        "`grad * d {base} / d {wrt}`: the derivative of [`{base}`] with respect to `{wrt}`, \
+         derived by `#[kernel]`; takes `{base}`'s arguments and the upstream gradient."
+    );
+    emit_kernel(cx, &item.vis, quote!(#[doc = #doc]), g, Some(base))
+}
+
+fn emit_kernel(
+    cx: &NativeCx,
+    vis: &syn::Visibility,
+    attrs: TokenStream,
+    k: &KernelFn,
+    grad_of: Option<&syn::Ident>,
+) -> Result<TokenStream> {
+    check_reserved(&k.params, &["out", "shape"])?;
+    for p in &k.params {
+        match p.ty {
+            ParamTy::Scalar(Ty::Elem) => {}
+            ParamTy::Scalar(Ty::Bool) => {
+                return Err(Error::new(
+                    p.name.span(),
+                    "`bool` parameters are not supported by kernels",
+                ));
+            }
+            ParamTy::Scalar(_) if p.uniform => {}
+            _ => {
+                return Err(Error::new(
+                    p.name.span(),
+                    "elementwise inputs have the element type `T`; mark other scalars `#[uniform]`",
+                ));
+            }
+        }
+    }
+    if !k.params.iter().any(|p| !p.uniform) {
+        return Err(Error::new(
+            k.name.span(),
+            "an elementwise kernel needs at least one `T` input that is not `#[uniform]`",
+        ));
+    }
+    let kr = &cx.krate;
+    let bound = &cx.bound;
+    let (name, t) = (&k.name, &k.generic);
+    let name_s = name.to_string();
+    let params = super::native_params(cx, &k.params);
+    let widen = super::widen_params(cx, &k.params);
+    let body = cx.block(&k.body);
+    let ret = cx.narrow(body);
+    let allow = grad_of.map(|_| quote!(#[allow(unused_variables)]));
+
+    // Slice helpers.
+    let inputs: Vec<_> = k
+        .params
+        .iter()
+        .filter(|p| !p.uniform)
+        .map(|p| &p.name)
+        .collect();
+    let call_args_contig = k.params.iter().map(|p| {
+        let n = &p.name;
+        if p.uniform {
+            quote!(#n)
+        } else {
+            quote!(#n[__rtx_i])
+        }
+    });
+    let len_checks = inputs.iter().map(|n| {
+        let s = n.to_string();
+        quote!(#kr::kernel::rt::check_len(#name_s, #s, #n.len(), out.len())?;)
+    });
+    let map_params = k.params.iter().map(|p| {
+        let n = &p.name;
+        if p.uniform {
+            let ty = match p.ty {
+                ParamTy::Scalar(Ty::Elem) => quote!(#t),
+                ParamTy::Scalar(s) => cx.ty(s),
+                _ => quote!(()),
+            };
+            quote!(#n: #ty)
+        } else {
+            quote!(#n: &[#t])
+        }
+    });
+    let strided_params = k.params.iter().map(|p| {
+        let n = &p.name;
+        if p.uniform {
+            let ty = match p.ty {
+                ParamTy::Scalar(Ty::Elem) => quote!(#t),
+                ParamTy::Scalar(s) => cx.ty(s),
+                _ => quote!(()),
+            };
+            quote!(#n: #ty)
+        } else {
+            let st = format_ident!("{}_strides", n);
+            quote!(#n: &[#t], #st: &#kr::kernel::KernelStrides)
+        }
+    });
+    let offs: Vec<_> = (0..inputs.len())
+        .map(|i| format_ident!("__rtx_o{}", i))
+        .collect();
+    let strided_inputs = inputs.iter().map(|n| {
+        let s = n.to_string();
+        let st = format_ident!("{}_strides", n);
+        quote!((#s, #n.len(), #st))
+    });
+    let mut oi = 0;
+    let call_args_strided = k.params.iter().map(|p| {
+        let n = &p.name;
+        if p.uniform {
+            quote!(#n)
+        } else {
+            let o = &offs[oi];
+            oi += 1;
+            quote!(#n[#o])
+        }
+    });
+
+    let (source, contig_params, strided_params_desc) = cuda_source(k);
+    let contig_desc = params_tokens(kr, &contig_params);
+    let strided_desc = params_tokens(kr, &strided_params_desc);
+    let mut entries = entries_tokens(kr, "Contiguous", &contig_desc, |s| {
+        format!("{name_s}_contig_{s}")
+    });
+    entries.extend(entries_tokens(kr, "Strided", &strided_desc, |s| {
+        format!("{name_s}_strided_{s}")
+    }));
+    let n_inputs = inputs.len();
+    let mod_doc = format!(
+        "The `{name_s}` elementwise kernel, generated by `#[kernel]`: its descriptor \
+         (CUDA source and entry points) and slice maps over the scalar function [`{name_s}`]({name_s}())."
+    );
+    let map_doc = format!(
+        "Applies [`{name_s}`]({name_s}()) to contiguous slices of equal length, into `out`."
+    );
+    let strided_doc = format!(
+        "Applies [`{name_s}`]({name_s}()) over a contiguous `out` of `shape`, reading each input at \
+         its own offset and strides (a zero stride broadcasts)."
+    );
+
+    Ok(quote! {
+        #attrs
+        #allow
+        #[allow(unused_parens, unused_mut, clippy::all)]
+        #vis fn #name<#t: #bound>(#(#params),*) -> #t {
+            #(#widen)*
+            #ret
+        }
+
+        #[doc = #mod_doc]
+        #[allow(clippy::all)]
+        #vis mod #name {
+            /// The kernel's CUDA source and entry points.
+            pub static KERNEL: #kr::kernel::KernelSource = #kr::kernel::KernelSource {
+                name: #name_s,
+                kind: #kr::kernel::KernelKind::Elementwise { inputs: #n_inputs },
+                source: #source,
+                entries: &[#(#entries),*],
+            };
+
+            #[doc = #map_doc]
+            pub fn map<#t: #kr::Float>(#(#map_params,)* out: &mut [#t]) -> ::core::result::Result<(), #kr::kernel::LaunchError> {
+                #(#len_checks)*
+                for (__rtx_i, __rtx_out) in out.iter_mut().enumerate() {
+                    *__rtx_out = super::#name::<#t>(#(#call_args_contig),*);
+                }
+                Ok(())
+            }
+
+            #[doc = #strided_doc]
+            pub fn map_strided<#t: #kr::Float>(#(#strided_params,)* out: &mut [#t], shape: &#kr::kernel::KernelShape) -> ::core::result::Result<(), #kr::kernel::LaunchError> {
+                let __rtx_n = out.len();
+                #kr::kernel::rt::for_each_strided(#name_s, shape, [#(#strided_inputs),*], __rtx_n, |__rtx_i, [#(#offs),*]| {
+                    out[__rtx_i] = super::#name::<#t>(#(#call_args_strided),*);
+                })
+            }
+        }
+    })
+}
+
+/// The CUDA source and the argument lists of the contiguous and strided entries.
+/// Named argument descriptions of one entry.
+type ParamList = Vec<(String, PTy)>;
+
+fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
+    let name = k.name.to_string();
+    let mut src = String::from(cuda::PRELUDE);
+    src.push_str(&format!(
+        "\n// `{name}`: elementwise kernel generated by #[kernel] from Rust.\n"
+    ));
+    // The scalar body, in the compute type A.
+    let mut w = Writer::new(1);
+    let cnames: Vec<String> = k
+        .params
+        .iter()
+        .map(|p| w.declare(&p.name.to_string()))
+        .collect();
+    let body_params: Vec<String> = k
+        .params
+        .iter()
+        .zip(&cnames)
+        .map(|(p, c)| match p.ty {
+            ParamTy::Scalar(t) => format!("{} {c}", cty(t)),
+            ParamTy::Slice { .. } => String::new(),
+        })
+        .collect();
+    let tail = w.block_body(&k.body).unwrap_or_default();
+    w.line(&format!("return {tail};"));
+    src.push_str(&format!(
+        "template <typename A>\n__device__ __forceinline__ A {name}_body({}) {{\n{}}}\n\n",
+        body_params.join(", "),
+        w.out
+    ));
+
+    let is_in = |p: &super::ir::Param| !p.uniform;
+    let uniform_ty = |t: Ty| {
+        if t == Ty::Elem {
+            "typename rtx_elem<S>::acc".to_string()
+        } else {
+            cty(t).to_string()
+        }
+    };
+    let call = |arg: &dyn Fn(&str) -> String| -> String {
+        k.params
+            .iter()
+            .zip(&cnames)
+            .map(|(p, c)| {
+                if is_in(p) {
+                    format!("rtx_elem<S>::widen({})", arg(c))
+                } else {
+                    c.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+
+    // Contiguous path.
+    let mut sig = Vec::new();
+    let mut desc = Vec::new();
+    for (p, c) in k.params.iter().zip(&cnames) {
+        if let ParamTy::Scalar(t) = p.ty {
+            if is_in(p) {
+                sig.push(format!("const S* {c}"));
+                desc.push((p.name.to_string(), PTy::Ptr(Ty::Elem, false)));
+            } else {
+                sig.push(format!("{} {c}", uniform_ty(t)));
+                desc.push((p.name.to_string(), PTy::Value(t)));
+            }
+        }
+    }
+    sig.push("S* rtx_out".into());
+    sig.push("unsigned long long rtx_n".into());
+    desc.push(("out".into(), PTy::Ptr(Ty::Elem, true)));
+    desc.push(("n".into(), PTy::Value(Ty::Usize)));
+    let aligned: Vec<String> = k
+        .params
+        .iter()
+        .zip(&cnames)
+        .filter(|(p, _)| is_in(p))
+        .map(|(_, c)| format!("rtx_aligned16({c})"))
+        .chain(std::iter::once("rtx_aligned16(rtx_out)".to_string()))
+        .collect();
+    let vec_loads: String = k
+        .params
+        .iter()
+        .zip(&cnames)
+        .filter(|(p, _)| is_in(p))
+        .map(|(_, c)| format!("    const rtx_vec<S> rtx_v_{c} = rtx_load_vec({c}, rtx_v);\n"))
+        .collect();
+    let vec_call = call(&|c| format!("rtx_v_{c}.v[rtx_k]"));
+    let scalar_call = call(&|c| format!("{c}[rtx_i]"));
+    src.push_str(&format!(
+        "template <typename S>\n__device__ __forceinline__ void {name}_contig({sig}) {{\n\
+         \x20 typedef typename rtx_elem<S>::acc A;\n\
+         \x20 const unsigned long long rtx_start = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n\
+         \x20 const unsigned long long rtx_step = (unsigned long long)gridDim.x * blockDim.x;\n\
+         \x20 const unsigned long long rtx_w = 16 / sizeof(S);\n\
+         \x20 // 16-byte vector loads when every buffer is 16-byte aligned, then a scalar tail.\n\
+         \x20 const bool rtx_aligned = {aligned};\n\
+         \x20 const unsigned long long rtx_nv = rtx_aligned ? rtx_n / rtx_w : 0ull;\n\
+         \x20 for (unsigned long long rtx_v = rtx_start; rtx_v < rtx_nv; rtx_v += rtx_step) {{\n\
+         {vec_loads}\
+         \x20   rtx_vec<S> rtx_o;\n\
+         #pragma unroll\n\
+         \x20   for (unsigned int rtx_k = 0; rtx_k < 16 / sizeof(S); ++rtx_k) {{\n\
+         \x20     rtx_o.v[rtx_k] = rtx_elem<S>::narrow({name}_body<A>({vec_call}));\n\
+         \x20   }}\n\
+         \x20   rtx_store_vec(rtx_out, rtx_v, rtx_o);\n\
+         \x20 }}\n\
+         \x20 for (unsigned long long rtx_i = rtx_nv * rtx_w + rtx_start; rtx_i < rtx_n; rtx_i += rtx_step) {{\n\
+         \x20   rtx_out[rtx_i] = rtx_elem<S>::narrow({name}_body<A>({scalar_call}));\n\
+         \x20 }}\n\
+         }}\n\n",
+        sig = sig.join(", "),
+        aligned = aligned.join(" && "),
+    ));
+
+    // Strided path.
+    let mut ssig = Vec::new();
+    let mut sdesc = Vec::new();
+    for (p, c) in k.params.iter().zip(&cnames) {
+        if let ParamTy::Scalar(t) = p.ty {
+            if is_in(p) {
+                ssig.push(format!("const S* {c}"));
+                ssig.push(format!("rtx_strides rtx_st_{c}"));
+                sdesc.push((p.name.to_string(), PTy::Ptr(Ty::Elem, false)));
+                sdesc.push((format!("{}_strides", p.name), PTy::Strides));
+            } else {
+                ssig.push(format!("{} {c}", uniform_ty(t)));
+                sdesc.push((p.name.to_string(), PTy::Value(t)));
+            }
+        }
+    }
+    ssig.push("S* rtx_out".into());
+    ssig.push("rtx_shape rtx_dims".into());
+    ssig.push("unsigned long long rtx_n".into());
+    sdesc.push(("out".into(), PTy::Ptr(Ty::Elem, true)));
+    sdesc.push(("shape".into(), PTy::Shape));
+    sdesc.push(("n".into(), PTy::Value(Ty::Usize)));
+    let ins: Vec<&String> = k
+        .params
+        .iter()
+        .zip(&cnames)
+        .filter(|(p, _)| is_in(p))
+        .map(|(_, c)| c)
+        .collect();
+    let offs_init: String = ins
+        .iter()
+        .map(|c| format!("    long long rtx_o_{c} = rtx_st_{c}.offset;\n"))
+        .collect();
+    let offs_step: String = ins
+        .iter()
+        .map(|c| format!("      rtx_o_{c} += (long long)rtx_c * rtx_st_{c}.strides[rtx_d];\n"))
+        .collect();
+    let strided_call = call(&|c| format!("{c}[rtx_o_{c}]"));
+    src.push_str(&format!(
+        "template <typename S>\n__device__ __forceinline__ void {name}_strided({sig}) {{\n\
+         \x20 typedef typename rtx_elem<S>::acc A;\n\
+         \x20 const unsigned long long rtx_step = (unsigned long long)gridDim.x * blockDim.x;\n\
+         \x20 for (unsigned long long rtx_i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; rtx_i < rtx_n; rtx_i += rtx_step) {{\n\
+         \x20   unsigned long long rtx_rem = rtx_i;\n\
+         {offs_init}\
+         \x20   for (int rtx_d = (int)rtx_dims.rank - 1; rtx_d >= 0; --rtx_d) {{\n\
+         \x20     const unsigned long long rtx_c = rtx_rem % rtx_dims.dims[rtx_d];\n\
+         \x20     rtx_rem /= rtx_dims.dims[rtx_d];\n\
+         {offs_step}\
+         \x20   }}\n\
+         \x20   rtx_out[rtx_i] = rtx_elem<S>::narrow({name}_body<A>({strided_call}));\n\
+         \x20 }}\n\
+         }}\n\n",
+        sig = ssig.join(", "),
+    ));
+
+    // extern "C" entries.
+    for (suffix, s, _) in DTYPES {
+        let a = acc_of(s);
+        for (variant, sig) in [("contig", &sig), ("strided", &ssig)] {
+            let concrete: Vec<String> = sig
+                .iter()
+                .map(|p| {
+                    p.replace("typename rtx_elem<S>::acc", a)
+                        .replace("S*", &format!("{s}*"))
+                })
+                .collect();
+            let args: Vec<&str> = sig
+                .iter()
+                .map(|p| p.rsplit(' ').next().unwrap_or(""))
+                .collect();
+            src.push_str(&format!(
+                "extern \"C\" __global__ void {name}_{variant}_{suffix}({}) {{\n  {name}_{variant}<{s}>({});\n}}\n",
+                concrete.join(", "),
+                args.join(", ")
+            ));
+        }
+    }
+    (src, desc, sdesc)
+}

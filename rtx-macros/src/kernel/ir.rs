@@ -1,0 +1,323 @@
+//! The typed kernel IR: the subset of Rust `#[kernel]` accepts, after parsing and type
+//! checking. Both code generators (native Rust and CUDA C) and the differentiator read it, so
+//! they agree on what a kernel means.
+//!
+//! Invariant: every expression carries its type; `Ty::Elem` values are in the compute type
+//! (`T::Acc` natively, `float`/`double` in CUDA); loads from `T` buffers widen and stores
+//! narrow.
+
+use proc_macro2::Span;
+use syn::Ident;
+
+/// A scalar type of the subset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    /// The element type parameter `T`, held in its compute type.
+    Elem,
+    Usize,
+    I32,
+    U32,
+    I64,
+    Bool,
+    /// The value of a statement-like expression (`if` without `else`, `sync_threads()`).
+    Unit,
+}
+
+impl Ty {
+    pub fn is_int(self) -> bool {
+        matches!(self, Ty::Usize | Ty::I32 | Ty::U32 | Ty::I64)
+    }
+
+    pub fn is_signed(self) -> bool {
+        matches!(self, Ty::Elem | Ty::I32 | Ty::I64)
+    }
+
+    /// How the type reads in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ty::Elem => "T",
+            Ty::Usize => "usize",
+            Ty::I32 => "i32",
+            Ty::U32 => "u32",
+            Ty::I64 => "i64",
+            Ty::Bool => "bool",
+            Ty::Unit => "()",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Rem => "%",
+            BinOp::BitAnd => "&",
+            BinOp::BitOr => "|",
+            BinOp::BitXor => "^",
+            BinOp::Shl => "<<",
+            BinOp::Shr => ">>",
+            BinOp::Eq => "==",
+            BinOp::Ne => "!=",
+            BinOp::Lt => "<",
+            BinOp::Le => "<=",
+            BinOp::Gt => ">",
+            BinOp::Ge => ">=",
+            BinOp::And => "&&",
+            BinOp::Or => "||",
+        }
+    }
+
+    pub fn is_cmp(self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
+    }
+}
+
+/// Math on `T` (and `max`/`min` on integers), written as methods: `x.exp()`, `a.max(b)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MathFn {
+    Exp,
+    Ln,
+    Ln1p,
+    Sqrt,
+    Sin,
+    Cos,
+    Tanh,
+    Erf,
+    Abs,
+    Recip,
+    Max,
+    Min,
+    Powi,
+    Powf,
+}
+
+impl MathFn {
+    pub const ALL: &'static [(&'static str, MathFn, usize)] = &[
+        ("exp", MathFn::Exp, 0),
+        ("ln", MathFn::Ln, 0),
+        ("ln_1p", MathFn::Ln1p, 0),
+        ("sqrt", MathFn::Sqrt, 0),
+        ("sin", MathFn::Sin, 0),
+        ("cos", MathFn::Cos, 0),
+        ("tanh", MathFn::Tanh, 0),
+        ("erf", MathFn::Erf, 0),
+        ("abs", MathFn::Abs, 0),
+        ("recip", MathFn::Recip, 0),
+        ("max", MathFn::Max, 1),
+        ("min", MathFn::Min, 1),
+        ("powi", MathFn::Powi, 1),
+        ("powf", MathFn::Powf, 1),
+    ];
+
+    pub fn name(self) -> &'static str {
+        MathFn::ALL
+            .iter()
+            .find(|(_, f, _)| *f == self)
+            .map_or("?", |(n, _, _)| n)
+    }
+}
+
+/// SIMT intrinsics, written as free function calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Intrinsic {
+    /// `thread_idx_x()` and friends: (name, CUDA expression).
+    Index(&'static str, &'static str),
+    LaneId,
+    SyncThreads,
+    ShuffleDown,
+    ShuffleXor,
+}
+
+/// Float constants written as `T::INFINITY`, `T::NEG_INFINITY`, `T::NAN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FConst {
+    Inf,
+    NegInf,
+    Nan,
+}
+
+/// Where an indexed buffer lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buf {
+    /// A `&[E]` parameter.
+    In,
+    /// A `&mut [E]` parameter.
+    Out,
+    /// A `#[shared]` array of the block (holding compute-type values for `T`).
+    Shared,
+}
+
+#[derive(Clone, Debug)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub ty: Ty,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub enum ExprKind {
+    Float(f64),
+    /// An integer literal; `untyped` until context (or a suffix) fixed its type.
+    Int(u64, bool),
+    Bool(bool),
+    Const(FConst),
+    Var(Ident),
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Math(MathFn, Vec<Expr>),
+    Intrinsic(Intrinsic, Vec<Expr>),
+    Load(Ident, Buf, Ty, Box<Expr>),
+    Cast(Box<Expr>),
+    If(Box<Expr>, Block, Block),
+    Block(Block),
+}
+
+impl Expr {
+    pub fn new(kind: ExprKind, ty: Ty, span: Span) -> Self {
+        Expr { kind, ty, span }
+    }
+
+    pub fn float(v: f64, span: Span) -> Self {
+        Expr::new(ExprKind::Float(v), Ty::Elem, span)
+    }
+
+    pub fn var(name: Ident, ty: Ty) -> Self {
+        let span = name.span();
+        Expr::new(ExprKind::Var(name), ty, span)
+    }
+
+    pub fn bin(op: BinOp, a: Expr, b: Expr) -> Self {
+        let ty = if op.is_cmp() { Ty::Bool } else { a.ty };
+        let span = a.span;
+        Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), ty, span)
+    }
+
+    pub fn math(f: MathFn, args: Vec<Expr>) -> Self {
+        let span = args[0].span;
+        Expr::new(ExprKind::Math(f, args), Ty::Elem, span)
+    }
+
+    pub fn neg(a: Expr) -> Self {
+        let (ty, span) = (a.ty, a.span);
+        Expr::new(ExprKind::Unary(UnOp::Neg, Box::new(a)), ty, span)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+    pub tail: Option<Box<Expr>>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Place {
+    Var(Ident),
+    Index(Ident, Buf, Ty, Expr),
+}
+
+#[derive(Clone, Debug)]
+pub enum Stmt {
+    Let {
+        name: Ident,
+        mutable: bool,
+        ty: Ty,
+        init: Option<Expr>,
+    },
+    Assign {
+        place: Place,
+        op: Option<BinOp>,
+        value: Expr,
+    },
+    AtomicAdd {
+        buf: Ident,
+        kind: Buf,
+        ty: Ty,
+        index: Expr,
+        value: Expr,
+    },
+    Expr(Expr),
+    For {
+        var: Ident,
+        ty: Ty,
+        start: Expr,
+        end: Expr,
+        step: Option<Expr>,
+        body: Block,
+    },
+    While {
+        cond: Expr,
+        body: Block,
+    },
+    Loop(Block),
+    Break,
+    Continue,
+    Return,
+}
+
+/// A kernel parameter.
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub name: Ident,
+    pub ty: ParamTy,
+    /// `#[uniform]` on an elementwise kernel: one value for all elements.
+    pub uniform: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamTy {
+    Scalar(Ty),
+    Slice { elem: Ty, mutable: bool },
+}
+
+/// A `#[shared] let name: [E; len];` declaration, hoisted to the block.
+#[derive(Clone, Debug)]
+pub struct Shared {
+    pub name: Ident,
+    pub elem: Ty,
+    pub len: usize,
+}
+
+/// A parsed kernel function.
+#[derive(Clone, Debug)]
+pub struct KernelFn {
+    pub name: Ident,
+    pub generic: Ident,
+    pub params: Vec<Param>,
+    pub body: Block,
+    pub shared: Vec<Shared>,
+    pub uses_sync: bool,
+}

@@ -1,0 +1,455 @@
+//! `#[kernel]`: one Rust function becomes native Rust and self-contained CUDA C source.
+//!
+//! The pipeline: `mod.rs` reads the attribute and the signature, `parse.rs` type-checks the
+//! body into the IR (`ir.rs`), and each kind (`elementwise.rs`, `reduce.rs`, `simt.rs`) emits
+//! its native items through `native.rs` and its CUDA entry points through `cuda.rs`;
+//! `grad.rs` derives elementwise derivative kernels. The user-facing documentation is on the
+//! `kernel` attribute in `lib.rs`.
+//!
+//! Invariant: the macro never panics; everything it rejects is a `syn::Error` at the span of
+//! the offending tokens.
+
+mod cuda;
+mod elementwise;
+mod grad;
+mod ir;
+mod native;
+mod parse;
+mod reduce;
+mod simt;
+
+use ir::{KernelFn, Param, ParamTy, Ty};
+use parse::{Mode, Parser};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
+use syn::spanned::Spanned;
+use syn::{Error, Ident, ItemFn, Result};
+
+/// Which kind the attribute asked for.
+enum Kind {
+    Simt,
+    Elementwise,
+    Reduce(Box<reduce::ReduceArgs>),
+}
+
+/// Whether to derive elementwise derivative kernels.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum GradOpt {
+    /// Where the body is differentiable.
+    Auto,
+    /// Always; an error where the body is not differentiable.
+    Required,
+    /// Never.
+    Off,
+}
+
+struct Args {
+    kind: Kind,
+    krate: TokenStream,
+    grad: GradOpt,
+}
+
+/// The element types every kernel is instantiated for: (suffix, CUDA storage type, DType).
+const DTYPES: [(&str, &str, &str); 4] = [
+    ("f32", "float", "F32"),
+    ("f64", "double", "F64"),
+    ("f16", "rtx_f16", "F16"),
+    ("bf16", "rtx_bf16", "BF16"),
+];
+
+fn acc_of(storage: &str) -> &'static str {
+    if storage == "double" {
+        "double"
+    } else {
+        "float"
+    }
+}
+
+/// Entry point of the attribute.
+pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let item: ItemFn = match syn::parse2(item) {
+        Ok(item) => item,
+        Err(e) => {
+            return Error::new(e.span(), "`#[kernel]` goes on a function").to_compile_error();
+        }
+    };
+    match expand_fn(attr, item) {
+        Ok(ts) => ts,
+        Err(e) => e.to_compile_error(),
+    }
+}
+
+fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
+    let args = parse_args(attr)?;
+    let mode = match args.kind {
+        Kind::Simt => Mode::Simt,
+        _ => Mode::Scalar,
+    };
+    let (k, parser) = parse_kernel(&item, mode)?;
+    let cx = native::NativeCx {
+        krate: args.krate.clone(),
+        t: k.generic.clone(),
+        bound: element_bound(&item.sig),
+    };
+    match &args.kind {
+        Kind::Elementwise => {
+            let mut out = elementwise::emit(&cx, &item, &k)?;
+            if args.grad != GradOpt::Off {
+                for p in k.params.iter().filter(|p| !p.uniform) {
+                    match grad::derive(&k, &p.name) {
+                        Some(g) => {
+                            out.extend(elementwise::emit_grad(&cx, &item, &g, &k.name, &p.name)?)
+                        }
+                        None if args.grad == GradOpt::Required => {
+                            return Err(Error::new(
+                                k.name.span(),
+                                format!(
+                                    "`#[kernel(elementwise, grad)]`: `{}` is not differentiable \
+                                     with respect to `{}`: derivatives are derived for bodies of \
+                                     `let` bindings, `if`/`else`, arithmetic and the math methods, \
+                                     without loops or assignments",
+                                    k.name, p.name
+                                ),
+                            ));
+                        }
+                        None => {}
+                    }
+                }
+            }
+            Ok(out)
+        }
+        Kind::Reduce(r) => reduce::emit(&cx, &item, &k, r),
+        Kind::Simt => simt::emit(&cx, &item, &k, &parser),
+    }
+}
+
+fn parse_args(attr: TokenStream) -> Result<Args> {
+    let mut kind = None;
+    let mut krate = None;
+    let mut grad = GradOpt::Auto;
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident("elementwise") {
+            kind = Some(Kind::Elementwise);
+        } else if meta.path.is_ident("simt") {
+            kind = Some(Kind::Simt);
+        } else if meta.path.is_ident("reduce") {
+            kind = Some(Kind::Reduce(Box::new(reduce::ReduceArgs::parse(&meta)?)));
+        } else if meta.path.is_ident("crate") {
+            let v = meta.value()?;
+            let path: syn::Path = if v.peek(syn::LitStr) {
+                v.parse::<syn::LitStr>()?.parse()?
+            } else {
+                v.parse()?
+            };
+            krate = Some(quote!(#path));
+        } else if meta.path.is_ident("grad") {
+            grad = GradOpt::Required;
+        } else if meta.path.is_ident("no_grad") {
+            grad = GradOpt::Off;
+        } else {
+            return Err(meta.error(
+                "unknown `#[kernel]` argument: expected `elementwise`, `reduce(identity = ..)`, \
+                 `simt`, `grad`, `no_grad` or `crate = path`",
+            ));
+        }
+        Ok(())
+    });
+    syn::parse::Parser::parse2(parser, attr)?;
+    let kind = kind.unwrap_or(Kind::Simt);
+    if grad != GradOpt::Auto && !matches!(kind, Kind::Elementwise) {
+        return Err(Error::new(
+            proc_macro2::Span::call_site(),
+            "`grad`/`no_grad` apply to elementwise kernels only",
+        ));
+    }
+    Ok(Args {
+        kind,
+        krate: krate.unwrap_or_else(|| quote!(::rtx::__private::rtx_kernels)),
+        grad,
+    })
+}
+
+/// Checks the signature and parses the body.
+fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
+    let sig = &item.sig;
+    if let Some(c) = &sig.constness {
+        return Err(Error::new(c.span, "a kernel cannot be `const`"));
+    }
+    if let Some(a) = &sig.asyncness {
+        return Err(Error::new(a.span, "a kernel cannot be `async`"));
+    }
+    if let Some(u) = &sig.unsafety {
+        return Err(Error::new(u.span, "a kernel cannot be `unsafe`"));
+    }
+    if let Some(abi) = &sig.abi {
+        return Err(Error::new(
+            abi.span(),
+            "a kernel has no `extern` ABI: the macro generates the `extern \"C\"` entry points",
+        ));
+    }
+    if let Some(v) = &sig.variadic {
+        return Err(Error::new(v.span(), "a kernel cannot be variadic"));
+    }
+    if let Some(w) = &sig.generics.where_clause {
+        return Err(Error::new(
+            w.span(),
+            "a kernel takes no `where` clause: write `<T: Float>`",
+        ));
+    }
+    let generic = element_param(sig)?;
+    let mut parser = Parser::new(mode, generic.clone());
+    let mut params = Vec::new();
+    for input in &sig.inputs {
+        let syn::FnArg::Typed(pt) = input else {
+            return Err(Error::new(
+                input.span(),
+                "a kernel is a free function: no `self`",
+            ));
+        };
+        let syn::Pat::Ident(pi) = &*pt.pat else {
+            return Err(Error::new(
+                pt.pat.span(),
+                "kernel parameters are plain names",
+            ));
+        };
+        if pi.by_ref.is_some() || pi.subpat.is_some() || pi.mutability.is_some() {
+            return Err(Error::new(
+                pt.pat.span(),
+                "kernel parameters are plain names (no `mut`, `ref`)",
+            ));
+        }
+        let mut uniform = false;
+        for a in &pt.attrs {
+            if a.path().is_ident("uniform") && mode == Mode::Scalar {
+                uniform = true;
+            } else {
+                return Err(Error::new(
+                    a.span(),
+                    "the only parameter attribute is `#[uniform]`, on elementwise and reduce kernels",
+                ));
+            }
+        }
+        let ty = parser.param_ty(&pt.ty)?;
+        let p = Param {
+            name: pi.ident.clone(),
+            ty,
+            uniform,
+        };
+        parser.declare_param(&p)?;
+        params.push(p);
+    }
+    let ret = match &sig.output {
+        syn::ReturnType::Default => Ty::Unit,
+        syn::ReturnType::Type(_, t) => parser.scalar_ty(t)?,
+    };
+    match (mode, ret) {
+        (Mode::Simt, Ty::Unit) | (Mode::Scalar, Ty::Elem) => {}
+        (Mode::Simt, _) => {
+            return Err(Error::new(
+                sig.output.span(),
+                "a SIMT kernel returns nothing: it writes its `&mut [T]` buffers",
+            ));
+        }
+        (Mode::Scalar, _) => {
+            return Err(Error::new(
+                sig.output.span(),
+                format!("an elementwise or reduce kernel returns the element type: `-> {generic}`"),
+            ));
+        }
+    }
+    let body = parser.block(&item.block)?;
+    if mode == Mode::Scalar && body.tail.as_ref().is_none_or(|t| t.ty != Ty::Elem) {
+        return Err(Error::new(
+            item.block.span(),
+            format!("the body must end in a `{generic}` value (its last expression, without `;`)"),
+        ));
+    }
+    let k = KernelFn {
+        name: sig.ident.clone(),
+        generic,
+        params,
+        body,
+        shared: parser.shared.clone(),
+        uses_sync: parser.uses_sync,
+    };
+    Ok((k, parser))
+}
+
+/// The one generic parameter, `T: Float`.
+fn element_param(sig: &syn::Signature) -> Result<Ident> {
+    let g = &sig.generics;
+    let mut found = None;
+    for p in &g.params {
+        match p {
+            syn::GenericParam::Type(t) if found.is_none() => {
+                let float = t.bounds.iter().any(|b| {
+                    matches!(b, syn::TypeParamBound::Trait(tb)
+                        if tb.path.segments.last().is_some_and(|s| s.ident == "Float"))
+                });
+                if !float || t.bounds.len() != 1 || t.default.is_some() {
+                    return Err(Error::new(
+                        t.span(),
+                        format!(
+                            "the element type parameter is declared `{}: Float`",
+                            t.ident
+                        ),
+                    ));
+                }
+                found = Some(t.ident.clone());
+            }
+            other => {
+                return Err(Error::new(
+                    other.span(),
+                    "a kernel has exactly one generic parameter, the element type `T: Float`",
+                ));
+            }
+        }
+    }
+    found.ok_or_else(|| {
+        Error::new(
+            sig.ident.span(),
+            "a kernel is generic over its element type: `fn name<T: Float>(...)`; it is \
+             instantiated for f32, f64, f16 and bf16",
+        )
+    })
+}
+
+/// The user's bound on the element type (`Float`, `rtx::Float`), kept on the native function.
+fn element_bound(sig: &syn::Signature) -> TokenStream {
+    for p in &sig.generics.params {
+        if let syn::GenericParam::Type(t) = p {
+            let b = &t.bounds;
+            return quote!(#b);
+        }
+    }
+    TokenStream::new()
+}
+
+/// How an argument of a CUDA entry point is described.
+enum PTy {
+    Ptr(Ty, bool),
+    Value(Ty),
+    Shape,
+    Strides,
+}
+
+fn scalar_type(k: &TokenStream, ty: Ty, value: bool) -> TokenStream {
+    let v = match ty {
+        Ty::Elem if value => quote!(Acc),
+        Ty::Elem => quote!(Elem),
+        Ty::Usize => quote!(U64),
+        Ty::I32 => quote!(I32),
+        Ty::U32 => quote!(U32),
+        Ty::I64 => quote!(I64),
+        Ty::Bool | Ty::Unit => quote!(Bool),
+    };
+    quote!(#k::kernel::ScalarType::#v)
+}
+
+/// `&[KernelParam { .. }, ..]` for an entry's argument list.
+fn params_tokens(k: &TokenStream, params: &[(String, PTy)]) -> TokenStream {
+    let items = params.iter().map(|(name, p)| {
+        let ty = match p {
+            PTy::Ptr(elem, mutable) => {
+                let e = scalar_type(k, *elem, false);
+                quote!(#k::kernel::ParamType::Ptr { elem: #e, mutable: #mutable })
+            }
+            PTy::Value(t) => {
+                let s = scalar_type(k, *t, true);
+                quote!(#k::kernel::ParamType::Value(#s))
+            }
+            PTy::Shape => quote!(#k::kernel::ParamType::Shape),
+            PTy::Strides => quote!(#k::kernel::ParamType::Strides),
+        };
+        quote!(#k::kernel::KernelParam { name: #name, ty: #ty })
+    });
+    quote!(&[#(#items),*])
+}
+
+/// One `KernelEntry` per element type for a variant: `symbol(suffix)` names the symbol.
+fn entries_tokens(
+    k: &TokenStream,
+    variant: &str,
+    params: &TokenStream,
+    symbol: impl Fn(&str) -> String,
+) -> Vec<TokenStream> {
+    let variant = format_ident!("{}", variant);
+    DTYPES
+        .iter()
+        .map(|(suffix, _, dt)| {
+            let sym = symbol(suffix);
+            let dt = format_ident!("{}", dt);
+            quote!(#k::kernel::KernelEntry {
+                symbol: #sym,
+                dtype: #k::DType::#dt,
+                variant: #k::kernel::Variant::#variant,
+                params: #params,
+                default_block: 256,
+            })
+        })
+        .collect()
+}
+
+/// The attributes of the user's function worth keeping on the native one (docs, cfgs, lint
+/// levels).
+fn kept_attrs(item: &ItemFn) -> Vec<&syn::Attribute> {
+    item.attrs.iter().collect()
+}
+
+/// The native signature's parameter list: `T` for `Ty::Elem`, `&[T]` for buffers.
+fn native_params(cx: &native::NativeCx, params: &[Param]) -> Vec<TokenStream> {
+    let t = &cx.t;
+    params
+        .iter()
+        .map(|p| {
+            let name = &p.name;
+            let ty = match p.ty {
+                ParamTy::Scalar(Ty::Elem) => quote!(#t),
+                ParamTy::Scalar(s) => cx.ty(s),
+                ParamTy::Slice { elem, mutable } => {
+                    let e = if elem == Ty::Elem {
+                        quote!(#t)
+                    } else {
+                        cx.ty(elem)
+                    };
+                    if mutable {
+                        quote!(&mut [#e])
+                    } else {
+                        quote!(&[#e])
+                    }
+                }
+            };
+            quote!(#name: #ty)
+        })
+        .collect()
+}
+
+/// `let x: T::Acc = to_acc(x);` for every `T` scalar parameter.
+fn widen_params(cx: &native::NativeCx, params: &[Param]) -> Vec<TokenStream> {
+    let acc = cx.acc();
+    params
+        .iter()
+        .filter(|p| p.ty == ParamTy::Scalar(Ty::Elem))
+        .map(|p| {
+            let name = &p.name;
+            let w = cx.widen(quote!(#name));
+            quote!(let #name: #acc = #w;)
+        })
+        .collect()
+}
+
+/// Rejects parameter names the generated helpers use themselves.
+fn check_reserved(params: &[Param], reserved: &[&str]) -> Result<()> {
+    for p in params {
+        let n = p.name.to_string();
+        if reserved.contains(&n.as_str())
+            || params.iter().any(|q| n == format!("{}_strides", q.name))
+        {
+            return Err(Error::new(
+                p.name.span(),
+                format!("`{n}` names an argument of the generated helpers; rename this parameter"),
+            ));
+        }
+    }
+    Ok(())
+}

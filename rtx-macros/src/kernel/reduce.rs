@@ -1,0 +1,342 @@
+//! `#[kernel(reduce(identity = .., map = |x| .., finish = |acc, n| ..))]` on a combine
+//! function `fn name<T: Float>(acc: T, x: T) -> T`: the combine as a scalar function, a
+//! module with the descriptor and native reductions over `(outer, axis, inner)`, and one CUDA
+//! entry per element type running a block per output with warp shuffles and shared memory.
+//!
+//! Invariant: for a given block size the CUDA reduction combines in one fixed order (each
+//! thread strides over the axis, then a shuffle tree, then the warps' partials), so results
+//! are the same run to run.
+
+use super::cuda::{self, Writer, cty};
+use super::ir::{Block, Expr, KernelFn, ParamTy, Ty};
+use super::native::NativeCx;
+use super::parse::{Mode, Parser, coerce};
+use super::{DTYPES, PTy, entries_tokens, params_tokens};
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
+use syn::{Error, Ident, ItemFn, Result};
+
+/// The arguments inside `reduce(...)`.
+pub struct ReduceArgs {
+    identity: syn::Expr,
+    map: Option<syn::ExprClosure>,
+    finish: Option<syn::ExprClosure>,
+}
+
+impl ReduceArgs {
+    pub fn parse(meta: &ParseNestedMeta) -> Result<Self> {
+        let mut identity = None;
+        let mut map = None;
+        let mut finish = None;
+        meta.parse_nested_meta(|m| {
+            if m.path.is_ident("identity") {
+                identity = Some(m.value()?.parse::<syn::Expr>()?);
+            } else if m.path.is_ident("map") {
+                map = Some(m.value()?.parse::<syn::ExprClosure>()?);
+            } else if m.path.is_ident("finish") {
+                finish = Some(m.value()?.parse::<syn::ExprClosure>()?);
+            } else {
+                return Err(m.error("`reduce(..)` takes `identity = value`, `map = |x| ..` and `finish = |acc, n| ..`"));
+            }
+            Ok(())
+        })?;
+        let identity = identity.ok_or_else(|| {
+            meta.error("`reduce` needs its identity: `reduce(identity = 0.0)` (`T::NEG_INFINITY` for a max)")
+        })?;
+        Ok(ReduceArgs {
+            identity,
+            map,
+            finish,
+        })
+    }
+}
+
+/// A closure argument as a small function: its parameter names and body.
+struct Piece {
+    params: Vec<Ident>,
+    body: Block,
+}
+
+fn closure(generic: &Ident, c: &syn::ExprClosure, names: &[&str], what: &str) -> Result<Piece> {
+    if c.inputs.len() != names.len() {
+        return Err(Error::new(
+            c.span(),
+            format!(
+                "`{what}` takes {} argument(s): `|{}| ..`",
+                names.len(),
+                names.join(", ")
+            ),
+        ));
+    }
+    if c.asyncness.is_some()
+        || c.movability.is_some()
+        || c.capture.is_some()
+        || c.lifetimes.is_some()
+        || c.constness.is_some()
+    {
+        return Err(Error::new(
+            c.span(),
+            format!("`{what}` is a plain closure `|..| expr`"),
+        ));
+    }
+    let mut p = Parser::new(Mode::Scalar, generic.clone());
+    let mut params = Vec::new();
+    for input in &c.inputs {
+        let id = match input {
+            syn::Pat::Ident(pi)
+                if pi.by_ref.is_none() && pi.subpat.is_none() && pi.mutability.is_none() =>
+            {
+                pi.ident.clone()
+            }
+            syn::Pat::Type(pt) => {
+                if p.scalar_ty(&pt.ty)? != Ty::Elem {
+                    return Err(Error::new(
+                        pt.ty.span(),
+                        format!("`{what}`'s arguments are `{generic}` values"),
+                    ));
+                }
+                match &*pt.pat {
+                    syn::Pat::Ident(pi) => pi.ident.clone(),
+                    other => {
+                        return Err(Error::new(
+                            other.span(),
+                            "closure arguments are plain names",
+                        ));
+                    }
+                }
+            }
+            other => {
+                return Err(Error::new(
+                    other.span(),
+                    "closure arguments are plain names",
+                ));
+            }
+        };
+        p.declare_scalar(&id, Ty::Elem, false)?;
+        params.push(id);
+    }
+    let body = p.expr(&c.body)?;
+    let body = coerce(body, Ty::Elem)?;
+    Ok(Piece {
+        params,
+        body: Block {
+            stmts: vec![],
+            tail: Some(Box::new(body)),
+        },
+    })
+}
+
+pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Result<TokenStream> {
+    if k.params.len() != 2
+        || k.params
+            .iter()
+            .any(|p| p.ty != ParamTy::Scalar(Ty::Elem) || p.uniform)
+    {
+        return Err(Error::new(
+            item.sig.inputs.span(),
+            format!(
+                "a reduce kernel is its combine function: `fn {}<{}: Float>(acc: {1}, x: {1}) -> {1}`",
+                k.name, k.generic
+            ),
+        ));
+    }
+    let g = &k.generic;
+    let identity = {
+        let mut p = Parser::new(Mode::Scalar, g.clone());
+        coerce(p.expr(&r.identity)?, Ty::Elem)?
+    };
+    let map = match &r.map {
+        Some(c) => closure(g, c, &["x"], "map")?,
+        None => {
+            let x = Ident::new("x", proc_macro2::Span::call_site());
+            Piece {
+                params: vec![x.clone()],
+                body: Block {
+                    stmts: vec![],
+                    tail: Some(Box::new(Expr::var(x, Ty::Elem))),
+                },
+            }
+        }
+    };
+    let finish = match &r.finish {
+        Some(c) => closure(g, c, &["acc", "n"], "finish")?,
+        None => {
+            let acc = Ident::new("acc", proc_macro2::Span::call_site());
+            let n = Ident::new("n", proc_macro2::Span::call_site());
+            Piece {
+                params: vec![acc.clone(), n],
+                body: Block {
+                    stmts: vec![],
+                    tail: Some(Box::new(Expr::var(acc, Ty::Elem))),
+                },
+            }
+        }
+    };
+    let combine = Piece {
+        params: k.params.iter().map(|p| p.name.clone()).collect(),
+        body: k.body.clone(),
+    };
+
+    let kr = &cx.krate;
+    let bound = &cx.bound;
+    let (name, vis) = (&k.name, &item.vis);
+    let name_s = name.to_string();
+    let attrs = super::kept_attrs(item);
+    let params = super::native_params(cx, &k.params);
+    let widen = super::widen_params(cx, &k.params);
+    let acc = cx.acc();
+    let ret = cx.narrow(cx.block(&k.body));
+    let lambda = |p: &Piece| {
+        let ps = &p.params;
+        let b = cx.block(&p.body);
+        quote!(|#(#ps: #acc),*| -> #acc #b)
+    };
+    let (l_map, l_combine, l_finish) = (lambda(&map), lambda(&combine), lambda(&finish));
+    let ident = cx.expr(&identity);
+
+    let source = cuda_source(k, &identity, &map, &combine, &finish);
+    let desc = params_tokens(
+        kr,
+        &[
+            ("x".into(), PTy::Ptr(Ty::Elem, false)),
+            ("out".into(), PTy::Ptr(Ty::Elem, true)),
+            ("outer".into(), PTy::Value(Ty::Usize)),
+            ("axis".into(), PTy::Value(Ty::Usize)),
+            ("inner".into(), PTy::Value(Ty::Usize)),
+        ],
+    );
+    let entries = entries_tokens(kr, "Reduce", &desc, |s| format!("{name_s}_{s}"));
+    let mod_doc = format!(
+        "The `{name_s}` reduction, generated by `#[kernel]`: its descriptor and native \
+         reductions combining with [`{name_s}`]({name_s}())."
+    );
+
+    Ok(quote! {
+        #(#attrs)*
+        #[allow(unused_parens, unused_mut, clippy::all)]
+        #vis fn #name<#g: #bound>(#(#params),*) -> #g {
+            #(#widen)*
+            #ret
+        }
+
+        #[doc = #mod_doc]
+        #[allow(clippy::all)]
+        #vis mod #name {
+            /// The kernel's CUDA source and entry points.
+            pub static KERNEL: #kr::kernel::KernelSource = #kr::kernel::KernelSource {
+                name: #name_s,
+                kind: #kr::kernel::KernelKind::Reduce,
+                source: #source,
+                entries: &[#(#entries),*],
+            };
+
+            #[allow(unused_parens, unused_mut, clippy::all)]
+            fn fns<#g: #kr::Float>() -> #kr::kernel::rt::ReduceFns<#acc> {
+                #kr::kernel::rt::ReduceFns {
+                    identity: #ident,
+                    map: #l_map,
+                    combine: #l_combine,
+                    finish: #l_finish,
+                }
+            }
+
+            /// Reduces `x`, seen as `[outer, axis, inner]` row-major, along the middle axis
+            /// into `out` (`[outer, inner]`).
+            pub fn reduce<#g: #kr::Float>(x: &[#g], outer: usize, axis: usize, inner: usize, out: &mut [#g]) -> ::core::result::Result<(), #kr::kernel::LaunchError> {
+                #kr::kernel::rt::reduce(#name_s, x, (outer, axis, inner), out, &fns::<#g>())
+            }
+
+            /// Reduces a contiguous tensor of `shape` along `axis`; returns the values and the
+            /// output shape (the axis kept with size 1 when `keepdim`).
+            pub fn reduce_axis<#g: #kr::Float>(x: &[#g], shape: &[usize], axis: usize, keepdim: bool) -> ::core::result::Result<(::std::vec::Vec<#g>, ::std::vec::Vec<usize>), #kr::kernel::LaunchError> {
+                #kr::kernel::rt::reduce_axis(#name_s, x, shape, axis, keepdim, &fns::<#g>())
+            }
+        }
+    })
+}
+
+fn device_fn(src: &mut String, name: &str, p: &Piece) {
+    let mut w = Writer::new(1);
+    let ps: Vec<String> = p
+        .params
+        .iter()
+        .map(|x| format!("{} {}", cty(Ty::Elem), w.declare(&x.to_string())))
+        .collect();
+    let tail = w.block_body(&p.body).unwrap_or_default();
+    w.line(&format!("return {tail};"));
+    src.push_str(&format!(
+        "template <typename A>\n__device__ __forceinline__ A {name}({}) {{\n{}}}\n\n",
+        ps.join(", "),
+        w.out
+    ));
+}
+
+fn cuda_source(
+    k: &KernelFn,
+    identity: &Expr,
+    map: &Piece,
+    combine: &Piece,
+    finish: &Piece,
+) -> String {
+    let name = k.name.to_string();
+    let mut src = String::from(cuda::PRELUDE);
+    src.push_str(&format!(
+        "\n// `{name}`: reduction generated by #[kernel] from Rust.\n"
+    ));
+    let ident = Piece {
+        params: vec![],
+        body: Block {
+            stmts: vec![],
+            tail: Some(Box::new(identity.clone())),
+        },
+    };
+    device_fn(&mut src, &format!("{name}_identity"), &ident);
+    device_fn(&mut src, &format!("{name}_map"), map);
+    device_fn(&mut src, &format!("{name}_combine"), combine);
+    device_fn(&mut src, &format!("{name}_finish"), finish);
+    src.push_str(&format!(
+        "// One block per output (grid-stride over outputs); blockDim.x is a multiple of 32, at most 1024.\n\
+         template <typename S>\n\
+         __device__ __forceinline__ void {name}_reduce(const S* x, S* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
+         \x20 typedef typename rtx_elem<S>::acc A;\n\
+         \x20 __shared__ A rtx_part[32];\n\
+         \x20 const unsigned int rtx_tid = threadIdx.x;\n\
+         \x20 const unsigned int rtx_lane = rtx_tid & 31u;\n\
+         \x20 const unsigned int rtx_warp = rtx_tid >> 5;\n\
+         \x20 const unsigned int rtx_warps = (blockDim.x + 31u) >> 5;\n\
+         \x20 const unsigned long long rtx_rows = outer * inner;\n\
+         \x20 for (unsigned long long rtx_row = blockIdx.x; rtx_row < rtx_rows; rtx_row += gridDim.x) {{\n\
+         \x20   const unsigned long long rtx_o = rtx_row / inner;\n\
+         \x20   const unsigned long long rtx_i = rtx_row % inner;\n\
+         \x20   const S* rtx_base = x + rtx_o * axis * inner + rtx_i;\n\
+         \x20   A rtx_acc = {name}_identity<A>();\n\
+         \x20   for (unsigned long long rtx_k = rtx_tid; rtx_k < axis; rtx_k += blockDim.x) {{\n\
+         \x20     rtx_acc = {name}_combine<A>(rtx_acc, {name}_map<A>(rtx_elem<S>::widen(rtx_base[rtx_k * inner])));\n\
+         \x20   }}\n\
+         \x20   for (unsigned int rtx_off = 16u; rtx_off > 0u; rtx_off >>= 1) {{\n\
+         \x20     rtx_acc = {name}_combine<A>(rtx_acc, rtx_shfl_down(rtx_acc, rtx_off));\n\
+         \x20   }}\n\
+         \x20   if (rtx_lane == 0u) rtx_part[rtx_warp] = rtx_acc;\n\
+         \x20   __syncthreads();\n\
+         \x20   if (rtx_warp == 0u) {{\n\
+         \x20     rtx_acc = rtx_lane < rtx_warps ? rtx_part[rtx_lane] : {name}_identity<A>();\n\
+         \x20     for (unsigned int rtx_off = 16u; rtx_off > 0u; rtx_off >>= 1) {{\n\
+         \x20       rtx_acc = {name}_combine<A>(rtx_acc, rtx_shfl_down(rtx_acc, rtx_off));\n\
+         \x20     }}\n\
+         \x20     if (rtx_lane == 0u) rtx_out[rtx_row] = rtx_elem<S>::narrow({name}_finish<A>(rtx_acc, (A)axis));\n\
+         \x20   }}\n\
+         \x20   // rtx_part is reused by the next row.\n\
+         \x20   __syncthreads();\n\
+         \x20 }}\n\
+         }}\n\n"
+    ));
+    for (suffix, s, _) in DTYPES {
+        src.push_str(&format!(
+            "extern \"C\" __global__ void {name}_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
+             \x20 {name}_reduce<{s}>(x, rtx_out, outer, axis, inner);\n}}\n"
+        ));
+    }
+    src
+}
