@@ -32,6 +32,14 @@ pub enum Error {
         /// What was wrong, with the numbers involved.
         msg: String,
     },
+    /// A data file (a data set, its cache or its download) could not be fetched, read or parsed.
+    #[error("{path}: {msg}")]
+    Data {
+        /// The file involved (or the command, for a failed download).
+        path: String,
+        /// What was wrong and, where it helps, what to do about it.
+        msg: String,
+    },
     /// The backend could not run the op.
     #[error(transparent)]
     Backend(#[from] BackendError),

@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod autograd;
+pub mod data;
 mod error;
 pub mod nn;
 pub mod optim;
@@ -40,6 +41,7 @@ pub mod __private {
 
 /// Everything a model file usually needs, in one import.
 pub mod prelude {
+    pub use crate::data::{Collate, DataLoader, Dataset};
     pub use crate::nn::{
         AvgPool2d, BatchNorm, BatchNorm1d, BatchNorm2d, CausalSelfAttention, Conv1d, Conv2d,
         CrossEntropy, Dropout, Embedding, GELU, Init, LayerNorm, Linear, MaxPool2d, ModelExt,

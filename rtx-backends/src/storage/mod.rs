@@ -65,6 +65,17 @@ impl<E: Element> Storage<E> {
         }
     }
 
+    /// Appends the elements a layout views, in logical order, to a host vector: how the data
+    /// loader gathers samples into one batch buffer without a temporary per sample.
+    pub fn extend_host(&self, layout: &Layout, out: &mut Vec<E>) {
+        match self {
+            Storage::Cpu(v) => match layout.contiguous_range() {
+                Some(r) => out.extend_from_slice(&v[r]),
+                None => out.extend(crate::cpu::elementwise::map(v, layout, |x| x)),
+            },
+        }
+    }
+
     /// A dense copy of the viewed elements on the same device.
     pub fn contiguous(&self, layout: &Layout) -> Result<Self> {
         match self {

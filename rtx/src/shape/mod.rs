@@ -12,12 +12,14 @@ pub mod checks;
 pub mod conv;
 mod dim;
 pub mod matmul;
+mod prepend;
 pub mod rules;
 
 pub use axes::{
     Axes2, Axes3, Axes4, Axes5, Axes6, HasAxis, InsertAxis, PermuteAxes, ReduceAxis, SwapAxes,
 };
 pub use dim::{Const, Dim, Dyn};
+pub use prepend::PrependDim;
 
 use rtx_backends::MAX_RANK;
 use std::fmt::Debug;
