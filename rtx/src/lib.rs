@@ -16,6 +16,7 @@
 
 pub mod autograd;
 mod error;
+pub mod io;
 pub mod nn;
 pub mod optim;
 pub mod shape;
