@@ -8,6 +8,7 @@
 //! and a `?` on every arithmetic line would bury the model code.
 
 use rtx_backends::BackendError;
+use std::path::PathBuf;
 
 /// Everything that can go wrong in rtx at run time.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
@@ -38,6 +39,24 @@ pub enum Error {
         /// The file involved (or the command, for a failed download).
         path: String,
         /// What was wrong and, where it helps, what to do about it.
+        msg: String,
+    },
+    /// A file could not be read or written (the OS error, as text, with the file named).
+    #[error("{}: {msg}", file.display())]
+    Io {
+        /// The file involved.
+        file: PathBuf,
+        /// The kind of the underlying `std::io::Error`.
+        kind: std::io::ErrorKind,
+        /// What was being done, and the OS error.
+        msg: String,
+    },
+    /// A checkpoint file is malformed, or does not fit the model or optimizer loading it.
+    #[error("checkpoint {}: {msg}", file.display())]
+    Checkpoint {
+        /// The checkpoint file.
+        file: PathBuf,
+        /// What is wrong, naming the tensor, shapes and dtypes involved.
         msg: String,
     },
     /// The backend could not run the op.

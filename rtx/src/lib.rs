@@ -17,6 +17,7 @@
 pub mod autograd;
 pub mod data;
 mod error;
+pub mod io;
 pub mod nn;
 pub mod optim;
 pub mod shape;

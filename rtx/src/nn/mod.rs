@@ -32,6 +32,7 @@ pub use loss::{
     mse_loss, nll_loss, try_cross_entropy_with, try_nll_loss,
 };
 pub use model::ModelExt;
+pub(crate) use model::short_type_name;
 pub use module::{Module, TensorKind, Visitor, VisitorMut, join};
 pub use pool::{AvgPool2d, MaxPool2d};
 pub use rms_norm::RMSNorm;

@@ -204,6 +204,49 @@ pub trait ModelExt: Module {
         self.visit_mut("", &mut apply);
         apply.error.map_or(Ok(()), Err)
     }
+
+    /// Writes every parameter and buffer to a safetensors file under its `state_dict` name,
+    /// atomically; PyTorch's `load_state_dict` reads the file into the twin model (see
+    /// [`crate::io`] for the format, naming and atomicity).
+    ///
+    /// ```
+    /// use rtx::prelude::*;
+    ///
+    /// let path = std::env::temp_dir().join(format!("rtx-doc-save-{}.safetensors", std::process::id()));
+    /// let model = Linear::<3, 2>::new(Device::Cpu, 0);
+    /// model.save(&path)?;
+    /// let ck = rtx::io::Checkpoint::open(&path)?;
+    /// assert_eq!(ck.names().collect::<Vec<_>>(), ["bias", "weight"]);
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok::<(), rtx::Error>(())
+    /// ```
+    fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let mut ck = crate::io::Checkpoint::new();
+        ck.add_model("", self)?;
+        ck.save(path)
+    }
+
+    /// Reads every parameter and buffer from a safetensors file (written by
+    /// [`ModelExt::save`] or by PyTorch's `safetensors.torch.save_file(state_dict)`),
+    /// strictly as PyTorch's `load_state_dict(strict=True)`: missing or unexpected keys and
+    /// wrong shapes are errors naming the file and the keys, and leave the model unchanged.
+    /// Float tensors of another dtype are cast; gradient tracking is kept (see [`crate::io`]).
+    ///
+    /// ```
+    /// use rtx::prelude::*;
+    ///
+    /// let path = std::env::temp_dir().join(format!("rtx-doc-load-{}.safetensors", std::process::id()));
+    /// Linear::<3, 2>::new(Device::Cpu, 0).save(&path)?;
+    /// let mut wide = Linear::<3, 2, f64>::new(Device::Cpu, 1);
+    /// wide.load(&path)?; // f32 in the file, cast to f64
+    /// let e = Linear::<3, 2>::new(Device::Cpu, 0).without_bias().load(&path).unwrap_err();
+    /// assert!(e.to_string().contains("unexpected keys: `bias`"));
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok::<(), rtx::Error>(())
+    /// ```
+    fn load(&mut self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        crate::io::Checkpoint::open(path)?.load_model("", self)
+    }
 }
 
 impl<M: Module + ?Sized> ModelExt for M {}

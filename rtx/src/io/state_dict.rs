@@ -1,0 +1,243 @@
+//! A model's tensors to and from checkpoint entries, by their PyTorch `state_dict` names.
+//!
+//! Loading is strict and all-or-nothing: every problem (missing keys, unexpected keys, wrong
+//! shapes, non-float dtypes) is found in a dry run and reported together, before any tensor of
+//! the model is replaced. Parameters that tracked gradients still do afterwards, as new leaves.
+//! The one leniency is PyTorch's own: a batch-norm batch count missing from the file keeps the
+//! model's value, and one the model lacks is skipped.
+
+use super::codec;
+use super::safetensors::{Entry, dims_str};
+use crate::nn::{Module, TensorKind, Visitor, VisitorMut};
+use crate::shape::{Shape, describe};
+use crate::tensor::Tensor;
+use ::safetensors::Dtype;
+use rtx_kernels::{DType, Float};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One tensor ready to store: its name, dtype, dims and bytes.
+pub(crate) struct Owned {
+    pub name: String,
+    pub dtype: Dtype,
+    pub dims: Vec<usize>,
+    pub bytes: Vec<u8>,
+}
+
+/// `prefix` + `.` + `name`, or `name` alone for an empty prefix.
+pub(crate) fn key(prefix: &str, name: &str) -> String {
+    match prefix.trim_end_matches('.') {
+        "" => name.to_string(),
+        p => format!("{p}.{name}"),
+    }
+}
+
+/// Whether `name` is a batch-norm batch count, which PyTorch keeps as an `int64` scalar and
+/// rtx as a float scalar (modules visit float tensors only).
+fn is_batch_count(name: &str, kind: TensorKind, dims: &[usize]) -> bool {
+    kind == TensorKind::Buffer && dims.is_empty() && is_count_name(name)
+}
+
+/// Whether a key names a batch count (`num_batches_tracked`, alone or as a last component).
+fn is_count_name(name: &str) -> bool {
+    name == "num_batches_tracked" || name.ends_with(".num_batches_tracked")
+}
+
+/// Every tensor of `model`, named under `prefix`, as stored bytes: in its own dtype, except
+/// batch counts, which are stored as `int64` as PyTorch stores them.
+pub(crate) fn export<M: Module + ?Sized>(prefix: &str, model: &M) -> Result<Vec<Owned>, String> {
+    struct Export<'a> {
+        prefix: &'a str,
+        out: Vec<Owned>,
+        error: Option<String>,
+    }
+    impl Visitor for Export<'_> {
+        fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
+            let name = key(self.prefix, name);
+            let dims = t.dims().to_vec();
+            let owned = if is_batch_count(&name, kind, &dims) {
+                let v = t.to_vec().first().map_or(0.0, |x| x.to_f64());
+                if !(v.fract() == 0.0 && v.abs() < 2f64.powi(63)) {
+                    self.error.get_or_insert(format!(
+                        "`{name}` holds {v}, which is not a whole batch count"
+                    ));
+                    return;
+                }
+                let bytes = codec::encode_f64(DType::I64, &[v]);
+                Owned {
+                    name,
+                    dtype: Dtype::I64,
+                    dims,
+                    bytes,
+                }
+            } else {
+                let bytes = codec::encode(t.to_vec());
+                let dtype = codec::to_st(E::DTYPE);
+                Owned {
+                    name,
+                    dtype,
+                    dims,
+                    bytes,
+                }
+            };
+            self.out.push(owned);
+        }
+    }
+    let mut e = Export {
+        prefix,
+        out: Vec::new(),
+        error: None,
+    };
+    model.visit("", &mut e);
+    match e.error {
+        Some(msg) => Err(msg),
+        None => Ok(e.out),
+    }
+}
+
+/// Sets every tensor of `model` from `entries` (keys under `prefix`), strictly: `available`
+/// is the set of keys the model must use up. Returns the problems found, or nothing when the
+/// model has been loaded.
+pub(crate) fn import<M: Module + ?Sized>(
+    prefix: &str,
+    model: &mut M,
+    entries: &BTreeMap<String, Entry>,
+    data: &[u8],
+    available: BTreeSet<&String>,
+) -> Result<(), String> {
+    let mut check = Import {
+        prefix,
+        entries,
+        data,
+        apply: false,
+        seen: BTreeSet::new(),
+        missing: Vec::new(),
+        problems: Vec::new(),
+    };
+    model.visit_mut("", &mut check);
+    // PyTorch's BatchNorm fills in a missing count and rtx layers may not keep one, so a
+    // count the model does not have is skipped rather than unexpected.
+    let unexpected: Vec<String> = available
+        .into_iter()
+        .filter(|k| !check.seen.contains(*k))
+        .filter(|k| !(is_count_name(k) && entries.get(*k).is_some_and(|e| e.dims.is_empty())))
+        .cloned()
+        .collect();
+    let mut report = Vec::new();
+    if !check.missing.is_empty() {
+        report.push(format!("missing keys: {}", list(&check.missing)));
+    }
+    if !unexpected.is_empty() {
+        report.push(format!("unexpected keys: {}", list(&unexpected)));
+    }
+    report.extend(check.problems);
+    if !report.is_empty() {
+        return Err(format!("does not fit the model: {}", report.join("; ")));
+    }
+    let mut apply = Import {
+        apply: true,
+        problems: Vec::new(),
+        ..check
+    };
+    model.visit_mut("", &mut apply);
+    match apply.problems.first() {
+        Some(p) => Err(p.clone()),
+        None => Ok(()),
+    }
+}
+
+/// Names as `` `a`, `b` ``, the first 20 only.
+fn list(names: &[String]) -> String {
+    let mut s: Vec<String> = names.iter().take(20).map(|n| format!("`{n}`")).collect();
+    if names.len() > 20 {
+        s.push(format!("and {} more", names.len() - 20));
+    }
+    s.join(", ")
+}
+
+/// Checks each tensor against its entry and, when `apply`, replaces it.
+struct Import<'a> {
+    prefix: &'a str,
+    entries: &'a BTreeMap<String, Entry>,
+    data: &'a [u8],
+    apply: bool,
+    seen: BTreeSet<String>,
+    missing: Vec<String>,
+    problems: Vec<String>,
+}
+
+impl VisitorMut for Import<'_> {
+    fn visit_mut<S: Shape, E: Float>(
+        &mut self,
+        name: &str,
+        t: &mut Tensor<S, E>,
+        kind: TensorKind,
+    ) {
+        let name = key(self.prefix, name);
+        let Some(entry) = self.entries.get(&name) else {
+            // A count missing from the file keeps its value, as PyTorch's BatchNorm does for
+            // state dicts without one.
+            if !is_batch_count(&name, kind, t.dims()) {
+                self.missing.push(name);
+            }
+            return;
+        };
+        let file_dtype = codec::name(entry.dtype);
+        let here = format!("{} {}", E::DTYPE, describe(&t.shape()));
+        let fits_dtype = match codec::from_st(entry.dtype) {
+            Some(d) if d.is_float() => true,
+            Some(DType::I64 | DType::I32 | DType::U8) => is_batch_count(&name, kind, t.dims()),
+            _ => false,
+        };
+        if !fits_dtype {
+            self.problems.push(format!(
+                "`{name}` is {file_dtype} in the file, not a float type, but {here} in the model"
+            ));
+        } else if entry.dims != t.dims() {
+            self.problems.push(format!(
+                "`{name}` is {file_dtype} {} in the file but {here} in the model",
+                dims_str(&entry.dims)
+            ));
+        }
+        self.seen.insert(name.clone());
+        if !self.apply {
+            return;
+        }
+        let bytes = &self.data[entry.bytes.clone()];
+        let new = codec::decode_as::<E>(entry.dtype, bytes)
+            .ok_or_else(|| format!("`{name}`: cannot decode its {file_dtype} bytes"))
+            .and_then(|v| {
+                Tensor::try_from_vec(v, t.shape(), t.device()).map_err(|e| format!("`{name}`: {e}"))
+            });
+        match new {
+            Ok(new) if t.tracks_grad() => *t = new.requires_grad(),
+            Ok(new) => *t = new,
+            Err(p) => self.problems.push(p),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_join_with_one_dot() {
+        assert_eq!(key("", "fc.weight"), "fc.weight");
+        assert_eq!(key("model", "fc.weight"), "model.fc.weight");
+        assert_eq!(key("model.", "fc.weight"), "model.fc.weight");
+    }
+
+    #[test]
+    fn only_scalar_buffers_named_so_are_batch_counts() {
+        let b = TensorKind::Buffer;
+        assert!(is_batch_count("bn.num_batches_tracked", b, &[]));
+        assert!(is_batch_count("num_batches_tracked", b, &[]));
+        assert!(!is_batch_count(
+            "bn.num_batches_tracked",
+            TensorKind::Parameter,
+            &[]
+        ));
+        assert!(!is_batch_count("bn.num_batches_tracked", b, &[1]));
+        assert!(!is_batch_count("bn.my_num_batches_tracked", b, &[]));
+    }
+}
