@@ -1,4 +1,4 @@
-//! rtx's devices: the CPU backend, storage, layouts and the device error.
+//! rtx's devices: the CPU backend, the CUDA runtime, storage, layouts and the device error.
 //!
 //! rtx-backends knows nothing about shapes as types or about autograd: it receives sizes and
 //! strides as plain numbers ([`Layout`]) and element types as [`rtx_kernels::Element`]s.
@@ -6,12 +6,15 @@
 #![warn(missing_docs)]
 
 pub mod cpu;
+pub mod cuda;
 mod device;
+mod dispatch;
 mod error;
 mod layout;
 pub mod storage;
 
 pub use device::Device;
-pub use error::{BackendError, Result};
+pub use dispatch::{Stats, launch_count, stats, total_launch_count};
+pub use error::{BackendError, Result, human_bytes};
 pub use layout::{Layout, MAX_RANK, StridedOffsets};
 pub use storage::Storage;

@@ -57,7 +57,9 @@ impl<E: Element> Storage<E> {
                 format!("bias {:?} does not match weight {wd:?}", bl.dims()),
             ));
         }
-        let bias = bias.map(|(b, bl)| (b.as_cpu_slice(), bl));
+        // On the CPU the bias is host storage too (checked above); on a GPU it is unused here.
+        let bias = bias.and_then(|(b, bl)| Some((b.as_cpu_slice()?, bl)));
+        crate::dispatch::on_cpu(self.device());
         match (self, w) {
             (Storage::Cpu(x), Storage::Cpu(w)) => Ok(Storage::Cpu(crate::cpu::conv::conv2d(
                 (x, l),
@@ -65,6 +67,7 @@ impl<E: Element> Storage<E> {
                 bias,
                 p,
             ))),
+            _ => Err(super::no_kernel("conv2d", self.device())),
         }
     }
 
@@ -83,8 +86,10 @@ impl<E: Element> Storage<E> {
         if (0..2).any(|a| 2 * p.padding[a] > p.kernel[a] || p.output_size(a, d[2 + a]).is_none()) {
             return Err(bad(name, format!("{p:?} does not fit input {d:?}")));
         }
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(x) => Ok(Storage::Cpu(crate::cpu::conv::pool2d(x, l, op, p))),
+            _ => Err(super::no_kernel("pool2d", self.device())),
         }
     }
 
@@ -104,10 +109,12 @@ impl<E: Element> Storage<E> {
     {
         same_device("conv2d_backward_input", self, w)?;
         check_grad("conv2d_backward_input", gl, &x_dims, wl.dims(), p)?;
+        crate::dispatch::on_cpu(self.device());
         match (self, w) {
             (Storage::Cpu(g), Storage::Cpu(w)) => Ok(Storage::Cpu(
                 crate::cpu::conv::conv2d_backward_input((g, gl), (w, wl), x_dims, p),
             )),
+            _ => Err(super::no_kernel("conv2d_backward_input", self.device())),
         }
     }
 
@@ -127,10 +134,12 @@ impl<E: Element> Storage<E> {
     {
         same_device("conv2d_backward_weight", self, x)?;
         check_grad("conv2d_backward_weight", gl, xl.dims(), &w_dims, p)?;
+        crate::dispatch::on_cpu(self.device());
         match (self, x) {
             (Storage::Cpu(g), Storage::Cpu(x)) => Ok(Storage::Cpu(
                 crate::cpu::conv::conv2d_backward_weight((g, gl), (x, xl), w_dims, p),
             )),
+            _ => Err(super::no_kernel("conv2d_backward_weight", self.device())),
         }
     }
 
@@ -163,10 +172,12 @@ impl<E: Element> Storage<E> {
                 ),
             ));
         }
+        crate::dispatch::on_cpu(self.device());
         match (self, x) {
             (Storage::Cpu(g), Storage::Cpu(x)) => Ok(Storage::Cpu(
                 crate::cpu::conv::pool2d_backward((g, gl), (x, xl), op, p),
             )),
+            _ => Err(super::no_kernel("pool2d_backward", self.device())),
         }
     }
 }

@@ -12,8 +12,13 @@ impl<E: Element> Storage<E> {
     where
         E: Float,
     {
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, unary_fn::<E, O>))),
+            _ => Err(super::no_kernel(
+                rtx_kernels::Op::Unary(O::OP).name(),
+                self.device(),
+            )),
         }
     }
 
@@ -27,8 +32,13 @@ impl<E: Element> Storage<E> {
             UnaryOp::Abs => Signed::abs,
             _ => Signed::neg,
         };
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, f))),
+            _ => Err(super::no_kernel(
+                rtx_kernels::Op::Unary(op).name(),
+                self.device(),
+            )),
         }
     }
 
@@ -38,18 +48,22 @@ impl<E: Element> Storage<E> {
         E: Num,
     {
         same_device(O::name(), self, rhs)?;
+        crate::dispatch::on_cpu(self.device());
         match (self, rhs) {
             (Storage::Cpu(a), Storage::Cpu(b)) => Ok(Storage::Cpu(zip_map(a, l, b, rl, O::apply))),
+            _ => Err(super::no_kernel(O::name(), self.device())),
         }
     }
 
     /// A comparison into booleans; both layouts already broadcast to the same sizes.
     pub fn cmp<O: CmpOpT>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Storage<bool>> {
         same_device("compare", self, rhs)?;
+        crate::dispatch::on_cpu(self.device());
         match (self, rhs) {
             (Storage::Cpu(a), Storage::Cpu(b)) => {
                 Ok(Storage::Cpu(zip_map(a, l, b, rl, O::apply::<E>)))
             }
+            _ => Err(super::no_kernel("compare", self.device())),
         }
     }
 
@@ -58,8 +72,10 @@ impl<E: Element> Storage<E> {
     where
         E: Num,
     {
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| x.mul(mul).add(add)))),
+            _ => Err(super::no_kernel("affine", self.device())),
         }
     }
 
@@ -68,6 +84,7 @@ impl<E: Element> Storage<E> {
     where
         E: Num,
     {
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| {
                 if x < lo {
@@ -78,13 +95,16 @@ impl<E: Element> Storage<E> {
                     x
                 }
             }))),
+            _ => Err(super::no_kernel("clamp", self.device())),
         }
     }
 
     /// Converts every element to another element type.
     pub fn cast<U: Element>(&self, l: &Layout) -> Result<Storage<U>> {
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| x.cast::<U>()))),
+            _ => Err(super::no_kernel("cast", self.device())),
         }
     }
 
@@ -96,6 +116,7 @@ impl<E: Element> Storage<E> {
     ) -> Result<Self> {
         same_device("where", cond.0, on_true.0)?;
         same_device("where", on_true.0, on_false.0)?;
+        crate::dispatch::on_cpu(cond.0.device());
         match (cond.0, on_true.0, on_false.0) {
             (Storage::Cpu(c), Storage::Cpu(a), Storage::Cpu(b)) => Ok(Storage::Cpu(zip3_map(
                 (c, cond.1),
@@ -103,6 +124,7 @@ impl<E: Element> Storage<E> {
                 (b, on_false.1),
                 |c, a, b| if c { a } else { b },
             ))),
+            _ => Err(super::no_kernel("where", cond.0.device())),
         }
     }
 }

@@ -20,10 +20,12 @@ impl<E: Element> Storage<E> {
         axis: usize,
     ) -> Result<Self> {
         same_device("index_select", self, indices)?;
+        crate::dispatch::on_cpu(self.device());
         match (self, indices) {
             (Storage::Cpu(v), Storage::Cpu(i)) => {
                 Ok(Storage::Cpu(cpu::index_select(v, l, i, il, axis)?))
             }
+            _ => Err(super::no_kernel("index_select", self.device())),
         }
     }
 
@@ -37,8 +39,10 @@ impl<E: Element> Storage<E> {
         axis: usize,
     ) -> Result<Self> {
         same_device("gather", self, index)?;
+        crate::dispatch::on_cpu(self.device());
         match (self, index) {
             (Storage::Cpu(v), Storage::Cpu(i)) => Ok(Storage::Cpu(cpu::gather(v, l, i, il, axis)?)),
+            _ => Err(super::no_kernel("gather", self.device())),
         }
     }
 
@@ -80,6 +84,7 @@ impl<E: Element> Storage<E> {
     ) -> Result<Self> {
         same_device(op, self, index)?;
         same_device(op, self, src)?;
+        crate::dispatch::on_cpu(self.device());
         match (self, index, src) {
             (Storage::Cpu(d), Storage::Cpu(i), Storage::Cpu(s)) => Ok(Storage::Cpu(cpu::scatter(
                 (d, l),
@@ -89,6 +94,7 @@ impl<E: Element> Storage<E> {
                 op,
                 combine,
             )?)),
+            _ => Err(super::no_kernel(op, self.device())),
         }
     }
 
@@ -100,12 +106,14 @@ impl<E: Element> Storage<E> {
                 same_device("concat", first, p)?;
             }
         }
-        let host: Vec<(&[E], &Layout)> = parts
-            .iter()
-            .map(|&(s, l)| match s {
-                Storage::Cpu(v) => (v.as_slice(), l),
-            })
-            .collect();
+        let mut host: Vec<(&[E], &Layout)> = Vec::with_capacity(parts.len());
+        for &(s, l) in parts {
+            match s {
+                Storage::Cpu(v) => host.push((v.as_slice(), l)),
+                _ => return Err(super::no_kernel("concat", s.device())),
+            }
+        }
+        crate::dispatch::cpu();
         Ok(Storage::Cpu(cpu::concat(&host, axis)))
     }
 
@@ -118,8 +126,13 @@ impl<E: Element> Storage<E> {
                 msg: format!("needs a tensor of rank 2 or more, not rank {}", l.rank()),
             });
         }
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::triangle(v, l, k, upper, E::default()))),
+            _ => Err(super::no_kernel(
+                if upper { "triu" } else { "tril" },
+                self.device(),
+            )),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Backend entry point for (batched) matrix products.
+//! Backend entry point for (batched) matrix products: the `gemm` crate on the CPU, cuBLAS on a
+//! GPU.
 
 use super::{Storage, same_device};
 use crate::{BackendError, Layout, Result};
@@ -26,8 +27,15 @@ impl<E: Element> Storage<E> {
         }
         match (self, rhs) {
             (Storage::Cpu(a), Storage::Cpu(b)) => {
+                crate::dispatch::cpu();
                 Ok(Storage::Cpu(crate::cpu::matmul::matmul(a, l, b, rl)))
             }
+            (Storage::Cuda(a), Storage::Cuda(b)) => Ok(Storage::Cuda(crate::cuda::matmul(
+                (a, l),
+                (b, rl),
+                super::cuda_dense,
+            )?)),
+            _ => Err(super::no_kernel("matmul", self.device())),
         }
     }
 }

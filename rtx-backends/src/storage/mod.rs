@@ -10,6 +10,7 @@ mod optim;
 mod random;
 mod reduce;
 
+use crate::cuda::CudaStorage;
 use crate::{BackendError, Device, Layout, Result};
 use rtx_kernels::Element;
 
@@ -19,6 +20,13 @@ use rtx_kernels::Element;
 pub enum Storage<E> {
     /// Host memory.
     Cpu(Vec<E>),
+    /// The memory of one GPU.
+    Cuda(CudaStorage<E>),
+}
+
+/// The error of an op that has no kernel on `device` yet.
+pub(crate) fn no_kernel(op: &'static str, device: Device) -> BackendError {
+    BackendError::NoKernel { op, device }
 }
 
 impl<E: Element> Storage<E> {
@@ -26,6 +34,7 @@ impl<E: Element> Storage<E> {
     pub fn from_vec(data: Vec<E>, device: Device) -> Result<Self> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
+            Device::Cuda(n) => Ok(Storage::Cuda(CudaStorage::from_slice(n, &data)?)),
         }
     }
 
@@ -33,6 +42,7 @@ impl<E: Element> Storage<E> {
     pub fn device(&self) -> Device {
         match self {
             Storage::Cpu(_) => Device::Cpu,
+            Storage::Cuda(c) => Device::Cuda(c.ordinal()),
         }
     }
 
@@ -40,6 +50,7 @@ impl<E: Element> Storage<E> {
     pub fn len(&self) -> usize {
         match self {
             Storage::Cpu(v) => v.len(),
+            Storage::Cuda(c) => c.len(),
         }
     }
 
@@ -48,19 +59,45 @@ impl<E: Element> Storage<E> {
         self.len() == 0
     }
 
-    /// The host slice of CPU storage. Backends use it; `rtx` does not.
-    pub fn as_cpu_slice(&self) -> &[E] {
+    /// The host slice of CPU storage (`None` on a GPU). Backends use it; `rtx` does not.
+    pub fn as_cpu_slice(&self) -> Option<&[E]> {
         match self {
-            Storage::Cpu(v) => v,
+            Storage::Cpu(v) => Some(v),
+            Storage::Cuda(_) => None,
         }
     }
 
     /// The elements a layout views, copied to the host in logical order.
+    ///
+    /// # Panics
+    /// When the copy from a GPU fails (the device is gone, or an earlier kernel faulted); use
+    /// [`Storage::try_to_vec`] to get the error instead.
+    #[track_caller]
     pub fn to_vec(&self, layout: &Layout) -> Vec<E> {
+        match self.try_to_vec(layout) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// The elements a layout views, copied to the host in logical order.
+    pub fn try_to_vec(&self, layout: &Layout) -> Result<Vec<E>> {
         match self {
-            Storage::Cpu(v) => match layout.contiguous_range() {
+            Storage::Cpu(v) => Ok(match layout.contiguous_range() {
                 Some(r) => v[r].to_vec(),
                 None => crate::cpu::elementwise::map(v, layout, |x| x),
+            }),
+            Storage::Cuda(c) => match layout.contiguous_range() {
+                Some(r) => c.range_to_host(r),
+                // Copy the span the view touches, then gather on the host: a strided copy
+                // needs no kernel this way.
+                None if layout.numel() == 0 => Ok(Vec::new()),
+                None => {
+                    // Strides are unsigned, so the view spans offset..required_len.
+                    let host = c.range_to_host(layout.offset()..layout.required_len())?;
+                    let shifted = layout.with_offset(0);
+                    Ok(crate::cpu::elementwise::map(&host, &shifted, |x| x))
+                }
             },
         }
     }
@@ -79,13 +116,37 @@ impl<E: Element> Storage<E> {
     /// A dense copy of the viewed elements on the same device.
     pub fn contiguous(&self, layout: &Layout) -> Result<Self> {
         match self {
-            Storage::Cpu(v) => Ok(Storage::Cpu(crate::cpu::elementwise::map(v, layout, |x| x))),
+            Storage::Cpu(v) => {
+                crate::dispatch::cpu();
+                Ok(Storage::Cpu(crate::cpu::elementwise::map(v, layout, |x| x)))
+            }
+            Storage::Cuda(c) => Ok(Storage::Cuda(cuda_dense(c, layout)?)),
         }
     }
 
     /// The elements on another device (a copy, even onto the same device).
     pub fn to_device(&self, layout: &Layout, device: Device) -> Result<Self> {
-        Storage::from_vec(self.to_vec(layout), device)
+        match (self, device, layout.contiguous_range()) {
+            (Storage::Cuda(c), Device::Cuda(n), Some(r)) => {
+                Ok(Storage::Cuda(c.copy_range_to(r, n)?))
+            }
+            _ => Storage::from_vec(self.try_to_vec(layout)?, device),
+        }
+    }
+}
+
+/// A dense copy of a GPU view on its GPU: a device copy when the view is one contiguous range,
+/// else through the host until a strided-copy kernel from `#[kernel]` lands.
+pub(crate) fn cuda_dense<E: Element>(
+    c: &CudaStorage<E>,
+    layout: &Layout,
+) -> Result<CudaStorage<E>> {
+    match layout.contiguous_range() {
+        Some(r) => c.copy_range_to(r, c.ordinal()),
+        None => {
+            let host = Storage::Cuda(c.clone()).try_to_vec(layout)?;
+            CudaStorage::from_slice(c.ordinal(), &host)
+        }
     }
 }
 

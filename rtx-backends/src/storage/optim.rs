@@ -8,16 +8,13 @@ use crate::{BackendError, Layout, Result};
 use rtx_kernels::Float;
 
 /// Checks that a dense state buffer has one element per parameter element.
-fn check_len<E: Float>(op: &'static str, state: &Storage<E>, n: usize) -> Result<()> {
-    if state.len() == n {
+fn check_len(op: &'static str, len: usize, n: usize) -> Result<()> {
+    if len == n {
         Ok(())
     } else {
         Err(BackendError::BadArgument {
             op,
-            msg: format!(
-                "optimizer state holds {} elements for a parameter of {n}",
-                state.len()
-            ),
+            msg: format!("optimizer state holds {len} elements for a parameter of {n}"),
         })
     }
 }
@@ -38,15 +35,29 @@ impl<E: Float> Storage<E> {
     ) -> Result<(Self, Self, Self, Option<Self>)> {
         same_device("adam", self, grad)?;
         let n = pl.numel();
-        check_len("adam", m, n)?;
-        check_len("adam", v, n)?;
-        if let Some(x) = vmax {
-            check_len("adam", x, n)?;
+        let (Some(m), Some(v)) = (m.as_cpu_slice(), v.as_cpu_slice()) else {
+            return Err(super::no_kernel("adam", self.device()));
+        };
+        check_len("adam", m.len(), n)?;
+        check_len("adam", v.len(), n)?;
+        let mut vmax = match vmax {
+            Some(x) => Some(
+                x.as_cpu_slice()
+                    .ok_or_else(|| super::no_kernel("adam", x.device()))?
+                    .to_vec(),
+            ),
+            None => None,
+        };
+        if let Some(x) = &vmax {
+            check_len("adam", x.len(), n)?;
         }
-        let mut p = self.to_vec(pl);
-        let g = grad.to_vec(gl);
-        let (mut m, mut v) = (m.as_cpu_slice().to_vec(), v.as_cpu_slice().to_vec());
-        let mut vmax = vmax.map(|x| x.as_cpu_slice().to_vec());
+        if self.device() != crate::Device::Cpu {
+            return Err(super::no_kernel("adam", self.device()));
+        }
+        crate::dispatch::cpu();
+        let mut p = self.try_to_vec(pl)?;
+        let g = grad.try_to_vec(gl)?;
+        let (mut m, mut v) = (m.to_vec(), v.to_vec());
         optim::adam(&mut p, &g, &mut m, &mut v, vmax.as_deref_mut(), s);
         let dev = self.device();
         Ok((
@@ -68,12 +79,23 @@ impl<E: Float> Storage<E> {
     ) -> Result<(Self, Option<Self>)> {
         same_device("sgd", self, grad)?;
         let n = pl.numel();
-        if let Some(b) = buf {
-            check_len("sgd", b, n)?;
+        if self.device() != crate::Device::Cpu {
+            return Err(super::no_kernel("sgd", self.device()));
         }
-        let mut p = self.to_vec(pl);
-        let g = grad.to_vec(gl);
-        let mut buf = buf.map(|b| b.as_cpu_slice().to_vec());
+        let mut buf = match buf {
+            Some(b) => Some(
+                b.as_cpu_slice()
+                    .ok_or_else(|| super::no_kernel("sgd", b.device()))?
+                    .to_vec(),
+            ),
+            None => None,
+        };
+        if let Some(b) = &buf {
+            check_len("sgd", b.len(), n)?;
+        }
+        crate::dispatch::cpu();
+        let mut p = self.try_to_vec(pl)?;
+        let g = grad.try_to_vec(gl)?;
         optim::sgd(&mut p, &g, buf.as_deref_mut(), s);
         let dev = self.device();
         Ok((

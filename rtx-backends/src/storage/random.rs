@@ -30,6 +30,9 @@ impl<E: Element> Storage<E> {
         params: [f64; 2],
         device: Device,
     ) -> Result<Self> {
+        if device.is_cuda() {
+            return Err(super::no_kernel(Op::Random(op).name(), device));
+        }
         let wide = E::DTYPE == DType::F64;
         let data = match op {
             RandomOp::Uniform => {
@@ -63,8 +66,10 @@ impl<E: Element> Storage<E> {
                 cpu::bernoulli(n, seed, threshold, |b| E::from_i64(b as i64))
             }
         };
+        crate::dispatch::on_cpu(device);
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
+            _ => Err(super::no_kernel(Op::Random(op).name(), device)),
         }
     }
 
@@ -80,10 +85,15 @@ impl<E: Element> Storage<E> {
                 msg: format!("low {low} must be below high {high}"),
             });
         }
+        if device.is_cuda() {
+            return Err(super::no_kernel("randint", device));
+        }
         let range = (high as i128 - low as i128) as u64;
         let data = cpu::uniform_int(n, seed, low, range, E::from_i64);
+        crate::dispatch::on_cpu(device);
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
+            _ => Err(super::no_kernel("randint", device)),
         }
     }
 }
@@ -150,7 +160,7 @@ mod tests {
     fn bf16_uniforms_never_reach_high() {
         let s = Storage::<bf16>::random(RandomOp::Uniform, 100_000, 3, [0.0, 1.0], Device::Cpu)
             .unwrap_or_else(|e| panic!("{e}"));
-        let v = s.as_cpu_slice();
+        let v = s.as_cpu_slice().unwrap_or_else(|| panic!("cpu storage"));
         let top = bf16::from_f64(1.0 - 2f64.powi(-8));
         assert!(v.iter().all(|&x| x < bf16::ONE));
         // About 2^-9 of the f32 draws round up to 1.0 and are pulled back to the value below.

@@ -29,8 +29,10 @@ impl<E: Element> Storage<E> {
         E: Num,
     {
         check_axis(Op::Reduce(op).name(), l, axis)?;
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::reduce(v, l, axis, op)?)),
+            _ => Err(super::no_kernel(Op::Reduce(op).name(), self.device())),
         }
     }
 
@@ -40,8 +42,10 @@ impl<E: Element> Storage<E> {
         E: Num,
     {
         check_axis(Op::Reduce(op).name(), l, axis)?;
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::arg_reduce(v, l, axis, op)?)),
+            _ => Err(super::no_kernel(Op::Reduce(op).name(), self.device())),
         }
     }
 
@@ -52,12 +56,14 @@ impl<E: Element> Storage<E> {
     where
         E: Num,
     {
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => {
                 let flat = cpu::dense_elements(v, l);
                 let fl = Layout::contiguous(&[flat.len()]);
                 Ok(Storage::Cpu(cpu::reduce(&flat, &fl, 0, op)?))
             }
+            _ => Err(super::no_kernel(Op::Reduce(op).name(), self.device())),
         }
     }
 
@@ -67,8 +73,10 @@ impl<E: Element> Storage<E> {
         E: Float,
     {
         check_axis("mean", l, axis)?;
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::mean(v, l, axis))),
+            _ => Err(super::no_kernel("mean", self.device())),
         }
     }
 
@@ -77,6 +85,7 @@ impl<E: Element> Storage<E> {
     where
         E: Float,
     {
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => {
                 let flat = cpu::dense_elements(v, l);
@@ -86,6 +95,7 @@ impl<E: Element> Storage<E> {
                     0,
                 )))
             }
+            _ => Err(super::no_kernel("mean_all", self.device())),
         }
     }
 
@@ -96,8 +106,13 @@ impl<E: Element> Storage<E> {
         E: Float,
     {
         check_axis(if sqrt { "std" } else { "var" }, l, axis)?;
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::var(v, l, axis, correction, sqrt))),
+            _ => Err(super::no_kernel(
+                if sqrt { "std" } else { "var" },
+                self.device(),
+            )),
         }
     }
 
@@ -107,8 +122,10 @@ impl<E: Element> Storage<E> {
         E: Float,
     {
         check_axis("logsumexp", l, axis)?;
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::logsumexp(v, l, axis))),
+            _ => Err(super::no_kernel("logsumexp", self.device())),
         }
     }
 
@@ -118,8 +135,10 @@ impl<E: Element> Storage<E> {
         E: Float,
     {
         check_axis("softmax", l, axis)?;
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::softmax(v, l, axis, false))),
+            _ => Err(super::no_kernel("softmax", self.device())),
         }
     }
 
@@ -129,8 +148,10 @@ impl<E: Element> Storage<E> {
         E: Float,
     {
         check_axis("log_softmax", l, axis)?;
+        crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::softmax(v, l, axis, true))),
+            _ => Err(super::no_kernel("log_softmax", self.device())),
         }
     }
 }

@@ -1,0 +1,284 @@
+//! The caching allocator: device memory is taken from the driver in size classes and a freed
+//! block goes back to its class's pool, to be handed out again without a driver call (as
+//! PyTorch's caching allocator does). Invariant: a pooled block is only reused by work queued
+//! on the GPU's one stream after the free, so stream order makes the reuse safe.
+
+use super::context::{Gpu, gpu, lock, mem_info};
+use crate::{BackendError, Result};
+use cudarc::driver::sys::CUdeviceptr;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Requests up to this size are rounded to 512 bytes; larger ones to 2 MiB.
+const SMALL: usize = 1 << 20;
+
+/// The block size a request of `bytes` gets: fewer distinct sizes means more reuse.
+pub(crate) fn size_class(bytes: usize) -> usize {
+    let step = if bytes <= SMALL { 512 } else { 2 << 20 };
+    bytes.div_ceil(step).saturating_mul(step)
+}
+
+/// What a GPU's allocator holds and has done, as [`memory_stats`] reports it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes in blocks handed out to live buffers (block sizes, so rounding included).
+    pub allocated: usize,
+    /// Bytes the live buffers asked for.
+    pub requested: usize,
+    /// Bytes held from the driver: `allocated` plus the cache.
+    pub reserved: usize,
+    /// The most `allocated` has been since the start or [`reset_peak_stats`].
+    pub peak_allocated: usize,
+    /// The most `reserved` has been since the start or [`reset_peak_stats`].
+    pub peak_reserved: usize,
+    /// Blocks handed out and not yet freed.
+    pub live_blocks: usize,
+    /// Freed blocks waiting in the pools.
+    pub cached_blocks: usize,
+    /// Allocations served, from the cache or the driver.
+    pub allocs: u64,
+    /// Allocations served from the cache, without a driver call.
+    pub cache_hits: u64,
+    /// Blocks taken from the driver (cuMemAlloc).
+    pub driver_allocs: u64,
+    /// Blocks given back to the driver (cuMemFree), by `empty_cache` or an allocation retry.
+    pub driver_frees: u64,
+}
+
+impl MemoryStats {
+    /// Bytes cached: reserved but not handed out.
+    pub fn cached(&self) -> usize {
+        self.reserved - self.allocated
+    }
+
+    /// The share of reserved memory not in live buffers: cached blocks and the rounding inside
+    /// live ones, over `reserved` (0 when nothing is reserved).
+    pub fn fragmentation(&self) -> f64 {
+        if self.reserved == 0 {
+            0.0
+        } else {
+            1.0 - self.requested as f64 / self.reserved as f64
+        }
+    }
+}
+
+/// A GPU's pools and counters.
+#[derive(Default)]
+pub(crate) struct Allocator {
+    /// Free blocks by size.
+    pools: BTreeMap<usize, Vec<CUdeviceptr>>,
+    stats: MemoryStats,
+}
+
+impl Allocator {
+    /// A cached block of at least `size` bytes and at most a quarter more, smallest first.
+    fn take_cached(&mut self, size: usize) -> Option<(CUdeviceptr, usize)> {
+        let limit = size.saturating_add(size / 4);
+        let (&found, _) = self
+            .pools
+            .range_mut(size..=limit)
+            .find(|(_, v)| !v.is_empty())?;
+        let list = self.pools.get_mut(&found)?;
+        let ptr = list.pop()?;
+        if list.is_empty() {
+            self.pools.remove(&found);
+        }
+        self.stats.cached_blocks -= 1;
+        Some((ptr, found))
+    }
+
+    fn hand_out(&mut self, size: usize, requested: usize) {
+        let s = &mut self.stats;
+        s.allocated += size;
+        s.requested += requested;
+        s.live_blocks += 1;
+        s.allocs += 1;
+        s.peak_allocated = s.peak_allocated.max(s.allocated);
+        s.peak_reserved = s.peak_reserved.max(s.reserved);
+    }
+
+    fn give_back(&mut self, ptr: CUdeviceptr, size: usize, requested: usize) {
+        let s = &mut self.stats;
+        s.allocated -= size;
+        s.requested -= requested;
+        s.live_blocks -= 1;
+        s.cached_blocks += 1;
+        self.pools.entry(size).or_default().push(ptr);
+    }
+
+    /// Every cached block, removed from the pools (the caller frees them).
+    fn drain(&mut self) -> Vec<(CUdeviceptr, usize)> {
+        let pools = std::mem::take(&mut self.pools);
+        let out: Vec<_> = pools
+            .into_iter()
+            .flat_map(|(size, v)| v.into_iter().map(move |p| (p, size)))
+            .collect();
+        self.stats.cached_blocks = 0;
+        out
+    }
+}
+
+/// A block of device memory owned by one buffer; dropping it returns the block to its pool.
+pub(crate) struct DeviceBuffer {
+    /// The block's address (0 for an empty buffer).
+    pub ptr: CUdeviceptr,
+    /// The block's size.
+    size: usize,
+    /// The bytes asked for.
+    requested: usize,
+    /// The GPU it lives on.
+    pub gpu: Arc<Gpu>,
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if self.size > 0 {
+            lock(&self.gpu.alloc).give_back(self.ptr, self.size, self.requested);
+        }
+    }
+}
+
+/// `bytes` of uninitialized memory on `g`, from the cache when a block fits.
+pub(crate) fn alloc(g: &Arc<Gpu>, bytes: usize) -> Result<DeviceBuffer> {
+    let buffer = |ptr, size| DeviceBuffer {
+        ptr,
+        size,
+        requested: bytes,
+        gpu: g.clone(),
+    };
+    if bytes == 0 {
+        return Ok(buffer(0, 0));
+    }
+    let size = size_class(bytes);
+    {
+        let mut a = lock(&g.alloc);
+        if let Some((ptr, found)) = a.take_cached(size) {
+            a.stats.cache_hits += 1;
+            a.hand_out(found, bytes);
+            return Ok(buffer(ptr, found));
+        }
+    }
+    g.bind()?;
+    let (free, total) = mem_info(g)?;
+    // A request over what is free cannot succeed from the driver: return the cache first.
+    if size > free {
+        free_cached(g)?;
+    }
+    let first = unsafe_malloc(size);
+    let ptr = match first {
+        Ok(p) => p,
+        Err(_) => {
+            free_cached(g)?;
+            match unsafe_malloc(size) {
+                Ok(p) => p,
+                Err(_) => {
+                    let (free, total) = mem_info(g).unwrap_or((free, total));
+                    let s = lock(&g.alloc).stats;
+                    return Err(BackendError::OutOfMemory {
+                        device: g.device(),
+                        requested: bytes,
+                        free,
+                        total,
+                        allocated: s.allocated,
+                        cached: s.cached(),
+                    });
+                }
+            }
+        }
+    };
+    let mut a = lock(&g.alloc);
+    a.stats.driver_allocs += 1;
+    a.stats.reserved += size;
+    a.hand_out(size, bytes);
+    Ok(buffer(ptr, size))
+}
+
+fn unsafe_malloc(size: usize) -> std::result::Result<CUdeviceptr, cudarc::driver::DriverError> {
+    // SAFETY: the caller bound the GPU's context; the block is owned by a DeviceBuffer.
+    unsafe { cudarc::driver::result::malloc_sync(size) }
+}
+
+/// Waits for the GPU's stream, then returns every cached block to the driver.
+fn free_cached(g: &Gpu) -> Result<()> {
+    g.synchronize()?;
+    let blocks = lock(&g.alloc).drain();
+    for (ptr, size) in blocks {
+        // SAFETY: a cached block is owned by no buffer, and the stream that used it is idle.
+        unsafe { cudarc::driver::result::free_sync(ptr) }.map_err(|e| g.err("cuMemFree", e))?;
+        let mut a = lock(&g.alloc);
+        a.stats.reserved -= size;
+        a.stats.driver_frees += 1;
+    }
+    Ok(())
+}
+
+/// The allocator statistics of GPU `ordinal`.
+///
+/// ```
+/// # use rtx_backends::cuda;
+/// if let Ok(s) = cuda::memory_stats(0) {
+///     assert!(s.allocated <= s.reserved && s.reserved <= s.peak_reserved.max(s.reserved));
+/// }
+/// ```
+pub fn memory_stats(ordinal: usize) -> Result<MemoryStats> {
+    Ok(lock(&gpu(ordinal)?.alloc).stats)
+}
+
+/// Returns every cached (freed, unused) block of GPU `ordinal` to the driver, as
+/// `torch.cuda.empty_cache`; live tensors keep their memory.
+pub fn empty_cache(ordinal: usize) -> Result<()> {
+    free_cached(&*gpu(ordinal)?)
+}
+
+/// Starts the peak statistics of GPU `ordinal` again from the current values.
+pub fn reset_peak_stats(ordinal: usize) -> Result<()> {
+    let g = gpu(ordinal)?;
+    let mut a = lock(&g.alloc);
+    a.stats.peak_allocated = a.stats.allocated;
+    a.stats.peak_reserved = a.stats.reserved;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes_round_up() {
+        assert_eq!(size_class(1), 512);
+        assert_eq!(size_class(512), 512);
+        assert_eq!(size_class(513), 1024);
+        assert_eq!(size_class(SMALL), SMALL);
+        assert_eq!(size_class(SMALL + 1), 2 << 20);
+        assert_eq!(size_class((64 << 20) + 1), 66 << 20);
+    }
+
+    #[test]
+    fn pools_reuse_close_sizes_only() {
+        let mut a = Allocator::default();
+        a.stats.reserved = 4096 + (1 << 20);
+        a.hand_out(4096, 4000);
+        a.hand_out(1 << 20, 1 << 20);
+        a.give_back(0x1000, 4096, 4000);
+        a.give_back(0x9000, 1 << 20, 1 << 20);
+        assert_eq!(a.stats.cached_blocks, 2);
+        // 3584 rounds to 3584; a 4096 block is within a quarter more, so it is reused.
+        assert_eq!(a.take_cached(3584), Some((0x1000, 4096)));
+        // A 1 MiB block is far more than 512 KiB asks for: not reused.
+        assert_eq!(a.take_cached(512 << 10), None);
+        assert_eq!(a.drain(), vec![(0x9000, 1 << 20)]);
+        assert_eq!(a.stats.cached_blocks, 0);
+    }
+
+    #[test]
+    fn fragmentation_counts_cache_and_rounding() {
+        let s = MemoryStats {
+            allocated: 1024,
+            requested: 1000,
+            reserved: 2048,
+            ..Default::default()
+        };
+        assert_eq!(s.cached(), 1024);
+        assert!((s.fragmentation() - (1.0 - 1000.0 / 2048.0)).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,159 @@
+//! The one launch point: every kernel launch and every library call (cuBLAS) on a GPU goes
+//! through [`submit`], which binds the GPU's context, counts the dispatch and names the call
+//! in any error. Launches are queued on the GPU's stream and not waited for.
+
+use super::context::{Gpu, gpu};
+use super::kernel::{Kernel, function};
+use crate::Result;
+use half::{bf16, f16};
+use std::ffi::c_void;
+
+/// Runs one dispatch `f` on `g`: binds the context, counts it, and returns its result.
+pub(crate) fn submit<T>(g: &Gpu, f: impl FnOnce(&Gpu) -> Result<T>) -> Result<T> {
+    g.bind()?;
+    crate::dispatch::count(g.device());
+    f(g)
+}
+
+/// A kernel launch's grid, block and dynamic shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in x, y, z.
+    pub grid: (u32, u32, u32),
+    /// Threads per block in x, y, z.
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_mem: u32,
+}
+
+impl LaunchConfig {
+    /// One thread per element of `n`, in blocks of `block` threads (a 1-d grid).
+    ///
+    /// ```
+    /// # use rtx_backends::cuda::LaunchConfig;
+    /// let c = LaunchConfig::for_elements(1000, 256);
+    /// assert_eq!((c.grid.0, c.block.0), (4, 256));
+    /// ```
+    pub fn for_elements(n: usize, block: u32) -> LaunchConfig {
+        let blocks = n.div_ceil(block.max(1) as usize).max(1);
+        LaunchConfig {
+            grid: (blocks.min(u32::MAX as usize) as u32, 1, 1),
+            block: (block, 1, 1),
+            shared_mem: 0,
+        }
+    }
+}
+
+/// A value a kernel takes by value: a scalar or a device pointer.
+pub trait KernelArg: sealed::Sealed {
+    /// The argument's bytes, little-endian in the low bytes of a 64-bit slot.
+    fn slot(&self) -> u64;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A device address, as a kernel's pointer parameter takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevicePtr(pub u64);
+
+macro_rules! scalar_arg {
+    ($($t:ty => |$x:ident| $e:expr),* $(,)?) => {$(
+        impl sealed::Sealed for $t {}
+        impl KernelArg for $t {
+            fn slot(&self) -> u64 {
+                let $x = *self;
+                $e
+            }
+        }
+    )*};
+}
+
+scalar_arg! {
+    f32 => |x| x.to_bits() as u64,
+    f64 => |x| x.to_bits(),
+    f16 => |x| x.to_bits() as u64,
+    bf16 => |x| x.to_bits() as u64,
+    i32 => |x| x as u32 as u64,
+    i64 => |x| x as u64,
+    u32 => |x| x as u64,
+    u64 => |x| x,
+    u8 => |x| x as u64,
+    bool => |x| x as u64,
+    DevicePtr => |x| x.0,
+}
+
+/// The arguments of one launch, in the kernel's parameter order.
+///
+/// ```
+/// # use rtx_backends::cuda::{DevicePtr, LaunchArgs};
+/// let mut a = LaunchArgs::new();
+/// a.push(DevicePtr(0x1000)).push(3u32).push(0.5f32);
+/// assert_eq!(a.len(), 3);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct LaunchArgs {
+    slots: Vec<u64>,
+}
+
+impl LaunchArgs {
+    /// No arguments yet.
+    pub fn new() -> LaunchArgs {
+        LaunchArgs::default()
+    }
+
+    /// Appends one argument.
+    pub fn push<A: KernelArg>(&mut self, a: A) -> &mut LaunchArgs {
+        self.slots.push(a.slot());
+        self
+    }
+
+    /// The number of arguments.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+/// Launches `kernel` on GPU `ordinal`'s stream (compiling or loading it on first use), and
+/// counts one dispatch. Returns once the launch is queued; errors of the kernel's own run
+/// surface at the next synchronizing call.
+///
+/// # Safety
+/// `args` must match the kernel's parameters in number, order and type (each slot is read as
+/// the parameter's type, from its low bytes), and every pointer must be valid for what the
+/// kernel reads and writes.
+pub unsafe fn launch(
+    ordinal: usize,
+    kernel: &Kernel,
+    config: LaunchConfig,
+    args: &LaunchArgs,
+) -> Result<()> {
+    let g = gpu(ordinal)?;
+    let (f, _) = function(&g, kernel)?;
+    let mut slots = args.slots.clone();
+    let mut params: Vec<*mut c_void> = slots
+        .iter_mut()
+        .map(|s| s as *mut u64 as *mut c_void)
+        .collect();
+    submit(&g, |g| {
+        // SAFETY: the caller vouches for the arguments; `params` points into `slots`, which
+        // outlives the call (the driver copies arguments before returning).
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                f,
+                config.grid,
+                config.block,
+                config.shared_mem,
+                g.stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(|e| g.err("cuLaunchKernel", e))
+    })
+}

@@ -1,0 +1,60 @@
+//! The CUDA runtime: GPUs found and driven at run time through `cudarc`'s dynamic loading, so
+//! rtx builds where no CUDA is installed and runs on the CPU where no GPU or library exists.
+//!
+//! Pieces, one file each: `probe` (are the libraries there), `context` (one context and
+//! stream per GPU, in a global registry), `alloc` (the caching allocator and its statistics),
+//! `storage` (device buffers and copies), `event` (timing), `kernel` and `disk_cache` (NVRTC
+//! compilation for the GPU's architecture, cached on disk), `launch` (the one launch point,
+//! which counts dispatches), `blas` and `blas_lt` (cuBLAS and cuBLASLt matrix products).
+//!
+//! Every entry point returns an error rather than panicking when CUDA is missing.
+
+mod alloc;
+mod blas;
+mod blas_lt;
+mod context;
+mod disk_cache;
+mod event;
+mod kernel;
+mod launch;
+mod probe;
+mod storage;
+
+pub use alloc::{MemoryStats, empty_cache, memory_stats, reset_peak_stats};
+pub use blas::{GemmLibrary, allow_tf32, gemm_library, set_allow_tf32, set_gemm_library};
+pub use context::{GpuInfo, gpu_info, synchronize};
+pub use disk_cache::{kernel_cache_dir, set_kernel_cache_dir};
+pub use event::Event;
+pub use kernel::{Kernel, KernelOrigin, forget_loaded_kernels, load_kernel, nvrtc_version};
+pub use launch::{DevicePtr, KernelArg, LaunchArgs, LaunchConfig, launch};
+pub use storage::CudaStorage;
+
+pub(crate) use blas::matmul;
+
+use crate::{BackendError, Device, Result};
+
+/// The number of CUDA GPUs usable here: 0 when the driver library is missing or sees none.
+///
+/// ```
+/// # use rtx_backends::cuda;
+/// println!("{} GPU(s)", cuda::device_count());
+/// ```
+pub fn device_count() -> usize {
+    context::count().unwrap_or(0)
+}
+
+/// Whether at least one CUDA GPU can be used.
+pub fn is_available() -> bool {
+    first_usable_gpu().is_ok()
+}
+
+/// `Device::Cuda(0)` when its context can be created, else why not.
+pub(crate) fn first_usable_gpu() -> Result<Device> {
+    let n = context::count()?;
+    if n == 0 {
+        return Err(BackendError::CudaUnavailable {
+            msg: "the CUDA driver loaded but sees no GPU".into(),
+        });
+    }
+    context::gpu(0).map(|g| g.device())
+}

@@ -1,0 +1,184 @@
+//! `CudaStorage<E>`: a tensor's elements in GPU memory, and the copies between host and device
+//! and between devices. The buffer is shared between clones and never written after it is
+//! filled (ops make fresh storage), so sharing is safe.
+
+use super::alloc::{DeviceBuffer, alloc};
+use super::context::{Gpu, gpu};
+use super::launch::DevicePtr;
+use crate::{BackendError, Result};
+use cudarc::driver::result as drv;
+use rtx_kernels::Element;
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Elements of type `E` in the memory of one GPU.
+pub struct CudaStorage<E> {
+    buf: Arc<DeviceBuffer>,
+    len: usize,
+    _e: PhantomData<E>,
+}
+
+impl<E> Clone for CudaStorage<E> {
+    fn clone(&self) -> Self {
+        CudaStorage {
+            buf: self.buf.clone(),
+            len: self.len,
+            _e: PhantomData,
+        }
+    }
+}
+
+impl<E> std::fmt::Debug for CudaStorage<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CudaStorage<{}>(cuda:{}, {} elements)",
+            std::any::type_name::<E>(),
+            self.buf.gpu.ordinal,
+            self.len
+        )
+    }
+}
+
+fn byte_len<E>(n: usize) -> usize {
+    n * std::mem::size_of::<E>()
+}
+
+impl<E: Element> CudaStorage<E> {
+    /// `len` elements of uninitialized memory on GPU `ordinal` (for kernels to fill).
+    pub fn uninit(ordinal: usize, len: usize) -> Result<Self> {
+        Self::alloc_on(&gpu(ordinal)?, len)
+    }
+
+    pub(crate) fn alloc_on(g: &Arc<Gpu>, len: usize) -> Result<Self> {
+        Ok(CudaStorage {
+            buf: Arc::new(alloc(g, byte_len::<E>(len))?),
+            len,
+            _e: PhantomData,
+        })
+    }
+
+    /// A copy of `data` on GPU `ordinal`.
+    pub fn from_slice(ordinal: usize, data: &[E]) -> Result<Self> {
+        let g = gpu(ordinal)?;
+        let s = Self::alloc_on(&g, data.len())?;
+        if !data.is_empty() {
+            g.bind()?;
+            // SAFETY: the block holds `data.len()` elements; a copy from pageable host memory
+            // returns once the source has been staged, so `data` may go away after it.
+            unsafe { drv::memcpy_htod_async(s.buf.ptr, data, g.stream.cu_stream()) }
+                .map_err(|e| g.err("cuMemcpyHtoDAsync", e))?;
+        }
+        Ok(s)
+    }
+
+    /// The elements in `range`, copied to the host (waits for the queued work that writes them).
+    pub fn range_to_host(&self, range: Range<usize>) -> Result<Vec<E>> {
+        self.check_range("to_vec", &range)?;
+        let g = &self.buf.gpu;
+        let n = range.len();
+        let mut out = vec![E::default(); n];
+        if n > 0 {
+            g.bind()?;
+            // SAFETY: `out` has room for `n` elements and the source range is inside the block;
+            // E is plain data (every Element is), so any bytes the GPU wrote are a valid E once
+            // kernels write only valid values (bool as 0 or 1).
+            unsafe {
+                drv::memcpy_dtoh_async(
+                    &mut out[..],
+                    self.buf.ptr + byte_len::<E>(range.start) as u64,
+                    g.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| g.err("cuMemcpyDtoHAsync", e))?;
+            g.synchronize()?;
+        }
+        Ok(out)
+    }
+
+    /// All elements, copied to the host.
+    pub fn to_host(&self) -> Result<Vec<E>> {
+        self.range_to_host(0..self.len)
+    }
+
+    /// The elements in `range` as fresh storage on GPU `ordinal` (this GPU or another).
+    pub fn copy_range_to(&self, range: Range<usize>, ordinal: usize) -> Result<Self> {
+        self.check_range("to_device", &range)?;
+        let src = &self.buf.gpu;
+        let dst_gpu = gpu(ordinal)?;
+        let out = Self::alloc_on(&dst_gpu, range.len())?;
+        let bytes = byte_len::<E>(range.len());
+        if bytes == 0 {
+            return Ok(out);
+        }
+        let from = self.buf.ptr + byte_len::<E>(range.start) as u64;
+        if dst_gpu.ordinal == src.ordinal {
+            src.bind()?;
+            // SAFETY: both ranges lie inside their blocks; same stream, so ordered after the
+            // writes of the source.
+            unsafe { drv::memcpy_dtod_async(out.buf.ptr, from, bytes, src.stream.cu_stream()) }
+                .map_err(|e| src.err("cuMemcpyDtoDAsync", e))?;
+        } else {
+            // The source's stream must be done writing before another GPU reads it.
+            src.synchronize()?;
+            dst_gpu.bind()?;
+            // SAFETY: as above; the peer copy is queued on the destination's stream.
+            unsafe {
+                drv::memcpy_peer_async(
+                    dst_gpu.ctx.cu_ctx(),
+                    out.buf.ptr,
+                    src.ctx.cu_ctx(),
+                    from,
+                    bytes,
+                    dst_gpu.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| dst_gpu.err("cuMemcpyPeerAsync", e))?;
+        }
+        Ok(out)
+    }
+
+    /// The number of elements held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no elements are held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The CUDA ordinal of the GPU holding the elements.
+    pub fn ordinal(&self) -> usize {
+        self.buf.gpu.ordinal
+    }
+
+    /// The address of element `index`, for a kernel argument.
+    pub fn ptr_at(&self, index: usize) -> DevicePtr {
+        DevicePtr(self.buf.ptr + byte_len::<E>(index) as u64)
+    }
+
+    /// The address of the first element, for a kernel argument.
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.ptr_at(0)
+    }
+
+    pub(crate) fn gpu(&self) -> &Arc<Gpu> {
+        &self.buf.gpu
+    }
+
+    fn check_range(&self, op: &'static str, range: &Range<usize>) -> Result<()> {
+        if range.start <= range.end && range.end <= self.len {
+            Ok(())
+        } else {
+            Err(BackendError::BadArgument {
+                op,
+                msg: format!(
+                    "elements {range:?} are outside a CUDA buffer of {} elements",
+                    self.len
+                ),
+            })
+        }
+    }
+}
