@@ -104,13 +104,15 @@ impl<E: Element> Storage<E> {
 
     /// Appends the elements a layout views, in logical order, to a host vector: how the data
     /// loader gathers samples into one batch buffer without a temporary per sample.
-    pub fn extend_host(&self, layout: &Layout, out: &mut Vec<E>) {
+    pub fn extend_host(&self, layout: &Layout, out: &mut Vec<E>) -> Result<()> {
         match self {
             Storage::Cpu(v) => match layout.contiguous_range() {
                 Some(r) => out.extend_from_slice(&v[r]),
                 None => out.extend(crate::cpu::elementwise::map(v, layout, |x| x)),
             },
+            Storage::Cuda(_) => out.extend(self.try_to_vec(layout)?),
         }
+        Ok(())
     }
 
     /// A dense copy of the viewed elements on the same device.

@@ -108,7 +108,7 @@ impl<S: PrependDim, E: Element> Collate for Tensor<S, E> {
                 rule: "every item of a batch must have the same shape",
             });
         }
-        self.storage().extend_host(self.layout(), &mut buf.data);
+        self.storage().extend_host(self.layout(), &mut buf.data)?;
         buf.count += 1;
         Ok(())
     }
