@@ -34,6 +34,7 @@ pub(crate) fn count(device: Device) {
 /// Adds one CPU dispatch (the common line of every CPU entry point).
 #[inline]
 pub(crate) fn cpu() {
+    crate::cpu::keep_freed_buffers();
     count(Device::Cpu);
 }
 

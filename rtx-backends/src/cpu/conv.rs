@@ -10,7 +10,7 @@
 //! parallel product is decided from the sizes alone, and each item's output block is written
 //! by one matrix product (see `matmul.rs`), so results do not depend on the thread count.
 
-use super::elementwise::{build, map};
+use super::elementwise::map;
 use super::matmul::{MatRef, gemm_into};
 use crate::Layout;
 use rayon::prelude::*;
@@ -239,39 +239,48 @@ pub fn pool2d<E: Float>(x: &[E], xl: &Layout, op: PoolOp, p: &Pool2dParams) -> V
     // Each output row and column reads the same input rows and columns: find them once.
     let ys: Vec<_> = (0..ho).map(|oy| window(oy * sh, kh, ph, h)).collect();
     let xs: Vec<_> = (0..wo).map(|ox| window(ox * sw, kw, pw, w)).collect();
-    build(n * c * ho * wo, |start, out| {
-        let (mut plane, mut oy, mut ox) = (start / (ho * wo), (start / wo) % ho, start % wo);
-        for o in out.iter_mut() {
-            let image = &x[plane * h * w..][..h * w];
-            let rows = ys[oy].clone().map(|y| &image[y * w..][xs[ox].clone()]);
-            let v = match op {
-                PoolOp::Max => {
-                    let mut m = E::LOWEST;
-                    for v in rows.flatten() {
-                        m = m.max_of(*v);
-                    }
-                    m
-                }
-                PoolOp::Avg => {
-                    let mut s = E::Acc::c(0.0);
-                    for v in rows.flatten() {
-                        s = s + v.to_acc();
-                    }
-                    E::from_acc(s / E::Acc::c(area))
-                }
-            };
-            o.write(v);
-            ox += 1;
-            if ox == wo {
-                ox = 0;
-                oy += 1;
-                if oy == ho {
-                    oy = 0;
-                    plane += 1;
+    let mut out = vec![E::ZERO; n * c * ho * wo];
+    if out.is_empty() {
+        return out;
+    }
+    // Whole output rows per task, so the window of a row is looked up once; each output is
+    // written by one task, so the split cannot change results.
+    let rows = (super::CHUNK / wo).max(1);
+    out.par_chunks_mut(rows * wo)
+        .enumerate()
+        .for_each(|(task, block)| {
+            for (i, dst) in block.chunks_mut(wo).enumerate() {
+                let r = task * rows + i;
+                let (image, ys) = (&x[r / ho * h * w..][..h * w], ys[r % ho].clone());
+                for (o, xs) in dst.iter_mut().zip(&xs) {
+                    *o = match op {
+                        PoolOp::Max => {
+                            // `v > m || v != v`: NaN wins, like `max_of`, but as one
+                            // compare-and-select the compiler keeps branch-free.
+                            let mut m = E::LOWEST;
+                            for y in ys.clone() {
+                                for &v in &image[y * w + xs.start..y * w + xs.end] {
+                                    #[allow(clippy::eq_op)]
+                                    let take = v > m || v != v;
+                                    m = if take { v } else { m };
+                                }
+                            }
+                            m
+                        }
+                        PoolOp::Avg => {
+                            let mut s = E::Acc::c(0.0);
+                            for y in ys.clone() {
+                                for &v in &image[y * w + xs.start..y * w + xs.end] {
+                                    s = s + v.to_acc();
+                                }
+                            }
+                            E::from_acc(s / E::Acc::c(area))
+                        }
+                    };
                 }
             }
-        }
-    })
+        });
+    out
 }
 
 /// The input positions under a window that starts at `start` in padded coordinates.
@@ -440,7 +449,10 @@ fn col2im<E: Num>(
             let src = &src[oy * wo..][..wo];
             if sw == 1 {
                 let first = xs.start + j * dw - pw;
-                for (d, &v) in dst[first..first + xs.len()].iter_mut().zip(&src[xs.clone()]) {
+                for (d, &v) in dst[first..first + xs.len()]
+                    .iter_mut()
+                    .zip(&src[xs.clone()])
+                {
                     *d = d.add(v);
                 }
             } else {

@@ -14,3 +14,31 @@ pub mod reduce;
 
 /// Elements per parallel task. Fixed, so chunk boundaries never depend on the thread count.
 pub const CHUNK: usize = 1 << 14;
+
+/// Tells glibc's allocator, once per process, to keep freed tensor buffers for reuse instead
+/// of handing them back to the kernel.
+///
+/// A training step allocates and frees the same few buffer sizes (activations, gradients,
+/// im2col matrices) hundreds of times a second. By default glibc serves blocks above its mmap
+/// threshold with fresh `mmap`s and returns them with `munmap`, and trims the heap top as it
+/// shrinks: every step then pays page faults, page zeroing and TLB shootdowns for memory it
+/// just gave back (measured here: the MNIST MLP step at batch 128 went from 7.5 to 4.4 ms, the
+/// CNN step from 107 to 64 ms, with the thresholds raised). Raising the mmap threshold to its
+/// maximum (32 MiB) and the trim threshold to 1 GiB keeps those blocks in the heap, much as a
+/// caching allocator would. Memory freed by rtx is then reused by later allocations rather
+/// than returned to the OS until the process ends, which is what PyTorch's GPU allocator does
+/// too. Only glibc on Linux has these knobs; elsewhere this does nothing.
+pub(crate) fn keep_freed_buffers() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: mallopt only changes allocator thresholds; it is safe to call at any
+            // time, and a value it rejects leaves the setting as it was.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+                libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+            }
+        });
+    }
+}
