@@ -16,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+# ANCHOR: mlp
 class Mlp(nn.Module):
     def __init__(self):
         super().__init__()
@@ -24,6 +25,7 @@ class Mlp(nn.Module):
 
     def forward(self, x):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
+# ANCHOR_END: mlp
 
 
 class Lenet(nn.Module):

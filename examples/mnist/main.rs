@@ -45,9 +45,12 @@ struct Args {
     resume: bool,
 }
 
+// ANCHOR: batch
 /// The batch size, part of the batch type.
 const BATCH: usize = 128;
+// ANCHOR_END: batch
 
+// ANCHOR: classifier
 /// What the training loop needs of a model.
 trait Classifier: Module + Init {
     /// Logits for a batch of images.
@@ -59,6 +62,7 @@ impl Classifier for Mlp {
         self.forward(x)
     }
 }
+// ANCHOR_END: classifier
 
 impl Classifier for Lenet {
     fn logits<B: Dim>(&self, x: &Images<B>) -> Logits<B> {
@@ -82,12 +86,17 @@ fn run<M: Classifier>(args: &Args, name: &str) -> rtx::Result<()> {
         .checkpoint
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("target/mnist-{name}.safetensors")));
+    // ANCHOR: data
     let train = Mnist::train()?;
     let test = Mnist::test()?;
+    // ANCHOR_END: data
 
+    // ANCHOR: build
     let mut model = M::init(&device, args.seed);
     let mut opt = Adam::new(1e-3);
+    // ANCHOR_END: build
     let mut first_epoch = 0;
+    // ANCHOR: resume
     if args.resume {
         let ckpt = Checkpoint::open(&path)?;
         ckpt.load_model("model", &mut model)?;
@@ -98,11 +107,16 @@ fn run<M: Classifier>(args: &Args, name: &str) -> rtx::Result<()> {
             .unwrap_or(0);
         println!("resumed from {} after epoch {first_epoch}", path.display());
     }
+    // ANCHOR_END: resume
+    // ANCHOR: summary
     println!("{}", model.summary());
     model.track_gradients();
+    // ANCHOR_END: summary
 
+    // ANCHOR: loaders
     let loader = DataLoader::<_, BATCH>::new(train).shuffle(args.seed);
     let test_loader = DataLoader::<_, 1000>::new(test);
+    // ANCHOR_END: loaders
     for epoch in first_epoch..args.epochs {
         model.train();
         let bar = ProgressBar::new(loader.len() as u64);
@@ -115,6 +129,7 @@ fn run<M: Classifier>(args: &Args, name: &str) -> rtx::Result<()> {
         bar.set_prefix(format!("{}/{}", epoch + 1, args.epochs));
         let start = Instant::now();
         let mut seen = 0usize;
+        // ANCHOR: step
         for (i, (images, labels)) in loader.epoch(epoch as u64).enumerate() {
             let loss = cross_entropy(&model.logits(&images), &labels);
             let grads = loss.backward();
@@ -126,6 +141,7 @@ fn run<M: Classifier>(args: &Args, name: &str) -> rtx::Result<()> {
             }
             bar.inc(1);
         }
+        // ANCHOR_END: step
         bar.finish();
         let secs = start.elapsed().as_secs_f64();
         let accuracy = evaluate(&mut model, &test_loader);
@@ -135,17 +151,20 @@ fn run<M: Classifier>(args: &Args, name: &str) -> rtx::Result<()> {
             100.0 * accuracy,
             seen as f64 / secs
         );
+        // ANCHOR: save
         let mut ckpt = Checkpoint::new();
         ckpt.add_model("model", &model)?;
         ckpt.add_optimizer("optimizer", &opt)?;
-        ckpt.set_metadata("epoch", &(epoch + 1).to_string());
+        ckpt.set_metadata("epoch", (epoch + 1).to_string());
         ckpt.set_metadata("model", name);
         ckpt.save(&path)?;
+        // ANCHOR_END: save
         println!("saved {}", path.display());
     }
     Ok(())
 }
 
+// ANCHOR: evaluate
 /// The fraction of the test set classified correctly, in evaluation mode.
 fn evaluate<M: Classifier>(model: &mut M, test: &DataLoader<Mnist, 1000>) -> f64 {
     model.eval();
@@ -160,3 +179,4 @@ fn evaluate<M: Classifier>(model: &mut M, test: &DataLoader<Mnist, 1000>) -> f64
     });
     correct / total as f64
 }
+// ANCHOR_END: evaluate
