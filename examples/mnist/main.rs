@@ -70,12 +70,20 @@ impl Classifier for Lenet {
     }
 }
 
-fn main() -> rtx::Result<()> {
+fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    if args.cnn {
+    let result = if args.cnn {
         run::<Lenet>(&args, "cnn")
     } else {
         run::<Mlp>(&args, "mlp")
+    };
+    // Print the error's message (it names the file, parameter or shapes), not its Debug form.
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }
 
@@ -99,6 +107,10 @@ fn run<M: Classifier>(args: &Args, name: &str) -> rtx::Result<()> {
     // ANCHOR: resume
     if args.resume {
         let ckpt = Checkpoint::open(&path)?;
+        if let Some(saved) = ckpt.metadata("model").filter(|saved| *saved != name) {
+            let msg = format!("holds the {saved} model, not the {name}: drop or add `--cnn`");
+            return Err(rtx::Error::Checkpoint { file: path, msg });
+        }
         ckpt.load_model("model", &mut model)?;
         ckpt.load_optimizer("optimizer", &mut opt)?;
         first_epoch = ckpt
@@ -109,7 +121,7 @@ fn run<M: Classifier>(args: &Args, name: &str) -> rtx::Result<()> {
     }
     // ANCHOR_END: resume
     // ANCHOR: summary
-    println!("{}", model.summary());
+    print!("{}", model.summary());
     model.track_gradients();
     // ANCHOR_END: summary
 
