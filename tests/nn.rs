@@ -560,3 +560,349 @@ fn a_small_mlp_learns() {
     let (first, last) = (losses[0], losses[losses.len() - 1]);
     assert!(last < 0.6 * first, "loss went from {first} to {last}");
 }
+
+// Property-based gradient checks over random shapes: batch and sequence sizes are drawn at
+// run time; feature sizes and conv settings, which are const generics of the layers, are
+// drawn from a few instantiations each. Gradients of inputs and of every parameter.
+
+use proptest::prelude::*;
+
+/// `n` values pairwise at least 0.02 apart and at least 0.01 from zero (a shuffled grid), so
+/// batch statistics never degenerate and `abs`/`relu` inside losses stay off their kinks.
+fn spread(n: usize) -> impl Strategy<Value = Vec<f64>> {
+    Just((0..n).collect::<Vec<usize>>())
+        .prop_shuffle()
+        .prop_map(move |p| {
+            p.iter()
+                .map(|&i| (i as f64 - (n / 2) as f64) * 0.02 + 0.01)
+                .collect()
+        })
+}
+
+/// A tensor of `shape` from the front of `v`.
+fn take<S: Shape>(v: &[f64], shape: S) -> Tensor<S, f64> {
+    Tensor::from_vec(v[..shape.numel()].to_vec(), shape, CPU)
+}
+
+/// Caps the cases at 32 (`PROPTEST_CASES` may lower it): each case checks whole layers.
+fn layer_cases() -> ProptestConfig {
+    ProptestConfig {
+        cases: ProptestConfig::default().cases.min(32),
+        ..ProptestConfig::default()
+    }
+}
+
+/// Input, weight and bias gradients of `Linear<I, O>` on a batch of `batch` dims (0 to 2).
+fn linear_grads<const I: usize, const O: usize>(batch: &[usize], v: &[f64]) {
+    let mut fc = Linear::<I, O, f64>::new(CPU, 0);
+    fc.weight = take(&v[200..], (Const, Const));
+    fc.bias = Some(take(&v[300..], (Const,)));
+    macro_rules! all {
+        ($x:expr) => {{
+            let x = $x;
+            check_grad(&x, |x| probe(&fc.forward(x)));
+            check_grad(&fc.weight, |w| {
+                let l = Linear {
+                    weight: w.clone(),
+                    bias: fc.bias.clone(),
+                };
+                probe(&l.forward(&x))
+            });
+            check_grad(fc.bias.as_ref().unwrap(), |b| {
+                let l = Linear {
+                    weight: fc.weight.clone(),
+                    bias: Some(b.clone()),
+                };
+                probe(&l.forward(&x))
+            });
+        }};
+    }
+    match batch {
+        [] => all!(take(v, (Const::<I>,))),
+        [b] => all!(take(v, (*b, Const::<I>))),
+        [b, t, ..] => all!(take(v, (*b, *t, Const::<I>))),
+    }
+}
+
+/// Input, weight and bias gradients of `Conv1d<I, O, K, Opt>` on `[n, I, len]`.
+fn conv1d_grads<const I: usize, const O: usize, const K: usize, Opt>(
+    n: usize,
+    len: usize,
+    v: &[f64],
+) where
+    Opt: rtx::shape::conv::ConvOptions<Const<I>, Const<I>> + Default,
+{
+    let mut c = Conv1d::<I, O, K, Opt, f64>::new(CPU, 0);
+    c.weight = take(&v[200..], (Const, Const, Const));
+    c.bias = Some(take(&v[300..], (Const,)));
+    let x = take(v, (n, Const::<I>, len));
+    let fwd = |l: &Conv1d<I, O, K, Opt, f64>, x: &Tensor<(usize, Const<I>, usize), f64>| {
+        let y: Tensor<(usize, Const<O>, usize), f64> = l.forward(x);
+        probe(&y)
+    };
+    check_grad(&x, |x| fwd(&c, x));
+    check_grad(&c.weight, |w| {
+        let mut l = c.clone();
+        l.weight = w.clone();
+        fwd(&l, &x)
+    });
+    check_grad(c.bias.as_ref().unwrap(), |b| {
+        let mut l = c.clone();
+        l.bias = Some(b.clone());
+        fwd(&l, &x)
+    });
+}
+
+/// Input, weight and bias gradients of `Conv2d<I, O, K, Opt>` on `[n, I, h, w]`.
+fn conv2d_grads<const I: usize, const O: usize, const K: usize, Opt>(
+    (n, h, w): (usize, usize, usize),
+    v: &[f64],
+) where
+    Opt: rtx::shape::conv::ConvOptions<Const<I>, Const<I>> + Default,
+{
+    let mut c = Conv2d::<I, O, K, Opt, f64>::new(CPU, 0);
+    c.weight = take(&v[200..], (Const, Const, Const, Const));
+    c.bias = Some(take(&v[300..], (Const,)));
+    let x = take(v, (n, Const::<I>, h, w));
+    type X<const I: usize> = Tensor<(usize, Const<I>, usize, usize), f64>;
+    let fwd = |l: &Conv2d<I, O, K, Opt, f64>, x: &X<I>| {
+        let y: Tensor<(usize, Const<O>, usize, usize), f64> = l.forward(x);
+        probe(&y)
+    };
+    check_grad(&x, |x| fwd(&c, x));
+    check_grad(&c.weight, |w| {
+        let mut l = c.clone();
+        l.weight = w.clone();
+        fwd(&l, &x)
+    });
+    check_grad(c.bias.as_ref().unwrap(), |b| {
+        let mut l = c.clone();
+        l.bias = Some(b.clone());
+        fwd(&l, &x)
+    });
+}
+
+/// Input, weight and bias gradients of a training `BatchNorm<C>` on `[n, C, rest..]`, and of
+/// `LayerNorm<C>` / `RMSNorm<C>` on the same values viewed as `[.., C]` rows.
+fn norm_grads<const C: usize>(n: usize, rest: &[usize], v: &[f64]) {
+    let mut bn = BatchNorm::<C, f64>::new(CPU);
+    bn.weight = take(&v[200..], (Const,)) + 1.0;
+    bn.bias = take(&v[300..], (Const,));
+    macro_rules! bn_all {
+        ($x:expr) => {{
+            let x = $x;
+            check_grad(&x, |x| probe(&bn.forward(x)));
+            check_grad(&bn.weight, |w| {
+                let mut l = bn.clone();
+                l.weight = w.clone();
+                probe(&l.forward(&x))
+            });
+            check_grad(&bn.bias, |b| {
+                let mut l = bn.clone();
+                l.bias = b.clone();
+                probe(&l.forward(&x))
+            });
+        }};
+    }
+    match rest {
+        [] => bn_all!(take(v, (n, Const::<C>))),
+        [l] => bn_all!(take(v, (n, Const::<C>, *l))),
+        [h, w, ..] => bn_all!(take(v, (n, Const::<C>, *h, *w))),
+    }
+    let mut ln = LayerNorm::<C, f64>::new(CPU);
+    ln.weight = take(&v[200..], (Const,)) + 1.0;
+    ln.bias = take(&v[300..], (Const,));
+    let mut rms = RMSNorm::<C, f64>::new(CPU);
+    rms.weight = take(&v[250..], (Const,)) + 1.0;
+    let x = take(v, (n, rest.iter().product::<usize>(), Const::<C>));
+    check_grad(&x, |x| probe(&ln.forward(x)));
+    check_grad(&ln.weight, |w| {
+        let l = LayerNorm {
+            weight: w.clone(),
+            ..ln.clone()
+        };
+        probe(&l.forward(&x))
+    });
+    check_grad(&ln.bias, |b| {
+        let l = LayerNorm {
+            bias: b.clone(),
+            ..ln.clone()
+        };
+        probe(&l.forward(&x))
+    });
+    check_grad(&x, |x| probe(&rms.forward(x)));
+    check_grad(&rms.weight, |w| {
+        let l = RMSNorm {
+            weight: w.clone(),
+            eps: rms.eps,
+        };
+        probe(&l.forward(&x))
+    });
+}
+
+/// Gradients of `CausalSelfAttention<D, H>` on `[b, t, D]`: the input and all four parameters.
+fn attention_grads<const D: usize, const H: usize>(b: usize, t: usize, v: &[f64]) {
+    let mut attn = CausalSelfAttention::<D, H, f64>::new(CPU, 0);
+    attn.qkv_weight = take(&v[100..], (3 * D, Const));
+    attn.qkv_bias = take(&v[250..], (3 * D,));
+    attn.proj.weight = take(&v[300..], (Const, Const));
+    attn.proj.bias = Some(take(&v[350..], (Const,)));
+    let x = take(v, (b, t, Const::<D>));
+    check_grad(&x, |x| probe(&attn.forward(x)));
+    check_grad(&attn.qkv_weight, |w| {
+        let a = CausalSelfAttention {
+            qkv_weight: w.clone(),
+            ..attn.clone()
+        };
+        probe(&a.forward(&x))
+    });
+    check_grad(&attn.qkv_bias, |w| {
+        let a = CausalSelfAttention {
+            qkv_bias: w.clone(),
+            ..attn.clone()
+        };
+        probe(&a.forward(&x))
+    });
+    check_grad(&attn.proj.weight, |w| {
+        let mut a = attn.clone();
+        a.proj.weight = w.clone();
+        probe(&a.forward(&x))
+    });
+    check_grad(attn.proj.bias.as_ref().unwrap(), |w| {
+        let mut a = attn.clone();
+        a.proj.bias = Some(w.clone());
+        probe(&a.forward(&x))
+    });
+}
+
+/// Gradients of `Embedding<5, D>` rows picked by `ids` (repeats accumulate).
+fn embedding_grads<const D: usize>(ids: &[i64], (b, t): (usize, usize), v: &[f64]) {
+    let emb = Embedding::<5, D, f64> {
+        weight: take(v, (Const, Const)),
+    };
+    let seq: Tensor<(usize, usize), i64> = Tensor::from_vec(ids[..b * t].to_vec(), (b, t), CPU);
+    let flat: Tensor<(usize,), i64> = Tensor::from_vec(ids[..b].to_vec(), (b,), CPU);
+    check_grad(&emb.weight, |w| {
+        probe(&Embedding { weight: w.clone() }.forward_seq(&seq))
+    });
+    check_grad(&emb.weight, |w| {
+        probe(&Embedding { weight: w.clone() }.forward(&flat).exp())
+    });
+}
+
+/// Prediction and target gradients of the elementwise losses on `p` and `y`.
+fn regression_losses<S: Shape>(p: &Tensor<S, f64>, y: &Tensor<S, f64>) {
+    let prob = no_grad(|| y.sigmoid());
+    check_grad(p, |p| mse_loss(p, y));
+    check_grad(y, |y| mse_loss(p, y));
+    check_grad(p, |p| l1_loss(p, y));
+    check_grad(y, |y| l1_loss(p, y));
+    check_grad(p, |p| binary_cross_entropy_with_logits(p, &prob));
+    check_grad(&prob, |q| binary_cross_entropy_with_logits(p, q));
+}
+
+proptest! {
+    #![proptest_config(layer_cases())]
+
+    #[test]
+    fn linear_grads_over_random_batches(
+        batch in prop::collection::vec(1usize..=3, 0..=2),
+        which in 0usize..3,
+        v in prop::collection::vec(-1.0f64..1.0, 400),
+    ) {
+        match which {
+            0 => linear_grads::<1, 2>(&batch, &v),
+            1 => linear_grads::<3, 1>(&batch, &v),
+            _ => linear_grads::<2, 3>(&batch, &v),
+        }
+    }
+
+    #[test]
+    fn conv_layer_grads(
+        (n, which) in (1usize..=2, 0usize..3),
+        (h, w) in (0usize..=2, 0usize..=2),
+        v in prop::collection::vec(-1.0f64..1.0, 400),
+    ) {
+        // Sizes the kernel (with its padding and dilation) fits, plus 0 to 2.
+        match which {
+            0 => {
+                conv1d_grads::<2, 3, 2, Conv<1>>(n, 2 + h, &v);
+                conv2d_grads::<2, 2, 2, Conv<1>>((n, 2 + h, 2 + w), &v);
+            }
+            1 => {
+                conv1d_grads::<1, 2, 3, Conv<2, 1>>(n, 1 + h, &v);
+                conv2d_grads::<1, 3, 3, Conv<2, 1>>((n, 1 + h, 1 + w), &v);
+            }
+            _ => {
+                conv1d_grads::<3, 2, 2, Conv<1, 1, 2>>(n, 1 + h, &v);
+                conv2d_grads::<2, 1, 2, Conv<1, 1, 2>>((n, 1 + h, 1 + w), &v);
+            }
+        }
+    }
+
+    #[test]
+    fn norm_grads_over_random_shapes(
+        n in 1usize..=3,
+        rest in prop::collection::vec(1usize..=3, 0..=2),
+        which in 0usize..3,
+        v in spread(400),
+    ) {
+        // Training batch norm needs two values per channel.
+        let n = if n * rest.iter().product::<usize>() < 2 { 2 } else { n };
+        match which {
+            0 => norm_grads::<1>(n, &rest, &v),
+            1 => norm_grads::<2>(n, &rest, &v),
+            _ => norm_grads::<3>(n, &rest, &v),
+        }
+    }
+
+    #[test]
+    fn attention_and_embedding_grads(
+        (b, t, which) in (1usize..=2, 1usize..=3, 0usize..2),
+        ids in prop::collection::vec(0i64..5, 6),
+        v in prop::collection::vec(-1.0f64..1.0, 400),
+    ) {
+        match which {
+            0 => {
+                attention_grads::<4, 2>(b, t, &v);
+                embedding_grads::<2>(&ids, (b, t), &v);
+            }
+            _ => {
+                attention_grads::<3, 1>(b, t, &v);
+                embedding_grads::<3>(&ids, (b, t), &v);
+            }
+        }
+    }
+
+    #[test]
+    fn loss_grads_over_random_shapes(
+        (rows, classes) in (1usize..=4, 2usize..=4),
+        targets in prop::collection::vec(0i64..4, 4),
+        ignored in prop::collection::vec(prop::bool::weighted(0.3), 4),
+        smoothing in 0.0f64..0.5,
+        dims in prop::collection::vec(1usize..=3, 1..=3),
+        v in spread(200),
+    ) {
+        let logits = take(&v, (rows, classes));
+        let t: Vec<i64> = targets[..rows].iter().map(|&c| c % classes as i64).collect();
+        // Ignored targets, keeping at least the first row.
+        let kept: Vec<i64> = t.iter().zip(&ignored).enumerate()
+            .map(|(i, (&c, &ig))| if ig && i > 0 { -100 } else { c })
+            .collect();
+        let (t, kept): (Tensor<(usize,), i64>, Tensor<(usize,), i64>) =
+            (Tensor::from_vec(t, (rows,), CPU), Tensor::from_vec(kept, (rows,), CPU));
+        let opts = CrossEntropy { ignore_index: Some(-100), label_smoothing: smoothing };
+        check_grad(&logits, |l| cross_entropy_with(l, &kept, opts));
+        check_grad(&logits, |l| cross_entropy(l, &t));
+        let logp = logits.log_softmax::<1>();
+        check_grad(&logp, |l| nll_loss(l, &t));
+        // Regression losses: predictions and targets drawn apart, so |p - y| > 0.
+        let n: usize = dims.iter().product();
+        match dims[..] {
+            [a] => regression_losses(&take(&v, (a,)), &take(&v[n..], (a,))),
+            [a, b] => regression_losses(&take(&v, (a, b)), &take(&v[n..], (a, b))),
+            [a, b, c, ..] => regression_losses(&take(&v, (a, b, c)), &take(&v[n..], (a, b, c))),
+            [] => unreachable!("dims has rank 1 to 3"),
+        }
+    }
+}

@@ -94,6 +94,16 @@ fn silu_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Tensor<S, E> {
     s.same::<Mul>(&x.same::<Mul>(&one_minus).scalar::<Add>(c(1.0)))
 }
 
+/// d(clamp(x))/dx times `g`, given the output `y`: `g` where `x` is inside the bounds (both
+/// included, as PyTorch does) and so equals `y`, 0 where it was clamped.
+pub(crate) fn clamp<S: Shape, E: Num>(
+    x: &Tensor<S, E>,
+    y: &Tensor<S, E>,
+    g: &Tensor<S, E>,
+) -> Tensor<S, E> {
+    g.same::<Mul>(&x.equal(y))
+}
+
 /// The gradients of a binary op for its two (broadcast) inputs `a` and `b`, given the output `y`
 /// and its gradient `g`; the caller sums them back to the inputs' shapes. Ties of max and min
 /// split the gradient evenly, as PyTorch does.

@@ -327,7 +327,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         ok(self.try_binary::<markers::Pow, R>(rhs))
     }
 
-    /// Clamps every element into `[min, max]`; NaN stays NaN.
+    /// Clamps every element into `[min, max]`; NaN stays NaN. The gradient passes where the
+    /// element is within the bounds (bounds included) and is 0 where it was clamped.
     pub fn clamp(&self, min: E, max: E) -> Self
     where
         E: Num,
@@ -343,8 +344,15 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         if min > max {
             crate::error::bail!("clamp", "min {min:?} is greater than max {max:?}");
         }
-        let out = self.storage().clamp(self.layout(), min, max)?;
-        Ok(Tensor::from_storage(out, self.shape()))
+        let out =
+            Tensor::from_storage(self.storage().clamp(self.layout(), min, max)?, self.shape());
+        if !autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        let (x, y) = (self.detach(), out.detach());
+        Ok(out.record(vec![self.node().cloned()], move |g| {
+            vec![autograd::erase(rules::clamp(&x, &y, g))]
+        }))
     }
 }
 
