@@ -211,13 +211,13 @@ fn ops_without_kernels_and_mixed_devices_are_errors() {
     ));
     let c = ok(Storage::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], Device::Cpu));
     let e = g
-        .affine(&l, 2.0, 0.0)
+        .arg_reduce(&l, 1, rtx_kernels::op::ReduceOp::ArgMax)
         .map(|_| ())
         .map_err(|e| e.to_string());
     assert_eq!(
         e,
         Err(
-            "`affine` has no CUDA kernel yet (the tensor is on cuda:0); move it to the CPU \
+            "`argmax` has no CUDA kernel yet (the tensor is on cuda:0); move it to the CPU \
              with `.to_device(Device::Cpu)`"
                 .into()
         )
@@ -385,8 +385,14 @@ fn reference(a: &[f64], la: &Layout, b: &[f64], lb: &Layout) -> Vec<f64> {
     out
 }
 
-/// Checks one GPU product of views against float64, for element type E, within `tol`.
-fn check_gemm<E: Num>(tol: f64, (a, la): (&[f64], &Layout), (b, lb): (&[f64], &Layout)) {
+/// Checks one GPU product of views against float64, for element type E, within `tol`, and
+/// that it took `launches` dispatches (the GEMM, plus a dense copy per unreadable view).
+fn check_gemm<E: Num>(
+    tol: f64,
+    launches: u64,
+    (a, la): (&[f64], &Layout),
+    (b, lb): (&[f64], &Layout),
+) {
     // Round the inputs to E first, so the reference sees what the GPU sees.
     let ae: Vec<E> = a.iter().map(|&v| E::from_f64(v)).collect();
     let be: Vec<E> = b.iter().map(|&v| E::from_f64(v)).collect();
@@ -397,7 +403,11 @@ fn check_gemm<E: Num>(tol: f64, (a, la): (&[f64], &Layout), (b, lb): (&[f64], &L
     let gb = ok(Storage::from_vec(be, Device::Cuda(0)));
     let before = launch_count(Device::Cuda(0));
     let c = ok(ga.matmul(la, &gb, lb));
-    assert_eq!(launch_count(Device::Cuda(0)) - before, 1, "one cuBLAS call");
+    assert_eq!(
+        launch_count(Device::Cuda(0)) - before,
+        launches,
+        "one cuBLAS call and the dense copies"
+    );
     let got: Vec<f64> = c
         .to_vec(&Layout::contiguous(&[want.len()]))
         .iter()
@@ -424,27 +434,37 @@ fn gemm_cases<E: Num>(tol: f64) {
     // Dense batched.
     check_gemm::<E>(
         tol,
+        1,
         (&a, &Layout::contiguous(&[bt, m, k])),
         (&b, &Layout::contiguous(&[bt, k, n])),
     );
     // Transposed views of both operands (read in place with the op flag).
     check_gemm::<E>(
         tol,
+        1,
         (&a, &Layout::contiguous(&[bt, k, m]).transpose(1, 2)),
         (&b, &Layout::contiguous(&[bt, n, k]).transpose(1, 2)),
     );
     // A weight shared by the batch (broadcast, batch stride 0) and a plain 2-d product.
     let w = Layout::contiguous(&[k, n]).broadcast_to(&[bt, k, n]);
     let w = w.unwrap_or_else(|| panic!("broadcast"));
-    check_gemm::<E>(tol, (&a, &Layout::contiguous(&[bt, m, k])), (&b, &w));
+    check_gemm::<E>(tol, 1, (&a, &Layout::contiguous(&[bt, m, k])), (&b, &w));
     check_gemm::<E>(
         tol,
+        1,
         (&a, &Layout::contiguous(&[m, k])),
         (&b, &Layout::contiguous(&[k, n])),
     );
-    // A stepped slice (every other column), which cuBLAS cannot read: made dense first.
+    // A stepped slice (every other column), which cuBLAS cannot read: made dense first by
+    // the strided copy kernel where the element type has one.
     let stepped = Layout::new(&[m, k / 2], &[k, 2], 0);
-    check_gemm::<E>(tol, (&a, &stepped), (&b, &Layout::contiguous(&[k / 2, n])));
+    let copies = E::DTYPE.is_float() as u64;
+    check_gemm::<E>(
+        tol,
+        1 + copies,
+        (&a, &stepped),
+        (&b, &Layout::contiguous(&[k / 2, n])),
+    );
 }
 
 #[test]

@@ -250,33 +250,56 @@ fn softmax_rows_matches_reference_for_several_block_sizes() {
 
 #[test]
 fn descriptors_list_one_entry_per_dtype_and_variant() {
-    assert_eq!(ALL.len(), 14);
+    // The examples, the foundation's ops, and one derivative per differentiable example input.
+    assert_eq!(ALL.len(), 58);
+    let mut names: Vec<&str> = ALL.iter().map(|k| k.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), ALL.len(), "kernel names are unique");
     for k in ALL {
         let variants: &[Variant] = match k.kind {
             KernelKind::Elementwise { .. } => &[Variant::Contiguous, Variant::Strided],
             KernelKind::Reduce => &[Variant::Reduce],
             KernelKind::Simt { .. } => &[Variant::Simt],
         };
+        // A kernel with an output type parameter has an entry per (input, output) pair.
+        let pairs = k
+            .entries
+            .iter()
+            .any(|e| e.out_dtype != e.dtype && e.out_dtype != DType::Bool);
+        let floats = [DType::F32, DType::F64, DType::F16, DType::BF16];
+        let suffix = |dt: DType| match dt {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::F16 => "f16",
+            _ => "bf16",
+        };
         for &v in variants {
-            for dt in [DType::F32, DType::F64, DType::F16, DType::BF16] {
-                let e = k
-                    .entry(dt, v)
-                    .unwrap_or_else(|| panic!("{} lacks {dt:?} {v:?}", k.name));
-                assert!(
-                    e.symbol.starts_with(k.name)
-                        && e.symbol.ends_with(&format!(
-                            "_{}",
-                            match dt {
-                                DType::F32 => "f32",
-                                DType::F64 => "f64",
-                                DType::F16 => "f16",
-                                _ => "bf16",
-                            }
-                        ))
-                );
+            for dt in floats {
+                let outs: Vec<DType> = if pairs {
+                    floats.to_vec()
+                } else {
+                    vec![k.entry(dt, v).map_or(dt, |e| e.out_dtype)]
+                };
+                for out in outs {
+                    let e = k
+                        .entry_to(dt, out, v)
+                        .unwrap_or_else(|| panic!("{} lacks {dt:?} -> {out:?} {v:?}", k.name));
+                    let end = if pairs {
+                        format!("_{}_to_{}", suffix(dt), suffix(out))
+                    } else {
+                        format!("_{}", suffix(dt))
+                    };
+                    assert!(
+                        e.symbol.starts_with(k.name) && e.symbol.ends_with(&end),
+                        "{}",
+                        e.symbol
+                    );
+                }
             }
         }
-        assert_eq!(k.entries.len(), 4 * variants.len());
+        let per_variant = if pairs { 16 } else { 4 };
+        assert_eq!(k.entries.len(), per_variant * variants.len());
     }
     assert_eq!(huber::KERNEL.kind, KernelKind::Elementwise { inputs: 2 });
     assert_eq!(
@@ -299,4 +322,60 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
             "n"
         ]
     );
+}
+
+#[test]
+fn elementwise_kernels_read_and_write_bool_buffers() {
+    use rtx_kernels::kernel::{ParamType, ScalarType};
+    use rtx_kernels::kernels::{lt, select};
+    let e = select::KERNEL
+        .entry(DType::F16, Variant::Contiguous)
+        .unwrap();
+    let bool_in = ParamType::Ptr {
+        elem: ScalarType::Bool,
+        mutable: false,
+    };
+    assert_eq!(e.params[0].ty, bool_in);
+    assert_eq!(
+        e.params[1].ty,
+        ParamType::Ptr {
+            elem: ScalarType::Elem,
+            mutable: false
+        }
+    );
+    let e = lt::KERNEL.entry(DType::F32, Variant::Strided).unwrap();
+    let out = e.params.iter().find(|p| p.name == "out").unwrap();
+    assert_eq!(
+        out.ty,
+        ParamType::Ptr {
+            elem: ScalarType::Bool,
+            mutable: true
+        }
+    );
+    let mut mask = vec![false; 3];
+    lt::map(&[1.0f32, 2.0, f32::NAN], &[2.0, 2.0, 0.0], &mut mask).unwrap();
+    assert_eq!(mask, vec![true, false, false]);
+    let mut picked = vec![0.0f64; 3];
+    select::map(&mask, &[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0], &mut picked).unwrap();
+    assert_eq!(picked, vec![1.0, 5.0, 6.0]);
+    assert!(!select::KERNEL.source.contains("rtx_load_vec(cond"));
+}
+
+#[test]
+fn a_second_type_parameter_gives_one_entry_per_type_pair() {
+    use rtx_kernels::Element;
+    assert_eq!(cast::KERNEL.entries.len(), 2 * 16);
+    let e = cast::KERNEL
+        .entry_to(DType::F64, DType::F16, Variant::Contiguous)
+        .unwrap();
+    assert_eq!(e.symbol, "cast_contig_f64_to_f16");
+    assert!(cast::KERNEL.source.contains(&format!(" {}(", e.symbol)));
+    let x = [1.0f64 / 3.0, -2.5, 65504.0, 1e6];
+    let mut out = vec![f16::ZERO; 4];
+    cast::map(&x, &mut out).unwrap();
+    let want: Vec<f16> = x.iter().map(|v| v.cast::<f16>()).collect();
+    assert_eq!(out, want);
+    let mut back = vec![0.0f32; 4];
+    cast::map(&out, &mut back).unwrap();
+    assert_eq!(back[1], -2.5);
 }

@@ -81,6 +81,17 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// loops or assignments get no derivative; `#[kernel(elementwise, grad)]` makes that an
 /// error, `no_grad` turns derivation off.
 ///
+/// Masks and predicates: an elementwise input may be `bool` (a mask buffer, read as is) and
+/// the function may return `bool` (written as one byte, 0 or 1); such kernels take no vector
+/// loads and get no derivative. `fn select<T: Float>(cond: bool, a: T, b: T) -> T` and
+/// `fn lt<T: Float>(a: T, b: T) -> bool` are two; their entries' `out_dtype` says `Bool`.
+///
+/// Between element types: a second type parameter names the output type,
+/// `fn cast<T: Float, U: Float>(x: T) -> U { x }`. The body computes in `T`'s compute type and
+/// the result is converted to `U` on store (natively through f64, as `Element::cast` does).
+/// Entries exist for every (input, output) pair: `cast_contig_f32_to_bf16`,
+/// `cast_strided_f64_to_f16`, ...; pick one with `KERNEL.entry_to(dtype, out, variant)`.
+///
 /// **Reduce**, `#[kernel(reduce(identity = .., map = |x| .., finish = |acc, n| ..))]` on a
 /// combine function (`map` and `finish` are optional; `n` is the axis length as `T`):
 /// ```ignore

@@ -25,7 +25,7 @@ fn position(dims: &[usize], mut flat: usize) -> String {
 
 /// Checks that every index value lies in `0..size`; the first bad one in logical order is
 /// reported with its position, the axis and the axis size.
-fn check_indices(
+pub(crate) fn check_indices(
     op: &'static str,
     idx: &[i64],
     il: &Layout,

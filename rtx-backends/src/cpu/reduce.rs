@@ -530,7 +530,7 @@ fn lse_of<A: FloatMath>((m, s): (A, A)) -> A {
 }
 
 /// The error for an op that has no value on an empty axis.
-fn empty_axis(op: ReduceOp, l: &Layout, axis: usize) -> BackendError {
+pub(crate) fn empty_axis(op: ReduceOp, l: &Layout, axis: usize) -> BackendError {
     BackendError::BadArgument {
         op: rtx_kernels::Op::Reduce(op).name(),
         msg: format!("cannot reduce axis {axis} of size 0 (sizes {:?})", l.dims()),

@@ -4,7 +4,9 @@
 //! rtx launches only kernels that `#[kernel]` generates; this module compiles whatever source
 //! it is handed. The cache key covers the source, the architecture, the NVRTC version and the
 //! options, since each of them changes the machine code (NVRTC fuses multiply-adds by default,
-//! so `--fmad` is part of a kernel's identity).
+//! so `--fmad` is part of a kernel's identity). The name is not part of the key: one source
+//! is compiled and loaded once per GPU as a module, and each of its functions (a generated
+//! kernel has one per element type and variant) is looked up in that module.
 
 use super::context::{Gpu, gpu, lock};
 use super::disk_cache::{self, Format};
@@ -67,7 +69,8 @@ pub enum KernelOrigin {
 /// The kernels loaded into one GPU's context.
 #[derive(Default)]
 pub(crate) struct LoadedKernels {
-    map: HashMap<u128, (Arc<CudaModule>, CudaFunction)>,
+    /// Modules by cache key, with the functions looked up in each so far.
+    map: HashMap<u128, (Arc<CudaModule>, HashMap<&'static str, CudaFunction>)>,
     /// Launch-time fast path: a kernel's `'static` strings never move, so their addresses
     /// identify it without hashing its source on every launch. Values are `CUfunction`s kept as
     /// integers (the functions live in `map`'s modules).
@@ -118,13 +121,12 @@ pub(crate) fn arch(g: &Gpu) -> String {
     format!("sm_{}{}", g.cc.0, g.cc.1)
 }
 
-/// The cache key of `k` compiled for `arch` by NVRTC `version`.
+/// The cache key of `k`'s source compiled for `arch` by NVRTC `version`.
 fn key(k: &Kernel, arch: &str, version: (i32, i32)) -> u128 {
     let v = format!("{}.{}", version.0, version.1);
     let opts = k.options.join("\0");
     disk_cache::hash128(&[
-        b"rtx-kernel-v1",
-        k.name.as_bytes(),
+        b"rtx-module-v2",
         k.source.as_bytes(),
         arch.as_bytes(),
         v.as_bytes(),
@@ -141,10 +143,12 @@ pub(crate) fn function(g: &Arc<Gpu>, k: &Kernel) -> Result<(CUfunction, KernelOr
     let version = nvrtc_version()?;
     let key = key(k, &arch, version);
     {
-        let mut kernels = lock(&g.kernels);
-        if let Some(f) = kernels.map.get(&key).map(|(_, f)| f.cu_function()) {
-            kernels.by_addr.insert(addr(k), f as usize);
-            return Ok((f, KernelOrigin::Loaded));
+        let kernels = lock(&g.kernels);
+        let found = kernels.map.get(&key).map(|(m, _)| m.clone());
+        if let Some(module) = found {
+            drop(kernels);
+            let f = function_in(g, k, &module)?;
+            return Ok(remember(g, k, key, (module, f), KernelOrigin::Loaded));
         }
     }
     if k.name.contains('\0') || k.source.contains('\0') {
@@ -157,9 +161,11 @@ pub(crate) fn function(g: &Arc<Gpu>, k: &Kernel) -> Result<(CUfunction, KernelOr
     let mut origin = KernelOrigin::Compiled;
     if let Some(p) = &path {
         match disk_cache::read(p) {
-            Some((format, bytes)) => match load(g, k, format, bytes) {
+            Some((format, bytes)) => match load(g, k, format, bytes)
+                .and_then(|m| function_in(g, k, &m).map(|f| (m, f)))
+            {
                 Ok(loaded) => {
-                    return Ok(remember(g, addr(k), key, loaded, KernelOrigin::DiskCache));
+                    return Ok(remember(g, k, key, loaded, KernelOrigin::DiskCache));
                 }
                 Err(_) => origin = KernelOrigin::Rebuilt,
             },
@@ -168,35 +174,43 @@ pub(crate) fn function(g: &Arc<Gpu>, k: &Kernel) -> Result<(CUfunction, KernelOr
         }
     }
     let (format, bytes) = compile(k, &arch)?;
-    let loaded = load(g, k, format, bytes.clone())?;
+    let module = load(g, k, format, bytes.clone())?;
+    let loaded = (module.clone(), function_in(g, k, &module)?);
     if let Some(p) = &path {
         // A cache that cannot be written costs a recompile next run, nothing more.
         let _ = disk_cache::write(p, format, &bytes);
     }
-    Ok(remember(g, addr(k), key, loaded, origin))
+    Ok(remember(g, k, key, loaded, origin))
 }
 
 fn remember(
     g: &Gpu,
-    addr: [usize; 4],
+    k: &Kernel,
     key: u128,
     loaded: (Arc<CudaModule>, CudaFunction),
     origin: KernelOrigin,
 ) -> (CUfunction, KernelOrigin) {
-    let f = loaded.1.cu_function();
+    let (module, function) = loaded;
+    let f = function.cu_function();
     let mut kernels = lock(&g.kernels);
-    kernels.map.insert(key, loaded);
-    kernels.by_addr.insert(addr, f as usize);
+    let entry = kernels
+        .map
+        .entry(key)
+        .or_insert_with(|| (module, HashMap::new()));
+    entry.1.insert(k.name, function);
+    kernels.by_addr.insert(addr(k), f as usize);
     (f, origin)
 }
 
-/// Loads compiled code into `g`'s context and finds the kernel's function in it.
-fn load(
-    g: &Gpu,
-    k: &Kernel,
-    format: Format,
-    bytes: Vec<u8>,
-) -> Result<(Arc<CudaModule>, CudaFunction)> {
+/// `k`'s function in a loaded module.
+fn function_in(g: &Gpu, k: &Kernel, module: &Arc<CudaModule>) -> Result<CudaFunction> {
+    module
+        .load_function(k.name)
+        .map_err(|e| g.err("cuModuleGetFunction", e))
+}
+
+/// Loads compiled code into `g`'s context as a module.
+fn load(g: &Gpu, k: &Kernel, format: Format, bytes: Vec<u8>) -> Result<Arc<CudaModule>> {
     let image = match format {
         Format::Cubin => Ptx::from_binary(bytes),
         Format::Ptx => {
@@ -208,14 +222,9 @@ fn load(
             Ptx::from_src(text.trim_end_matches('\0').to_string())
         }
     };
-    let module = g
-        .ctx
+    g.ctx
         .load_module(image)
-        .map_err(|e| g.err("cuModuleLoadData", e))?;
-    let f = module
-        .load_function(k.name)
-        .map_err(|e| g.err("cuModuleGetFunction", e))?;
-    Ok((module, f))
+        .map_err(|e| g.err("cuModuleLoadData", e))
 }
 
 /// Compiles `k` for `arch` with NVRTC: a cubin when NVRTC gives one, else PTX.

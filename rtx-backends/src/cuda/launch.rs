@@ -6,6 +6,7 @@ use super::context::{Gpu, gpu};
 use super::kernel::{Kernel, function};
 use crate::Result;
 use half::{bf16, f16};
+use rtx_kernels::kernel::{KernelShape, KernelStrides};
 use std::ffi::c_void;
 
 /// Runs one dispatch `f` on `g`: binds the context, counts it, and returns its result.
@@ -44,10 +45,12 @@ impl LaunchConfig {
     }
 }
 
-/// A value a kernel takes by value: a scalar or a device pointer.
+/// A value a kernel takes by value: a scalar, a device pointer, or one of the kernel ABI's
+/// `#[repr(C)]` layout structs.
 pub trait KernelArg: sealed::Sealed {
-    /// The argument's bytes, little-endian in the low bytes of a 64-bit slot.
-    fn slot(&self) -> u64;
+    /// Appends the argument's bytes as 64-bit words, little-endian (a scalar fills the low
+    /// bytes of one word; a struct its `#[repr(C)]` bytes, whose size is a multiple of 8).
+    fn push_words(&self, words: &mut Vec<u64>);
 }
 
 mod sealed {
@@ -62,9 +65,9 @@ macro_rules! scalar_arg {
     ($($t:ty => |$x:ident| $e:expr),* $(,)?) => {$(
         impl sealed::Sealed for $t {}
         impl KernelArg for $t {
-            fn slot(&self) -> u64 {
+            fn push_words(&self, words: &mut Vec<u64>) {
                 let $x = *self;
-                $e
+                words.push($e);
             }
         }
     )*};
@@ -84,6 +87,22 @@ scalar_arg! {
     DevicePtr => |x| x.0,
 }
 
+impl sealed::Sealed for KernelShape {}
+impl KernelArg for KernelShape {
+    fn push_words(&self, words: &mut Vec<u64>) {
+        words.push(self.rank as u64 | ((self.pad as u64) << 32));
+        words.extend_from_slice(&self.dims);
+    }
+}
+
+impl sealed::Sealed for KernelStrides {}
+impl KernelArg for KernelStrides {
+    fn push_words(&self, words: &mut Vec<u64>) {
+        words.push(self.offset as u64);
+        words.extend(self.strides.iter().map(|&s| s as u64));
+    }
+}
+
 /// The arguments of one launch, in the kernel's parameter order.
 ///
 /// ```
@@ -94,7 +113,10 @@ scalar_arg! {
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct LaunchArgs {
-    slots: Vec<u64>,
+    /// Every argument's words, back to back (8-byte aligned, as every kernel argument is).
+    words: Vec<u64>,
+    /// Where each argument starts in `words`.
+    starts: Vec<usize>,
 }
 
 impl LaunchArgs {
@@ -105,18 +127,19 @@ impl LaunchArgs {
 
     /// Appends one argument.
     pub fn push<A: KernelArg>(&mut self, a: A) -> &mut LaunchArgs {
-        self.slots.push(a.slot());
+        self.starts.push(self.words.len());
+        a.push_words(&mut self.words);
         self
     }
 
     /// The number of arguments.
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.starts.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.starts.is_empty()
     }
 }
 
@@ -136,13 +159,17 @@ pub unsafe fn launch(
 ) -> Result<()> {
     let g = gpu(ordinal)?;
     let (f, _) = function(&g, kernel)?;
-    let mut slots = args.slots.clone();
-    let mut params: Vec<*mut c_void> = slots
-        .iter_mut()
-        .map(|s| s as *mut u64 as *mut c_void)
+    let mut words = args.words.clone();
+    let base = words.as_mut_ptr();
+    let mut params: Vec<*mut c_void> = args
+        .starts
+        .iter()
+        // SAFETY: every start indexes into `words` (or one past its end only for an argument
+        // of no bytes, which the driver never reads).
+        .map(|&i| unsafe { base.add(i) } as *mut c_void)
         .collect();
     submit(&g, |g| {
-        // SAFETY: the caller vouches for the arguments; `params` points into `slots`, which
+        // SAFETY: the caller vouches for the arguments; `params` points into `words`, which
         // outlives the call (the driver copies arguments before returning).
         unsafe {
             cudarc::driver::result::launch_kernel(

@@ -5,7 +5,8 @@
 //! stream per GPU, in a global registry), `alloc` (the caching allocator and its statistics),
 //! `storage` (device buffers and copies), `event` (timing), `kernel` and `disk_cache` (NVRTC
 //! compilation for the GPU's architecture, cached on disk), `launch` (the one launch point,
-//! which counts dispatches), `blas` and `blas_lt` (cuBLAS and cuBLASLt matrix products).
+//! which counts dispatches), `kernels` (entries of `#[kernel]` sources, launched with checked
+//! arguments), `ops` (the storage entry points' GPU side), `blas` and `blas_lt` (cuBLAS and cuBLASLt matrix products).
 //!
 //! Every entry point returns an error rather than panicking when CUDA is missing.
 
@@ -16,7 +17,9 @@ mod context;
 mod disk_cache;
 mod event;
 mod kernel;
+mod kernels;
 mod launch;
+pub(crate) mod ops;
 mod probe;
 mod storage;
 
@@ -26,6 +29,7 @@ pub use context::{GpuInfo, gpu_info, synchronize};
 pub use disk_cache::{kernel_cache_dir, set_kernel_cache_dir};
 pub use event::Event;
 pub use kernel::{Kernel, KernelOrigin, forget_loaded_kernels, load_kernel, nvrtc_version};
+pub use kernels::{Arg, entry_kernel, kernel_entry, launch_entry};
 pub use launch::{DevicePtr, KernelArg, LaunchArgs, LaunchConfig, launch};
 pub use storage::CudaStorage;
 

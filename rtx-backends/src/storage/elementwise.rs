@@ -3,8 +3,10 @@
 
 use super::{Storage, same_device};
 use crate::cpu::elementwise::{map, zip_map, zip3_map};
+use crate::cuda::ops::{self as gpu, input};
 use crate::{Layout, Result};
-use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Signed, UnaryOp, UnaryOpT};
+use rtx_kernels::kernels::{self as k, binary_kernel, cmp_kernel, unary_kernel};
+use rtx_kernels::{BinaryOpT, CmpOpT, DType, Element, Float, Num, Signed, UnaryOp, UnaryOpT};
 
 impl<E: Element> Storage<E> {
     /// A unary float op by its marker type (`exp`, `gelu`, ...), computed in `E::Acc`.
@@ -15,10 +17,14 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, unary_fn::<E, O>))),
-            _ => Err(super::no_kernel(
-                rtx_kernels::Op::Unary(O::OP).name(),
-                self.device(),
-            )),
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map(
+                c.ordinal(),
+                unary_kernel(O::OP),
+                E::DTYPE,
+                l.dims(),
+                &[input(c, l)],
+                &[],
+            )?)),
         }
     }
 
@@ -35,10 +41,15 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, f))),
-            _ => Err(super::no_kernel(
-                rtx_kernels::Op::Unary(op).name(),
-                self.device(),
-            )),
+            // Integers have no kernel yet: the lookup by dtype says so.
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map(
+                c.ordinal(),
+                unary_kernel(op),
+                E::DTYPE,
+                l.dims(),
+                &[input(c, l)],
+                &[],
+            )?)),
         }
     }
 
@@ -51,6 +62,14 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match (self, rhs) {
             (Storage::Cpu(a), Storage::Cpu(b)) => Ok(Storage::Cpu(zip_map(a, l, b, rl, O::apply))),
+            (Storage::Cuda(a), Storage::Cuda(b)) => Ok(Storage::Cuda(gpu::map(
+                a.ordinal(),
+                binary_kernel(O::OP),
+                E::DTYPE,
+                l.dims(),
+                &[input(a, l), input(b, rl)],
+                &[],
+            )?)),
             _ => Err(super::no_kernel(O::name(), self.device())),
         }
     }
@@ -63,6 +82,14 @@ impl<E: Element> Storage<E> {
             (Storage::Cpu(a), Storage::Cpu(b)) => {
                 Ok(Storage::Cpu(zip_map(a, l, b, rl, O::apply::<E>)))
             }
+            (Storage::Cuda(a), Storage::Cuda(b)) => Ok(Storage::Cuda(gpu::map(
+                a.ordinal(),
+                cmp_kernel(O::OP),
+                E::DTYPE,
+                l.dims(),
+                &[input(a, l), input(b, rl)],
+                &[],
+            )?)),
             _ => Err(super::no_kernel("compare", self.device())),
         }
     }
@@ -75,7 +102,14 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| x.mul(mul).add(add)))),
-            _ => Err(super::no_kernel("affine", self.device())),
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map(
+                c.ordinal(),
+                &k::affine::KERNEL,
+                E::DTYPE,
+                l.dims(),
+                &[input(c, l)],
+                &[mul.to_f64(), add.to_f64()],
+            )?)),
         }
     }
 
@@ -95,7 +129,14 @@ impl<E: Element> Storage<E> {
                     x
                 }
             }))),
-            _ => Err(super::no_kernel("clamp", self.device())),
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map(
+                c.ordinal(),
+                &k::clamp::KERNEL,
+                E::DTYPE,
+                l.dims(),
+                &[input(c, l)],
+                &[lo.to_f64(), hi.to_f64()],
+            )?)),
         }
     }
 
@@ -104,7 +145,26 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| x.cast::<U>()))),
-            _ => Err(super::no_kernel("cast", self.device())),
+            Storage::Cuda(c) => {
+                let is_float =
+                    |d: DType| matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16);
+                // (kernel, the dtype its entry is picked by)
+                let (kernel, dtype) = match (E::DTYPE, U::DTYPE) {
+                    (from, to) if from == to => (&k::copy::KERNEL, from),
+                    (DType::Bool, to) if is_float(to) => (&k::from_bool::KERNEL, to),
+                    (from, DType::Bool) if is_float(from) => (&k::to_bool::KERNEL, from),
+                    (from, to) if is_float(from) && is_float(to) => (&k::cast::KERNEL, from),
+                    _ => return Err(super::no_kernel("cast", self.device())),
+                };
+                Ok(Storage::Cuda(gpu::map(
+                    c.ordinal(),
+                    kernel,
+                    dtype,
+                    l.dims(),
+                    &[input(c, l)],
+                    &[],
+                )?))
+            }
         }
     }
 
@@ -124,6 +184,14 @@ impl<E: Element> Storage<E> {
                 (b, on_false.1),
                 |c, a, b| if c { a } else { b },
             ))),
+            (Storage::Cuda(c), Storage::Cuda(a), Storage::Cuda(b)) => Ok(Storage::Cuda(gpu::map(
+                c.ordinal(),
+                &k::select::KERNEL,
+                E::DTYPE,
+                on_true.1.dims(),
+                &[input(c, cond.1), input(a, on_true.1), input(b, on_false.1)],
+                &[],
+            )?)),
             _ => Err(super::no_kernel("where", cond.0.device())),
         }
     }

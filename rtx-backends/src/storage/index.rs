@@ -25,6 +25,9 @@ impl<E: Element> Storage<E> {
             (Storage::Cpu(v), Storage::Cpu(i)) => {
                 Ok(Storage::Cpu(cpu::index_select(v, l, i, il, axis)?))
             }
+            (Storage::Cuda(v), Storage::Cuda(i)) => Ok(Storage::Cuda(
+                crate::cuda::ops::index_select(v, l, i, il, axis)?,
+            )),
             _ => Err(super::no_kernel("index_select", self.device())),
         }
     }

@@ -138,18 +138,12 @@ impl<E: Element> Storage<E> {
 }
 
 /// A dense copy of a GPU view on its GPU: a device copy when the view is one contiguous range,
-/// else through the host until a strided-copy kernel from `#[kernel]` lands.
+/// else one launch of the strided `copy` kernel.
 pub(crate) fn cuda_dense<E: Element>(
     c: &CudaStorage<E>,
     layout: &Layout,
 ) -> Result<CudaStorage<E>> {
-    match layout.contiguous_range() {
-        Some(r) => c.copy_range_to(r, c.ordinal()),
-        None => {
-            let host = Storage::Cuda(c.clone()).try_to_vec(layout)?;
-            CudaStorage::from_slice(c.ordinal(), &host)
-        }
-    }
+    crate::cuda::ops::dense(c, layout)
 }
 
 /// Checks that two operands share a device, naming the op otherwise.

@@ -6,9 +6,50 @@
 
 use super::Storage;
 use crate::cpu::reduce as cpu;
+use crate::cuda::{CudaStorage, ops as gpu};
 use crate::{BackendError, Layout, Result};
+use rtx_kernels::kernel::KernelSource;
+use rtx_kernels::kernels;
 use rtx_kernels::op::ReduceOp;
 use rtx_kernels::{Element, Float, Num, Op};
+
+/// The reduce kernel of an op, if it has one (the arg ops return indices and have none yet).
+fn reduce_kernel(op: ReduceOp) -> Option<&'static KernelSource> {
+    match op {
+        ReduceOp::Sum => Some(&kernels::sum::KERNEL),
+        ReduceOp::Prod => Some(&kernels::prod::KERNEL),
+        ReduceOp::Max => Some(&kernels::amax::KERNEL),
+        ReduceOp::Min => Some(&kernels::amin::KERNEL),
+        ReduceOp::ArgMax | ReduceOp::ArgMin => None,
+    }
+}
+
+/// `op` along `axis` of a GPU view, with the CPU backend's errors (an empty axis has no max).
+fn cuda_reduce<E: Element>(
+    c: &CudaStorage<E>,
+    l: &Layout,
+    axis: usize,
+    op: ReduceOp,
+) -> Result<CudaStorage<E>> {
+    if matches!(op, ReduceOp::Max | ReduceOp::Min) && l.dims()[axis] == 0 {
+        return Err(cpu::empty_axis(op, l, axis));
+    }
+    let kernel = reduce_kernel(op).ok_or(BackendError::NoKernel {
+        op: Op::Reduce(op).name(),
+        device: crate::Device::Cuda(c.ordinal()),
+    })?;
+    gpu::reduce(c, l, axis, kernel)
+}
+
+/// A GPU view seen as one flat axis (a dense copy first when it is not contiguous).
+fn flat<E: Element>(c: &CudaStorage<E>, l: &Layout) -> Result<(CudaStorage<E>, Layout)> {
+    let n = l.numel();
+    if l.is_contiguous() {
+        Ok((c.clone(), Layout::new(&[n], &[1], l.offset())))
+    } else {
+        Ok((gpu::dense(c, l)?, Layout::contiguous(&[n])))
+    }
+}
 
 /// Checks that `axis` exists in `l`, naming the op otherwise.
 fn check_axis(op: &'static str, l: &Layout, axis: usize) -> Result<()> {
@@ -32,7 +73,7 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::reduce(v, l, axis, op)?)),
-            _ => Err(super::no_kernel(Op::Reduce(op).name(), self.device())),
+            Storage::Cuda(c) => Ok(Storage::Cuda(cuda_reduce(c, l, axis, op)?)),
         }
     }
 
@@ -63,7 +104,10 @@ impl<E: Element> Storage<E> {
                 let fl = Layout::contiguous(&[flat.len()]);
                 Ok(Storage::Cpu(cpu::reduce(&flat, &fl, 0, op)?))
             }
-            _ => Err(super::no_kernel(Op::Reduce(op).name(), self.device())),
+            Storage::Cuda(c) => {
+                let (x, fl) = flat(c, l)?;
+                Ok(Storage::Cuda(cuda_reduce(&x, &fl, 0, op)?))
+            }
         }
     }
 
@@ -76,7 +120,12 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::mean(v, l, axis))),
-            _ => Err(super::no_kernel("mean", self.device())),
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::reduce(
+                c,
+                l,
+                axis,
+                &kernels::mean::KERNEL,
+            )?)),
         }
     }
 
@@ -95,7 +144,15 @@ impl<E: Element> Storage<E> {
                     0,
                 )))
             }
-            _ => Err(super::no_kernel("mean_all", self.device())),
+            Storage::Cuda(c) => {
+                let (x, fl) = flat(c, l)?;
+                Ok(Storage::Cuda(gpu::reduce(
+                    &x,
+                    &fl,
+                    0,
+                    &kernels::mean::KERNEL,
+                )?))
+            }
         }
     }
 
@@ -109,10 +166,16 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::var(v, l, axis, correction, sqrt))),
-            _ => Err(super::no_kernel(
-                if sqrt { "std" } else { "var" },
-                self.device(),
-            )),
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::row_stat(
+                c,
+                l,
+                axis,
+                &kernels::var_rows::KERNEL,
+                &[
+                    crate::cuda::Arg::U64(correction as u64),
+                    crate::cuda::Arg::U32(sqrt as u32),
+                ],
+            )?)),
         }
     }
 
@@ -125,7 +188,13 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::logsumexp(v, l, axis))),
-            _ => Err(super::no_kernel("logsumexp", self.device())),
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::row_stat(
+                c,
+                l,
+                axis,
+                &kernels::logsumexp_rows::KERNEL,
+                &[],
+            )?)),
         }
     }
 
@@ -138,7 +207,7 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::softmax(v, l, axis, false))),
-            _ => Err(super::no_kernel("softmax", self.device())),
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::softmax(c, l, axis, false)?)),
         }
     }
 
@@ -151,7 +220,7 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::softmax(v, l, axis, true))),
-            _ => Err(super::no_kernel("log_softmax", self.device())),
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::softmax(c, l, axis, true)?)),
         }
     }
 }

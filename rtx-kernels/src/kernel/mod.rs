@@ -51,6 +51,26 @@ impl KernelSource {
             .iter()
             .find(|e| e.dtype == dtype && e.variant == variant)
     }
+
+    /// The entry point reading `dtype` and writing `out`: how a kernel with a second type
+    /// parameter (a cast) or a `bool` result is picked.
+    ///
+    /// ```
+    /// use rtx_kernels::{kernels::{cast, lt}, kernel::Variant, DType};
+    /// let e = cast::KERNEL.entry_to(DType::F32, DType::BF16, Variant::Strided).unwrap();
+    /// assert_eq!(e.symbol, "cast_strided_f32_to_bf16");
+    /// assert!(lt::KERNEL.entry_to(DType::F16, DType::Bool, Variant::Contiguous).is_some());
+    /// ```
+    pub fn entry_to(
+        &self,
+        dtype: DType,
+        out: DType,
+        variant: Variant,
+    ) -> Option<&'static KernelEntry> {
+        self.entries
+            .iter()
+            .find(|e| e.dtype == dtype && e.out_dtype == out && e.variant == variant)
+    }
 }
 
 /// The three kinds of kernel `#[kernel]` accepts.
@@ -91,8 +111,10 @@ pub enum Variant {
 pub struct KernelEntry {
     /// The symbol to look up after compiling (`gelu_tanh_contig_f32`).
     pub symbol: &'static str,
-    /// The tensor element type this entry is instantiated for.
+    /// The tensor element type this entry is instantiated for (of its inputs).
     pub dtype: DType,
+    /// The element type it writes: `dtype`, `Bool` for a predicate, or a cast's target.
+    pub out_dtype: DType,
     /// The code path.
     pub variant: Variant,
     /// The arguments, in order.
@@ -134,6 +156,8 @@ pub enum ScalarType {
     /// The entry's element type in storage (`float`, `double`, or a 16-bit pattern for f16 and
     /// bf16).
     Elem,
+    /// The entry's output element type, [`KernelEntry::out_dtype`] (a cast's target).
+    Out,
     /// The entry's compute type: `float` for f16, bf16 and f32, `double` for f64. Scalar `T`
     /// parameters are passed in this type (convert with `Float::to_acc`).
     Acc,

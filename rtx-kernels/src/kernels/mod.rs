@@ -9,12 +9,22 @@
 //! ```
 
 mod activation;
+mod binary;
+mod compare;
+mod index;
 mod reduce;
 mod simt;
+mod softmax;
+mod unary;
 
 pub use activation::*;
+pub use binary::*;
+pub use compare::*;
+pub use index::*;
 pub use reduce::*;
 pub use simt::*;
+pub use softmax::*;
+pub use unary::*;
 
 use crate::kernel::KernelSource;
 
@@ -34,4 +44,48 @@ pub static ALL: &[&KernelSource] = &[
     &axpy::KERNEL,
     &softmax_rows::KERNEL,
     &dot::KERNEL,
+    &neg::KERNEL,
+    &abs::KERNEL,
+    &exp::KERNEL,
+    &log::KERNEL,
+    &log1p::KERNEL,
+    &sqrt::KERNEL,
+    &rsqrt::KERNEL,
+    &recip::KERNEL,
+    &sin::KERNEL,
+    &cos::KERNEL,
+    &tanh::KERNEL,
+    &erf::KERNEL,
+    &relu::KERNEL,
+    &sigmoid::KERNEL,
+    &gelu::KERNEL,
+    &silu::KERNEL,
+    &softplus::KERNEL,
+    &copy::KERNEL,
+    &cast::KERNEL,
+    &add::KERNEL,
+    &sub::KERNEL,
+    &mul::KERNEL,
+    &div::KERNEL,
+    &maximum::KERNEL,
+    &minimum::KERNEL,
+    &pow::KERNEL,
+    &affine::KERNEL,
+    &clamp::KERNEL,
+    &eq::KERNEL,
+    &ne::KERNEL,
+    &lt::KERNEL,
+    &le::KERNEL,
+    &gt::KERNEL,
+    &ge::KERNEL,
+    &select::KERNEL,
+    &from_bool::KERNEL,
+    &to_bool::KERNEL,
+    &prod::KERNEL,
+    &amax::KERNEL,
+    &amin::KERNEL,
+    &log_softmax_rows::KERNEL,
+    &logsumexp_rows::KERNEL,
+    &var_rows::KERNEL,
+    &index_select_axis::KERNEL,
 ];

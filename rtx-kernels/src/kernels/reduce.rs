@@ -46,3 +46,48 @@ pub fn mean<T: Float>(acc: T, x: T) -> T {
 pub fn sum_squares<T: Float>(acc: T, x: T) -> T {
     acc + x
 }
+
+/// Product.
+///
+/// ```
+/// let (v, _) = rtx_kernels::kernels::prod::reduce_axis(&[2.0f32, 3.0, 4.0], &[3], 0, false).unwrap();
+/// assert_eq!(v, vec![24.0]);
+/// ```
+#[kernel(reduce(identity = 1.0), crate = crate)]
+pub fn prod<T: Float>(acc: T, x: T) -> T {
+    acc * x
+}
+
+/// Maximum, NaN-propagating (PyTorch's `amax`, and the CPU backend's `ReduceOp::Max`).
+///
+/// ```
+/// let (v, _) = rtx_kernels::kernels::amax::reduce_axis(&[1.0f32, f32::NAN, 3.0], &[3], 0, false).unwrap();
+/// assert!(v[0].is_nan());
+/// ```
+#[kernel(reduce(identity = T::NEG_INFINITY), crate = crate)]
+pub fn amax<T: Float>(acc: T, x: T) -> T {
+    if acc < x {
+        x
+    } else if x != x {
+        x
+    } else {
+        acc
+    }
+}
+
+/// Minimum, NaN-propagating (PyTorch's `amin`).
+///
+/// ```
+/// let (v, _) = rtx_kernels::kernels::amin::reduce_axis(&[2.0f32, 1.0, 3.0], &[3], 0, false).unwrap();
+/// assert_eq!(v, vec![1.0]);
+/// ```
+#[kernel(reduce(identity = T::INFINITY), crate = crate)]
+pub fn amin<T: Float>(acc: T, x: T) -> T {
+    if acc > x {
+        x
+    } else if x != x {
+        x
+    } else {
+        acc
+    }
+}

@@ -64,6 +64,13 @@ fn is_zero(d: &D) -> bool {
 /// The derivative kernel of `k` with respect to the input `wrt`: the same parameters plus
 /// `grad` (the upstream gradient), returning `grad * d out / d wrt`.
 pub fn derive(k: &KernelFn, wrt: &Ident) -> Option<KernelFn> {
+    // Predicates and selections on `bool` inputs have no derivative worth a kernel.
+    if k.ret != Ty::Elem
+        || k.out_generic.is_some()
+        || k.params.iter().any(|p| p.ty == ParamTy::Scalar(Ty::Bool))
+    {
+        return None;
+    }
     let mut env = Env::new();
     for p in &k.params {
         if p.ty == ParamTy::Scalar(Ty::Elem) {
@@ -101,6 +108,8 @@ pub fn derive(k: &KernelFn, wrt: &Ident) -> Option<KernelFn> {
             stmts,
             tail: Some(Box::new(tail)),
         },
+        ret: Ty::Elem,
+        out_generic: None,
         shared: vec![],
         uses_sync: false,
     })

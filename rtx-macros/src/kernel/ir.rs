@@ -318,6 +318,10 @@ pub struct KernelFn {
     pub generic: Ident,
     pub params: Vec<Param>,
     pub body: Block,
+    /// What the scalar function returns: `T`, or `bool` for elementwise predicates.
+    pub ret: Ty,
+    /// The output type parameter `U` of a cast-like elementwise kernel (`-> U`).
+    pub out_generic: Option<Ident>,
     pub shared: Vec<Shared>,
     pub uses_sync: bool,
 }

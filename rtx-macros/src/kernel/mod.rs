@@ -9,6 +9,7 @@
 //! Invariant: the macro never panics; everything it rejects is a `syn::Error` at the span of
 //! the offending tokens.
 
+mod cast;
 mod cuda;
 mod elementwise;
 mod grad;
@@ -92,6 +93,11 @@ fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
         bound: element_bound(&item.sig),
     };
     match &args.kind {
+        Kind::Elementwise if k.out_generic.is_some() => cast::emit(&cx, &item, &k),
+        _ if k.out_generic.is_some() => Err(Error::new(
+            item.sig.generics.span(),
+            "only elementwise kernels take a second type parameter (the output type)",
+        )),
         Kind::Elementwise => {
             let mut out = elementwise::emit(&cx, &item, &k)?;
             if args.grad != GradOpt::Off {
@@ -196,7 +202,7 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
             "a kernel takes no `where` clause: write `<T: Float>`",
         ));
     }
-    let generic = element_param(sig)?;
+    let (generic, out_generic) = element_param(sig)?;
     let mut parser = Parser::new(mode, generic.clone());
     let mut params = Vec::new();
     for input in &sig.inputs {
@@ -238,12 +244,22 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
         parser.declare_param(&p)?;
         params.push(p);
     }
-    let ret = match &sig.output {
-        syn::ReturnType::Default => Ty::Unit,
-        syn::ReturnType::Type(_, t) => parser.scalar_ty(t)?,
+    let ret = match (&sig.output, &out_generic) {
+        (syn::ReturnType::Default, _) => Ty::Unit,
+        // The body computes in `T`'s compute type; the result is converted to `U` on store.
+        (syn::ReturnType::Type(_, t), Some((u, _))) if matches!(&**t, syn::Type::Path(p) if p.path.is_ident(u)) => {
+            Ty::Elem
+        }
+        (syn::ReturnType::Type(_, t), Some((u, _))) => {
+            return Err(Error::new(
+                t.span(),
+                format!("the second type parameter is the output type: return `{u}`"),
+            ));
+        }
+        (syn::ReturnType::Type(_, t), None) => parser.scalar_ty(t)?,
     };
     match (mode, ret) {
-        (Mode::Simt, Ty::Unit) | (Mode::Scalar, Ty::Elem) => {}
+        (Mode::Simt, Ty::Unit) | (Mode::Scalar, Ty::Elem | Ty::Bool) => {}
         (Mode::Simt, _) => {
             return Err(Error::new(
                 sig.output.span(),
@@ -253,15 +269,25 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
         (Mode::Scalar, _) => {
             return Err(Error::new(
                 sig.output.span(),
-                format!("an elementwise or reduce kernel returns the element type: `-> {generic}`"),
+                format!(
+                    "an elementwise or reduce kernel returns the element type: `-> {generic}` \
+                     (an elementwise predicate may return `bool`)"
+                ),
             ));
         }
     }
     let body = parser.block(&item.block)?;
-    if mode == Mode::Scalar && body.tail.as_ref().is_none_or(|t| t.ty != Ty::Elem) {
+    if mode == Mode::Scalar && body.tail.as_ref().is_none_or(|t| t.ty != ret) {
         return Err(Error::new(
             item.block.span(),
-            format!("the body must end in a `{generic}` value (its last expression, without `;`)"),
+            format!(
+                "the body must end in a `{}` value (its last expression, without `;`)",
+                if ret == Ty::Bool {
+                    "bool".to_string()
+                } else {
+                    generic.to_string()
+                }
+            ),
         ));
     }
     let k = KernelFn {
@@ -269,19 +295,23 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
         generic,
         params,
         body,
+        ret,
+        out_generic: out_generic.map(|(u, _)| u),
         shared: parser.shared.clone(),
         uses_sync: parser.uses_sync,
     };
     Ok((k, parser))
 }
 
-/// The one generic parameter, `T: Float`.
-fn element_param(sig: &syn::Signature) -> Result<Ident> {
+/// The element type parameter `T: Float`, and the output type `U: Float` of a cast-like
+/// elementwise kernel when there is a second one.
+fn element_param(sig: &syn::Signature) -> Result<(Ident, Option<(Ident, TokenStream)>)> {
     let g = &sig.generics;
-    let mut found = None;
+    let mut found: Option<Ident> = None;
+    let mut out = None;
     for p in &g.params {
         match p {
-            syn::GenericParam::Type(t) if found.is_none() => {
+            syn::GenericParam::Type(t) if found.is_none() || out.is_none() => {
                 let float = t.bounds.iter().any(|b| {
                     matches!(b, syn::TypeParamBound::Trait(tb)
                         if tb.path.segments.last().is_some_and(|s| s.ident == "Float"))
@@ -295,17 +325,23 @@ fn element_param(sig: &syn::Signature) -> Result<Ident> {
                         ),
                     ));
                 }
-                found = Some(t.ident.clone());
+                if found.is_none() {
+                    found = Some(t.ident.clone());
+                } else {
+                    let b = &t.bounds;
+                    out = Some((t.ident.clone(), quote!(#b)));
+                }
             }
             other => {
                 return Err(Error::new(
                     other.span(),
-                    "a kernel has exactly one generic parameter, the element type `T: Float`",
+                    "a kernel has one generic parameter, the element type `T: Float` (an \
+                     elementwise kernel may add its output type `U: Float`)",
                 ));
             }
         }
     }
-    found.ok_or_else(|| {
+    found.map(|t| (t, out)).ok_or_else(|| {
         Error::new(
             sig.ident.span(),
             "a kernel is generic over its element type: `fn name<T: Float>(...)`; it is \
@@ -328,6 +364,8 @@ fn element_bound(sig: &syn::Signature) -> TokenStream {
 /// How an argument of a CUDA entry point is described.
 enum PTy {
     Ptr(Ty, bool),
+    /// The output buffer of a kernel with an output type parameter.
+    OutPtr,
     Value(Ty),
     Shape,
     Strides,
@@ -358,6 +396,10 @@ fn params_tokens(k: &TokenStream, params: &[(String, PTy)]) -> TokenStream {
                 let s = scalar_type(k, *t, true);
                 quote!(#k::kernel::ParamType::Value(#s))
             }
+            PTy::OutPtr => quote!(#k::kernel::ParamType::Ptr {
+                elem: #k::kernel::ScalarType::Out,
+                mutable: true,
+            }),
             PTy::Shape => quote!(#k::kernel::ParamType::Shape),
             PTy::Strides => quote!(#k::kernel::ParamType::Strides),
         };
@@ -372,16 +414,19 @@ fn entries_tokens(
     variant: &str,
     params: &TokenStream,
     symbol: impl Fn(&str) -> String,
+    out: Option<&str>,
 ) -> Vec<TokenStream> {
     let variant = format_ident!("{}", variant);
     DTYPES
         .iter()
         .map(|(suffix, _, dt)| {
             let sym = symbol(suffix);
+            let out = format_ident!("{}", out.unwrap_or(dt));
             let dt = format_ident!("{}", dt);
             quote!(#k::kernel::KernelEntry {
                 symbol: #sym,
                 dtype: #k::DType::#dt,
+                out_dtype: #k::DType::#out,
                 variant: #k::kernel::Variant::#variant,
                 params: #params,
                 default_block: 256,

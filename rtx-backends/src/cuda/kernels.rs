@@ -1,0 +1,200 @@
+//! The bridge from `#[kernel]` to the launch point: an entry of a generated
+//! [`KernelSource`] (picked by element type and variant) becomes a [`Kernel`] and is launched
+//! with arguments checked against the entry's descriptor.
+//!
+//! Invariant: every argument is checked against `KernelEntry::params` (count, and pointer /
+//! scalar / layout struct kind) before a launch, so a mismatch is an error naming the kernel
+//! and the parameter, never a misread argument. Scalars of the compute type are rounded here
+//! to `float` or `double`, as the entry takes them.
+
+use super::kernel::Kernel;
+use super::launch::{DevicePtr, LaunchArgs, LaunchConfig, launch};
+use crate::{BackendError, Device, Result};
+use rtx_kernels::DType;
+use rtx_kernels::kernel::{
+    KernelEntry, KernelShape, KernelSource, KernelStrides, ParamType, ScalarType, Variant,
+};
+
+/// One argument of a generated entry point, in the entry's parameter order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arg {
+    /// A device pointer (to elements of the entry's type, or `bool`s for a mask).
+    Ptr(DevicePtr),
+    /// A scalar of the compute type, rounded to `float` for f32, f16 and bf16 entries.
+    Acc(f64),
+    /// A `usize` count or index.
+    U64(u64),
+    /// An `i64`.
+    I64(i64),
+    /// A `u32`.
+    U32(u32),
+    /// An `i32`.
+    I32(i32),
+    /// The output shape of a strided entry.
+    Shape(KernelShape),
+    /// One input's offset and strides of a strided entry.
+    Strides(KernelStrides),
+}
+
+/// The NVRTC options every generated kernel is compiled with (none beyond the architecture:
+/// NVRTC's defaults, multiply-add fusion included).
+const OPTIONS: &[&str] = &[];
+
+/// The entry of `source` reading `dtype` and writing `out` in `variant`, or a `NoKernel`
+/// error naming the kernel and GPU `ordinal` (element types the kernel has no entry for).
+///
+/// ```
+/// use rtx_backends::cuda::kernel_entry;
+/// use rtx_kernels::{DType, kernel::Variant, kernels::exp};
+/// let e = kernel_entry(0, &exp::KERNEL, DType::F16, DType::F16, Variant::Strided).unwrap();
+/// assert_eq!(e.symbol, "exp_strided_f16");
+/// assert!(kernel_entry(0, &exp::KERNEL, DType::I32, DType::I32, Variant::Contiguous).is_err());
+/// ```
+pub fn kernel_entry(
+    ordinal: usize,
+    source: &'static KernelSource,
+    dtype: DType,
+    out: DType,
+    variant: Variant,
+) -> Result<&'static KernelEntry> {
+    source
+        .entry_to(dtype, out, variant)
+        .ok_or(BackendError::NoKernel {
+            op: source.name,
+            device: Device::Cuda(ordinal),
+        })
+}
+
+/// The launchable [`Kernel`] of one entry: the whole source, looked up by the entry's symbol
+/// (one NVRTC compile per source and GPU serves all its entries).
+pub fn entry_kernel(source: &'static KernelSource, entry: &'static KernelEntry) -> Kernel {
+    Kernel::new(entry.symbol, source.source).with_options(OPTIONS)
+}
+
+/// Launches `entry` of `source` on GPU `ordinal`, after checking `args` against its
+/// parameter list.
+///
+/// # Safety
+/// Every pointer must be valid for what the kernel reads and writes given the other arguments
+/// (element counts, shapes and strides): the descriptor says what a pointer is, not how far it
+/// may be read.
+pub unsafe fn launch_entry(
+    ordinal: usize,
+    source: &'static KernelSource,
+    entry: &'static KernelEntry,
+    config: LaunchConfig,
+    args: &[Arg],
+) -> Result<()> {
+    if !source.entries.iter().any(|e| std::ptr::eq(e, entry)) {
+        return Err(BackendError::BadArgument {
+            op: "launch_entry",
+            msg: format!(
+                "`{}` is not an entry of kernel `{}`",
+                entry.symbol, source.name
+            ),
+        });
+    }
+    let launch_args = marshal(entry, entry.dtype, args)?;
+    // SAFETY: the arguments match the entry's parameters (checked by `marshal`); pointer
+    // validity is the caller's promise.
+    unsafe { launch(ordinal, &entry_kernel(source, entry), config, &launch_args) }
+}
+
+/// Checks `args` against `entry.params` and packs them as the entry takes them.
+fn marshal(entry: &KernelEntry, dtype: DType, args: &[Arg]) -> Result<LaunchArgs> {
+    let bad = |msg: String| BackendError::BadArgument {
+        op: "launch_entry",
+        msg: format!("kernel `{}`: {msg}", entry.symbol),
+    };
+    if args.len() != entry.params.len() {
+        return Err(bad(format!(
+            "{} arguments given, the entry takes {} ({:?})",
+            args.len(),
+            entry.params.len(),
+            entry.params.iter().map(|p| p.name).collect::<Vec<_>>()
+        )));
+    }
+    let mut out = LaunchArgs::new();
+    for (p, a) in entry.params.iter().zip(args) {
+        match (p.ty, *a) {
+            (ParamType::Ptr { .. }, Arg::Ptr(ptr)) => {
+                out.push(ptr);
+            }
+            (ParamType::Value(ScalarType::Acc), Arg::Acc(v)) => {
+                if dtype == DType::F64 {
+                    out.push(v);
+                } else {
+                    out.push(v as f32);
+                }
+            }
+            (ParamType::Value(ScalarType::U64), Arg::U64(v)) => {
+                out.push(v);
+            }
+            (ParamType::Value(ScalarType::I64), Arg::I64(v)) => {
+                out.push(v);
+            }
+            (ParamType::Value(ScalarType::U32), Arg::U32(v)) => {
+                out.push(v);
+            }
+            (ParamType::Value(ScalarType::I32), Arg::I32(v)) => {
+                out.push(v);
+            }
+            (ParamType::Shape, Arg::Shape(s)) => {
+                out.push(s);
+            }
+            (ParamType::Strides, Arg::Strides(s)) => {
+                out.push(s);
+            }
+            (want, got) => {
+                return Err(bad(format!(
+                    "parameter `{}` is {want:?}, the argument given is {got:?}",
+                    p.name
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtx_kernels::kernels::{leaky_relu, sum};
+
+    #[test]
+    fn arguments_are_checked_against_the_descriptor() {
+        let e = ok(kernel_entry(
+            0,
+            &leaky_relu::KERNEL,
+            DType::F32,
+            DType::F32,
+            Variant::Contiguous,
+        ));
+        let p = Arg::Ptr(DevicePtr(256));
+        let good = [p, Arg::Acc(0.1), p, Arg::U64(4)];
+        assert_eq!(ok(marshal(e, DType::F32, &good)).len(), 4);
+        let swapped = [p, p, Arg::Acc(0.1), Arg::U64(4)];
+        let msg = marshal(e, DType::F32, &swapped)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        assert!(
+            msg.as_ref()
+                .is_err_and(|m| m.contains("leaky_relu_contig_f32") && m.contains("`slope`")),
+            "{msg:?}"
+        );
+        assert!(marshal(e, DType::F32, &good[..3]).is_err());
+        let r = ok(kernel_entry(
+            0,
+            &sum::KERNEL,
+            DType::BF16,
+            DType::BF16,
+            Variant::Reduce,
+        ));
+        let args = [p, p, Arg::U64(1), Arg::U64(2), Arg::U64(3)];
+        assert_eq!(ok(marshal(r, DType::BF16, &args)).len(), 5);
+    }
+
+    fn ok<T>(r: Result<T>) -> T {
+        r.unwrap_or_else(|e| panic!("{e}"))
+    }
+}

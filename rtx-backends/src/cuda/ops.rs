@@ -1,0 +1,370 @@
+//! The GPU side of the storage entry points: elementwise maps, axis reductions, row softmax
+//! and dense copies, each one launch of a `#[kernel]` entry (a view that a kernel cannot read
+//! directly is first made dense by the `copy` kernel).
+//!
+//! Invariant: every result is fresh, contiguous storage on the inputs' GPU, and the
+//! arguments of each launch are built by walking the entry's parameter list, so the order is
+//! the descriptor's, never a hand-kept copy of it.
+
+use super::kernels::{Arg, kernel_entry, launch_entry};
+use super::launch::{DevicePtr, LaunchConfig};
+use super::storage::CudaStorage;
+use crate::{BackendError, Layout, Result};
+use rtx_kernels::DType;
+use rtx_kernels::kernel::{KernelShape, KernelSource, KernelStrides, ParamType, Variant};
+use rtx_kernels::{Element, kernels};
+
+/// One input of an elementwise launch: its buffer, element size and (broadcast) layout.
+pub(crate) struct In<'a> {
+    ptr: DevicePtr,
+    elem_bytes: usize,
+    layout: &'a Layout,
+}
+
+/// An input read from `c` through `l`.
+pub(crate) fn input<'a, E: Element>(c: &CudaStorage<E>, l: &'a Layout) -> In<'a> {
+    In {
+        ptr: c.device_ptr(),
+        elem_bytes: std::mem::size_of::<E>(),
+        layout: l,
+    }
+}
+
+fn bad(op: &'static str, msg: impl std::fmt::Display) -> BackendError {
+    BackendError::BadArgument {
+        op,
+        msg: msg.to_string(),
+    }
+}
+
+/// Threads per block of elementwise launches.
+const BLOCK: u32 = 256;
+
+/// Applies the elementwise kernel `src` (entry for `dtype`) over `dims`: one launch, into fresh
+/// storage of `O` (the element type, or `bool` for a predicate). `uniforms` are the
+/// `#[uniform]` scalars in declaration order. Contiguous inputs take the vectorized entry;
+/// any view or broadcast takes the strided one.
+pub(crate) fn map<O: Element>(
+    ordinal: usize,
+    src: &'static KernelSource,
+    dtype: DType,
+    dims: &[usize],
+    inputs: &[In<'_>],
+    uniforms: &[f64],
+) -> Result<CudaStorage<O>> {
+    let n: usize = dims.iter().product();
+    let contiguous = inputs
+        .iter()
+        .all(|i| i.layout.dims() == dims && i.layout.is_contiguous());
+    let variant = if contiguous {
+        Variant::Contiguous
+    } else {
+        Variant::Strided
+    };
+    let entry = kernel_entry(ordinal, src, dtype, O::DTYPE, variant)?;
+    let out = CudaStorage::<O>::uninit(ordinal, n)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let shape = KernelShape::new(dims).map_err(|e| bad(src.name, e))?;
+    let mut args = Vec::with_capacity(entry.params.len());
+    let (mut next_in, mut next_uniform) = (0, 0);
+    let last = entry.params.len().saturating_sub(1);
+    for (at, p) in entry.params.iter().enumerate() {
+        let arg = match p.ty {
+            ParamType::Ptr { mutable: true, .. } => Arg::Ptr(out.device_ptr()),
+            ParamType::Ptr { mutable: false, .. } => {
+                let i = inputs.get(next_in).ok_or_else(|| {
+                    bad(
+                        src.name,
+                        format!("{} inputs given, more needed", inputs.len()),
+                    )
+                })?;
+                next_in += (variant == Variant::Contiguous) as usize;
+                let start = if variant == Variant::Contiguous {
+                    i.layout.offset()
+                } else {
+                    0
+                };
+                Arg::Ptr(DevicePtr(i.ptr.0 + (start * i.elem_bytes) as u64))
+            }
+            ParamType::Strides => {
+                let i = &inputs[next_in];
+                next_in += 1;
+                let strides: Vec<isize> = i.layout.strides().iter().map(|&s| s as isize).collect();
+                Arg::Strides(
+                    KernelStrides::new(i.layout.offset(), &strides)
+                        .map_err(|e| bad(src.name, e))?,
+                )
+            }
+            ParamType::Shape => Arg::Shape(shape),
+            // The element count closes every elementwise entry's list.
+            ParamType::Value(_) if at == last => Arg::U64(n as u64),
+            ParamType::Value(_) => {
+                let u = uniforms.get(next_uniform).copied().ok_or_else(|| {
+                    bad(
+                        src.name,
+                        format!("{} uniforms given, more needed", uniforms.len()),
+                    )
+                })?;
+                next_uniform += 1;
+                Arg::Acc(u)
+            }
+        };
+        args.push(arg);
+    }
+    if next_in != inputs.len() || next_uniform != uniforms.len() {
+        return Err(bad(
+            src.name,
+            format!(
+                "{} inputs and {} uniforms given, the kernel takes {next_in} and {next_uniform}",
+                inputs.len(),
+                uniforms.len()
+            ),
+        ));
+    }
+    // Contiguous entries move 16 bytes per thread and step; strided ones one element.
+    let per_thread = if variant == Variant::Contiguous {
+        (16 / dtype.size_in_bytes()).max(1)
+    } else {
+        1
+    };
+    let config = LaunchConfig::for_elements(n.div_ceil(per_thread), BLOCK);
+    // SAFETY: `out` holds `n` elements; every input layout was broadcast to `dims` by the
+    // caller over storage it reaches (Layout's invariant), and the contiguous entry is used
+    // only where each input holds `n` dense elements from its offset.
+    unsafe { launch_entry(ordinal, src, entry, config, &args)? };
+    Ok(out)
+}
+
+/// A dense copy of a view, through the strided `copy` kernel (a device copy when the view is
+/// already one contiguous range). Element types without a kernel go through the host.
+pub(crate) fn dense<E: Element>(c: &CudaStorage<E>, l: &Layout) -> Result<CudaStorage<E>> {
+    match l.contiguous_range() {
+        Some(r) => c.copy_range_to(r, c.ordinal()),
+        None if kernels::copy::KERNEL
+            .entry_to(E::DTYPE, E::DTYPE, Variant::Strided)
+            .is_some() =>
+        {
+            map(
+                c.ordinal(),
+                &kernels::copy::KERNEL,
+                E::DTYPE,
+                l.dims(),
+                &[input(c, l)],
+                &[],
+            )
+        }
+        None => {
+            let host = crate::Storage::Cuda(c.clone()).try_to_vec(l)?;
+            CudaStorage::from_slice(c.ordinal(), &host)
+        }
+    }
+}
+
+/// The contiguous elements of a view: the storage itself when the view is dense, else a
+/// dense copy; with the element offset to start at.
+fn dense_view<E: Element>(c: &CudaStorage<E>, l: &Layout) -> Result<(CudaStorage<E>, usize)> {
+    match l.contiguous_range() {
+        Some(r) => Ok((c.clone(), r.start)),
+        None => Ok((dense(c, l)?, 0)),
+    }
+}
+
+/// Reduces `axis` of a view with the reduce kernel `src`: one launch (plus a copy for a
+/// non-contiguous view); the result has the axis removed.
+pub(crate) fn reduce<E: Element>(
+    c: &CudaStorage<E>,
+    l: &Layout,
+    axis: usize,
+    src: &'static KernelSource,
+) -> Result<CudaStorage<E>> {
+    let dims = l.dims();
+    let outer: usize = dims[..axis].iter().product();
+    let len = dims[axis];
+    let inner: usize = dims[axis + 1..].iter().product();
+    let rows = outer * inner;
+    // Checked before any copy or allocation, so the error is the only effect.
+    let entry = kernel_entry(c.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Reduce)?;
+    let out = CudaStorage::<E>::uninit(c.ordinal(), rows)?;
+    if rows == 0 {
+        return Ok(out);
+    }
+    let (x, start) = dense_view(c, l)?;
+    // A block walks one output's axis; a short axis needs fewer threads.
+    let block = (len.div_ceil(32) * 32).clamp(32, 256) as u32;
+    let config = LaunchConfig {
+        grid: (rows.min(1 << 20) as u32, 1, 1),
+        block: (block, 1, 1),
+        shared_mem: 0,
+    };
+    let args = [
+        Arg::Ptr(x.ptr_at(start)),
+        Arg::Ptr(out.device_ptr()),
+        Arg::U64(outer as u64),
+        Arg::U64(len as u64),
+        Arg::U64(inner as u64),
+    ];
+    // SAFETY: `x` holds outer * len * inner dense elements from `start`, `out` holds
+    // outer * inner.
+    unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
+    Ok(out)
+}
+
+/// Softmax (or log-softmax) along `axis`: one launch of the row kernel when the axis is the
+/// last of a dense view; otherwise the axis is moved last by a copy, and moved back after.
+pub(crate) fn softmax<E: Element>(
+    c: &CudaStorage<E>,
+    l: &Layout,
+    axis: usize,
+    log: bool,
+) -> Result<CudaStorage<E>> {
+    let src = if log {
+        &kernels::log_softmax_rows::KERNEL
+    } else {
+        &kernels::softmax_rows::KERNEL
+    };
+    let entry = kernel_entry(c.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
+    let rank = l.rank();
+    let last = rank.saturating_sub(1);
+    if rank > 0 && axis != last {
+        let mut perm: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
+        perm.push(axis);
+        let moved = l.permute(&perm);
+        let rows = softmax(c, &moved, last, log)?;
+        // `rows` is dense in the moved order; view it back in the original order.
+        let dense_moved = Layout::contiguous(moved.dims());
+        let mut inverse = vec![0; rank];
+        for (i, &p) in perm.iter().enumerate() {
+            inverse[p] = i;
+        }
+        return dense(&rows, &dense_moved.permute(&inverse));
+    }
+    let cols = if rank == 0 { 1 } else { l.dims()[last] };
+    let n = l.numel();
+    let out = CudaStorage::<E>::uninit(c.ordinal(), n)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let (x, start) = dense_view(c, l)?;
+    let rows = n / cols;
+    if rows > i32::MAX as usize {
+        return Err(bad(
+            src.name,
+            format!("{rows} rows are more than one launch's grid holds"),
+        ));
+    }
+    let block = (cols.div_ceil(32) * 32).clamp(32, 1024) as u32;
+    let config = LaunchConfig {
+        grid: (rows as u32, 1, 1),
+        block: (block, 1, 1),
+        shared_mem: 0,
+    };
+    let args = [
+        Arg::Ptr(x.ptr_at(start)),
+        Arg::Ptr(out.device_ptr()),
+        Arg::U64(cols as u64),
+    ];
+    // SAFETY: `x` holds rows * cols dense elements from `start`, `out` as many; one block
+    // per row, with a block size that is a multiple of 32 and at most 1024.
+    unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
+    Ok(out)
+}
+
+/// One statistic per row along `axis` (logsumexp, variance) with a row kernel: the axis is
+/// moved last by a dense copy unless it already is the last axis of a dense view. `extra`
+/// are the kernel's arguments after `cols`. The result has the axis removed.
+pub(crate) fn row_stat<E: Element>(
+    c: &CudaStorage<E>,
+    l: &Layout,
+    axis: usize,
+    src: &'static KernelSource,
+    extra: &[Arg],
+) -> Result<CudaStorage<E>> {
+    let entry = kernel_entry(c.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
+    let rank = l.rank();
+    let cols = l.dims()[axis];
+    let rows: usize = l
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|&(d, _)| d != axis)
+        .map(|(_, &n)| n)
+        .product();
+    let out = CudaStorage::<E>::uninit(c.ordinal(), rows)?;
+    if rows == 0 {
+        return Ok(out);
+    }
+    if rows > i32::MAX as usize {
+        return Err(bad(
+            src.name,
+            format!("{rows} rows are more than one launch's grid holds"),
+        ));
+    }
+    // The kept dims stay in order, so row r of the moved view is output element r.
+    let mut perm: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
+    perm.push(axis);
+    let (x, start) = dense_view(c, &l.permute(&perm))?;
+    let block = (cols.div_ceil(32) * 32).clamp(32, 1024) as u32;
+    let config = LaunchConfig {
+        grid: (rows as u32, 1, 1),
+        block: (block, 1, 1),
+        shared_mem: 0,
+    };
+    let mut args = vec![
+        Arg::Ptr(x.ptr_at(start)),
+        Arg::Ptr(out.device_ptr()),
+        Arg::U64(cols as u64),
+    ];
+    args.extend_from_slice(extra);
+    // SAFETY: `x` holds rows * cols dense elements from `start`, `out` holds `rows`; one
+    // block per row, a block size that is a multiple of 32 and at most 1024.
+    unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
+    Ok(out)
+}
+
+/// The slices `indices` of `axis` (PyTorch's `index_select`): the indices are read back and
+/// checked on the host (an embedding's index list is small), then one launch gathers them.
+pub(crate) fn index_select<E: Element>(
+    c: &CudaStorage<E>,
+    l: &Layout,
+    indices: &CudaStorage<i64>,
+    il: &Layout,
+    axis: usize,
+) -> Result<CudaStorage<E>> {
+    let src = &kernels::index_select_axis::KERNEL;
+    let entry = kernel_entry(c.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
+    let size = l.dims()[axis];
+    let host = crate::Storage::Cuda(indices.clone()).try_to_vec(il)?;
+    crate::cpu::index::check_indices(
+        "index_select",
+        &host,
+        &Layout::contiguous(&[host.len()]),
+        axis,
+        size,
+    )?;
+    let outer: usize = l.dims()[..axis].iter().product();
+    let inner: usize = l.dims()[axis + 1..].iter().product();
+    let d = host.len();
+    let n = outer * d * inner;
+    let out = CudaStorage::<E>::uninit(c.ordinal(), n)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let idx = CudaStorage::from_slice(c.ordinal(), &host)?;
+    let (x, start) = dense_view(c, l)?;
+    let config = LaunchConfig::for_elements(n.min(1 << 24), BLOCK);
+    let args = [
+        Arg::Ptr(x.ptr_at(start)),
+        Arg::Ptr(idx.device_ptr()),
+        Arg::Ptr(out.device_ptr()),
+        Arg::U64(outer as u64),
+        Arg::U64(size as u64),
+        Arg::U64(d as u64),
+        Arg::U64(inner as u64),
+    ];
+    // SAFETY: `x` holds outer * size * inner dense elements from `start`, `idx` holds `d`
+    // indices checked to lie in 0..size, `out` holds outer * d * inner.
+    unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
+    Ok(out)
+}

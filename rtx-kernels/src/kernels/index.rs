@@ -1,0 +1,42 @@
+//! Indexing kernels: slices of one axis picked by an `i64` index buffer (`index_select`, the
+//! embedding lookup), one thread per output element in a grid-stride loop.
+//!
+//! Invariant: the kernels trust their indices; the launcher checks every index against the
+//! axis size first, so a bad index is an error naming it, never an out-of-bounds read.
+
+use crate::Float;
+use rtx_macros::kernel;
+
+/// `out[o, j, i] = x[o, idx[j], i]` for a dense `x` of `[outer, size, inner]` and a dense
+/// `idx` of `d` entries, each in `0..size`; `out` is `[outer, d, inner]`. Any grid works.
+///
+/// ```
+/// use rtx_kernels::{kernels::index_select_axis, kernel::LaunchConfig};
+/// // Rows 2 and 0 of a 3 x 2 matrix.
+/// let mut out = vec![0.0f32; 4];
+/// let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+/// index_select_axis(LaunchConfig::new(1, 32), &x, &[2, 0], &mut out, 1, 3, 2, 2).unwrap();
+/// assert_eq!(out, vec![5.0, 6.0, 1.0, 2.0]);
+/// ```
+#[kernel(crate = crate)]
+pub fn index_select_axis<T: Float>(
+    x: &[T],
+    idx: &[i64],
+    out: &mut [T],
+    outer: usize,
+    size: usize,
+    d: usize,
+    inner: usize,
+) {
+    let n = outer * d * inner;
+    let step = block_dim_x() * grid_dim_x();
+    let mut p = block_idx_x() * block_dim_x() + thread_idx_x();
+    while p < n {
+        let i = p % inner;
+        let row = p / inner;
+        let j = row % d;
+        let o = row / d;
+        out[p] = x[(o * size + idx[j] as usize) * inner + i];
+        p += step;
+    }
+}

@@ -1,0 +1,229 @@
+//! The unary float ops of [`UnaryOp`](crate::UnaryOp) as elementwise kernels, one per op, each
+//! the same formula as its marker in `op.rs` (the CPU backend's definition), so the GPU and the
+//! CPU compute the same function in the same compute type.
+//!
+//! Invariant: [`unary_kernel`] maps every `UnaryOp` to exactly one kernel here.
+
+use crate::{Float, UnaryOp, kernel::KernelSource};
+use rtx_macros::kernel;
+
+/// `-x`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::neg(2.0f32), -2.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn neg<T: Float>(x: T) -> T {
+    -x
+}
+
+/// `|x|`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::abs(-2.0f32), 2.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn abs<T: Float>(x: T) -> T {
+    x.abs()
+}
+
+/// `e^x`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::exp(0.0f32), 1.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn exp<T: Float>(x: T) -> T {
+    x.exp()
+}
+
+/// `ln x`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::log(1.0f32), 0.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn log<T: Float>(x: T) -> T {
+    x.ln()
+}
+
+/// `ln(1 + x)`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::log1p(0.0f32), 0.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn log1p<T: Float>(x: T) -> T {
+    x.ln_1p()
+}
+
+/// `sqrt x`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::sqrt(4.0f32), 2.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn sqrt<T: Float>(x: T) -> T {
+    x.sqrt()
+}
+
+/// `1 / sqrt x`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::rsqrt(4.0f32), 0.5);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn rsqrt<T: Float>(x: T) -> T {
+    1.0 / x.sqrt()
+}
+
+/// `1 / x`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::recip(4.0f32), 0.25);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn recip<T: Float>(x: T) -> T {
+    1.0 / x
+}
+
+/// `sin x`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::sin(0.0f32), 0.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn sin<T: Float>(x: T) -> T {
+    x.sin()
+}
+
+/// `cos x`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::cos(0.0f32), 1.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn cos<T: Float>(x: T) -> T {
+    x.cos()
+}
+
+/// `tanh x`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::tanh(0.0f32), 0.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn tanh<T: Float>(x: T) -> T {
+    x.tanh()
+}
+
+/// `erf x`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::erf(0.0f32), 0.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn erf<T: Float>(x: T) -> T {
+    x.erf()
+}
+
+/// `max(x, 0)`; a NaN stays NaN.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::relu(-2.0f32), 0.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn relu<T: Float>(x: T) -> T {
+    if x < 0.0 { 0.0 } else { x }
+}
+
+/// `1 / (1 + e^-x)`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::sigmoid(0.0f32), 0.5);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn sigmoid<T: Float>(x: T) -> T {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// `x/2 * (1 + erf(x / sqrt 2))`, the exact gelu.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::gelu(0.0f32), 0.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn gelu<T: Float>(x: T) -> T {
+    0.5 * x * (1.0 + (x * 0.7071067811865476).erf())
+}
+
+/// `x / (1 + e^-x)`.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::silu(0.0f32), 0.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn silu<T: Float>(x: T) -> T {
+    x / (1.0 + (-x).exp())
+}
+
+/// `ln(1 + e^x)`, and `x` itself above 20 where the two agree to rounding.
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::softplus(30.0f32), 30.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn softplus<T: Float>(x: T) -> T {
+    if x > 20.0 { x } else { x.exp().ln_1p() }
+}
+
+/// The kernel computing a unary op (gelu's tanh form is [`gelu_tanh`](super::gelu_tanh())).
+///
+/// ```
+/// use rtx_kernels::{UnaryOp, kernels::unary_kernel};
+/// assert_eq!(unary_kernel(UnaryOp::Exp).name, "exp");
+/// ```
+pub fn unary_kernel(op: UnaryOp) -> &'static KernelSource {
+    match op {
+        UnaryOp::Neg => &neg::KERNEL,
+        UnaryOp::Abs => &abs::KERNEL,
+        UnaryOp::Exp => &exp::KERNEL,
+        UnaryOp::Log => &log::KERNEL,
+        UnaryOp::Log1p => &log1p::KERNEL,
+        UnaryOp::Sqrt => &sqrt::KERNEL,
+        UnaryOp::Rsqrt => &rsqrt::KERNEL,
+        UnaryOp::Recip => &recip::KERNEL,
+        UnaryOp::Sin => &sin::KERNEL,
+        UnaryOp::Cos => &cos::KERNEL,
+        UnaryOp::Tanh => &tanh::KERNEL,
+        UnaryOp::Erf => &erf::KERNEL,
+        UnaryOp::Relu => &relu::KERNEL,
+        UnaryOp::Sigmoid => &sigmoid::KERNEL,
+        UnaryOp::Gelu => &gelu::KERNEL,
+        UnaryOp::GeluTanh => &super::gelu_tanh::KERNEL,
+        UnaryOp::Silu => &silu::KERNEL,
+        UnaryOp::Softplus => &softplus::KERNEL,
+    }
+}
+
+/// The identity: the strided path of this kernel is the dense copy of a view (`contiguous`).
+///
+/// ```
+/// assert_eq!(rtx_kernels::kernels::copy(3.0f32), 3.0);
+/// ```
+#[kernel(elementwise, no_grad, crate = crate)]
+pub fn copy<T: Float>(x: T) -> T {
+    x
+}
+
+/// A float converted to another float type (f16 and bf16 round to nearest even), the same
+/// conversion as `Element::cast`.
+///
+/// ```
+/// use rtx_kernels::{bf16, kernels::cast};
+/// assert_eq!(cast::<f32, bf16>(1.0), bf16::ONE);
+/// ```
+#[kernel(elementwise, crate = crate)]
+pub fn cast<T: Float, U: Float>(x: T) -> U {
+    x
+}
