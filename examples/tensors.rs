@@ -11,7 +11,9 @@ type Images = (Dyn<'B'>, Const<784>);
 // ANCHOR_END: shapes
 
 fn main() -> rtx::Result<()> {
-    let device = Device::best();
+    // The CPU: on a GPU, `Device::best()` would pick `cuda:0`, where random numbers and
+    // argmax have no kernel yet (see benches/README.md for what runs on the GPU so far).
+    let device = Device::Cpu;
     println!("device: {device}");
 
     // ANCHOR: create
