@@ -4,7 +4,7 @@
 use super::*;
 use rtx_backends::Layout;
 
-const UNARY: [&str; 18] = [
+pub(super) const UNARY: [&str; 18] = [
     "neg",
     "abs",
     "exp",
@@ -25,7 +25,7 @@ const UNARY: [&str; 18] = [
     "softplus",
 ];
 
-fn apply<S: Shape, E: Float>(name: &str, t: &Tensor<S, E>) -> Tensor<S, E> {
+pub(super) fn apply<S: Shape, E: Float>(name: &str, t: &Tensor<S, E>) -> Tensor<S, E> {
     match name {
         "neg" => t.neg(),
         "abs" => t.abs(),

@@ -108,6 +108,7 @@ fn values<E: Element>(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<E> {
 }
 
 // After the harness: `every_float!` is visible only to modules declared below it.
+mod backward;
 mod elementwise;
 mod index;
 mod perf;

@@ -1,0 +1,298 @@
+//! The tape's backward on every device: gradients of the elementwise ops, reductions, row
+//! kernels, matmul, indexing and the losses, and whole training steps (SGD, Adam, AdamW,
+//! clipping), each compared with the CPU backend's.
+
+use super::elementwise::{UNARY, apply};
+use super::*;
+use rtx::Gradients;
+
+/// The gradient of `of` as f64s, panicking with the op's name when it has none.
+fn grad<S: Shape, E: Float>(grads: &Gradients, of: &Tensor<S, E>, name: &str) -> Vec<f64> {
+    let g = grads
+        .get(of)
+        .unwrap_or_else(|| panic!("{name}: no gradient reached the input"));
+    f64s(&g)
+}
+
+/// `Σ y * w`: a scalar whose gradient with respect to `y` is `w`, so each output element
+/// sends back a different weight. (A macro: the operator's shape bound differs per shape.)
+macro_rules! weighted {
+    ($y:expr, $w:expr) => {
+        ($y * $w).sum_all()
+    };
+}
+
+fn unary_backward_case<E: Float>() {
+    let (r, c) = (9usize, 37usize);
+    // Positive and away from 0, so every op (log, sqrt, rsqrt, ...) is smooth here.
+    let data = values::<E>(r * c, 21, 0.2, 2.0);
+    let wd = values::<E>(r * c, 22, -1.0, 1.0);
+    on_every_device::<E>("unary backward", |dev| {
+        let w = Tensor::from_vec(wd.clone(), (r, c), dev);
+        UNARY
+            .iter()
+            .map(|&name| {
+                let x = Tensor::from_vec(data.clone(), (r, c), dev).requires_grad();
+                let g = weighted!(apply(name, &x), &w).backward();
+                (format!("d {name}"), grad(&g, &x, name))
+            })
+            .collect()
+    });
+}
+
+#[test]
+fn unary_backward_matches_the_cpu() {
+    every_float!(unary_backward_case);
+}
+
+fn binary_backward_case<E: Float>() {
+    let (r, c) = (11usize, 29usize);
+    let a = values::<E>(r * c, 23, -2.0, 2.0);
+    let b = values::<E>(r * c, 24, 0.5, 2.0);
+    let row = values::<E>(c, 25, 0.5, 2.0);
+    let wd = values::<E>(r * c, 26, -1.0, 1.0);
+    on_every_device::<E>("binary backward", |dev| {
+        let w = Tensor::from_vec(wd.clone(), (r, c), dev);
+        let mut out = Outputs::new();
+        let cases: [(
+            &str,
+            fn(&Tensor<(usize, usize), E>, &Tensor<(usize,), E>) -> _,
+        ); 5] = [
+            ("add row", |x, v| x + v),
+            ("sub row", |x, v| x - v),
+            ("mul row", |x, v| x * v),
+            ("div row", |x, v| x / v),
+            ("maximum row", |x, v| x.maximum(v)),
+        ];
+        for (name, f) in cases {
+            let x = Tensor::from_vec(a.clone(), (r, c), dev).requires_grad();
+            let v = Tensor::from_vec(row.clone(), (c,), dev).requires_grad();
+            let g = weighted!(f(&x, &v), &w).backward();
+            out.push((format!("{name} dx"), grad(&g, &x, name)));
+            out.push((format!("{name} dv (summed over rows)"), grad(&g, &v, name)));
+        }
+        let x = Tensor::from_vec(a.clone(), (r, c), dev).requires_grad();
+        let y = Tensor::from_vec(b.clone(), (r, c), dev).requires_grad();
+        let g = weighted!(y.pow(&x), &w).backward();
+        out.push(("pow dbase".into(), grad(&g, &y, "pow")));
+        out.push(("pow dexp".into(), grad(&g, &x, "pow")));
+        let g = weighted!((&x.t() * &y.t()).t(), &w).backward();
+        out.push(("mul transposed dx".into(), grad(&g, &x, "mul")));
+        out
+    });
+}
+
+#[test]
+fn binary_backward_broadcasts_and_matches_the_cpu() {
+    every_float!(binary_backward_case);
+}
+
+fn reduce_backward_case<E: Float>() {
+    let (r, c) = (13usize, 41usize);
+    let data = values::<E>(r * c, 27, -3.0, 3.0);
+    let wr = values::<E>(r, 28, -1.0, 1.0);
+    let wc = values::<E>(c, 29, -1.0, 1.0);
+    let wm = values::<E>(r * c, 30, -1.0, 1.0);
+    on_every_device::<E>("reduce backward", |dev| {
+        let rows = Tensor::from_vec(wr.clone(), (r,), dev);
+        let cols = Tensor::from_vec(wc.clone(), (c,), dev);
+        let whole = Tensor::from_vec(wm.clone(), (r, c), dev);
+        let x = || Tensor::from_vec(data.clone(), (r, c), dev).requires_grad();
+        let mut out = Outputs::new();
+        let mut add = |name: &str, x: &Tensor<(usize, usize), E>, loss: Tensor<(), E>| {
+            out.push((format!("d {name}"), grad(&loss.backward(), x, name)));
+        };
+        let t = x();
+        add("sum 1", &t, weighted!(t.sum::<1>(), &rows));
+        let t = x();
+        add("mean 0", &t, weighted!(t.mean::<0>(), &cols));
+        let t = x();
+        add("max 1", &t, weighted!(t.max::<1>(), &rows));
+        let t = x();
+        add("min 0", &t, weighted!(t.min::<0>(), &cols));
+        let t = x();
+        add("var 1", &t, weighted!(t.var::<1>(1), &rows));
+        let t = x();
+        add("std 0", &t, weighted!(t.std::<0>(1), &cols));
+        let t = x();
+        add("logsumexp 1", &t, weighted!(t.logsumexp::<1>(), &rows));
+        let t = x();
+        add("softmax 1", &t, weighted!(t.softmax::<1>(), &whole));
+        let t = x();
+        add("log_softmax 1", &t, weighted!(t.log_softmax::<1>(), &whole));
+        let t = x();
+        add("softmax 0", &t, weighted!(t.softmax::<0>(), &whole));
+        let t = x();
+        add("mean_all", &t, t.mean_all());
+        out
+    });
+}
+
+#[test]
+fn reduction_and_softmax_backward_match_the_cpu() {
+    every_float!(reduce_backward_case);
+}
+
+fn matmul_backward_case<E: Float>() {
+    let (m, k, n) = (17usize, 23usize, 9usize);
+    let a = values::<E>(m * k, 31, -1.0, 1.0);
+    let b = values::<E>(k * n, 32, -1.0, 1.0);
+    let w = values::<E>(m * n, 33, -1.0, 1.0);
+    on_every_device::<E>("matmul backward", |dev| {
+        let x = Tensor::from_vec(a.clone(), (m, k), dev).requires_grad();
+        let y = Tensor::from_vec(b.clone(), (k, n), dev).requires_grad();
+        let wt = Tensor::from_vec(w.clone(), (m, n), dev);
+        let g = weighted!(x.matmul(&y), &wt).backward();
+        // The transposed operand is how Linear uses its weight.
+        let yt = Tensor::from_vec(b.clone(), (n, k), dev).requires_grad();
+        let g2 = weighted!(x.matmul(&yt.t()), &wt).backward();
+        vec![
+            ("dx".into(), grad(&g, &x, "matmul")),
+            ("dy".into(), grad(&g, &y, "matmul")),
+            ("dx with y transposed".into(), grad(&g2, &x, "matmul")),
+            ("dy transposed".into(), grad(&g2, &yt, "matmul")),
+        ]
+    });
+}
+
+#[test]
+fn matmul_backward_matches_the_cpu() {
+    every_float!(matmul_backward_case);
+}
+
+fn index_backward_case<E: Float>() {
+    let (vocab, dim) = (12usize, 7usize);
+    let table = values::<E>(vocab * dim, 34, -1.0, 1.0);
+    // Repeats, so the backward has to add rows together.
+    let ids: Vec<i64> = vec![3, 0, 11, 3, 5, 3, 0, 7];
+    let w = values::<E>(ids.len() * dim, 35, -1.0, 1.0);
+    on_every_device::<E>("index_select backward", |dev| {
+        let t = Tensor::from_vec(table.clone(), (vocab, dim), dev).requires_grad();
+        let i = Tensor::from_vec(ids.clone(), (ids.len(),), dev);
+        let wt = Tensor::from_vec(w.clone(), (ids.len(), dim), dev);
+        let g = weighted!(t.index_select::<0, usize>(&i), &wt).backward();
+        vec![("d table".into(), grad(&g, &t, "index_select"))]
+    });
+}
+
+#[test]
+fn index_select_backward_matches_the_cpu() {
+    every_float!(index_backward_case);
+}
+
+fn loss_case<E: Float>() {
+    let (b, c) = (16usize, 10usize);
+    let logits = values::<E>(b * c, 36, -3.0, 3.0);
+    let other = values::<E>(b * c, 37, -1.0, 1.0);
+    let bits = values::<E>(b * c, 38, 0.0, 1.0);
+    let labels: Vec<i64> = (0..b as i64).map(|i| (i * 7 + 3) % c as i64).collect();
+    let mut ignoring = labels.clone();
+    ignoring[5] = -100;
+    on_every_device::<E>("losses", |dev| {
+        let y = Tensor::from_vec(labels.clone(), (b,), dev);
+        let yi = Tensor::from_vec(ignoring.clone(), (b,), dev);
+        let t = Tensor::from_vec(other.clone(), (b, c), dev);
+        let p = Tensor::from_vec(bits.clone(), (b, c), dev)
+            .ge(E::from_f64(0.5))
+            .cast::<E>();
+        let x = || Tensor::from_vec(logits.clone(), (b, c), dev).requires_grad();
+        let mut out = Outputs::new();
+        let mut add = |name: &str, x: &Tensor<(usize, usize), E>, loss: Tensor<(), E>| {
+            out.push((format!("{name} value"), f64s(&loss)));
+            out.push((format!("d {name}"), grad(&loss.backward(), x, name)));
+        };
+        let l = x();
+        add("cross_entropy", &l, cross_entropy(&l, &y));
+        let l = x();
+        let opts = CrossEntropy {
+            ignore_index: Some(-100),
+            label_smoothing: 0.1,
+        };
+        add(
+            "cross_entropy ignore + smoothing",
+            &l,
+            cross_entropy_with(&l, &yi, opts),
+        );
+        let l = x();
+        add("nll", &l, nll_loss(&l.log_softmax::<1>(), &y));
+        let l = x();
+        add("mse", &l, mse_loss(&l, &t));
+        let l = x();
+        add("l1", &l, l1_loss(&l, &t));
+        let l = x();
+        add(
+            "bce with logits",
+            &l,
+            binary_cross_entropy_with_logits(&l, &p),
+        );
+        out
+    });
+}
+
+#[test]
+fn losses_and_their_gradients_match_the_cpu() {
+    every_float!(loss_case);
+}
+
+/// A small MLP whose parameters are the same on every device.
+#[model]
+struct Net {
+    hidden: Linear<12, 32>,
+    out: Linear<32, 5>,
+}
+
+/// The parameters of a [`Net`] after `steps` training steps on `dev` with the optimizer
+/// `opt`, clipping the gradients to a global norm of 0.5 when `clip`.
+fn trained(dev: Device, opt: &mut impl Optimizer, steps: usize, clip: bool) -> Outputs {
+    let mut net = Net {
+        hidden: Linear::new(Device::Cpu, 3),
+        out: Linear::new(Device::Cpu, 4),
+    };
+    net.move_to(dev);
+    net.track_gradients();
+    let x = Tensor::from_vec(
+        values::<f32>(64 * 12, 39, -2.0, 2.0),
+        (64usize, Const::<12>),
+        dev,
+    );
+    let labels: Vec<i64> = (0..64).map(|i| (i * 3 % 5) as i64).collect();
+    let y = Tensor::from_vec(labels, (64usize,), dev);
+    let mut out = Outputs::new();
+    for step in 0..steps {
+        let h = net.hidden.forward(&x).relu();
+        let loss = cross_entropy(&net.out.forward(&h), &y);
+        out.push((format!("loss {step}"), f64s(&loss)));
+        let mut grads = loss.backward();
+        if clip {
+            let norm = clip_grad_norm(&mut grads, &net, 0.5);
+            out.push((format!("grad norm {step}"), vec![norm]));
+        }
+        opt.step(&mut net, &grads);
+    }
+    out.push(("hidden.weight".into(), f64s(&net.hidden.weight)));
+    out.push(("out.weight".into(), f64s(&net.out.weight)));
+    if let (Some(hb), Some(ob)) = (&net.hidden.bias, &net.out.bias) {
+        out.push(("hidden.bias".into(), f64s(hb)));
+        out.push(("out.bias".into(), f64s(ob)));
+    }
+    out
+}
+
+#[test]
+fn training_steps_match_the_cpu() {
+    on_every_device::<f32>("sgd", |dev| {
+        trained(
+            dev,
+            &mut Sgd::new(0.1).momentum(0.9).nesterov(true),
+            5,
+            false,
+        )
+    });
+    on_every_device::<f32>("sgd, weight decay, clipped", |dev| {
+        trained(dev, &mut Sgd::new(0.1).weight_decay(1e-2), 5, true)
+    });
+    on_every_device::<f32>("adam", |dev| trained(dev, &mut Adam::new(1e-2), 5, false));
+    on_every_device::<f32>("adamw, clipped", |dev| {
+        trained(dev, &mut AdamW::new(1e-2).weight_decay(0.1), 5, true)
+    });
+}
