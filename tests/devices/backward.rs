@@ -54,10 +54,9 @@ fn binary_backward_case<E: Float>() {
     on_every_device::<E>("binary backward", |dev| {
         let w = Tensor::from_vec(wd.clone(), (r, c), dev);
         let mut out = Outputs::new();
-        let cases: [(
-            &str,
-            fn(&Tensor<(usize, usize), E>, &Tensor<(usize,), E>) -> _,
-        ); 5] = [
+        type RowOp<E> =
+            fn(&Tensor<(usize, usize), E>, &Tensor<(usize,), E>) -> Tensor<(usize, usize), E>;
+        let cases: [(&str, RowOp<E>); 5] = [
             ("add row", |x, v| x + v),
             ("sub row", |x, v| x - v),
             ("mul row", |x, v| x * v),
