@@ -54,3 +54,32 @@ impl fmt::Display for Device {
         }
     }
 }
+
+impl std::str::FromStr for Device {
+    type Err = crate::BackendError;
+
+    /// Reads the forms [`Display`](fmt::Display) writes (`cpu`, `cuda:1`), plus `cuda` for
+    /// `cuda:0`, as command-line flags want.
+    ///
+    /// ```
+    /// # use rtx_backends::Device;
+    /// assert_eq!("cuda:1".parse::<Device>().unwrap(), Device::Cuda(1));
+    /// assert_eq!("cpu".parse::<Device>().unwrap(), Device::Cpu);
+    /// assert!("gpu".parse::<Device>().unwrap_err().to_string().contains("`cuda:N`"));
+    /// ```
+    fn from_str(s: &str) -> Result<Device, Self::Err> {
+        let bad = || crate::BackendError::BadArgument {
+            op: "Device::from_str",
+            msg: format!("`{s}` is not a device: write `cpu`, `cuda` or `cuda:N`"),
+        };
+        match s.trim() {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(Device::Cuda)
+                .ok_or_else(bad),
+        }
+    }
+}
