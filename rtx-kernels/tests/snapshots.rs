@@ -19,6 +19,8 @@ fn generated_cuda_matches_snapshots() {
         "mean",
         "softmax_rows",
         "dot",
+        "norm_rows",
+        "im2col",
     ] {
         let k = ALL.iter().find(|k| k.name == name).unwrap();
         let path = dir.join(format!("{name}.cu"));

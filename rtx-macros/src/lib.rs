@@ -107,7 +107,9 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// in a fixed order for a given block size. The native version folds in index order.
 ///
 /// **SIMT**, `#[kernel]`: buffers `&[T]` / `&mut [T]` (also of `usize`, `i32`, `u32`,
-/// `i64`), scalars, loops and the intrinsics `thread_idx_x()`, `block_idx_x()`,
+/// `i64`, and of the compute type `T::Acc`, read and written without conversion: f32 for
+/// f16, bf16 and f32, f64 for f64, for values such as row statistics that must not be
+/// rounded to `T`), scalars, loops and the intrinsics `thread_idx_x()`, `block_idx_x()`,
 /// `block_dim_x()`, `grid_dim_x()` (and `_y`, `_z`; all `usize`), `lane_id()`,
 /// `sync_threads()`, `warp_shuffle_down(v, offset: u32)`, `warp_shuffle_xor(v, mask: u32)`,
 /// `atomic_add(&mut buf[i], v);`, and shared memory declared at the top of the body as

@@ -109,7 +109,10 @@ fn values<E: Element>(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<E> {
 
 // After the harness: `every_float!` is visible only to modules declared below it.
 mod backward;
+mod conv;
 mod elementwise;
 mod index;
+mod norm;
+mod optim;
 mod perf;
 mod reduce;

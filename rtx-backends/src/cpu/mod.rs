@@ -8,6 +8,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod index;
 pub mod matmul;
+pub mod norm;
 pub mod optim;
 pub mod random;
 pub mod reduce;

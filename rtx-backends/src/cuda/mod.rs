@@ -6,7 +6,9 @@
 //! `storage` (device buffers and copies), `event` (timing), `kernel` and `disk_cache` (NVRTC
 //! compilation for the GPU's architecture, cached on disk), `launch` (the one launch point,
 //! which counts dispatches), `kernels` (entries of `#[kernel]` sources, launched with checked
-//! arguments), `ops` (the storage entry points' GPU side), `blas` and `blas_lt` (cuBLAS and cuBLASLt matrix products).
+//! arguments), `ops` (the storage entry points' GPU side; `ops_conv`, `ops_norm` and
+//! `ops_optim` for convolution and pooling, fused norms and optimizer updates), `blas` and
+//! `blas_lt` (cuBLAS and cuBLASLt matrix products).
 //!
 //! Every entry point returns an error rather than panicking when CUDA is missing.
 
@@ -20,6 +22,9 @@ mod kernel;
 mod kernels;
 mod launch;
 pub(crate) mod ops;
+pub(crate) mod ops_conv;
+pub(crate) mod ops_norm;
+pub(crate) mod ops_optim;
 mod probe;
 mod storage;
 

@@ -164,7 +164,10 @@ pub(crate) fn dense<E: Element>(c: &CudaStorage<E>, l: &Layout) -> Result<CudaSt
 
 /// The contiguous elements of a view: the storage itself when the view is dense, else a
 /// dense copy; with the element offset to start at.
-fn dense_view<E: Element>(c: &CudaStorage<E>, l: &Layout) -> Result<(CudaStorage<E>, usize)> {
+pub(crate) fn dense_view<E: Element>(
+    c: &CudaStorage<E>,
+    l: &Layout,
+) -> Result<(CudaStorage<E>, usize)> {
     match l.contiguous_range() {
         Some(r) => Ok((c.clone(), r.start)),
         None => Ok((dense(c, l)?, 0)),

@@ -1,7 +1,9 @@
-//! Backend entry points for convolution and 2-d pooling.
+//! Backend entry points for convolution and 2-d pooling (the GPU side in
+//! `rtx-backends/src/cuda/ops_conv.rs`).
 
 use super::{Storage, same_device};
 use crate::cpu::conv::{Conv2dParams, Pool2dParams};
+use crate::cuda::ops_conv as gpu;
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::op::PoolOp;
 use rtx_kernels::{Element, Float};
@@ -57,6 +59,10 @@ impl<E: Element> Storage<E> {
                 format!("bias {:?} does not match weight {wd:?}", bl.dims()),
             ));
         }
+        let cuda_bias = bias.and_then(|(b, bl)| match b {
+            Storage::Cuda(b) => Some((b, bl)),
+            Storage::Cpu(_) => None,
+        });
         // On the CPU the bias is host storage too (checked above); on a GPU it is unused here.
         let bias = bias.and_then(|(b, bl)| Some((b.as_cpu_slice()?, bl)));
         crate::dispatch::on_cpu(self.device());
@@ -67,6 +73,9 @@ impl<E: Element> Storage<E> {
                 bias,
                 p,
             ))),
+            (Storage::Cuda(x), Storage::Cuda(w)) => {
+                Ok(Storage::Cuda(gpu::conv2d((x, l), (w, wl), cuda_bias, p)?))
+            }
             _ => Err(super::no_kernel("conv2d", self.device())),
         }
     }
@@ -89,7 +98,7 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(x) => Ok(Storage::Cpu(crate::cpu::conv::pool2d(x, l, op, p))),
-            _ => Err(super::no_kernel("pool2d", self.device())),
+            Storage::Cuda(x) => Ok(Storage::Cuda(gpu::pool2d(x, l, op, p)?)),
         }
     }
 
@@ -114,6 +123,12 @@ impl<E: Element> Storage<E> {
             (Storage::Cpu(g), Storage::Cpu(w)) => Ok(Storage::Cpu(
                 crate::cpu::conv::conv2d_backward_input((g, gl), (w, wl), x_dims, p),
             )),
+            (Storage::Cuda(g), Storage::Cuda(w)) => Ok(Storage::Cuda(gpu::conv2d_backward_input(
+                (g, gl),
+                (w, wl),
+                x_dims,
+                p,
+            )?)),
             _ => Err(super::no_kernel("conv2d_backward_input", self.device())),
         }
     }
@@ -139,6 +154,12 @@ impl<E: Element> Storage<E> {
             (Storage::Cpu(g), Storage::Cpu(x)) => Ok(Storage::Cpu(
                 crate::cpu::conv::conv2d_backward_weight((g, gl), (x, xl), w_dims, p),
             )),
+            (Storage::Cuda(g), Storage::Cuda(x)) => Ok(Storage::Cuda(gpu::conv2d_backward_weight(
+                (g, gl),
+                (x, xl),
+                w_dims,
+                p,
+            )?)),
             _ => Err(super::no_kernel("conv2d_backward_weight", self.device())),
         }
     }
@@ -177,6 +198,12 @@ impl<E: Element> Storage<E> {
             (Storage::Cpu(g), Storage::Cpu(x)) => Ok(Storage::Cpu(
                 crate::cpu::conv::pool2d_backward((g, gl), (x, xl), op, p),
             )),
+            (Storage::Cuda(g), Storage::Cuda(x)) => Ok(Storage::Cuda(gpu::pool2d_backward(
+                (g, gl),
+                (x, xl),
+                op,
+                p,
+            )?)),
             _ => Err(super::no_kernel("pool2d_backward", self.device())),
         }
     }

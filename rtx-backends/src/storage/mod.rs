@@ -6,12 +6,14 @@ mod conv;
 mod elementwise;
 mod index;
 mod matmul;
+mod norm;
 mod optim;
 mod random;
 mod reduce;
 
 use crate::cuda::CudaStorage;
 use crate::{BackendError, Device, Layout, Result};
+pub use norm::NormStats;
 use rtx_kernels::Element;
 
 /// A tensor's elements on one device. Shared between views through an `Arc` in `rtx`.

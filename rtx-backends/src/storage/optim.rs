@@ -1,4 +1,5 @@
-//! Backend entry points for fused optimizer updates. They take the parameter and gradient as
+//! Backend entry points for fused optimizer updates (the GPU side in
+//! `rtx-backends/src/cuda/ops_optim.rs`). They take the parameter and gradient as
 //! viewed (any layout) and dense state, and return fresh dense storage: tensors share their
 //! storage, so an update never writes into a buffer someone else may be reading.
 
@@ -19,6 +20,22 @@ fn check_len(op: &'static str, len: usize, n: usize) -> Result<()> {
     }
 }
 
+/// The GPU buffer of a state or gradient operand of an update on `dev`.
+fn cuda_of<'a, E: Float>(
+    op: &'static str,
+    dev: crate::Device,
+    s: &'a Storage<E>,
+) -> Result<&'a crate::cuda::CudaStorage<E>> {
+    match s {
+        Storage::Cuda(c) if s.device() == dev => Ok(c),
+        _ => Err(BackendError::DeviceMismatch {
+            op,
+            lhs: dev,
+            rhs: s.device(),
+        }),
+    }
+}
+
 impl<E: Float> Storage<E> {
     /// One fused Adam/AdamW step. `self`/`pl` is the parameter, `grad`/`gl` its gradient (same
     /// logical sizes); `m`, `v` and `vmax` are dense. Returns the new parameter (dense, in
@@ -35,6 +52,25 @@ impl<E: Float> Storage<E> {
     ) -> Result<(Self, Self, Self, Option<Self>)> {
         same_device("adam", self, grad)?;
         let n = pl.numel();
+        if let Storage::Cuda(p) = self {
+            let dev = self.device();
+            let g = cuda_of("adam", dev, grad)?;
+            let (m, v) = (cuda_of("adam", dev, m)?, cuda_of("adam", dev, v)?);
+            let x = vmax.map(|x| cuda_of("adam", dev, x)).transpose()?;
+            for len in [Some(m.len()), Some(v.len()), x.map(|x| x.len())]
+                .into_iter()
+                .flatten()
+            {
+                check_len("adam", len, n)?;
+            }
+            let (np, nm, nv, nx) = crate::cuda::ops_optim::adam((p, pl), (g, gl), (m, v, x), s)?;
+            return Ok((
+                Storage::Cuda(np),
+                Storage::Cuda(nm),
+                Storage::Cuda(nv),
+                nx.map(Storage::Cuda),
+            ));
+        }
         let (Some(m), Some(v)) = (m.as_cpu_slice(), v.as_cpu_slice()) else {
             return Err(super::no_kernel("adam", self.device()));
         };
@@ -79,6 +115,16 @@ impl<E: Float> Storage<E> {
     ) -> Result<(Self, Option<Self>)> {
         same_device("sgd", self, grad)?;
         let n = pl.numel();
+        if let Storage::Cuda(p) = self {
+            let dev = self.device();
+            let g = cuda_of("sgd", dev, grad)?;
+            let b = buf.map(|b| cuda_of("sgd", dev, b)).transpose()?;
+            if let Some(b) = b {
+                check_len("sgd", b.len(), n)?;
+            }
+            let (np, nb) = crate::cuda::ops_optim::sgd((p, pl), (g, gl), b, s)?;
+            return Ok((Storage::Cuda(np), nb.map(Storage::Cuda)));
+        }
         if self.device() != crate::Device::Cpu {
             return Err(super::no_kernel("sgd", self.device()));
         }

@@ -500,6 +500,13 @@ impl<'a> GlobalMut<'a, u32> {
     }
 }
 
+impl<'a, A: FloatMath> GlobalMut<'a, A> {
+    /// Wraps a mutable buffer of a compute type (`&mut [T::Acc]`: f32 or f64).
+    pub fn new_acc(kernel: &str, name: &str, s: &'a mut [A]) -> Result<Self, LaunchError> {
+        Self::wrap(kernel, name, s)
+    }
+}
+
 impl<'a, E: Copy> GlobalMut<'a, E> {
     /// Only for plain-bits types (every bit pattern read back was written as an `E`) of size
     /// 1, 2, 4 or 8: the public constructors restrict `E` to those.

@@ -11,7 +11,11 @@
 mod activation;
 mod binary;
 mod compare;
+mod conv;
 mod index;
+mod norm;
+mod optim;
+mod pool;
 mod reduce;
 mod simt;
 mod softmax;
@@ -20,7 +24,11 @@ mod unary;
 pub use activation::*;
 pub use binary::*;
 pub use compare::*;
+pub use conv::*;
 pub use index::*;
+pub use norm::*;
+pub use optim::*;
+pub use pool::*;
 pub use reduce::*;
 pub use simt::*;
 pub use softmax::*;
@@ -88,4 +96,15 @@ pub static ALL: &[&KernelSource] = &[
     &logsumexp_rows::KERNEL,
     &var_rows::KERNEL,
     &index_select_axis::KERNEL,
+    &im2col::KERNEL,
+    &col2im::KERNEL,
+    &pool2d_forward::KERNEL,
+    &max_pool2d_argmax::KERNEL,
+    &pool2d_backward::KERNEL,
+    &norm_rows::KERNEL,
+    &norm_backward_rows::KERNEL,
+    &norm_param_partials::KERNEL,
+    &norm_param_finish::KERNEL,
+    &adam_step::KERNEL,
+    &sgd_step::KERNEL,
 ];

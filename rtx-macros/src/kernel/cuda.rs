@@ -218,7 +218,7 @@ impl Writer {
     }
 
     fn load(&self, buf: &str, kind: Buf, elem: Ty, index: &str) -> String {
-        if elem == Ty::Elem && kind != Buf::Shared {
+        if kind.converts(elem) {
             format!("rtx_elem<S>::widen({buf}[{index}])")
         } else {
             format!("{buf}[{index}]")
@@ -248,7 +248,7 @@ impl Writer {
                     Place::Index(buf, kind, elem, index) => {
                         let b = self.name(&buf.to_string());
                         let i = self.expr(index);
-                        if *elem == Ty::Elem && *kind != Buf::Shared {
+                        if kind.converts(*elem) {
                             let t = self.fresh();
                             self.line(&format!("const unsigned long long {t} = {i};"));
                             let new = match op {

@@ -179,6 +179,18 @@ pub enum Buf {
     Out,
     /// A `#[shared]` array of the block (holding compute-type values for `T`).
     Shared,
+    /// A `&[T::Acc]` parameter: compute-type values, read as they are.
+    AccIn,
+    /// A `&mut [T::Acc]` parameter: compute-type values, written as they are.
+    AccOut,
+}
+
+impl Buf {
+    /// Whether `T` elements of this buffer are held in storage type, so reads widen to the
+    /// compute type and writes narrow back.
+    pub fn converts(self, elem: Ty) -> bool {
+        elem == Ty::Elem && matches!(self, Buf::In | Buf::Out)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -300,7 +312,13 @@ pub struct Param {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParamTy {
     Scalar(Ty),
-    Slice { elem: Ty, mutable: bool },
+    /// `&[E]` / `&mut [E]`; `acc` for `&[T::Acc]`, a buffer of the compute type (`elem` is
+    /// then `Ty::Elem`).
+    Slice {
+        elem: Ty,
+        mutable: bool,
+        acc: bool,
+    },
 }
 
 /// A `#[shared] let name: [E; len];` declaration, hoisted to the block.

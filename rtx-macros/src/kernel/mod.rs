@@ -364,6 +364,8 @@ fn element_bound(sig: &syn::Signature) -> TokenStream {
 /// How an argument of a CUDA entry point is described.
 enum PTy {
     Ptr(Ty, bool),
+    /// A buffer of the compute type (`&[T::Acc]`), and whether it is written.
+    AccPtr(bool),
     /// The output buffer of a kernel with an output type parameter.
     OutPtr,
     Value(Ty),
@@ -391,6 +393,9 @@ fn params_tokens(k: &TokenStream, params: &[(String, PTy)]) -> TokenStream {
             PTy::Ptr(elem, mutable) => {
                 let e = scalar_type(k, *elem, false);
                 quote!(#k::kernel::ParamType::Ptr { elem: #e, mutable: #mutable })
+            }
+            PTy::AccPtr(mutable) => {
+                quote!(#k::kernel::ParamType::Ptr { elem: #k::kernel::ScalarType::Acc, mutable: #mutable })
             }
             PTy::Value(t) => {
                 let s = scalar_type(k, *t, true);
@@ -451,8 +456,10 @@ fn native_params(cx: &native::NativeCx, params: &[Param]) -> Vec<TokenStream> {
             let ty = match p.ty {
                 ParamTy::Scalar(Ty::Elem) => quote!(#t),
                 ParamTy::Scalar(s) => cx.ty(s),
-                ParamTy::Slice { elem, mutable } => {
-                    let e = if elem == Ty::Elem {
+                ParamTy::Slice { elem, mutable, acc } => {
+                    let e = if acc {
+                        cx.acc()
+                    } else if elem == Ty::Elem {
                         quote!(#t)
                     } else {
                         cx.ty(elem)

@@ -66,11 +66,11 @@ impl NativeCx {
 
     fn load(&self, buf: &Ident, kind: Buf, elem: Ty, index: TokenStream) -> TokenStream {
         let raw = match kind {
-            Buf::In => quote!(#buf[#index]),
-            Buf::Out => quote!(#buf.load(#index)),
+            Buf::In | Buf::AccIn => quote!(#buf[#index]),
+            Buf::Out | Buf::AccOut => quote!(#buf.load(#index)),
             Buf::Shared => return quote!(#buf.get(#index)),
         };
-        if elem == Ty::Elem {
+        if kind.converts(elem) {
             self.widen(raw)
         } else {
             raw
@@ -88,7 +88,11 @@ impl NativeCx {
         match kind {
             Buf::Shared => quote!(#buf.set(#index, #v);),
             _ => {
-                let v = if elem == Ty::Elem { self.narrow(v) } else { v };
+                let v = if kind.converts(elem) {
+                    self.narrow(v)
+                } else {
+                    v
+                };
                 quote!(#buf.store(#index, #v);)
             }
         }
@@ -144,7 +148,9 @@ impl NativeCx {
             } => {
                 let (i, v) = (self.expr(index), self.expr(value));
                 let add = match (kind, ty) {
-                    (Buf::Shared, _) => quote!(|__rtx_o| __rtx_o + __rtx_v),
+                    (Buf::Shared | Buf::AccOut | Buf::AccIn, _) => {
+                        quote!(|__rtx_o| __rtx_o + __rtx_v)
+                    }
                     (_, Ty::Elem) => {
                         let w = self.widen(quote!(__rtx_o));
                         let n = self.narrow(quote!(#w + __rtx_v));

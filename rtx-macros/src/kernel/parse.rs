@@ -155,6 +155,13 @@ impl Parser {
             if r.lifetime.is_some() {
                 return Err(Error::new(ty.span(), "kernel buffers take no lifetime"));
             }
+            if self.is_acc_path(&s.elem) {
+                return Ok(ParamTy::Slice {
+                    elem: Ty::Elem,
+                    mutable: r.mutability.is_some(),
+                    acc: true,
+                });
+            }
             let elem = self.scalar_ty(&s.elem)?;
             if elem == Ty::Bool {
                 return Err(Error::new(
@@ -165,17 +172,34 @@ impl Parser {
             return Ok(ParamTy::Slice {
                 elem,
                 mutable: r.mutability.is_some(),
+                acc: false,
             });
         }
         Ok(ParamTy::Scalar(self.scalar_ty(ty)?))
+    }
+
+    /// Whether `ty` is `T::Acc`, the compute type of the element type parameter (a buffer of
+    /// it holds values that need no widening: row statistics of f16 data kept in f32).
+    fn is_acc_path(&self, ty: &syn::Type) -> bool {
+        matches!(ty, syn::Type::Path(p) if p.qself.is_none()
+            && p.path.segments.len() == 2
+            && p.path.segments[0].ident == self.generic
+            && p.path.segments[1].ident == "Acc"
+            && p.path.segments.iter().all(|s| s.arguments.is_none()))
     }
 
     /// Declares a parameter.
     pub fn declare_param(&mut self, p: &Param) -> Result<()> {
         match p.ty {
             ParamTy::Scalar(ty) => self.declare_scalar(&p.name, ty, false),
-            ParamTy::Slice { elem, mutable } => {
-                self.declare_buf(&p.name, if mutable { Buf::Out } else { Buf::In }, elem)
+            ParamTy::Slice { elem, mutable, acc } => {
+                let kind = match (mutable, acc) {
+                    (false, false) => Buf::In,
+                    (true, false) => Buf::Out,
+                    (false, true) => Buf::AccIn,
+                    (true, true) => Buf::AccOut,
+                };
+                self.declare_buf(&p.name, kind, elem)
             }
         }
     }
@@ -555,7 +579,7 @@ impl Parser {
             }
             syn::Expr::Index(ix) => {
                 let (buf, kind, elem) = self.buffer(&ix.expr)?;
-                if kind == Buf::In {
+                if matches!(kind, Buf::In | Buf::AccIn) {
                     return Err(Error::new(
                         ix.expr.span(),
                         format!(

@@ -28,10 +28,12 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
         ParamTy::Slice {
             elem,
             mutable: true,
+            acc,
         } => {
             let n = &p.name;
             let s = n.to_string();
             let ctor = match elem {
+                _ if acc => quote!(new_acc),
                 Ty::Usize => quote!(new_usize),
                 Ty::U32 => quote!(new_u32),
                 _ => quote!(new),
@@ -53,7 +55,10 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
         .iter()
         .map(|p| {
             let ty = match p.ty {
-                ParamTy::Slice { elem, mutable } => PTy::Ptr(elem, mutable),
+                ParamTy::Slice {
+                    mutable, acc: true, ..
+                } => PTy::AccPtr(mutable),
+                ParamTy::Slice { elem, mutable, .. } => PTy::Ptr(elem, mutable),
                 ParamTy::Scalar(t) => PTy::Value(t),
             };
             (p.name.to_string(), ty)
@@ -104,8 +109,14 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
     for p in &k.params {
         let c = w.declare(&p.name.to_string());
         sig.push(match p.ty {
-            ParamTy::Slice { elem, mutable } => {
-                let e = if elem == Ty::Elem { "S" } else { cty(elem) };
+            ParamTy::Slice { elem, mutable, acc } => {
+                let e = if acc {
+                    "A"
+                } else if elem == Ty::Elem {
+                    "S"
+                } else {
+                    cty(elem)
+                };
                 if mutable {
                     format!("{e}* {c}")
                 } else {
@@ -141,7 +152,9 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
         let concrete: Vec<String> = sig
             .iter()
             .map(|p| {
-                let p = p.replacen("S* ", &format!("{s}* "), 1);
+                let p =
+                    p.replacen("S* ", &format!("{s}* "), 1)
+                        .replacen("A* ", &format!("{a}* "), 1);
                 match p.strip_prefix("A ") {
                     Some(rest) => format!("{a} {rest}"),
                     None => p,

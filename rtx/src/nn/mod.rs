@@ -8,6 +8,7 @@ mod conv1d;
 mod conv2d;
 mod dropout;
 mod embedding;
+mod fused_norm;
 pub mod init;
 mod layer_norm;
 mod linear;

@@ -1,0 +1,167 @@
+//! Fused layer norm and RMS norm over the last axis on the CPU: the same formula and order of
+//! operations as the GPU's row kernels (`rtx-kernels/src/kernels/norm.rs`), so the fused path
+//! can be run and tested on any device. (`rtx` composes the norms from primitive ops on the
+//! CPU; this is the fused path's reference and its CPU form.)
+//!
+//! Invariant: each row is computed in `E::Acc` in index order and rounded to `E` once; the
+//! weight and bias gradients sum rows in order, one column per task, so results never depend
+//! on the thread count. Row statistics are kept as `f64` (both compute types widen to it
+//! exactly) so they need no type of their own.
+
+use super::CHUNK;
+use rayon::prelude::*;
+use rtx_kernels::{Float, FloatMath};
+
+/// The statistics of each row: mean (0 for RMS norm) and `1 / sqrt(var + eps)`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RowStats {
+    /// Per row, the mean subtracted (0 when not centered).
+    pub mean: Vec<f64>,
+    /// Per row, the reciprocal standard deviation (or root mean square).
+    pub rstd: Vec<f64>,
+}
+
+/// Normalizes each `cols`-long row of dense `x`: `(x - mean) * rstd * weight + bias` with the
+/// biased variance when `centered` (layer norm), else `x * rstd * weight` with
+/// `rstd = 1 / sqrt(mean(x²) + eps)` (RMS norm). `weight` and `bias` are dense `[cols]`.
+pub fn norm_rows<E: Float>(
+    x: &[E],
+    weight: Option<&[E]>,
+    bias: Option<&[E]>,
+    cols: usize,
+    eps: f64,
+    centered: bool,
+) -> (Vec<E>, RowStats) {
+    let rows = x.len().checked_div(cols).unwrap_or(0);
+    let mut y = vec![E::ZERO; x.len()];
+    let mut mean = vec![0.0; rows];
+    let mut rstd = vec![0.0; rows];
+    if rows == 0 {
+        return (y, RowStats { mean, rstd });
+    }
+    let per_task = (CHUNK / cols).max(1);
+    y.par_chunks_mut(per_task * cols)
+        .zip(mean.par_chunks_mut(per_task))
+        .zip(rstd.par_chunks_mut(per_task))
+        .enumerate()
+        .for_each(|(task, ((y, mean), rstd))| {
+            let c = <E::Acc as FloatMath>::c;
+            let n = c(cols as f64);
+            for (i, y) in y.chunks_mut(cols).enumerate() {
+                let row = &x[(task * per_task + i) * cols..][..cols];
+                let mu = if centered {
+                    row.iter().fold(c(0.0), |s, v| s + v.to_acc()) / n
+                } else {
+                    c(0.0)
+                };
+                let q = row.iter().fold(c(0.0), |s, v| {
+                    let d = v.to_acc() - mu;
+                    s + d * d
+                });
+                let r = c(1.0) / (q / n + c(eps)).sqrt();
+                for (j, (out, v)) in y.iter_mut().zip(row).enumerate() {
+                    let mut t = (v.to_acc() - mu) * r;
+                    if let Some(w) = weight {
+                        t = t * w[j].to_acc();
+                    }
+                    if let Some(b) = bias {
+                        t = t + b[j].to_acc();
+                    }
+                    *out = E::from_acc(t);
+                }
+                mean[i] = mu.to_f64();
+                rstd[i] = r.to_f64();
+            }
+        });
+    (y, RowStats { mean, rstd })
+}
+
+/// The gradients of [`norm_rows`] from the output gradient `dy` (dense, like `x`): the input
+/// gradient, and the weight and bias gradients (`[cols]`) when asked for.
+#[allow(clippy::type_complexity)]
+pub fn norm_rows_backward<E: Float>(
+    dy: &[E],
+    x: &[E],
+    weight: Option<&[E]>,
+    stats: &RowStats,
+    cols: usize,
+    centered: bool,
+    (want_weight, want_bias): (bool, bool),
+) -> (Vec<E>, Option<Vec<E>>, Option<Vec<E>>) {
+    let c = <E::Acc as FloatMath>::c;
+    let mut dx = vec![E::ZERO; x.len()];
+    let rows = stats.rstd.len();
+    if rows > 0 && cols > 0 {
+        let per_task = (CHUNK / cols).max(1);
+        dx.par_chunks_mut(per_task * cols)
+            .enumerate()
+            .for_each(|(task, dx)| {
+                let c = <E::Acc as FloatMath>::c;
+                let n = c(cols as f64);
+                for (i, dx) in dx.chunks_mut(cols).enumerate() {
+                    let r0 = task * per_task + i;
+                    let (mu, r) = (c(stats.mean[r0]), c(stats.rstd[r0]));
+                    let (xs, gs) = (&x[r0 * cols..][..cols], &dy[r0 * cols..][..cols]);
+                    let g = |j: usize| match weight {
+                        Some(w) => gs[j].to_acc() * w[j].to_acc(),
+                        None => gs[j].to_acc(),
+                    };
+                    let (mut sg, mut sgx) = (c(0.0), c(0.0));
+                    for (j, xj) in xs.iter().enumerate() {
+                        let xhat = (xj.to_acc() - mu) * r;
+                        sg = sg + g(j);
+                        sgx = sgx + g(j) * xhat;
+                    }
+                    let mean_g = if centered { sg / n } else { c(0.0) };
+                    let mean_gx = sgx / n;
+                    for (j, out) in dx.iter_mut().enumerate() {
+                        let xhat = (xs[j].to_acc() - mu) * r;
+                        *out = E::from_acc(r * (g(j) - mean_g - xhat * mean_gx));
+                    }
+                }
+            });
+    }
+    let column = |j: usize| {
+        let (mut sw, mut sb) = (c(0.0), c(0.0));
+        for r in 0..rows {
+            let g = dy[r * cols + j].to_acc();
+            let xhat = (x[r * cols + j].to_acc() - c(stats.mean[r])) * c(stats.rstd[r]);
+            sw = sw + g * xhat;
+            sb = sb + g;
+        }
+        (E::from_acc(sw), E::from_acc(sb))
+    };
+    let sums: Vec<(E, E)> = if want_weight || want_bias {
+        (0..cols).into_par_iter().map(column).collect()
+    } else {
+        Vec::new()
+    };
+    let dw = want_weight.then(|| sums.iter().map(|s| s.0).collect());
+    let db = want_bias.then(|| sums.iter().map(|s| s.1).collect());
+    (dx, dw, db)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layer_norm_of_a_row_and_its_gradient() {
+        let x = [1.0f64, 3.0, 2.0, 2.0];
+        let (y, stats) = norm_rows(&x, None, Some(&[0.5, 0.5]), 2, 0.0, true);
+        // Row [2, 2] has no spread: rstd is infinite and 0 * inf is NaN, as in PyTorch.
+        assert_eq!(&y[..2], &[-0.5, 1.5]);
+        assert_eq!((stats.mean[0], stats.rstd[0]), (2.0, 1.0));
+        let stats = RowStats {
+            mean: vec![2.0],
+            rstd: vec![1.0],
+        };
+        let (dx, dw, db) =
+            norm_rows_backward(&[1.0, 1.0], &x[..2], None, &stats, 2, true, (true, true));
+        assert_eq!(dx, vec![0.0, 0.0]);
+        assert_eq!(
+            (dw.unwrap(), db.unwrap()),
+            (vec![-1.0, 1.0], vec![1.0, 1.0])
+        );
+    }
+}

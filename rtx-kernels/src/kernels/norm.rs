@@ -1,0 +1,304 @@
+//! Layer norm and RMS norm as fused row kernels: the forward (output plus the row statistics
+//! a backward needs) and the backward (input gradient per row; weight and bias gradients
+//! reduced over rows in two deterministic steps).
+//!
+//! One kernel serves both norms: with `centered` set it is layer norm,
+//! `(x - mean) * rstd * weight + bias` with `rstd = 1 / sqrt(var + eps)` and the biased
+//! variance; without, the mean is taken as 0 and it is RMS norm, `x * rstd * weight` with
+//! `rstd = 1 / sqrt(mean(x²) + eps)`.
+//!
+//! Invariant: everything is computed in the compute type (f32 for f16 and bf16) and rounded to
+//! `T` once, on store; the row statistics stay in the compute type (`&mut [T::Acc]`), so a
+//! backward over f16 data never sees them rounded. The forward follows the composition's order
+//! of operations (two passes for the variance, then `((x - mean) * rstd) * weight + bias`),
+//! and every sum runs in an order fixed by the sizes and the block size alone.
+
+use crate::Float;
+use rtx_macros::kernel;
+
+/// Normalizes each row of a dense `[rows, cols]` matrix: launch one block per row, with a
+/// block size that is a multiple of 32 (at most 1024). Writes `y` and, per row, `mean`
+/// (0 when not `centered`) and `rstd`. `weight` and `bias` (`[cols]`) are read only when
+/// `has_weight` / `has_bias` are not 0.
+///
+/// ```
+/// use rtx_kernels::{kernels::norm_rows, kernel::LaunchConfig};
+/// let (mut y, mut mean, mut rstd) = (vec![0.0f64; 2], vec![0.0f64; 1], vec![0.0f64; 1]);
+/// let launch = LaunchConfig::new(1, 32);
+/// norm_rows(launch, &[1.0, 3.0], &[], &[], &mut y, &mut mean, &mut rstd, 2, 0.0, 1, 0, 0)
+///     .unwrap();
+/// assert_eq!((y, mean[0], rstd[0]), (vec![-1.0, 1.0], 2.0, 1.0));
+/// ```
+#[kernel(crate = crate)]
+pub fn norm_rows<T: Float>(
+    x: &[T],
+    weight: &[T],
+    bias: &[T],
+    y: &mut [T],
+    mean: &mut [T::Acc],
+    rstd: &mut [T::Acc],
+    cols: usize,
+    eps: T,
+    centered: u32,
+    has_weight: u32,
+    has_bias: u32,
+) {
+    #[shared]
+    let red: [T; 32];
+    let tid = thread_idx_x();
+    let lane = lane_id();
+    let warp = tid / 32;
+    let warps = (block_dim_x() + 31) / 32;
+    let row = block_idx_x();
+    let base = row * cols;
+
+    let bd = block_dim_x();
+
+    // The branch is the same for the whole block, so its barriers are reached by all.
+    let mut mu = 0.0;
+    if centered != 0 {
+        // Four independent loads per step keep enough reads in flight to stream the row
+        // from memory; the order of the sum is still fixed by the block size.
+        let mut s = 0.0;
+        let mut c = tid;
+        while c + 3 * bd < cols {
+            let a = x[base + c];
+            let b = x[base + c + bd];
+            let e = x[base + c + 2 * bd];
+            let f = x[base + c + 3 * bd];
+            s += (a + b) + (e + f);
+            c += 4 * bd;
+        }
+        while c < cols {
+            s += x[base + c];
+            c += bd;
+        }
+        let mut m: u32 = 16;
+        while m > 0 {
+            s += warp_shuffle_xor(s, m);
+            m /= 2;
+        }
+        if lane == 0 {
+            red[warp] = s;
+        }
+        sync_threads();
+        let mut total = 0.0;
+        for w in 0..warps {
+            total += red[w];
+        }
+        mu = total / (cols as T);
+        sync_threads();
+    }
+
+    let mut q = 0.0;
+    let mut c = tid;
+    while c + 3 * bd < cols {
+        let a = x[base + c] - mu;
+        let b = x[base + c + bd] - mu;
+        let e = x[base + c + 2 * bd] - mu;
+        let f = x[base + c + 3 * bd] - mu;
+        q += (a * a + b * b) + (e * e + f * f);
+        c += 4 * bd;
+    }
+    while c < cols {
+        let d = x[base + c] - mu;
+        q += d * d;
+        c += bd;
+    }
+    let mut m2: u32 = 16;
+    while m2 > 0 {
+        q += warp_shuffle_xor(q, m2);
+        m2 /= 2;
+    }
+    if lane == 0 {
+        red[warp] = q;
+    }
+    sync_threads();
+    let mut sq = 0.0;
+    for w in 0..warps {
+        sq += red[w];
+    }
+    let r = 1.0 / (sq / (cols as T) + eps).sqrt();
+
+    for c in (tid..cols).step_by(bd) {
+        let mut v = (x[base + c] - mu) * r;
+        if has_weight != 0 {
+            v = v * weight[c];
+        }
+        if has_bias != 0 {
+            v = v + bias[c];
+        }
+        y[base + c] = v;
+    }
+    if tid == 0 {
+        mean[row] = mu;
+        rstd[row] = r;
+    }
+}
+
+/// The input gradient of [`norm_rows`](norm_rows()) for each row of a dense `[rows, cols]`
+/// matrix, from the output gradient `dy`, the input `x`, the weight and the saved `mean`
+/// (read only when `centered`) and `rstd`: with `g = dy * weight` and `xhat = (x - mean) *
+/// rstd`, `dx = rstd * (g - mean(g) - xhat * mean(g * xhat))` (without the `mean(g)` term for
+/// RMS norm). One block per row, a block size that is a multiple of 32 (at most 1024).
+///
+/// ```
+/// use rtx_kernels::{kernels::norm_backward_rows, kernel::LaunchConfig};
+/// // A constant output gradient moves nothing through a centered norm.
+/// let mut dx = vec![1.0f64; 2];
+/// let launch = LaunchConfig::new(1, 32);
+/// norm_backward_rows(launch, &[1.0, 1.0], &[1.0, 3.0], &[], &[2.0], &[1.0], &mut dx, 2, 1, 0)
+///     .unwrap();
+/// assert_eq!(dx, vec![0.0, 0.0]);
+/// ```
+#[kernel(crate = crate)]
+pub fn norm_backward_rows<T: Float>(
+    dy: &[T],
+    x: &[T],
+    weight: &[T],
+    mean: &[T::Acc],
+    rstd: &[T::Acc],
+    dx: &mut [T],
+    cols: usize,
+    centered: u32,
+    has_weight: u32,
+) {
+    #[shared]
+    let red_g: [T; 32];
+    #[shared]
+    let red_gx: [T; 32];
+    let tid = thread_idx_x();
+    let lane = lane_id();
+    let warp = tid / 32;
+    let warps = (block_dim_x() + 31) / 32;
+    let row = block_idx_x();
+    let base = row * cols;
+    let mu = if centered != 0 { mean[row] } else { 0.0 };
+    let r = rstd[row];
+
+    let mut sg = 0.0;
+    let mut sgx = 0.0;
+    for c in (tid..cols).step_by(block_dim_x()) {
+        let xhat = (x[base + c] - mu) * r;
+        let mut g = dy[base + c];
+        if has_weight != 0 {
+            g = g * weight[c];
+        }
+        sg += g;
+        sgx += g * xhat;
+    }
+    let mut m: u32 = 16;
+    while m > 0 {
+        sg += warp_shuffle_xor(sg, m);
+        sgx += warp_shuffle_xor(sgx, m);
+        m /= 2;
+    }
+    if lane == 0 {
+        red_g[warp] = sg;
+        red_gx[warp] = sgx;
+    }
+    sync_threads();
+    let mut tg = 0.0;
+    let mut tgx = 0.0;
+    for w in 0..warps {
+        tg += red_g[w];
+        tgx += red_gx[w];
+    }
+    let n = cols as T;
+    let mean_g = if centered != 0 { tg / n } else { 0.0 };
+    let mean_gx = tgx / n;
+    for c in (tid..cols).step_by(block_dim_x()) {
+        let xhat = (x[base + c] - mu) * r;
+        let mut g = dy[base + c];
+        if has_weight != 0 {
+            g = g * weight[c];
+        }
+        dx[base + c] = r * (g - mean_g - xhat * mean_gx);
+    }
+}
+
+/// First step of the weight and bias gradients of [`norm_rows`](norm_rows()): column `c` of
+/// chunk `k` (rows `k * rows_per_chunk ..`) gets `dw[k, c] = Σ dy * xhat` and
+/// `db[k, c] = Σ dy`, summed in row order in the compute type. Launch a grid of
+/// `(ceil(cols / block), chunks)` blocks; [`norm_param_finish`](norm_param_finish()) adds the
+/// chunks.
+///
+/// ```
+/// use rtx_kernels::{kernels::norm_param_partials, kernel::LaunchConfig};
+/// let (mut dw, mut db) = (vec![0.0f32; 2], vec![0.0f32; 2]);
+/// // Rows [1, 3] and [2, 2] (mean 2, 2; rstd 1, 1), output gradient all ones, one chunk.
+/// let x = [1.0f32, 3.0, 2.0, 2.0];
+/// let launch = LaunchConfig::new((1, 1), 32);
+/// norm_param_partials(launch, &[1.0; 4], &x, &[2.0, 2.0], &[1.0, 1.0], &mut dw, &mut db, 2, 2, 2, 1)
+///     .unwrap();
+/// assert_eq!((dw, db), (vec![-1.0, 1.0], vec![2.0, 2.0]));
+/// ```
+#[kernel(crate = crate)]
+pub fn norm_param_partials<T: Float>(
+    dy: &[T],
+    x: &[T],
+    mean: &[T::Acc],
+    rstd: &[T::Acc],
+    dw: &mut [T::Acc],
+    db: &mut [T::Acc],
+    rows: usize,
+    cols: usize,
+    rows_per_chunk: usize,
+    centered: u32,
+) {
+    let c = block_idx_x() * block_dim_x() + thread_idx_x();
+    if c >= cols {
+        return;
+    }
+    let chunk = block_idx_y();
+    let start = chunk * rows_per_chunk;
+    let end = (start + rows_per_chunk).min(rows);
+    let mut sw = 0.0;
+    let mut sb = 0.0;
+    for r in start..end {
+        let mu = if centered != 0 { mean[r] } else { 0.0 };
+        let g = dy[r * cols + c];
+        sw += g * ((x[r * cols + c] - mu) * rstd[r]);
+        sb += g;
+    }
+    dw[chunk * cols + c] = sw;
+    db[chunk * cols + c] = sb;
+}
+
+/// Second step of the weight and bias gradients: `dw[c] = Σ_k dw_part[k, c]` over `chunks`
+/// partial rows in order (and `db` alike when `has_bias` is not 0), rounded to `T` once. Any
+/// grid works.
+///
+/// ```
+/// use rtx_kernels::{kernels::norm_param_finish, kernel::LaunchConfig};
+/// let (mut dw, mut db) = (vec![0.0f32; 2], vec![0.0f32; 2]);
+/// let launch = LaunchConfig::new(1, 32);
+/// norm_param_finish(launch, &[1.0, 2.0, 3.0, 4.0], &[1.0; 4], &mut dw, &mut db, 2, 2, 1).unwrap();
+/// assert_eq!((dw, db), (vec![4.0, 6.0], vec![2.0, 2.0]));
+/// ```
+#[kernel(crate = crate)]
+pub fn norm_param_finish<T: Float>(
+    dw_part: &[T::Acc],
+    db_part: &[T::Acc],
+    dw: &mut [T],
+    db: &mut [T],
+    chunks: usize,
+    cols: usize,
+    has_bias: u32,
+) {
+    let step = block_dim_x() * grid_dim_x();
+    let mut c = block_idx_x() * block_dim_x() + thread_idx_x();
+    while c < cols {
+        let mut sw = 0.0;
+        let mut sb = 0.0;
+        for k in 0..chunks {
+            sw += dw_part[k * cols + c];
+            sb += db_part[k * cols + c];
+        }
+        dw[c] = sw;
+        if has_bias != 0 {
+            db[c] = sb;
+        }
+        c += step;
+    }
+}
