@@ -112,3 +112,4 @@ mod elementwise;
 mod index;
 mod perf;
 mod reduce;
+mod user_kernels;
