@@ -259,7 +259,12 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
     for k in ALL {
         let variants: &[Variant] = match k.kind {
             KernelKind::Elementwise { .. } => &[Variant::Contiguous, Variant::Strided],
-            KernelKind::Reduce => &[Variant::Reduce],
+            KernelKind::Reduce => &[
+                Variant::Reduce,
+                Variant::ReduceColumns,
+                Variant::ReducePartial,
+                Variant::ReduceFinal,
+            ],
             KernelKind::Simt { .. } => &[Variant::Simt],
         };
         // A kernel with an output type parameter has an entry per (input, output) pair.

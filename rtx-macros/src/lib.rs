@@ -104,7 +104,11 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// Result<(Vec<T>, Vec<usize>), LaunchError>`. CUDA entries `mean_{f32,..}(x, out, outer,
 /// axis, inner)`: one block per output (grid-stride over outputs; block size a multiple of
 /// 32, at most 1024), each thread striding the axis, then warp shuffles and shared memory,
-/// in a fixed order for a given block size. The native version folds in index order.
+/// in a fixed order for a given block size. Three more entries make wide reductions
+/// memory-bound: `mean_cols_*` (same arguments; a warp's threads on neighbouring elements of
+/// `inner`, so a middle axis reads coalesced), and `mean_partial_*(x, partial, n, chunk)`
+/// then `mean_final_*(partial, out, parts, n)` (long rows in two stages, the partial results
+/// in the compute type). The native version folds in index order.
 ///
 /// **SIMT**, `#[kernel]`: buffers `&[T]` / `&mut [T]` (also of `usize`, `i32`, `u32`,
 /// `i64`, and of the compute type `T::Acc`, read and written without conversion: f32 for
@@ -129,6 +133,15 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// `axpy_{f32,..}(a, x, y, n)`; a `T` scalar is passed in the compute type. Shuffles assume
 /// full warps (a block size that is a multiple of 32), as `__shfl_*_sync(0xffffffff, ..)`
 /// does.
+///
+/// # Applying a kernel to tensors
+///
+/// Each kernel's module also holds a unit struct `Op`, its marker type, implementing
+/// `rtx::kernel::Elementwise<N>` (for elementwise kernels whose `N` inputs and result are
+/// `T`), `rtx::kernel::Reduce` or `rtx::kernel::Simt`. `rtx::kernel` applies it to tensors on
+/// any device: `x.map(leaky_relu::Op, &[0.1])`, `rtx::kernel::map2(huber::Op, &x, &y,
+/// &[1.0])`, `x.reduce_with::<1>(mean::Op)`, `rtx::kernel::launch(axpy::Op, config, args)`.
+/// The CPU runs the native code, a GPU the CUDA entry for the tensor's element type.
 ///
 /// # The subset
 ///

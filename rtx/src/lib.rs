@@ -18,6 +18,7 @@ pub mod autograd;
 pub mod data;
 mod error;
 pub mod io;
+pub mod kernel;
 pub mod nn;
 pub mod optim;
 pub mod shape;

@@ -116,3 +116,4 @@ mod norm;
 mod optim;
 mod perf;
 mod reduce;
+mod user_kernels;

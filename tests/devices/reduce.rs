@@ -61,3 +61,37 @@ fn softmax_case<E: Float>() {
 fn softmax_and_log_softmax_match_the_cpu() {
     every_float!(softmax_case);
 }
+
+fn long_reduce_case<E: Float>() {
+    // Long rows take the two-stage path (partial results per chunk, then one block per row),
+    // rows of an odd length start unaligned; a middle axis with a wide inner dim takes the
+    // coalesced path. Values near one keep f16 sums of 50 000 in range.
+    let rows = values::<E>(3 * 50_001, 11, 0.9, 1.1);
+    let flat = values::<E>(40_000, 12, 0.9, 1.1);
+    let cube = values::<E>(5 * 70 * 40, 13, -1.0, 1.0);
+    on_every_device::<E>("long reductions", |dev| {
+        let r = Tensor::from_vec(rows.clone(), (3usize, 50_001usize), dev);
+        let f = Tensor::from_vec(flat.clone(), (40_000usize,), dev);
+        let c = Tensor::from_vec(cube.clone(), (5usize, 70usize, 40usize), dev);
+        vec![
+            ("sum of long rows".into(), f64s(&r.sum::<1>())),
+            ("mean of long rows".into(), f64s(&r.mean::<1>())),
+            ("max of long rows".into(), f64s(&r.max::<1>())),
+            ("sum_all".into(), f64s(&f.sum_all())),
+            ("mean_all".into(), f64s(&f.mean_all())),
+            ("min_all".into(), f64s(&f.min_all())),
+            (
+                "sum_all of a transposed view".into(),
+                f64s(&r.t().sum_all()),
+            ),
+            ("sum over a middle axis".into(), f64s(&c.sum::<1>())),
+            ("max over a middle axis".into(), f64s(&c.max::<1>())),
+            ("mean over the first axis".into(), f64s(&c.mean::<0>())),
+        ]
+    });
+}
+
+#[test]
+fn long_and_strided_reductions_match_the_cpu() {
+    every_float!(long_reduce_case);
+}

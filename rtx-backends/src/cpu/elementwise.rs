@@ -190,6 +190,45 @@ pub fn zip3_map<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, U: Send>(
     })
 }
 
+/// `f` applied to any number of strided inputs of the same logical sizes (a user's
+/// `#[kernel]` applied through `rtx::kernel`): `f` gets one element of each input, in order.
+/// `inputs` must not be empty.
+pub fn zip_n_map<A: Copy + Sync, U: Send>(
+    inputs: &[(&[A], &Layout)],
+    f: impl Fn(&[A]) -> U + Sync,
+) -> Vec<U> {
+    let n = inputs.first().map_or(0, |(_, l)| l.numel());
+    debug_assert!(inputs.iter().all(|(_, l)| l.numel() == n));
+    let dense: Option<Vec<&[A]>> = inputs
+        .iter()
+        .map(|(s, l)| l.contiguous_range().map(|r| &s[r]))
+        .collect();
+    if let Some(dense) = dense {
+        return build(n, |start, out| {
+            let mut xs: Vec<A> = Vec::with_capacity(dense.len());
+            for (i, o) in out.iter_mut().enumerate() {
+                xs.clear();
+                xs.extend(dense.iter().map(|s| s[start + i]));
+                o.write(f(&xs));
+            }
+        });
+    }
+    build(n, |start, out| {
+        let mut offsets: Vec<_> = inputs.iter().map(|(_, l)| l.offsets_from(start)).collect();
+        let mut xs: Vec<A> = Vec::with_capacity(inputs.len());
+        for o in out.iter_mut() {
+            xs.clear();
+            for ((s, _), offs) in inputs.iter().zip(offsets.iter_mut()) {
+                // Every input has `n` logical elements, so no iterator ends before `out` does.
+                if let Some(at) = offs.next() {
+                    xs.push(s[at]);
+                }
+            }
+            o.write(f(&xs));
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +243,24 @@ mod tests {
         let got = map(&data, &t, |x| x);
         let want: Vec<f32> = t.offsets_from(0).map(|o| o as f32).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn zip_n_matches_zip3_on_strided_and_broadcast_inputs() {
+        let a: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        let b = [10.0f32, 20.0, 30.0];
+        let la = Layout::contiguous(&[4, 3]).transpose(0, 1).transpose(0, 1);
+        let lt = Layout::contiguous(&[3, 4]).transpose(0, 1);
+        let lb = Layout::contiguous(&[3]).broadcast_to(&[4, 3]).unwrap();
+        let want = zip3_map((&a, &la), (&a, &lt), (&b[..], &lb), |x, y, z| {
+            x * 100.0 + y + z
+        });
+        let got = zip_n_map(&[(&a, &la), (&a, &lt), (&b[..], &lb)], |v| {
+            v[0] * 100.0 + v[1] + v[2]
+        });
+        assert_eq!(got, want);
+        let dense = zip_n_map(&[(&a, &Layout::contiguous(&[12]))], |v| v[0] * 2.0);
+        assert_eq!(dense[11], 22.0);
     }
 
     #[test]

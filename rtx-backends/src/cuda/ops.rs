@@ -11,7 +11,9 @@ use super::launch::{DevicePtr, LaunchConfig};
 use super::storage::CudaStorage;
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::DType;
-use rtx_kernels::kernel::{KernelShape, KernelSource, KernelStrides, ParamType, Variant};
+use rtx_kernels::kernel::{
+    KernelShape, KernelSource, KernelStrides, ParamType, ScalarType, Variant,
+};
 use rtx_kernels::{Element, kernels};
 
 /// One input of an elementwise launch: its buffer, element size and (broadcast) layout.
@@ -42,8 +44,9 @@ const BLOCK: u32 = 256;
 
 /// Applies the elementwise kernel `src` (entry for `dtype`) over `dims`: one launch, into fresh
 /// storage of `O` (the element type, or `bool` for a predicate). `uniforms` are the
-/// `#[uniform]` scalars in declaration order. Contiguous inputs take the vectorized entry;
-/// any view or broadcast takes the strided one.
+/// `#[uniform]` scalars in declaration order (a `T` uniform is passed in the compute type, an
+/// integer one converted to its type). Contiguous inputs take the vectorized entry; any view
+/// or broadcast takes the strided one.
 pub(crate) fn map<O: Element>(
     ordinal: usize,
     src: &'static KernelSource,
@@ -108,7 +111,13 @@ pub(crate) fn map<O: Element>(
                     )
                 })?;
                 next_uniform += 1;
-                Arg::Acc(u)
+                match p.ty {
+                    ParamType::Value(ScalarType::U64) => Arg::U64(u as u64),
+                    ParamType::Value(ScalarType::I64) => Arg::I64(u as i64),
+                    ParamType::Value(ScalarType::U32) => Arg::U32(u as u32),
+                    ParamType::Value(ScalarType::I32) => Arg::I32(u as i32),
+                    _ => Arg::Acc(u),
+                }
             }
         };
         args.push(arg);
@@ -174,8 +183,15 @@ pub(crate) fn dense_view<E: Element>(
     }
 }
 
-/// Reduces `axis` of a view with the reduce kernel `src`: one launch (plus a copy for a
-/// non-contiguous view); the result has the axis removed.
+/// Rows at least this long, when there are few of them, are reduced in two stages.
+const TWO_STAGE_MIN: usize = 1 << 15;
+
+/// Reduces `axis` of a view with the reduce kernel `src` (plus a copy for a non-contiguous
+/// view); the result has the axis removed. The view is seen as `[outer, axis, inner]`: with
+/// an `inner` of 32 or more, the threads of a warp read neighbouring elements of it
+/// (coalesced); a few long rows (`inner` 1) are reduced in two stages, so that many blocks
+/// share each row; otherwise one block reduces each output. Each path combines in a fixed
+/// order for given sizes, so results are the same run to run.
 pub(crate) fn reduce<E: Element>(
     c: &CudaStorage<E>,
     l: &Layout,
@@ -194,6 +210,50 @@ pub(crate) fn reduce<E: Element>(
         return Ok(out);
     }
     let (x, start) = dense_view(c, l)?;
+    let dtype = E::DTYPE;
+    if inner == 1
+        && len >= TWO_STAGE_MIN
+        && rows < 256
+        && let (Some(p), Some(f)) = (
+            src.entry(dtype, Variant::ReducePartial),
+            src.entry(dtype, Variant::ReduceFinal),
+        )
+    {
+        let stages = TwoStage {
+            src,
+            partial: p,
+            last: f,
+            x: x.ptr_at(start),
+            rows,
+            len,
+        };
+        if dtype == DType::F64 {
+            stages.run::<f64, E>(&out)?;
+        } else {
+            stages.run::<f32, E>(&out)?;
+        }
+        return Ok(out);
+    }
+    if inner >= 32
+        && inner.div_ceil(32) <= i32::MAX as usize
+        && let Some(cols) = src.entry(dtype, Variant::ReduceColumns)
+    {
+        let config = LaunchConfig {
+            grid: (inner.div_ceil(32) as u32, outer.min(65535) as u32, 1),
+            block: (32, len.clamp(1, 32) as u32, 1),
+            shared_mem: 0,
+        };
+        let args = [
+            Arg::Ptr(x.ptr_at(start)),
+            Arg::Ptr(out.device_ptr()),
+            Arg::U64(outer as u64),
+            Arg::U64(len as u64),
+            Arg::U64(inner as u64),
+        ];
+        // SAFETY: as below; the columns entry reads and writes the same elements.
+        unsafe { launch_entry(c.ordinal(), src, cols, config, &args)? };
+        return Ok(out);
+    }
     // A block walks one output's axis; a short axis needs fewer threads.
     let block = (len.div_ceil(32) * 32).clamp(32, 256) as u32;
     let config = LaunchConfig {
@@ -212,6 +272,65 @@ pub(crate) fn reduce<E: Element>(
     // outer * inner.
     unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
     Ok(out)
+}
+
+/// A reduction of `rows` dense rows of `len` elements in two launches: partial results of
+/// fixed chunks of each row, in the compute type `A`, then one block per row combining them.
+struct TwoStage {
+    src: &'static KernelSource,
+    partial: &'static rtx_kernels::kernel::KernelEntry,
+    last: &'static rtx_kernels::kernel::KernelEntry,
+    x: DevicePtr,
+    rows: usize,
+    len: usize,
+}
+
+impl TwoStage {
+    /// Threads per block of both stages.
+    const BLOCK: u32 = 256;
+    /// About this many blocks share the first stage (a wave on a large GPU).
+    const BLOCKS: usize = 1024;
+
+    /// Runs both stages into `out` (`rows` elements of `E`).
+    fn run<A: Element, E: Element>(&self, out: &CudaStorage<E>) -> Result<()> {
+        let ordinal = out.ordinal();
+        // The chunk depends on the sizes alone, so the combining order does too; a multiple
+        // of 1024 elements keeps every chunk 16-byte aligned when the row is.
+        let wanted = (Self::BLOCKS / self.rows).max(1);
+        let chunk = self.len.div_ceil(wanted).next_multiple_of(1024);
+        let parts = self.len.div_ceil(chunk);
+        let partial = CudaStorage::<A>::uninit(ordinal, self.rows * parts)?;
+        let first = LaunchConfig {
+            grid: (parts as u32, self.rows as u32, 1),
+            block: (Self::BLOCK, 1, 1),
+            shared_mem: 0,
+        };
+        let args = [
+            Arg::Ptr(self.x),
+            Arg::Ptr(partial.device_ptr()),
+            Arg::U64(self.len as u64),
+            Arg::U64(chunk as u64),
+        ];
+        // SAFETY: `x` holds rows * len dense elements; `partial` holds rows * parts values of
+        // the compute type, one per block of the grid.
+        unsafe { launch_entry(ordinal, self.src, self.partial, first, &args)? };
+        let second = LaunchConfig {
+            grid: (self.rows as u32, 1, 1),
+            block: (Self::BLOCK, 1, 1),
+            shared_mem: 0,
+        };
+        let args = [
+            Arg::Ptr(partial.device_ptr()),
+            Arg::Ptr(out.device_ptr()),
+            Arg::U64(parts as u64),
+            Arg::U64(self.len as u64),
+        ];
+        // SAFETY: `partial` holds rows * parts values, `out` one element per row; the stream
+        // orders this launch after the first, and `partial` goes back to the allocator only
+        // for work queued after both.
+        unsafe { launch_entry(ordinal, self.src, self.last, second, &args)? };
+        Ok(())
+    }
 }
 
 /// Softmax (or log-softmax) along `axis`: one launch of the row kernel when the axis is the

@@ -139,6 +139,12 @@ impl<E: Element> CudaStorage<E> {
         Ok(out)
     }
 
+    /// Whether another handle shares this buffer (a clone of this storage): a kernel may
+    /// write into the buffer in place only when none does.
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.buf) > 1
+    }
+
     /// The number of elements held.
     pub fn len(&self) -> usize {
         self.len

@@ -5,11 +5,14 @@
 mod conv;
 mod elementwise;
 mod index;
+mod kernel;
 mod matmul;
 mod norm;
 mod optim;
 mod random;
 mod reduce;
+
+pub use kernel::{ReduceNative, SimtBuffer, SimtNative, launch_simt, writable_in_place};
 
 use crate::cuda::CudaStorage;
 use crate::{BackendError, Device, Layout, Result};

@@ -17,10 +17,15 @@
 
 #[doc(hidden)]
 pub mod block;
+mod ops;
 #[doc(hidden)]
 pub mod rt;
 
-pub use block::LaunchConfig;
+pub use block::{Dim3, LaunchConfig};
+pub use ops::{
+    Elementwise, Reduce, Simt, SimtArg, elementwise_inputs, elementwise_uniforms, simt_arity,
+    simt_unsupported,
+};
 
 use crate::DType;
 use std::fmt;
@@ -102,6 +107,18 @@ pub enum Variant {
     /// A reduction: one block per output element; the block size must be a multiple of 32 and
     /// at most 1024.
     Reduce,
+    /// A reduction like [`Variant::Reduce`] (same arguments) with the threads of a warp on
+    /// neighbouring elements of the contiguous `inner` dim, so reads along a middle axis are
+    /// coalesced: blocks of 32 x `y` threads (`y` at most 32 splits the axis), a grid of
+    /// `ceil(inner / 32)` x up to `outer` blocks.
+    ReduceColumns,
+    /// Stage 1 of a reduction over long rows (`outer = rows`, `inner = 1`): block `(b, r)`
+    /// combines elements `[b * chunk, (b + 1) * chunk)` of row `r` (rows of `n` elements) into
+    /// partial result `r * gridDim.x + b`, in the compute type; `chunk` a multiple of 16.
+    ReducePartial,
+    /// Stage 2: block `r` combines the `parts` partial results of row `r` and writes output
+    /// `r`, applying the reduction's `finish` with the row length `n`.
+    ReduceFinal,
     /// A general SIMT kernel.
     Simt,
 }

@@ -26,6 +26,19 @@ pub fn powi<A: FloatMath>(x: A, n: i32) -> A {
     if n < 0 { A::c(1.0) / acc } else { acc }
 }
 
+/// Uniform `i` of an elementwise marker's list, rounded to `T` (NaN when the caller gave too
+/// few, which `rtx::kernel` checks beforehand).
+#[inline]
+pub fn uniform_elem<T: Float>(uniforms: &[f64], i: usize) -> T {
+    T::from_f64(uniform_f64(uniforms, i))
+}
+
+/// Uniform `i` of an elementwise marker's list as given (NaN when missing).
+#[inline]
+pub fn uniform_f64(uniforms: &[f64], i: usize) -> f64 {
+    uniforms.get(i).copied().unwrap_or(f64::NAN)
+}
+
 /// Checks that a buffer holds exactly `n` elements.
 pub fn check_len(kernel: &str, what: &str, len: usize, n: usize) -> Result<(), LaunchError> {
     if len != n {

@@ -272,15 +272,152 @@ __device__ __forceinline__ void mean_reduce(const S* x, S* rtx_out, unsigned lon
   }
 }
 
+// The block's `acc`s combined in a fixed order (shuffle tree, then the warps' results);
+// the result is valid in thread 0. `rtx_warp` holds 32 values; the block size is a
+// multiple of 32, at most 1024.
+template <typename A>
+__device__ __forceinline__ A mean_block(A rtx_acc, A* rtx_warp) {
+  const unsigned int rtx_lane = threadIdx.x & 31u;
+  const unsigned int rtx_w = threadIdx.x >> 5;
+  for (unsigned int rtx_off = 16u; rtx_off > 0u; rtx_off >>= 1) {
+    rtx_acc = mean_combine<A>(rtx_acc, rtx_shfl_down(rtx_acc, rtx_off));
+  }
+  if (rtx_lane == 0u) rtx_warp[rtx_w] = rtx_acc;
+  __syncthreads();
+  if (rtx_w == 0u) {
+    rtx_acc = rtx_lane < ((blockDim.x + 31u) >> 5) ? rtx_warp[rtx_lane] : mean_identity<A>();
+    for (unsigned int rtx_off = 16u; rtx_off > 0u; rtx_off >>= 1) {
+      rtx_acc = mean_combine<A>(rtx_acc, rtx_shfl_down(rtx_acc, rtx_off));
+    }
+  }
+  return rtx_acc;
+}
+
+// Along the middle axis with threads along `inner`: blockDim.x is 32 (neighbouring
+// elements of `inner`), blockDim.y (at most 32) splits the axis; grid (ceil(inner / 32),
+// up to `outer` with a grid-stride loop over it).
+template <typename S>
+__device__ __forceinline__ void mean_cols(const S* x, S* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  typedef typename rtx_elem<S>::acc A;
+  __shared__ A rtx_cols[32][33];
+  const unsigned int rtx_tx = threadIdx.x;
+  const unsigned int rtx_ty = threadIdx.y;
+  const unsigned long long rtx_i = (unsigned long long)blockIdx.x * 32ull + rtx_tx;
+  for (unsigned long long rtx_o = blockIdx.y; rtx_o < outer; rtx_o += gridDim.y) {
+    A rtx_acc = mean_identity<A>();
+    if (rtx_i < inner) {
+      const S* rtx_base = x + rtx_o * axis * inner + rtx_i;
+#pragma unroll 4
+      for (unsigned long long rtx_k = rtx_ty; rtx_k < axis; rtx_k += blockDim.y) {
+        rtx_acc = mean_combine<A>(rtx_acc, mean_map<A>(rtx_elem<S>::widen(rtx_base[rtx_k * inner])));
+      }
+    }
+    rtx_cols[rtx_ty][rtx_tx] = rtx_acc;
+    __syncthreads();
+    if (rtx_ty == 0u && rtx_i < inner) {
+      for (unsigned int rtx_j = 1u; rtx_j < blockDim.y; ++rtx_j) {
+        rtx_acc = mean_combine<A>(rtx_acc, rtx_cols[rtx_j][rtx_tx]);
+      }
+      rtx_out[rtx_o * inner + rtx_i] = rtx_elem<S>::narrow(mean_finish<A>(rtx_acc, (A)axis));
+    }
+    // rtx_cols is reused by the next `outer` index.
+    __syncthreads();
+  }
+}
+
+// Stage 1 over rows of `n` elements (row blockIdx.y): block b combines, after `map`,
+// elements [b * chunk, (b + 1) * chunk) of its row into rtx_part[row * gridDim.x + b],
+// in the compute type; 16-byte loads when the chunk is aligned (`chunk` is a multiple of
+// 16 elements).
+template <typename S>
+__device__ __forceinline__ void mean_partial(const S* x, typename rtx_elem<S>::acc* rtx_part, unsigned long long n, unsigned long long chunk) {
+  typedef typename rtx_elem<S>::acc A;
+  __shared__ A rtx_warp[32];
+  const S* rtx_row = x + (unsigned long long)blockIdx.y * n;
+  const unsigned long long rtx_begin = (unsigned long long)blockIdx.x * chunk;
+  const unsigned long long rtx_end = rtx_begin + chunk < n ? rtx_begin + chunk : n;
+  A rtx_acc = mean_identity<A>();
+  unsigned long long rtx_rest = rtx_begin;
+  if (rtx_begin < rtx_end && rtx_aligned16(rtx_row + rtx_begin)) {
+    const unsigned long long rtx_w = 16 / sizeof(S);
+    const unsigned long long rtx_nv = (rtx_end - rtx_begin) / rtx_w;
+#pragma unroll 4
+    for (unsigned long long rtx_v = threadIdx.x; rtx_v < rtx_nv; rtx_v += blockDim.x) {
+      const rtx_vec<S> rtx_x = rtx_load_vec(rtx_row + rtx_begin, rtx_v);
+#pragma unroll
+      for (unsigned int rtx_k = 0; rtx_k < 16 / sizeof(S); ++rtx_k) {
+        rtx_acc = mean_combine<A>(rtx_acc, mean_map<A>(rtx_elem<S>::widen(rtx_x.v[rtx_k])));
+      }
+    }
+    rtx_rest = rtx_begin + rtx_nv * rtx_w;
+  }
+  for (unsigned long long rtx_j = rtx_rest + threadIdx.x; rtx_j < rtx_end; rtx_j += blockDim.x) {
+    rtx_acc = mean_combine<A>(rtx_acc, mean_map<A>(rtx_elem<S>::widen(rtx_row[rtx_j])));
+  }
+  rtx_acc = mean_block<A>(rtx_acc, rtx_warp);
+  if (threadIdx.x == 0u) rtx_part[(unsigned long long)blockIdx.y * gridDim.x + blockIdx.x] = rtx_acc;
+}
+
+// Stage 2: block r combines the `parts` partial results of row r in order, then applies
+// `finish` with the row length `n`.
+template <typename S>
+__device__ __forceinline__ void mean_final(const typename rtx_elem<S>::acc* rtx_part, S* rtx_out, unsigned long long parts, unsigned long long n) {
+  typedef typename rtx_elem<S>::acc A;
+  __shared__ A rtx_warp[32];
+  const A* rtx_row = rtx_part + (unsigned long long)blockIdx.x * parts;
+  A rtx_acc = mean_identity<A>();
+  for (unsigned long long rtx_j = threadIdx.x; rtx_j < parts; rtx_j += blockDim.x) {
+    rtx_acc = mean_combine<A>(rtx_acc, rtx_row[rtx_j]);
+  }
+  rtx_acc = mean_block<A>(rtx_acc, rtx_warp);
+  if (threadIdx.x == 0u) rtx_out[blockIdx.x] = rtx_elem<S>::narrow(mean_finish<A>(rtx_acc, (A)n));
+}
+
 extern "C" __global__ void mean_f32(const float* x, float* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
   mean_reduce<float>(x, rtx_out, outer, axis, inner);
+}
+extern "C" __global__ void mean_cols_f32(const float* x, float* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  mean_cols<float>(x, rtx_out, outer, axis, inner);
+}
+extern "C" __global__ void mean_partial_f32(const float* x, float* rtx_part, unsigned long long n, unsigned long long chunk) {
+  mean_partial<float>(x, rtx_part, n, chunk);
+}
+extern "C" __global__ void mean_final_f32(const float* rtx_part, float* rtx_out, unsigned long long parts, unsigned long long n) {
+  mean_final<float>(rtx_part, rtx_out, parts, n);
 }
 extern "C" __global__ void mean_f64(const double* x, double* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
   mean_reduce<double>(x, rtx_out, outer, axis, inner);
 }
+extern "C" __global__ void mean_cols_f64(const double* x, double* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  mean_cols<double>(x, rtx_out, outer, axis, inner);
+}
+extern "C" __global__ void mean_partial_f64(const double* x, double* rtx_part, unsigned long long n, unsigned long long chunk) {
+  mean_partial<double>(x, rtx_part, n, chunk);
+}
+extern "C" __global__ void mean_final_f64(const double* rtx_part, double* rtx_out, unsigned long long parts, unsigned long long n) {
+  mean_final<double>(rtx_part, rtx_out, parts, n);
+}
 extern "C" __global__ void mean_f16(const rtx_f16* x, rtx_f16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
   mean_reduce<rtx_f16>(x, rtx_out, outer, axis, inner);
 }
+extern "C" __global__ void mean_cols_f16(const rtx_f16* x, rtx_f16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  mean_cols<rtx_f16>(x, rtx_out, outer, axis, inner);
+}
+extern "C" __global__ void mean_partial_f16(const rtx_f16* x, float* rtx_part, unsigned long long n, unsigned long long chunk) {
+  mean_partial<rtx_f16>(x, rtx_part, n, chunk);
+}
+extern "C" __global__ void mean_final_f16(const float* rtx_part, rtx_f16* rtx_out, unsigned long long parts, unsigned long long n) {
+  mean_final<rtx_f16>(rtx_part, rtx_out, parts, n);
+}
 extern "C" __global__ void mean_bf16(const rtx_bf16* x, rtx_bf16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
   mean_reduce<rtx_bf16>(x, rtx_out, outer, axis, inner);
+}
+extern "C" __global__ void mean_cols_bf16(const rtx_bf16* x, rtx_bf16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  mean_cols<rtx_bf16>(x, rtx_out, outer, axis, inner);
+}
+extern "C" __global__ void mean_partial_bf16(const rtx_bf16* x, float* rtx_part, unsigned long long n, unsigned long long chunk) {
+  mean_partial<rtx_bf16>(x, rtx_part, n, chunk);
+}
+extern "C" __global__ void mean_final_bf16(const float* rtx_part, rtx_bf16* rtx_out, unsigned long long parts, unsigned long long n) {
+  mean_final<rtx_bf16>(rtx_part, rtx_out, parts, n);
 }

@@ -14,10 +14,16 @@ use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::{Error, ItemFn, Result};
 
-/// The user's elementwise kernel.
-pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn) -> Result<TokenStream> {
+/// The user's elementwise kernel; `grads` names, per tensor input in order, its derived
+/// derivative kernel (`None` where none was derived).
+pub fn emit(
+    cx: &NativeCx,
+    item: &ItemFn,
+    k: &KernelFn,
+    grads: &[Option<syn::Ident>],
+) -> Result<TokenStream> {
     let attrs = super::kept_attrs(item);
-    emit_kernel(cx, &item.vis, quote!(#(#attrs)*), k, None)
+    emit_kernel(cx, &item.vis, quote!(#(#attrs)*), k, None, grads)
 }
 
 /// A derived `<name>_grad_<input>` kernel.
@@ -32,7 +38,7 @@ pub fn emit_grad(
         "`grad * d {base} / d {wrt}`: the derivative of [`{base}`] with respect to `{wrt}`, \
          derived by `#[kernel]`; takes `{base}`'s arguments and the upstream gradient."
     );
-    emit_kernel(cx, &item.vis, quote!(#[doc = #doc]), g, Some(base))
+    emit_kernel(cx, &item.vis, quote!(#[doc = #doc]), g, Some(base), &[])
 }
 
 fn emit_kernel(
@@ -41,6 +47,7 @@ fn emit_kernel(
     attrs: TokenStream,
     k: &KernelFn,
     grad_of: Option<&syn::Ident>,
+    grads: &[Option<syn::Ident>],
 ) -> Result<TokenStream> {
     check_reserved(&k.params, &["out", "shape"])?;
     for p in &k.params {
@@ -190,6 +197,7 @@ fn emit_kernel(
         "Applies [`{name_s}`]({name_s}()) over a contiguous `out` of `shape`, reading each input at \
          its own offset and strides (a zero stride broadcasts)."
     );
+    let marker = marker(cx, k, grads);
 
     Ok(quote! {
         #attrs
@@ -227,8 +235,106 @@ fn emit_kernel(
                     out[__rtx_i] = super::#name::<#t>(#(#call_args_strided),*);
                 })
             }
+
+            #marker
         }
     })
+}
+
+/// The marker type `Op` implementing `Elementwise<N>`, for kernels whose inputs and result
+/// all have the element type (masks, predicates and casts get none): how `rtx::kernel`
+/// applies the kernel to tensors. Emitted inside the kernel's module.
+fn marker(cx: &NativeCx, k: &KernelFn, grads: &[Option<syn::Ident>]) -> TokenStream {
+    let elem_only = k.ret == Ty::Elem
+        && k.out_generic.is_none()
+        && k.params
+            .iter()
+            .all(|p| p.uniform || p.ty == ParamTy::Scalar(Ty::Elem));
+    if !elem_only {
+        return TokenStream::new();
+    }
+    let kr = &cx.krate;
+    let (name, t) = (&k.name, &k.generic);
+    let n_inputs = k.params.iter().filter(|p| !p.uniform).count();
+    // Uniforms arrive as f64 and are converted once per call, before the element loop.
+    let binds: Vec<TokenStream> = k
+        .params
+        .iter()
+        .filter(|p| p.uniform)
+        .enumerate()
+        .map(|(i, p)| {
+            let n = &p.name;
+            match p.ty {
+                ParamTy::Scalar(Ty::Elem) => {
+                    quote!(let #n: #t = #kr::kernel::rt::uniform_elem::<#t>(__rtx_uniforms, #i);)
+                }
+                ParamTy::Scalar(s) => {
+                    let ty = cx.ty(s);
+                    quote!(let #n: #ty = #kr::kernel::rt::uniform_f64(__rtx_uniforms, #i) as #ty;)
+                }
+                ParamTy::Slice { .. } => TokenStream::new(),
+            }
+        })
+        .collect();
+    let mut next = 0usize;
+    let args: Vec<TokenStream> = k
+        .params
+        .iter()
+        .map(|p| {
+            let n = &p.name;
+            if p.uniform {
+                quote!(#n)
+            } else {
+                let i = next;
+                next += 1;
+                quote!(__rtx_xs[#i])
+            }
+        })
+        .collect();
+    let grad_consts = (0..n_inputs).map(|i| match grads.get(i) {
+        Some(Some(g)) => quote!(::core::option::Option::Some(&super::#g::KERNEL)),
+        _ => quote!(::core::option::Option::None),
+    });
+    let grad_arms = grads.iter().enumerate().filter_map(|(i, g)| {
+        let g = g.as_ref()?;
+        Some(quote!(#i => super::#g::<#t>(#(#args,)* __rtx_xs[#n_inputs]),))
+    });
+    let doc = format!(
+        "`{name}` as a marker type: apply it to tensors with `rtx::kernel::map` (one input), \
+         `map2` or `map3`, on the CPU or a GPU."
+    );
+    quote! {
+        #[doc = #doc]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct Op;
+
+        #[allow(unused_variables, clippy::all)]
+        impl #kr::kernel::Elementwise<#n_inputs> for Op {
+            const KERNEL: &'static #kr::kernel::KernelSource = &KERNEL;
+            const GRADS: [::core::option::Option<&'static #kr::kernel::KernelSource>; #n_inputs] =
+                [#(#grad_consts),*];
+
+            fn scalar<#t: #kr::Float>(
+                __rtx_uniforms: &[f64],
+            ) -> impl Fn(&[#t]) -> #t + Copy + Send + Sync + 'static {
+                #(#binds)*
+                move |__rtx_xs: &[#t]| -> #t { super::#name::<#t>(#(#args),*) }
+            }
+
+            fn scalar_grad<#t: #kr::Float>(
+                __rtx_wrt: usize,
+                __rtx_uniforms: &[f64],
+            ) -> impl Fn(&[#t]) -> #t + Copy + Send + Sync + 'static {
+                #(#binds)*
+                move |__rtx_xs: &[#t]| -> #t {
+                    match __rtx_wrt {
+                        #(#grad_arms)*
+                        _ => <#t as #kr::Float>::NAN,
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The CUDA source and the argument lists of the contiguous and strided entries.

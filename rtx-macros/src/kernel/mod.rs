@@ -99,13 +99,12 @@ fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
             "only elementwise kernels take a second type parameter (the output type)",
         )),
         Kind::Elementwise => {
-            let mut out = elementwise::emit(&cx, &item, &k)?;
+            // Derived first, so the kernel's marker can name its derivative kernels.
+            let mut derived = Vec::new();
             if args.grad != GradOpt::Off {
                 for p in k.params.iter().filter(|p| !p.uniform) {
                     match grad::derive(&k, &p.name) {
-                        Some(g) => {
-                            out.extend(elementwise::emit_grad(&cx, &item, &g, &k.name, &p.name)?)
-                        }
+                        Some(g) => derived.push((p.name.clone(), Some(g))),
                         None if args.grad == GradOpt::Required => {
                             return Err(Error::new(
                                 k.name.span(),
@@ -118,8 +117,18 @@ fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
                                 ),
                             ));
                         }
-                        None => {}
+                        None => derived.push((p.name.clone(), None)),
                     }
+                }
+            }
+            let names: Vec<Option<Ident>> = derived
+                .iter()
+                .map(|(_, g)| g.as_ref().map(|g| g.name.clone()))
+                .collect();
+            let mut out = elementwise::emit(&cx, &item, &k, &names)?;
+            for (wrt, g) in &derived {
+                if let Some(g) = g {
+                    out.extend(elementwise::emit_grad(&cx, &item, g, &k.name, wrt)?);
                 }
             }
             Ok(out)
@@ -368,6 +377,8 @@ enum PTy {
     AccPtr(bool),
     /// The output buffer of a kernel with an output type parameter.
     OutPtr,
+    /// A buffer of the compute type (a reduction's partial results), written when `true`.
+    AccPtr(bool),
     Value(Ty),
     Shape,
     Strides,
@@ -401,6 +412,10 @@ fn params_tokens(k: &TokenStream, params: &[(String, PTy)]) -> TokenStream {
                 let s = scalar_type(k, *t, true);
                 quote!(#k::kernel::ParamType::Value(#s))
             }
+            PTy::AccPtr(mutable) => quote!(#k::kernel::ParamType::Ptr {
+                elem: #k::kernel::ScalarType::Acc,
+                mutable: #mutable,
+            }),
             PTy::OutPtr => quote!(#k::kernel::ParamType::Ptr {
                 elem: #k::kernel::ScalarType::Out,
                 mutable: true,

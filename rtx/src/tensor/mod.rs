@@ -11,6 +11,7 @@ mod display;
 mod elementwise;
 mod index;
 mod join;
+pub(crate) mod kernel;
 mod matmul;
 mod random;
 mod range;

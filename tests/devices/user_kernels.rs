@@ -1,0 +1,214 @@
+//! Users' own `#[kernel]`s through `rtx::kernel` on every device: an elementwise kernel with
+//! uniforms on contiguous, strided and broadcast inputs and its gradients through the derived
+//! kernels, a reduce kernel along each axis, and SIMT kernels (a tiled transpose with shared
+//! memory, an in-place update), each GPU held to the CPU's native run.
+
+use super::*;
+use rtx::kernel::{self, Arg, LaunchConfig};
+
+#[rtx::kernel(elementwise)]
+fn gelu_affine<T: Float>(x: T, #[uniform] a: T, #[uniform] b: T) -> T {
+    let z = a * x + b;
+    let inner = 0.7978845608028654 * (z + 0.044715 * z * z * z);
+    0.5 * z * (1.0 + inner.tanh())
+}
+
+#[rtx::kernel(elementwise)]
+fn mix<T: Float>(x: T, y: T, #[uniform] w: T) -> T {
+    w * x * x + (1.0 - w) * y.exp()
+}
+
+#[rtx::kernel(elementwise)]
+fn pow_loop<T: Float>(x: T, #[uniform] n: usize) -> T {
+    let mut acc = 1.0;
+    for _i in 0..n {
+        acc *= x;
+    }
+    acc
+}
+
+#[rtx::kernel(reduce(identity = 0.0, map = |x| x.abs()))]
+fn l1<T: Float>(acc: T, x: T) -> T {
+    acc + x
+}
+
+/// A 32 x 32 tiled transpose through shared memory; blocks of 32 x 8 threads.
+#[rtx::kernel]
+fn transpose<T: Float>(x: &[T], out: &mut [T], rows: usize, cols: usize) {
+    #[shared]
+    let tile: [T; 1056];
+    let col0 = block_idx_x() * 32;
+    let row0 = block_idx_y() * 32;
+    let tx = thread_idx_x();
+    let ty = thread_idx_y();
+    for k in (0..32).step_by(8) {
+        let r = row0 + ty + k;
+        let c = col0 + tx;
+        if r < rows && c < cols {
+            tile[(ty + k) * 33 + tx] = x[r * cols + c];
+        }
+    }
+    sync_threads();
+    for k in (0..32).step_by(8) {
+        let r = col0 + ty + k;
+        let c = row0 + tx;
+        if r < cols && c < rows {
+            out[r * rows + c] = tile[tx * 33 + ty + k];
+        }
+    }
+}
+
+/// `out[i] = a * x[i] + out[i]` for `i < n`.
+#[rtx::kernel]
+fn axpy_into<T: Float>(a: T, x: &[T], out: &mut [T], n: usize) {
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    if i < n {
+        out[i] = a * x[i] + out[i];
+    }
+}
+
+fn elementwise_case<E: Float>() {
+    on_every_device::<E>("user elementwise kernels", |dev| {
+        let x: Tensor<(usize, usize), E> =
+            Tensor::from_vec(values(37 * 45, 1, -2.0, 2.0), (37, 45), dev);
+        let row: Tensor<(usize,), E> = Tensor::from_vec(values(45, 2, -1.0, 1.0), (45,), dev);
+        let xg = x.clone().requires_grad();
+        let rg = row.clone().requires_grad();
+        let y = kernel::map2(mix::Op, &xg, &rg, &[0.25]).map(gelu_affine::Op, &[1.5, -0.25]);
+        let grads = y.sum_all().backward();
+        let mut out: Outputs = vec![
+            (
+                "contiguous".into(),
+                f64s(&x.map(gelu_affine::Op, &[1.5, -0.25])),
+            ),
+            (
+                "transposed".into(),
+                f64s(&x.t().map(gelu_affine::Op, &[0.5, 0.125])),
+            ),
+            ("broadcast pair".into(), f64s(&y)),
+            ("integer uniform".into(), f64s(&x.map(pow_loop::Op, &[3.0]))),
+        ];
+        // Gradients chain two derived kernels and sum over broadcast rows: in f16 and bf16 a
+        // rounding flipped by the GPU's math is summed 37 times, past the tolerance, so they
+        // are compared in f32 and f64.
+        if matches!(E::DTYPE, DType::F32 | DType::F64) {
+            let dx = grads.get(&xg).map(|t| f64s(&t)).unwrap_or_default();
+            let drow = grads.get(&rg).map(|t| f64s(&t)).unwrap_or_default();
+            assert!(!dx.is_empty() && !drow.is_empty(), "gradients on {dev}");
+            out.push(("d/dx".into(), dx));
+            out.push(("d/drow".into(), drow));
+        }
+        out
+    });
+}
+
+#[test]
+fn user_elementwise_kernels_match_the_cpu() {
+    every_float!(elementwise_case);
+}
+
+fn reduce_case<E: Float>() {
+    on_every_device::<E>("user reduce kernel", |dev| {
+        let x: Tensor<(usize, usize, usize), E> =
+            Tensor::from_vec(values(6 * 70 * 9, 3, -1.0, 1.0), (6, 70, 9), dev);
+        vec![
+            ("axis 0".into(), f64s(&x.reduce_with::<0>(l1::Op))),
+            ("axis 1".into(), f64s(&x.reduce_with::<1>(l1::Op))),
+            ("axis 2".into(), f64s(&x.reduce_with::<2>(l1::Op))),
+            (
+                "permuted view".into(),
+                f64s(&x.permute::<Axes3<2, 0, 1>>().reduce_with::<2>(l1::Op)),
+            ),
+        ]
+    });
+}
+
+#[test]
+fn user_reduce_kernels_match_the_cpu() {
+    every_float!(reduce_case);
+}
+
+fn simt_case<E: Float>() {
+    on_every_device::<E>("user SIMT kernels", |dev| {
+        let (rows, cols) = (70usize, 45usize);
+        let m: Tensor<(usize, usize), E> =
+            Tensor::from_vec(values(rows * cols, 4, -2.0, 2.0), (rows, cols), dev);
+        let mut t: Tensor<(usize, usize), E> = Tensor::zeros((cols, rows), dev);
+        let tiles = ((cols as u32).div_ceil(32), (rows as u32).div_ceil(32));
+        // SAFETY: the kernel checks every index against `rows` and `cols`, the tensors' sizes.
+        unsafe {
+            kernel::launch(
+                transpose::Op,
+                LaunchConfig::new(tiles, (32, 8)),
+                &mut [
+                    Arg::input(&m),
+                    Arg::output(&mut t),
+                    Arg::usize(rows),
+                    Arg::usize(cols),
+                ],
+            )
+        }
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(f64s(&t), f64s(&m.t().contiguous()), "transpose on {dev}");
+        // An in-place update of a tensor another handle shares: the other keeps its values.
+        let n = rows * cols;
+        let mt = m.t(); // a view: made dense before the kernel reads it
+        let mut acc: Tensor<(usize,), E> = Tensor::full((n,), E::from_f64(0.5), dev);
+        let before = acc.clone();
+        // SAFETY: the kernel checks `i < n`, the length of both tensors.
+        unsafe {
+            kernel::launch(
+                axpy_into::Op,
+                LaunchConfig::new(n.div_ceil(128) as u32, 128),
+                &mut [
+                    Arg::elem(E::from_f64(2.0)),
+                    Arg::input(&mt),
+                    Arg::output(&mut acc),
+                    Arg::usize(n),
+                ],
+            )
+        }
+        .unwrap_or_else(|e| panic!("{e}"));
+        vec![
+            ("transpose".into(), f64s(&t)),
+            ("axpy in place".into(), f64s(&acc)),
+            ("the shared handle".into(), f64s(&before)),
+        ]
+    });
+}
+
+#[test]
+fn user_simt_kernels_match_the_cpu() {
+    every_float!(simt_case);
+}
+
+#[test]
+fn user_kernels_are_one_launch_and_name_themselves_in_errors() {
+    let dev = match gpus() {
+        Ok(g) => g[0],
+        Err(why) => {
+            println!("user kernel launches: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    let x: Tensor<(usize,), f32> = Tensor::from_vec(values(4096, 5, -1.0, 1.0), (4096,), dev);
+    let _ = x.map(gelu_affine::Op, &[1.5, -0.25]); // compiles or loads the kernel
+    let before = rtx_backends::launch_count(dev);
+    let y = x.map(gelu_affine::Op, &[1.5, -0.25]);
+    assert_eq!(
+        rtx_backends::launch_count(dev) - before,
+        1,
+        "one launch for a map"
+    );
+    assert_eq!(y.device(), dev);
+    let host: Tensor<(usize,), f32> =
+        Tensor::from_vec(values(4096, 6, -1.0, 1.0), (4096,), Device::Cpu);
+    let msg = kernel::try_map2(mix::Op, &x, &host, &[0.5])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        msg.contains("mix") && msg.contains("different devices"),
+        "{msg}"
+    );
+}
