@@ -377,8 +377,6 @@ enum PTy {
     AccPtr(bool),
     /// The output buffer of a kernel with an output type parameter.
     OutPtr,
-    /// A buffer of the compute type (a reduction's partial results), written when `true`.
-    AccPtr(bool),
     Value(Ty),
     Shape,
     Strides,
@@ -412,10 +410,6 @@ fn params_tokens(k: &TokenStream, params: &[(String, PTy)]) -> TokenStream {
                 let s = scalar_type(k, *t, true);
                 quote!(#k::kernel::ParamType::Value(#s))
             }
-            PTy::AccPtr(mutable) => quote!(#k::kernel::ParamType::Ptr {
-                elem: #k::kernel::ScalarType::Acc,
-                mutable: #mutable,
-            }),
             PTy::OutPtr => quote!(#k::kernel::ParamType::Ptr {
                 elem: #k::kernel::ScalarType::Out,
                 mutable: true,

@@ -120,10 +120,12 @@ fn marker(cx: &NativeCx, k: &KernelFn) -> TokenStream {
             ParamTy::Slice {
                 elem: Ty::Elem,
                 mutable: false,
+                acc: false,
             } => get(quote!(input)),
             ParamTy::Slice {
                 elem: Ty::Elem,
                 mutable: true,
+                acc: false,
             } => get(quote!(output)),
             ParamTy::Scalar(Ty::Elem) => get(quote!(elem)),
             ParamTy::Scalar(Ty::Usize) => get(quote!(usize)),
@@ -132,8 +134,9 @@ fn marker(cx: &NativeCx, k: &KernelFn) -> TokenStream {
             ParamTy::Scalar(Ty::I64) => get(quote!(i64)),
             other => {
                 let (ty, rust) = match other {
-                    ParamTy::Slice { elem, mutable } => {
-                        let e = cx.ty(elem);
+                    // Compute-type buffers (`&[T::Acc]`) are scratch space, not tensors.
+                    ParamTy::Slice { elem, mutable, acc } => {
+                        let e = if acc { cx.acc() } else { cx.ty(elem) };
                         let m = if mutable { "mut " } else { "" };
                         let rust = if mutable {
                             quote!(&mut [#e])
