@@ -19,6 +19,8 @@ fn generated_cuda_matches_snapshots() {
         "mean",
         "softmax_rows",
         "dot",
+        "random_uniform",
+        "scatter_add_lines",
     ] {
         let k = ALL.iter().find(|k| k.name == name).unwrap();
         let path = dir.join(format!("{name}.cu"));

@@ -6,7 +6,9 @@
 //! `storage` (device buffers and copies), `event` (timing), `kernel` and `disk_cache` (NVRTC
 //! compilation for the GPU's architecture, cached on disk), `launch` (the one launch point,
 //! which counts dispatches), `kernels` (entries of `#[kernel]` sources, launched with checked
-//! arguments), `ops` (the storage entry points' GPU side), `blas` and `blas_lt` (cuBLAS and cuBLASLt matrix products).
+//! arguments), `ops` (the storage entry points' GPU side; `ops_index` for indexing, joining
+//! and argmax, `ops_random` for random draws), `blas` and `blas_lt` (cuBLAS and cuBLASLt
+//! matrix products).
 //!
 //! Every entry point returns an error rather than panicking when CUDA is missing.
 
@@ -20,6 +22,8 @@ mod kernel;
 mod kernels;
 mod launch;
 pub(crate) mod ops;
+pub(crate) mod ops_index;
+pub(crate) mod ops_random;
 mod probe;
 mod storage;
 

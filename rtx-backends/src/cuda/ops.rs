@@ -52,6 +52,20 @@ pub(crate) fn map<O: Element>(
     inputs: &[In<'_>],
     uniforms: &[f64],
 ) -> Result<CudaStorage<O>> {
+    let uniforms: Vec<Arg> = uniforms.iter().map(|&u| Arg::Acc(u)).collect();
+    map_with(ordinal, src, dtype, dims, inputs, &uniforms)
+}
+
+/// [`map`] with the `#[uniform]` scalars as launch arguments (`Arg::I64` keeps an integer
+/// exact where an `f64` would round it).
+pub(crate) fn map_with<O: Element>(
+    ordinal: usize,
+    src: &'static KernelSource,
+    dtype: DType,
+    dims: &[usize],
+    inputs: &[In<'_>],
+    uniforms: &[Arg],
+) -> Result<CudaStorage<O>> {
     let n: usize = dims.iter().product();
     let contiguous = inputs
         .iter()
@@ -108,7 +122,7 @@ pub(crate) fn map<O: Element>(
                     )
                 })?;
                 next_uniform += 1;
-                Arg::Acc(u)
+                u
             }
         };
         args.push(arg);
@@ -164,7 +178,10 @@ pub(crate) fn dense<E: Element>(c: &CudaStorage<E>, l: &Layout) -> Result<CudaSt
 
 /// The contiguous elements of a view: the storage itself when the view is dense, else a
 /// dense copy; with the element offset to start at.
-fn dense_view<E: Element>(c: &CudaStorage<E>, l: &Layout) -> Result<(CudaStorage<E>, usize)> {
+pub(crate) fn dense_view<E: Element>(
+    c: &CudaStorage<E>,
+    l: &Layout,
+) -> Result<(CudaStorage<E>, usize)> {
     match l.contiguous_range() {
         Some(r) => Ok((c.clone(), r.start)),
         None => Ok((dense(c, l)?, 0)),

@@ -116,7 +116,7 @@ macro_rules! int_word {
         }
     )*};
 }
-int_word!(usize, u32, i32, i64);
+int_word!(usize, u32, u64, i32, i64, u8);
 
 impl Word for bool {
     #[inline]
@@ -496,6 +496,13 @@ impl<'a> GlobalMut<'a, usize> {
 impl<'a> GlobalMut<'a, u32> {
     /// Wraps a mutable `u32` buffer.
     pub fn new_u32(kernel: &str, name: &str, s: &'a mut [u32]) -> Result<Self, LaunchError> {
+        Self::wrap(kernel, name, s)
+    }
+}
+
+impl<'a> GlobalMut<'a, u64> {
+    /// Wraps a mutable `u64` buffer.
+    pub fn new_u64(kernel: &str, name: &str, s: &'a mut [u64]) -> Result<Self, LaunchError> {
         Self::wrap(kernel, name, s)
     }
 }

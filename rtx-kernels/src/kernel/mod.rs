@@ -19,8 +19,10 @@
 pub mod block;
 #[doc(hidden)]
 pub mod rt;
+mod scalar;
 
 pub use block::LaunchConfig;
+pub use scalar::{KernelElem, KernelNum, KernelScalar};
 
 use crate::DType;
 use std::fmt;
@@ -44,7 +46,7 @@ impl KernelSource {
     /// ```
     /// use rtx_kernels::{kernels::sum, kernel::Variant, DType};
     /// assert_eq!(sum::KERNEL.entry(DType::F64, Variant::Reduce).unwrap().symbol, "sum_f64");
-    /// assert!(sum::KERNEL.entry(DType::I32, Variant::Reduce).is_none());
+    /// assert!(sum::KERNEL.entry(DType::Bool, Variant::Reduce).is_none());
     /// ```
     pub fn entry(&self, dtype: DType, variant: Variant) -> Option<&'static KernelEntry> {
         self.entries
@@ -167,8 +169,10 @@ pub enum ScalarType {
     U32,
     /// `long long`.
     I64,
-    /// `unsigned long long` (a Rust `usize`, element counts and indices).
+    /// `unsigned long long` (a Rust `usize` or `u64`: element counts, indices, seeds).
     U64,
+    /// `double` (a kernel's `f64` parameter, whatever its element type).
+    F64,
     /// `bool` (one byte).
     Bool,
 }

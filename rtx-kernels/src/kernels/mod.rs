@@ -9,18 +9,26 @@
 //! ```
 
 mod activation;
+mod arg;
 mod binary;
 mod compare;
+mod gather;
 mod index;
+mod join;
+mod random;
 mod reduce;
 mod simt;
 mod softmax;
 mod unary;
 
 pub use activation::*;
+pub use arg::*;
 pub use binary::*;
 pub use compare::*;
+pub use gather::*;
 pub use index::*;
+pub use join::*;
+pub use random::*;
 pub use reduce::*;
 pub use simt::*;
 pub use softmax::*;
@@ -88,4 +96,14 @@ pub static ALL: &[&KernelSource] = &[
     &logsumexp_rows::KERNEL,
     &var_rows::KERNEL,
     &index_select_axis::KERNEL,
+    &arg_reduce_axis::KERNEL,
+    &gather_strided::KERNEL,
+    &scatter_lines::KERNEL,
+    &scatter_add_lines::KERNEL,
+    &concat_into::KERNEL,
+    &triangle::KERNEL,
+    &random_uniform::KERNEL,
+    &random_normal::KERNEL,
+    &random_bernoulli::KERNEL,
+    &random_int::KERNEL,
 ];
