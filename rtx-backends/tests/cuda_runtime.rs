@@ -210,18 +210,22 @@ fn ops_without_kernels_and_mixed_devices_are_errors() {
         Device::Cuda(0),
     ));
     let c = ok(Storage::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], Device::Cpu));
-    let e = g
-        .arg_reduce(&l, 1, rtx_kernels::op::ReduceOp::ArgMax)
+    // Integer `pow` has no kernel (argmax, which once had none, now has one).
+    let gi = ok(Storage::from_vec(vec![1i64, 2, 3, 4], Device::Cuda(0)));
+    let e = gi
+        .binary::<rtx_kernels::op::markers::Pow>(&l, &gi, &l)
         .map(|_| ())
         .map_err(|e| e.to_string());
     assert_eq!(
         e,
         Err(
-            "`argmax` has no CUDA kernel yet (the tensor is on cuda:0); move it to the CPU \
+            "`pow` has no CUDA kernel yet (the tensor is on cuda:0); move it to the CPU \
              with `.to_device(Device::Cpu)`"
                 .into()
         )
     );
+    let arg = ok(g.arg_reduce(&l, 1, rtx_kernels::op::ReduceOp::ArgMax));
+    assert_eq!(arg.to_vec(&Layout::contiguous(&[2])), vec![1, 1]);
     let e = g.matmul(&l, &c, &l).map(|_| ()).map_err(|e| e.to_string());
     assert_eq!(
         e,

@@ -77,7 +77,16 @@ mod sealed {
     note = "tensors hold f32, f64, f16, bf16, i32, i64, u8 or bool"
 )]
 pub trait Element:
-    sealed::Sealed + Copy + Send + Sync + Debug + Default + PartialEq + PartialOrd + 'static
+    sealed::Sealed
+    + Copy
+    + Send
+    + Sync
+    + Debug
+    + Default
+    + PartialEq
+    + PartialOrd
+    + 'static
+    + crate::kernel::KernelElem
 {
     /// The run-time tag of this type.
     const DTYPE: DType;
@@ -107,7 +116,7 @@ pub trait Element:
     label = "`{Self}` has no arithmetic",
     note = "cast first, for example `.cast::<f32>()`; arithmetic needs f32, f64, f16, bf16, i32, i64 or u8"
 )]
-pub trait Num: Element {
+pub trait Num: Element + crate::kernel::KernelElem<Compute: crate::kernel::KernelNum> {
     /// Additive identity.
     const ZERO: Self;
     /// Multiplicative identity.

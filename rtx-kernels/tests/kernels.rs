@@ -251,7 +251,7 @@ fn softmax_rows_matches_reference_for_several_block_sizes() {
 #[test]
 fn descriptors_list_one_entry_per_dtype_and_variant() {
     // The examples, the foundation's ops, and one derivative per differentiable example input.
-    assert_eq!(ALL.len(), 69);
+    assert_eq!(ALL.len(), 79);
     let mut names: Vec<&str> = ALL.iter().map(|k| k.name).collect();
     names.sort_unstable();
     names.dedup();
@@ -272,17 +272,45 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
             .entries
             .iter()
             .any(|e| e.out_dtype != e.dtype && e.out_dtype != DType::Bool);
-        let floats = [DType::F32, DType::F64, DType::F16, DType::BF16];
+        // `T: Float` gives the first four types, `T: Num` seven, `T: Element` all eight.
+        let all = [
+            DType::F32,
+            DType::F64,
+            DType::F16,
+            DType::BF16,
+            DType::I32,
+            DType::I64,
+            DType::U8,
+            DType::Bool,
+        ];
+        let span = |has: &dyn Fn(DType) -> bool| -> Vec<DType> {
+            let n = all.iter().take_while(|&&d| has(d)).count();
+            assert!([4, 7, 8].contains(&n), "{}: {n} element types", k.name);
+            assert!(all[n..].iter().all(|&d| !has(d)), "{}", k.name);
+            all[..n].to_vec()
+        };
+        let ins = span(&|d| k.entries.iter().any(|e| e.dtype == d));
+        let outs_all = if pairs {
+            span(&|d| k.entries.iter().any(|e| e.out_dtype == d))
+        } else {
+            vec![]
+        };
         let suffix = |dt: DType| match dt {
             DType::F32 => "f32",
             DType::F64 => "f64",
             DType::F16 => "f16",
-            _ => "bf16",
+            DType::BF16 => "bf16",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
+            DType::Bool => "bool",
         };
         for &v in variants {
-            for dt in floats {
+            // The two-stage reduction keeps float partial results: float element types only.
+            let two_stage = matches!(v, Variant::ReducePartial | Variant::ReduceFinal);
+            for &dt in ins.iter().filter(|d| !two_stage || d.is_float()) {
                 let outs: Vec<DType> = if pairs {
-                    floats.to_vec()
+                    outs_all.clone()
                 } else {
                     vec![k.entry(dt, v).map_or(dt, |e| e.out_dtype)]
                 };
@@ -303,8 +331,19 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
                 }
             }
         }
-        let per_variant = if pairs { 16 } else { 4 };
-        assert_eq!(k.entries.len(), per_variant * variants.len());
+        let per_variant = |v: &Variant| match v {
+            Variant::ReducePartial | Variant::ReduceFinal => {
+                ins.iter().filter(|d| d.is_float()).count()
+            }
+            _ if pairs => ins.len() * outs_all.len(),
+            _ => ins.len(),
+        };
+        assert_eq!(
+            k.entries.len(),
+            variants.iter().map(per_variant).sum::<usize>(),
+            "{}",
+            k.name
+        );
     }
     assert_eq!(huber::KERNEL.kind, KernelKind::Elementwise { inputs: 2 });
     assert_eq!(
@@ -369,7 +408,8 @@ fn elementwise_kernels_read_and_write_bool_buffers() {
 #[test]
 fn a_second_type_parameter_gives_one_entry_per_type_pair() {
     use rtx_kernels::Element;
-    assert_eq!(cast::KERNEL.entries.len(), 2 * 16);
+    // Every (input, output) pair of the eight element types, contiguous and strided.
+    assert_eq!(cast::KERNEL.entries.len(), 2 * 64);
     let e = cast::KERNEL
         .entry_to(DType::F64, DType::F16, Variant::Contiguous)
         .unwrap();
@@ -383,4 +423,26 @@ fn a_second_type_parameter_gives_one_entry_per_type_pair() {
     let mut back = vec![0.0f32; 4];
     cast::map(&out, &mut back).unwrap();
     assert_eq!(back[1], -2.5);
+    // Integers and bools convert as `Element::cast` does: saturating, NaN to 0, wrapping
+    // between integers.
+    let f = [f32::NAN, -1e10, 300.7, -0.9, 0.0, 2.5];
+    let mut as_u8 = vec![0u8; 6];
+    cast::map(&f, &mut as_u8).unwrap();
+    assert_eq!(as_u8, f.iter().map(|v| v.cast::<u8>()).collect::<Vec<_>>());
+    let mut as_bool = vec![false; 6];
+    cast::map(&f, &mut as_bool).unwrap();
+    assert_eq!(as_bool, vec![true, true, true, true, false, true]);
+    let big = [i64::MAX, -1, 1 << 40 | 300];
+    let mut as_i32 = vec![0i32; 3];
+    cast::map(&big, &mut as_i32).unwrap();
+    assert_eq!(
+        as_i32,
+        big.iter().map(|v| v.cast::<i32>()).collect::<Vec<_>>()
+    );
+    let mut as_f32 = vec![0.0f32; 3];
+    cast::map(&big, &mut as_f32).unwrap();
+    assert_eq!(
+        as_f32,
+        big.iter().map(|v| v.cast::<f32>()).collect::<Vec<_>>()
+    );
 }

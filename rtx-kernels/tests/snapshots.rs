@@ -21,6 +21,8 @@ fn generated_cuda_matches_snapshots() {
         "dot",
         "norm_rows",
         "im2col",
+        "random_uniform",
+        "scatter_add_lines",
     ] {
         let k = ALL.iter().find(|k| k.name == name).unwrap();
         let path = dir.join(format!("{name}.cu"));

@@ -53,6 +53,15 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// function, a module of the same name holds `KERNEL: KernelSource` (name, kind, CUDA source,
 /// entry symbols and their argument lists; see `rtx_kernels::kernel`).
 ///
+/// The bound decides the element types: `T: Float` gives entries for f32, f64, f16 and bf16;
+/// `T: Num` adds i32, i64 and u8; `T: Element` adds bool too. Integer and bool types compute
+/// in their own type. Over `T: Num`, arithmetic on `T` is `Num`'s (integers wrap, integer
+/// division by zero or of the minimum by -1 gives 0, floats are unchanged), and the methods
+/// of `T` are `max`, `min` and `abs`; over `T: Element`, `T` values are only moved, compared
+/// and selected. `T::LOWEST` and `T::HIGHEST` (infinities for floats, the range ends for
+/// integers) are the identities of max and min; `T::INFINITY`, `T::NEG_INFINITY` and `T::NAN`
+/// need `T: Float`.
+///
 /// # The three kinds
 ///
 /// **Elementwise**, `#[kernel(elementwise)]`: a scalar function of `T` inputs; `#[uniform]`
@@ -83,14 +92,15 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// Masks and predicates: an elementwise input may be `bool` (a mask buffer, read as is) and
 /// the function may return `bool` (written as one byte, 0 or 1); such kernels take no vector
-/// loads and get no derivative. `fn select<T: Float>(cond: bool, a: T, b: T) -> T` and
-/// `fn lt<T: Float>(a: T, b: T) -> bool` are two; their entries' `out_dtype` says `Bool`.
+/// loads and get no derivative. `fn select<T: Element>(cond: bool, a: T, b: T) -> T` and
+/// `fn lt<T: Element>(a: T, b: T) -> bool` are two; their entries' `out_dtype` says `Bool`.
 ///
 /// Between element types: a second type parameter names the output type,
-/// `fn cast<T: Float, U: Float>(x: T) -> U { x }`. The body computes in `T`'s compute type and
-/// the result is converted to `U` on store (natively through f64, as `Element::cast` does).
+/// `fn cast<T: Element, U: Element>(x: T) -> U { x }`. The body computes in `T`'s compute
+/// type, its value is rounded to `T`, then converted to `U` exactly as `Element::cast` does
+/// (between integer types through i64; otherwise through f64), natively and on the GPU.
 /// Entries exist for every (input, output) pair: `cast_contig_f32_to_bf16`,
-/// `cast_strided_f64_to_f16`, ...; pick one with `KERNEL.entry_to(dtype, out, variant)`.
+/// `cast_strided_i64_to_u8`, ...; pick one with `KERNEL.entry_to(dtype, out, variant)`.
 ///
 /// **Reduce**, `#[kernel(reduce(identity = .., map = |x| .., finish = |acc, n| ..))]` on a
 /// combine function (`map` and `finish` are optional; `n` is the axis length as `T`):
@@ -110,10 +120,13 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// then `mean_final_*(partial, out, parts, n)` (long rows in two stages, the partial results
 /// in the compute type). The native version folds in index order.
 ///
-/// **SIMT**, `#[kernel]`: buffers `&[T]` / `&mut [T]` (also of `usize`, `i32`, `u32`,
-/// `i64`, and of the compute type `T::Acc`, read and written without conversion: f32 for
-/// f16, bf16 and f32, f64 for f64, for values such as row statistics that must not be
-/// rounded to `T`), scalars, loops and the intrinsics `thread_idx_x()`, `block_idx_x()`,
+/// **SIMT**, `#[kernel]`: buffers `&[T]` / `&mut [T]` (also of `f64`, `usize`, `i32`, `u32`,
+/// `i64`, `u64`, and of the compute type `T::Acc`, read and written without conversion: f32
+/// for f16, bf16 and f32, f64 for f64, for values such as row statistics that must not be
+/// rounded to `T`), scalars, layouts (`s: KernelShape` read with `s.rank()` and `s.dim(d)`,
+/// `st: KernelStrides` with `st.offset()` and `st.stride(d)`, all `usize`; passed by value as
+/// `rtx_kernels::kernel::KernelShape`/`KernelStrides`, so a kernel can walk any strided view),
+/// loops and the intrinsics `thread_idx_x()`, `block_idx_x()`,
 /// `block_dim_x()`, `grid_dim_x()` (and `_y`, `_z`; all `usize`), `lane_id()`,
 /// `sync_threads()`, `warp_shuffle_down(v, offset: u32)`, `warp_shuffle_xor(v, mask: u32)`,
 /// `atomic_add(&mut buf[i], v);`, and shared memory declared at the top of the body as
@@ -145,17 +158,29 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 ///
 /// # The subset
 ///
-/// Literals, parameters, `let`/`let mut` (with `T`, `usize`, `i32`, `u32`, `i64` or `bool`
-/// annotations; an unannotated integer literal binding is `usize`), shadowing, arithmetic,
-/// comparisons, `&&`/`||`, bit operations and shifts on integers, `+=` and friends, the math
-/// methods `x.exp()`, `ln`, `ln_1p`, `sqrt`, `sin`, `cos`, `tanh`, `erf`, `abs`, `recip`,
-/// `a.max(b)`, `min` (C's `fmax`/`fmin`: a NaN operand is skipped), `powi(i32)`, `powf(T)`,
-/// `as` casts between `T` and the integer types, `T::INFINITY`, `T::NEG_INFINITY`, `T::NAN`,
+/// Literals, parameters, `let`/`let mut` (with `T`, `f64`, `usize`, `i32`, `u32`, `i64`,
+/// `u64` or `bool` annotations; an unannotated integer literal binding is `usize`, an
+/// unannotated float literal binding is `T`), shadowing, arithmetic, comparisons,
+/// `&&`/`||`, bit operations and shifts on integers, `+=` and friends, the math methods
+/// `x.exp()`, `ln`, `ln_1p`, `sqrt`, `sin`, `cos`, `tanh`, `erf`, `abs`, `recip`, `a.max(b)`,
+/// `min` (C's `fmax`/`fmin`: a NaN operand is skipped), `powi(i32)`, `powf(T)` on `T` and
+/// `f64`, the integer methods `a.wrapping_add(b)`, `wrapping_sub`, `wrapping_mul` (on every
+/// integer type) and `a.mul_hi(b)` (the high half of the full product of two `u32` or two
+/// `u64`), `as` casts between `T`, `f64` and the integer types, the constants of `T` above,
 /// `if`/`else` (also as a value), blocks, `for i in a..b`, `for i in (a..b).step_by(s)`,
 /// `while`, `loop`, `break`, `continue` and, in SIMT kernels, `return;`. Anything else
 /// (method calls outside that list, closures, calls to other functions, paths to other
 /// items, `unsafe`, macros, `match`, references, `return` with a value...) is a compile error
 /// at its span that lists what is supported.
+///
+/// `f64` is the one concrete float type, for work that must be exact whatever `T` is (the
+/// random kernels): its arithmetic rounds every operation on the GPU too (no fused
+/// multiply-add, which NVRTC does by default for `T`), so it is bitwise the CPU's, and
+/// arithmetic of float literals in `f64` context is folded exactly. A store of an `f64` or
+/// `i64` value into a `T` buffer, `out[i] = v as T;`, converts once, straight to `T`, as
+/// `Element::from_f64` / `Element::from_i64` do (elsewhere `v as T` converts to the compute
+/// type). Integer arithmetic wraps on the GPU; natively, `+`, `-` and `*` on integers panic on
+/// overflow in debug builds, so write `wrapping_*` where wrapping is meant.
 ///
 /// # Paths
 ///

@@ -1,7 +1,9 @@
 //! One test body for every device (STYLE.md 10): each op test runs on the CPU and on every
-//! usable CUDA GPU, in f32, f64, f16 and bf16, with contiguous, strided and broadcast inputs,
-//! and each GPU's results are held to the CPU backend's within a per-dtype tolerance. Where no
-//! GPU exists, each test prints `skipped: no CUDA device: <reason>` and passes.
+//! usable CUDA GPU, in every element type the op exists for, with contiguous, strided and
+//! broadcast inputs, and each GPU's results are held to the CPU backend's: within a per-dtype
+//! tolerance for float math ([`on_every_device`]), exactly for ops that move elements, sum in
+//! a fixed order or compute in integers ([`same_on_every_device`]). Where no GPU exists, each
+//! test prints `skipped: no CUDA device: <reason>` and passes.
 //!
 //! Run on a GPU with `--test-threads=1 --nocapture` to see the launch counts and the bandwidth
 //! figures (the allocator's statistics are per GPU, so tests running side by side share them).
@@ -107,13 +109,105 @@ fn values<E: Element>(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<E> {
         .collect()
 }
 
-// After the harness: `every_float!` is visible only to modules declared below it.
+/// Named outputs as bit patterns (or error text), compared exactly.
+type Exact = Vec<(String, Vec<u64>)>;
+
+/// The elements of a tensor as bit patterns of their f64 values (booleans as 0 and 1), so
+/// comparisons are exact and NaN equals NaN.
+fn bits<S: Shape, E: Element>(t: &Tensor<S, E>) -> Vec<u64> {
+    t.to_vec()
+        .into_iter()
+        .map(|x| x.to_f64().to_bits())
+        .collect()
+}
+
+/// An error's text (or "ok"), as bytes.
+fn err_text<T>(r: rtx::Result<T>) -> Vec<u64> {
+    r.err()
+        .map_or("ok".to_string(), |e| e.to_string())
+        .bytes()
+        .map(u64::from)
+        .collect()
+}
+
+/// Runs `body` on the CPU and every GPU and requires every output to be the CPU's exactly,
+/// for ops that move, mask, sum in a fixed order or compute in integers.
+#[track_caller]
+fn same_on_every_device<E: Element>(test: &str, body: impl Fn(Device) -> Exact) {
+    let want = body(Device::Cpu);
+    let gpus = match gpus() {
+        Ok(g) => g,
+        Err(why) => {
+            println!("{test} ({:?}): skipped: no CUDA device: {why}", E::DTYPE);
+            return;
+        }
+    };
+    for dev in gpus {
+        let got = body(dev);
+        assert_eq!(got.len(), want.len(), "{test} on {dev}: output count");
+        for ((name, g), (_, w)) in got.iter().zip(&want) {
+            assert_eq!(
+                g.len(),
+                w.len(),
+                "{test} {name} ({:?}) on {dev}: length",
+                E::DTYPE
+            );
+            if let Some(i) = g.iter().zip(w).position(|(a, b)| a != b) {
+                panic!(
+                    "{test} {name} ({:?}) on {dev}, element {i}: got {}, the CPU gives {}",
+                    E::DTYPE,
+                    f64::from_bits(g[i]),
+                    f64::from_bits(w[i])
+                );
+            }
+        }
+    }
+}
+
+/// Runs a generic test body in every element type.
+macro_rules! every_element {
+    ($f:ident) => {
+        $f::<f32>();
+        $f::<f64>();
+        $f::<f16>();
+        $f::<bf16>();
+        $f::<i32>();
+        $f::<i64>();
+        $f::<u8>();
+        $f::<bool>();
+    };
+}
+
+/// Runs a generic test body in every element type with arithmetic.
+macro_rules! every_num {
+    ($f:ident) => {
+        $f::<f32>();
+        $f::<f64>();
+        $f::<f16>();
+        $f::<bf16>();
+        $f::<i32>();
+        $f::<i64>();
+        $f::<u8>();
+    };
+}
+
+/// Reproducible indices in `0..m`.
+fn indices(n: usize, seed: u64, m: usize) -> Vec<i64> {
+    values::<f64>(n, seed, 0.0, m as f64)
+        .into_iter()
+        .map(|v| (v as i64).min(m as i64 - 1))
+        .collect()
+}
+
+// After the harness: its macros are visible only to modules declared below it.
 mod backward;
 mod conv;
 mod elementwise;
 mod index;
+mod integer;
 mod norm;
 mod optim;
 mod perf;
+mod random;
 mod reduce;
 mod user_kernels;

@@ -113,7 +113,7 @@ pub fn index_select<E: Copy + Send + Sync>(
 }
 
 /// Checks that `small` fits inside `big` on every axis (but `skip`, when given).
-fn check_fits(
+pub(crate) fn check_fits(
     op: &'static str,
     what: &str,
     small: &[usize],

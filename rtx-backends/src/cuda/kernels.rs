@@ -20,8 +20,11 @@ use rtx_kernels::kernel::{
 pub enum Arg {
     /// A device pointer (to elements of the entry's type, or `bool`s for a mask).
     Ptr(DevicePtr),
-    /// A scalar of the compute type, rounded to `float` for f32, f16 and bf16 entries.
+    /// A scalar of the compute type, rounded to `float` for f32, f16 and bf16 entries (and
+    /// converted with `as` for integer and bool entries, whose compute type is their own).
     Acc(f64),
+    /// An `f64` (a kernel's `f64` parameter).
+    F64(f64),
     /// A `usize` count or index.
     U64(u64),
     /// An `i64`.
@@ -101,7 +104,7 @@ pub unsafe fn launch_entry(
 }
 
 /// Checks `args` against `entry.params` and packs them as the entry takes them.
-fn marshal(entry: &KernelEntry, dtype: DType, args: &[Arg]) -> Result<LaunchArgs> {
+pub(crate) fn marshal(entry: &KernelEntry, dtype: DType, args: &[Arg]) -> Result<LaunchArgs> {
     let bad = |msg: String| BackendError::BadArgument {
         op: "launch_entry",
         msg: format!("kernel `{}`: {msg}", entry.symbol),
@@ -120,12 +123,43 @@ fn marshal(entry: &KernelEntry, dtype: DType, args: &[Arg]) -> Result<LaunchArgs
             (ParamType::Ptr { .. }, Arg::Ptr(ptr)) => {
                 out.push(ptr);
             }
-            (ParamType::Value(ScalarType::Acc), Arg::Acc(v)) => {
-                if dtype == DType::F64 {
+            (ParamType::Value(ScalarType::Acc), Arg::Acc(v)) => match dtype {
+                DType::F64 => {
                     out.push(v);
-                } else {
+                }
+                DType::F32 | DType::F16 | DType::BF16 => {
                     out.push(v as f32);
                 }
+                DType::I32 => {
+                    out.push(v as i32);
+                }
+                DType::I64 => {
+                    out.push(v as i64);
+                }
+                DType::U8 => {
+                    out.push(v as u8);
+                }
+                DType::Bool => {
+                    out.push(v != 0.0);
+                }
+            },
+            // An integer scalar of the compute type, exact (an f64 holds i64 only to 2^53).
+            (ParamType::Value(ScalarType::Acc), Arg::I64(v)) if !dtype.is_float() => match dtype {
+                DType::I32 => {
+                    out.push(v as i32);
+                }
+                DType::U8 => {
+                    out.push(v as u8);
+                }
+                DType::Bool => {
+                    out.push(v != 0);
+                }
+                _ => {
+                    out.push(v);
+                }
+            },
+            (ParamType::Value(ScalarType::F64), Arg::F64(v)) => {
+                out.push(v);
             }
             (ParamType::Value(ScalarType::U64), Arg::U64(v)) => {
                 out.push(v);

@@ -7,8 +7,9 @@
 //! compilation for the GPU's architecture, cached on disk), `launch` (the one launch point,
 //! which counts dispatches), `kernels` (entries of `#[kernel]` sources, launched with checked
 //! arguments), `ops` (the storage entry points' GPU side; `ops_conv`, `ops_norm` and
-//! `ops_optim` for convolution and pooling, fused norms and optimizer updates), `blas` and
-//! `blas_lt` (cuBLAS and cuBLASLt matrix products).
+//! `ops_optim` for convolution and pooling, fused norms and optimizer updates, `ops_index` for
+//! indexing, joining and argmax, `ops_random` for random draws), `blas` and `blas_lt` (cuBLAS
+//! and cuBLASLt matrix products).
 //!
 //! Every entry point returns an error rather than panicking when CUDA is missing.
 
@@ -23,8 +24,10 @@ mod kernels;
 mod launch;
 pub(crate) mod ops;
 pub(crate) mod ops_conv;
+pub(crate) mod ops_index;
 pub(crate) mod ops_norm;
 pub(crate) mod ops_optim;
+pub(crate) mod ops_random;
 mod probe;
 mod storage;
 

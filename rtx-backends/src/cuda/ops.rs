@@ -55,6 +55,20 @@ pub(crate) fn map<O: Element>(
     inputs: &[In<'_>],
     uniforms: &[f64],
 ) -> Result<CudaStorage<O>> {
+    let uniforms: Vec<Arg> = uniforms.iter().map(|&u| Arg::Acc(u)).collect();
+    map_with(ordinal, src, dtype, dims, inputs, &uniforms)
+}
+
+/// [`map`] with the `#[uniform]` scalars as launch arguments (`Arg::I64` keeps an integer
+/// exact where an `f64` would round it).
+pub(crate) fn map_with<O: Element>(
+    ordinal: usize,
+    src: &'static KernelSource,
+    dtype: DType,
+    dims: &[usize],
+    inputs: &[In<'_>],
+    uniforms: &[Arg],
+) -> Result<CudaStorage<O>> {
     let n: usize = dims.iter().product();
     let contiguous = inputs
         .iter()
@@ -111,12 +125,13 @@ pub(crate) fn map<O: Element>(
                     )
                 })?;
                 next_uniform += 1;
-                match p.ty {
-                    ParamType::Value(ScalarType::U64) => Arg::U64(u as u64),
-                    ParamType::Value(ScalarType::I64) => Arg::I64(u as i64),
-                    ParamType::Value(ScalarType::U32) => Arg::U32(u as u32),
-                    ParamType::Value(ScalarType::I32) => Arg::I32(u as i32),
-                    _ => Arg::Acc(u),
+                // A float from the caller becomes the integer a uniform of integer type takes.
+                match (u, p.ty) {
+                    (Arg::Acc(x), ParamType::Value(ScalarType::U64)) => Arg::U64(x as u64),
+                    (Arg::Acc(x), ParamType::Value(ScalarType::I64)) => Arg::I64(x as i64),
+                    (Arg::Acc(x), ParamType::Value(ScalarType::U32)) => Arg::U32(x as u32),
+                    (Arg::Acc(x), ParamType::Value(ScalarType::I32)) => Arg::I32(x as i32),
+                    (u, _) => u,
                 }
             }
         };

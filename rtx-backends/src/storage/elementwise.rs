@@ -1,12 +1,17 @@
 //! Backend entry points for elementwise ops: unary math, binary arithmetic, comparisons,
 //! `where`, casts and affine maps.
+//!
+//! On a GPU each is one launch of an elementwise kernel, in every element type the op exists
+//! for: the kernels over `T: Num` and `T: Element` have integer (and `bool`) entries, so only
+//! float math and integer `pow` are missing for integers (a `NoKernel` error names them).
 
 use super::{Storage, same_device};
 use crate::cpu::elementwise::{map, zip_map, zip3_map};
+use crate::cuda::Arg;
 use crate::cuda::ops::{self as gpu, input};
 use crate::{Layout, Result};
 use rtx_kernels::kernels::{self as k, binary_kernel, cmp_kernel, unary_kernel};
-use rtx_kernels::{BinaryOpT, CmpOpT, DType, Element, Float, Num, Signed, UnaryOp, UnaryOpT};
+use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Signed, UnaryOp, UnaryOpT};
 
 impl<E: Element> Storage<E> {
     /// A unary float op by its marker type (`exp`, `gelu`, ...), computed in `E::Acc`.
@@ -41,7 +46,6 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, f))),
-            // Integers have no kernel yet: the lookup by dtype says so.
             Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map(
                 c.ordinal(),
                 unary_kernel(op),
@@ -102,13 +106,13 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| x.mul(mul).add(add)))),
-            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map(
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map_with(
                 c.ordinal(),
                 &k::affine::KERNEL,
                 E::DTYPE,
                 l.dims(),
                 &[input(c, l)],
-                &[mul.to_f64(), add.to_f64()],
+                &[uniform(mul), uniform(add)],
             )?)),
         }
     }
@@ -129,13 +133,13 @@ impl<E: Element> Storage<E> {
                     x
                 }
             }))),
-            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map(
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map_with(
                 c.ordinal(),
                 &k::clamp::KERNEL,
                 E::DTYPE,
                 l.dims(),
                 &[input(c, l)],
-                &[lo.to_f64(), hi.to_f64()],
+                &[uniform(lo), uniform(hi)],
             )?)),
         }
     }
@@ -145,21 +149,18 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| x.cast::<U>()))),
+            // Every pair of element types has an entry (`Element::cast`'s conversion); the
+            // same type is a copy.
             Storage::Cuda(c) => {
-                let is_float =
-                    |d: DType| matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16);
-                // (kernel, the dtype its entry is picked by)
-                let (kernel, dtype) = match (E::DTYPE, U::DTYPE) {
-                    (from, to) if from == to => (&k::copy::KERNEL, from),
-                    (DType::Bool, to) if is_float(to) => (&k::from_bool::KERNEL, to),
-                    (from, DType::Bool) if is_float(from) => (&k::to_bool::KERNEL, from),
-                    (from, to) if is_float(from) && is_float(to) => (&k::cast::KERNEL, from),
-                    _ => return Err(super::no_kernel("cast", self.device())),
+                let kernel = if E::DTYPE == U::DTYPE {
+                    &k::copy::KERNEL
+                } else {
+                    &k::cast::KERNEL
                 };
                 Ok(Storage::Cuda(gpu::map(
                     c.ordinal(),
                     kernel,
-                    dtype,
+                    E::DTYPE,
                     l.dims(),
                     &[input(c, l)],
                     &[],
@@ -194,6 +195,16 @@ impl<E: Element> Storage<E> {
             )?)),
             _ => Err(super::no_kernel("where", cond.0.device())),
         }
+    }
+}
+
+/// A `#[uniform]` scalar of a kernel over `E`: integers exactly (an `f64` holds an `i64` only
+/// up to 2^53), floats in their compute type.
+fn uniform<E: Element>(v: E) -> Arg {
+    if E::DTYPE.is_float() {
+        Arg::Acc(v.to_f64())
+    } else {
+        Arg::I64(v.to_i64())
     }
 }
 

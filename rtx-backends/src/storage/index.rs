@@ -3,10 +3,12 @@
 //!
 //! Indices are `i64` storage on the same device as the data; an index out of range is a
 //! [`BackendError::BadArgument`](crate::BackendError) naming the index, its position, the axis
-//! and the axis size, reported before anything is written.
+//! and the axis size, reported before anything is written, with the same words on every
+//! device. On a GPU each op is one kernel launch (see `cuda::ops_index`).
 
 use super::{Storage, same_device};
 use crate::cpu::index as cpu;
+use crate::cuda::ops_index as gpu;
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::{Element, Num};
 
@@ -45,6 +47,9 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match (self, index) {
             (Storage::Cpu(v), Storage::Cpu(i)) => Ok(Storage::Cpu(cpu::gather(v, l, i, il, axis)?)),
+            (Storage::Cuda(v), Storage::Cuda(i)) => {
+                Ok(Storage::Cuda(gpu::gather(v, l, i, il, axis)?))
+            }
             _ => Err(super::no_kernel("gather", self.device())),
         }
     }
@@ -58,7 +63,14 @@ impl<E: Element> Storage<E> {
         (src, sl): (&Self, &Layout),
         axis: usize,
     ) -> Result<Self> {
-        self.scatter_with("scatter", l, (index, il), (src, sl), axis, |_, s| s)
+        self.scatter_with(
+            "scatter",
+            l,
+            (index, il),
+            (src, sl),
+            axis,
+            None::<fn(E, E) -> E>,
+        )
     }
 
     /// A dense copy of `self` with `src[p]` added at `[.., index[p], ..]` along `axis`, in a
@@ -73,9 +85,17 @@ impl<E: Element> Storage<E> {
     where
         E: Num,
     {
-        self.scatter_with("scatter_add", l, (index, il), (src, sl), axis, Num::add)
+        self.scatter_with(
+            "scatter_add",
+            l,
+            (index, il),
+            (src, sl),
+            axis,
+            Some(Num::add),
+        )
     }
 
+    /// Scatter with `combine(old, new)`, or a plain write when `combine` is `None`.
     fn scatter_with(
         &self,
         op: &'static str,
@@ -83,20 +103,22 @@ impl<E: Element> Storage<E> {
         (index, il): (&Storage<i64>, &Layout),
         (src, sl): (&Self, &Layout),
         axis: usize,
-        combine: impl Fn(E, E) -> E + Sync,
+        combine: Option<impl Fn(E, E) -> E + Sync>,
     ) -> Result<Self> {
         same_device(op, self, index)?;
         same_device(op, self, src)?;
         crate::dispatch::on_cpu(self.device());
         match (self, index, src) {
-            (Storage::Cpu(d), Storage::Cpu(i), Storage::Cpu(s)) => Ok(Storage::Cpu(cpu::scatter(
-                (d, l),
-                (i, il),
-                (s, sl),
-                axis,
-                op,
-                combine,
-            )?)),
+            (Storage::Cpu(d), Storage::Cpu(i), Storage::Cpu(s)) => {
+                let out = match combine {
+                    Some(f) => cpu::scatter((d, l), (i, il), (s, sl), axis, op, f)?,
+                    None => cpu::scatter((d, l), (i, il), (s, sl), axis, op, |_, s| s)?,
+                };
+                Ok(Storage::Cpu(out))
+            }
+            (Storage::Cuda(d), Storage::Cuda(i), Storage::Cuda(s)) => Ok(Storage::Cuda(
+                gpu::scatter(op, (d, l), (i, il), (s, sl), axis, combine.is_some())?,
+            )),
             _ => Err(super::no_kernel(op, self.device())),
         }
     }
@@ -108,6 +130,16 @@ impl<E: Element> Storage<E> {
             for &(p, _) in &parts[1..] {
                 same_device("concat", first, p)?;
             }
+        }
+        if let Some(&(Storage::Cuda(_), _)) = parts.first() {
+            let mut gpu_parts = Vec::with_capacity(parts.len());
+            for &(s, l) in parts {
+                match s {
+                    Storage::Cuda(c) => gpu_parts.push((c, l)),
+                    _ => return Err(super::no_kernel("concat", s.device())),
+                }
+            }
+            return Ok(Storage::Cuda(gpu::concat(&gpu_parts, axis)?));
         }
         let mut host: Vec<(&[E], &Layout)> = Vec::with_capacity(parts.len());
         for &(s, l) in parts {
@@ -132,10 +164,7 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::triangle(v, l, k, upper, E::default()))),
-            _ => Err(super::no_kernel(
-                if upper { "triu" } else { "tril" },
-                self.device(),
-            )),
+            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::triangle(c, l, k, upper)?)),
         }
     }
 }

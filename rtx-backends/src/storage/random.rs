@@ -8,9 +8,14 @@
 //! 1 - 2^-9 up to 1.0, and possible in any type for wide ranges), the value becomes the largest
 //! `E` below `high`, so a uniform tensor never holds its upper bound. Normal draws are
 //! `mean + std * z` computed in f64 and rounded once.
+//!
+//! On a GPU each call is one launch of a Philox kernel (`cuda::ops_random`) computing the same
+//! formulas: uniform, Bernoulli and integer tensors are bitwise the CPU's for the same seed,
+//! normal ones within a few ulps (the GPU's `logf`, `sinf` and `cosf` are not the CPU's).
 
 use super::Storage;
 use crate::cpu::random as cpu;
+use crate::cuda::ops_random::{self as gpu, Draw};
 use crate::{BackendError, Device, Result};
 use half::{bf16, f16};
 use rtx_kernels::op::RandomOp;
@@ -30,8 +35,30 @@ impl<E: Element> Storage<E> {
         params: [f64; 2],
         device: Device,
     ) -> Result<Self> {
-        if device.is_cuda() {
-            return Err(super::no_kernel(Op::Random(op).name(), device));
+        if let Device::Cuda(ordinal) = device {
+            let draw = match op {
+                RandomOp::Uniform => {
+                    unsupported_unless::<E>(op, E::DTYPE.is_float())?;
+                    let [low, high] = params;
+                    let high_e = E::from_f64(high).to_f64();
+                    let below = E::from_f64(next_below(E::DTYPE, high_e)).to_f64();
+                    Draw::Uniform {
+                        low,
+                        span: high - low,
+                        high: high_e,
+                        below,
+                    }
+                }
+                RandomOp::Normal => {
+                    unsupported_unless::<E>(op, E::DTYPE.is_float())?;
+                    let [mean, std] = params;
+                    Draw::Normal { mean, std }
+                }
+                RandomOp::Bernoulli => Draw::Bernoulli {
+                    threshold: Philox::bernoulli_threshold(params[0]),
+                },
+            };
+            return Ok(Storage::Cuda(gpu::random(ordinal, draw, n, seed)?));
         }
         let wide = E::DTYPE == DType::F64;
         let data = match op {
@@ -85,10 +112,11 @@ impl<E: Element> Storage<E> {
                 msg: format!("low {low} must be below high {high}"),
             });
         }
-        if device.is_cuda() {
-            return Err(super::no_kernel("randint", device));
-        }
         let range = (high as i128 - low as i128) as u64;
+        if let Device::Cuda(ordinal) = device {
+            let draw = Draw::Int { low, range };
+            return Ok(Storage::Cuda(gpu::random(ordinal, draw, n, seed)?));
+        }
         let data = cpu::uniform_int(n, seed, low, range, E::from_i64);
         crate::dispatch::on_cpu(device);
         match device {

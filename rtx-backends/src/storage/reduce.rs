@@ -13,7 +13,7 @@ use rtx_kernels::kernels;
 use rtx_kernels::op::ReduceOp;
 use rtx_kernels::{Element, Float, Num, Op};
 
-/// The reduce kernel of an op, if it has one (the arg ops return indices and have none yet).
+/// The reduce kernel of an op (the arg ops return indices: `cuda::ops_index::arg_reduce`).
 fn reduce_kernel(op: ReduceOp) -> Option<&'static KernelSource> {
     match op {
         ReduceOp::Sum => Some(&kernels::sum::KERNEL),
@@ -86,7 +86,24 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::arg_reduce(v, l, axis, op)?)),
-            _ => Err(super::no_kernel(Op::Reduce(op).name(), self.device())),
+            Storage::Cuda(c) => {
+                let max = match op {
+                    ReduceOp::ArgMax => true,
+                    ReduceOp::ArgMin => false,
+                    _ => {
+                        return Err(BackendError::BadArgument {
+                            op: Op::Reduce(op).name(),
+                            msg: "gives values, not indices: call reduce".into(),
+                        });
+                    }
+                };
+                if l.dims()[axis] == 0 {
+                    return Err(cpu::empty_axis(op, l, axis));
+                }
+                Ok(Storage::Cuda(crate::cuda::ops_index::arg_reduce(
+                    c, l, axis, max,
+                )?))
+            }
         }
     }
 

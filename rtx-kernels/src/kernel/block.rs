@@ -116,7 +116,7 @@ macro_rules! int_word {
         }
     )*};
 }
-int_word!(usize, u32, i32, i64);
+int_word!(usize, u32, u64, i32, i64, u8);
 
 impl Word for bool {
     #[inline]
@@ -503,6 +503,13 @@ impl<'a> GlobalMut<'a, u32> {
 impl<'a, A: FloatMath> GlobalMut<'a, A> {
     /// Wraps a mutable buffer of a compute type (`&mut [T::Acc]`: f32 or f64).
     pub fn new_acc(kernel: &str, name: &str, s: &'a mut [A]) -> Result<Self, LaunchError> {
+        Self::wrap(kernel, name, s)
+    }
+}
+
+impl<'a> GlobalMut<'a, u64> {
+    /// Wraps a mutable `u64` buffer.
+    pub fn new_u64(kernel: &str, name: &str, s: &'a mut [u64]) -> Result<Self, LaunchError> {
         Self::wrap(kernel, name, s)
     }
 }

@@ -20,12 +20,14 @@ pub mod block;
 mod ops;
 #[doc(hidden)]
 pub mod rt;
+mod scalar;
 
 pub use block::{Dim3, LaunchConfig};
 pub use ops::{
     Elementwise, Reduce, Simt, SimtArg, elementwise_inputs, elementwise_uniforms, simt_arity,
     simt_unsupported,
 };
+pub use scalar::{KernelElem, KernelNum, KernelScalar};
 
 use crate::DType;
 use std::fmt;
@@ -49,7 +51,7 @@ impl KernelSource {
     /// ```
     /// use rtx_kernels::{kernels::sum, kernel::Variant, DType};
     /// assert_eq!(sum::KERNEL.entry(DType::F64, Variant::Reduce).unwrap().symbol, "sum_f64");
-    /// assert!(sum::KERNEL.entry(DType::I32, Variant::Reduce).is_none());
+    /// assert!(sum::KERNEL.entry(DType::Bool, Variant::Reduce).is_none());
     /// ```
     pub fn entry(&self, dtype: DType, variant: Variant) -> Option<&'static KernelEntry> {
         self.entries
@@ -184,8 +186,10 @@ pub enum ScalarType {
     U32,
     /// `long long`.
     I64,
-    /// `unsigned long long` (a Rust `usize`, element counts and indices).
+    /// `unsigned long long` (a Rust `usize` or `u64`: element counts, indices, seeds).
     U64,
+    /// `double` (a kernel's `f64` parameter, whatever its element type).
+    F64,
     /// `bool` (one byte).
     Bool,
 }

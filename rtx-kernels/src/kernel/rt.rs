@@ -112,8 +112,8 @@ pub fn for_each_strided<const K: usize>(
     Ok(())
 }
 
-/// The scalar pieces of a reduction, in the compute type `A`.
-pub struct ReduceFns<A> {
+/// The scalar pieces of a reduction over elements `E`, in the compute type `A`.
+pub struct ReduceFns<E, A> {
     /// The value of an empty reduction.
     pub identity: A,
     /// Applied to every element before combining.
@@ -122,16 +122,22 @@ pub struct ReduceFns<A> {
     pub combine: fn(A, A) -> A,
     /// Applied to the result with the axis length: `finish(acc, n)`.
     pub finish: fn(A, A) -> A,
+    /// An element in the compute type.
+    pub load: fn(E) -> A,
+    /// A result back in the element type.
+    pub store: fn(A) -> E,
+    /// The axis length in the compute type.
+    pub count: fn(usize) -> A,
 }
 
 /// Reduces `x`, seen as `[outer, axis, inner]` row-major, along `axis` into `out`
 /// (`[outer, inner]`), combining each output's elements in index order.
-pub fn reduce<E: Float>(
+pub fn reduce<E: Copy, A: Copy>(
     kernel: &str,
     x: &[E],
     (outer, axis, inner): (usize, usize, usize),
     out: &mut [E],
-    fns: &ReduceFns<E::Acc>,
+    fns: &ReduceFns<E, A>,
 ) -> Result<(), LaunchError> {
     let n_in = outer.checked_mul(axis).and_then(|v| v.checked_mul(inner));
     if n_in != Some(x.len()) {
@@ -141,15 +147,15 @@ pub fn reduce<E: Float>(
         )));
     }
     check_len(kernel, "out (outer*inner)", out.len(), outer * inner)?;
-    let n = E::Acc::c(axis as f64);
+    let n = (fns.count)(axis);
     for o in 0..outer {
         for i in 0..inner {
             let mut acc = fns.identity;
             for k in 0..axis {
-                let v = x[(o * axis + k) * inner + i].to_acc();
+                let v = (fns.load)(x[(o * axis + k) * inner + i]);
                 acc = (fns.combine)(acc, (fns.map)(v));
             }
-            out[o * inner + i] = E::from_acc((fns.finish)(acc, n));
+            out[o * inner + i] = (fns.store)((fns.finish)(acc, n));
         }
     }
     Ok(())
@@ -157,13 +163,13 @@ pub fn reduce<E: Float>(
 
 /// Reduces a contiguous tensor of `shape` along `axis`; returns the values and the output
 /// shape (the axis kept with size 1 when `keepdim`, dropped otherwise).
-pub fn reduce_axis<E: Float>(
+pub fn reduce_axis<E: Copy + Default, A: Copy>(
     kernel: &str,
     x: &[E],
     shape: &[usize],
     axis: usize,
     keepdim: bool,
-    fns: &ReduceFns<E::Acc>,
+    fns: &ReduceFns<E, A>,
 ) -> Result<(Vec<E>, Vec<usize>), LaunchError> {
     if axis >= shape.len() {
         return Err(LaunchError::new(format!(
@@ -172,7 +178,7 @@ pub fn reduce_axis<E: Float>(
     }
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..].iter().product();
-    let mut out = vec![E::ZERO; outer * inner];
+    let mut out = vec![E::default(); outer * inner];
     reduce(kernel, x, (outer, shape[axis], inner), &mut out, fns)?;
     let mut out_shape = shape.to_vec();
     if keepdim {

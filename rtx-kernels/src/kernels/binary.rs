@@ -1,10 +1,12 @@
 //! The binary ops of [`BinaryOp`](crate::BinaryOp) as elementwise kernels (their strided
 //! entries broadcast with zero strides), and the scalar maps `affine` and `clamp`, whose
-//! scalars are `#[uniform]` arguments rather than broadcast tensors.
+//! scalars are `#[uniform]` arguments rather than broadcast tensors. All but `pow` are over
+//! `T: Num`, so integer tensors have them too (wrapping, and dividing by zero into 0, as
+//! [`Num`](crate::Num) does); integer `pow` has no kernel yet.
 //!
 //! Invariant: each formula is its marker's in `op.rs`, NaN rules included.
 
-use crate::{BinaryOp, Float, kernel::KernelSource};
+use crate::{BinaryOp, Float, Num, kernel::KernelSource};
 use rtx_macros::kernel;
 
 /// `a + b`.
@@ -13,7 +15,7 @@ use rtx_macros::kernel;
 /// assert_eq!(rtx_kernels::kernels::add(1.0f32, 2.0), 3.0);
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn add<T: Float>(a: T, b: T) -> T {
+pub fn add<T: Num>(a: T, b: T) -> T {
     a + b
 }
 
@@ -23,7 +25,7 @@ pub fn add<T: Float>(a: T, b: T) -> T {
 /// assert_eq!(rtx_kernels::kernels::sub(1.0f32, 2.0), -1.0);
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn sub<T: Float>(a: T, b: T) -> T {
+pub fn sub<T: Num>(a: T, b: T) -> T {
     a - b
 }
 
@@ -33,17 +35,18 @@ pub fn sub<T: Float>(a: T, b: T) -> T {
 /// assert_eq!(rtx_kernels::kernels::mul(3.0f32, 2.0), 6.0);
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn mul<T: Float>(a: T, b: T) -> T {
+pub fn mul<T: Num>(a: T, b: T) -> T {
     a * b
 }
 
-/// `a / b`.
+/// `a / b` (integers truncate, and dividing by zero gives 0).
 ///
 /// ```
 /// assert_eq!(rtx_kernels::kernels::div(3.0f32, 2.0), 1.5);
+/// assert_eq!(rtx_kernels::kernels::div(7i32, 0), 0);
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn div<T: Float>(a: T, b: T) -> T {
+pub fn div<T: Num>(a: T, b: T) -> T {
     a / b
 }
 
@@ -53,7 +56,7 @@ pub fn div<T: Float>(a: T, b: T) -> T {
 /// assert!(rtx_kernels::kernels::maximum(1.0f32, f32::NAN).is_nan());
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn maximum<T: Float>(a: T, b: T) -> T {
+pub fn maximum<T: Num>(a: T, b: T) -> T {
     if a < b {
         b
     } else if b != b {
@@ -69,7 +72,7 @@ pub fn maximum<T: Float>(a: T, b: T) -> T {
 /// assert_eq!(rtx_kernels::kernels::minimum(1.0f32, 2.0), 1.0);
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn minimum<T: Float>(a: T, b: T) -> T {
+pub fn minimum<T: Num>(a: T, b: T) -> T {
     if a > b {
         b
     } else if b != b {
@@ -95,7 +98,7 @@ pub fn pow<T: Float>(a: T, b: T) -> T {
 /// assert_eq!(rtx_kernels::kernels::affine(2.0f32, 3.0, 1.0), 7.0);
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn affine<T: Float>(x: T, #[uniform] mul: T, #[uniform] add: T) -> T {
+pub fn affine<T: Num>(x: T, #[uniform] mul: T, #[uniform] add: T) -> T {
     x * mul + add
 }
 
@@ -105,7 +108,7 @@ pub fn affine<T: Float>(x: T, #[uniform] mul: T, #[uniform] add: T) -> T {
 /// assert_eq!(rtx_kernels::kernels::clamp(5.0f32, 0.0, 1.0), 1.0);
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn clamp<T: Float>(x: T, #[uniform] lo: T, #[uniform] hi: T) -> T {
+pub fn clamp<T: Num>(x: T, #[uniform] lo: T, #[uniform] hi: T) -> T {
     if x < lo {
         lo
     } else if x > hi {

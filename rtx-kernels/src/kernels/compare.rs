@@ -1,10 +1,11 @@
 //! Comparisons into `bool` masks, `where` selecting by a mask, and the casts between floats
-//! and `bool`: elementwise kernels with `bool` buffers.
+//! and `bool`: elementwise kernels with `bool` buffers. Comparisons and `where` are over
+//! `T: Element`, so every element type has them (`false < true`, as Rust orders `bool`).
 //!
 //! Invariant: a comparison widens both sides exactly (f16 and bf16 to f32), so it gives the
 //! same answer as comparing the stored values, as the CPU backend does.
 
-use crate::{CmpOp, Float, kernel::KernelSource};
+use crate::{CmpOp, Element, Float, kernel::KernelSource};
 use rtx_macros::kernel;
 
 /// `a == b`.
@@ -13,7 +14,7 @@ use rtx_macros::kernel;
 /// assert!(rtx_kernels::kernels::eq(1.0f32, 1.0));
 /// ```
 #[kernel(elementwise, crate = crate)]
-pub fn eq<T: Float>(a: T, b: T) -> bool {
+pub fn eq<T: Element>(a: T, b: T) -> bool {
     a == b
 }
 
@@ -23,7 +24,7 @@ pub fn eq<T: Float>(a: T, b: T) -> bool {
 /// assert!(rtx_kernels::kernels::ne(1.0f32, 2.0));
 /// ```
 #[kernel(elementwise, crate = crate)]
-pub fn ne<T: Float>(a: T, b: T) -> bool {
+pub fn ne<T: Element>(a: T, b: T) -> bool {
     a != b
 }
 
@@ -33,7 +34,7 @@ pub fn ne<T: Float>(a: T, b: T) -> bool {
 /// assert!(rtx_kernels::kernels::lt(1.0f32, 2.0));
 /// ```
 #[kernel(elementwise, crate = crate)]
-pub fn lt<T: Float>(a: T, b: T) -> bool {
+pub fn lt<T: Element>(a: T, b: T) -> bool {
     a < b
 }
 
@@ -43,7 +44,7 @@ pub fn lt<T: Float>(a: T, b: T) -> bool {
 /// assert!(rtx_kernels::kernels::le(2.0f32, 2.0));
 /// ```
 #[kernel(elementwise, crate = crate)]
-pub fn le<T: Float>(a: T, b: T) -> bool {
+pub fn le<T: Element>(a: T, b: T) -> bool {
     a <= b
 }
 
@@ -53,7 +54,7 @@ pub fn le<T: Float>(a: T, b: T) -> bool {
 /// assert!(rtx_kernels::kernels::gt(3.0f32, 2.0));
 /// ```
 #[kernel(elementwise, crate = crate)]
-pub fn gt<T: Float>(a: T, b: T) -> bool {
+pub fn gt<T: Element>(a: T, b: T) -> bool {
     a > b
 }
 
@@ -63,7 +64,7 @@ pub fn gt<T: Float>(a: T, b: T) -> bool {
 /// assert!(rtx_kernels::kernels::ge(2.0f32, 2.0));
 /// ```
 #[kernel(elementwise, crate = crate)]
-pub fn ge<T: Float>(a: T, b: T) -> bool {
+pub fn ge<T: Element>(a: T, b: T) -> bool {
     a >= b
 }
 
@@ -73,7 +74,7 @@ pub fn ge<T: Float>(a: T, b: T) -> bool {
 /// assert_eq!(rtx_kernels::kernels::select(false, 1.0f32, 2.0), 2.0);
 /// ```
 #[kernel(elementwise, crate = crate)]
-pub fn select<T: Float>(cond: bool, a: T, b: T) -> T {
+pub fn select<T: Element>(cond: bool, a: T, b: T) -> T {
     if cond { a } else { b }
 }
 

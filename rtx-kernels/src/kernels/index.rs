@@ -1,10 +1,11 @@
 //! Indexing kernels: slices of one axis picked by an `i64` index buffer (`index_select`, the
-//! embedding lookup), one thread per output element in a grid-stride loop.
+//! embedding lookup), one thread per output element in a grid-stride loop, in every element
+//! type. (Gather and scatter are in `gather.rs`.)
 //!
 //! Invariant: the kernels trust their indices; the launcher checks every index against the
 //! axis size first, so a bad index is an error naming it, never an out-of-bounds read.
 
-use crate::Float;
+use crate::Element;
 use rtx_macros::kernel;
 
 /// `out[o, j, i] = x[o, idx[j], i]` for a dense `x` of `[outer, size, inner]` and a dense
@@ -19,7 +20,7 @@ use rtx_macros::kernel;
 /// assert_eq!(out, vec![5.0, 6.0, 1.0, 2.0]);
 /// ```
 #[kernel(crate = crate)]
-pub fn index_select_axis<T: Float>(
+pub fn index_select_axis<T: Element>(
     x: &[T],
     idx: &[i64],
     out: &mut [T],

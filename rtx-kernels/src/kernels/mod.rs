@@ -9,26 +9,34 @@
 //! ```
 
 mod activation;
+mod arg;
 mod binary;
 mod compare;
 mod conv;
+mod gather;
 mod index;
+mod join;
 mod norm;
 mod optim;
 mod pool;
+mod random;
 mod reduce;
 mod simt;
 mod softmax;
 mod unary;
 
 pub use activation::*;
+pub use arg::*;
 pub use binary::*;
 pub use compare::*;
 pub use conv::*;
+pub use gather::*;
 pub use index::*;
+pub use join::*;
 pub use norm::*;
 pub use optim::*;
 pub use pool::*;
+pub use random::*;
 pub use reduce::*;
 pub use simt::*;
 pub use softmax::*;
@@ -107,4 +115,14 @@ pub static ALL: &[&KernelSource] = &[
     &norm_param_finish::KERNEL,
     &adam_step::KERNEL,
     &sgd_step::KERNEL,
+    &arg_reduce_axis::KERNEL,
+    &gather_strided::KERNEL,
+    &scatter_lines::KERNEL,
+    &scatter_add_lines::KERNEL,
+    &concat_into::KERNEL,
+    &triangle::KERNEL,
+    &random_uniform::KERNEL,
+    &random_normal::KERNEL,
+    &random_bernoulli::KERNEL,
+    &random_int::KERNEL,
 ];

@@ -1,6 +1,8 @@
 //! Reductions along one axis, written as combine functions with `#[kernel(reduce(..))]`.
+//! `sum`, `prod`, `amax` and `amin` are over `T: Num` (integers wrap, as the CPU backend's
+//! reductions do); the others are float-only.
 
-use crate::Float;
+use crate::{Float, Num};
 use rtx_macros::kernel;
 
 /// Sum.
@@ -10,7 +12,7 @@ use rtx_macros::kernel;
 /// assert_eq!((v, shape), (vec![3.0, 7.0], vec![2, 1]));
 /// ```
 #[kernel(reduce(identity = 0.0), crate = crate)]
-pub fn sum<T: Float>(acc: T, x: T) -> T {
+pub fn sum<T: Num>(acc: T, x: T) -> T {
     acc + x
 }
 
@@ -54,7 +56,7 @@ pub fn sum_squares<T: Float>(acc: T, x: T) -> T {
 /// assert_eq!(v, vec![24.0]);
 /// ```
 #[kernel(reduce(identity = 1.0), crate = crate)]
-pub fn prod<T: Float>(acc: T, x: T) -> T {
+pub fn prod<T: Num>(acc: T, x: T) -> T {
     acc * x
 }
 
@@ -64,8 +66,8 @@ pub fn prod<T: Float>(acc: T, x: T) -> T {
 /// let (v, _) = rtx_kernels::kernels::amax::reduce_axis(&[1.0f32, f32::NAN, 3.0], &[3], 0, false).unwrap();
 /// assert!(v[0].is_nan());
 /// ```
-#[kernel(reduce(identity = T::NEG_INFINITY), crate = crate)]
-pub fn amax<T: Float>(acc: T, x: T) -> T {
+#[kernel(reduce(identity = T::LOWEST), crate = crate)]
+pub fn amax<T: Num>(acc: T, x: T) -> T {
     if acc < x {
         x
     } else if x != x {
@@ -81,8 +83,8 @@ pub fn amax<T: Float>(acc: T, x: T) -> T {
 /// let (v, _) = rtx_kernels::kernels::amin::reduce_axis(&[2.0f32, 1.0, 3.0], &[3], 0, false).unwrap();
 /// assert_eq!(v, vec![1.0]);
 /// ```
-#[kernel(reduce(identity = T::INFINITY), crate = crate)]
-pub fn amin<T: Float>(acc: T, x: T) -> T {
+#[kernel(reduce(identity = T::HIGHEST), crate = crate)]
+pub fn amin<T: Num>(acc: T, x: T) -> T {
     if acc > x {
         x
     } else if x != x {

@@ -1,29 +1,32 @@
-//! The unary float ops of [`UnaryOp`](crate::UnaryOp) as elementwise kernels, one per op, each
-//! the same formula as its marker in `op.rs` (the CPU backend's definition), so the GPU and the
-//! CPU compute the same function in the same compute type.
+//! The unary ops of [`UnaryOp`](crate::UnaryOp) as elementwise kernels, one per op, each the
+//! same formula as its marker in `op.rs` (the CPU backend's definition), so the GPU and the
+//! CPU compute the same function in the same compute type; `neg` and `abs` are over `T: Num`
+//! (integers too), the rest over `T: Float`. Also `copy` and `cast`, in every element type.
 //!
 //! Invariant: [`unary_kernel`] maps every `UnaryOp` to exactly one kernel here.
 
-use crate::{Float, UnaryOp, kernel::KernelSource};
+use crate::{Element, Float, Num, UnaryOp, kernel::KernelSource};
 use rtx_macros::kernel;
 
-/// `-x`.
+/// `-x` (integers wrap).
 ///
 /// ```
 /// assert_eq!(rtx_kernels::kernels::neg(2.0f32), -2.0);
+/// assert_eq!(rtx_kernels::kernels::neg(i32::MIN), i32::MIN);
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn neg<T: Float>(x: T) -> T {
+pub fn neg<T: Num>(x: T) -> T {
     -x
 }
 
-/// `|x|`.
+/// `|x|` (integers wrap at the minimum).
 ///
 /// ```
 /// assert_eq!(rtx_kernels::kernels::abs(-2.0f32), 2.0);
+/// assert_eq!(rtx_kernels::kernels::abs(-7i64), 7);
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn abs<T: Float>(x: T) -> T {
+pub fn abs<T: Num>(x: T) -> T {
     x.abs()
 }
 
@@ -206,24 +209,29 @@ pub fn unary_kernel(op: UnaryOp) -> &'static KernelSource {
     }
 }
 
-/// The identity: the strided path of this kernel is the dense copy of a view (`contiguous`).
+/// The identity: the strided path of this kernel is the dense copy of a view (`contiguous`),
+/// in every element type.
 ///
 /// ```
 /// assert_eq!(rtx_kernels::kernels::copy(3.0f32), 3.0);
+/// assert!(rtx_kernels::kernels::copy(true));
 /// ```
 #[kernel(elementwise, no_grad, crate = crate)]
-pub fn copy<T: Float>(x: T) -> T {
+pub fn copy<T: Element>(x: T) -> T {
     x
 }
 
-/// A float converted to another float type (f16 and bf16 round to nearest even), the same
-/// conversion as `Element::cast`.
+/// An element converted to another element type, exactly as `Element::cast` converts it:
+/// between integer types (and `bool`) through i64, otherwise through f64 (floats to integers
+/// truncate and saturate, NaN becomes 0; anything to `bool` is "not zero").
 ///
 /// ```
 /// use rtx_kernels::{bf16, kernels::cast};
 /// assert_eq!(cast::<f32, bf16>(1.0), bf16::ONE);
+/// assert_eq!(cast::<f32, u8>(300.5), 255);
+/// assert_eq!(cast::<i64, i32>(1 << 32 | 5), 5);
 /// ```
 #[kernel(elementwise, crate = crate)]
-pub fn cast<T: Float, U: Float>(x: T) -> U {
+pub fn cast<T: Element, U: Element>(x: T) -> U {
     x
 }

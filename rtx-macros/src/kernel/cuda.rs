@@ -3,13 +3,28 @@
 //! temporary assigned in each branch, and every shadowing `let` gets a fresh C++ name.
 //!
 //! Invariant: the text needs only the prelude (`prelude.cu`, included in every kernel's
-//! source) and the template parameters `S` (storage type) and `A` (compute type) in scope.
+//! source; `prelude_num.cu` after it when [`Writer::uses_num`] is set) and the template
+//! parameters `S` (storage type) and `A` (compute type) in scope.
 
 use super::ir::*;
 use std::collections::{HashMap, HashSet};
 
 /// The prelude every generated source starts with.
 pub const PRELUDE: &str = include_str!("prelude.cu");
+
+/// The second prelude, for integer element types, exact conversions and wrapping
+/// arithmetic: included by kernels over `T: Num` or `T: Element`, cast kernels, and kernels
+/// that store `f64` or `i64` values into `T` buffers.
+pub const PRELUDE_NUM: &str = include_str!("prelude_num.cu");
+
+/// The preludes a source needs, with a trailing newline.
+pub fn preludes(num: bool) -> String {
+    let mut s = String::from(PRELUDE);
+    if num {
+        s.push_str(PRELUDE_NUM);
+    }
+    s
+}
 
 /// C++ keywords and names the generated code uses, which a Rust name must not take.
 const RESERVED: &[&str] = &[
@@ -105,18 +120,56 @@ const RESERVED: &[&str] = &[
 pub fn cty(ty: Ty) -> &'static str {
     match ty {
         Ty::Elem => "A",
-        Ty::Usize => "unsigned long long",
+        Ty::F64 => "double",
+        Ty::Usize | Ty::U64 => "unsigned long long",
         Ty::I32 => "int",
         Ty::U32 => "unsigned int",
         Ty::I64 => "long long",
         Ty::Bool => "bool",
+        Ty::Shape => "rtx_shape",
+        Ty::Strides => "rtx_strides",
         Ty::Unit => "void",
+    }
+}
+
+/// The unsigned type of the same width as a signed integer type, for wrapping arithmetic.
+fn unsigned_of(ty: Ty) -> Option<&'static str> {
+    match ty {
+        Ty::I32 => Some("unsigned int"),
+        Ty::I64 => Some("unsigned long long"),
+        _ => None,
+    }
+}
+
+/// The value of an `f64` expression made only of literals and `+ - * /` (and negation),
+/// computed with one rounding per operation as the device computes it.
+fn fold_f64(e: &Expr) -> Option<f64> {
+    match &e.kind {
+        ExprKind::Float(v) => Some(*v),
+        ExprKind::Unary(UnOp::Neg, a) => fold_f64(a).map(|v| -v),
+        ExprKind::Binary(op, a, b) => {
+            let (a, b) = (fold_f64(a)?, fold_f64(b)?);
+            let v = match op {
+                BinOp::Add => a + b,
+                BinOp::Sub => a - b,
+                BinOp::Mul => a * b,
+                BinOp::Div => a / b,
+                _ => return None,
+            };
+            v.is_finite().then_some(v)
+        }
+        _ => None,
     }
 }
 
 /// Writes C++ statements with indentation and maps Rust names to unique C++ names.
 pub struct Writer {
     pub out: String,
+    /// Which element types `A` may be: arithmetic on `T` goes through the wrapping helpers of
+    /// `prelude_num.cu` unless they are all floats.
+    pub elem: ElemKind,
+    /// Whether the text uses `prelude_num.cu`.
+    pub uses_num: bool,
     indent: usize,
     tmp: usize,
     scopes: Vec<HashMap<String, String>>,
@@ -128,11 +181,61 @@ impl Writer {
     pub fn new(indent: usize) -> Self {
         Writer {
             out: String::new(),
+            elem: ElemKind::Float,
+            uses_num: false,
             indent,
             tmp: 0,
             scopes: vec![HashMap::new()],
             used: HashSet::new(),
         }
+    }
+
+    /// A writer for a kernel over `T: <elem>` (its sources include `prelude_num.cu` unless
+    /// `elem` is `Float`).
+    pub fn for_kernel(indent: usize, elem: ElemKind) -> Self {
+        let mut w = Writer::new(indent);
+        w.elem = elem;
+        w.uses_num = elem != ElemKind::Float;
+        w
+    }
+
+    /// A binary operator on C++ operands of IR type `ty`: arithmetic on `T` over integer
+    /// types goes through the wrapping helpers.
+    fn bin(&mut self, op: BinOp, ty: Ty, a: &str, b: &str) -> String {
+        if ty == Ty::F64 {
+            // `f64` arithmetic rounds every operation, never fusing a multiply and an add, so
+            // it is bitwise the CPU's (NVRTC fuses by default).
+            let f = match op {
+                BinOp::Add => Some("__dadd_rn"),
+                BinOp::Sub => Some("__dsub_rn"),
+                BinOp::Mul => Some("__dmul_rn"),
+                BinOp::Div => Some("__ddiv_rn"),
+                _ => None,
+            };
+            if let Some(f) = f {
+                return format!("{f}({a}, {b})");
+            }
+        }
+        if ty == Ty::Elem && self.elem != ElemKind::Float {
+            let f = match op {
+                BinOp::Add => Some("rtx_add"),
+                BinOp::Sub => Some("rtx_sub"),
+                BinOp::Mul => Some("rtx_mul"),
+                BinOp::Div => Some("rtx_div"),
+                _ => None,
+            };
+            if let Some(f) = f {
+                self.uses_num = true;
+                return format!("{f}({a}, {b})");
+            }
+        }
+        format!("({a} {} {b})", op.symbol())
+    }
+
+    /// Whether compound assignments on values of `ty` go through [`Writer::bin`] rather than
+    /// C++'s `op=` (`f64`, and `T` when it may be an integer type).
+    fn routes(&self, ty: Ty) -> bool {
+        ty == Ty::F64 || (ty == Ty::Elem && self.elem != ElemKind::Float)
     }
 
     /// Declares a Rust name (a parameter, a `let`, a loop variable) and returns its C++ name.
@@ -236,12 +339,32 @@ impl Writer {
                 }
             }
             Stmt::Assign { place, op, value } => {
+                if let Place::Index(buf, kind, elem, index) = place
+                    && let Some(inner) = super::native::direct_store(*kind, *elem, *op, value)
+                {
+                    // `buf[i] = v as T` of an f64 or i64: converted once, straight to `S`.
+                    let v = self.expr(inner);
+                    let b = self.name(&buf.to_string());
+                    let i = self.expr(index);
+                    let f = if inner.ty == Ty::F64 {
+                        "rtx_from_f64"
+                    } else {
+                        "rtx_from_i64"
+                    };
+                    self.uses_num = true;
+                    self.line(&format!("{b}[{i}] = {f}<S>({v});"));
+                    return;
+                }
                 let v = self.expr(value);
                 match place {
                     Place::Var(name) => {
                         let c = self.name(&name.to_string());
                         match op {
                             None => self.line(&format!("{c} = {v};")),
+                            Some(op) if self.routes(value.ty) => {
+                                let new = self.bin(*op, value.ty, &c, &v);
+                                self.line(&format!("{c} = {new};"));
+                            }
                             Some(op) => self.line(&format!("{c} {}= {v};", op.symbol())),
                         }
                     }
@@ -253,13 +376,19 @@ impl Writer {
                             self.line(&format!("const unsigned long long {t} = {i};"));
                             let new = match op {
                                 None => v,
-                                Some(op) => format!(
-                                    "({} {} {v})",
-                                    self.load(&b, *kind, *elem, &t),
-                                    op.symbol()
-                                ),
+                                Some(op) => {
+                                    let old = self.load(&b, *kind, *elem, &t);
+                                    self.bin(*op, *elem, &old, &v)
+                                }
                             };
                             self.line(&format!("{b}[{t}] = rtx_elem<S>::narrow({new});"));
+                        } else if let Some(op) = op
+                            && self.routes(*elem)
+                        {
+                            let t = self.fresh();
+                            self.line(&format!("const unsigned long long {t} = {i};"));
+                            let new = self.bin(*op, *elem, &format!("{b}[{t}]"), &v);
+                            self.line(&format!("{b}[{t}] = {new};"));
                         } else {
                             let op = op.map_or("", |o| o.symbol());
                             self.line(&format!("{b}[{i}] {op}= {v};"));
@@ -337,6 +466,7 @@ impl Writer {
     /// (empty for a `()` expression that was written as statements).
     pub fn expr(&mut self, e: &Expr) -> String {
         match &e.kind {
+            ExprKind::Float(v) if e.ty == Ty::F64 => format!("{v:?}"),
             ExprKind::Float(v) => format!("A({v:?})"),
             ExprKind::Int(v, _) => match e.ty {
                 Ty::I32 => format!("{v}"),
@@ -348,10 +478,34 @@ impl Writer {
             ExprKind::Const(FConst::Inf) => "rtx_inf<A>()".into(),
             ExprKind::Const(FConst::NegInf) => "(-rtx_inf<A>())".into(),
             ExprKind::Const(FConst::Nan) => "rtx_nan<A>()".into(),
+            ExprKind::Const(c @ (FConst::Lowest | FConst::Highest)) => {
+                let low = *c == FConst::Lowest;
+                if self.elem == ElemKind::Float {
+                    if low {
+                        "(-rtx_inf<A>())"
+                    } else {
+                        "rtx_inf<A>()"
+                    }
+                    .into()
+                } else {
+                    self.uses_num = true;
+                    if low {
+                        "rtx_lowest<A>()"
+                    } else {
+                        "rtx_highest<A>()"
+                    }
+                    .into()
+                }
+            }
             ExprKind::Var(id) => self.name(&id.to_string()),
             ExprKind::Unary(op, a) => {
+                let neg_num = a.ty == Ty::Elem && self.elem != ElemKind::Float;
                 let a = self.expr(a);
                 match op {
+                    UnOp::Neg if neg_num => {
+                        self.uses_num = true;
+                        format!("rtx_neg({a})")
+                    }
                     UnOp::Neg => format!("(-{a})"),
                     UnOp::Not if e.ty == Ty::Bool => format!("(!{a})"),
                     UnOp::Not => format!("(~{a})"),
@@ -378,15 +532,43 @@ impl Writer {
                 self.line("}");
                 t
             }
+            ExprKind::Binary(..) if e.ty == Ty::F64 && fold_f64(e).is_some() => {
+                // Arithmetic of `f64` literals, folded exactly as the device would compute it.
+                format!("{:?}", fold_f64(e).unwrap_or_default())
+            }
             ExprKind::Binary(op, a, b) => {
+                let ty = a.ty;
                 let a = self.expr(a);
                 let b = self.expr(b);
-                format!("({a} {} {b})", op.symbol())
+                self.bin(*op, ty, &a, &b)
             }
             ExprKind::Math(f, args) => {
+                let ty = args[0].ty;
                 let a: Vec<String> = args.iter().map(|x| self.expr(x)).collect();
                 match f {
+                    MathFn::Recip if ty == Ty::F64 => format!("(1.0 / {})", a[0]),
                     MathFn::Recip => format!("(A(1.0) / {})", a[0]),
+                    MathFn::MulHi if ty == Ty::U32 => format!("__umulhi({}, {})", a[0], a[1]),
+                    MathFn::MulHi => format!("__umul64hi({}, {})", a[0], a[1]),
+                    MathFn::WrappingAdd | MathFn::WrappingSub | MathFn::WrappingMul => {
+                        let op = match f {
+                            MathFn::WrappingAdd => "+",
+                            MathFn::WrappingSub => "-",
+                            _ => "*",
+                        };
+                        // Unsigned arithmetic wraps in C++; signed overflow is undefined, so
+                        // signed operands go through their unsigned twin.
+                        match unsigned_of(ty) {
+                            Some(u) => {
+                                format!("(({})(({u})({}) {op} ({u})({})))", cty(ty), a[0], a[1])
+                            }
+                            None => format!("(({})({} {op} {}))", cty(ty), a[0], a[1]),
+                        }
+                    }
+                    MathFn::Abs if ty == Ty::Elem && self.elem != ElemKind::Float => {
+                        self.uses_num = true;
+                        format!("rtx_abs({})", a[0])
+                    }
                     _ => format!("rtx_{}({})", f.name(), a.join(", ")),
                 }
             }
@@ -398,6 +580,16 @@ impl Writer {
                     Intrinsic::SyncThreads => "__syncthreads()".into(),
                     Intrinsic::ShuffleDown => format!("rtx_shfl_down({}, {})", a[0], a[1]),
                     Intrinsic::ShuffleXor => format!("rtx_shfl_xor({}, {})", a[0], a[1]),
+                }
+            }
+            ExprKind::Layout(f, recv, dim) => {
+                let r = self.expr(recv);
+                let d = dim.as_ref().map(|d| self.expr(d)).unwrap_or_default();
+                match f {
+                    LayoutFn::Rank => format!("((unsigned long long)({r}).rank)"),
+                    LayoutFn::Dim => format!("(({r}).dims[{d}])"),
+                    LayoutFn::Offset => format!("((unsigned long long)({r}).offset)"),
+                    LayoutFn::Stride => format!("((unsigned long long)({r}).strides[{d}])"),
                 }
             }
             ExprKind::Load(buf, kind, elem, index) => {

@@ -66,6 +66,7 @@ fn is_zero(d: &D) -> bool {
 pub fn derive(k: &KernelFn, wrt: &Ident) -> Option<KernelFn> {
     // Predicates and selections on `bool` inputs have no derivative worth a kernel.
     if k.ret != Ty::Elem
+        || k.elem != ElemKind::Float
         || k.out_generic.is_some()
         || k.params.iter().any(|p| p.ty == ParamTy::Scalar(Ty::Bool))
     {
@@ -103,6 +104,7 @@ pub fn derive(k: &KernelFn, wrt: &Ident) -> Option<KernelFn> {
     Some(KernelFn {
         name: format_ident!("{}_grad_{}", k.name, wrt),
         generic: k.generic.clone(),
+        elem: k.elem,
         params,
         body: Block {
             stmts,
@@ -172,6 +174,7 @@ fn expr(e: &Expr, env: &Env) -> Option<D> {
     }
     Some(match &e.kind {
         ExprKind::Float(_) | ExprKind::Const(_) | ExprKind::Int(..) | ExprKind::Bool(_) => D::Zero,
+        ExprKind::Layout(..) => return None,
         ExprKind::Var(id) => env.get(&id.to_string()).cloned().unwrap_or(D::Zero),
         ExprKind::Unary(UnOp::Neg, a) => neg(expr(a, env)?),
         ExprKind::Unary(UnOp::Not, _) => return None,
@@ -289,8 +292,14 @@ fn expr(e: &Expr, env: &Env) -> Option<D> {
                     );
                     add(from_a, from_b, span)
                 }
+                // Integer methods never produce `T` values.
+                MathFn::WrappingAdd | MathFn::WrappingSub | MathFn::WrappingMul | MathFn::MulHi => {
+                    return None;
+                }
             }
         }
+        // Work through `f64` is not differentiated (its tangent would need `f64` too).
+        ExprKind::Cast(inner) if inner.ty == Ty::F64 => return None,
         ExprKind::Cast(inner) => {
             if inner.ty == Ty::Elem {
                 expr(inner, env)?

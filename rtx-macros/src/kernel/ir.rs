@@ -14,33 +14,50 @@ use syn::Ident;
 pub enum Ty {
     /// The element type parameter `T`, held in its compute type.
     Elem,
+    /// `f64`, whatever `T` is: for work that needs double precision in every instantiation.
+    F64,
     Usize,
     I32,
     U32,
     I64,
+    U64,
     Bool,
+    /// A `KernelShape` parameter of a SIMT kernel (read through `.rank()` and `.dim(d)`).
+    Shape,
+    /// A `KernelStrides` parameter of a SIMT kernel (read through `.offset()` and
+    /// `.stride(d)`).
+    Strides,
     /// The value of a statement-like expression (`if` without `else`, `sync_threads()`).
     Unit,
 }
 
 impl Ty {
     pub fn is_int(self) -> bool {
-        matches!(self, Ty::Usize | Ty::I32 | Ty::U32 | Ty::I64)
+        matches!(self, Ty::Usize | Ty::I32 | Ty::U32 | Ty::I64 | Ty::U64)
     }
 
     pub fn is_signed(self) -> bool {
-        matches!(self, Ty::Elem | Ty::I32 | Ty::I64)
+        matches!(self, Ty::Elem | Ty::F64 | Ty::I32 | Ty::I64)
+    }
+
+    /// Whether values of the type are plain numbers, bools or `T` (not layouts, not `()`).
+    pub fn is_value(self) -> bool {
+        !matches!(self, Ty::Shape | Ty::Strides | Ty::Unit)
     }
 
     /// How the type reads in messages.
     pub fn name(self) -> &'static str {
         match self {
             Ty::Elem => "T",
+            Ty::F64 => "f64",
             Ty::Usize => "usize",
             Ty::I32 => "i32",
             Ty::U32 => "u32",
             Ty::I64 => "i64",
+            Ty::U64 => "u64",
             Ty::Bool => "bool",
+            Ty::Shape => "KernelShape",
+            Ty::Strides => "KernelStrides",
             Ty::Unit => "()",
         }
     }
@@ -123,6 +140,12 @@ pub enum MathFn {
     Min,
     Powi,
     Powf,
+    /// Integer arithmetic modulo 2^bits, on every integer type.
+    WrappingAdd,
+    WrappingSub,
+    WrappingMul,
+    /// The high half of the full product of two `u32` or two `u64` values.
+    MulHi,
 }
 
 impl MathFn {
@@ -141,6 +164,10 @@ impl MathFn {
         ("min", MathFn::Min, 1),
         ("powi", MathFn::Powi, 1),
         ("powf", MathFn::Powf, 1),
+        ("wrapping_add", MathFn::WrappingAdd, 1),
+        ("wrapping_sub", MathFn::WrappingSub, 1),
+        ("wrapping_mul", MathFn::WrappingMul, 1),
+        ("mul_hi", MathFn::MulHi, 1),
     ];
 
     pub fn name(self) -> &'static str {
@@ -149,6 +176,29 @@ impl MathFn {
             .find(|(_, f, _)| *f == self)
             .map_or("?", |(n, _, _)| n)
     }
+}
+
+impl MathFn {
+    /// Whether the method is integer arithmetic (not float math).
+    pub fn is_int_op(self) -> bool {
+        matches!(
+            self,
+            MathFn::WrappingAdd | MathFn::WrappingSub | MathFn::WrappingMul | MathFn::MulHi
+        )
+    }
+}
+
+/// Reads of a `KernelShape` or `KernelStrides` parameter, written as methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutFn {
+    /// `shape.rank()`.
+    Rank,
+    /// `shape.dim(d)`.
+    Dim,
+    /// `strides.offset()`.
+    Offset,
+    /// `strides.stride(d)`.
+    Stride,
 }
 
 /// SIMT intrinsics, written as free function calls.
@@ -162,12 +212,16 @@ pub enum Intrinsic {
     ShuffleXor,
 }
 
-/// Float constants written as `T::INFINITY`, `T::NEG_INFINITY`, `T::NAN`.
+/// Constants of `T`: `T::INFINITY`, `T::NEG_INFINITY`, `T::NAN` (float kernels), and
+/// `T::LOWEST`, `T::HIGHEST` (the identities of max and min: infinities for floats, the
+/// integer range for integers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FConst {
     Inf,
     NegInf,
     Nan,
+    Lowest,
+    Highest,
 }
 
 /// Where an indexed buffer lives.
@@ -212,6 +266,8 @@ pub enum ExprKind {
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Math(MathFn, Vec<Expr>),
     Intrinsic(Intrinsic, Vec<Expr>),
+    /// A read of a layout value (a `KernelShape` or `KernelStrides`), with the dim, if any.
+    Layout(LayoutFn, Box<Expr>, Option<Box<Expr>>),
     Load(Ident, Buf, Ty, Box<Expr>),
     Cast(Box<Expr>),
     If(Box<Expr>, Block, Block),
@@ -329,17 +385,44 @@ pub struct Shared {
     pub len: usize,
 }
 
+/// Which element types a kernel is instantiated for, from its type parameter's bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElemKind {
+    /// `T: Float`: f32, f64, f16 and bf16, computed in f32 (f64 for f64).
+    Float,
+    /// `T: Num`: the float types and i32, i64 and u8 (integers compute in their own type,
+    /// wrapping).
+    Num,
+    /// `T: Element`: every element type, `bool` included; `T` values are only moved and
+    /// compared.
+    Element,
+}
+
+impl ElemKind {
+    /// The trait name the user writes.
+    pub fn bound(self) -> &'static str {
+        match self {
+            ElemKind::Float => "Float",
+            ElemKind::Num => "Num",
+            ElemKind::Element => "Element",
+        }
+    }
+}
+
 /// A parsed kernel function.
 #[derive(Clone, Debug)]
 pub struct KernelFn {
     pub name: Ident,
     pub generic: Ident,
+    /// The bound on `generic`, which decides the element types.
+    pub elem: ElemKind,
     pub params: Vec<Param>,
     pub body: Block,
     /// What the scalar function returns: `T`, or `bool` for elementwise predicates.
     pub ret: Ty,
-    /// The output type parameter `U` of a cast-like elementwise kernel (`-> U`).
-    pub out_generic: Option<Ident>,
+    /// The output type parameter `U` of a cast-like elementwise kernel (`-> U`), with the
+    /// element types its bound stands for.
+    pub out_generic: Option<(Ident, ElemKind)>,
     pub shared: Vec<Shared>,
     pub uses_sync: bool,
 }

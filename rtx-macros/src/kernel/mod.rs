@@ -19,7 +19,7 @@ mod parse;
 mod reduce;
 mod simt;
 
-use ir::{KernelFn, Param, ParamTy, Ty};
+use ir::{ElemKind, KernelFn, Param, ParamTy, Ty};
 use parse::{Mode, Parser};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
@@ -50,20 +50,36 @@ struct Args {
     grad: GradOpt,
 }
 
-/// The element types every kernel is instantiated for: (suffix, CUDA storage type, DType).
-const DTYPES: [(&str, &str, &str); 4] = [
+/// The element types kernels are instantiated for: (suffix, CUDA storage type, DType). A
+/// `T: Float` kernel takes the first four, `T: Num` the first seven, `T: Element` all.
+const ALL_DTYPES: [(&str, &str, &str); 8] = [
     ("f32", "float", "F32"),
     ("f64", "double", "F64"),
     ("f16", "rtx_f16", "F16"),
     ("bf16", "rtx_bf16", "BF16"),
+    ("i32", "int", "I32"),
+    ("i64", "long long", "I64"),
+    ("u8", "unsigned char", "U8"),
+    ("bool", "bool", "Bool"),
 ];
 
-fn acc_of(storage: &str) -> &'static str {
-    if storage == "double" {
-        "double"
-    } else {
-        "float"
+/// The element types a kernel over `T: <elem>` is instantiated for.
+fn dtypes(elem: ElemKind) -> &'static [(&'static str, &'static str, &'static str)] {
+    match elem {
+        ElemKind::Float => &ALL_DTYPES[..4],
+        ElemKind::Num => &ALL_DTYPES[..7],
+        ElemKind::Element => &ALL_DTYPES[..],
     }
+}
+
+/// The CUDA compute type of a storage type: `float` for the 16-bit floats, the type itself
+/// otherwise.
+fn acc_of(storage: &str) -> &'static str {
+    ALL_DTYPES
+        .iter()
+        .map(|&(_, s, _)| s)
+        .find(|&s| s == storage && !s.starts_with("rtx_"))
+        .unwrap_or("float")
 }
 
 /// Entry point of the attribute.
@@ -91,6 +107,7 @@ fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
         krate: args.krate.clone(),
         t: k.generic.clone(),
         bound: element_bound(&item.sig),
+        elem: k.elem,
     };
     match &args.kind {
         Kind::Elementwise if k.out_generic.is_some() => cast::emit(&cx, &item, &k),
@@ -211,8 +228,8 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
             "a kernel takes no `where` clause: write `<T: Float>`",
         ));
     }
-    let (generic, out_generic) = element_param(sig)?;
-    let mut parser = Parser::new(mode, generic.clone());
+    let (generic, elem, out_generic) = element_param(sig)?;
+    let mut parser = Parser::new(mode, generic.clone(), elem);
     let mut params = Vec::new();
     for input in &sig.inputs {
         let syn::FnArg::Typed(pt) = input else {
@@ -256,10 +273,10 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
     let ret = match (&sig.output, &out_generic) {
         (syn::ReturnType::Default, _) => Ty::Unit,
         // The body computes in `T`'s compute type; the result is converted to `U` on store.
-        (syn::ReturnType::Type(_, t), Some((u, _))) if matches!(&**t, syn::Type::Path(p) if p.path.is_ident(u)) => {
+        (syn::ReturnType::Type(_, t), Some((u, _, _))) if matches!(&**t, syn::Type::Path(p) if p.path.is_ident(u)) => {
             Ty::Elem
         }
-        (syn::ReturnType::Type(_, t), Some((u, _))) => {
+        (syn::ReturnType::Type(_, t), Some((u, _, _))) => {
             return Err(Error::new(
                 t.span(),
                 format!("the second type parameter is the output type: return `{u}`"),
@@ -302,43 +319,56 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
     let k = KernelFn {
         name: sig.ident.clone(),
         generic,
+        elem,
         params,
         body,
         ret,
-        out_generic: out_generic.map(|(u, _)| u),
+        out_generic: out_generic.map(|(u, _, e)| (u, e)),
         shared: parser.shared.clone(),
         uses_sync: parser.uses_sync,
     };
     Ok((k, parser))
 }
 
-/// The element type parameter `T: Float`, and the output type `U: Float` of a cast-like
-/// elementwise kernel when there is a second one.
-fn element_param(sig: &syn::Signature) -> Result<(Ident, Option<(Ident, TokenStream)>)> {
+/// The output type parameter of a cast-like kernel: its name, its bound as written, and the
+/// element types that bound stands for.
+type OutParam = (Ident, TokenStream, ElemKind);
+
+/// The element type parameter `T: Float` (or `Num`, or `Element`), and the output type
+/// `U: Float` of a cast-like elementwise kernel when there is a second one.
+fn element_param(sig: &syn::Signature) -> Result<(Ident, ElemKind, Option<OutParam>)> {
     let g = &sig.generics;
-    let mut found: Option<Ident> = None;
+    let mut found: Option<(Ident, ElemKind)> = None;
     let mut out = None;
     for p in &g.params {
         match p {
             syn::GenericParam::Type(t) if found.is_none() || out.is_none() => {
-                let float = t.bounds.iter().any(|b| {
-                    matches!(b, syn::TypeParamBound::Trait(tb)
-                        if tb.path.segments.last().is_some_and(|s| s.ident == "Float"))
-                });
-                if !float || t.bounds.len() != 1 || t.default.is_some() {
+                let kind = match t.bounds.first() {
+                    Some(syn::TypeParamBound::Trait(tb)) if t.bounds.len() == 1 => {
+                        match tb.path.segments.last().map(|s| s.ident.to_string()) {
+                            Some(n) if n == "Float" => Some(ElemKind::Float),
+                            Some(n) if n == "Num" => Some(ElemKind::Num),
+                            Some(n) if n == "Element" => Some(ElemKind::Element),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                let Some(kind) = kind.filter(|_| t.default.is_none()) else {
                     return Err(Error::new(
                         t.span(),
                         format!(
-                            "the element type parameter is declared `{}: Float`",
+                            "the element type parameter is declared `{}: Float` (f32, f64, f16, \
+                             bf16), `{0}: Num` (and i32, i64, u8) or `{0}: Element` (and bool)",
                             t.ident
                         ),
                     ));
-                }
+                };
                 if found.is_none() {
-                    found = Some(t.ident.clone());
+                    found = Some((t.ident.clone(), kind));
                 } else {
                     let b = &t.bounds;
-                    out = Some((t.ident.clone(), quote!(#b)));
+                    out = Some((t.ident.clone(), quote!(#b), kind));
                 }
             }
             other => {
@@ -350,11 +380,12 @@ fn element_param(sig: &syn::Signature) -> Result<(Ident, Option<(Ident, TokenStr
             }
         }
     }
-    found.map(|t| (t, out)).ok_or_else(|| {
+    found.map(|(t, k)| (t, k, out)).ok_or_else(|| {
         Error::new(
             sig.ident.span(),
             "a kernel is generic over its element type: `fn name<T: Float>(...)`; it is \
-             instantiated for f32, f64, f16 and bf16",
+             instantiated for f32, f64, f16 and bf16 (`T: Num` adds i32, i64 and u8, \
+             `T: Element` adds bool)",
         )
     })
 }
@@ -386,11 +417,13 @@ fn scalar_type(k: &TokenStream, ty: Ty, value: bool) -> TokenStream {
     let v = match ty {
         Ty::Elem if value => quote!(Acc),
         Ty::Elem => quote!(Elem),
-        Ty::Usize => quote!(U64),
+        Ty::F64 => quote!(F64),
+        Ty::Usize | Ty::U64 => quote!(U64),
         Ty::I32 => quote!(I32),
         Ty::U32 => quote!(U32),
         Ty::I64 => quote!(I64),
-        Ty::Bool | Ty::Unit => quote!(Bool),
+        // Layout structs are described by `PTy::Shape`/`PTy::Strides`, never as scalars.
+        Ty::Bool | Ty::Unit | Ty::Shape | Ty::Strides => quote!(Bool),
     };
     quote!(#k::kernel::ScalarType::#v)
 }
@@ -422,16 +455,18 @@ fn params_tokens(k: &TokenStream, params: &[(String, PTy)]) -> TokenStream {
     quote!(&[#(#items),*])
 }
 
-/// One `KernelEntry` per element type for a variant: `symbol(suffix)` names the symbol.
+/// One `KernelEntry` per element type of `elem` for a variant: `symbol(suffix)` names the
+/// symbol.
 fn entries_tokens(
     k: &TokenStream,
+    elem: ElemKind,
     variant: &str,
     params: &TokenStream,
     symbol: impl Fn(&str) -> String,
     out: Option<&str>,
 ) -> Vec<TokenStream> {
     let variant = format_ident!("{}", variant);
-    DTYPES
+    dtypes(elem)
         .iter()
         .map(|(suffix, _, dt)| {
             let sym = symbol(suffix);

@@ -1,6 +1,8 @@
 //! Emits the native Rust of a kernel body from the IR: `T` values computed in `T::Acc`
-//! through `FloatMath`, buffers read as slices (or the block emulation's wrappers in SIMT
-//! kernels), intrinsics as calls on the emulated thread `__rtx_t`.
+//! through `FloatMath` (in `KernelElem::Compute` through `KernelScalar`/`KernelNum` for
+//! kernels over `T: Num` or `T: Element`, whose integers wrap), buffers read as slices (or the
+//! block emulation's wrappers in SIMT kernels), intrinsics as calls on the emulated thread
+//! `__rtx_t`.
 //!
 //! Invariant: the emitted code has the IR's meaning, statement for statement; spans point at
 //! the user's tokens so rustc's own errors land on the kernel source.
@@ -19,23 +21,42 @@ pub struct NativeCx {
     pub t: Ident,
     /// Its bound as the user wrote it (`Float`), for the native function's signature.
     pub bound: TokenStream,
+    /// Which element types that bound stands for.
+    pub elem: ElemKind,
 }
 
 impl NativeCx {
     /// The compute type of `T`.
     pub fn acc(&self) -> TokenStream {
         let (k, t) = (&self.krate, &self.t);
-        quote!(<#t as #k::Float>::Acc)
+        match self.elem {
+            ElemKind::Float => quote!(<#t as #k::Float>::Acc),
+            _ => quote!(<#t as #k::kernel::KernelElem>::Compute),
+        }
+    }
+
+    /// The trait holding literals and conversions of the compute type.
+    fn scalar_trait(&self) -> TokenStream {
+        let k = &self.krate;
+        match self.elem {
+            ElemKind::Float => quote!(#k::FloatMath),
+            _ => quote!(#k::kernel::KernelScalar),
+        }
     }
 
     pub fn ty(&self, ty: Ty) -> TokenStream {
+        let k = &self.krate;
         match ty {
             Ty::Elem => self.acc(),
+            Ty::F64 => quote!(f64),
             Ty::Usize => quote!(usize),
             Ty::I32 => quote!(i32),
             Ty::U32 => quote!(u32),
             Ty::I64 => quote!(i64),
+            Ty::U64 => quote!(u64),
             Ty::Bool => quote!(bool),
+            Ty::Shape => quote!(#k::kernel::KernelShape),
+            Ty::Strides => quote!(#k::kernel::KernelStrides),
             Ty::Unit => quote!(()),
         }
     }
@@ -43,19 +64,43 @@ impl NativeCx {
     /// `T` storage to compute type.
     pub fn widen(&self, e: TokenStream) -> TokenStream {
         let k = &self.krate;
-        quote!(#k::Float::to_acc(#e))
+        match self.elem {
+            ElemKind::Float => quote!(#k::Float::to_acc(#e)),
+            _ => quote!(#k::kernel::KernelElem::to_compute(#e)),
+        }
     }
 
     /// Compute type to `T` storage.
     pub fn narrow(&self, e: TokenStream) -> TokenStream {
         let k = &self.krate;
-        quote!(#k::Float::from_acc(#e))
+        match self.elem {
+            ElemKind::Float => quote!(#k::Float::from_acc(#e)),
+            _ => quote!(#k::kernel::KernelElem::from_compute(#e)),
+        }
     }
 
+    /// A float literal in the compute type.
     pub fn float(&self, v: f64) -> TokenStream {
-        let (k, acc) = (&self.krate, self.acc());
+        let (acc, tr) = (self.acc(), self.scalar_trait());
         let lit = Literal::f64_suffixed(v);
-        quote!(<#acc as #k::FloatMath>::c(#lit))
+        quote!(<#acc as #tr>::c(#lit))
+    }
+
+    /// A binary operator on values of type `ty`: arithmetic on `T` goes through `KernelNum`
+    /// (wrapping, division by zero giving 0) unless `T` is a float type.
+    fn bin(&self, op: BinOp, ty: Ty, a: TokenStream, b: TokenStream) -> TokenStream {
+        let k = &self.krate;
+        if ty == Ty::Elem && self.elem != ElemKind::Float {
+            let f = match op {
+                BinOp::Add => quote!(add),
+                BinOp::Sub => quote!(sub),
+                BinOp::Mul => quote!(mul),
+                BinOp::Div => quote!(div),
+                _ => return bin_tokens(op, a, b),
+            };
+            return quote!(#k::kernel::KernelNum::#f(#a, #b));
+        }
+        bin_tokens(op, a, b)
     }
 
     pub fn block(&self, b: &Block) -> TokenStream {
@@ -98,6 +143,26 @@ impl NativeCx {
         }
     }
 
+    /// `buf[i] = v as T` with `v` an `f64` or `i64`, into a global `T` buffer: the value
+    /// converted once, straight to `T` (`Element::from_f64` / `from_i64`), rather than to the
+    /// compute type and then to `T`.
+    fn rounding_store(
+        &self,
+        kind: Buf,
+        elem: Ty,
+        op: Option<BinOp>,
+        value: &Expr,
+    ) -> Option<TokenStream> {
+        let inner = direct_store(kind, elem, op, value)?;
+        let (k, t) = (&self.krate, &self.t);
+        let x = self.expr(inner);
+        Some(if inner.ty == Ty::F64 {
+            quote!(<#t as #k::Element>::from_f64(#x))
+        } else {
+            quote!(<#t as #k::Element>::from_i64(#x))
+        })
+    }
+
     pub fn stmt(&self, s: &Stmt) -> TokenStream {
         match s {
             Stmt::Let {
@@ -122,17 +187,23 @@ impl NativeCx {
                     Place::Var(name) => match op {
                         None => quote!(#name = #v;),
                         Some(op) => {
-                            let combined = bin_tokens(*op, quote!(#name), v);
+                            let combined = self.bin(*op, value.ty, quote!(#name), v);
                             quote!(#name = #combined;)
                         }
                     },
                     Place::Index(buf, kind, elem, index) => {
                         let i = self.expr(index);
+                        if let Some(direct) = self.rounding_store(*kind, *elem, *op, value) {
+                            return quote!({ let __rtx_i: usize = #i; #buf.store(__rtx_i, #direct); });
+                        }
                         let new = match op {
                             None => v,
-                            Some(op) => {
-                                bin_tokens(*op, self.load(buf, *kind, *elem, quote!(__rtx_i)), v)
-                            }
+                            Some(op) => self.bin(
+                                *op,
+                                *elem,
+                                self.load(buf, *kind, *elem, quote!(__rtx_i)),
+                                v,
+                            ),
                         };
                         let store = self.store(buf, *kind, *elem, quote!(__rtx_i), new);
                         quote!({ let __rtx_i: usize = #i; #store })
@@ -201,26 +272,41 @@ impl NativeCx {
         let k = &self.krate;
         let acc = self.acc();
         match &e.kind {
+            ExprKind::Float(v) if e.ty == Ty::F64 => {
+                let lit = Literal::f64_suffixed(*v);
+                quote_spanned!(span=> #lit)
+            }
             ExprKind::Float(v) => self.float(*v),
             ExprKind::Int(v, _) => {
                 let lit = match e.ty {
                     Ty::I32 => Literal::i32_suffixed(*v as i32),
                     Ty::U32 => Literal::u32_suffixed(*v as u32),
                     Ty::I64 => Literal::i64_suffixed(*v as i64),
+                    Ty::U64 => Literal::u64_suffixed(*v),
                     _ => Literal::usize_suffixed(*v as usize),
                 };
                 quote_spanned!(span=> #lit)
             }
             ExprKind::Bool(b) => quote!(#b),
             ExprKind::Const(c) => {
-                let v = match c {
-                    FConst::Inf => quote!(f64::INFINITY),
-                    FConst::NegInf => quote!(f64::NEG_INFINITY),
-                    FConst::Nan => quote!(f64::NAN),
-                };
-                quote!(<#acc as #k::FloatMath>::c(#v))
+                let tr = self.scalar_trait();
+                match (c, self.elem) {
+                    (FConst::Lowest, ElemKind::Float) => {
+                        quote!(<#acc as #tr>::c(f64::NEG_INFINITY))
+                    }
+                    (FConst::Highest, ElemKind::Float) => quote!(<#acc as #tr>::c(f64::INFINITY)),
+                    (FConst::Lowest, _) => quote!(<#acc as #tr>::LOWEST),
+                    (FConst::Highest, _) => quote!(<#acc as #tr>::HIGHEST),
+                    (FConst::Inf, _) => quote!(<#acc as #tr>::c(f64::INFINITY)),
+                    (FConst::NegInf, _) => quote!(<#acc as #tr>::c(f64::NEG_INFINITY)),
+                    (FConst::Nan, _) => quote!(<#acc as #tr>::c(f64::NAN)),
+                }
             }
             ExprKind::Var(id) => quote!(#id),
+            ExprKind::Unary(UnOp::Neg, a) if a.ty == Ty::Elem && self.elem != ElemKind::Float => {
+                let a = self.expr(a);
+                quote_spanned!(span=> #k::kernel::KernelNum::neg(#a))
+            }
             ExprKind::Unary(UnOp::Neg, a) => {
                 let a = self.expr(a);
                 quote_spanned!(span=> (-#a))
@@ -229,18 +315,39 @@ impl NativeCx {
                 let a = self.expr(a);
                 quote_spanned!(span=> (!#a))
             }
-            ExprKind::Binary(op, a, b) => bin_tokens(*op, self.expr(a), self.expr(b)),
+            ExprKind::Binary(op, a, b) => self.bin(*op, a.ty, self.expr(a), self.expr(b)),
             ExprKind::Math(f, args) => {
                 let a: Vec<TokenStream> = args.iter().map(|x| self.expr(x)).collect();
                 let x = &a[0];
-                if args[0].ty != Ty::Elem {
+                if args[0].ty.is_int() {
                     let y = &a[1];
                     return match f {
                         MathFn::Max => quote!(::core::cmp::Ord::max(#x, #y)),
+                        MathFn::WrappingAdd => quote!((#x).wrapping_add(#y)),
+                        MathFn::WrappingSub => quote!((#x).wrapping_sub(#y)),
+                        MathFn::WrappingMul => quote!((#x).wrapping_mul(#y)),
+                        MathFn::MulHi if args[0].ty == Ty::U32 => {
+                            quote!(((((#x) as u64) * ((#y) as u64)) >> 32u32) as u32)
+                        }
+                        MathFn::MulHi => {
+                            quote!(((((#x) as u128) * ((#y) as u128)) >> 64u32) as u64)
+                        }
                         _ => quote!(::core::cmp::Ord::min(#x, #y)),
                     };
                 }
-                let fm = quote!(<#acc as #k::FloatMath>);
+                if args[0].ty == Ty::Elem && self.elem != ElemKind::Float {
+                    let y = a.get(1);
+                    return match f {
+                        MathFn::Max => quote_spanned!(span=> #k::kernel::KernelNum::max(#x, #y)),
+                        MathFn::Min => quote_spanned!(span=> #k::kernel::KernelNum::min(#x, #y)),
+                        _ => quote_spanned!(span=> #k::kernel::KernelNum::abs(#x)),
+                    };
+                }
+                let fm = if args[0].ty == Ty::F64 {
+                    quote!(<f64 as #k::FloatMath>)
+                } else {
+                    quote!(<#acc as #k::FloatMath>)
+                };
                 match f {
                     MathFn::Exp => quote_spanned!(span=> #fm::exp(#x)),
                     MathFn::Ln => quote_spanned!(span=> #fm::ln(#x)),
@@ -251,6 +358,7 @@ impl NativeCx {
                     MathFn::Tanh => quote_spanned!(span=> #fm::tanh(#x)),
                     MathFn::Erf => quote_spanned!(span=> #fm::erf(#x)),
                     MathFn::Abs => quote_spanned!(span=> #fm::abs(#x)),
+                    MathFn::Recip if args[0].ty == Ty::F64 => quote_spanned!(span=> (1.0f64 / #x)),
                     MathFn::Recip => {
                         let one = self.float(1.0);
                         quote_spanned!(span=> (#one / #x))
@@ -271,6 +379,11 @@ impl NativeCx {
                         let y = &a[1];
                         quote_spanned!(span=> #k::kernel::rt::powi(#x, #y))
                     }
+                    // Integer methods have integer receivers, handled above.
+                    MathFn::WrappingAdd
+                    | MathFn::WrappingSub
+                    | MathFn::WrappingMul
+                    | MathFn::MulHi => quote!(#x),
                 }
             }
             ExprKind::Intrinsic(intr, args) => {
@@ -292,19 +405,41 @@ impl NativeCx {
                     }
                 }
             }
+            ExprKind::Layout(f, recv, dim) => {
+                let r = self.expr(recv);
+                let d = dim.as_ref().map(|d| self.expr(d));
+                match f {
+                    LayoutFn::Rank => quote!(((#r).rank as usize)),
+                    LayoutFn::Dim => quote!(((#r).dims[#d] as usize)),
+                    LayoutFn::Offset => quote!(((#r).offset as usize)),
+                    LayoutFn::Stride => quote!(((#r).strides[#d] as usize)),
+                }
+            }
             ExprKind::Load(buf, kind, elem, index) => {
                 let i = self.expr(index);
                 self.load(buf, *kind, *elem, i)
             }
             ExprKind::Cast(inner) => {
                 let x = self.expr(inner);
+                let float = self.elem == ElemKind::Float;
                 match (inner.ty, e.ty) {
                     (from, to) if from == to => x,
-                    (Ty::Elem, to) => {
+                    (Ty::Elem, Ty::F64) if float => quote!(#k::FloatMath::to_f64(#x)),
+                    (Ty::Elem, Ty::F64) => quote!(#k::kernel::KernelScalar::to_f64(#x)),
+                    (Ty::Elem, to) if float => {
                         let to = self.ty(to);
                         quote!((#k::FloatMath::to_f64(#x) as #to))
                     }
-                    (_, Ty::Elem) => quote!(<#acc as #k::FloatMath>::c((#x) as f64)),
+                    (Ty::Elem, to) => {
+                        let to = self.ty(to);
+                        quote!((#k::kernel::KernelScalar::to_i64(#x) as #to))
+                    }
+                    (Ty::F64, Ty::Elem) if float => quote!(<#acc as #k::FloatMath>::c(#x)),
+                    (Ty::F64, Ty::Elem) => quote!(<#acc as #k::kernel::KernelScalar>::from_f64(#x)),
+                    (_, Ty::Elem) if float => quote!(<#acc as #k::FloatMath>::c((#x) as f64)),
+                    (_, Ty::Elem) => {
+                        quote!(<#acc as #k::kernel::KernelScalar>::from_i64((#x) as i64))
+                    }
                     (_, to) => {
                         let to = self.ty(to);
                         quote!(((#x) as #to))
@@ -322,6 +457,22 @@ impl NativeCx {
             }
             ExprKind::Block(b) => self.block(b),
         }
+    }
+}
+
+/// The `f64` or `i64` value a store converts straight to `T`, when the statement is
+/// `buf[i] = v as T` into a global `T` buffer (see `NativeCx::rounding_store`).
+pub fn direct_store(kind: Buf, elem: Ty, op: Option<BinOp>, value: &Expr) -> Option<&Expr> {
+    match &value.kind {
+        ExprKind::Cast(inner)
+            if kind != Buf::Shared
+                && elem == Ty::Elem
+                && op.is_none()
+                && matches!(inner.ty, Ty::F64 | Ty::I64) =>
+        {
+            Some(inner)
+        }
+        _ => None,
     }
 }
 

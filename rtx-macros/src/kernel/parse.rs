@@ -4,6 +4,15 @@
 //! Invariant: parsing never panics; every rejected construct becomes an error, and every
 //! accepted expression has a type the code generators can rely on.
 
+mod calls;
+mod typing;
+
+use typing::{
+    bin_op, check_arith, compound_op, int_operand, is_untyped_float, lit, retype, retype_float,
+    unify,
+};
+pub use typing::{coerce, is_untyped_int};
+
 use super::ir::*;
 use proc_macro2::Span;
 use std::collections::HashMap;
@@ -21,11 +30,14 @@ pub enum Mode {
 
 const SUPPORTED: &str = "kernels accept literals, parameters and `let` bindings, arithmetic, \
 comparisons and `&&`/`||`, math methods (`x.exp()`, `ln`, `ln_1p`, `sqrt`, `sin`, `cos`, \
-`tanh`, `erf`, `abs`, `recip`, `a.max(b)`, `min`, `powi`, `powf`), `as` casts between `T`, \
-`usize`, `i32`, `u32` and `i64`, `T::INFINITY`/`T::NEG_INFINITY`/`T::NAN`, `if`/`else`, \
-blocks, loops (`for i in a..b`, `(a..b).step_by(s)`, `while`, `loop`) and, in SIMT kernels, \
-indexing buffers, `return;` and the intrinsics (`thread_idx_x()`, `block_idx_x()`, \
-`block_dim_x()`, `grid_dim_x()` and their `_y`/`_z` forms, `lane_id()`, `sync_threads()`, \
+`tanh`, `erf`, `abs`, `recip`, `a.max(b)`, `min`, `powi`, `powf`), integer methods \
+(`a.wrapping_add(b)`, `wrapping_sub`, `wrapping_mul`, `mul_hi`), `as` casts between `T`, \
+`f64`, `usize`, `i32`, `u32`, `i64` and `u64`, `T::INFINITY`/`T::NEG_INFINITY`/`T::NAN`/\
+`T::LOWEST`/`T::HIGHEST`, `if`/`else`, blocks, loops (`for i in a..b`, \
+`(a..b).step_by(s)`, `while`, `loop`) and, in SIMT kernels, indexing buffers, `return;`, \
+`KernelShape`/`KernelStrides` parameters (`s.rank()`, `s.dim(d)`, `st.offset()`, \
+`st.stride(d)`) and the intrinsics (`thread_idx_x()`, `block_idx_x()`, `block_dim_x()`, \
+`grid_dim_x()` and their `_y`/`_z` forms, `lane_id()`, `sync_threads()`, \
 `warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)`)";
 
 fn unsupported(span: Span, what: &str) -> Error {
@@ -45,6 +57,7 @@ enum Var {
 pub struct Parser {
     mode: Mode,
     generic: Ident,
+    elem: ElemKind,
     scopes: Vec<HashMap<String, Var>>,
     pub shared: Vec<Shared>,
     pub uses_sync: bool,
@@ -52,10 +65,11 @@ pub struct Parser {
 }
 
 impl Parser {
-    pub fn new(mode: Mode, generic: Ident) -> Self {
+    pub fn new(mode: Mode, generic: Ident, elem: ElemKind) -> Self {
         Parser {
             mode,
             generic,
+            elem,
             scopes: vec![HashMap::new()],
             shared: Vec::new(),
             uses_sync: false,
@@ -97,7 +111,8 @@ impl Parser {
             })
     }
 
-    /// A scalar type: `T` (the element type parameter), `usize`, `i32`, `u32`, `i64`, `bool`.
+    /// A scalar type: `T` (the element type parameter), `f64`, `usize`, `i32`, `u32`, `i64`,
+    /// `u64`, `bool`.
     pub fn scalar_ty(&self, ty: &syn::Type) -> Result<Ty> {
         if let syn::Type::Path(p) = ty
             && p.qself.is_none()
@@ -107,18 +122,20 @@ impl Parser {
                 return Ok(Ty::Elem);
             }
             match id.to_string().as_str() {
+                "f64" => return Ok(Ty::F64),
                 "usize" => return Ok(Ty::Usize),
                 "i32" => return Ok(Ty::I32),
                 "u32" => return Ok(Ty::U32),
                 "i64" => return Ok(Ty::I64),
+                "u64" => return Ok(Ty::U64),
                 "bool" => return Ok(Ty::Bool),
-                "f32" | "f64" | "f16" | "bf16" => {
+                "f32" | "f16" | "bf16" => {
                     return Err(Error::new(
                         id.span(),
                         format!(
                             "`{id}` in a kernel: write the element type parameter `{}` instead; \
                              the kernel is instantiated for f32, f64, f16 and bf16 and computes \
-                             in f32 (f64 for f64)",
+                             in f32 (f64 for f64); `f64` is the one concrete float type",
                             self.generic
                         ),
                     ));
@@ -129,15 +146,33 @@ impl Parser {
         Err(Error::new(
             ty.span(),
             format!(
-                "unsupported type in a kernel: scalars are `{}` (the element type), `usize`, \
-                 `i32`, `u32`, `i64` and `bool`",
+                "unsupported type in a kernel: scalars are `{}` (the element type), `f64`, \
+                 `usize`, `i32`, `u32`, `i64`, `u64` and `bool`",
                 self.generic
             ),
         ))
     }
 
-    /// A parameter type: a scalar, or (SIMT only) `&[E]` / `&mut [E]`.
+    /// A parameter type: a scalar, or (SIMT only) `&[E]` / `&mut [E]`, `KernelShape` and
+    /// `KernelStrides`.
     pub fn param_ty(&self, ty: &syn::Type) -> Result<ParamTy> {
+        if let syn::Type::Path(p) = ty
+            && p.qself.is_none()
+            && let Some(last) = p.path.segments.last()
+            && (last.ident == "KernelShape" || last.ident == "KernelStrides")
+        {
+            if self.mode != Mode::Simt {
+                return Err(Error::new(
+                    ty.span(),
+                    "`KernelShape` and `KernelStrides` parameters belong to SIMT kernels",
+                ));
+            }
+            return Ok(ParamTy::Scalar(if last.ident == "KernelShape" {
+                Ty::Shape
+            } else {
+                Ty::Strides
+            }));
+        }
         if let syn::Type::Reference(r) = ty {
             let syn::Type::Slice(s) = &*r.elem else {
                 return Err(Error::new(
@@ -390,7 +425,7 @@ impl Parser {
                 let value = if matches!(op, BinOp::Shl | BinOp::Shr) {
                     int_operand(value, op)?
                 } else {
-                    check_arith(op, ty, b.op.span())?;
+                    check_arith(op, ty, self.elem, b.op.span())?;
                     coerce(value, ty)?
                 };
                 Ok(Stmt::Assign {
@@ -636,6 +671,16 @@ impl Parser {
                 let inner = self.expr(&u.expr)?;
                 match u.op {
                     syn::UnOp::Neg(_) => {
+                        if inner.ty == Ty::Elem && self.elem == ElemKind::Element {
+                            return Err(Error::new(
+                                span,
+                                format!(
+                                    "cannot negate a `{}`: arithmetic on the element type needs \
+                                     `{0}: Num` (this kernel is over `{0}: Element`)",
+                                    self.generic
+                                ),
+                            ));
+                        }
                         if !(inner.ty.is_signed() || is_untyped_int(&inner)) {
                             return Err(Error::new(
                                 span,
@@ -695,13 +740,16 @@ impl Parser {
                     ));
                 }
                 let ty = unify(&mut l, &mut r, b.op.span())?;
+                if !ty.is_value() {
+                    return Err(Error::new(
+                        span,
+                        format!("`{}` values take no operators", ty.name()),
+                    ));
+                }
                 let out_ty = if op.is_cmp() {
-                    if ty == Ty::Unit {
-                        return Err(Error::new(span, "cannot compare `()`"));
-                    }
                     Ty::Bool
                 } else {
-                    check_arith(op, ty, b.op.span())?;
+                    check_arith(op, ty, self.elem, b.op.span())?;
                     ty
                 };
                 Ok(Expr::new(
@@ -723,9 +771,14 @@ impl Parser {
             }
             syn::Expr::Cast(c) => {
                 let to = self.scalar_ty(&c.ty)?;
-                let from = self.expr(&c.expr)?;
+                let mut from = self.expr(&c.expr)?;
+                if to == Ty::F64 && is_untyped_float(&from) {
+                    retype_float(&mut from);
+                    return Ok(from);
+                }
                 let ok = match (from.ty, to) {
-                    (Ty::Unit, _) | (_, Ty::Bool) => false,
+                    (f, _) if !f.is_value() => false,
+                    (_, Ty::Bool) => false,
                     (Ty::Bool, t) => t.is_int(),
                     _ => true,
                 };
@@ -773,162 +826,6 @@ impl Parser {
             syn::Expr::Match(_) => Err(unsupported(span, "`match` (use `if`/`else`)")),
             _ => Err(unsupported(span, "this expression")),
         }
-    }
-
-    fn path(&self, p: &syn::ExprPath) -> Result<Expr> {
-        let span = p.span();
-        if p.qself.is_none()
-            && let Some(id) = p.path.get_ident()
-        {
-            return match self.lookup(id)? {
-                Var::Scalar { ty, .. } => Ok(Expr::var(id.clone(), ty)),
-                Var::Buf { .. } => Err(Error::new(
-                    span,
-                    format!("buffer `{id}` can only be indexed: `{id}[i]`"),
-                )),
-            };
-        }
-        let segs: Vec<String> = p
-            .path
-            .segments
-            .iter()
-            .map(|s| s.ident.to_string())
-            .collect();
-        if p.qself.is_none() && segs.len() == 2 && self.generic == segs[0] {
-            let c = match segs[1].as_str() {
-                "INFINITY" => Some(FConst::Inf),
-                "NEG_INFINITY" => Some(FConst::NegInf),
-                "NAN" => Some(FConst::Nan),
-                _ => None,
-            };
-            if let Some(c) = c {
-                return Ok(Expr::new(ExprKind::Const(c), Ty::Elem, span));
-            }
-        }
-        Err(unsupported(
-            span,
-            "paths to items other than `T::INFINITY`, `T::NEG_INFINITY` and `T::NAN`",
-        ))
-    }
-
-    fn method(&mut self, m: &syn::ExprMethodCall) -> Result<Expr> {
-        let span = m.span();
-        let name = m.method.to_string();
-        let Some(&(_, f, arity)) = MathFn::ALL.iter().find(|(n, _, _)| *n == name) else {
-            return Err(unsupported(
-                m.method.span(),
-                &format!("the method `{name}`"),
-            ));
-        };
-        if m.turbofish.is_some() {
-            return Err(unsupported(span, "turbofish on a method"));
-        }
-        if m.args.len() != arity {
-            return Err(Error::new(
-                span,
-                format!("`{name}` takes {arity} argument(s)"),
-            ));
-        }
-        let recv = self.expr(&m.receiver)?;
-        let int_ok = matches!(f, MathFn::Max | MathFn::Min) && recv.ty.is_int();
-        if recv.ty != Ty::Elem && !int_ok {
-            return Err(Error::new(
-                m.receiver.span(),
-                format!(
-                    "`{name}` is a method of `{}` values, not of `{}`",
-                    self.generic,
-                    recv.ty.name()
-                ),
-            ));
-        }
-        let mut args = vec![recv];
-        for a in &m.args {
-            let e = self.expr(a)?;
-            let want = if f == MathFn::Powi {
-                Ty::I32
-            } else {
-                args[0].ty
-            };
-            args.push(coerce(e, want)?);
-        }
-        let ty = args[0].ty;
-        Ok(Expr::new(ExprKind::Math(f, args), ty, span))
-    }
-
-    fn call(&mut self, c: &syn::ExprCall) -> Result<Expr> {
-        let span = c.span();
-        let syn::Expr::Path(p) = &*c.func else {
-            return Err(unsupported(span, "calling this expression"));
-        };
-        let Some(id) = p.path.get_ident() else {
-            return Err(unsupported(
-                span,
-                "calls to functions other than the SIMT intrinsics",
-            ));
-        };
-        let name = id.to_string();
-        let index = INDEX_INTRINSICS.iter().find(|(n, _)| *n == name);
-        let (intr, nargs) = match name.as_str() {
-            _ if index.is_some() => {
-                let (n, cuda) = index.copied().unwrap_or(("", ""));
-                (Intrinsic::Index(n, cuda), 0)
-            }
-            "lane_id" => (Intrinsic::LaneId, 0),
-            "sync_threads" => (Intrinsic::SyncThreads, 0),
-            "warp_shuffle_down" => (Intrinsic::ShuffleDown, 2),
-            "warp_shuffle_xor" => (Intrinsic::ShuffleXor, 2),
-            "atomic_add" => {
-                return Err(Error::new(
-                    span,
-                    "`atomic_add(&mut buf[i], v)` is a statement: end it with `;`",
-                ));
-            }
-            _ => {
-                let hint = if self.mode == Mode::Scalar {
-                    " (math is written as methods: `x.exp()`)"
-                } else {
-                    ""
-                };
-                return Err(unsupported(span, &format!("calls to `{name}`{hint}")));
-            }
-        };
-        self.need_simt(span, &name)?;
-        if c.args.len() != nargs {
-            return Err(Error::new(
-                span,
-                format!("`{name}` takes {nargs} argument(s)"),
-            ));
-        }
-        let mut args = Vec::new();
-        for a in &c.args {
-            args.push(self.expr(a)?);
-        }
-        let ty = match intr {
-            Intrinsic::Index(..) | Intrinsic::LaneId => Ty::Usize,
-            Intrinsic::SyncThreads => {
-                self.uses_sync = true;
-                Ty::Unit
-            }
-            Intrinsic::ShuffleDown | Intrinsic::ShuffleXor => {
-                self.uses_sync = true;
-                let v = args.remove(0);
-                let v = if is_untyped_int(&v) {
-                    coerce(v, Ty::Usize)?
-                } else {
-                    v
-                };
-                if matches!(v.ty, Ty::Unit | Ty::Bool) {
-                    return Err(Error::new(
-                        v.span,
-                        "warp shuffles move `T` and integer values",
-                    ));
-                }
-                let off = coerce(args.remove(0), Ty::U32)?;
-                args = vec![v, off];
-                args[0].ty
-            }
-        };
-        Ok(Expr::new(ExprKind::Intrinsic(intr, args), ty, span))
     }
 
     fn if_expr(&mut self, i: &syn::ExprIf) -> Result<Expr> {
@@ -979,22 +876,6 @@ impl Parser {
     }
 }
 
-/// `thread_idx_x()` and friends, with the CUDA expression each becomes.
-pub const INDEX_INTRINSICS: &[(&str, &str)] = &[
-    ("thread_idx_x", "threadIdx.x"),
-    ("thread_idx_y", "threadIdx.y"),
-    ("thread_idx_z", "threadIdx.z"),
-    ("block_idx_x", "blockIdx.x"),
-    ("block_idx_y", "blockIdx.y"),
-    ("block_idx_z", "blockIdx.z"),
-    ("block_dim_x", "blockDim.x"),
-    ("block_dim_y", "blockDim.y"),
-    ("block_dim_z", "blockDim.z"),
-    ("grid_dim_x", "gridDim.x"),
-    ("grid_dim_y", "gridDim.y"),
-    ("grid_dim_z", "gridDim.z"),
-];
-
 fn check_name(name: &Ident) -> Result<()> {
     if name.to_string().starts_with("__rtx") {
         return Err(Error::new(
@@ -1015,181 +896,4 @@ fn strip_parens(e: &syn::Expr) -> &syn::Expr {
         syn::Expr::Group(g) => strip_parens(&g.expr),
         other => other,
     }
-}
-
-fn lit(l: &syn::Lit) -> Result<Expr> {
-    let span = l.span();
-    match l {
-        syn::Lit::Float(f) => {
-            if !f.suffix().is_empty() {
-                return Err(Error::new(
-                    span,
-                    "float literals in a kernel take no suffix: they have the kernel's compute type",
-                ));
-            }
-            Ok(Expr::float(f.base10_parse::<f64>()?, span))
-        }
-        syn::Lit::Int(i) => {
-            let v = i.base10_parse::<u64>()?;
-            let (ty, untyped) = match i.suffix() {
-                "" => (Ty::Usize, true),
-                "usize" => (Ty::Usize, false),
-                "i32" => (Ty::I32, false),
-                "u32" => (Ty::U32, false),
-                "i64" => (Ty::I64, false),
-                other => {
-                    return Err(Error::new(
-                        span,
-                        format!("integer suffix `{other}` is not supported (usize, i32, u32, i64)"),
-                    ));
-                }
-            };
-            Ok(Expr::new(ExprKind::Int(v, untyped), ty, span))
-        }
-        syn::Lit::Bool(b) => Ok(Expr::new(ExprKind::Bool(b.value), Ty::Bool, span)),
-        _ => Err(unsupported(span, "this literal")),
-    }
-}
-
-fn bin_op(op: &syn::BinOp) -> Option<BinOp> {
-    use syn::BinOp as B;
-    Some(match op {
-        B::Add(_) => BinOp::Add,
-        B::Sub(_) => BinOp::Sub,
-        B::Mul(_) => BinOp::Mul,
-        B::Div(_) => BinOp::Div,
-        B::Rem(_) => BinOp::Rem,
-        B::BitAnd(_) => BinOp::BitAnd,
-        B::BitOr(_) => BinOp::BitOr,
-        B::BitXor(_) => BinOp::BitXor,
-        B::Shl(_) => BinOp::Shl,
-        B::Shr(_) => BinOp::Shr,
-        B::Eq(_) => BinOp::Eq,
-        B::Ne(_) => BinOp::Ne,
-        B::Lt(_) => BinOp::Lt,
-        B::Le(_) => BinOp::Le,
-        B::Gt(_) => BinOp::Gt,
-        B::Ge(_) => BinOp::Ge,
-        B::And(_) => BinOp::And,
-        B::Or(_) => BinOp::Or,
-        _ => return None,
-    })
-}
-
-fn compound_op(op: &syn::BinOp) -> Option<BinOp> {
-    use syn::BinOp as B;
-    Some(match op {
-        B::AddAssign(_) => BinOp::Add,
-        B::SubAssign(_) => BinOp::Sub,
-        B::MulAssign(_) => BinOp::Mul,
-        B::DivAssign(_) => BinOp::Div,
-        B::RemAssign(_) => BinOp::Rem,
-        B::BitAndAssign(_) => BinOp::BitAnd,
-        B::BitOrAssign(_) => BinOp::BitOr,
-        B::BitXorAssign(_) => BinOp::BitXor,
-        B::ShlAssign(_) => BinOp::Shl,
-        B::ShrAssign(_) => BinOp::Shr,
-        _ => return None,
-    })
-}
-
-fn check_arith(op: BinOp, ty: Ty, span: Span) -> Result<()> {
-    let ok = match op {
-        BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div => ty == Ty::Elem || ty.is_int(),
-        BinOp::Rem => ty.is_int(),
-        BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => ty.is_int() || ty == Ty::Bool,
-        _ => true,
-    };
-    if !ok {
-        return Err(Error::new(
-            span,
-            format!(
-                "`{}` is not supported on `{}` in a kernel",
-                op.symbol(),
-                ty.name()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn int_operand(e: Expr, op: BinOp) -> Result<Expr> {
-    let e = if is_untyped_int(&e) {
-        coerce(e, Ty::U32)?
-    } else {
-        e
-    };
-    if !e.ty.is_int() {
-        return Err(Error::new(
-            e.span,
-            format!("the right side of `{}` is an integer", op.symbol()),
-        ));
-    }
-    Ok(e)
-}
-
-/// Whether `e` is an integer literal (possibly negated) whose type context decides.
-pub fn is_untyped_int(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Int(_, untyped) => *untyped,
-        ExprKind::Unary(UnOp::Neg, inner) => is_untyped_int(inner),
-        _ => false,
-    }
-}
-
-fn retype(e: &mut Expr, ty: Ty) {
-    e.ty = ty;
-    match &mut e.kind {
-        ExprKind::Int(_, untyped) => *untyped = false,
-        ExprKind::Unary(UnOp::Neg, inner) => retype(inner, ty),
-        _ => {}
-    }
-}
-
-/// Gives two operands one type, typing an integer literal by the other side.
-fn unify(a: &mut Expr, b: &mut Expr, span: Span) -> Result<Ty> {
-    if is_untyped_int(a) && b.ty.is_int() && !is_untyped_int(b) {
-        retype(a, b.ty);
-    } else if is_untyped_int(b) && a.ty.is_int() && !is_untyped_int(a) {
-        retype(b, a.ty);
-    }
-    if a.ty == b.ty {
-        return Ok(a.ty);
-    }
-    let hint = if (a.ty == Ty::Elem && is_untyped_int(b)) || (b.ty == Ty::Elem && is_untyped_int(a))
-    {
-        ": write a float literal such as `2.0`"
-    } else if a.ty == Ty::Elem || b.ty == Ty::Elem {
-        ": convert with `as T` (or `as usize`)"
-    } else {
-        ": convert one side with `as`"
-    };
-    Err(Error::new(
-        span,
-        format!(
-            "mismatched types in a kernel: `{}` and `{}`{hint}",
-            a.ty.name(),
-            b.ty.name()
-        ),
-    ))
-}
-
-/// `e` as a value of type `ty` (typing an integer literal), or an error at `e`.
-pub fn coerce(mut e: Expr, ty: Ty) -> Result<Expr> {
-    if is_untyped_int(&e) && ty.is_int() {
-        retype(&mut e, ty);
-        return Ok(e);
-    }
-    if e.ty == ty {
-        return Ok(e);
-    }
-    let hint = if ty == Ty::Elem && is_untyped_int(&e) {
-        ": write a float literal such as `1.0`"
-    } else {
-        ""
-    };
-    Err(Error::new(
-        e.span,
-        format!("expected `{}`, found `{}`{hint}", ty.name(), e.ty.name()),
-    ))
 }

@@ -8,10 +8,10 @@
 //! are the same run to run.
 
 use super::cuda::{self, Writer, cty};
-use super::ir::{Block, Expr, KernelFn, ParamTy, Ty};
+use super::ir::{Block, ElemKind, Expr, KernelFn, ParamTy, Ty};
 use super::native::NativeCx;
 use super::parse::{Mode, Parser, coerce};
-use super::{DTYPES, PTy, entries_tokens, params_tokens};
+use super::{PTy, dtypes, entries_tokens, params_tokens};
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::meta::ParseNestedMeta;
@@ -59,7 +59,13 @@ struct Piece {
     body: Block,
 }
 
-fn closure(generic: &Ident, c: &syn::ExprClosure, names: &[&str], what: &str) -> Result<Piece> {
+fn closure(
+    generic: &Ident,
+    elem: ElemKind,
+    c: &syn::ExprClosure,
+    names: &[&str],
+    what: &str,
+) -> Result<Piece> {
     if c.inputs.len() != names.len() {
         return Err(Error::new(
             c.span(),
@@ -81,7 +87,7 @@ fn closure(generic: &Ident, c: &syn::ExprClosure, names: &[&str], what: &str) ->
             format!("`{what}` is a plain closure `|..| expr`"),
         ));
     }
-    let mut p = Parser::new(Mode::Scalar, generic.clone());
+    let mut p = Parser::new(Mode::Scalar, generic.clone(), elem);
     let mut params = Vec::new();
     for input in &c.inputs {
         let id = match input {
@@ -143,13 +149,19 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
             ),
         ));
     }
+    if k.elem == ElemKind::Element {
+        return Err(Error::new(
+            item.sig.generics.span(),
+            "a reduce kernel combines with arithmetic: its element type is `T: Float` or `T: Num`",
+        ));
+    }
     let g = &k.generic;
     let identity = {
-        let mut p = Parser::new(Mode::Scalar, g.clone());
+        let mut p = Parser::new(Mode::Scalar, g.clone(), k.elem);
         coerce(p.expr(&r.identity)?, Ty::Elem)?
     };
     let map = match &r.map {
-        Some(c) => closure(g, c, &["x"], "map")?,
+        Some(c) => closure(g, k.elem, c, &["x"], "map")?,
         None => {
             let x = Ident::new("x", proc_macro2::Span::call_site());
             Piece {
@@ -162,7 +174,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
         }
     };
     let finish = match &r.finish {
-        Some(c) => closure(g, c, &["acc", "n"], "finish")?,
+        Some(c) => closure(g, k.elem, c, &["acc", "n"], "finish")?,
         None => {
             let acc = Ident::new("acc", proc_macro2::Span::call_site());
             let n = Ident::new("n", proc_macro2::Span::call_site());
@@ -208,46 +220,69 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
             ("inner".into(), PTy::Value(Ty::Usize)),
         ],
     );
-    let mut entries = entries_tokens(kr, "Reduce", &desc, |s| format!("{name_s}_{s}"), None);
+    let mut entries = entries_tokens(
+        kr,
+        k.elem,
+        "Reduce",
+        &desc,
+        |s| format!("{name_s}_{s}"),
+        None,
+    );
     entries.extend(entries_tokens(
         kr,
+        k.elem,
         "ReduceColumns",
         &desc,
         |s| format!("{name_s}_cols_{s}"),
         None,
     ));
-    let partial = params_tokens(
-        kr,
-        &[
-            ("x".into(), PTy::Ptr(Ty::Elem, false)),
-            ("partial".into(), PTy::AccPtr(true)),
-            ("n".into(), PTy::Value(Ty::Usize)),
-            ("chunk".into(), PTy::Value(Ty::Usize)),
-        ],
-    );
-    entries.extend(entries_tokens(
-        kr,
-        "ReducePartial",
-        &partial,
-        |s| format!("{name_s}_partial_{s}"),
-        None,
-    ));
-    let last = params_tokens(
-        kr,
-        &[
-            ("partial".into(), PTy::AccPtr(false)),
-            ("out".into(), PTy::Ptr(Ty::Elem, true)),
-            ("parts".into(), PTy::Value(Ty::Usize)),
-            ("n".into(), PTy::Value(Ty::Usize)),
-        ],
-    );
-    entries.extend(entries_tokens(
-        kr,
-        "ReduceFinal",
-        &last,
-        |s| format!("{name_s}_final_{s}"),
-        None,
-    ));
+    // The two-stage path keeps its partial results in a float compute type (f32, or f64 for
+    // f64), so only float element types have it; integers take the one-block path.
+    {
+        let partial = params_tokens(
+            kr,
+            &[
+                ("x".into(), PTy::Ptr(Ty::Elem, false)),
+                ("partial".into(), PTy::AccPtr(true)),
+                ("n".into(), PTy::Value(Ty::Usize)),
+                ("chunk".into(), PTy::Value(Ty::Usize)),
+            ],
+        );
+        entries.extend(entries_tokens(
+            kr,
+            ElemKind::Float,
+            "ReducePartial",
+            &partial,
+            |s| format!("{name_s}_partial_{s}"),
+            None,
+        ));
+        let last = params_tokens(
+            kr,
+            &[
+                ("partial".into(), PTy::AccPtr(false)),
+                ("out".into(), PTy::Ptr(Ty::Elem, true)),
+                ("parts".into(), PTy::Value(Ty::Usize)),
+                ("n".into(), PTy::Value(Ty::Usize)),
+            ],
+        );
+        entries.extend(entries_tokens(
+            kr,
+            ElemKind::Float,
+            "ReduceFinal",
+            &last,
+            |s| format!("{name_s}_final_{s}"),
+            None,
+        ));
+    }
+    let elem_bound = quote::format_ident!("{}", k.elem.bound());
+    let (load, store) = (cx.widen(quote!(x)), cx.narrow(quote!(a)));
+    let count = {
+        let tr = match k.elem {
+            ElemKind::Float => quote!(#kr::FloatMath),
+            _ => quote!(#kr::kernel::KernelScalar),
+        };
+        quote!(<#acc as #tr>::c(n as f64))
+    };
     let mod_doc = format!(
         "The `{name_s}` reduction, generated by `#[kernel]`: its descriptor and native \
          reductions combining with [`{name_s}`]({name_s}())."
@@ -277,24 +312,27 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
             };
 
             #[allow(unused_parens, unused_mut, clippy::all)]
-            fn fns<#g: #kr::Float>() -> #kr::kernel::rt::ReduceFns<#acc> {
+            fn fns<#g: #kr::#elem_bound>() -> #kr::kernel::rt::ReduceFns<#g, #acc> {
                 #kr::kernel::rt::ReduceFns {
                     identity: #ident,
                     map: #l_map,
                     combine: #l_combine,
                     finish: #l_finish,
+                    load: |x: #g| #load,
+                    store: |a: #acc| #store,
+                    count: |n: usize| #count,
                 }
             }
 
             /// Reduces `x`, seen as `[outer, axis, inner]` row-major, along the middle axis
             /// into `out` (`[outer, inner]`).
-            pub fn reduce<#g: #kr::Float>(x: &[#g], outer: usize, axis: usize, inner: usize, out: &mut [#g]) -> ::core::result::Result<(), #kr::kernel::LaunchError> {
+            pub fn reduce<#g: #kr::#elem_bound>(x: &[#g], outer: usize, axis: usize, inner: usize, out: &mut [#g]) -> ::core::result::Result<(), #kr::kernel::LaunchError> {
                 #kr::kernel::rt::reduce(#name_s, x, (outer, axis, inner), out, &fns::<#g>())
             }
 
             /// Reduces a contiguous tensor of `shape` along `axis`; returns the values and the
             /// output shape (the axis kept with size 1 when `keepdim`).
-            pub fn reduce_axis<#g: #kr::Float>(x: &[#g], shape: &[usize], axis: usize, keepdim: bool) -> ::core::result::Result<(::std::vec::Vec<#g>, ::std::vec::Vec<usize>), #kr::kernel::LaunchError> {
+            pub fn reduce_axis<#g: #kr::#elem_bound>(x: &[#g], shape: &[usize], axis: usize, keepdim: bool) -> ::core::result::Result<(::std::vec::Vec<#g>, ::std::vec::Vec<usize>), #kr::kernel::LaunchError> {
                 #kr::kernel::rt::reduce_axis(#name_s, x, shape, axis, keepdim, &fns::<#g>())
             }
             #[doc = #marker_doc]
@@ -312,8 +350,8 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
     })
 }
 
-fn device_fn(src: &mut String, name: &str, p: &Piece) {
-    let mut w = Writer::new(1);
+fn device_fn(src: &mut String, elem: ElemKind, name: &str, p: &Piece) {
+    let mut w = Writer::for_kernel(1, elem);
     let ps: Vec<String> = p
         .params
         .iter()
@@ -336,7 +374,7 @@ fn cuda_source(
     finish: &Piece,
 ) -> String {
     let name = k.name.to_string();
-    let mut src = String::from(cuda::PRELUDE);
+    let mut src = cuda::preludes(k.elem != ElemKind::Float);
     src.push_str(&format!(
         "\n// `{name}`: reduction generated by #[kernel] from Rust.\n"
     ));
@@ -347,10 +385,10 @@ fn cuda_source(
             tail: Some(Box::new(identity.clone())),
         },
     };
-    device_fn(&mut src, &format!("{name}_identity"), &ident);
-    device_fn(&mut src, &format!("{name}_map"), map);
-    device_fn(&mut src, &format!("{name}_combine"), combine);
-    device_fn(&mut src, &format!("{name}_finish"), finish);
+    device_fn(&mut src, k.elem, &format!("{name}_identity"), &ident);
+    device_fn(&mut src, k.elem, &format!("{name}_map"), map);
+    device_fn(&mut src, k.elem, &format!("{name}_combine"), combine);
+    device_fn(&mut src, k.elem, &format!("{name}_finish"), finish);
     src.push_str(&format!(
         "// One block per output (grid-stride over outputs); blockDim.x is a multiple of 32, at most 1024.\n\
          template <typename S>\n\
@@ -388,14 +426,19 @@ fn cuda_source(
          }}\n\n"
     ));
     src.push_str(&wide_paths(&name));
-    for (suffix, s, _) in DTYPES {
-        let a = super::acc_of(s);
+    for &(suffix, s, _) in dtypes(k.elem) {
         src.push_str(&format!(
             "extern \"C\" __global__ void {name}_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
              \x20 {name}_reduce<{s}>(x, rtx_out, outer, axis, inner);\n}}\n\
              extern \"C\" __global__ void {name}_cols_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
-             \x20 {name}_cols<{s}>(x, rtx_out, outer, axis, inner);\n}}\n\
-             extern \"C\" __global__ void {name}_partial_{suffix}(const {s}* x, {a}* rtx_part, unsigned long long n, unsigned long long chunk) {{\n\
+             \x20 {name}_cols<{s}>(x, rtx_out, outer, axis, inner);\n}}\n"
+        ));
+        if !dtypes(ElemKind::Float).iter().any(|d| d.0 == suffix) {
+            continue;
+        }
+        let a = super::acc_of(s);
+        src.push_str(&format!(
+            "extern \"C\" __global__ void {name}_partial_{suffix}(const {s}* x, {a}* rtx_part, unsigned long long n, unsigned long long chunk) {{\n\
              \x20 {name}_partial<{s}>(x, rtx_part, n, chunk);\n}}\n\
              extern \"C\" __global__ void {name}_final_{suffix}(const {a}* rtx_part, {s}* rtx_out, unsigned long long parts, unsigned long long n) {{\n\
              \x20 {name}_final<{s}>(rtx_part, rtx_out, parts, n);\n}}\n"

@@ -1,0 +1,403 @@
+//! The GPU side of the indexing, joining and argmax entry points: gather, scatter and
+//! scatter_add, concat, the triangular masks of tril/triu, and argmax/argmin along an axis.
+//! Each is one launch of a `#[kernel]` entry that reads its operands through their own
+//! offsets and strides (concat: one launch per non-empty part; scatter: a dense copy of the
+//! destination first, a device copy when it is contiguous).
+//!
+//! Invariant: indices are checked on the host before anything is written or launched (their
+//! span is copied back; the first bad index in logical order is reported exactly as the CPU
+//! backend reports it), so the kernels never read or write out of bounds, and a bad index
+//! leaves no partial result behind.
+
+use super::kernels::{Arg, kernel_entry, launch_entry};
+use super::launch::{DevicePtr, LaunchConfig};
+use super::ops::{dense, dense_view};
+use super::storage::CudaStorage;
+use crate::cpu::index as cpu;
+use crate::{BackendError, Layout, Result};
+use rtx_kernels::kernel::{KernelShape, KernelStrides, Variant};
+use rtx_kernels::{Element, kernels};
+
+/// Threads per block of the data-movement launches.
+const BLOCK: u32 = 256;
+
+/// At most this many threads per launch; grid-stride loops cover the rest.
+const MAX_THREADS: usize = 1 << 24;
+
+fn bad(op: &'static str, msg: impl std::fmt::Display) -> BackendError {
+    BackendError::BadArgument {
+        op,
+        msg: msg.to_string(),
+    }
+}
+
+fn shape_of(op: &'static str, dims: &[usize]) -> Result<KernelShape> {
+    KernelShape::new(dims).map_err(|e| bad(op, e))
+}
+
+/// A layout's offset and strides as a kernel argument.
+fn strides_of(op: &'static str, l: &Layout) -> Result<KernelStrides> {
+    let s: Vec<isize> = l.strides().iter().map(|&s| s as isize).collect();
+    KernelStrides::new(l.offset(), &s).map_err(|e| bad(op, e))
+}
+
+/// A grid-stride launch of `n` threads.
+fn threads(n: usize) -> LaunchConfig {
+    LaunchConfig::for_elements(n.min(MAX_THREADS), BLOCK)
+}
+
+/// Checks every index the layout `il` views against `0..size`, with the CPU backend's error.
+/// Only the span the view touches comes back to the host (a broadcast index is its vector).
+fn check_indices(
+    op: &'static str,
+    idx: &CudaStorage<i64>,
+    il: &Layout,
+    axis: usize,
+    size: usize,
+) -> Result<()> {
+    if il.numel() == 0 {
+        return Ok(());
+    }
+    let span = idx.range_to_host(il.offset()..il.required_len())?;
+    // The span may hold elements the view skips; only the viewed ones decide.
+    if span.iter().all(|&k| k >= 0 && (k as u64) < size as u64) {
+        return Ok(());
+    }
+    cpu::check_indices(op, &span, &il.with_offset(0), axis, size)
+}
+
+/// `src[.., index[p], ..]` along `axis` for every position `p` of the index, into fresh
+/// storage of the index's sizes.
+pub(crate) fn gather<E: Element>(
+    c: &CudaStorage<E>,
+    l: &Layout,
+    idx: &CudaStorage<i64>,
+    il: &Layout,
+    axis: usize,
+) -> Result<CudaStorage<E>> {
+    const OP: &str = "gather";
+    let src = &kernels::gather_strided::KERNEL;
+    let entry = kernel_entry(c.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
+    cpu::check_fits(OP, "index", il.dims(), l.dims(), Some(axis))?;
+    check_indices(OP, idx, il, axis, l.dims()[axis])?;
+    let n = il.numel();
+    let out = CudaStorage::<E>::uninit(c.ordinal(), n)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let args = gather_args(
+        (c.device_ptr(), l),
+        (idx.device_ptr(), il),
+        out.device_ptr(),
+        axis,
+    )?;
+    // SAFETY: every index is in 0..size (checked above) and the index fits in the input off
+    // `axis` (check_fits), so each read lies in the view of `l`, inside `c` (Layout's
+    // invariant); `out` holds the `n` elements written.
+    unsafe { launch_entry(c.ordinal(), src, entry, threads(n), &args)? };
+    Ok(out)
+}
+
+/// The arguments of `gather_strided`: the input and the index at their layouts, the output.
+fn gather_args(
+    (x, l): (DevicePtr, &Layout),
+    (idx, il): (DevicePtr, &Layout),
+    out: DevicePtr,
+    axis: usize,
+) -> Result<Vec<Arg>> {
+    const OP: &str = "gather";
+    Ok(vec![
+        Arg::Ptr(x),
+        Arg::Strides(strides_of(OP, l)?),
+        Arg::Ptr(idx),
+        Arg::Strides(strides_of(OP, il)?),
+        Arg::Ptr(out),
+        Arg::Shape(shape_of(OP, il.dims())?),
+        Arg::U64(axis as u64),
+        Arg::U64(il.numel() as u64),
+    ])
+}
+
+/// A dense copy of `dst` with `src[p]` written (or added, when `add`) at
+/// `[.., index[p], ..]` along `axis`: one thread per line of the index, each walking its line
+/// in order, so repeated indices keep the last write and sums add in logical order.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scatter<E: Element>(
+    op: &'static str,
+    (dst, l): (&CudaStorage<E>, &Layout),
+    (idx, il): (&CudaStorage<i64>, &Layout),
+    (src, sl): (&CudaStorage<E>, &Layout),
+    axis: usize,
+    add: bool,
+) -> Result<CudaStorage<E>> {
+    let kernel = if add {
+        &kernels::scatter_add_lines::KERNEL
+    } else {
+        &kernels::scatter_lines::KERNEL
+    };
+    let entry = kernel_entry(dst.ordinal(), kernel, E::DTYPE, E::DTYPE, Variant::Simt)?;
+    cpu::check_fits(op, "index", il.dims(), l.dims(), Some(axis))?;
+    cpu::check_fits(op, "index", il.dims(), sl.dims(), None)?;
+    check_indices(op, idx, il, axis, l.dims()[axis])?;
+    let out = dense(dst, l)?;
+    if il.numel() == 0 {
+        return Ok(out);
+    }
+    let lines = il.numel() / il.dims()[axis];
+    let args = scatter_args(
+        op,
+        (out.device_ptr(), l.dims()),
+        (idx.device_ptr(), il),
+        (src.device_ptr(), sl),
+        axis,
+    )?;
+    // SAFETY: `out` is a fresh dense copy of `l`'s sizes; indices are in 0..size along `axis`
+    // and the index fits inside `out` off `axis` and inside `src` everywhere (checked above),
+    // so every access lies in its buffer. Lines differ off `axis`, so no two threads write the
+    // same element.
+    unsafe { launch_entry(dst.ordinal(), kernel, entry, threads(lines), &args)? };
+    Ok(out)
+}
+
+/// The arguments of `scatter_lines` / `scatter_add_lines`: the dense output of `dims`, the
+/// index and the source at their layouts; one thread per line of the (non-empty) index.
+fn scatter_args(
+    op: &'static str,
+    (out, dims): (DevicePtr, &[usize]),
+    (idx, il): (DevicePtr, &Layout),
+    (src, sl): (DevicePtr, &Layout),
+    axis: usize,
+) -> Result<Vec<Arg>> {
+    Ok(vec![
+        Arg::Ptr(out),
+        Arg::Strides(strides_of(op, &Layout::contiguous(dims))?),
+        Arg::Ptr(idx),
+        Arg::Strides(strides_of(op, il)?),
+        Arg::Ptr(src),
+        Arg::Strides(strides_of(op, sl)?),
+        Arg::Shape(shape_of(op, il.dims())?),
+        Arg::U64(axis as u64),
+        Arg::U64((il.numel() / il.dims()[axis].max(1)) as u64),
+    ])
+}
+
+/// The parts joined along `axis` into fresh dense storage: one launch per non-empty part,
+/// each writing its own slot.
+pub(crate) fn concat<E: Element>(
+    parts: &[(&CudaStorage<E>, &Layout)],
+    axis: usize,
+) -> Result<CudaStorage<E>> {
+    const OP: &str = "concat";
+    let src = &kernels::concat_into::KERNEL;
+    let Some(&(first, fl)) = parts.first() else {
+        return Err(bad(OP, "no parts to join"));
+    };
+    let entry = kernel_entry(first.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
+    let total: usize = parts.iter().map(|(_, pl)| pl.dims()[axis]).sum();
+    let mut dims = fl.dims().to_vec();
+    dims[axis] = total;
+    let out = CudaStorage::<E>::uninit(first.ordinal(), dims.iter().product())?;
+    let mut start = 0;
+    for &(part, pl) in parts {
+        let n = pl.numel();
+        if n > 0 {
+            let args = concat_args(
+                (part.device_ptr(), pl),
+                out.device_ptr(),
+                axis,
+                start,
+                total,
+            )?;
+            // SAFETY: the part is read through its own layout (inside its storage); its
+            // sizes equal the output's off `axis` (the caller's contract) and its slot
+            // start..start + size along `axis` lies inside `total`, so writes stay in `out`.
+            unsafe { launch_entry(first.ordinal(), src, entry, threads(n), &args)? };
+        }
+        start += pl.dims()[axis];
+    }
+    Ok(out)
+}
+
+/// The arguments of `concat_into`: one part at its layout, the output, and the part's slot.
+fn concat_args(
+    (part, pl): (DevicePtr, &Layout),
+    out: DevicePtr,
+    axis: usize,
+    start: usize,
+    total: usize,
+) -> Result<Vec<Arg>> {
+    const OP: &str = "concat";
+    Ok(vec![
+        Arg::Ptr(part),
+        Arg::Strides(strides_of(OP, pl)?),
+        Arg::Ptr(out),
+        Arg::Shape(shape_of(OP, pl.dims())?),
+        Arg::U64(axis as u64),
+        Arg::U64(start as u64),
+        Arg::U64(total as u64),
+        Arg::U64(pl.numel() as u64),
+    ])
+}
+
+/// The elements on and below diagonal `k` of the last two axes (on and above, when
+/// `upper`), zero elsewhere, into fresh dense storage; the caller checks rank >= 2.
+pub(crate) fn triangle<E: Element>(
+    c: &CudaStorage<E>,
+    l: &Layout,
+    k: i64,
+    upper: bool,
+) -> Result<CudaStorage<E>> {
+    let src = &kernels::triangle::KERNEL;
+    let entry = kernel_entry(c.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
+    let n = l.numel();
+    let out = CudaStorage::<E>::uninit(c.ordinal(), n)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let args = triangle_args((c.device_ptr(), l), out.device_ptr(), k, upper)?;
+    // SAFETY: reads follow `l` (inside `c`), writes cover `out`'s `n` elements; rank >= 2.
+    unsafe { launch_entry(c.ordinal(), src, entry, threads(n), &args)? };
+    Ok(out)
+}
+
+/// The arguments of `triangle`.
+fn triangle_args(
+    (x, l): (DevicePtr, &Layout),
+    out: DevicePtr,
+    k: i64,
+    upper: bool,
+) -> Result<Vec<Arg>> {
+    let op = if upper { "triu" } else { "tril" };
+    Ok(vec![
+        Arg::Ptr(x),
+        Arg::Strides(strides_of(op, l)?),
+        Arg::Ptr(out),
+        Arg::Shape(shape_of(op, l.dims())?),
+        Arg::I64(k),
+        Arg::U32(upper as u32),
+        Arg::U64(l.numel() as u64),
+    ])
+}
+
+/// The index of the first maximum (`max`) or minimum along `axis`, NaN counting as both:
+/// one launch (plus a copy for a view that is not one dense range); the axis is removed.
+/// The caller rejects an empty axis.
+pub(crate) fn arg_reduce<E: Element>(
+    c: &CudaStorage<E>,
+    l: &Layout,
+    axis: usize,
+    max: bool,
+) -> Result<CudaStorage<i64>> {
+    let src = &kernels::arg_reduce_axis::KERNEL;
+    let entry = kernel_entry(c.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
+    let dims = l.dims();
+    let outer: usize = dims[..axis].iter().product();
+    let len = dims[axis];
+    let inner: usize = dims[axis + 1..].iter().product();
+    let rows = outer * inner;
+    let out = CudaStorage::<i64>::uninit(c.ordinal(), rows)?;
+    if rows == 0 {
+        return Ok(out);
+    }
+    let (x, start) = dense_view(c, l)?;
+    // One block per output; a short axis needs fewer threads.
+    let block = (len.div_ceil(32) * 32).clamp(32, 256) as u32;
+    let config = LaunchConfig {
+        grid: (rows.min(1 << 20) as u32, 1, 1),
+        block: (block, 1, 1),
+        shared_mem: 0,
+    };
+    let args = arg_reduce_args(x.ptr_at(start), out.device_ptr(), (outer, len, inner), max);
+    // SAFETY: `x` holds outer * len * inner dense elements from `start` and `out` holds
+    // outer * inner; the block size is a multiple of 32, at most 1024.
+    unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
+    Ok(out)
+}
+
+/// The arguments of `arg_reduce_axis` over a dense `[outer, len, inner]` view.
+fn arg_reduce_args(
+    x: DevicePtr,
+    out: DevicePtr,
+    (outer, len, inner): (usize, usize, usize),
+    max: bool,
+) -> Vec<Arg> {
+    vec![
+        Arg::Ptr(x),
+        Arg::Ptr(out),
+        Arg::U64(outer as u64),
+        Arg::U64(len as u64),
+        Arg::U64(inner as u64),
+        Arg::U32(max as u32),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::kernels::marshal;
+    use super::*;
+    use rtx_kernels::DType;
+    use rtx_kernels::kernel::KernelSource;
+
+    /// Every entry of `src` accepts `args` (checked as a launch would check them), for every
+    /// element type the kernel has.
+    fn accepts(src: &'static KernelSource, args: &[Arg]) {
+        assert!(!src.entries.is_empty());
+        for e in src.entries {
+            if let Err(err) = marshal(e, e.dtype, args) {
+                panic!("{}: {err}", e.symbol);
+            }
+        }
+    }
+
+    #[test]
+    fn launch_arguments_fit_the_kernel_descriptors() {
+        let p = DevicePtr(256);
+        let l = Layout::contiguous(&[3, 4, 5]).transpose(0, 2);
+        let il = Layout::contiguous(&[2, 4, 3]);
+        accepts(
+            &kernels::gather_strided::KERNEL,
+            &ok(gather_args((p, &l), (p, &il), p, 1)),
+        );
+        let scatter = ok(scatter_args(
+            "scatter",
+            (p, &[5, 4, 3]),
+            (p, &il),
+            (p, &l),
+            1,
+        ));
+        accepts(&kernels::scatter_lines::KERNEL, &scatter);
+        accepts(&kernels::scatter_add_lines::KERNEL, &scatter);
+        accepts(
+            &kernels::concat_into::KERNEL,
+            &ok(concat_args((p, &l), p, 1, 2, 9)),
+        );
+        accepts(
+            &kernels::triangle::KERNEL,
+            &ok(triangle_args((p, &l), p, -1, true)),
+        );
+        accepts(
+            &kernels::arg_reduce_axis::KERNEL,
+            &arg_reduce_args(p, p, (2, 3, 4), false),
+        );
+        // Integer and bool element types have entries (`Element` kernels), argmax has no bool.
+        assert!(
+            kernels::gather_strided::KERNEL
+                .entry(DType::Bool, Variant::Simt)
+                .is_some()
+        );
+        assert!(
+            kernels::arg_reduce_axis::KERNEL
+                .entry(DType::U8, Variant::Simt)
+                .is_some()
+        );
+        assert!(
+            kernels::arg_reduce_axis::KERNEL
+                .entry(DType::Bool, Variant::Simt)
+                .is_none()
+        );
+    }
+
+    fn ok<T>(r: Result<T>) -> T {
+        r.unwrap_or_else(|e| panic!("{e}"))
+    }
+}

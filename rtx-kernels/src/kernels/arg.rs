@@ -1,0 +1,137 @@
+//! Argmax and argmin along one axis: the index of the first extreme, a NaN counting as the
+//! extreme both ways (so the first NaN wins), as the CPU backend and PyTorch define them.
+//!
+//! Invariant: ties go to the smaller index at every step (each thread scans its elements in
+//! increasing order, and partial results combine preferring the smaller index among equals),
+//! so the result is exactly the CPU's for any block size.
+
+use crate::Num;
+use rtx_macros::kernel;
+
+/// The index (`i64`) of the first maximum (`max != 0`) or minimum of each lane of a dense
+/// `x` seen as `[outer, len, inner]` along the middle axis, into `out` (`[outer, inner]`).
+/// One block per output, grid-striding over outputs; the block size is a multiple of 32, at
+/// most 1024; `len` is at least 1.
+///
+/// ```
+/// use rtx_kernels::{kernels::arg_reduce_axis, kernel::LaunchConfig};
+/// let x = [1.0f32, 5.0, 5.0, f32::NAN, 2.0, 0.0];
+/// let mut out = vec![0i64; 2];
+/// arg_reduce_axis(LaunchConfig::new(2, 32), &x, &mut out, 2, 3, 1, 1).unwrap();
+/// assert_eq!(out, vec![1, 0]);
+/// arg_reduce_axis(LaunchConfig::new(2, 32), &x, &mut out, 2, 3, 1, 0).unwrap();
+/// assert_eq!(out, vec![0, 0]);
+/// ```
+#[kernel(crate = crate)]
+pub fn arg_reduce_axis<T: Num>(
+    x: &[T],
+    out: &mut [i64],
+    outer: usize,
+    len: usize,
+    inner: usize,
+    max: u32,
+) {
+    #[shared]
+    let part_v: [T; 32];
+    #[shared]
+    let part_i: [i64; 32];
+    let tid = thread_idx_x();
+    let lane = lane_id();
+    let warp = tid / 32;
+    let warps = (block_dim_x() + 31) / 32;
+    let rows = outer * inner;
+    let mut row = block_idx_x();
+    while row < rows {
+        let base = (row / inner) * len * inner + row % inner;
+        // This thread's first extreme among elements tid, tid + blockDim, ... (-1: none yet).
+        let mut v = T::LOWEST;
+        let mut at: i64 = -1;
+        for k in (tid..len).step_by(block_dim_x()) {
+            let xk = x[base + k * inner];
+            let wins = if at < 0 || v != v {
+                at < 0
+            } else if xk != xk {
+                true
+            } else if max != 0 {
+                xk > v
+            } else {
+                xk < v
+            };
+            if wins {
+                v = xk;
+                at = k as i64;
+            }
+        }
+        // Combine (value, index) pairs: the better value wins, equal values (or two NaNs)
+        // keep the smaller index.
+        let mut off: u32 = 16;
+        while off > 0 {
+            let ov = warp_shuffle_down(v, off);
+            let oi = warp_shuffle_down(at, off);
+            let take = if oi < 0 {
+                false
+            } else if at < 0 {
+                true
+            } else if v != v {
+                ov != ov && oi < at
+            } else if ov != ov {
+                true
+            } else if ov == v {
+                oi < at
+            } else if max != 0 {
+                ov > v
+            } else {
+                ov < v
+            };
+            if take {
+                v = ov;
+                at = oi;
+            }
+            off /= 2;
+        }
+        if lane == 0 {
+            part_v[warp] = v;
+            part_i[warp] = at;
+        }
+        sync_threads();
+        if warp == 0 {
+            v = T::LOWEST;
+            at = -1;
+            if lane < warps {
+                v = part_v[lane];
+                at = part_i[lane];
+            }
+            let mut o2: u32 = 16;
+            while o2 > 0 {
+                let ov = warp_shuffle_down(v, o2);
+                let oi = warp_shuffle_down(at, o2);
+                let take = if oi < 0 {
+                    false
+                } else if at < 0 {
+                    true
+                } else if v != v {
+                    ov != ov && oi < at
+                } else if ov != ov {
+                    true
+                } else if ov == v {
+                    oi < at
+                } else if max != 0 {
+                    ov > v
+                } else {
+                    ov < v
+                };
+                if take {
+                    v = ov;
+                    at = oi;
+                }
+                o2 /= 2;
+            }
+            if lane == 0 {
+                out[row] = at;
+            }
+        }
+        // The partials are reused by the next row.
+        sync_threads();
+        row += grid_dim_x();
+    }
+}
