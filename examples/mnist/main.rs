@@ -178,6 +178,12 @@ fn run<M: Classifier>(args: &Args, name: &str) -> rtx::Result<()> {
         ckpt.add_optimizer("optimizer", &opt)?;
         ckpt.set_metadata("epoch", (epoch + 1).to_string());
         ckpt.set_metadata("model", name);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| rtx::Error::Checkpoint {
+                file: path.clone(),
+                msg: format!("cannot create its directory: {e}"),
+            })?;
+        }
         ckpt.save(&path)?;
         // ANCHOR_END: save
         println!("saved {}", path.display());

@@ -9,6 +9,7 @@
 //! parameter in declaration order, then `out`, then the shape for strided entries and `n`).
 
 use super::cuda::{self, Writer, cty};
+use super::elementwise::strided_coords;
 use super::ir::{KernelFn, ParamTy, Ty};
 use super::native::NativeCx;
 use super::{PTy, acc_of, check_reserved, dtypes, params_tokens};
@@ -323,15 +324,12 @@ fn cuda_source(k: &KernelFn, u_elem: super::ir::ElemKind) -> (String, ParamList,
          \x20 for (unsigned long long rtx_i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; rtx_i < rtx_n; rtx_i += rtx_step) {{\n\
          \x20   unsigned long long rtx_rem = rtx_i;\n\
          {offs_init}\
-         \x20   for (int rtx_d = (int)rtx_dims.rank - 1; rtx_d >= 0; --rtx_d) {{\n\
-         \x20     const unsigned long long rtx_c = rtx_rem % rtx_dims.dims[rtx_d];\n\
-         \x20     rtx_rem /= rtx_dims.dims[rtx_d];\n\
-         {offs_step}\
-         \x20   }}\n\
+         {coords}\
          \x20   rtx_out[rtx_i] = {strided_value};\n\
          \x20 }}\n\
          }}\n\n",
         sig = ssig.join(", "),
+        coords = strided_coords(&offs_step),
     ));
     for &(s_suffix, s, _) in dtypes(k.elem) {
         for &(d_suffix, d, _) in dtypes(u_elem) {

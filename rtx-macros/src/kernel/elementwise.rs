@@ -543,15 +543,12 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
          \x20 for (unsigned long long rtx_i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; rtx_i < rtx_n; rtx_i += rtx_step) {{\n\
          \x20   unsigned long long rtx_rem = rtx_i;\n\
          {offs_init}\
-         \x20   for (int rtx_d = (int)rtx_dims.rank - 1; rtx_d >= 0; --rtx_d) {{\n\
-         \x20     const unsigned long long rtx_c = rtx_rem % rtx_dims.dims[rtx_d];\n\
-         \x20     rtx_rem /= rtx_dims.dims[rtx_d];\n\
-         {offs_step}\
-         \x20   }}\n\
+         {coords}\
          \x20   rtx_out[rtx_i] = {strided_value};\n\
          \x20 }}\n\
          }}\n\n",
         sig = ssig.join(", "),
+        coords = strided_coords(&offs_step),
     ));
 
     // extern "C" entries.
@@ -577,4 +574,28 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
         }
     }
     (cuda::preludes(w.uses_num) + &src, desc, sdesc)
+}
+
+/// The CUDA loop of a strided entry that turns the linear index `rtx_rem` into each input's
+/// element offset, with `offs_step` adding coordinate `rtx_c` of dim `rtx_d`. 64-bit division
+/// is slow on GPUs (emulated), so it divides in 32 bits whenever the values fit, and the
+/// outermost coordinate needs no division at all (the index is below the element count).
+pub(super) fn strided_coords(offs_step: &str) -> String {
+    format!(
+        "    for (int rtx_d = (int)rtx_dims.rank - 1; rtx_d >= 0; --rtx_d) {{\n\
+         \x20     unsigned long long rtx_c = rtx_rem;\n\
+         \x20     if (rtx_d > 0) {{\n\
+         \x20       const unsigned long long rtx_dim = rtx_dims.dims[rtx_d];\n\
+         \x20       if ((rtx_rem | rtx_dim) < 4294967296ull) {{\n\
+         \x20         const unsigned int rtx_q = (unsigned int)rtx_rem / (unsigned int)rtx_dim;\n\
+         \x20         rtx_c = rtx_rem - (unsigned long long)rtx_q * rtx_dim;\n\
+         \x20         rtx_rem = rtx_q;\n\
+         \x20       }} else {{\n\
+         \x20         rtx_c = rtx_rem % rtx_dim;\n\
+         \x20         rtx_rem /= rtx_dim;\n\
+         \x20       }}\n\
+         \x20     }}\n\
+         {offs_step}\
+         \x20   }}\n"
+    )
 }
