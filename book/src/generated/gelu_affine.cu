@@ -37,8 +37,18 @@ __device__ __forceinline__ void gelu_affine_strided(const S* x, rtx_strides rtx_
     unsigned long long rtx_rem = rtx_i;
     long long rtx_o_x = rtx_st_x.offset;
     for (int rtx_d = (int)rtx_dims.rank - 1; rtx_d >= 0; --rtx_d) {
-      const unsigned long long rtx_c = rtx_rem % rtx_dims.dims[rtx_d];
-      rtx_rem /= rtx_dims.dims[rtx_d];
+      unsigned long long rtx_c = rtx_rem;
+      if (rtx_d > 0) {
+        const unsigned long long rtx_dim = rtx_dims.dims[rtx_d];
+        if ((rtx_rem | rtx_dim) < 4294967296ull) {
+          const unsigned int rtx_q = (unsigned int)rtx_rem / (unsigned int)rtx_dim;
+          rtx_c = rtx_rem - (unsigned long long)rtx_q * rtx_dim;
+          rtx_rem = rtx_q;
+        } else {
+          rtx_c = rtx_rem % rtx_dim;
+          rtx_rem /= rtx_dim;
+        }
+      }
       rtx_o_x += (long long)rtx_c * rtx_st_x.strides[rtx_d];
     }
     rtx_out[rtx_i] = rtx_elem<S>::narrow(gelu_affine_body<A>(rtx_elem<S>::widen(x[rtx_o_x]), a, b));
