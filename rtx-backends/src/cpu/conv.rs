@@ -1,22 +1,31 @@
-//! Convolution and 2-d pooling on the CPU.
+//! Convolution on the CPU (1-d convolutions are 2-d ones of height 1); pooling lives in
+//! `pool.rs` and is re-exported here.
 //!
 //! A convolution is one matrix product per (image, group): the group's weights, viewed as an
 //! `[O/G, C/G*KH*KW]` matrix, times the im2col matrix of the image's channels in that group
 //! (`[C/G*KH*KW, HO*WO]`, zeros where the window hangs over the padding), written straight
-//! into the output's `[O/G, HO*WO]` block. 1-d convolutions are 2-d ones of height 1.
-//! Pooling loops over output elements in fixed chunks.
+//! into the output's `[O/G, HO*WO]` block. Small images run side by side in tasks of a few
+//! images each, and a task reuses one im2col buffer for all of them. The weight gradient
+//! concatenates a task's images along the product's depth (`G · im2colᵀ` over `k = images *
+//! HO*WO`), so one product per task and group sums them, and the tasks' partial sums are then
+//! added in task order.
 //!
-//! Determinism: whether (image, group) items run in parallel or one after another with a
-//! parallel product is decided from the sizes alone, and each item's output block is written
-//! by one matrix product (see `matmul.rs`), so results do not depend on the thread count.
+//! Determinism: how images are grouped into tasks, and whether tasks run side by side or one
+//! after another with a parallel product, is decided from the sizes alone; each output block
+//! is written by one matrix product (see `matmul.rs`), and the weight gradient's partial sums
+//! are added in a fixed order. So results do not depend on the thread count.
 
+use super::CHUNK;
+use super::conv_direct as direct;
 use super::elementwise::map;
-use super::matmul::{MatRef, gemm_into};
+use super::matmul::{MatRef, gemm_into, same_type};
 use crate::Layout;
 use rayon::prelude::*;
-use rtx_kernels::op::PoolOp;
-use rtx_kernels::{Float, FloatMath, Num};
+use rtx_kernels::Num;
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
+
+pub use super::pool::{Pool2dParams, pool2d, pool2d_backward};
 
 /// The settings of a 2-d convolution, per spatial axis `[height, width]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,36 +55,8 @@ impl Conv2dParams {
     }
 }
 
-/// The settings of a 2-d pooling window, per spatial axis `[height, width]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Pool2dParams {
-    /// The window size.
-    pub kernel: [usize; 2],
-    /// The step between windows.
-    pub stride: [usize; 2],
-    /// Padding on both sides (max pool treats it as -inf, average pool as zeros it counts).
-    pub padding: [usize; 2],
-}
-
-impl Pool2dParams {
-    /// The output size along axis `axis` (0 = height, 1 = width), or `None` when the window is
-    /// larger than the padded input (or the stride or kernel is 0).
-    pub fn output_size(&self, axis: usize, input: usize) -> Option<usize> {
-        if self.kernel[axis] == 0 {
-            return None;
-        }
-        out_size(
-            input,
-            self.kernel[axis],
-            self.stride[axis],
-            self.padding[axis],
-            1,
-        )
-    }
-}
-
 /// `(input + 2 padding - dilation (kernel - 1) - 1) / stride + 1`, PyTorch's formula.
-fn out_size(
+pub(super) fn out_size(
     input: usize,
     kernel: usize,
     stride: usize,
@@ -91,15 +72,71 @@ fn out_size(
 }
 
 /// The viewed elements as one dense slice, copying only when the layout is not contiguous.
-fn dense<'a, E: Copy + Send + Sync>(data: &'a [E], l: &Layout) -> Cow<'a, [E]> {
+pub(super) fn dense<'a, E: Copy + Send + Sync>(data: &'a [E], l: &Layout) -> Cow<'a, [E]> {
     match l.contiguous_range() {
         Some(r) => Cow::Borrowed(&data[r]),
         None => Cow::Owned(map(data, l, |x| x)),
     }
 }
 
-/// Items whose product has fewer multiply-adds than this run side by side, one thread each.
+/// Images whose product has this many multiply-adds or more are computed one after another,
+/// each product using all cores; smaller ones run side by side, one thread each.
 const SMALL_ITEM: usize = 1 << 22;
+
+/// The multiply-adds a task of images side by side aims at: enough that scheduling it costs
+/// little next to its work.
+const TASK_WORK: usize = 1 << 21;
+
+/// At most this many weight-gradient tasks (each holds a partial sum of the weight).
+const MAX_TASKS: usize = 64;
+
+/// Images per task, from the multiply-adds of one image and the number of images alone.
+fn images_per_task(per_image: usize, n: usize) -> usize {
+    (TASK_WORK / per_image.max(1))
+        .max(n.div_ceil(MAX_TASKS))
+        .clamp(1, n.max(1))
+}
+
+/// The sizes of one convolution, as the im2col helpers need them.
+#[derive(Clone, Copy)]
+struct Geometry {
+    /// Channels per group, input height and width.
+    chw: (usize, usize, usize),
+    /// Kernel height and width.
+    kernel: (usize, usize),
+    /// Output height and width.
+    out: (usize, usize),
+}
+
+/// `s` as initialized elements.
+///
+/// # Safety
+/// Every element of `s` must have been written.
+unsafe fn assume_init<E>(s: &mut [MaybeUninit<E>]) -> &mut [E] {
+    // SAFETY: `MaybeUninit<E>` has the layout of `E`, and the caller guarantees that every
+    // element is initialized.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<E>(), s.len()) }
+}
+
+/// `s` as `f32` slots when `E` is `f32`.
+fn f32_slots<E: 'static>(s: &mut [MaybeUninit<E>]) -> Option<&mut [MaybeUninit<f32>]> {
+    (std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()).then(|| {
+        // SAFETY: the type ids are equal, so `E` is `f32`.
+        unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len()) }
+    })
+}
+
+/// The direct kernels beat im2col and a GEMM only when each output sums enough products to
+/// pay for storing it channel by channel: a reduction at least this deep.
+const DIRECT_DEPTH: usize = 64;
+
+/// The direct kernels hold channels in 16-lane vectors: with fewer output channels (input
+/// channels, for the input gradient) most lanes would idle.
+const DIRECT_CHANNELS: usize = 16;
+
+/// The weight gradient takes the direct kernels only while the tasks' partial sums stay this
+/// small (elements in all); larger layers accumulate one task after another instead.
+const DIRECT_PARTS: usize = 1 << 23;
 
 /// The 2-d convolution of `x` (`[N, C, H, W]`) with `w` (`[O, C/G, KH, KW]`) plus an optional
 /// per-channel `bias` (`[O]`), as dense `[N, O, HO, WO]`. The caller has checked the sizes.
@@ -126,88 +163,163 @@ pub fn conv2d<E: Num>(
     let (x, w) = (dense(x, xl), dense(w, wl));
     let bias = bias.map(|(b, bl)| dense(b, bl));
     let (og, l, ck) = (o / g, ho * wo, cg * kh * kw);
-    let mut out = vec![E::ZERO; n * o * l];
-    if out.is_empty() {
+    let total = n * o * l;
+    let mut out: Vec<E> = Vec::with_capacity(total);
+    if total == 0 {
         return out;
     }
     // A 1x1 kernel with unit stride and no padding reads the input as its own im2col matrix.
     let pointwise = kh == 1 && kw == 1 && p.stride == [1, 1] && p.padding == [0, 0];
-
-    let item = |idx: usize, block: &mut [E], parallel: bool| {
-        let (ni, gi) = (idx / g, idx % g);
-        if let Some(b) = &bias {
-            for (row, out_row) in block.chunks_mut(l).enumerate() {
-                out_row.fill(b[gi * og + row]);
-            }
-        }
-        let image = &x[(ni * c + gi * cg) * h * wd..][..cg * h * wd];
-        let col;
-        let rhs = if pointwise {
-            MatRef::row_major(image, l)
-        } else {
-            col = im2col(image, (cg, h, wd), (kh, kw), (ho, wo), p);
-            MatRef::row_major(&col, l)
-        };
-        let lhs = MatRef {
-            data: &w,
-            offset: gi * og * ck,
-            rs: ck,
-            cs: 1,
-        };
-        gemm_into((og, l, ck), block, lhs, rhs, bias.is_some(), parallel);
+    let geo = Geometry {
+        chw: (cg, h, wd),
+        kernel: (kh, kw),
+        out: (ho, wo),
     };
-    let items = n * g;
-    if items > 1 && og * l * ck < SMALL_ITEM {
-        out.par_chunks_mut(og * l)
+
+    // One image: each group's block starts as the bias (or zeros) and receives W · im2col.
+    let image = |ni: usize, block: &mut [MaybeUninit<E>], col: &mut [E], parallel: bool| {
+        for (gi, dst) in block.chunks_mut(og * l).enumerate() {
+            for (row, out_row) in dst.chunks_mut(l).enumerate() {
+                let v = bias.as_ref().map_or(E::ZERO, |b| b[gi * og + row]);
+                for o in out_row {
+                    o.write(v);
+                }
+            }
+            // SAFETY: the loop above wrote every element of the block.
+            let dst = unsafe { assume_init(dst) };
+            let src = &x[(ni * c + gi * cg) * h * wd..][..cg * h * wd];
+            let rhs = if pointwise {
+                MatRef::row_major(src, l)
+            } else {
+                im2col_into(src, col, l, geo, p);
+                MatRef::row_major(col, l)
+            };
+            let lhs = MatRef {
+                data: &w,
+                offset: gi * og * ck,
+                rs: ck,
+                cs: 1,
+            };
+            gemm_into((og, l, ck), dst, lhs, rhs, bias.is_some(), parallel);
+        }
+    };
+    let col_len = if pointwise { 0 } else { ck * l };
+    let spare = &mut out.spare_capacity_mut()[..total];
+    let direct = (same_type::<E, f32>(&x), same_type::<E, f32>(&w));
+    if let ((Some(xf), Some(wf)), Some(dst)) = (direct, f32_slots(&mut *spare))
+        && ck >= DIRECT_DEPTH
+        && o >= DIRECT_CHANNELS
+        && direct::usable(p, (kh, kw))
+    {
+        let bf = bias.as_ref().and_then(|b| same_type::<E, f32>(b));
+        let per = images_per_task(o * l * ck, n);
+        dst.par_chunks_mut(per * o * l)
+            .zip(xf.par_chunks(per * c * h * wd))
+            .for_each(|(dst, xs)| {
+                direct::forward(xs, [c, h, wd], wf, [o, kh, kw], bf, p, dst);
+            });
+        // SAFETY: `forward` wrote every element of every image.
+        unsafe { out.set_len(total) };
+        return out;
+    }
+    if n > 1 && o * l * ck < SMALL_ITEM {
+        let per = images_per_task(o * l * ck, n);
+        spare
+            .par_chunks_mut(per * o * l)
             .enumerate()
-            .for_each(|(i, block)| item(i, block, false));
+            .for_each(|(t, block)| {
+                let mut col = vec![E::ZERO; col_len];
+                for (i, b) in block.chunks_mut(o * l).enumerate() {
+                    image(t * per + i, b, &mut col, false);
+                }
+            });
     } else {
-        for (i, block) in out.chunks_mut(og * l).enumerate() {
-            item(i, block, true);
+        let mut col = vec![E::ZERO; col_len];
+        for (ni, b) in spare.chunks_mut(o * l).enumerate() {
+            image(ni, b, &mut col, true);
         }
     }
+    // SAFETY: every image's block was written in full above.
+    unsafe { out.set_len(total) };
     out
 }
 
-/// The im2col matrix of one image's channels: row `(c, i, j)` holds, for every output
-/// position, the input under kernel tap `(i, j)` of channel `c` (0 over the padding).
-fn im2col<E: Num>(
+/// Writes the im2col matrix of one image's channels into `col`, row `r` at
+/// `col[r * row_stride..][..HO*WO]`: row `(c, i, j)` holds, for every output position, the
+/// input under kernel tap `(i, j)` of channel `c`, and 0 over the padding. Every element of
+/// every row is written, so `col` may hold anything before.
+fn im2col_into<E: Num>(
     image: &[E],
-    (cg, h, w): (usize, usize, usize),
-    (kh, kw): (usize, usize),
-    (ho, wo): (usize, usize),
+    col: &mut [E],
+    row_stride: usize,
+    geo: Geometry,
     p: &Conv2dParams,
-) -> Vec<E> {
+) {
+    let Geometry {
+        chw: (cg, h, w),
+        kernel: (kh, kw),
+        out: (ho, wo),
+    } = geo;
     let l = ho * wo;
-    let mut col = vec![E::ZERO; cg * kh * kw * l];
     let [sh, sw] = p.stride;
     let [ph, pw] = p.padding;
     let [dh, dw] = p.dilation;
-    for (row, dst) in col.chunks_mut(l).enumerate() {
+    for row in 0..cg * kh * kw {
+        let dst = &mut col[row * row_stride..][..l];
         let (c, i, j) = (row / (kh * kw), (row / kw) % kh, row % kw);
         let xs = taps(wo, sw, j * dw, pw, w);
-        if xs.is_empty() {
-            continue;
-        }
-        for oy in 0..ho {
+        for (oy, dst) in dst.chunks_exact_mut(wo).enumerate() {
             // Positions are shifted by the padding so they stay unsigned.
             let iy = oy * sh + i * dh;
-            if iy < ph || iy - ph >= h {
+            if xs.is_empty() || iy < ph || iy - ph >= h {
+                dst.fill(E::ZERO);
                 continue;
             }
             let src = &image[(c * h + iy - ph) * w..][..w];
-            let dst = &mut dst[oy * wo..][..wo];
+            zero_run(&mut dst[..xs.start]);
             if sw == 1 {
                 let first = xs.start + j * dw - pw;
-                dst[xs.clone()].copy_from_slice(&src[first..first + xs.len()]);
+                copy_run(&mut dst[xs.clone()], &src[first..first + xs.len()]);
             } else {
                 for ox in xs.clone() {
                     dst[ox] = src[ox * sw + j * dw - pw];
                 }
             }
+            zero_run(&mut dst[xs.end..]);
         }
     }
-    col
+}
+
+/// `dst.copy_from_slice(src)` for the short runs im2col copies (one output row of a small
+/// image: 10 to 30 elements in LeNet), in blocks of 8 that the compiler turns into a few vector
+/// moves: a call into `memcpy` costs more than such a copy.
+#[inline(always)]
+fn copy_run<E: Copy>(dst: &mut [E], src: &[E]) {
+    let n = dst.len();
+    let src = &src[..n];
+    if n < 8 {
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = s;
+        }
+        return;
+    }
+    let (dc, _) = dst.as_chunks_mut::<8>();
+    let (sc, _) = src.as_chunks::<8>();
+    for (d, s) in dc.iter_mut().zip(sc) {
+        *d = *s;
+    }
+    // The tail as one more block that ends at the last element (overlapping the one before).
+    let (d, _) = dst[n - 8..].as_chunks_mut::<8>();
+    let (s, _) = src[n - 8..].as_chunks::<8>();
+    d[0] = s[0];
+}
+
+/// Zeros a short (often empty) run without a call into `memset`.
+#[inline(always)]
+fn zero_run<E: Num>(dst: &mut [E]) {
+    for d in dst {
+        *d = E::ZERO;
+    }
 }
 
 /// The output positions `ox` whose kernel tap at offset `tap` (dilation applied) lands inside
@@ -219,84 +331,10 @@ fn taps(out: usize, stride: usize, tap: usize, pad: usize, len: usize) -> std::o
     lo.min(hi)..hi
 }
 
-/// Max or average pooling of `x` (`[N, C, H, W]`) as dense `[N, C, HO, WO]`. Max pooling
-/// skips the padding (as -inf would) and propagates NaN; average pooling divides by the full
-/// window, padding included (PyTorch's `count_include_pad=True`). The caller has checked that
-/// the window fits the padded input.
-pub fn pool2d<E: Float>(x: &[E], xl: &Layout, op: PoolOp, p: &Pool2dParams) -> Vec<E> {
-    let &[n, c, h, w] = xl.dims() else {
-        panic!("pool2d: input must be rank 4")
-    };
-    let (Some(ho), Some(wo)) = (p.output_size(0, h), p.output_size(1, w)) else {
-        panic!("pool2d: the window does not fit the padded input")
-    };
-    let x = dense(x, xl);
-    let [kh, kw] = p.kernel;
-    let [sh, sw] = p.stride;
-    let [ph, pw] = p.padding;
-    // The compute type is not `Sync`, so the divisor crosses threads as an f64.
-    let area = (kh * kw) as f64;
-    // Each output row and column reads the same input rows and columns: find them once.
-    let ys: Vec<_> = (0..ho).map(|oy| window(oy * sh, kh, ph, h)).collect();
-    let xs: Vec<_> = (0..wo).map(|ox| window(ox * sw, kw, pw, w)).collect();
-    let mut out = vec![E::ZERO; n * c * ho * wo];
-    if out.is_empty() {
-        return out;
-    }
-    // Whole output rows per task, so the window of a row is looked up once; each output is
-    // written by one task, so the split cannot change results.
-    let rows = (super::CHUNK / wo).max(1);
-    out.par_chunks_mut(rows * wo)
-        .enumerate()
-        .for_each(|(task, block)| {
-            for (i, dst) in block.chunks_mut(wo).enumerate() {
-                let r = task * rows + i;
-                let (image, ys) = (&x[r / ho * h * w..][..h * w], ys[r % ho].clone());
-                for (o, xs) in dst.iter_mut().zip(&xs) {
-                    *o = match op {
-                        PoolOp::Max => {
-                            // `v > m || v != v`: NaN wins, like `max_of`, but as one
-                            // compare-and-select the compiler keeps branch-free.
-                            let mut m = E::LOWEST;
-                            for y in ys.clone() {
-                                for &v in &image[y * w + xs.start..y * w + xs.end] {
-                                    #[allow(clippy::eq_op)]
-                                    let take = v > m || v != v;
-                                    m = if take { v } else { m };
-                                }
-                            }
-                            m
-                        }
-                        PoolOp::Avg => {
-                            let mut s = E::Acc::c(0.0);
-                            for y in ys.clone() {
-                                for &v in &image[y * w + xs.start..y * w + xs.end] {
-                                    s = s + v.to_acc();
-                                }
-                            }
-                            E::from_acc(s / E::Acc::c(area))
-                        }
-                    };
-                }
-            }
-        });
-    out
-}
-
-/// The input positions under a window that starts at `start` in padded coordinates.
-fn window(start: usize, kernel: usize, padding: usize, len: usize) -> std::ops::Range<usize> {
-    let (lo, hi) = (start.max(padding), (start + kernel).min(len + padding));
-    if lo < hi {
-        lo - padding..hi - padding
-    } else {
-        0..0
-    }
-}
-
 /// The gradient of [`conv2d`] with respect to its input, as dense `[N, C, H, W]` (`x_dims`),
 /// from the output gradient `g` (`[N, O, HO, WO]`) and the weight `w` (`[O, C/G, KH, KW]`):
 /// per (image, group), `Wᵀ · G` is a column matrix that col2im adds back onto the input
-/// positions each tap read. Items write disjoint input blocks, in a fixed order inside each.
+/// positions each tap read. Images write disjoint input blocks, in a fixed order inside each.
 pub fn conv2d_backward_input<E: Num>(
     (g, gl): (&[E], &Layout),
     (w, wl): (&[E], &Layout),
@@ -313,42 +351,80 @@ pub fn conv2d_backward_input<E: Num>(
     let groups = p.groups;
     let (g, w) = (dense(g, gl), dense(w, wl));
     let (og, l, ck) = (o / groups, ho * wo, cg * kh * kw);
-    let mut dx = vec![E::ZERO; n * c * h * wd];
+    let total = n * c * h * wd;
+    // The direct kernels compute the input gradient as a convolution of the output gradient
+    // padded back to the input's size: worth it only when that padding adds little (same-size
+    // convolutions) and the input has enough channels to fill a vector.
+    if let (Some(gf), Some(wf)) = (same_type::<E, f32>(&g), same_type::<E, f32>(&w))
+        && total > 0
+        && l > 0
+        && o * kh * kw >= DIRECT_DEPTH
+        && c >= DIRECT_CHANNELS
+        && 4 * h * wd <= 5 * l
+        && direct::usable(p, (kh, kw))
+    {
+        let mut dx = Vec::with_capacity(total);
+        if let Some(dst) = f32_slots(&mut dx.spare_capacity_mut()[..total]) {
+            let per = images_per_task(o * l * ck, n);
+            dst.par_chunks_mut(per * c * h * wd)
+                .zip(gf.par_chunks(per * o * l))
+                .for_each(|(dst, gs)| {
+                    direct::backward_input(gs, [o, ho, wo], wf, [c, kh, kw], [h, wd], p, dst);
+                });
+            // SAFETY: `backward_input` wrote every element of every image.
+            unsafe { dx.set_len(total) };
+            return dx;
+        }
+    }
+    let mut dx = vec![E::ZERO; total];
     if dx.is_empty() || og == 0 || l == 0 {
         return dx;
     }
     let pointwise = kh == 1 && kw == 1 && p.stride == [1, 1] && p.padding == [0, 0];
-    let item = |idx: usize, block: &mut [E], parallel: bool| {
-        let (ni, gi) = (idx / groups, idx % groups);
-        // Wᵀ of the group: [C/G*KH*KW, O/G], read in place through swapped strides.
-        let lhs = MatRef {
-            data: &w,
-            offset: gi * og * ck,
-            rs: 1,
-            cs: ck,
-        };
-        let rhs = MatRef {
-            data: &g,
-            offset: (ni * o + gi * og) * l,
-            rs: l,
-            cs: 1,
-        };
-        if pointwise {
-            gemm_into((ck, l, og), block, lhs, rhs, false, parallel);
-        } else {
-            let mut col = vec![E::ZERO; ck * l];
-            gemm_into((ck, l, og), &mut col, lhs, rhs, false, parallel);
-            col2im(&col, block, (cg, h, wd), (kh, kw), (ho, wo), p);
+    let geo = Geometry {
+        chw: (cg, h, wd),
+        kernel: (kh, kw),
+        out: (ho, wo),
+    };
+    let image = |ni: usize, block: &mut [E], col: &mut [E], parallel: bool| {
+        for (gi, dst) in block.chunks_mut(cg * h * wd).enumerate() {
+            // Wᵀ of the group: [C/G*KH*KW, O/G], read in place through swapped strides.
+            let lhs = MatRef {
+                data: &w,
+                offset: gi * og * ck,
+                rs: 1,
+                cs: ck,
+            };
+            let rhs = MatRef {
+                data: &g,
+                offset: (ni * o + gi * og) * l,
+                rs: l,
+                cs: 1,
+            };
+            if pointwise {
+                gemm_into((ck, l, og), dst, lhs, rhs, false, parallel);
+            } else {
+                gemm_into((ck, l, og), col, lhs, rhs, false, parallel);
+                col2im(col, dst, geo, p);
+            }
         }
     };
-    let items = n * groups;
-    if items > 1 && og * l * ck < SMALL_ITEM {
-        dx.par_chunks_mut(cg * h * wd)
+    // The product overwrites the column buffer, so it is zeroed once per task, not per image.
+    let col_len = if pointwise { 0 } else { ck * l };
+    if n > 1 && o * l * ck < SMALL_ITEM {
+        let per = images_per_task(o * l * ck, n);
+        dx.par_chunks_mut(per * c * h * wd)
             .enumerate()
-            .for_each(|(i, block)| item(i, block, false));
+            .for_each(|(t, block)| {
+                let mut col = vec![E::ZERO; col_len];
+                for (i, b) in block.chunks_mut(c * h * wd).enumerate() {
+                    image(t * per + i, b, &mut col, false);
+                }
+            });
     } else {
-        for (i, block) in dx.chunks_mut(cg * h * wd).enumerate() {
-            item(i, block, true);
+        let mut col = vec![E::ZERO; col_len];
+        for (ni, b) in dx.chunks_mut(c * h * wd).enumerate() {
+            image(ni, b, &mut col, true);
         }
     }
     dx
@@ -356,7 +432,10 @@ pub fn conv2d_backward_input<E: Num>(
 
 /// The gradient of [`conv2d`] with respect to its weight, as dense `[O, C/G, KH, KW]`
 /// (`w_dims`), from the output gradient `g` (`[N, O, HO, WO]`) and the input `x`: per group,
-/// the sum over images of `G · im2colᵀ`, accumulated image after image (a fixed order).
+/// the sum over images of `G · im2colᵀ`. Images are grouped into tasks fixed by the sizes; a
+/// task's images are concatenated along the product's depth, and the tasks' partial sums are
+/// added in task order (small images), or accumulated one task after another with a parallel
+/// product (large ones).
 pub fn conv2d_backward_weight<E: Num>(
     (g, gl): (&[E], &Layout),
     (x, xl): (&[E], &Layout),
@@ -378,58 +457,112 @@ pub fn conv2d_backward_weight<E: Num>(
         return dw;
     }
     let pointwise = kh == 1 && kw == 1 && p.stride == [1, 1] && p.padding == [0, 0];
-    let item = |gi: usize, block: &mut [E], parallel: bool| {
-        for ni in 0..n {
-            let image = &x[(ni * c + gi * cg) * h * wd..][..cg * h * wd];
-            let col;
-            // im2colᵀ: [HO*WO, C/G*KH*KW], read in place through swapped strides.
-            let rhs = if pointwise {
-                MatRef {
-                    data: image,
-                    offset: 0,
-                    rs: 1,
-                    cs: l,
+    let geo = Geometry {
+        chw: (cg, h, wd),
+        kernel: (kh, kw),
+        out: (ho, wo),
+    };
+    // The images `first..first + cnt`: `dst` ([O, CK]) gets (or, with `accumulate`, adds)
+    // `Gcat · colcatᵀ` per group, where `Gcat` ([O/G, cnt*L]) and `colcat` ([CK, cnt*L]) put
+    // the images' gradients and im2col matrices side by side.
+    let task = |first: usize, cnt: usize, dst: &mut [E], accumulate: bool, parallel: bool| {
+        let k = cnt * l;
+        let mut col = vec![E::ZERO; ck * k];
+        let mut gcat = vec![E::ZERO; og * k];
+        for (gi, dst) in dst.chunks_mut(og * ck).enumerate() {
+            for t in 0..cnt {
+                let ni = first + t;
+                let src = &x[(ni * c + gi * cg) * h * wd..][..cg * h * wd];
+                if pointwise {
+                    for (r, row) in src.chunks_exact(l).enumerate() {
+                        col[r * k + t * l..][..l].copy_from_slice(row);
+                    }
+                } else {
+                    im2col_into(src, &mut col[t * l..], k, geo, p);
                 }
-            } else {
-                col = im2col(image, (cg, h, wd), (kh, kw), (ho, wo), p);
-                MatRef {
-                    data: &col,
-                    offset: 0,
-                    rs: 1,
-                    cs: l,
+                let grad = &g[(ni * o + gi * og) * l..][..og * l];
+                for (r, row) in grad.chunks_exact(l).enumerate() {
+                    gcat[r * k + t * l..][..l].copy_from_slice(row);
                 }
+            }
+            // colcatᵀ: [cnt*L, CK], read in place through swapped strides.
+            let rhs = MatRef {
+                data: &col,
+                offset: 0,
+                rs: 1,
+                cs: k,
             };
-            let lhs = MatRef {
-                data: &g,
-                offset: (ni * o + gi * og) * l,
-                rs: l,
-                cs: 1,
-            };
-            gemm_into((og, ck, l), block, lhs, rhs, ni > 0, parallel);
+            let lhs = MatRef::row_major(&gcat, k);
+            gemm_into((og, ck, k), dst, lhs, rhs, accumulate, parallel);
         }
     };
-    if groups > 1 && n * og * l * ck < SMALL_ITEM {
-        dw.par_chunks_mut(og * ck)
-            .enumerate()
-            .for_each(|(i, block)| item(i, block, false));
-    } else {
-        for (i, block) in dw.chunks_mut(og * ck).enumerate() {
-            item(i, block, true);
+    let per = images_per_task(o * l * ck, n);
+    let tasks = n.div_ceil(per);
+    let size = o * ck;
+    if let (Some(gf), Some(xf), Some(dwf)) = (
+        same_type::<E, f32>(&g),
+        same_type::<E, f32>(&x),
+        super::matmul::same_type_mut::<E, f32>(&mut dw),
+    ) && tasks * size <= DIRECT_PARTS
+        && o >= DIRECT_CHANNELS
+        && direct::usable(p, (kh, kw))
+    {
+        let (xs, gs) = (per * c * h * wd, per * o * l);
+        let run = |t: usize, dst: &mut [f32]| {
+            let (xt, gt) = (&xf[t * xs..xf.len().min((t + 1) * xs)], &gf[t * gs..]);
+            direct::backward_weight(gt, xt, [c, h, wd], [o, kh, kw], p, dst);
+        };
+        if tasks == 1 {
+            run(0, dwf);
+            return dw;
         }
+        let mut parts = vec![0f32; tasks * size];
+        parts
+            .par_chunks_mut(size)
+            .enumerate()
+            .for_each(|(t, dst)| run(t, dst));
+        sum_parts(&parts, dwf);
+        return dw;
     }
+    if tasks == 1 || o * l * ck >= SMALL_ITEM {
+        for t in 0..tasks {
+            let first = t * per;
+            task(first, per.min(n - first), &mut dw, t > 0, true);
+        }
+        return dw;
+    }
+    let mut parts = vec![E::ZERO; tasks * size];
+    parts.par_chunks_mut(size).enumerate().for_each(|(t, dst)| {
+        let first = t * per;
+        task(first, per.min(n - first), dst, false, false);
+    });
+    sum_parts(&parts, &mut dw);
     dw
 }
 
+/// `dst` = the sum of the equal-sized partials in `parts`, each element added in part order
+/// (whichever chunk of `dst` it falls in, so the sum does not depend on the thread count).
+fn sum_parts<E: Num>(parts: &[E], dst: &mut [E]) {
+    let size = dst.len();
+    dst.par_chunks_mut(CHUNK).enumerate().for_each(|(i, dst)| {
+        let range = i * CHUNK..i * CHUNK + dst.len();
+        dst.copy_from_slice(&parts[range.clone()]);
+        for part in parts.chunks_exact(size).skip(1) {
+            for (d, &v) in dst.iter_mut().zip(&part[range.clone()]) {
+                *d = d.add(v);
+            }
+        }
+    });
+}
+
 /// Adds each row `(c, i, j)` of a column matrix back onto the input positions kernel tap
-/// `(i, j)` of channel `c` read (the transpose of [`im2col`]), in a fixed order.
-fn col2im<E: Num>(
-    col: &[E],
-    image: &mut [E],
-    (_cg, h, w): (usize, usize, usize),
-    (kh, kw): (usize, usize),
-    (ho, wo): (usize, usize),
-    p: &Conv2dParams,
-) {
+/// `(i, j)` of channel `c` read (the transpose of [`im2col_into`]), in a fixed order.
+fn col2im<E: Num>(col: &[E], image: &mut [E], geo: Geometry, p: &Conv2dParams) {
+    let Geometry {
+        chw: (_, h, w),
+        kernel: (kh, kw),
+        out: (ho, wo),
+    } = geo;
     let l = ho * wo;
     let [sh, sw] = p.stride;
     let [ph, pw] = p.padding;
@@ -463,78 +596,6 @@ fn col2im<E: Num>(
             }
         }
     }
-}
-
-/// The gradient of [`pool2d`] with respect to its input, as dense `[N, C, H, W]`, from the
-/// output gradient `g` (`[N, C, HO, WO]`). Max pooling sends each window's gradient to its
-/// first maximum (the first NaN, if any), as PyTorch does; average pooling spreads it over the
-/// window's input positions divided by the full window area (padding counted). Planes run in
-/// parallel, each in a fixed order.
-pub fn pool2d_backward<E: Float>(
-    (g, gl): (&[E], &Layout),
-    (x, xl): (&[E], &Layout),
-    op: PoolOp,
-    p: &Pool2dParams,
-) -> Vec<E> {
-    let &[n, c, h, w] = xl.dims() else {
-        panic!("pool2d backward: input must be rank 4")
-    };
-    let (Some(ho), Some(wo)) = (p.output_size(0, h), p.output_size(1, w)) else {
-        panic!("pool2d backward: the window does not fit the padded input")
-    };
-    let (g, x) = (dense(g, gl), dense(x, xl));
-    let [kh, kw] = p.kernel;
-    let [sh, sw] = p.stride;
-    let [ph, pw] = p.padding;
-    let area = (kh * kw) as f64;
-    let mut dx = vec![E::ZERO; n * c * h * w];
-    if dx.is_empty() {
-        return dx;
-    }
-    let yw: Vec<_> = (0..ho).map(|oy| window(oy * sh, kh, ph, h)).collect();
-    let xw: Vec<_> = (0..wo).map(|ox| window(ox * sw, kw, pw, w)).collect();
-    dx.par_chunks_mut(h * w)
-        .enumerate()
-        .for_each(|(plane, dst)| {
-            let image = &x[plane * h * w..][..h * w];
-            let grad = &g[plane * ho * wo..][..ho * wo];
-            for oy in 0..ho {
-                for ox in 0..wo {
-                    let gv = grad[oy * wo + ox];
-                    let (ys, xs) = (yw[oy].clone(), xw[ox].clone());
-                    match op {
-                        PoolOp::Max => {
-                            let mut best: Option<(usize, E)> = None;
-                            'scan: for y in ys {
-                                for xi in xs.clone() {
-                                    let v = image[y * w + xi];
-                                    #[allow(clippy::eq_op)]
-                                    let nan = v != v;
-                                    if best.is_none_or(|(_, m)| v > m) || nan {
-                                        best = Some((y * w + xi, v));
-                                    }
-                                    if nan {
-                                        break 'scan;
-                                    }
-                                }
-                            }
-                            if let Some((at, _)) = best {
-                                dst[at] = dst[at].add(gv);
-                            }
-                        }
-                        PoolOp::Avg => {
-                            let share = gv.to_acc() / E::Acc::c(area);
-                            for y in ys {
-                                for d in &mut dst[y * w..][xs.clone()] {
-                                    *d = E::from_acc(d.to_acc() + share);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        });
-    dx
 }
 
 #[cfg(test)]
@@ -573,21 +634,5 @@ mod tests {
             &p,
         );
         assert_eq!(out, vec![13.5, 24.5]);
-    }
-
-    #[test]
-    fn max_pool_skips_padding_and_avg_pool_counts_it() {
-        let x = [1.0f32, -2.0, -3.0, -4.0];
-        let l = Layout::contiguous(&[1, 1, 2, 2]);
-        let p = Pool2dParams {
-            kernel: [2, 2],
-            stride: [2, 2],
-            padding: [1, 1],
-        };
-        assert_eq!(pool2d(&x, &l, PoolOp::Max, &p), vec![1.0, -2.0, -3.0, -4.0]);
-        assert_eq!(
-            pool2d(&x, &l, PoolOp::Avg, &p),
-            vec![0.25, -0.5, -0.75, -1.0]
-        );
     }
 }

@@ -11,13 +11,18 @@ use crate::Layout;
 use rayon::prelude::*;
 use std::mem::MaybeUninit;
 
+/// Outputs up to this many elements are written on the calling thread: waking a pool thread
+/// costs microseconds (more on a busy machine), about what splitting a pass this short saves.
+/// An elementwise result does not depend on the split, so this moves only time.
+const INLINE: usize = 2 * CHUNK;
+
 /// Fills a fresh vector of `n` elements chunk by chunk; `fill(start, chunk)` writes the output
 /// elements `start..start + chunk.len()`.
 pub fn build<U: Send>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<U>]) + Sync) -> Vec<U> {
     let mut out = Vec::with_capacity(n);
     advise_huge_pages(&mut out);
     let spare = &mut out.spare_capacity_mut()[..n];
-    if n <= CHUNK {
+    if n <= INLINE {
         fill(0, spare);
     } else {
         spare
@@ -163,12 +168,71 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, U: Send>(
                 scalar_slice(out, &f, &a[start..start + out.len()], y)
             })
         }
+        (Some(ra), None) if let Some(inner) = repeated_row(lb) => {
+            // A row repeated over leading dims (a bias added to a batch): dense segments.
+            let (a, row) = (&a[ra], &b[lb.offset()..][..inner]);
+            build(n, |start, out| {
+                for_row_segments(start, out, inner, |pos, j, seg| {
+                    zip_slice(seg, &f, &a[pos..pos + seg.len()], &row[j..j + seg.len()])
+                })
+            })
+        }
+        (None, Some(rb)) if let Some(inner) = repeated_row(la) => {
+            let (row, b) = (&a[la.offset()..][..inner], &b[rb]);
+            build(n, |start, out| {
+                for_row_segments(start, out, inner, |pos, j, seg| {
+                    zip_slice(seg, &f, &row[j..j + seg.len()], &b[pos..pos + seg.len()])
+                })
+            })
+        }
         _ => build(n, |start, out| {
             let offs = la.offsets_from(start).zip(lb.offsets_from(start));
             for (o, (ia, ib)) in out.iter_mut().zip(offs) {
                 o.write(f(a[ia], b[ib]));
             }
         }),
+    }
+}
+
+/// The length of the dense row that a broadcast layout repeats: `Some(len)` when its trailing
+/// dims are dense (row-major from its offset) and every leading dim has stride 0, with
+/// `1 < len < numel` (a scalar or a dense layout has its own path).
+fn repeated_row(l: &Layout) -> Option<usize> {
+    let (dims, strides) = (l.dims(), l.strides());
+    let mut split = dims.len();
+    let mut inner = 1;
+    while split > 0 {
+        let (d, s) = (dims[split - 1], strides[split - 1]);
+        if d != 1 && s != inner {
+            break;
+        }
+        inner *= d;
+        split -= 1;
+    }
+    let leading_repeat = dims[..split]
+        .iter()
+        .zip(&strides[..split])
+        .all(|(&d, &s)| s == 0 || d == 1);
+    (leading_repeat && inner > 1 && inner < l.numel()).then_some(inner)
+}
+
+/// Splits the output chunk starting at element `start` into segments that do not cross a row
+/// of `inner` elements, calling `seg(position, column, segment)` on each.
+#[inline(always)]
+fn for_row_segments<U>(
+    start: usize,
+    mut out: &mut [MaybeUninit<U>],
+    inner: usize,
+    mut seg: impl FnMut(usize, usize, &mut [MaybeUninit<U>]),
+) {
+    let mut pos = start;
+    while !out.is_empty() {
+        let j = pos % inner;
+        let len = (inner - j).min(out.len());
+        let (head, tail) = out.split_at_mut(len);
+        seg(pos, j, head);
+        pos += len;
+        out = tail;
     }
 }
 
@@ -261,6 +325,28 @@ mod tests {
         assert_eq!(got, want);
         let dense = zip_n_map(&[(&a, &Layout::contiguous(&[12]))], |v| v[0] * 2.0);
         assert_eq!(dense[11], 22.0);
+    }
+
+    #[test]
+    fn repeated_rows_take_the_segment_path_and_match_the_strided_one() {
+        let (rows, cols) = (CHUNK / 7 + 3, 7);
+        let a: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..cols).map(|i| 100.0 * i as f32).collect();
+        let la = Layout::contiguous(&[rows, cols]);
+        let lb = Layout::contiguous(&[cols])
+            .broadcast_to(&[rows, cols])
+            .unwrap();
+        assert_eq!(repeated_row(&lb), Some(cols));
+        assert_eq!(repeated_row(&la), None);
+        let want: Vec<f32> = (0..rows * cols).map(|i| a[i] - b[i % cols]).collect();
+        assert_eq!(zip_map(&a, &la, &b, &lb, |x, y| x - y), want);
+        let swapped: Vec<f32> = want.iter().map(|v| -v).collect();
+        assert_eq!(zip_map(&b, &lb, &a, &la, |x, y| x - y), swapped);
+        // A column broadcast is not a repeated row.
+        let lc = Layout::contiguous(&[rows, 1])
+            .broadcast_to(&[rows, cols])
+            .unwrap();
+        assert_eq!(repeated_row(&lc), None);
     }
 
     #[test]

@@ -312,14 +312,14 @@ pub fn matmul<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout) -> Vec<E> {
 }
 
 /// `s` as a slice of `T` when `E` is `T`.
-fn same_type<E: 'static, T: 'static>(s: &[E]) -> Option<&[T]> {
+pub(super) fn same_type<E: 'static, T: 'static>(s: &[E]) -> Option<&[T]> {
     // SAFETY: the type ids are equal, so `E` and `T` are the same type.
     (TypeId::of::<E>() == TypeId::of::<T>())
         .then(|| unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<T>(), s.len()) })
 }
 
 /// `s` as a mutable slice of `T` when `E` is `T`.
-fn same_type_mut<E: 'static, T: 'static>(s: &mut [E]) -> Option<&mut [T]> {
+pub(super) fn same_type_mut<E: 'static, T: 'static>(s: &mut [E]) -> Option<&mut [T]> {
     if TypeId::of::<E>() == TypeId::of::<T>() {
         // SAFETY: the type ids are equal, so `E` and `T` are the same type.
         Some(unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<T>(), s.len()) })

@@ -5,11 +5,14 @@
 //! of threads.
 
 pub mod conv;
+mod conv_direct;
 pub mod elementwise;
 pub mod index;
 pub mod matmul;
 pub mod norm;
 pub mod optim;
+pub mod pool;
+mod pool_simd;
 pub mod random;
 pub mod reduce;
 

@@ -11,6 +11,7 @@ use crate::cuda::Arg;
 use crate::cuda::ops::{self as gpu, input};
 use crate::{Layout, Result};
 use rtx_kernels::kernels::{self as k, binary_kernel, cmp_kernel, unary_kernel};
+use rtx_kernels::op::markers;
 use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Signed, UnaryOp, UnaryOpT};
 
 impl<E: Element> Storage<E> {
@@ -169,6 +170,41 @@ impl<E: Element> Storage<E> {
         }
     }
 
+    /// The gradient of relu from the output gradient `self` (viewed by `l`) and relu's input
+    /// `x` (viewed by `xl`, same sizes): `g * step(x)`, where `step` is 1 for `x > 0` and 0
+    /// elsewhere (NaN included), as dense storage. One pass on the CPU; elsewhere the
+    /// composition of comparison, cast and product, which gives the same values.
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage};
+    /// let l = Layout::contiguous(&[4]);
+    /// let g = Storage::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], Device::Cpu).unwrap();
+    /// let x = Storage::from_vec(vec![-1.0f32, 0.0, 5.0, f32::NAN], Device::Cpu).unwrap();
+    /// let dx = g.relu_backward(&l, &x, &l).unwrap();
+    /// assert_eq!(dx.to_vec(&l), vec![0.0, 0.0, 3.0, 0.0]);
+    /// ```
+    pub fn relu_backward(&self, l: &Layout, x: &Self, xl: &Layout) -> Result<Self>
+    where
+        E: Num,
+    {
+        same_device("relu_backward", self, x)?;
+        match (self, x) {
+            (Storage::Cpu(g), Storage::Cpu(xv)) => {
+                crate::dispatch::cpu();
+                Ok(Storage::Cpu(zip_map(g, l, xv, xl, relu_grad::<E>)))
+            }
+            _ => {
+                let zero = Storage::from_vec(vec![E::ZERO], x.device())?;
+                let lz = Layout::contiguous(&[])
+                    .broadcast_to(xl.dims())
+                    .ok_or_else(|| super::no_kernel("relu_backward", x.device()))?;
+                let dense = Layout::contiguous(xl.dims());
+                let step = x.cmp::<markers::Gt>(xl, &zero, &lz)?.cast::<E>(&dense)?;
+                self.binary::<markers::Mul>(l, &step, &dense)
+            }
+        }
+    }
+
     /// `cond ? on_true : on_false`; all three layouts already broadcast to the same sizes.
     pub fn where_cond(
         cond: (&Storage<bool>, &Layout),
@@ -214,6 +250,13 @@ fn uniform<E: Element>(v: E) -> Arg {
 #[inline(always)]
 fn unary_fn<E: Float, O: UnaryOpT>(x: E) -> E {
     E::from_acc(O::apply(x.to_acc()))
+}
+
+/// `g * step(x)`, the product computed as the `Mul` op computes it, so the fused pass gives
+/// the composition's bits (`g * 0` keeps its sign, and NaN or infinite `g` gives NaN).
+#[inline(always)]
+fn relu_grad<E: Num>(g: E, x: E) -> E {
+    markers::Mul::apply(g, if x > E::ZERO { E::ONE } else { E::ZERO })
 }
 
 /// The op name of a binary marker, for errors.

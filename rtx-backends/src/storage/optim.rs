@@ -1,7 +1,10 @@
 //! Backend entry points for fused optimizer updates (the GPU side in
-//! `rtx-backends/src/cuda/ops_optim.rs`). They take the parameter and gradient as
-//! viewed (any layout) and dense state, and return fresh dense storage: tensors share their
-//! storage, so an update never writes into a buffer someone else may be reading.
+//! `rtx-backends/src/cuda/ops_optim.rs`). `adam_update` and `sgd_update` take the parameter
+//! and gradient as viewed (any layout) and dense state, and return fresh dense storage; their
+//! `_in_place` forms overwrite a parameter and state that the caller owns alone (tensors share
+//! storage, so only the caller can know that no one else reads them), which saves a copy of all
+//! four buffers per step. On devices without an in-place kernel the `_in_place` forms run the
+//! out-of-place update and keep its results.
 
 use super::{Storage, same_device};
 use crate::cpu::optim::{self, AdamScalars, SgdScalars};
@@ -148,5 +151,181 @@ impl<E: Float> Storage<E> {
             Storage::from_vec(p, dev)?,
             buf.map(|b| Storage::from_vec(b, dev)).transpose()?,
         ))
+    }
+}
+
+/// The viewed gradient as one host slice: borrowed when its layout is dense, else copied once
+/// into logical order.
+fn cpu_grad<'a, E: Float>(g: &'a [E], gl: &Layout) -> std::borrow::Cow<'a, [E]> {
+    match gl.contiguous_range() {
+        Some(r) => std::borrow::Cow::Borrowed(&g[r]),
+        None => std::borrow::Cow::Owned(crate::cpu::elementwise::map(g, gl, |x| x)),
+    }
+}
+
+/// Checks that a parameter updated in place is dense over all of its storage.
+fn check_dense(op: &'static str, pl: &Layout, len: usize) -> Result<()> {
+    if pl.contiguous_range() == Some(0..len) {
+        Ok(())
+    } else {
+        Err(BackendError::BadArgument {
+            op,
+            msg: format!(
+                "a parameter updated in place must be dense over its {len} elements, got layout {pl:?}"
+            ),
+        })
+    }
+}
+
+impl<E: Float> Storage<E> {
+    /// [`Storage::adam_update`] in place: `self` is the parameter, dense over all of its
+    /// storage (`pl`), and it and the dense state `m`, `v` (and `vmax`) are overwritten with
+    /// their new values in one pass, reading the gradient through its layout (a dense gradient
+    /// is not copied). The caller guarantees that nothing else reads these buffers.
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage, cpu::optim::AdamScalars};
+    /// let l = Layout::contiguous(&[2]);
+    /// let mut p = Storage::from_vec(vec![1.0f32, -1.0], Device::Cpu).unwrap();
+    /// let g = Storage::from_vec(vec![2.0f32, -2.0], Device::Cpu).unwrap();
+    /// let (mut m, mut v) = (
+    ///     Storage::from_vec(vec![0.0f32; 2], Device::Cpu).unwrap(),
+    ///     Storage::from_vec(vec![0.0f32; 2], Device::Cpu).unwrap(),
+    /// );
+    /// // The first step of Adam with lr 0.1.
+    /// let s = AdamScalars {
+    ///     decay: 1.0,
+    ///     l2: 0.0,
+    ///     beta1: 0.9,
+    ///     beta2: 0.999,
+    ///     bias_correction2_sqrt: (1.0f64 - 0.999).sqrt(),
+    ///     neg_step_size: -0.1 / (1.0 - 0.9),
+    ///     eps: 1e-8,
+    /// };
+    /// p.adam_update_in_place(&l, (&g, &l), &mut m, &mut v, None, &s).unwrap();
+    /// // Each weight moves by about lr against its gradient's sign.
+    /// let p = p.to_vec(&l);
+    /// assert!((p[0] - 0.9).abs() < 1e-6 && (p[1] + 0.9).abs() < 1e-6);
+    /// assert!((m.to_vec(&l)[0] - 0.2).abs() < 1e-7);
+    /// ```
+    pub fn adam_update_in_place(
+        &mut self,
+        pl: &Layout,
+        (grad, gl): (&Self, &Layout),
+        m: &mut Self,
+        v: &mut Self,
+        vmax: Option<&mut Self>,
+        s: &AdamScalars,
+    ) -> Result<()> {
+        same_device("adam", self, grad)?;
+        check_dense("adam", pl, self.len())?;
+        let n = pl.numel();
+        if gl.numel() != n {
+            return Err(BackendError::BadArgument {
+                op: "adam",
+                msg: format!(
+                    "gradient {:?} does not fit parameter {:?}",
+                    gl.dims(),
+                    pl.dims()
+                ),
+            });
+        }
+        match (&mut *self, grad, &mut *m, &mut *v) {
+            (Storage::Cpu(p), Storage::Cpu(g), Storage::Cpu(m), Storage::Cpu(v)) => {
+                check_len("adam", m.len(), n)?;
+                check_len("adam", v.len(), n)?;
+                let vmax = match vmax {
+                    Some(Storage::Cpu(x)) => {
+                        check_len("adam", x.len(), n)?;
+                        Some(&mut x[..])
+                    }
+                    Some(x) => return Err(super::no_kernel("adam", x.device())),
+                    None => None,
+                };
+                crate::dispatch::cpu();
+                let g = cpu_grad(g, gl);
+                optim::adam(p, &g, m, v, vmax, s);
+                Ok(())
+            }
+            // Other devices run the out-of-place update and keep its results.
+            _ => {
+                let (np, nm, nv, nx) =
+                    self.adam_update(pl, (grad, gl), m, v, vmax.as_deref(), s)?;
+                *self = np;
+                *m = nm;
+                *v = nv;
+                if let (Some(x), Some(nx)) = (vmax, nx) {
+                    *x = nx;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// [`Storage::sgd_update`] in place: `self` is the parameter, dense over all of its
+    /// storage (`pl`), and it and the dense momentum buffer (when momentum is on) are
+    /// overwritten in one pass, reading the gradient through its layout. The caller guarantees
+    /// that nothing else reads these buffers.
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage, cpu::optim::SgdScalars};
+    /// let l = Layout::contiguous(&[2]);
+    /// let mut p = Storage::from_vec(vec![1.0f32, 2.0], Device::Cpu).unwrap();
+    /// let g = Storage::from_vec(vec![0.5f32, -0.25], Device::Cpu).unwrap();
+    /// let s = SgdScalars {
+    ///     lr: 0.5,
+    ///     momentum: 0.0,
+    ///     dampening: 0.0,
+    ///     weight_decay: 0.0,
+    ///     nesterov: false,
+    ///     first: true,
+    /// };
+    /// p.sgd_update_in_place(&l, (&g, &l), None, &s).unwrap();
+    /// assert_eq!(p.to_vec(&l), vec![0.75, 2.125]);
+    /// ```
+    pub fn sgd_update_in_place(
+        &mut self,
+        pl: &Layout,
+        (grad, gl): (&Self, &Layout),
+        buf: Option<&mut Self>,
+        s: &SgdScalars,
+    ) -> Result<()> {
+        same_device("sgd", self, grad)?;
+        check_dense("sgd", pl, self.len())?;
+        let n = pl.numel();
+        if gl.numel() != n {
+            return Err(BackendError::BadArgument {
+                op: "sgd",
+                msg: format!(
+                    "gradient {:?} does not fit parameter {:?}",
+                    gl.dims(),
+                    pl.dims()
+                ),
+            });
+        }
+        match (&mut *self, grad) {
+            (Storage::Cpu(p), Storage::Cpu(g)) => {
+                let buf = match buf {
+                    Some(Storage::Cpu(b)) => {
+                        check_len("sgd", b.len(), n)?;
+                        Some(&mut b[..])
+                    }
+                    Some(b) => return Err(super::no_kernel("sgd", b.device())),
+                    None => None,
+                };
+                crate::dispatch::cpu();
+                let g = cpu_grad(g, gl);
+                optim::sgd(p, &g, buf, s);
+                Ok(())
+            }
+            _ => {
+                let (np, nb) = self.sgd_update(pl, (grad, gl), buf.as_deref(), s)?;
+                *self = np;
+                if let (Some(b), Some(nb)) = (buf, nb) {
+                    *b = nb;
+                }
+                Ok(())
+            }
+        }
     }
 }

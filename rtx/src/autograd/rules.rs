@@ -40,7 +40,7 @@ pub(crate) fn unary<S: Shape, E: Float>(
                 .exp()
                 .scalar::<Mul>(c(std::f64::consts::FRAC_2_SQRT_PI)),
         ),
-        UnaryOp::Relu => g.same::<Mul>(&x.step()),
+        UnaryOp::Relu => x.relu_grad(g),
         UnaryOp::Sigmoid => g.same::<Mul>(&y.same::<Mul>(&y.neg().scalar::<Add>(c(1.0)))),
         UnaryOp::Gelu => g.same::<Mul>(&gelu_grad(x)),
         UnaryOp::GeluTanh => g.same::<Mul>(&gelu_tanh_grad(x)),

@@ -2,12 +2,13 @@
 //! reuses its update with decoupled weight decay.
 
 use super::state::{Store, key, zeros_like};
-use super::{OptimState, Optimizer, ParamUpdate, apply};
+use super::{OptimState, Optimizer, ParamUpdate, apply, owned_storage};
 use crate::autograd::Gradients;
 use crate::error::{Result, bail};
 use crate::nn::Module;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
+use rtx_backends::Layout;
 use rtx_backends::cpu::optim::AdamScalars;
 use rtx_kernels::Float;
 
@@ -86,9 +87,9 @@ impl ParamUpdate for AdamStep<'_> {
     fn update<S: Shape, E: Float>(
         &mut self,
         name: &str,
-        p: &Tensor<S, E>,
+        p: &mut Tensor<S, E>,
         g: &Tensor<S, E>,
-    ) -> Result<Tensor<S, E>> {
+    ) -> Result<()> {
         let o = &mut *self.0;
         let op = o.op();
         let (m_key, v_key, x_key, step_key) = (
@@ -103,7 +104,7 @@ impl ParamUpdate for AdamStep<'_> {
             true => Some(o.store.tensor(op, &x_key, p)?),
             false => None,
         };
-        let (m, v) = match (m, v) {
+        let (mut m, mut v) = match (m, v) {
             (Some(m), Some(v)) => (m, v),
             (None, None) => (zeros_like(p)?, zeros_like(p)?),
             _ => bail!(
@@ -111,7 +112,7 @@ impl ParamUpdate for AdamStep<'_> {
                 "state of `{name}` has only one of exp_avg and exp_avg_sq"
             ),
         };
-        let x = match x {
+        let mut x = match x {
             Some(Some(x)) => Some(x),
             Some(None) => Some(zeros_like(p)?),
             None => None,
@@ -135,22 +136,36 @@ impl ParamUpdate for AdamStep<'_> {
             neg_step_size: -(o.lr / bias_correction1),
             eps: o.eps,
         };
-        let (np, nm, nv, nx) = p.storage().adam_update(
-            p.layout(),
-            (g.storage(), g.layout()),
-            m.storage(),
-            v.storage(),
-            x.as_ref().map(|x| x.storage()),
-            &s,
-        )?;
-        let shape = p.shape();
-        o.store.set_tensor(m_key, Tensor::from_storage(nm, shape));
-        o.store.set_tensor(v_key, Tensor::from_storage(nv, shape));
-        if let Some(nx) = nx {
-            o.store.set_tensor(x_key, Tensor::from_storage(nx, shape));
+        // The store lets go of the state while it is updated in place, and takes it back
+        // whether or not the update succeeds (a failed update changes nothing).
+        o.store.release(&m_key);
+        o.store.release(&v_key);
+        o.store.release(&x_key);
+        let pl = Layout::contiguous(p.dims());
+        let updated = (|| -> Result<()> {
+            let x = match &mut x {
+                Some(x) => Some(owned_storage(x)?),
+                None => None,
+            };
+            let (ms, vs) = (owned_storage(&mut m)?, owned_storage(&mut v)?);
+            owned_storage(p)?.adam_update_in_place(
+                &pl,
+                (g.storage(), g.layout()),
+                ms,
+                vs,
+                x,
+                &s,
+            )?;
+            Ok(())
+        })();
+        o.store.set_tensor(m_key, m);
+        o.store.set_tensor(v_key, v);
+        if let Some(x) = x {
+            o.store.set_tensor(x_key, x);
         }
+        updated?;
         o.store.set_scalar(step_key, step);
-        Ok(Tensor::from_storage(np, shape))
+        Ok(())
     }
 }
 

@@ -1,12 +1,14 @@
 //! Optimizers, learning-rate schedules and gradient clipping, written once against
 //! [`Module`]: a step visits the model's parameters by name, reads each one's gradient from
-//! [`Gradients`], and replaces the parameter with its update (a fresh leaf that records
+//! [`Gradients`], and overwrites the parameter with its update (then a fresh leaf that records
 //! gradients again). State (momentum, Adam's moments, step counts) is kept per parameter name
 //! and exports as [`OptimState`].
 //!
 //! Updates follow PyTorch's single-tensor implementations formula for formula and rounding for
 //! rounding, through fused CPU kernels (`rtx_backends::cpu::optim`): one pass over the
-//! parameter, gradient and state per step.
+//! parameter, gradient and state per step, in place. A parameter whose storage is shared (a
+//! clone, a view, or a graph still alive from the forward pass) is copied first, so no other
+//! tensor ever sees its values change.
 
 mod adam;
 mod adamw;
@@ -23,10 +25,11 @@ pub use sgd::Sgd;
 pub use state::{OptimState, StateTensor};
 
 use crate::autograd::Gradients;
-use crate::error::{Error, Result, ok};
+use crate::error::{Error, Result, bail, ok};
 use crate::nn::{Module, TensorKind, VisitorMut};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
+use rtx_backends::Storage;
 use rtx_kernels::Float;
 
 /// An optimizer: updates a model's parameters from the gradients of one backward pass.
@@ -78,18 +81,34 @@ pub trait Optimizer {
     }
 }
 
-/// One optimizer's update of one parameter, given its gradient; returns the new value.
+/// One optimizer's update of one parameter, given its gradient: the parameter is overwritten
+/// with its new value (in place when nothing else shares its storage, see [`owned_storage`]).
 pub(crate) trait ParamUpdate {
     fn update<S: Shape, E: Float>(
         &mut self,
         name: &str,
-        param: &Tensor<S, E>,
+        param: &mut Tensor<S, E>,
         grad: &Tensor<S, E>,
-    ) -> Result<Tensor<S, E>>;
+    ) -> Result<()>;
 }
 
-/// Runs `u` on every parameter of `model` that has a gradient, under `no_grad`, and puts each
-/// result back as a leaf; stops at the first error.
+/// The storage of `t`, to be overwritten by an update: its own storage when no view, clone or
+/// recorded graph shares it, else a fresh dense copy that replaces it first (whoever shares the
+/// old storage keeps the old values, so an update never changes a tensor someone else holds).
+pub(crate) fn owned_storage<S: Shape, E: Float>(t: &mut Tensor<S, E>) -> Result<&mut Storage<E>> {
+    if t.storage_mut().is_none() {
+        let copy = t.storage().contiguous(t.layout())?;
+        let node = t.node().cloned();
+        *t = Tensor::from_storage(copy, t.shape()).with_node(node);
+    }
+    match t.storage_mut() {
+        Some(s) => Ok(s),
+        None => bail!("optimizer", "a fresh copy of a parameter is shared"),
+    }
+}
+
+/// Runs `u` on every parameter of `model` that has a gradient, under `no_grad`, and makes each
+/// updated parameter a fresh leaf; stops at the first error.
 pub(crate) fn apply<M: Module, U: ParamUpdate>(
     model: &mut M,
     grads: &Gradients,
@@ -110,12 +129,12 @@ pub(crate) fn apply<M: Module, U: ParamUpdate>(
             if kind != TensorKind::Parameter || self.err.is_some() {
                 return;
             }
-            // Looked up by the tensor's tape node, so before the tensor is replaced.
+            // Looked up by the tensor's tape node, so before the tensor gets a new one.
             let Some(g) = self.grads.get(t) else {
                 return;
             };
             match crate::no_grad(|| self.u.update(name, t, &g)) {
-                Ok(new) => *t = new.requires_grad(),
+                Ok(()) => *t = t.detach().requires_grad(),
                 Err(e) => self.err = Some(e),
             }
         }
@@ -127,4 +146,46 @@ pub(crate) fn apply<M: Module, U: ParamUpdate>(
     };
     model.visit_mut("", &mut a);
     a.err.map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::prelude::*;
+
+    /// The address of a CPU tensor's storage.
+    fn addr(t: &Tensor<Rank1<3>>) -> *const f32 {
+        t.storage()
+            .as_cpu_slice()
+            .map_or(std::ptr::null(), |s| s.as_ptr())
+    }
+
+    #[test]
+    fn shared_parameters_are_copied_and_owned_ones_updated_in_place() {
+        let mut w: Tensor<Rank1<3>> =
+            Tensor::from_array([1.0, 2.0, 3.0], Device::Cpu).requires_grad();
+        let before = w.detach();
+        let grads = (&w * &w).sum_all().backward();
+        Sgd::new(0.25).step(&mut w, &grads);
+        // `before` shares the old storage, so the update went to a copy.
+        assert_eq!(before.to_vec(), vec![1.0, 2.0, 3.0]);
+        assert_eq!(w.to_vec(), vec![0.5, 1.0, 1.5]);
+        assert!(!w.shares_storage_with(&before));
+        drop(before);
+        // Nothing shares it now (the graph died with its loss): written where it lies.
+        let at = addr(&w);
+        let grads = (&w * &w).sum_all().backward();
+        let mut adam = Adam::new(0.1);
+        adam.step(&mut w, &grads);
+        assert_eq!(addr(&w), at);
+        assert!(w.tracks_grad());
+        // A loss kept alive holds the graph, which holds the parameter: copied again.
+        let loss = (&w * &w).sum_all();
+        let grads = loss.backward();
+        let kept = w.to_vec();
+        adam.step(&mut w, &grads);
+        assert_ne!(addr(&w), at);
+        assert_ne!(w.to_vec(), kept);
+        let want: f32 = kept.iter().map(|x| x * x).sum();
+        assert!((loss.item() - want).abs() <= 1e-6 * want);
+    }
 }

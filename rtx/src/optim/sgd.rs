@@ -2,12 +2,13 @@
 //! (PyTorch's `torch.optim.SGD`).
 
 use super::state::{Store, key};
-use super::{OptimState, Optimizer, ParamUpdate, apply};
+use super::{OptimState, Optimizer, ParamUpdate, apply, owned_storage};
 use crate::autograd::Gradients;
 use crate::error::{Result, bail};
 use crate::nn::Module;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
+use rtx_backends::Layout;
 use rtx_backends::cpu::optim::SgdScalars;
 use rtx_kernels::Float;
 
@@ -79,9 +80,9 @@ impl ParamUpdate for SgdStep<'_> {
     fn update<S: Shape, E: Float>(
         &mut self,
         name: &str,
-        p: &Tensor<S, E>,
+        p: &mut Tensor<S, E>,
         g: &Tensor<S, E>,
-    ) -> Result<Tensor<S, E>> {
+    ) -> Result<()> {
         let o = &mut *self.0;
         let buf_key = key(name, "momentum_buffer");
         let buf = if o.momentum != 0.0 {
@@ -97,24 +98,27 @@ impl ParamUpdate for SgdStep<'_> {
             nesterov: o.nesterov,
             first: buf.is_none(),
         };
-        let fresh;
-        let buf_in = match &buf {
-            Some(b) => Some(b.storage()),
-            None if o.momentum != 0.0 => {
-                // The kernel overwrites it with the gradient on the first step.
-                fresh = super::state::zeros_like(p)?;
-                Some(fresh.storage())
-            }
+        let mut buf = match buf {
+            Some(b) => Some(b),
+            // The kernel overwrites it with the gradient on the first step.
+            None if o.momentum != 0.0 => Some(super::state::zeros_like(p)?),
             None => None,
         };
-        let (np, nb) = p
-            .storage()
-            .sgd_update(p.layout(), (g.storage(), g.layout()), buf_in, &s)?;
-        if let Some(nb) = nb {
-            o.store
-                .set_tensor(buf_key, Tensor::from_storage(nb, p.shape()));
+        // As in Adam: released while updated in place, taken back whatever happens.
+        o.store.release(&buf_key);
+        let pl = Layout::contiguous(p.dims());
+        let updated = (|| -> Result<()> {
+            let b = match &mut buf {
+                Some(b) => Some(owned_storage(b)?),
+                None => None,
+            };
+            owned_storage(p)?.sgd_update_in_place(&pl, (g.storage(), g.layout()), b, &s)?;
+            Ok(())
+        })();
+        if let Some(b) = buf {
+            o.store.set_tensor(buf_key, b);
         }
-        Ok(Tensor::from_storage(np, p.shape()))
+        updated
     }
 }
 

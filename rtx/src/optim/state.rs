@@ -138,6 +138,13 @@ impl Store {
         }
     }
 
+    /// Drops the stored handle of `key`, so that a tensor read from it with [`Store::tensor`]
+    /// becomes the only handle to its storage and can be updated in place (then stored again
+    /// with [`Store::set_tensor`]).
+    pub(crate) fn release(&mut self, key: &str) {
+        self.tensors.remove(key);
+    }
+
     /// Stores a state tensor, which must be dense (fresh from a backend update).
     pub(crate) fn set_tensor<S: Shape, E: Float>(&mut self, key: String, t: Tensor<S, E>) {
         debug_assert!(t.is_contiguous());

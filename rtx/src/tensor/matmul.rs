@@ -157,8 +157,19 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         // Backward in the [batch.., M, K] x [batch.., K, N] form the product ran in:
         // dA = G Bᵀ and dB = Aᵀ G, summed over batch dims an operand was broadcast along.
-        let (x, w) = (self.detach(), rhs.detach());
+        // Only the operands that need a gradient get one: the first layer's input costs a
+        // product as large as the forward's otherwise.
+        let (need_a, need_b) = (self.node().is_some(), rhs.node().is_some());
         let (a_batched, b_batched) = (!a.batch.is_empty(), !b.batch.is_empty());
+        // An operand that is a transposed view (`w.t()` in `Linear`) gets its gradient in the
+        // same memory order, computed as the transposed product: the gradient then reaches the
+        // transpose's own backward as a transposed view, and leaves it dense, so no strided
+        // copy is needed anywhere downstream (the optimizer reads it as it is).
+        let (a_t, b_t) = (
+            transposed_operand(self.layout(), a_batched, full_rank(batch)),
+            transposed_operand(rhs.layout(), b_batched, full_rank(batch)),
+        );
+        let (x, w) = (self.detach(), rhs.detach());
         let mut full = batch.to_vec();
         full.extend([a.rows, b.cols]);
         let inputs = vec![self.node().cloned(), rhs.node().cloned()];
@@ -166,12 +177,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             let g = g.contiguous();
             let r = full.len();
             let lg = Layout::contiguous(&full).with_offset(g.layout().offset());
-            let da = g
-                .storage()
-                .matmul(&lg, w.storage(), &lb.transpose(r - 2, r - 1));
-            let db = x
-                .storage()
-                .matmul(&la.transpose(r - 2, r - 1), g.storage(), &lg);
+            let lgt = lg.transpose(r - 2, r - 1);
             let batch_numel: usize = full[..r - 2].iter().product();
             let collapse = |grad: Result<Storage<E>>, batched: bool, numel: usize| {
                 let grad = ok(grad);
@@ -181,14 +187,65 @@ impl<S: Shape, E: Element> Tensor<S, E> {
                 let l = Layout::contiguous(&[batch_numel, numel]);
                 ok(grad.reduce(&l, 0, ReduceOp::Sum).map_err(Into::into))
             };
-            let da = collapse(da.map_err(Error::from), a_batched, x.numel());
-            let db = collapse(db.map_err(Error::from), b_batched, w.numel());
-            vec![
-                autograd::erase(Tensor::from_storage(da, x.shape())),
-                autograd::erase(Tensor::from_storage(db, w.shape())),
-            ]
+            let da = need_a.then(|| {
+                if a_t {
+                    // dAᵀ = B Gᵀ, dense [batch.., K, M], seen as [batch.., M, K].
+                    let s = ok(w
+                        .storage()
+                        .matmul(&lb, g.storage(), &lgt)
+                        .map_err(Error::from));
+                    return transposed_grad(s, x.layout(), x.shape());
+                }
+                let s = g
+                    .storage()
+                    .matmul(&lg, w.storage(), &lb.transpose(r - 2, r - 1));
+                let s = collapse(s.map_err(Error::from), a_batched, x.numel());
+                Tensor::from_storage(s, x.shape())
+            });
+            let db = need_b.then(|| {
+                if b_t {
+                    // dBᵀ = Gᵀ A, dense [batch.., N, K], seen as [batch.., K, N].
+                    let s = ok(g
+                        .storage()
+                        .matmul(&lgt, x.storage(), &la)
+                        .map_err(Error::from));
+                    return transposed_grad(s, w.layout(), w.shape());
+                }
+                let s = x
+                    .storage()
+                    .matmul(&la.transpose(r - 2, r - 1), g.storage(), &lg);
+                let s = collapse(s.map_err(Error::from), b_batched, w.numel());
+                Tensor::from_storage(s, w.shape())
+            });
+            vec![da.and_then(autograd::erase), db.and_then(autograd::erase)]
         }))
     }
+}
+
+/// The rank of the product's stacks: the batch dims and the two matrix dims.
+fn full_rank(batch: &[usize]) -> usize {
+    batch.len() + 2
+}
+
+/// Whether an operand with layout `l` is a transposed dense matrix (or stack of them) whose
+/// gradient can be computed transposed: it holds every batch dim of the product itself (no
+/// broadcast to sum over) and its last two axes, swapped, are dense row-major.
+fn transposed_operand(l: &Layout, batched: bool, rank: usize) -> bool {
+    let r = l.rank();
+    r >= 2
+        && (batched || r == 2)
+        && r == rank
+        && !l.is_contiguous()
+        && l.transpose(r - 2, r - 1).is_contiguous()
+}
+
+/// A gradient computed transposed (dense over `layout`'s last two axes swapped), viewed back
+/// with the operand's own axis order.
+fn transposed_grad<S: Shape, E: Element>(s: Storage<E>, layout: &Layout, shape: S) -> Tensor<S, E> {
+    let r = layout.rank();
+    let swapped = layout.transpose(r - 2, r - 1);
+    let l = Layout::contiguous(swapped.dims()).transpose(r - 2, r - 1);
+    Tensor::from_storage_layout(s, l, shape)
 }
 
 #[cfg(test)]
@@ -202,6 +259,37 @@ mod tests {
         assert_eq!(v.matmul(&m).to_vec(), vec![9, 12, 15]);
         let w: Tensor<Rank1<3>, i64> = Tensor::from_array([1, 0, -1], Device::Cpu);
         assert_eq!(m.matmul(&w).to_vec(), vec![-2, -2]);
+    }
+
+    #[test]
+    fn a_transposed_weight_gets_its_gradient_dense() {
+        // y = x wᵀ as in Linear: dw = gᵀ x arrives dense, with the weight's own layout.
+        let x: Tensor<Rank2<2, 3>> =
+            Tensor::from_array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], Device::Cpu).requires_grad();
+        let w: Tensor<Rank2<4, 3>> = Tensor::from_vec(
+            (0..12).map(|i| i as f32 - 5.0).collect(),
+            (Const, Const),
+            Device::Cpu,
+        )
+        .requires_grad();
+        let scale: Tensor<Rank2<2, 4>> = Tensor::from_vec(
+            (0..8).map(|i| (i % 3) as f32 + 1.0).collect(),
+            (Const, Const),
+            Device::Cpu,
+        );
+        let grads = (x.matmul(&w.t()) * &scale).sum_all().backward();
+        let (gx, gw) = (grads.get(&x).unwrap(), grads.get(&w).unwrap());
+        assert!(gw.is_contiguous());
+        // dw[o][i] = sum_b scale[b][o] x[b][i]; dx[b][i] = sum_o scale[b][o] w[o][i].
+        let (xs, ws, ss) = (x.to_vec(), w.to_vec(), scale.to_vec());
+        let want_w: Vec<f32> = (0..12)
+            .map(|k| (0..2).map(|b| ss[b * 4 + k / 3] * xs[b * 3 + k % 3]).sum())
+            .collect();
+        let want_x: Vec<f32> = (0..6)
+            .map(|k| (0..4).map(|o| ss[k / 3 * 4 + o] * ws[o * 3 + k % 3]).sum())
+            .collect();
+        assert_eq!(gw.to_vec(), want_w);
+        assert_eq!(gx.to_vec(), want_x);
     }
 
     #[test]

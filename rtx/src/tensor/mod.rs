@@ -72,6 +72,31 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
     }
 
+    /// Wraps fresh storage seen through `layout` (a permutation of a dense layout, which a
+    /// backward rule uses to hand a gradient over in its input's memory order).
+    pub(crate) fn from_storage_layout(storage: Storage<E>, layout: Layout, shape: S) -> Self {
+        debug_assert_eq!(layout.dims(), &*shape.dims());
+        debug_assert!(layout.required_len() <= storage.len());
+        Tensor {
+            layout,
+            storage: Arc::new(storage),
+            shape,
+            node: None,
+        }
+    }
+
+    /// The storage for writing in place: `Some` only when this handle is its sole owner (no
+    /// view, clone or recorded graph shares it) and the layout is dense over all of it, so a
+    /// write can change no other tensor's values.
+    pub(crate) fn storage_mut(&mut self) -> Option<&mut Storage<E>> {
+        let whole = self.layout.contiguous_range() == Some(0..self.storage.len());
+        if whole {
+            Arc::get_mut(&mut self.storage)
+        } else {
+            None
+        }
+    }
+
     /// The gradient-history node, if any.
     pub(crate) fn node(&self) -> Option<&Arc<Node>> {
         self.node.as_ref()
