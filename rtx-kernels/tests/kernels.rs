@@ -221,16 +221,34 @@ fn axpy_and_dot_match_references() {
     assert!(err.message().contains("2048 threads"), "{err}");
 }
 
+/// Row cases for the softmax kernels: rows held in registers (at most 32 values per thread:
+/// short, ragged, exactly 32 per thread) and rows streamed from memory (longer).
+const ROW_CASES: [(usize, usize, u32); 8] = [
+    (3, 7, 32),
+    (2, 100, 64),
+    (1, 1, 32),
+    (3, 1024, 32),
+    (2, 999, 32),
+    (2, 1025, 32),
+    (3, 301, 32),
+    (1, 2100, 64),
+];
+
+/// The maximum and `Σ exp(x - max)` of a row in f64.
+fn row_stats(row: &[f64]) -> (f64, f64) {
+    let m = row.iter().cloned().fold(f64::MIN, f64::max);
+    (m, row.iter().map(|v| (v - m).exp()).sum())
+}
+
 #[test]
 fn softmax_rows_matches_reference_for_several_block_sizes() {
-    for (rows, cols, block) in [(3, 7, 32), (2, 100, 64), (4, 300, 128), (1, 1, 32)] {
+    for (rows, cols, block) in ROW_CASES {
         let x = values(rows * cols, (rows * cols) as u64);
         let mut out = vec![0.0; rows * cols];
         softmax_rows(LaunchConfig::new(rows as u32, block), &x, &mut out, cols).unwrap();
         for r in 0..rows {
             let row = &x[r * cols..(r + 1) * cols];
-            let m = row.iter().cloned().fold(f64::MIN, f64::max);
-            let z: f64 = row.iter().map(|v| (v - m).exp()).sum();
+            let (m, z) = row_stats(row);
             for c in 0..cols {
                 let want = (row[c] - m).exp() / z;
                 assert!(
@@ -246,6 +264,62 @@ fn softmax_rows_matches_reference_for_several_block_sizes() {
             assert!((outf[i] as f64 - out[i]).abs() < 1e-6);
         }
     }
+}
+
+#[test]
+fn log_softmax_and_logsumexp_rows_match_reference_for_several_block_sizes() {
+    for (rows, cols, block) in ROW_CASES {
+        let x = values(rows * cols, 7 + (rows * cols) as u64);
+        let launch = LaunchConfig::new(rows as u32, block);
+        let mut out = vec![0.0; rows * cols];
+        log_softmax_rows(launch, &x, &mut out, cols).unwrap();
+        let mut lse = vec![0.0; rows];
+        logsumexp_rows(launch, &x, &mut lse, cols).unwrap();
+        for r in 0..rows {
+            let row = &x[r * cols..(r + 1) * cols];
+            let (m, z) = row_stats(row);
+            for c in 0..cols {
+                let want = (row[c] - m) - z.ln();
+                let got = out[r * cols + c];
+                assert!(
+                    (got - want).abs() < 1e-12,
+                    "{rows}x{cols} block {block}: {got} vs {want}"
+                );
+            }
+            let want = m + z.ln();
+            assert!(
+                (lse[r] - want).abs() < 1e-12,
+                "{rows}x{cols} block {block}: logsumexp {} vs {want}",
+                lse[r]
+            );
+        }
+        // f16 computes in f32 and rounds once on store.
+        let xh: Vec<f16> = x.iter().map(|&v| f16::from_f64(v)).collect();
+        let mut outh = vec![f16::ZERO; rows * cols];
+        log_softmax_rows(launch, &xh, &mut outh, cols).unwrap();
+        for r in 0..rows {
+            let row: Vec<f64> = xh[r * cols..(r + 1) * cols]
+                .iter()
+                .map(|v| v.to_f64())
+                .collect();
+            let (m, z) = row_stats(&row);
+            for c in 0..cols {
+                let want = (row[c] - m) - z.ln();
+                let got = outh[r * cols + c].to_f64();
+                assert!(
+                    (got - want).abs() <= 1e-3 * want.abs().max(1.0),
+                    "f16 {rows}x{cols} block {block}: {got} vs {want}"
+                );
+            }
+        }
+    }
+    // A row of negative infinities stays infinite; a row with +inf gives +inf.
+    let x = [f64::NEG_INFINITY; 3];
+    let mut lse = [0.0; 1];
+    logsumexp_rows(LaunchConfig::new(1, 32), &x, &mut lse, 3).unwrap();
+    assert_eq!(lse[0], f64::NEG_INFINITY);
+    logsumexp_rows(LaunchConfig::new(1, 32), &[1.0, f64::INFINITY], &mut lse, 2).unwrap();
+    assert_eq!(lse[0], f64::INFINITY);
 }
 
 #[test]

@@ -18,6 +18,8 @@ fn generated_cuda_matches_snapshots() {
         "sum",
         "mean",
         "softmax_rows",
+        "log_softmax_rows",
+        "logsumexp_rows",
         "dot",
         "norm_rows",
         "im2col",

@@ -95,3 +95,49 @@ fn long_reduce_case<E: Float>() {
 fn long_and_strided_reductions_match_the_cpu() {
     every_float!(long_reduce_case);
 }
+
+fn held_rows_case<E: Float>() {
+    // Rows of 8192 (held in registers, 32 values a thread), of 9001 (longer than 256 threads
+    // hold: streamed), of 1027 (not a multiple of 4, ragged last values) and of 20 (fewer
+    // than 32), odd row counts; row sums take 16-byte loads on aligned rows and scalar loads
+    // on the others (a row of 1027 f32 starts unaligned every other row).
+    let full = values::<E>(3 * 8192, 14, -8.0, 8.0);
+    let long = values::<E>(3 * 9001, 15, -8.0, 8.0);
+    let ragged = values::<E>(5 * 1027, 16, -8.0, 8.0);
+    let short = values::<E>(7 * 20, 17, -8.0, 8.0);
+    let near_one = values::<E>(5 * 8192, 18, 0.9, 1.1);
+    on_every_device::<E>("held rows", |dev| {
+        let f = Tensor::from_vec(full.clone(), (3usize, 8192usize), dev);
+        let l = Tensor::from_vec(long.clone(), (3usize, 9001usize), dev);
+        let r = Tensor::from_vec(ragged.clone(), (5usize, 1027usize), dev);
+        let s = Tensor::from_vec(short.clone(), (7usize, 20usize), dev);
+        let n = Tensor::from_vec(near_one.clone(), (5usize, 8192usize), dev);
+        let rn = Tensor::from_vec(near_one[..5 * 1027].to_vec(), (5usize, 1027usize), dev);
+        let sn = Tensor::from_vec(near_one[..7 * 20].to_vec(), (7usize, 20usize), dev);
+        vec![
+            ("softmax 8192".into(), f64s(&f.softmax::<1>())),
+            ("softmax 9001".into(), f64s(&l.softmax::<1>())),
+            ("softmax 1027".into(), f64s(&r.softmax::<1>())),
+            ("softmax 20".into(), f64s(&s.softmax::<1>())),
+            ("log_softmax 8192".into(), f64s(&f.log_softmax::<1>())),
+            ("log_softmax 9001".into(), f64s(&l.log_softmax::<1>())),
+            ("log_softmax 1027".into(), f64s(&r.log_softmax::<1>())),
+            ("log_softmax 20".into(), f64s(&s.log_softmax::<1>())),
+            ("logsumexp 8192".into(), f64s(&f.logsumexp::<1>())),
+            ("logsumexp 9001".into(), f64s(&l.logsumexp::<1>())),
+            ("logsumexp 1027".into(), f64s(&r.logsumexp::<1>())),
+            ("logsumexp 20".into(), f64s(&s.logsumexp::<1>())),
+            ("sum 8192".into(), f64s(&n.sum::<1>())),
+            ("sum 1027".into(), f64s(&rn.sum::<1>())),
+            ("max 1027".into(), f64s(&r.max::<1>())),
+            ("mean 8192".into(), f64s(&n.mean::<1>())),
+            ("sum 20".into(), f64s(&sn.sum::<1>())),
+            ("sum 8192 axis 0".into(), f64s(&n.sum::<0>())),
+        ]
+    });
+}
+
+#[test]
+fn held_rows_and_vector_row_sums_match_the_cpu() {
+    every_float!(held_rows_case);
+}

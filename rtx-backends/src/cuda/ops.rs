@@ -348,6 +348,18 @@ impl TwoStage {
     }
 }
 
+/// Values of a row each thread of the row kernels `softmax_rows`, `log_softmax_rows` and
+/// `logsumexp_rows` keeps in registers at a time.
+const HELD_PER_THREAD: usize = 32;
+
+/// The block of those row kernels for rows of `cols`: enough threads to hold the row (so
+/// softmax reads it from memory once), a multiple of 32, at most 256. They take up to 142
+/// registers a thread (f64), so 256 threads always fit an SM's 64K registers, and several
+/// rows are in flight on each SM; rows longer than 256 * 32 are read in chunks.
+fn held_row_block(cols: usize) -> u32 {
+    (cols.div_ceil(HELD_PER_THREAD).div_ceil(32) * 32).clamp(32, 256) as u32
+}
+
 /// Softmax (or log-softmax) along `axis`: one launch of the row kernel when the axis is the
 /// last of a dense view; otherwise the axis is moved last by a copy, and moved back after.
 pub(crate) fn softmax<E: Element>(
@@ -391,10 +403,9 @@ pub(crate) fn softmax<E: Element>(
             format!("{rows} rows are more than one launch's grid holds"),
         ));
     }
-    let block = (cols.div_ceil(32) * 32).clamp(32, 1024) as u32;
     let config = LaunchConfig {
         grid: (rows as u32, 1, 1),
-        block: (block, 1, 1),
+        block: (held_row_block(cols), 1, 1),
         shared_mem: 0,
     };
     let args = [
@@ -403,7 +414,7 @@ pub(crate) fn softmax<E: Element>(
         Arg::U64(cols as u64),
     ];
     // SAFETY: `x` holds rows * cols dense elements from `start`, `out` as many; one block
-    // per row, with a block size that is a multiple of 32 and at most 1024.
+    // per row, with a block size that is a multiple of 32 and at most 256.
     unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
     Ok(out)
 }
@@ -442,7 +453,13 @@ pub(crate) fn row_stat<E: Element>(
     let mut perm: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
     perm.push(axis);
     let (x, start) = dense_view(c, &l.permute(&perm))?;
-    let block = (cols.div_ceil(32) * 32).clamp(32, 1024) as u32;
+    // The logsumexp kernel keeps 32 values a thread in registers, so it takes the smaller
+    // blocks of `held_row_block`; the others stream their rows with up to 1024 threads.
+    let block = if std::ptr::eq(src, &kernels::logsumexp_rows::KERNEL) {
+        held_row_block(cols)
+    } else {
+        (cols.div_ceil(32) * 32).clamp(32, 1024) as u32
+    };
     let config = LaunchConfig {
         grid: (rows as u32, 1, 1),
         block: (block, 1, 1),
@@ -455,7 +472,8 @@ pub(crate) fn row_stat<E: Element>(
     ];
     args.extend_from_slice(extra);
     // SAFETY: `x` holds rows * cols dense elements from `start`, `out` holds `rows`; one
-    // block per row, a block size that is a multiple of 32 and at most 1024.
+    // block per row, a block size that is a multiple of 32 and at most 1024 (256 for
+    // logsumexp).
     unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
     Ok(out)
 }

@@ -16,6 +16,8 @@ mod conv;
 mod gather;
 mod index;
 mod join;
+mod log_softmax;
+mod logsumexp;
 mod norm;
 mod optim;
 mod pool;
@@ -24,6 +26,7 @@ mod reduce;
 mod simt;
 mod softmax;
 mod unary;
+mod variance;
 
 pub use activation::*;
 pub use arg::*;
@@ -33,6 +36,8 @@ pub use conv::*;
 pub use gather::*;
 pub use index::*;
 pub use join::*;
+pub use log_softmax::*;
+pub use logsumexp::*;
 pub use norm::*;
 pub use optim::*;
 pub use pool::*;
@@ -41,6 +46,7 @@ pub use reduce::*;
 pub use simt::*;
 pub use softmax::*;
 pub use unary::*;
+pub use variance::*;
 
 use crate::kernel::KernelSource;
 

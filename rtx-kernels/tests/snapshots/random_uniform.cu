@@ -420,28 +420,26 @@ __device__ __forceinline__ void random_uniform_impl(S* out, unsigned long long n
     unsigned int c3 = 0u;
     unsigned int k0 = ((unsigned int)(seed));
     unsigned int k1 = ((unsigned int)((seed >> 32u)));
-    {
-      const unsigned long long rtx_t0 = 10ull;
-      for (unsigned long long rnd = 0ull; rnd < rtx_t0; rnd += 1) {
-        if ((rnd > 0ull)) {
-          k0 = ((unsigned int)(k0 + 2654435769u));
-          k1 = ((unsigned int)(k1 + 3144134277u));
-        }
-        unsigned int hi0 = __umulhi(3528531795u, c0);
-        unsigned int lo0 = ((unsigned int)(3528531795u * c0));
-        unsigned int hi1 = __umulhi(3449720151u, c2);
-        unsigned int lo1 = ((unsigned int)(3449720151u * c2));
-        unsigned int n0 = ((hi1 ^ c1) ^ k0);
-        unsigned int n2 = ((hi0 ^ c3) ^ k1);
-        c0 = n0;
-        c1 = lo1;
-        c2 = n2;
-        c3 = lo0;
+    #pragma unroll
+    for (unsigned long long rnd = 0ull; rnd < 10ull; rnd += 1) {
+      if ((rnd > 0ull)) {
+        k0 = ((unsigned int)(k0 + 2654435769u));
+        k1 = ((unsigned int)(k1 + 3144134277u));
       }
+      unsigned int hi0 = __umulhi(3528531795u, c0);
+      unsigned int lo0 = ((unsigned int)(3528531795u * c0));
+      unsigned int hi1 = __umulhi(3449720151u, c2);
+      unsigned int lo1 = ((unsigned int)(3449720151u * c2));
+      unsigned int n0 = ((hi1 ^ c1) ^ k0);
+      unsigned int n2 = ((hi0 ^ c3) ^ k1);
+      c0 = n0;
+      c1 = lo1;
+      c2 = n2;
+      c3 = lo0;
     }
     {
-      const unsigned long long rtx_t1 = per;
-      for (unsigned long long j = 0ull; j < rtx_t1; j += 1) {
+      const unsigned long long rtx_t0 = per;
+      for (unsigned long long j = 0ull; j < rtx_t0; j += 1) {
         unsigned long long i = ((b * per) + j);
         if ((i < n)) {
           double u = 0.0;
@@ -455,8 +453,8 @@ __device__ __forceinline__ void random_uniform_impl(S* out, unsigned long long n
           }
           out[i] = rtx_from_f64<S>(__dadd_rn(low, __dmul_rn(u, span)));
           if ((((double)(rtx_elem<S>::widen(out[i]))) >= high)) {
-            const unsigned long long rtx_t2 = i;
-            out[rtx_t2] = rtx_elem<S>::narrow(below);
+            const unsigned long long rtx_t1 = i;
+            out[rtx_t1] = rtx_elem<S>::narrow(below);
           }
         }
       }

@@ -223,70 +223,118 @@ __device__ __forceinline__ void softmax_rows_impl(const S* x, S* out, unsigned l
   unsigned long long tid = ((unsigned long long)threadIdx.x);
   unsigned long long lane = ((unsigned long long)(rtx_linear_tid() & 31u));
   unsigned long long warp = (tid / 32ull);
-  unsigned long long warps = ((((unsigned long long)blockDim.x) + 31ull) / 32ull);
+  unsigned long long bd = ((unsigned long long)blockDim.x);
+  unsigned long long warps = ((bd + 31ull) / 32ull);
   unsigned long long base = (((unsigned long long)blockIdx.x) * cols);
+  unsigned long long at = (base + tid);
+  bool held = (cols <= (32ull * bd));
+  const A rtx_t0 = (-rtx_inf<A>());
+  A v[32];
+  #pragma unroll
+  for (int rtx_t1 = 0; rtx_t1 < 32; ++rtx_t1) v[rtx_t1] = rtx_t0;
   A m = (-rtx_inf<A>());
-  {
-    const unsigned long long rtx_t0 = cols;
-    const unsigned long long rtx_t1 = ((unsigned long long)blockDim.x);
-    for (unsigned long long c = tid; c < rtx_t0; c += rtx_t1) {
-      m = rtx_max(m, rtx_elem<S>::widen(x[(base + c)]));
+  A s = A(0.0);
+  unsigned long long start = 0ull;
+  while ((start < cols)) {
+    unsigned long long mine = (((start + tid) < cols) ? (((((cols - start) - tid) + bd) - 1ull) / bd) : 0ull);
+    unsigned long long p = (at + start);
+    #pragma unroll
+    for (unsigned long long k = 0ull; k < 32ull; k += 1) {
+      if ((k < mine)) {
+        v[k] = rtx_elem<S>::widen(x[(p + (k * bd))]);
+      }
     }
+    A nm = m;
+    #pragma unroll
+    for (unsigned long long k_1 = 0ull; k_1 < 32ull; k_1 += 1) {
+      nm = rtx_max(nm, v[k_1]);
+    }
+    if ((nm != (-rtx_inf<A>()))) {
+      s = (s * rtx_exp((m - nm)));
+      #pragma unroll
+      for (unsigned long long k_2 = 0ull; k_2 < 32ull; k_2 += 1) {
+        if ((k_2 < mine)) {
+          s += rtx_exp((v[k_2] - nm));
+        }
+      }
+    }
+    m = nm;
+    start += (32ull * bd);
   }
+  A mm = m;
   unsigned int off = 16u;
   while ((off > 0u)) {
-    m = rtx_max(m, rtx_shfl_down(m, off));
+    mm = rtx_max(mm, rtx_shfl_down(mm, off));
     off /= 2u;
   }
   if ((lane == 0ull)) {
-    red[warp] = m;
+    red[warp] = mm;
   }
   __syncthreads();
   if ((warp == 0ull)) {
-    A v = ((lane < warps) ? red[lane] : (-rtx_inf<A>()));
+    A r = ((lane < warps) ? red[lane] : (-rtx_inf<A>()));
     unsigned int o = 16u;
     while ((o > 0u)) {
-      v = rtx_max(v, rtx_shfl_down(v, o));
+      r = rtx_max(r, rtx_shfl_down(r, o));
       o /= 2u;
     }
     if ((lane == 0ull)) {
-      red[0ull] = v;
+      red[0ull] = r;
     }
   }
   __syncthreads();
   A row_max = red[0ull];
   __syncthreads();
-  A s = A(0.0);
-  {
-    const unsigned long long rtx_t2 = cols;
-    const unsigned long long rtx_t3 = ((unsigned long long)blockDim.x);
-    for (unsigned long long c_1 = tid; c_1 < rtx_t2; c_1 += rtx_t3) {
-      s += rtx_exp((rtx_elem<S>::widen(x[(base + c_1)]) - row_max));
-    }
+  A t = A(0.0);
+  if ((m != (-rtx_inf<A>()))) {
+    t = (s * rtx_exp((m - row_max)));
   }
   unsigned int mask = 16u;
   while ((mask > 0u)) {
-    s += rtx_shfl_xor(s, mask);
+    t += rtx_shfl_xor(t, mask);
     mask /= 2u;
   }
   if ((lane == 0ull)) {
-    red[warp] = s;
+    red[warp] = t;
   }
   __syncthreads();
   A total = A(0.0);
   {
-    const unsigned long long rtx_t4 = warps;
-    for (unsigned long long w = 0ull; w < rtx_t4; w += 1) {
+    const unsigned long long rtx_t2 = warps;
+    for (unsigned long long w = 0ull; w < rtx_t2; w += 1) {
       total += red[w];
     }
   }
-  {
-    const unsigned long long rtx_t5 = cols;
-    const unsigned long long rtx_t6 = ((unsigned long long)blockDim.x);
-    for (unsigned long long c_2 = tid; c_2 < rtx_t5; c_2 += rtx_t6) {
-      const unsigned long long rtx_t7 = (base + c_2);
-      out[rtx_t7] = rtx_elem<S>::narrow((rtx_exp((rtx_elem<S>::widen(x[(base + c_2)]) - row_max)) / total));
+  A inv = (A(1.0) / total);
+  unsigned long long wstart = 0ull;
+  if (held) {
+    wstart = cols;
+    unsigned long long mine_1 = ((tid < cols) ? ((((cols - tid) + bd) - 1ull) / bd) : 0ull);
+    #pragma unroll
+    for (unsigned long long k_3 = 0ull; k_3 < 32ull; k_3 += 1) {
+      if ((k_3 < mine_1)) {
+        const unsigned long long rtx_t3 = (at + (k_3 * bd));
+        out[rtx_t3] = rtx_elem<S>::narrow((rtx_exp((v[k_3] - row_max)) * inv));
+      }
     }
+  }
+  while ((wstart < cols)) {
+    unsigned long long mine_2 = (((wstart + tid) < cols) ? (((((cols - wstart) - tid) + bd) - 1ull) / bd) : 0ull);
+    unsigned long long p_1 = (at + wstart);
+    #pragma unroll
+    for (unsigned long long k_4 = 0ull; k_4 < 32ull; k_4 += 1) {
+      if ((k_4 < mine_2)) {
+        v[k_4] = rtx_elem<S>::widen(x[(p_1 + (k_4 * bd))]);
+      }
+    }
+    #pragma unroll
+    for (unsigned long long k_5 = 0ull; k_5 < 32ull; k_5 += 1) {
+      if ((k_5 < mine_2)) {
+        const unsigned long long rtx_t4 = (p_1 + (k_5 * bd));
+        out[rtx_t4] = rtx_elem<S>::narrow((rtx_exp((v[k_5] - row_max)) * inv));
+      }
+    }
+    wstart += (32ull * bd);
   }
 }
 

@@ -162,6 +162,18 @@ fn fold_f64(e: &Expr) -> Option<f64> {
     }
 }
 
+/// The most iterations of a constant-range loop that the CUDA code asks to unroll.
+const MAX_UNROLL: u64 = 256;
+
+/// Whether a range's bounds are integer literals (or kernel constants, which the parser
+/// turns into literals) at most [`MAX_UNROLL`] apart.
+fn const_range(start: &Expr, end: &Expr) -> bool {
+    match (&start.kind, &end.kind) {
+        (ExprKind::Int(s, _), ExprKind::Int(e, _)) => e.saturating_sub(*s) <= MAX_UNROLL,
+        _ => false,
+    }
+}
+
 /// Writes C++ statements with indentation and maps Rust names to unique C++ names.
 pub struct Writer {
     pub out: String,
@@ -338,6 +350,13 @@ impl Writer {
                     None => self.line(&format!("{} {c};", cty(*ty))),
                 }
             }
+            Stmt::LocalArray {
+                name,
+                elem,
+                len,
+                init,
+                ..
+            } => self.local_array(&name.to_string(), *elem, *len, init),
             Stmt::Assign { place, op, value } => {
                 if let Place::Index(buf, kind, elem, index) = place
                     && let Some(inner) = super::native::direct_store(*kind, *elem, *op, value)
@@ -415,6 +434,16 @@ impl Writer {
                 ty,
                 start,
                 end,
+                step: None,
+                body,
+            } if const_range(start, end) => {
+                self.unrolled_for(&var.to_string(), *ty, start, end, body)
+            }
+            Stmt::For {
+                var,
+                ty,
+                start,
+                end,
                 step,
                 body,
             } => {
@@ -460,6 +489,34 @@ impl Writer {
             Stmt::Continue => self.line("continue;"),
             Stmt::Return => self.line("return;"),
         }
+    }
+
+    /// A per-thread array: a C++ local array of the compute type, filled in an unrolled loop.
+    /// Indexes are not checked (the native version's are); when they are constants after
+    /// unrolling, the compiler keeps the array in registers.
+    fn local_array(&mut self, name: &str, elem: Ty, len: usize, init: &Expr) {
+        let v = self.expr(init);
+        let t = self.fresh();
+        self.line(&format!("const {} {t} = {v};", cty(elem)));
+        let c = self.declare(name);
+        let i = self.fresh();
+        self.line(&format!("{} {c}[{len}];", cty(elem)));
+        self.line("#pragma unroll");
+        self.line(&format!(
+            "for (int {i} = 0; {i} < {len}; ++{i}) {c}[{i}] = {t};"
+        ));
+    }
+
+    /// `for k in a..b` with literal bounds: unrolled, so that a local array indexed by `k`
+    /// is indexed by constants and stays in registers.
+    fn unrolled_for(&mut self, var: &str, ty: Ty, start: &Expr, end: &Expr, body: &Block) {
+        let (s, e) = (self.expr(start), self.expr(end));
+        self.line("#pragma unroll");
+        self.scopes.push(HashMap::new());
+        let c = self.declare(var);
+        let head = format!("for ({} {c} = {s}; {c} < {e}; {c} += 1) ", cty(ty));
+        self.braced(&head, body);
+        self.scopes.pop();
     }
 
     /// Lowers an expression, writing any statements it needs first; returns its C++ text

@@ -237,6 +237,8 @@ pub enum Buf {
     AccIn,
     /// A `&mut [T::Acc]` parameter: compute-type values, written as they are.
     AccOut,
+    /// A per-thread array (`let mut v = [x; 32];`), holding compute-type values for `T`.
+    Local,
 }
 
 impl Buf {
@@ -324,6 +326,14 @@ pub enum Stmt {
         mutable: bool,
         ty: Ty,
         init: Option<Expr>,
+    },
+    /// `let [mut] name = [init; len];`: a per-thread array of `len` copies of `init`.
+    LocalArray {
+        name: Ident,
+        mutable: bool,
+        elem: Ty,
+        len: usize,
+        init: Expr,
     },
     Assign {
         place: Place,

@@ -114,6 +114,7 @@ impl NativeCx {
             Buf::In | Buf::AccIn => quote!(#buf[#index]),
             Buf::Out | Buf::AccOut => quote!(#buf.load(#index)),
             Buf::Shared => return quote!(#buf.get(#index)),
+            Buf::Local => return quote!(#buf[#index]),
         };
         if kind.converts(elem) {
             self.widen(raw)
@@ -132,6 +133,7 @@ impl NativeCx {
     ) -> TokenStream {
         match kind {
             Buf::Shared => quote!(#buf.set(#index, #v);),
+            Buf::Local => quote!(#buf[#index] = #v;),
             _ => {
                 let v = if kind.converts(elem) {
                     self.narrow(v)
@@ -181,6 +183,13 @@ impl NativeCx {
                     None => quote!(let #m #name: #ty;),
                 }
             }
+            Stmt::LocalArray {
+                name,
+                mutable,
+                elem,
+                len,
+                init,
+            } => self.local_array(name, *mutable, *elem, *len, init),
             Stmt::Assign { place, op, value } => {
                 let v = self.expr(value);
                 match place {
@@ -265,6 +274,25 @@ impl NativeCx {
             Stmt::Continue => quote!(continue;),
             Stmt::Return => quote!(return;),
         }
+    }
+
+    /// A per-thread array: a Rust array of the compute type, so an index out of bounds
+    /// panics as Rust's does.
+    fn local_array(
+        &self,
+        name: &Ident,
+        mutable: bool,
+        elem: Ty,
+        len: usize,
+        init: &Expr,
+    ) -> TokenStream {
+        let m = mutable.then(|| quote!(mut));
+        let (ty, n, v) = (
+            self.ty(elem),
+            Literal::usize_unsuffixed(len),
+            self.expr(init),
+        );
+        quote!(let #m #name: [#ty; #n] = [#v; #n];)
     }
 
     pub fn expr(&self, e: &Expr) -> TokenStream {
@@ -465,7 +493,7 @@ impl NativeCx {
 pub fn direct_store(kind: Buf, elem: Ty, op: Option<BinOp>, value: &Expr) -> Option<&Expr> {
     match &value.kind {
         ExprKind::Cast(inner)
-            if kind != Buf::Shared
+            if !matches!(kind, Buf::Shared | Buf::Local)
                 && elem == Ty::Elem
                 && op.is_none()
                 && matches!(inner.ty, Ty::F64 | Ty::I64) =>

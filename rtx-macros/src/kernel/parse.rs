@@ -5,6 +5,7 @@
 //! accepted expression has a type the code generators can rely on.
 
 mod calls;
+mod local;
 mod typing;
 
 use typing::{
@@ -36,7 +37,8 @@ comparisons and `&&`/`||`, math methods (`x.exp()`, `ln`, `ln_1p`, `sqrt`, `sin`
 `T::LOWEST`/`T::HIGHEST`, `if`/`else`, blocks, loops (`for i in a..b`, \
 `(a..b).step_by(s)`, `while`, `loop`) and, in SIMT kernels, indexing buffers, `return;`, \
 `KernelShape`/`KernelStrides` parameters (`s.rank()`, `s.dim(d)`, `st.offset()`, \
-`st.stride(d)`) and the intrinsics (`thread_idx_x()`, `block_idx_x()`, `block_dim_x()`, \
+`st.stride(d)`), per-thread arrays (`let mut v = [x; N];`, `v[k]`, with `N` a literal or a \
+`const N: usize = 32;` of the kernel) and the intrinsics (`thread_idx_x()`, `block_idx_x()`, `block_dim_x()`, \
 `grid_dim_x()` and their `_y`/`_z` forms, `lane_id()`, `sync_threads()`, \
 `warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)`)";
 
@@ -49,8 +51,24 @@ fn unsupported(span: Span, what: &str) -> Error {
 
 #[derive(Clone, Copy)]
 enum Var {
-    Scalar { ty: Ty, mutable: bool },
-    Buf { kind: Buf, elem: Ty },
+    Scalar {
+        ty: Ty,
+        mutable: bool,
+    },
+    Buf {
+        kind: Buf,
+        elem: Ty,
+    },
+    /// A per-thread array (`let mut v = [x; 32];`).
+    Local {
+        elem: Ty,
+        mutable: bool,
+    },
+    /// An integer `const` of the kernel body.
+    Const {
+        value: u64,
+        ty: Ty,
+    },
 }
 
 /// The parser's state: scopes of names, and what the body turned out to use.
@@ -79,17 +97,17 @@ impl Parser {
 
     /// Declares a name in the innermost scope.
     pub fn declare_scalar(&mut self, name: &Ident, ty: Ty, mutable: bool) -> Result<()> {
-        check_name(name)?;
-        if let Some(scope) = self.scopes.last_mut() {
-            scope.insert(name.to_string(), Var::Scalar { ty, mutable });
-        }
-        Ok(())
+        self.declare(name, Var::Scalar { ty, mutable })
     }
 
     fn declare_buf(&mut self, name: &Ident, kind: Buf, elem: Ty) -> Result<()> {
+        self.declare(name, Var::Buf { kind, elem })
+    }
+
+    fn declare(&mut self, name: &Ident, var: Var) -> Result<()> {
         check_name(name)?;
         if let Some(scope) = self.scopes.last_mut() {
-            scope.insert(name.to_string(), Var::Buf { kind, elem });
+            scope.insert(name.to_string(), var);
         }
         Ok(())
     }
@@ -268,6 +286,7 @@ impl Parser {
                         out.stmts.push(self.stmt_expr(e)?);
                     }
                 }
+                syn::Stmt::Item(syn::Item::Const(c)) => self.const_item(c)?,
                 syn::Stmt::Item(item) => {
                     return Err(unsupported(
                         item.span(),
@@ -308,6 +327,15 @@ impl Parser {
         let name = pi.ident.clone();
         if shared {
             return self.shared_decl(local, &name, ty).map(|()| None);
+        }
+        let repeat = local
+            .init
+            .as_ref()
+            .is_some_and(|i| matches!(strip_parens(&i.expr), syn::Expr::Repeat(_)));
+        if repeat || matches!(ty, Some(syn::Type::Array(_))) {
+            return self
+                .local_array(local, &name, pi.mutability.is_some(), ty)
+                .map(Some);
         }
         if let Some(init) = &local.init
             && let Some((_, diverge)) = &init.diverge
@@ -384,18 +412,7 @@ impl Parser {
                 "shared arrays of `bool` are not supported",
             ));
         }
-        let len = match &arr.len {
-            syn::Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Int(i),
-                ..
-            }) => i.base10_parse::<usize>()?,
-            other => {
-                return Err(Error::new(
-                    other.span(),
-                    "the length of a shared array is an integer literal",
-                ));
-            }
-        };
+        let len = self.const_len(&arr.len)?;
         self.declare_buf(name, Buf::Shared, elem)?;
         self.shared.push(Shared {
             name: name.clone(),
@@ -576,6 +593,12 @@ impl Parser {
                 format!("atomic_add updates a buffer element: {usage}"),
             ));
         };
+        if kind == Buf::Local {
+            return Err(Error::new(
+                r.expr.span(),
+                "a local array belongs to one thread: update it with `v[k] += x;`, not atomic_add",
+            ));
+        }
         if ty == Ty::Bool {
             return Err(Error::new(
                 r.span(),
@@ -606,14 +629,26 @@ impl Parser {
                         id.span(),
                         format!("cannot assign twice to `{id}`: declare it with `let mut {id}`"),
                     )),
-                    Var::Buf { .. } => Err(Error::new(
+                    Var::Buf { .. } | Var::Local { .. } => Err(Error::new(
                         id.span(),
                         format!("assign to an element of `{id}`: `{id}[i] = ...`"),
+                    )),
+                    Var::Const { .. } => Err(Error::new(
+                        id.span(),
+                        format!("cannot assign to the constant `{id}`"),
                     )),
                 }
             }
             syn::Expr::Index(ix) => {
                 let (buf, kind, elem) = self.buffer(&ix.expr)?;
+                if let Ok(Var::Local { mutable: false, .. }) = self.lookup(&buf) {
+                    return Err(Error::new(
+                        ix.expr.span(),
+                        format!(
+                            "cannot assign to an element of `{buf}`: declare it `let mut {buf}`"
+                        ),
+                    ));
+                }
                 if matches!(kind, Buf::In | Buf::AccIn) {
                     return Err(Error::new(
                         ix.expr.span(),
@@ -635,7 +670,8 @@ impl Parser {
         {
             return match self.lookup(id)? {
                 Var::Buf { kind, elem } => Ok((id.clone(), kind, elem)),
-                Var::Scalar { .. } => Err(Error::new(
+                Var::Local { elem, .. } => Ok((id.clone(), Buf::Local, elem)),
+                Var::Scalar { .. } | Var::Const { .. } => Err(Error::new(
                     id.span(),
                     format!("`{id}` is a scalar, not a buffer"),
                 )),
@@ -643,7 +679,7 @@ impl Parser {
         }
         Err(unsupported(
             e.span(),
-            "indexing anything but a buffer parameter or shared array",
+            "indexing anything but a buffer parameter, a shared array or a local array",
         ))
     }
 

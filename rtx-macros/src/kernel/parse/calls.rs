@@ -19,6 +19,11 @@ impl Parser {
                     span,
                     format!("buffer `{id}` can only be indexed: `{id}[i]`"),
                 )),
+                Var::Local { .. } => Err(Error::new(
+                    span,
+                    format!("local array `{id}` can only be indexed: `{id}[k]`"),
+                )),
+                Var::Const { value, ty } => Ok(Expr::new(ExprKind::Int(value, false), ty, span)),
             };
         }
         let segs: Vec<String> = p
