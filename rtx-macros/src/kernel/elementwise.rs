@@ -577,12 +577,19 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
 }
 
 /// The CUDA loop of a strided entry that turns the linear index `rtx_rem` into each input's
-/// element offset, with `offs_step` adding coordinate `rtx_c` of dim `rtx_d`. 64-bit division
-/// is slow on GPUs (emulated), so it divides in 32 bits whenever the values fit, and the
-/// outermost coordinate needs no division at all (the index is below the element count).
+/// element offset, with `offs_step` adding coordinate `rtx_c` of dim `rtx_d`, innermost dim
+/// first. The loop runs over the ABI's fixed 6 dims and is unrolled, so every index into the
+/// `rtx_shape`/`rtx_strides` arguments is a constant: an index known only at run time makes
+/// the compiler copy those structs into per-thread local memory, which cost an order of
+/// magnitude in bandwidth (each thread handles about one element). 64-bit division is slow on
+/// GPUs (emulated), so it divides in 32 bits whenever the values fit, and the outermost
+/// coordinate needs no division at all (the index is below the element count).
 pub(super) fn strided_coords(offs_step: &str) -> String {
     format!(
-        "    for (int rtx_d = (int)rtx_dims.rank - 1; rtx_d >= 0; --rtx_d) {{\n\
+        "    const int rtx_rank = (int)rtx_dims.rank;\n\
+         \x20   #pragma unroll\n\
+         \x20   for (int rtx_d = 5; rtx_d >= 0; --rtx_d) {{\n\
+         \x20     if (rtx_d >= rtx_rank) continue;\n\
          \x20     unsigned long long rtx_c = rtx_rem;\n\
          \x20     if (rtx_d > 0) {{\n\
          \x20       const unsigned long long rtx_dim = rtx_dims.dims[rtx_d];\n\
