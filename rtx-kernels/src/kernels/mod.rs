@@ -18,6 +18,7 @@ mod index;
 mod join;
 mod norm;
 mod optim;
+mod optim_multi;
 mod pool;
 mod random;
 mod reduce;
@@ -35,6 +36,7 @@ pub use index::*;
 pub use join::*;
 pub use norm::*;
 pub use optim::*;
+pub use optim_multi::*;
 pub use pool::*;
 pub use random::*;
 pub use reduce::*;
@@ -114,6 +116,11 @@ pub static ALL: &[&KernelSource] = &[
     &norm_param_partials::KERNEL,
     &norm_param_finish::KERNEL,
     &adam_step::KERNEL,
+    &adam_multi::KERNEL,
+    &sgd_multi::KERNEL,
+    &sum_squares_multi::KERNEL,
+    &clip_coef::KERNEL,
+    &scale_multi::KERNEL,
     &sgd_step::KERNEL,
     &arg_reduce_axis::KERNEL,
     &gather_strided::KERNEL,

@@ -5,6 +5,7 @@
 //! accepted expression has a type the code generators can rely on.
 
 mod calls;
+mod table;
 mod typing;
 
 use typing::{
@@ -49,8 +50,18 @@ fn unsupported(span: Span, what: &str) -> Error {
 
 #[derive(Clone, Copy)]
 enum Var {
-    Scalar { ty: Ty, mutable: bool },
-    Buf { kind: Buf, elem: Ty },
+    Scalar {
+        ty: Ty,
+        mutable: bool,
+    },
+    Buf {
+        kind: Buf,
+        elem: Ty,
+    },
+    /// A buffer table parameter (`parse/table.rs`).
+    Table {
+        mutable: bool,
+    },
 }
 
 /// The parser's state: scopes of names, and what the body turned out to use.
@@ -173,6 +184,9 @@ impl Parser {
                 Ty::Strides
             }));
         }
+        if let Some(t) = self.table_param_ty(ty)? {
+            return Ok(t);
+        }
         if let syn::Type::Reference(r) = ty {
             let syn::Type::Slice(s) = &*r.elem else {
                 return Err(Error::new(
@@ -236,6 +250,7 @@ impl Parser {
                 };
                 self.declare_buf(&p.name, kind, elem)
             }
+            ParamTy::Table { mutable } => self.declare_table(&p.name, mutable),
         }
     }
 
@@ -610,9 +625,13 @@ impl Parser {
                         id.span(),
                         format!("assign to an element of `{id}`: `{id}[i] = ...`"),
                     )),
+                    Var::Table { .. } => Err(table::row_error(&id)),
                 }
             }
             syn::Expr::Index(ix) => {
+                if let Some(place) = self.table_place(ix)? {
+                    return Ok(place);
+                }
                 let (buf, kind, elem) = self.buffer(&ix.expr)?;
                 if matches!(kind, Buf::In | Buf::AccIn) {
                     return Err(Error::new(
@@ -639,6 +658,7 @@ impl Parser {
                     id.span(),
                     format!("`{id}` is a scalar, not a buffer"),
                 )),
+                Var::Table { .. } => Err(table::row_error(id)),
             };
         }
         Err(unsupported(
@@ -761,6 +781,9 @@ impl Parser {
             syn::Expr::MethodCall(m) => self.method(m),
             syn::Expr::Call(c) => self.call(c),
             syn::Expr::Index(ix) => {
+                if let Some(load) = self.table_load(ix)? {
+                    return Ok(load);
+                }
                 let (buf, kind, elem) = self.buffer(&ix.expr)?;
                 let index = coerce(self.expr(&ix.index)?, Ty::Usize)?;
                 Ok(Expr::new(

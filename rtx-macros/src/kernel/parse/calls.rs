@@ -19,6 +19,7 @@ impl Parser {
                     span,
                     format!("buffer `{id}` can only be indexed: `{id}[i]`"),
                 )),
+                Var::Table { .. } => Err(super::table::row_error(id)),
             };
         }
         let segs: Vec<String> = p
