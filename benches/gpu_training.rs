@@ -1,8 +1,8 @@
 //! GPU training benchmarks (benches/README.md sets them beside PyTorch's, from
 //! `benches/gpu_training_torch.py` run in the same call): the MNIST MLP 784-256-10 and
-//! LeNet-style CNN training steps at batch 128 with Adam, one Adam update over 100 parameter
-//! tensors of mixed sizes (time and launches), and the allocator's reserved bytes over 10,000
-//! MLP steps.
+//! LeNet-style CNN training steps at batch 128 with Adam, one Adam update and one
+//! `clip_grad_norm` over 100 parameter tensors of mixed sizes (time and launches), and the
+//! allocator's reserved bytes over 10,000 MLP steps.
 //!
 //! Build with `../shared/tools/gpu-build --bench gpu_training` and run `.gpu/bin/gpu_training`
 //! on a machine with an NVIDIA GPU. Without one it prints why and exits successfully. Times are
@@ -150,6 +150,26 @@ fn main() {
         many.num_parameters()
     );
     println!("adam_100_tensors_ms {:.4}", median(&mut times));
+
+    // Gradient clipping over the same 100 gradients: on the device, with one read-back.
+    let mut launches = 0;
+    let mut times = Vec::new();
+    for rep in 0..110 {
+        let mut grads = ones_grads(&many, dev);
+        sync();
+        let (before, t) = (launch_count(dev), Instant::now());
+        let norm = clip_grad_norm(&mut grads, &many, 1.0);
+        if rep >= 10 {
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+            launches = launch_count(dev) - before;
+        }
+        assert!(
+            norm > 1.0,
+            "the gradients of ones are to be clipped (norm {norm})"
+        );
+    }
+    println!("clip_grad_norm over {tensors} tensors: {launches} launches");
+    println!("clip_grad_norm_100_tensors_ms {:.4}", median(&mut times));
 
     // The memory trace: reserved bytes must stay flat once the first steps have warmed the
     // allocator's cache.

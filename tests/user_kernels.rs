@@ -347,3 +347,49 @@ fn launch_arguments_are_checked() {
     };
     assert!(big.is_err());
 }
+
+/// A SIMT kernel over a table of buffers (the book's example): one block per buffer.
+#[rtx::kernel]
+fn axpy_all<T: Float>(ys: &[&mut [T]], xs: &[&[T]], lens: &[usize], n: usize, a: T) {
+    let t = block_idx_x();
+    if t < n {
+        let mut i = thread_idx_x();
+        while i < lens[t] {
+            ys[t][i] = ys[t][i] + a * xs[t][i];
+            i += block_dim_x();
+        }
+    }
+}
+
+#[test]
+fn a_table_of_buffers_is_indexed_row_then_element() {
+    let (mut y0, mut y1) = (vec![1.0f32], vec![1.0f32, 2.0, 3.0]);
+    axpy_all(
+        LaunchConfig::new(2, 32),
+        &mut [&mut y0, &mut y1],
+        &[&[1.0], &[1.0, 1.0, 1.0]],
+        &[1, 3],
+        2,
+        2.0,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((y0, y1), (vec![3.0], vec![3.0, 4.0, 5.0]));
+    // Tables are launched by the backends' entry points, not over tensors.
+    let x: Tensor<(usize,)> = Tensor::from_vec(vec![1.0, 2.0], (2,), Device::Cpu);
+    let mut out: Tensor<(usize,)> = Tensor::zeros((2,), Device::Cpu);
+    // SAFETY: the launch is refused before the kernel runs.
+    let r = unsafe {
+        kernel::launch(
+            axpy_all::Op,
+            LaunchConfig::new(1, 32),
+            &mut [
+                Arg::output(&mut out),
+                Arg::input(&x),
+                Arg::input(&x),
+                Arg::usize(1),
+                Arg::elem(1.0),
+            ],
+        )
+    };
+    assert!(r.is_err(), "a table parameter cannot take a tensor");
+}

@@ -25,6 +25,8 @@ fn generated_cuda_matches_snapshots() {
         "im2col",
         "random_uniform",
         "scatter_add_lines",
+        "adam_multi",
+        "sum_squares_multi",
     ] {
         let k = ALL.iter().find(|k| k.name == name).unwrap();
         let path = dir.join(format!("{name}.cu"));

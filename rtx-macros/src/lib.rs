@@ -152,6 +152,15 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// full warps (a block size that is a multiple of 32), as `__shfl_*_sync(0xffffffff, ..)`
 /// does.
 ///
+/// A SIMT parameter may also be a table of `T` buffers, `ps: &[&mut [T]]` (written) or
+/// `gs: &[&[T]]` (read), indexed row then element, `ps[t][i]`, so that one launch addresses
+/// many tensors of different lengths (the multi-tensor optimizer kernels). Natively a written
+/// table is `&mut [&mut [T]]` and a read one `&[&[T]]`; the CUDA entry takes a device array of
+/// row pointers (`S* const*`, `const S* const*`), which the launcher uploads. Rows read and
+/// write as `&[T]` / `&mut [T]` parameters do; their lengths, when the kernel needs them, are
+/// another parameter. Tables are launched through the backends' entry points, not
+/// `rtx::kernel::launch`.
+///
 /// # Applying a kernel to tensors
 ///
 /// Each kernel's module also holds a unit struct `Op`, its marker type, implementing

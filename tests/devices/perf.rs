@@ -3,6 +3,7 @@
 //! `pow` in `integer.rs`).
 
 use super::*;
+use rtx::Gradients;
 use rtx_backends::launch_count;
 
 #[test]
@@ -348,4 +349,70 @@ fn layer_norm_8192_by_4096_against_a_device_copy() {
         mean.abs() < 1e-4 && (var - 1.0).abs() < 1e-3,
         "{mean} {var}"
     );
+}
+
+#[test]
+fn optimizer_steps_over_100_tensors_take_one_launch() {
+    let dev = match gpus() {
+        Ok(g) => g[0],
+        Err(why) => {
+            println!("multi-tensor optimizer launches: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    // 100 f32 tensors of mixed sizes, as in `benches/gpu_training.rs`.
+    let sizes = [1usize, 33, 4099, 1 << 16, 257];
+    let init = || -> Vec<Tensor<(usize,)>> {
+        (0..100)
+            .map(|i| {
+                let n = sizes[i % sizes.len()];
+                Tensor::from_vec(values(n, 200 + i as u64, -1.0, 1.0), (n,), dev).requires_grad()
+            })
+            .collect()
+    };
+    let grads = |model: &Vec<Tensor<(usize,)>>| {
+        let mut loss = Tensor::<(), f32>::zeros((), dev);
+        for w in model {
+            loss = loss + (w * w).sum_all();
+        }
+        loss.backward()
+    };
+    type Step<'a> = &'a mut dyn FnMut(&mut Vec<Tensor<(usize,)>>, &mut Gradients);
+    let launches = |model: &mut Vec<Tensor<(usize,)>>, step: &mut Step<'_>| {
+        let mut g = grads(model);
+        let before = launch_count(dev);
+        step(model, &mut g);
+        launch_count(dev) - before
+    };
+    let mut adam = Adam::new(1e-3);
+    let mut adamw = AdamW::new(1e-3).amsgrad(true);
+    let mut sgd = Sgd::new(0.1).momentum(0.9).nesterov(true);
+    let mut clip = |m: &mut Vec<Tensor<(usize,)>>, g: &mut Gradients| {
+        let norm = clip_grad_norm(g, m, 1.0);
+        assert!(norm > 1.0, "the gradients were to be clipped, norm {norm}");
+    };
+    let cases: [(&str, Step<'_>, u64); 4] = [
+        ("adam step over 100 tensors", &mut |m, g| adam.step(m, g), 1),
+        (
+            "adamw amsgrad step over 100 tensors",
+            &mut |m, g| adamw.step(m, g),
+            1,
+        ),
+        (
+            "sgd nesterov step over 100 tensors",
+            &mut |m, g| sgd.step(m, g),
+            1,
+        ),
+        // Sums of squares, norm and coefficient, scale.
+        ("clip_grad_norm over 100 gradients", &mut clip, 3),
+    ];
+    for (name, mut step, want) in cases {
+        let mut model = init();
+        // The first steps create the state and compile the kernels; count the third.
+        launches(&mut model, &mut step);
+        launches(&mut model, &mut step);
+        let got = launches(&mut model, &mut step);
+        println!("{name}: {got} launch(es)");
+        assert_eq!(got, want, "{name}");
+    }
 }

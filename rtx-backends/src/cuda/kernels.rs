@@ -120,7 +120,7 @@ pub(crate) fn marshal(entry: &KernelEntry, dtype: DType, args: &[Arg]) -> Result
     let mut out = LaunchArgs::new();
     for (p, a) in entry.params.iter().zip(args) {
         match (p.ty, *a) {
-            (ParamType::Ptr { .. }, Arg::Ptr(ptr)) => {
+            (ParamType::Ptr { .. } | ParamType::Table { .. }, Arg::Ptr(ptr)) => {
                 out.push(ptr);
             }
             (ParamType::Value(ScalarType::Acc), Arg::Acc(v)) => match dtype {

@@ -27,6 +27,7 @@ pub(crate) mod ops_conv;
 pub(crate) mod ops_index;
 pub(crate) mod ops_norm;
 pub(crate) mod ops_optim;
+pub(crate) mod ops_optim_multi;
 pub(crate) mod ops_random;
 mod probe;
 mod storage;

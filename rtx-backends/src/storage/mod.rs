@@ -9,10 +9,12 @@ mod kernel;
 mod matmul;
 mod norm;
 mod optim;
+mod optim_multi;
 mod random;
 mod reduce;
 
 pub use kernel::{ReduceNative, SimtBuffer, SimtNative, launch_simt, writable_in_place};
+pub use optim_multi::{AdamSlot, DeviceClip, SgdSlot, TableCache};
 
 use crate::cuda::CudaStorage;
 use crate::{BackendError, Device, Layout, Result};

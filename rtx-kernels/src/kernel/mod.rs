@@ -167,6 +167,14 @@ pub enum ParamType {
     Shape,
     /// A [`KernelStrides`] passed by value.
     Strides,
+    /// A device pointer to a table of device pointers, one per buffer (a `#[kernel]`
+    /// parameter `&[&[T]]` or `&[&mut [T]]`).
+    Table {
+        /// The element type of every buffer.
+        elem: ScalarType,
+        /// Whether the kernel writes through the buffers.
+        mutable: bool,
+    },
 }
 
 /// A scalar type in an entry's signature.

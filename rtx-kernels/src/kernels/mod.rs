@@ -20,6 +20,7 @@ mod log_softmax;
 mod logsumexp;
 mod norm;
 mod optim;
+mod optim_multi;
 mod pool;
 mod random;
 mod reduce;
@@ -40,6 +41,7 @@ pub use log_softmax::*;
 pub use logsumexp::*;
 pub use norm::*;
 pub use optim::*;
+pub use optim_multi::*;
 pub use pool::*;
 pub use random::*;
 pub use reduce::*;
@@ -120,6 +122,11 @@ pub static ALL: &[&KernelSource] = &[
     &norm_param_partials::KERNEL,
     &norm_param_finish::KERNEL,
     &adam_step::KERNEL,
+    &adam_multi::KERNEL,
+    &sgd_multi::KERNEL,
+    &sum_squares_multi::KERNEL,
+    &clip_coef::KERNEL,
+    &scale_multi::KERNEL,
     &sgd_step::KERNEL,
     &arg_reduce_axis::KERNEL,
     &gather_strided::KERNEL,

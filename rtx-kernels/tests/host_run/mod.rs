@@ -21,6 +21,10 @@ use std::sync::{Mutex, OnceLock};
 pub enum HostArg {
     /// A buffer's bytes (inputs and outputs alike; every buffer comes back).
     Buf(Vec<u8>),
+    /// A table of buffers (`&[&[T]]`, `&[&mut [T]]`): each row's bytes; every row comes back,
+    /// in order, as a buffer of its own.
+    #[allow(dead_code)] // Built by `cuda_host_multi.rs` only.
+    Table(Vec<Vec<u8>>),
     /// A float scalar (`T` in the compute type, or `f64`).
     F(f64),
     /// An integer scalar's bits (`usize`, `u64`, `i64`, `u32`, `i32`, `bool`).
@@ -102,6 +106,15 @@ fn entry_case(entry: &KernelEntry) -> String {
                 call.push(format!("P{{b{i}.data()}}"));
                 writes.push_str(&format!("    wr_buf(o, b{i});\n"));
             }
+            ParamType::Table { .. } => {
+                reads.push_str(&format!(
+                    "    std::vector<std::vector<unsigned char>> t{i}(rd_u64(f));\n\
+                     \x20   std::vector<void*> tp{i}(t{i}.size() + 1);\n\
+                     \x20   for (size_t j = 0; j < t{i}.size(); ++j) {{ t{i}[j] = rd_buf(f); tp{i}[j] = t{i}[j].data(); }}\n"
+                ));
+                call.push(format!("PT{{tp{i}.data()}}"));
+                writes.push_str(&format!("    for (auto& r : t{i}) wr_buf(o, r);\n"));
+            }
             ParamType::Value(t) => {
                 let e = match t {
                     ScalarType::Acc => format!("({})rd_f64(f)", acc_c(entry.dtype)),
@@ -159,6 +172,7 @@ fn harness(source: &KernelSource) -> String {
          #include <stdio.h>\n#include <vector>\n\
          rtx_stub_dim3 threadIdx, blockIdx, blockDim, gridDim;\n\
          struct P {{ void* p; template <typename T> operator T*() const {{ return (T*)p; }} }};\n\
+         struct PT {{ void** p; template <typename T> operator T* const*() const {{ return (T* const*)p; }} }};\n\
          static void rd_raw(FILE* f, void* p, size_t n) {{ if (fread(p, 1, n, f) != n) throw 1; }}\n\
          static unsigned long long rd_u64(FILE* f) {{ unsigned long long v; rd_raw(f, &v, 8); return v; }}\n\
          static double rd_f64(FILE* f) {{ double v; rd_raw(f, &v, 8); return v; }}\n\
@@ -280,6 +294,13 @@ pub fn run(
             (HostArg::Buf(b), ParamType::Ptr { .. }) => {
                 file.extend_from_slice(&(b.len() as u64).to_le_bytes());
                 file.extend_from_slice(b);
+            }
+            (HostArg::Table(rows), ParamType::Table { .. }) => {
+                file.extend_from_slice(&(rows.len() as u64).to_le_bytes());
+                for b in rows {
+                    file.extend_from_slice(&(b.len() as u64).to_le_bytes());
+                    file.extend_from_slice(b);
+                }
             }
             (HostArg::F(v), ParamType::Value(ScalarType::Acc | ScalarType::F64)) => {
                 file.extend_from_slice(&v.to_bits().to_le_bytes())

@@ -213,7 +213,7 @@ impl Writer {
 
     /// A binary operator on C++ operands of IR type `ty`: arithmetic on `T` over integer
     /// types goes through the wrapping helpers.
-    fn bin(&mut self, op: BinOp, ty: Ty, a: &str, b: &str) -> String {
+    pub(super) fn bin(&mut self, op: BinOp, ty: Ty, a: &str, b: &str) -> String {
         if ty == Ty::F64 {
             // `f64` arithmetic rounds every operation, never fusing a multiply and an add, so
             // it is bitwise the CPU's (NVRTC fuses by default).
@@ -281,7 +281,7 @@ impl Writer {
             .unwrap_or_else(|| name.to_string())
     }
 
-    fn fresh(&mut self) -> String {
+    pub(super) fn fresh(&mut self) -> String {
         loop {
             let t = format!("rtx_t{}", self.tmp);
             self.tmp += 1;
@@ -332,7 +332,7 @@ impl Writer {
         self.line("}");
     }
 
-    fn load(&self, buf: &str, kind: Buf, elem: Ty, index: &str) -> String {
+    pub(super) fn load(&self, buf: &str, kind: Buf, elem: Ty, index: &str) -> String {
         if kind.converts(elem) {
             format!("rtx_elem<S>::widen({buf}[{index}])")
         } else {
@@ -358,6 +358,10 @@ impl Writer {
                 ..
             } => self.local_array(&name.to_string(), *elem, *len, init),
             Stmt::Assign { place, op, value } => {
+                if let Place::TableIndex(table, row, index) = place {
+                    self.table_assign(table, row, index, *op, value);
+                    return;
+                }
                 if let Place::Index(buf, kind, elem, index) = place
                     && let Some(inner) = super::native::direct_store(*kind, *elem, *op, value)
                 {
@@ -413,6 +417,8 @@ impl Writer {
                             self.line(&format!("{b}[{i}] {op}= {v};"));
                         }
                     }
+                    // Written by `table_assign` above.
+                    Place::TableIndex(..) => {}
                 }
             }
             Stmt::AtomicAdd {
@@ -653,6 +659,9 @@ impl Writer {
                 let b = self.name(&buf.to_string());
                 let i = self.expr(index);
                 self.load(&b, *kind, *elem, &i)
+            }
+            ExprKind::TableLoad(table, mutable, row, index) => {
+                self.table_load(table, *mutable, row, index)
             }
             ExprKind::Cast(inner) => {
                 let x = self.expr(inner);

@@ -275,7 +275,7 @@ fn marker(cx: &NativeCx, k: &KernelFn, grads: &[Option<syn::Ident>]) -> TokenStr
                     let ty = cx.ty(s);
                     quote!(let #n: #ty = #kr::kernel::rt::uniform_f64(__rtx_uniforms, #i) as #ty;)
                 }
-                ParamTy::Slice { .. } => TokenStream::new(),
+                ParamTy::Slice { .. } | ParamTy::Table { .. } => TokenStream::new(),
             }
         })
         .collect();
@@ -360,7 +360,7 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
         .zip(&cnames)
         .map(|(p, c)| match p.ty {
             ParamTy::Scalar(t) => format!("{} {c}", cty(t)),
-            ParamTy::Slice { .. } => String::new(),
+            ParamTy::Slice { .. } | ParamTy::Table { .. } => String::new(),
         })
         .collect();
     let tail = w.block_body(&k.body).unwrap_or_default();

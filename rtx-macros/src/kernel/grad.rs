@@ -335,7 +335,7 @@ fn expr(e: &Expr, env: &Env) -> Option<D> {
                 D::E(Expr::new(ExprKind::Block(bl), Ty::Elem, span))
             }
         }
-        ExprKind::Intrinsic(..) | ExprKind::Load(..) => return None,
+        ExprKind::Intrinsic(..) | ExprKind::Load(..) | ExprKind::TableLoad(..) => return None,
     })
 }
 

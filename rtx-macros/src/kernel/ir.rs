@@ -271,6 +271,9 @@ pub enum ExprKind {
     /// A read of a layout value (a `KernelShape` or `KernelStrides`), with the dim, if any.
     Layout(LayoutFn, Box<Expr>, Option<Box<Expr>>),
     Load(Ident, Buf, Ty, Box<Expr>),
+    /// `table[row][index]`: an element of one buffer of a buffer table (`&[&[T]]` or
+    /// `&[&mut [T]]`, see `table.rs`), always of `T`; the flag says the table is writable.
+    TableLoad(Ident, bool, Box<Expr>, Box<Expr>),
     Cast(Box<Expr>),
     If(Box<Expr>, Block, Block),
     Block(Block),
@@ -317,6 +320,8 @@ pub struct Block {
 pub enum Place {
     Var(Ident),
     Index(Ident, Buf, Ty, Expr),
+    /// `table[row][index]` of a writable buffer table.
+    TableIndex(Ident, Expr, Expr),
 }
 
 #[derive(Clone, Debug)]
@@ -384,6 +389,10 @@ pub enum ParamTy {
         elem: Ty,
         mutable: bool,
         acc: bool,
+    },
+    /// A table of `T` buffers, `&[&[T]]` or `&[&mut [T]]` (SIMT kernels; see `table.rs`).
+    Table {
+        mutable: bool,
     },
 }
 

@@ -18,6 +18,7 @@ mod native;
 mod parse;
 mod reduce;
 mod simt;
+mod table;
 
 use ir::{ElemKind, KernelFn, Param, ParamTy, Ty};
 use parse::{Mode, Parser};
@@ -411,6 +412,8 @@ enum PTy {
     Value(Ty),
     Shape,
     Strides,
+    /// A table of `T` buffers, and whether its rows are written.
+    Table(bool),
 }
 
 fn scalar_type(k: &TokenStream, ty: Ty, value: bool) -> TokenStream {
@@ -448,6 +451,10 @@ fn params_tokens(k: &TokenStream, params: &[(String, PTy)]) -> TokenStream {
                 mutable: true,
             }),
             PTy::Shape => quote!(#k::kernel::ParamType::Shape),
+            PTy::Table(mutable) => quote!(#k::kernel::ParamType::Table {
+                elem: #k::kernel::ScalarType::Elem,
+                mutable: #mutable,
+            }),
             PTy::Strides => quote!(#k::kernel::ParamType::Strides),
         };
         quote!(#k::kernel::KernelParam { name: #name, ty: #ty })
@@ -500,6 +507,7 @@ fn native_params(cx: &native::NativeCx, params: &[Param]) -> Vec<TokenStream> {
             let ty = match p.ty {
                 ParamTy::Scalar(Ty::Elem) => quote!(#t),
                 ParamTy::Scalar(s) => cx.ty(s),
+                ParamTy::Table { mutable } => table::native_param(t, mutable),
                 ParamTy::Slice { elem, mutable, acc } => {
                     let e = if acc {
                         cx.acc()

@@ -88,7 +88,7 @@ impl NativeCx {
 
     /// A binary operator on values of type `ty`: arithmetic on `T` goes through `KernelNum`
     /// (wrapping, division by zero giving 0) unless `T` is a float type.
-    fn bin(&self, op: BinOp, ty: Ty, a: TokenStream, b: TokenStream) -> TokenStream {
+    pub(super) fn bin(&self, op: BinOp, ty: Ty, a: TokenStream, b: TokenStream) -> TokenStream {
         let k = &self.krate;
         if ty == Ty::Elem && self.elem != ElemKind::Float {
             let f = match op {
@@ -109,7 +109,13 @@ impl NativeCx {
         quote!({ #(#stmts)* #tail })
     }
 
-    fn load(&self, buf: &Ident, kind: Buf, elem: Ty, index: TokenStream) -> TokenStream {
+    pub(super) fn load(
+        &self,
+        buf: &impl quote::ToTokens,
+        kind: Buf,
+        elem: Ty,
+        index: TokenStream,
+    ) -> TokenStream {
         let raw = match kind {
             Buf::In | Buf::AccIn => quote!(#buf[#index]),
             Buf::Out | Buf::AccOut => quote!(#buf.load(#index)),
@@ -123,9 +129,9 @@ impl NativeCx {
         }
     }
 
-    fn store(
+    pub(super) fn store(
         &self,
-        buf: &Ident,
+        buf: &impl quote::ToTokens,
         kind: Buf,
         elem: Ty,
         index: TokenStream,
@@ -148,7 +154,7 @@ impl NativeCx {
     /// `buf[i] = v as T` with `v` an `f64` or `i64`, into a global `T` buffer: the value
     /// converted once, straight to `T` (`Element::from_f64` / `from_i64`), rather than to the
     /// compute type and then to `T`.
-    fn rounding_store(
+    pub(super) fn rounding_store(
         &self,
         kind: Buf,
         elem: Ty,
@@ -193,6 +199,9 @@ impl NativeCx {
             Stmt::Assign { place, op, value } => {
                 let v = self.expr(value);
                 match place {
+                    Place::TableIndex(table, row, index) => {
+                        self.table_assign(table, row, index, *op, value, v)
+                    }
                     Place::Var(name) => match op {
                         None => quote!(#name = #v;),
                         Some(op) => {
@@ -446,6 +455,9 @@ impl NativeCx {
             ExprKind::Load(buf, kind, elem, index) => {
                 let i = self.expr(index);
                 self.load(buf, *kind, *elem, i)
+            }
+            ExprKind::TableLoad(table, mutable, row, index) => {
+                self.table_load(table, *mutable, row, index)
             }
             ExprKind::Cast(inner) => {
                 let x = self.expr(inner);

@@ -6,6 +6,7 @@
 
 mod calls;
 mod local;
+mod table;
 mod typing;
 
 use typing::{
@@ -68,6 +69,10 @@ enum Var {
     Const {
         value: u64,
         ty: Ty,
+    },
+    /// A buffer table parameter (`parse/table.rs`).
+    Table {
+        mutable: bool,
     },
 }
 
@@ -191,6 +196,9 @@ impl Parser {
                 Ty::Strides
             }));
         }
+        if let Some(t) = self.table_param_ty(ty)? {
+            return Ok(t);
+        }
         if let syn::Type::Reference(r) = ty {
             let syn::Type::Slice(s) = &*r.elem else {
                 return Err(Error::new(
@@ -254,6 +262,7 @@ impl Parser {
                 };
                 self.declare_buf(&p.name, kind, elem)
             }
+            ParamTy::Table { mutable } => self.declare_table(&p.name, mutable),
         }
     }
 
@@ -637,9 +646,13 @@ impl Parser {
                         id.span(),
                         format!("cannot assign to the constant `{id}`"),
                     )),
+                    Var::Table { .. } => Err(table::row_error(&id)),
                 }
             }
             syn::Expr::Index(ix) => {
+                if let Some(place) = self.table_place(ix)? {
+                    return Ok(place);
+                }
                 let (buf, kind, elem) = self.buffer(&ix.expr)?;
                 if let Ok(Var::Local { mutable: false, .. }) = self.lookup(&buf) {
                     return Err(Error::new(
@@ -675,6 +688,7 @@ impl Parser {
                     id.span(),
                     format!("`{id}` is a scalar, not a buffer"),
                 )),
+                Var::Table { .. } => Err(table::row_error(id)),
             };
         }
         Err(unsupported(
@@ -797,6 +811,9 @@ impl Parser {
             syn::Expr::MethodCall(m) => self.method(m),
             syn::Expr::Call(c) => self.call(c),
             syn::Expr::Index(ix) => {
+                if let Some(load) = self.table_load(ix)? {
+                    return Ok(load);
+                }
                 let (buf, kind, elem) = self.buffer(&ix.expr)?;
                 let index = coerce(self.expr(&ix.index)?, Ty::Usize)?;
                 Ok(Expr::new(

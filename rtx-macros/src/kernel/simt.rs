@@ -43,6 +43,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
         }
         _ => None,
     });
+    let wrap_tables = super::table::wrap_rows(kr, &name_s, &k.params);
     let shared = k.shared.iter().map(|s| {
         let (n, len) = (&s.name, Literal::usize_unsuffixed(s.len));
         let ty = cx.ty(s.elem);
@@ -60,6 +61,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
                     mutable, acc: true, ..
                 } => PTy::AccPtr(mutable),
                 ParamTy::Slice { elem, mutable, .. } => PTy::Ptr(elem, mutable),
+                ParamTy::Table { mutable } => PTy::Table(mutable),
                 ParamTy::Scalar(Ty::Shape) => PTy::Shape,
                 ParamTy::Scalar(Ty::Strides) => PTy::Strides,
                 ParamTy::Scalar(t) => PTy::Value(t),
@@ -81,6 +83,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
         #[allow(unused_parens, unused_mut, clippy::all)]
         #vis fn #name<#g: #bound>(launch: #kr::kernel::LaunchConfig, #(#params),*) -> ::core::result::Result<(), #kr::kernel::LaunchError> {
             #(#wrap)*
+            #(#wrap_tables)*
             #(#widen)*
             #kr::kernel::block::run_blocks(#name_s, launch, #uses_sync, |__rtx_b| {
                 #(#shared)*
@@ -148,6 +151,16 @@ fn marker(cx: &NativeCx, k: &KernelFn) -> TokenStream {
                         };
                         (format!("&{m}[{}]", elem.name()), rust)
                     }
+                    // Tables of buffers are launched by the backends' multi-tensor entry
+                    // points, not over tensors.
+                    ParamTy::Table { mutable } => {
+                        let m = if mutable { "mut " } else { "" };
+                        let t = &k.generic;
+                        (
+                            format!("&[&{m}[T]]"),
+                            super::table::native_param(t, mutable),
+                        )
+                    }
                     ParamTy::Scalar(t) => (t.name().to_string(), cx.ty(t)),
                 };
                 quote!(let #n: #rust = return ::core::result::Result::Err(
@@ -210,6 +223,7 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
                 }
             }
             ParamTy::Scalar(t) => format!("{} {c}", cty(t)),
+            ParamTy::Table { mutable } => super::table::cuda_param(mutable, &c),
         });
     }
     for s in &k.shared {

@@ -1,6 +1,7 @@
 //! Adam (PyTorch's `torch.optim.Adam`), with L2 weight decay and optional AMSGrad; AdamW
 //! reuses its update with decoupled weight decay.
 
+use super::multi::{GpuSteps, Queued, Update};
 use super::state::{Store, key, zeros_like};
 use super::{OptimState, Optimizer, ParamUpdate, apply, owned_storage};
 use crate::autograd::Gradients;
@@ -8,8 +9,8 @@ use crate::error::{Result, bail};
 use crate::nn::Module;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use rtx_backends::Layout;
 use rtx_backends::cpu::optim::AdamScalars;
+use rtx_backends::{Device, Layout};
 use rtx_kernels::Float;
 
 /// Adam, as PyTorch computes it (non-fused): `g += weight_decay * p`;
@@ -34,6 +35,8 @@ pub struct Adam {
     /// AdamW: decay multiplies the parameter instead of adding to the gradient.
     pub(super) decoupled: bool,
     pub(super) store: Store,
+    /// GPU updates queued during a step, launched together at its end.
+    pub(super) gpu: GpuSteps,
 }
 
 impl Adam {
@@ -48,6 +51,7 @@ impl Adam {
             amsgrad: false,
             decoupled: false,
             store: Store::default(),
+            gpu: GpuSteps::default(),
         }
     }
 
@@ -141,6 +145,33 @@ impl ParamUpdate for AdamStep<'_> {
         o.store.release(&m_key);
         o.store.release(&v_key);
         o.store.release(&x_key);
+        if let Device::Cuda(_) = p.device() {
+            // Queued for the step's multi-tensor launch: handles on storage the optimizer
+            // owns alone, written in place at the end of the step.
+            let queued = (|| -> Result<Queued<E>> {
+                let mut state = vec![
+                    owned_storage(&mut m)?.clone(),
+                    owned_storage(&mut v)?.clone(),
+                ];
+                if let Some(x) = &mut x {
+                    state.push(owned_storage(x)?.clone());
+                }
+                Ok(Queued {
+                    param: owned_storage(p)?.clone(),
+                    grad: (g.storage().clone(), *g.layout()),
+                    state,
+                })
+            })();
+            o.store.set_tensor(m_key, m);
+            o.store.set_tensor(v_key, v);
+            if let Some(x) = x {
+                o.store.set_tensor(x_key, x);
+            }
+            let device = p.device();
+            o.gpu.queue(device, Update::Adam(s, o.amsgrad), queued?);
+            o.store.set_scalar(step_key, step);
+            return Ok(());
+        }
         let pl = Layout::contiguous(p.dims());
         let updated = (|| -> Result<()> {
             let x = match &mut x {
@@ -175,7 +206,11 @@ impl Optimizer for Adam {
         if !((0.0..1.0).contains(&b1) && (0.0..1.0).contains(&b2)) {
             bail!(self.op(), "betas must lie in [0, 1), got ({b1}, {b2})");
         }
-        apply(model, grads, &mut AdamStep(self))
+        // Queued GPU updates are launched even after an error, like the CPU updates made
+        // before it.
+        let visited = apply(model, grads, &mut AdamStep(self));
+        let launched = self.gpu.flush();
+        visited.and(launched)
     }
 
     fn lr(&self) -> f64 {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// Whether this is the first visit of `t`'s tape node: a parameter shared by two layers is
 /// visited twice but has one gradient, counted and scaled once.
-fn first_visit<S: Shape, E: Float>(seen: &mut HashSet<usize>, t: &Tensor<S, E>) -> bool {
+pub(super) fn first_visit<S: Shape, E: Float>(seen: &mut HashSet<usize>, t: &Tensor<S, E>) -> bool {
     t.node()
         .is_none_or(|n| seen.insert(Arc::as_ptr(n) as usize))
 }
@@ -21,6 +21,12 @@ fn first_visit<S: Shape, E: Float>(seen: &mut HashSet<usize>, t: &Tensor<S, E>) 
 /// `max_norm`, and returns the norm before clipping. The norm is accumulated in `f64` from
 /// each gradient's sum of squares; as in PyTorch, gradients are multiplied by
 /// `max_norm / (norm + 1e-6)` when that factor is below 1.
+///
+/// When every gradient is on one GPU, the whole computation stays on the device (a few
+/// launches per element type, whatever the number of gradients: sums of squares in fixed
+/// chunks, the norm and coefficient reduced on the device in a fixed order, one scaling
+/// launch reading the coefficient from device memory); the returned norm is its one read-back,
+/// which waits for the launches. Elsewhere each gradient's sum of squares is read back.
 ///
 /// ```
 /// # use rtx::prelude::*;
@@ -47,6 +53,9 @@ pub fn try_clip_grad_norm(
 ) -> Result<f64> {
     if max_norm.is_nan() || max_norm < 0.0 {
         bail!("clip_grad_norm", "max_norm must be >= 0, got {max_norm}");
+    }
+    if let Some(norm) = super::clip_device::clip_on_gpu(grads, model, max_norm)? {
+        return Ok(norm);
     }
     struct SumSquares<'a>(&'a Gradients, f64, HashSet<usize>);
     impl Visitor for SumSquares<'_> {

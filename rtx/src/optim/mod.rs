@@ -6,13 +6,17 @@
 //!
 //! Updates follow PyTorch's single-tensor implementations formula for formula and rounding for
 //! rounding, through fused CPU kernels (`rtx_backends::cpu::optim`): one pass over the
-//! parameter, gradient and state per step, in place. A parameter whose storage is shared (a
+//! parameter, gradient and state per step, in place. On a GPU the updates of a step are queued
+//! and launched together at its end, one multi-tensor launch per element type (`multi.rs`),
+//! with the same formulas and roundings, also in place. A parameter whose storage is shared (a
 //! clone, a view, or a graph still alive from the forward pass) is copied first, so no other
 //! tensor ever sees its values change.
 
 mod adam;
 mod adamw;
 mod clip;
+mod clip_device;
+mod multi;
 mod schedule;
 mod sgd;
 mod state;

@@ -1,6 +1,7 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov momentum and L2 weight decay
 //! (PyTorch's `torch.optim.SGD`).
 
+use super::multi::{GpuSteps, Queued, Update};
 use super::state::{Store, key};
 use super::{OptimState, Optimizer, ParamUpdate, apply, owned_storage};
 use crate::autograd::Gradients;
@@ -8,8 +9,8 @@ use crate::error::{Result, bail};
 use crate::nn::Module;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use rtx_backends::Layout;
 use rtx_backends::cpu::optim::SgdScalars;
+use rtx_backends::{Device, Layout};
 use rtx_kernels::Float;
 
 /// SGD, as PyTorch computes it: `g += weight_decay * p`; with momentum, the buffer starts as
@@ -34,6 +35,8 @@ pub struct Sgd {
     weight_decay: f64,
     nesterov: bool,
     store: Store,
+    /// GPU updates queued during a step, launched together at its end.
+    gpu: GpuSteps,
 }
 
 impl Sgd {
@@ -46,6 +49,7 @@ impl Sgd {
             weight_decay: 0.0,
             nesterov: false,
             store: Store::default(),
+            gpu: GpuSteps::default(),
         }
     }
 
@@ -106,6 +110,26 @@ impl ParamUpdate for SgdStep<'_> {
         };
         // As in Adam: released while updated in place, taken back whatever happens.
         o.store.release(&buf_key);
+        if let Device::Cuda(_) = p.device() {
+            // Queued for the step's multi-tensor launch, as in Adam.
+            let queued = (|| -> Result<Queued<E>> {
+                let state = match &mut buf {
+                    Some(b) => vec![owned_storage(b)?.clone()],
+                    None => Vec::new(),
+                };
+                Ok(Queued {
+                    param: owned_storage(p)?.clone(),
+                    grad: (g.storage().clone(), *g.layout()),
+                    state,
+                })
+            })();
+            if let Some(b) = buf {
+                o.store.set_tensor(buf_key, b);
+            }
+            let device = p.device();
+            o.gpu.queue(device, Update::Sgd(s), queued?);
+            return Ok(());
+        }
         let pl = Layout::contiguous(p.dims());
         let updated = (|| -> Result<()> {
             let b = match &mut buf {
@@ -132,7 +156,10 @@ impl Optimizer for Sgd {
                 self.dampening
             );
         }
-        apply(model, grads, &mut SgdStep(self))
+        // Queued GPU updates are launched even after an error, as in Adam.
+        let visited = apply(model, grads, &mut SgdStep(self));
+        let launched = self.gpu.flush();
+        visited.and(launched)
     }
 
     fn lr(&self) -> f64 {

@@ -24,6 +24,7 @@ impl Parser {
                     format!("local array `{id}` can only be indexed: `{id}[k]`"),
                 )),
                 Var::Const { value, ty } => Ok(Expr::new(ExprKind::Int(value, false), ty, span)),
+                Var::Table { .. } => Err(super::table::row_error(id)),
             };
         }
         let segs: Vec<String> = p
