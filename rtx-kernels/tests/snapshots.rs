@@ -23,6 +23,10 @@ fn generated_cuda_matches_snapshots() {
         "im2col",
         "random_uniform",
         "scatter_add_lines",
+        "cross_entropy_rows",
+        "cross_entropy_mean",
+        "cross_entropy_backward_rows",
+        "random_dropout",
     ] {
         let k = ALL.iter().find(|k| k.name == name).unwrap();
         let path = dir.join(format!("{name}.cu"));

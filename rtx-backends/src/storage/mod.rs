@@ -6,6 +6,7 @@ mod conv;
 mod elementwise;
 mod index;
 mod kernel;
+mod loss;
 mod matmul;
 mod norm;
 mod optim;
@@ -16,6 +17,7 @@ pub use kernel::{ReduceNative, SimtBuffer, SimtNative, launch_simt, writable_in_
 
 use crate::cuda::CudaStorage;
 use crate::{BackendError, Device, Layout, Result};
+pub use loss::CrossEntropySaved;
 pub use norm::NormStats;
 use rtx_kernels::Element;
 

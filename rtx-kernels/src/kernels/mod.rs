@@ -13,9 +13,11 @@ mod arg;
 mod binary;
 mod compare;
 mod conv;
+mod dropout;
 mod gather;
 mod index;
 mod join;
+mod loss;
 mod norm;
 mod optim;
 mod pool;
@@ -30,9 +32,11 @@ pub use arg::*;
 pub use binary::*;
 pub use compare::*;
 pub use conv::*;
+pub use dropout::*;
 pub use gather::*;
 pub use index::*;
 pub use join::*;
+pub use loss::*;
 pub use norm::*;
 pub use optim::*;
 pub use pool::*;
@@ -125,4 +129,8 @@ pub static ALL: &[&KernelSource] = &[
     &random_normal::KERNEL,
     &random_bernoulli::KERNEL,
     &random_int::KERNEL,
+    &random_dropout::KERNEL,
+    &cross_entropy_rows::KERNEL,
+    &cross_entropy_mean::KERNEL,
+    &cross_entropy_backward_rows::KERNEL,
 ];

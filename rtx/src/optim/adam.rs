@@ -8,8 +8,8 @@ use crate::error::{Result, bail};
 use crate::nn::Module;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use rtx_backends::Layout;
 use rtx_backends::cpu::optim::AdamScalars;
+use rtx_backends::{Device, Layout};
 use rtx_kernels::Float;
 
 /// Adam, as PyTorch computes it (non-fused): `g += weight_decay * p`;
@@ -81,7 +81,7 @@ impl Adam {
     }
 }
 
-struct AdamStep<'a>(&'a mut Adam);
+pub(super) struct AdamStep<'a>(pub(super) &'a mut Adam);
 
 impl ParamUpdate for AdamStep<'_> {
     fn update<S: Shape, E: Float>(
@@ -136,6 +136,27 @@ impl ParamUpdate for AdamStep<'_> {
             neg_step_size: -(o.lr / bias_correction1),
             eps: o.eps,
         };
+        if p.device() != Device::Cpu {
+            // Out of place, into fresh storage: `p` may be a handle to the model's parameter
+            // in an all-or-nothing step (see `optim::apply`).
+            let (np, nm, nv, nx) = p.storage().adam_update(
+                p.layout(),
+                (g.storage(), g.layout()),
+                m.storage(),
+                v.storage(),
+                x.as_ref().map(|x| x.storage()),
+                &s,
+            )?;
+            let shape = p.shape();
+            *p = Tensor::from_storage(np, shape);
+            o.store.set_tensor(m_key, Tensor::from_storage(nm, shape));
+            o.store.set_tensor(v_key, Tensor::from_storage(nv, shape));
+            if let Some(nx) = nx {
+                o.store.set_tensor(x_key, Tensor::from_storage(nx, shape));
+            }
+            o.store.set_scalar(step_key, step);
+            return Ok(());
+        }
         // The store lets go of the state while it is updated in place, and takes it back
         // whether or not the update succeeds (a failed update changes nothing).
         o.store.release(&m_key);
@@ -166,6 +187,10 @@ impl ParamUpdate for AdamStep<'_> {
         updated?;
         o.store.set_scalar(step_key, step);
         Ok(())
+    }
+
+    fn store(&mut self) -> &mut Store {
+        &mut self.0.store
     }
 }
 

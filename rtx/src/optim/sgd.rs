@@ -8,8 +8,8 @@ use crate::error::{Result, bail};
 use crate::nn::Module;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use rtx_backends::Layout;
 use rtx_backends::cpu::optim::SgdScalars;
+use rtx_backends::{Device, Layout};
 use rtx_kernels::Float;
 
 /// SGD, as PyTorch computes it: `g += weight_decay * p`; with momentum, the buffer starts as
@@ -104,6 +104,21 @@ impl ParamUpdate for SgdStep<'_> {
             None if o.momentum != 0.0 => Some(super::state::zeros_like(p)?),
             None => None,
         };
+        if p.device() != Device::Cpu {
+            // Out of place, as in Adam.
+            let (np, nb) = p.storage().sgd_update(
+                p.layout(),
+                (g.storage(), g.layout()),
+                buf.as_ref().map(|b| b.storage()),
+                &s,
+            )?;
+            let shape = p.shape();
+            *p = Tensor::from_storage(np, shape);
+            if let Some(nb) = nb {
+                o.store.set_tensor(buf_key, Tensor::from_storage(nb, shape));
+            }
+            return Ok(());
+        }
         // As in Adam: released while updated in place, taken back whatever happens.
         o.store.release(&buf_key);
         let pl = Layout::contiguous(p.dims());
@@ -119,6 +134,10 @@ impl ParamUpdate for SgdStep<'_> {
             o.store.set_tensor(buf_key, b);
         }
         updated
+    }
+
+    fn store(&mut self) -> &mut Store {
+        &mut self.0.store
     }
 }
 

@@ -52,6 +52,8 @@ pub struct OptimState {
 trait Live: Send + Sync {
     fn export(&self) -> StateTensor;
     fn as_any(&self) -> &dyn Any;
+    /// Another handle to the same tensor (no copy of its elements).
+    fn clone_box(&self) -> Box<dyn Live>;
 }
 
 impl<S: Shape, E: Float> Live for Tensor<S, E> {
@@ -65,6 +67,9 @@ impl<S: Shape, E: Float> Live for Tensor<S, E> {
     fn as_any(&self) -> &dyn Any {
         self
     }
+    fn clone_box(&self) -> Box<dyn Live> {
+        Box::new(self.clone())
+    }
 }
 
 /// A state tensor: live (typed at the last step) or imported and not yet used.
@@ -73,8 +78,18 @@ enum Slot {
     Loaded(StateTensor),
 }
 
-/// The state of one optimizer: tensors and scalars by their exported names.
-#[derive(Default)]
+impl Clone for Slot {
+    fn clone(&self) -> Self {
+        match self {
+            Slot::Live(t) => Slot::Live(t.clone_box()),
+            Slot::Loaded(s) => Slot::Loaded(s.clone()),
+        }
+    }
+}
+
+/// The state of one optimizer: tensors and scalars by their exported names. A clone shares
+/// the tensors' storage (a snapshot to go back to when a step fails part-way).
+#[derive(Clone, Default)]
 pub(crate) struct Store {
     tensors: BTreeMap<String, Slot>,
     scalars: BTreeMap<String, f64>,
