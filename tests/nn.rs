@@ -443,6 +443,24 @@ fn attention_is_causal() {
     }
 }
 
+/// The fused cross-entropy node by finite differences in f64: logits viewed transposed (not
+/// contiguous), 5 classes, an ignored target, label smoothing, and a loss scaled before the
+/// backward so the output gradient is not 1.
+#[test]
+fn fused_cross_entropy_differentiates_with_ignore_and_smoothing() {
+    let stored: Tensor<Rank2<5, 4>, f64> = t((Const, Const), 0.41) * 4.0;
+    let targets: Tensor<Rank1<4>, i64> = Tensor::from_array([4, -1, 0, 2], CPU);
+    for smoothing in [0.0, 0.15, 1.0] {
+        let opts = CrossEntropy {
+            ignore_index: Some(-1),
+            label_smoothing: smoothing,
+        };
+        check_grad(&stored, |s| {
+            cross_entropy_with(&s.t(), &targets, opts) * 2.5
+        });
+    }
+}
+
 #[test]
 fn losses_match_pytorch_and_differentiate() {
     let logits: Tensor<Rank2<4, 3>, f64> = t((Const, Const), 0.65) * 3.0;

@@ -27,6 +27,10 @@ fn generated_cuda_matches_snapshots() {
         "scatter_add_lines",
         "adam_multi",
         "sum_squares_multi",
+        "cross_entropy_rows",
+        "cross_entropy_mean",
+        "cross_entropy_backward_rows",
+        "random_dropout",
     ] {
         let k = ALL.iter().find(|k| k.name == name).unwrap();
         let path = dir.join(format!("{name}.cu"));

@@ -295,3 +295,118 @@ fn training_steps_match_the_cpu() {
         trained(dev, &mut AdamW::new(1e-2).weight_decay(0.1), 5, true)
     });
 }
+
+/// The fused cross entropy (one tape node: two launches forward, one backward on a GPU) over
+/// class counts that are not multiples of 32 (37, and 1000, more than one block's threads),
+/// a transposed view of the logits, ignored targets and label smoothing, and an output
+/// gradient other than 1.
+fn fused_cross_entropy_case<E: Float>() {
+    for (rows, classes) in [(9usize, 37usize), (5, 1000), (300, 3)] {
+        let logits = values::<E>(rows * classes, 40, -6.0, 6.0);
+        let labels = indices(rows, 41, classes);
+        let mut ignoring = labels.clone();
+        ignoring[1] = -100;
+        ignoring[rows - 1] = -100;
+        on_every_device::<E>(&format!("fused cross entropy {rows}x{classes}"), |dev| {
+            let mut out = Outputs::new();
+            for (name, targets, opts) in [
+                ("plain", &labels, CrossEntropy::default()),
+                (
+                    "ignore",
+                    &ignoring,
+                    CrossEntropy {
+                        ignore_index: Some(-100),
+                        label_smoothing: 0.0,
+                    },
+                ),
+                (
+                    "ignore + smoothing",
+                    &ignoring,
+                    CrossEntropy {
+                        ignore_index: Some(-100),
+                        label_smoothing: 0.25,
+                    },
+                ),
+            ] {
+                let y = Tensor::from_vec(targets.clone(), (rows,), dev);
+                // Stored [classes, rows] and viewed transposed.
+                let stored = Tensor::from_vec(logits.clone(), (classes, rows), dev);
+                let x = stored.t().requires_grad();
+                let loss = cross_entropy_with(&x, &y, opts);
+                out.push((format!("{name} value"), f64s(&loss)));
+                let scaled = loss * E::from_f64(2.5);
+                out.push((format!("d {name}"), grad(&scaled.backward(), &x, name)));
+            }
+            out
+        });
+    }
+}
+
+#[test]
+fn fused_cross_entropy_matches_the_cpu() {
+    every_float!(fused_cross_entropy_case);
+}
+
+#[test]
+fn cross_entropy_names_bad_targets_on_every_device() {
+    same_on_every_device::<f32>("cross entropy errors", |dev| {
+        let x: Tensor<(usize, usize)> = Tensor::from_vec(values(6, 42, -1.0, 1.0), (3, 2), dev);
+        let mut out = Exact::new();
+        for targets in [vec![0i64, 2, 5], vec![-100, 1, -3], vec![1, 0, 1]] {
+            let y = Tensor::from_vec(targets.clone(), (3usize,), dev);
+            let opts = CrossEntropy {
+                ignore_index: Some(-100),
+                label_smoothing: 0.0,
+            };
+            let r = try_cross_entropy_with(&x, &y, opts).map(|l| l.item());
+            out.push((format!("{targets:?}"), err_text(r)));
+        }
+        out
+    });
+    if let Ok(gpus) = gpus() {
+        for dev in gpus {
+            let x: Tensor<(usize, usize)> = Tensor::zeros((1, 2), dev);
+            let y = Tensor::from_vec(vec![2i64], (1usize,), dev);
+            let e = try_cross_entropy_with(&x, &y, CrossEntropy::default());
+            let msg = e.err().map(|e| e.to_string());
+            assert_eq!(
+                msg.as_deref(),
+                Some("cross_entropy: target 2 at [0] is outside 0..2")
+            );
+        }
+    }
+}
+
+/// What a fused cross entropy forward and backward cost in launches on each GPU: printed,
+/// and held to 3 (the row kernel and the mean forward, the gradient kernel backward) plus the
+/// backward walk's seed of the output gradient.
+#[test]
+fn cross_entropy_launch_counts() {
+    let Ok(gpus) = gpus() else {
+        println!("cross entropy launch counts: skipped: no CUDA device");
+        return;
+    };
+    for dev in gpus {
+        let x: Tensor<(usize, usize)> =
+            Tensor::from_vec(values(64 * 10, 43, -2.0, 2.0), (64, 10), dev).requires_grad();
+        let y = Tensor::from_vec(indices(64, 44, 10), (64usize,), dev);
+        // Warm: kernels compiled and loaded.
+        let _ = cross_entropy(&x, &y).backward();
+        let before = rtx_backends::launch_count(dev);
+        let loss = cross_entropy(&x, &y);
+        let forward = rtx_backends::launch_count(dev) - before;
+        let grads = loss.backward();
+        let total = rtx_backends::launch_count(dev) - before;
+        assert!(grads.get(&x).is_some());
+        println!(
+            "cross entropy [64, 10] on {dev}: {forward} launches forward, {} backward",
+            total - forward
+        );
+        assert_eq!(forward, 2, "forward launches");
+        assert!(
+            total - forward <= 2,
+            "backward launches: {}",
+            total - forward
+        );
+    }
+}

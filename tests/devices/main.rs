@@ -206,6 +206,7 @@ mod elementwise;
 mod index;
 mod integer;
 mod norm;
+mod oom;
 mod optim;
 mod perf;
 mod random;

@@ -75,3 +75,42 @@ fn normal_case<E: Float>() {
 fn normal_draws_match_the_cpu_within_ulps() {
     every_float!(normal_case);
 }
+
+/// Dropout in training: one launch whose mask is the Bernoulli stream of the layer's seed,
+/// bitwise the CPU's output and gradient, over a strided input.
+fn dropout_case<E: Float>() {
+    same_on_every_device::<E>("dropout", |dev| {
+        let mut out = Exact::new();
+        for p in [0.1, 0.5, 0.9] {
+            let drop = Dropout::new(p, 11);
+            let cols = N / 3 + 1;
+            let stored =
+                Tensor::from_vec(values::<E>(3 * cols, 45, -3.0, 3.0), (3usize, cols), dev);
+            let x = stored.t().requires_grad();
+            let y = drop.forward(&x);
+            out.push((format!("p {p} output"), bits(&y)));
+            let w = Tensor::from_vec(values::<E>(3 * cols, 46, -1.0, 1.0), (cols, 3usize), dev);
+            let g = (&y * &w).sum_all().backward();
+            let dx = g.get(&x).map(|t| bits(&t)).unwrap_or_default();
+            out.push((format!("p {p} gradient"), dx));
+        }
+        out
+    });
+}
+
+#[test]
+fn dropout_is_bitwise_the_cpus() {
+    every_float!(dropout_case);
+    if let Ok(gpus) = gpus() {
+        for dev in gpus {
+            let x: Tensor<(usize,), f32> = Tensor::ones((N,), dev);
+            let drop = Dropout::new(0.3, 5);
+            let _ = drop.forward(&x);
+            let before = rtx_backends::launch_count(dev);
+            let _ = drop.forward(&x);
+            let launches = rtx_backends::launch_count(dev) - before;
+            println!("dropout forward on {dev}: {launches} launch(es)");
+            assert_eq!(launches, 1);
+        }
+    }
+}

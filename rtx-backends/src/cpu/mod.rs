@@ -8,6 +8,7 @@ pub mod conv;
 mod conv_direct;
 pub mod elementwise;
 pub mod index;
+pub mod loss;
 pub mod matmul;
 pub mod norm;
 pub mod optim;

@@ -4,7 +4,7 @@
 //! on the GPU's one stream after the free, so stream order makes the reuse safe.
 
 use super::context::{Gpu, gpu, lock, mem_info};
-use crate::{BackendError, Result};
+use crate::{BackendError, Device, Result};
 use cudarc::driver::sys::CUdeviceptr;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -68,6 +68,8 @@ pub(crate) struct Allocator {
     /// Free blocks by size.
     pools: BTreeMap<usize, Vec<CUdeviceptr>>,
     stats: MemoryStats,
+    /// The most bytes live buffers may hold (block sizes), set by [`set_memory_limit`].
+    limit: Option<usize>,
 }
 
 impl Allocator {
@@ -85,6 +87,21 @@ impl Allocator {
         }
         self.stats.cached_blocks -= 1;
         Some((ptr, found))
+    }
+
+    /// The out-of-memory error for a request of `bytes` (a block of `size`) that would take
+    /// the live blocks past the limit, if one is set and it would.
+    fn over_limit(&self, device: Device, bytes: usize, size: usize) -> Option<BackendError> {
+        let limit = self.limit?;
+        let s = &self.stats;
+        (s.allocated.saturating_add(size) > limit).then(|| BackendError::OutOfMemory {
+            device,
+            requested: bytes,
+            free: limit.saturating_sub(s.allocated),
+            total: limit,
+            allocated: s.allocated,
+            cached: s.cached(),
+        })
     }
 
     fn hand_out(&mut self, size: usize, requested: usize) {
@@ -152,6 +169,9 @@ pub(crate) fn alloc(g: &Arc<Gpu>, bytes: usize) -> Result<DeviceBuffer> {
     let size = size_class(bytes);
     {
         let mut a = lock(&g.alloc);
+        if let Some(e) = a.over_limit(g.device(), bytes, size) {
+            return Err(e);
+        }
         if let Some((ptr, found)) = a.take_cached(size) {
             a.stats.cache_hits += 1;
             a.hand_out(found, bytes);
@@ -230,6 +250,46 @@ pub fn empty_cache(ordinal: usize) -> Result<()> {
     free_cached(&*gpu(ordinal)?)
 }
 
+/// Limits the bytes GPU `ordinal`'s live tensors may hold (counted in allocator blocks, as
+/// [`MemoryStats::allocated`]), or lifts the limit with `None`: an allocation that would go
+/// past it fails with the out-of-memory error, whose "free" and "of" figures are then measured
+/// against the limit. Like PyTorch's `torch.cuda.set_per_process_memory_fraction`, it keeps a
+/// process inside a share of the GPU and makes running out of memory testable. Cached blocks
+/// do not count; a limit below what is live already only stops new allocations.
+///
+/// ```
+/// # use rtx_backends::cuda;
+/// if cuda::is_available() {
+///     cuda::set_memory_limit(0, Some(1 << 30)).unwrap();
+///     assert_eq!(cuda::memory_limit(0).unwrap(), Some(1 << 30));
+///     cuda::set_memory_limit(0, None).unwrap();
+/// }
+/// ```
+pub fn set_memory_limit(ordinal: usize, limit: Option<usize>) -> Result<()> {
+    lock(&gpu(ordinal)?.alloc).limit = limit;
+    Ok(())
+}
+
+/// The limit [`set_memory_limit`] set on GPU `ordinal`, if any.
+pub fn memory_limit(ordinal: usize) -> Result<Option<usize>> {
+    Ok(lock(&gpu(ordinal)?.alloc).limit)
+}
+
+/// [`set_memory_limit`] as a share of the GPU's total memory (PyTorch's
+/// `set_per_process_memory_fraction`); `fraction` must lie in [0, 1].
+pub fn set_memory_fraction(ordinal: usize, fraction: f64) -> Result<()> {
+    if !(0.0..=1.0).contains(&fraction) {
+        return Err(BackendError::BadArgument {
+            op: "set_memory_fraction",
+            msg: format!("fraction must lie in [0, 1], got {fraction}"),
+        });
+    }
+    let g = gpu(ordinal)?;
+    g.bind()?;
+    let (_, total) = mem_info(&g)?;
+    set_memory_limit(ordinal, Some((total as f64 * fraction) as usize))
+}
+
 /// Starts the peak statistics of GPU `ordinal` again from the current values.
 pub fn reset_peak_stats(ordinal: usize) -> Result<()> {
     let g = gpu(ordinal)?;
@@ -268,6 +328,26 @@ mod tests {
         assert_eq!(a.take_cached(512 << 10), None);
         assert_eq!(a.drain(), vec![(0x9000, 1 << 20)]);
         assert_eq!(a.stats.cached_blocks, 0);
+    }
+
+    #[test]
+    fn the_limit_counts_live_blocks() {
+        let mut a = Allocator::default();
+        a.stats.reserved = 4096;
+        a.hand_out(4096, 4000);
+        let dev = Device::Cuda(0);
+        assert!(
+            a.over_limit(dev, 1 << 40, 1 << 40).is_none(),
+            "no limit by default"
+        );
+        a.limit = Some(8192);
+        assert!(a.over_limit(dev, 4000, 4096).is_none());
+        let msg = a.over_limit(dev, 4100, 4608).map(|e| e.to_string());
+        let msg = msg.unwrap_or_default();
+        assert!(
+            msg.contains("(4100 bytes)") && msg.contains("4.00 KiB free of 8.00 KiB"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! which counts dispatches), `kernels` (entries of `#[kernel]` sources, launched with checked
 //! arguments), `ops` (the storage entry points' GPU side; `ops_conv`, `ops_norm` and
 //! `ops_optim` for convolution and pooling, fused norms and optimizer updates, `ops_index` for
-//! indexing, joining and argmax, `ops_random` for random draws), `blas` and `blas_lt` (cuBLAS
+//! indexing, joining and argmax, `ops_random` for random draws, `ops_loss` for fused cross
+//! entropy and dropout), `blas` and `blas_lt` (cuBLAS
 //! and cuBLASLt matrix products).
 //!
 //! Every entry point returns an error rather than panicking when CUDA is missing.
@@ -25,6 +26,7 @@ mod launch;
 pub(crate) mod ops;
 pub(crate) mod ops_conv;
 pub(crate) mod ops_index;
+pub(crate) mod ops_loss;
 pub(crate) mod ops_norm;
 pub(crate) mod ops_optim;
 pub(crate) mod ops_optim_multi;
@@ -32,7 +34,10 @@ pub(crate) mod ops_random;
 mod probe;
 mod storage;
 
-pub use alloc::{MemoryStats, empty_cache, memory_stats, reset_peak_stats};
+pub use alloc::{
+    MemoryStats, empty_cache, memory_limit, memory_stats, reset_peak_stats, set_memory_fraction,
+    set_memory_limit,
+};
 pub use blas::{GemmLibrary, allow_tf32, gemm_library, set_allow_tf32, set_gemm_library};
 pub use context::{GpuInfo, gpu_info, synchronize};
 pub use disk_cache::{kernel_cache_dir, set_kernel_cache_dir};

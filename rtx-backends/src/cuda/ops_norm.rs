@@ -25,14 +25,14 @@ pub(crate) enum AccBuf {
 }
 
 impl AccBuf {
-    fn uninit(ordinal: usize, dtype: DType, n: usize) -> Result<AccBuf> {
+    pub(crate) fn uninit(ordinal: usize, dtype: DType, n: usize) -> Result<AccBuf> {
         Ok(match dtype {
             DType::F64 => AccBuf::F64(CudaStorage::uninit(ordinal, n)?),
             _ => AccBuf::F32(CudaStorage::uninit(ordinal, n)?),
         })
     }
 
-    fn ptr(&self) -> DevicePtr {
+    pub(crate) fn ptr(&self) -> DevicePtr {
         match self {
             AccBuf::F32(s) => s.device_ptr(),
             AccBuf::F64(s) => s.device_ptr(),

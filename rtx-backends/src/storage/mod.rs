@@ -6,6 +6,7 @@ mod conv;
 mod elementwise;
 mod index;
 mod kernel;
+mod loss;
 mod matmul;
 mod norm;
 mod optim;
@@ -18,6 +19,7 @@ pub use optim_multi::{AdamSlot, DeviceClip, SgdSlot, TableCache};
 
 use crate::cuda::CudaStorage;
 use crate::{BackendError, Device, Layout, Result};
+pub use loss::CrossEntropySaved;
 pub use norm::NormStats;
 use rtx_kernels::Element;
 

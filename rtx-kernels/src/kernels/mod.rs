@@ -13,11 +13,13 @@ mod arg;
 mod binary;
 mod compare;
 mod conv;
+mod dropout;
 mod gather;
 mod index;
 mod join;
 mod log_softmax;
 mod logsumexp;
+mod loss;
 mod norm;
 mod optim;
 mod optim_multi;
@@ -34,11 +36,13 @@ pub use arg::*;
 pub use binary::*;
 pub use compare::*;
 pub use conv::*;
+pub use dropout::*;
 pub use gather::*;
 pub use index::*;
 pub use join::*;
 pub use log_softmax::*;
 pub use logsumexp::*;
+pub use loss::*;
 pub use norm::*;
 pub use optim::*;
 pub use optim_multi::*;
@@ -138,4 +142,8 @@ pub static ALL: &[&KernelSource] = &[
     &random_normal::KERNEL,
     &random_bernoulli::KERNEL,
     &random_int::KERNEL,
+    &random_dropout::KERNEL,
+    &cross_entropy_rows::KERNEL,
+    &cross_entropy_mean::KERNEL,
+    &cross_entropy_backward_rows::KERNEL,
 ];

@@ -3,11 +3,14 @@
 //!
 //! Masks are reproducible: call `k` of `forward` (counted from construction) draws its mask
 //! from the Philox stream of seed `param_seed(seed + k, "dropout")`, so a run replays exactly.
-//! The counter is atomic so `forward` takes `&self` like every other layer.
+//! The counter is atomic so `forward` takes `&self` like every other layer. The mask and the
+//! scale are applied in one backend op (one launch on a GPU) whose backward regenerates the
+//! mask from the same seed; masks are bitwise equal across devices.
 
 use super::init::Init;
 use super::init::param_seed;
 use super::module::{Module, Visitor, VisitorMut};
+use crate::autograd;
 use crate::error::{Result, bail, ok};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
@@ -85,17 +88,31 @@ impl Dropout {
             return x.clone();
         }
         let call = self.calls.fetch_add(1, Ordering::Relaxed);
-        let flat = x.reshape((x.numel(),));
-        let y = if self.p == 1.0 {
-            flat * E::from_f64(0.0)
-        } else {
-            let seed = param_seed(self.seed.wrapping_add(call), "dropout");
-            let keep =
-                Tensor::<(usize,), E>::bernoulli(flat.shape(), 1.0 - self.p, seed, x.device());
-            flat * keep * E::from_f64(1.0 / (1.0 - self.p))
-        };
-        y.reshape(x.shape())
+        if self.p == 1.0 {
+            let flat = x.reshape((x.numel(),));
+            return (flat * E::from_f64(0.0)).reshape(x.shape());
+        }
+        let seed = param_seed(self.seed.wrapping_add(call), "dropout");
+        ok(dropout(x, 1.0 - self.p, seed))
     }
+}
+
+/// `x * keep / keep_p` with `keep` the Bernoulli(`keep_p`) mask of `seed` (the draws of
+/// `Tensor::bernoulli`), as one backend op and one tape node whose backward applies the same
+/// mask, regenerated from the seed, to the gradient.
+fn dropout<S: Shape, E: Float>(x: &Tensor<S, E>, keep_p: f64, seed: u64) -> Result<Tensor<S, E>> {
+    let scale = 1.0 / keep_p;
+    let y = x.storage().dropout(x.layout(), keep_p, scale, seed)?;
+    let out = Tensor::from_storage(y, x.shape());
+    if !autograd::must_record(&[x.node()]) {
+        return Ok(out);
+    }
+    let shape = x.shape();
+    Ok(out.record(vec![x.node().cloned()], move |g| {
+        let dx = g.storage().dropout(g.layout(), keep_p, scale, seed);
+        let dx = ok(dx.map_err(Into::into));
+        vec![autograd::erase(Tensor::from_storage(dx, shape))]
+    }))
 }
 
 /// PyTorch's default `p = 0.5`, masks seeded from the model seed and the layer's name; give
@@ -114,5 +131,50 @@ impl Module for Dropout {
     fn visit_mut<V: VisitorMut>(&mut self, _: &str, _: &mut V) {}
     fn set_training(&mut self, training: bool) {
         self.training = training;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shape::Const;
+
+    /// The fused op gives bitwise the composition's `x * bernoulli(1 - p) * (1 / (1 - p))`,
+    /// and its gradient is the mask times the scale.
+    fn fused_is_the_composition<E: Float>() {
+        let n = 1003;
+        let v: Vec<E> = (0..n)
+            .map(|i| E::from_f64(i as f64 * 0.37 - 150.0))
+            .collect();
+        let x: Tensor<(usize,), E> = Tensor::from_vec(v, (n,), Device::Cpu);
+        for (p, seed) in [(0.1, 3u64), (0.5, 4), (0.75, 5)] {
+            let keep = Tensor::<(usize,), E>::bernoulli((n,), 1.0 - p, seed, Device::Cpu);
+            let want = (&x * &keep * E::from_f64(1.0 / (1.0 - p))).to_vec();
+            let xg = x.clone().requires_grad();
+            let y = ok(dropout(&xg, 1.0 - p, seed));
+            let bits = |v: Vec<E>| v.iter().map(|e| e.to_f64().to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(y.to_vec()), bits(want), "p = {p}");
+            let g = y.sum_all().backward();
+            let dx = g.get(&xg).map(|t| t.to_vec()).unwrap_or_default();
+            let mask = (keep * E::from_f64(1.0 / (1.0 - p))).to_vec();
+            assert_eq!(bits(dx), bits(mask), "gradient, p = {p}");
+        }
+    }
+
+    #[test]
+    fn fused_dropout_is_bitwise_the_composition() {
+        fused_is_the_composition::<f32>();
+        fused_is_the_composition::<f64>();
+        fused_is_the_composition::<half::f16>();
+        fused_is_the_composition::<half::bf16>();
+    }
+
+    #[test]
+    fn a_layer_replays_its_masks_and_counts_calls() {
+        let x: Tensor<(Const<64>,)> = Tensor::ones((Const,), Device::Cpu);
+        let (a, b) = (Dropout::new(0.5, 1), Dropout::new(0.5, 1));
+        let (a1, a2) = (a.forward(&x).to_vec(), a.forward(&x).to_vec());
+        assert_eq!(a1, b.forward(&x).to_vec());
+        assert_ne!(a1, a2, "a second call draws a new mask");
     }
 }

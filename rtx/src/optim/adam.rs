@@ -206,11 +206,10 @@ impl Optimizer for Adam {
         if !((0.0..1.0).contains(&b1) && (0.0..1.0).contains(&b2)) {
             bail!(self.op(), "betas must lie in [0, 1), got ({b1}, {b2})");
         }
-        // Queued GPU updates are launched even after an error, like the CPU updates made
-        // before it.
+        let on_gpu = super::on_gpu(model, grads);
+        let mark = self.store.mark();
         let visited = apply(model, grads, &mut AdamStep(self));
-        let launched = self.gpu.flush();
-        visited.and(launched)
+        super::finish_step(on_gpu, visited, mark, &mut self.store, &mut self.gpu)
     }
 
     fn lr(&self) -> f64 {

@@ -10,7 +10,8 @@
 //! and launched together at its end, one multi-tensor launch per element type (`multi.rs`),
 //! with the same formulas and roundings, also in place. A parameter whose storage is shared (a
 //! clone, a view, or a graph still alive from the forward pass) is copied first, so no other
-//! tensor ever sees its values change.
+//! tensor ever sees its values change. On a GPU a step is all or nothing: an error part-way
+//! (out of memory) leaves every parameter and all state as before the step.
 
 mod adam;
 mod adamw;
@@ -30,18 +31,19 @@ pub use state::{OptimState, StateTensor};
 
 use crate::autograd::Gradients;
 use crate::error::{Error, Result, bail, ok};
-use crate::nn::{Module, TensorKind, VisitorMut};
+use crate::nn::{Module, TensorKind, Visitor, VisitorMut};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use rtx_backends::Storage;
+use rtx_backends::{Device, Storage};
 use rtx_kernels::Float;
 
 /// An optimizer: updates a model's parameters from the gradients of one backward pass.
 /// Parameters without a gradient and buffers are left alone.
 pub trait Optimizer {
     /// One update of every trainable parameter of `model` that has a gradient in `grads`.
-    /// On an error (state that does not fit a parameter, invalid hyper-parameters) the
-    /// parameters visited before it are already updated.
+    /// On an error (state that does not fit a parameter, invalid hyper-parameters, out of
+    /// memory) on a GPU, no parameter and no state has changed; on the CPU the parameters
+    /// visited before it are already updated.
     fn try_step(&mut self, model: &mut impl Module, grads: &Gradients) -> Result<()>;
 
     /// [`Optimizer::try_step`], panicking on error.
@@ -86,7 +88,8 @@ pub trait Optimizer {
 }
 
 /// One optimizer's update of one parameter, given its gradient: the parameter is overwritten
-/// with its new value (in place when nothing else shares its storage, see [`owned_storage`]).
+/// with its new value (in place when nothing else shares its storage, see [`owned_storage`];
+/// on a GPU, out of place into fresh storage, which leaves the old storage to whoever holds it).
 pub(crate) trait ParamUpdate {
     fn update<S: Shape, E: Float>(
         &mut self,
@@ -112,7 +115,8 @@ pub(crate) fn owned_storage<S: Shape, E: Float>(t: &mut Tensor<S, E>) -> Result<
 }
 
 /// Runs `u` on every parameter of `model` that has a gradient, under `no_grad`, and makes each
-/// updated parameter a fresh leaf; stops at the first error.
+/// updated parameter a fresh leaf; stops at the first error. CPU updates happen here, one
+/// parameter after another; GPU updates are only queued, for [`finish_step`] to launch.
 pub(crate) fn apply<M: Module, U: ParamUpdate>(
     model: &mut M,
     grads: &Gradients,
@@ -150,6 +154,50 @@ pub(crate) fn apply<M: Module, U: ParamUpdate>(
     };
     model.visit_mut("", &mut a);
     a.err.map_or(Ok(()), Err)
+}
+
+/// Whether a parameter of `model` with a gradient in `grads` lives on a GPU.
+pub(crate) fn on_gpu<M: Module>(model: &M, grads: &Gradients) -> bool {
+    struct Find<'a> {
+        grads: &'a Gradients,
+        gpu: bool,
+    }
+    impl Visitor for Find<'_> {
+        fn visit<S: Shape, E: Float>(&mut self, _: &str, t: &Tensor<S, E>, kind: TensorKind) {
+            if kind == TensorKind::Parameter && !self.gpu && t.device() != Device::Cpu {
+                self.gpu = self.grads.get(t).is_some();
+            }
+        }
+    }
+    let mut f = Find { grads, gpu: false };
+    model.visit("", &mut f);
+    f.gpu
+}
+
+/// Ends a step after [`apply`]: launches the queued GPU updates (one launch per group). On a
+/// GPU a step is all or nothing: values change only in those launches, so a step that failed
+/// before them (out of memory while copying a shared parameter, say) launches nothing and puts
+/// the step counts back, leaving parameters and state as they were. A model with parameters of
+/// several element types launches one group per type; if a later group's launch fails, the
+/// earlier groups' updates stay applied.
+pub(crate) fn finish_step(
+    on_gpu: bool,
+    visited: Result<()>,
+    mark: state::Mark,
+    store: &mut state::Store,
+    queue: &mut multi::GpuSteps,
+) -> Result<()> {
+    let result = match visited {
+        Ok(()) => queue.flush(),
+        Err(e) => {
+            queue.discard();
+            Err(e)
+        }
+    };
+    if result.is_err() && on_gpu {
+        store.rollback(mark);
+    }
+    result
 }
 
 #[cfg(test)]

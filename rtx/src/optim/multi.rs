@@ -115,6 +115,11 @@ impl GpuSteps {
         self.groups.push((E::DTYPE, device, Box::new(g)));
     }
 
+    /// Drops the queued updates without launching them (a step that failed part-way).
+    pub(crate) fn discard(&mut self) {
+        self.groups.clear();
+    }
+
     /// Launches every queued group (one launch each) and empties the queue; stops at the
     /// first error.
     pub(crate) fn flush(&mut self) -> Result<()> {

@@ -156,10 +156,10 @@ impl Optimizer for Sgd {
                 self.dampening
             );
         }
-        // Queued GPU updates are launched even after an error, as in Adam.
+        let on_gpu = super::on_gpu(model, grads);
+        let mark = self.store.mark();
         let visited = apply(model, grads, &mut SgdStep(self));
-        let launched = self.gpu.flush();
-        visited.and(launched)
+        super::finish_step(on_gpu, visited, mark, &mut self.store, &mut self.gpu)
     }
 
     fn lr(&self) -> f64 {

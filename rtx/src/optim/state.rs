@@ -13,7 +13,7 @@ use crate::tensor::Tensor;
 use rtx_backends::Storage;
 use rtx_kernels::{DType, Element, Float};
 use std::any::Any;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One exported state tensor: its element type, dims and values in row-major order.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,6 +78,13 @@ enum Slot {
 pub(crate) struct Store {
     tensors: BTreeMap<String, Slot>,
     scalars: BTreeMap<String, f64>,
+}
+
+/// What a failed GPU step goes back to: the scalars (step counts) and which state tensors
+/// existed. Tensor values need no copy: a GPU step changes them only in its final launches.
+pub(crate) struct Mark {
+    scalars: BTreeMap<String, f64>,
+    keys: BTreeSet<String>,
 }
 
 /// The exported name of a parameter's state entry.
@@ -159,6 +166,20 @@ impl Store {
     /// Sets a scalar.
     pub(crate) fn set_scalar(&mut self, key: String, v: f64) {
         self.scalars.insert(key, v);
+    }
+
+    /// The step counts and state names now, to [`Store::rollback`] to.
+    pub(crate) fn mark(&self) -> Mark {
+        Mark {
+            scalars: self.scalars.clone(),
+            keys: self.tensors.keys().cloned().collect(),
+        }
+    }
+
+    /// Back to `mark`: its scalars, and no state tensor that was created after it.
+    pub(crate) fn rollback(&mut self, mark: Mark) {
+        self.scalars = mark.scalars;
+        self.tensors.retain(|k, _| mark.keys.contains(k));
     }
 
     /// Everything, exported; `lr` is added as the scalar `lr`.
