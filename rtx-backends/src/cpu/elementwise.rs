@@ -14,7 +14,7 @@ use std::mem::MaybeUninit;
 /// Outputs up to this many elements are written on the calling thread: waking a pool thread
 /// costs microseconds (more on a busy machine), about what splitting a pass this short saves.
 /// An elementwise result does not depend on the split, so this moves only time.
-const INLINE: usize = 2 * CHUNK;
+pub(crate) const INLINE: usize = 2 * CHUNK;
 
 /// Fills a fresh vector of `n` elements chunk by chunk; `fill(start, chunk)` writes the output
 /// elements `start..start + chunk.len()`.

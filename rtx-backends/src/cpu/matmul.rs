@@ -18,12 +18,16 @@
 //! AVX-512 machines and runs at about half of MKL's speed there (1024³ f32 on one core of a
 //! Sapphire Rapids: 28 ms without, 14 ms with). The kernel, like the cache sizes, is chosen
 //! per machine, so results may differ in the last bits between machines, never between runs.
+//! Outputs of large float products are not zero-filled first (gemm writes every element of
+//! them), and a parallel product started outside the rayon pool runs inside it, so that gemm's
+//! several handoffs per product do not each wait for a pool thread to wake.
 
 use super::elementwise::map;
 use crate::Layout;
 use rayon::prelude::*;
 use rtx_kernels::{DType, Num, f16};
 use std::any::TypeId;
+use std::mem::MaybeUninit;
 
 /// A matrix inside a slice: element (i, j) sits at `offset + i * rs + j * cs`.
 #[derive(Clone, Copy, Debug)]
@@ -78,6 +82,10 @@ impl<'a, E: Copy> MatRef<'a, E> {
 /// Matrices with fewer multiply-adds than this are computed on one thread: splitting them
 /// costs more than it saves. (gemm itself stays on one thread below 48*48*256.)
 const SMALL_MATMUL: usize = 1 << 18;
+
+/// gemm's own threshold (`gemm_common::gemm::DEFAULT_THREADING_THRESHOLD`): it computes
+/// smaller products on one thread even when given the pool, so they are not moved into it.
+const GEMM_THREADS_FROM: usize = 48 * 48 * 256;
 
 /// `dst = lhs · rhs` (or `dst += lhs · rhs` when `accumulate`), with `lhs` m×k, `rhs` k×n and
 /// `dst` dense row-major m×n. `parallel` lets the product use all cores.
@@ -169,37 +177,147 @@ fn call_gemm<T: 'static + Copy + Num>(
     accumulate: bool,
     parallel: bool,
 ) {
-    let parallelism = if parallel && m * n * k >= SMALL_MATMUL {
+    assert_eq!(
+        dst.len(),
+        m * n,
+        "call_gemm: destination has the wrong length"
+    );
+    // SAFETY: `dst` holds exactly m×n initialized elements, which gemm reads only when
+    // `accumulate` asks it to.
+    unsafe { call_gemm_raw((m, n, k), dst.as_mut_ptr(), lhs, rhs, accumulate, parallel) }
+}
+
+/// [`call_gemm`] into raw memory.
+///
+/// # Safety
+/// `dst` points to m×n writable elements (row-major); when `accumulate` they must be
+/// initialized. Without `accumulate`, gemm's main kernels write every element without reading
+/// it (its small-matrix and vector paths may read first: callers pass uninitialized memory
+/// only for matrices that take the main path, see [`WRITES_WITHOUT_READING`]). `lhs` and
+/// `rhs` passed `check_bounds` for m×k and k×n.
+unsafe fn call_gemm_raw<T: 'static + Copy + Num>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut T,
+    lhs: MatRef<'_, T>,
+    rhs: MatRef<'_, T>,
+    accumulate: bool,
+    parallel: bool,
+) {
+    let parallel = parallel && m * n * k >= GEMM_THREADS_FROM && rayon::current_num_threads() > 1;
+    let parallelism = if parallel {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
     };
-    // SAFETY: `gemm_into` checked that every element of the m×k lhs and the k×n rhs lies
-    // inside its slice and that `dst` holds exactly m×n elements; `T` is f32, f64 or f16,
-    // the three types gemm supports, and gemm computes `dst = alpha*dst + beta*lhs*rhs`.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            lhs.data.as_ptr().add(lhs.offset),
-            lhs.cs as isize,
-            lhs.rs as isize,
-            rhs.data.as_ptr().add(rhs.offset),
-            rhs.cs as isize,
-            rhs.rs as isize,
-            T::ONE,
-            T::ONE,
-            false,
-            false,
-            false,
-            parallelism,
-        );
+    let run = |dst: *mut T| {
+        // SAFETY: the caller's contract: every element of the m×k lhs and the k×n rhs lies
+        // inside its slice and `dst` holds m×n elements; `T` is f32, f64 or f16, the three
+        // types gemm supports, and gemm computes `dst = alpha*dst + beta*lhs*rhs`.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                dst,
+                1,
+                n as isize,
+                accumulate,
+                lhs.data.as_ptr().add(lhs.offset),
+                lhs.cs as isize,
+                lhs.rs as isize,
+                rhs.data.as_ptr().add(rhs.offset),
+                rhs.cs as isize,
+                rhs.rs as isize,
+                T::ONE,
+                T::ONE,
+                false,
+                false,
+                false,
+                parallelism,
+            );
+        }
+    };
+    if parallel && rayon::current_thread_index().is_none() {
+        // gemm hands work to the pool several times per product (packing, then the tiles of
+        // each depth block). From a thread outside the pool each handoff blocks the caller
+        // until a pool thread wakes; run inside the pool, the product pays that once.
+        let dst = SendPtr(dst);
+        rayon::scope(move |_| run(dst.get()));
+    } else {
+        run(dst);
     }
+}
+
+/// A raw output pointer moved into the pool for the duration of one product.
+struct SendPtr<T>(*mut T);
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so that a closure captures the whole wrapper, not the field).
+    fn get(&self) -> *mut T {
+        self.0
+    }
+}
+// SAFETY: the pointer is used by one product at a time, which the caller waits for, and the
+// elements it points to (f32, f64, f16) are plain data.
+unsafe impl<T: Send> Send for SendPtr<T> {}
+// SAFETY: as above; gemm splits the writes among its threads by disjoint tiles.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+
+/// The smallest sides of a product that gemm computes through its main kernels, which write
+/// the output without reading it when not accumulating: below, gemm may take a vector or a
+/// small-matrix path that copies the output first, so such outputs are zeroed beforehand.
+const WRITES_WITHOUT_READING: usize = 17;
+
+/// `dst = lhs · rhs` into fresh memory, writing every element of `dst` (m×n, row-major).
+/// Large float products skip zero-filling the output, which gemm would overwrite anyway.
+fn gemm_uninit<E: Num>(
+    (m, n, k): (usize, usize, usize),
+    dst: &mut [MaybeUninit<E>],
+    lhs: MatRef<'_, E>,
+    rhs: MatRef<'_, E>,
+    parallel: bool,
+) {
+    assert_eq!(
+        dst.len(),
+        m * n,
+        "gemm_uninit: destination has the wrong length"
+    );
+    lhs.check_bounds(m, k);
+    rhs.check_bounds(k, n);
+    let direct = k > 0 && m >= WRITES_WITHOUT_READING && n >= WRITES_WITHOUT_READING;
+    if direct {
+        macro_rules! direct {
+            ($t:ty) => {
+                if let (Some(a), Some(b)) =
+                    (same_type::<E, $t>(lhs.data), same_type::<E, $t>(rhs.data))
+                {
+                    // SAFETY: `dst` holds m×n elements of `E`, which is `$t`; the sides are
+                    // large enough for gemm's main kernels, which write each element without
+                    // reading it; the operands passed `check_bounds`.
+                    unsafe {
+                        call_gemm_raw(
+                            (m, n, k),
+                            dst.as_mut_ptr().cast::<$t>(),
+                            retype(lhs, a),
+                            retype(rhs, b),
+                            false,
+                            parallel,
+                        )
+                    };
+                    return;
+                }
+            };
+        }
+        direct!(f32);
+        direct!(f64);
+        direct!(f16);
+    }
+    for d in dst.iter_mut() {
+        d.write(E::ZERO);
+    }
+    // SAFETY: every element was just initialized, and `MaybeUninit<E>` has `E`'s layout.
+    let dst = unsafe { &mut *(dst as *mut [MaybeUninit<E>] as *mut [E]) };
+    gemm_into((m, n, k), dst, lhs, rhs, false, parallel);
 }
 
 /// Output rows per parallel task of the integer loop.
@@ -280,11 +398,13 @@ pub fn matmul<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout) -> Vec<E> {
     let (a_rs, a_cs) = (la.strides()[r - 2], la.strides()[r - 1]);
     let (b_rs, b_cs) = (lb.strides()[r - 2], lb.strides()[r - 1]);
 
-    let mut out = vec![E::ZERO; a_offsets.len() * m * n];
-    if out.is_empty() {
+    let total = a_offsets.len() * m * n;
+    let mut out: Vec<E> = Vec::with_capacity(total);
+    if total == 0 {
         return out;
     }
-    let one = |i: usize, dst: &mut [E], parallel: bool| {
+    let spare = &mut out.spare_capacity_mut()[..total];
+    let one = |i: usize, dst: &mut [MaybeUninit<E>], parallel: bool| {
         let lhs = MatRef {
             data: a,
             offset: a_offsets[i],
@@ -297,17 +417,21 @@ pub fn matmul<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout) -> Vec<E> {
             rs: b_rs,
             cs: b_cs,
         };
-        gemm_into((m, n, k), dst, lhs, rhs, false, parallel);
+        gemm_uninit((m, n, k), dst, lhs, rhs, parallel);
     };
     if a_offsets.len() > 1 && m * n * k < SMALL_MATMUL {
-        out.par_chunks_mut(m * n)
+        spare
+            .par_chunks_mut(m * n)
             .enumerate()
             .for_each(|(i, dst)| one(i, dst, false));
     } else {
-        for (i, dst) in out.chunks_mut(m * n).enumerate() {
+        for (i, dst) in spare.chunks_mut(m * n).enumerate() {
             one(i, dst, true);
         }
     }
+    // SAFETY: `gemm_uninit` wrote every element of each of the batch matrices, which cover
+    // 0..total.
+    unsafe { out.set_len(total) };
     out
 }
 
@@ -375,6 +499,75 @@ mod tests {
         assert_eq!(run::<bf16>(&a, &b, m, k, n), want);
         assert_eq!(run::<i32>(&a, &b, m, k, n), want);
         assert_eq!(run::<i64>(&a, &b, m, k, n), want);
+    }
+
+    /// Products large enough to skip zero-filling the output (each side at least
+    /// `WRITES_WITHOUT_READING`) against the naive product, with row-major, transposed and
+    /// batched operands and an empty depth; the inputs are small integers, so every float
+    /// type must match exactly.
+    #[test]
+    fn unfilled_outputs_are_fully_written() {
+        fn run<E: Num>(m: usize, k: usize, n: usize, transpose: (bool, bool), batch: usize) {
+            let a: Vec<f64> = (0..batch * m * k).map(|i| (i % 5) as f64 - 2.0).collect();
+            let b: Vec<f64> = (0..batch * k * n).map(|i| (i % 7) as f64 - 3.0).collect();
+            // A transposed operand is stored as its transpose and viewed back through strides.
+            let store = |x: &[f64], r: usize, c: usize, t: bool| -> (Vec<E>, Layout) {
+                if !t {
+                    let v = x.iter().map(|&v| E::from_f64(v)).collect();
+                    return (v, Layout::contiguous(&[batch, r, c]));
+                }
+                let mut v = vec![E::ZERO; x.len()];
+                for (p, mat) in x.chunks((r * c).max(1)).enumerate() {
+                    for i in 0..r {
+                        for j in 0..c {
+                            v[p * r * c + j * r + i] = E::from_f64(mat[i * c + j]);
+                        }
+                    }
+                }
+                (v, Layout::contiguous(&[batch, c, r]).transpose(1, 2))
+            };
+            let (av, la) = store(&a, m, k, transpose.0);
+            let (bv, lb) = store(&b, k, n, transpose.1);
+            if transpose.0 && m > 1 && k > 1 {
+                assert!(!la.is_contiguous());
+            }
+            let got: Vec<f64> = matmul(&av, &la, &bv, &lb)
+                .iter()
+                .map(|x| x.to_f64())
+                .collect();
+            let mut want = Vec::new();
+            for p in 0..batch {
+                want.extend(naive(
+                    &a[p * m * k..(p + 1) * m * k],
+                    &b[p * k * n..(p + 1) * k * n],
+                    m,
+                    k,
+                    n,
+                ));
+            }
+            assert_eq!(
+                got, want,
+                "{m}x{k}x{n}, transposed {transpose:?}, batch {batch}"
+            );
+        }
+        for (m, k, n) in [
+            (37, 19, 41),
+            (17, 1, 17),
+            (40, 0, 33),
+            (16, 5, 64),
+            (130, 70, 20),
+        ] {
+            for t in [(false, false), (true, false), (false, true), (true, true)] {
+                run::<f32>(m, k, n, t, 1);
+                run::<f64>(m, k, n, t, 2);
+                run::<f16>(m, k, n, t, 1);
+                run::<i32>(m, k, n, t, 2);
+            }
+        }
+        // Outputs are written in place of whatever the allocator hands back: a product after
+        // a freed buffer full of other values must not see them.
+        drop(vec![f32::NAN; 37 * 41]);
+        run::<f32>(37, 19, 41, (false, false), 1);
     }
 
     #[test]
