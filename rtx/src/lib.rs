@@ -33,7 +33,7 @@ pub use rtx_kernels::{DType, Element, Float, Num, Signed, bf16, f16};
 pub use rtx_macros::{kernel, model};
 pub use tensor::*;
 
-/// The CUDA runtime's user-facing controls: allocator statistics and cache, synchronization,
+/// The CUDA runtime's user-facing controls: allocator statistics, cache and limit, synchronization,
 /// timing events, GPU facts, the compiled-kernel cache directory, and TF32 for f32 matrix
 /// products. Every function returns an error (or 0 / false) where no GPU or CUDA library exists.
 ///
@@ -49,8 +49,8 @@ pub use tensor::*;
 pub mod cuda {
     pub use rtx_backends::cuda::{
         Event, GpuInfo, MemoryStats, allow_tf32, device_count, empty_cache, gpu_info, is_available,
-        kernel_cache_dir, memory_stats, nvrtc_version, reset_peak_stats, set_allow_tf32,
-        set_kernel_cache_dir, synchronize,
+        kernel_cache_dir, memory_limit, memory_stats, nvrtc_version, reset_peak_stats,
+        set_allow_tf32, set_kernel_cache_dir, set_memory_fraction, set_memory_limit, synchronize,
     };
 }
 
