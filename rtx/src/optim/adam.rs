@@ -208,8 +208,14 @@ impl Optimizer for Adam {
         }
         let on_gpu = super::on_gpu(model, grads);
         let mark = self.store.mark();
-        let visited = apply(model, grads, &mut AdamStep(self));
-        super::finish_step(on_gpu, visited, mark, &mut self.store, &mut self.gpu)
+        let visited = apply(model, grads, &mut AdamStep(self), !on_gpu);
+        super::finish_step(
+            (model, grads),
+            on_gpu,
+            visited,
+            (mark, &mut self.store),
+            &mut self.gpu,
+        )
     }
 
     fn lr(&self) -> f64 {

@@ -115,16 +115,19 @@ pub(crate) fn owned_storage<S: Shape, E: Float>(t: &mut Tensor<S, E>) -> Result<
 }
 
 /// Runs `u` on every parameter of `model` that has a gradient, under `no_grad`, and makes each
-/// updated parameter a fresh leaf; stops at the first error. CPU updates happen here, one
-/// parameter after another; GPU updates are only queued, for [`finish_step`] to launch.
+/// updated parameter a fresh leaf (at once when `renew` is set, else in [`finish_step`]);
+/// stops at the first error. CPU updates happen here, one parameter after another; GPU updates
+/// are only queued, for [`finish_step`] to launch.
 pub(crate) fn apply<M: Module, U: ParamUpdate>(
     model: &mut M,
     grads: &Gradients,
     u: &mut U,
+    renew: bool,
 ) -> Result<()> {
     struct Apply<'a, U> {
         u: &'a mut U,
         grads: &'a Gradients,
+        renew: bool,
         err: Option<Error>,
     }
     impl<U: ParamUpdate> VisitorMut for Apply<'_, U> {
@@ -142,7 +145,8 @@ pub(crate) fn apply<M: Module, U: ParamUpdate>(
                 return;
             };
             match crate::no_grad(|| self.u.update(name, t, &g)) {
-                Ok(()) => *t = t.detach().requires_grad(),
+                Ok(()) if self.renew => *t = t.detach().requires_grad(),
+                Ok(()) => {}
                 Err(e) => self.err = Some(e),
             }
         }
@@ -150,6 +154,7 @@ pub(crate) fn apply<M: Module, U: ParamUpdate>(
     let mut a = Apply {
         u,
         grads,
+        renew,
         err: None,
     };
     model.visit_mut("", &mut a);
@@ -180,11 +185,13 @@ pub(crate) fn on_gpu<M: Module>(model: &M, grads: &Gradients) -> bool {
 /// the step counts back, leaving parameters and state as they were. A model with parameters of
 /// several element types launches one group per type; if a later group's launch fails, the
 /// earlier groups' updates stay applied.
-pub(crate) fn finish_step(
+/// The parameters keep their tape nodes until the launch succeeded (`apply` ran with `renew`
+/// off), so that the same gradients still find them when the step is tried again.
+pub(crate) fn finish_step<M: Module>(
+    (model, grads): (&mut M, &Gradients),
     on_gpu: bool,
     visited: Result<()>,
-    mark: state::Mark,
-    store: &mut state::Store,
+    (mark, store): (state::Mark, &mut state::Store),
     queue: &mut multi::GpuSteps,
 ) -> Result<()> {
     let result = match visited {
@@ -194,10 +201,25 @@ pub(crate) fn finish_step(
             Err(e)
         }
     };
-    if result.is_err() && on_gpu {
-        store.rollback(mark);
+    match (&result, on_gpu) {
+        (Err(_), true) => store.rollback(mark),
+        (Ok(()), true) => renew_leaves(model, grads),
+        _ => {}
     }
     result
+}
+
+/// Makes every parameter of `model` that has a gradient in `grads` a fresh leaf.
+fn renew_leaves<M: Module>(model: &mut M, grads: &Gradients) {
+    struct Renew<'a>(&'a Gradients);
+    impl VisitorMut for Renew<'_> {
+        fn visit_mut<S: Shape, E: Float>(&mut self, _: &str, t: &mut Tensor<S, E>, k: TensorKind) {
+            if k == TensorKind::Parameter && self.0.get(t).is_some() {
+                *t = t.detach().requires_grad();
+            }
+        }
+    }
+    model.visit_mut("", &mut Renew(grads));
 }
 
 #[cfg(test)]
