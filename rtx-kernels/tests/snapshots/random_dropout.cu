@@ -229,35 +229,31 @@ __device__ __forceinline__ void random_dropout_impl(const S* x, S* out, unsigned
     unsigned int c3 = 0u;
     unsigned int k0 = ((unsigned int)(seed));
     unsigned int k1 = ((unsigned int)((seed >> 32u)));
-    {
-      const unsigned long long rtx_t0 = 10ull;
-      for (unsigned long long rnd = 0ull; rnd < rtx_t0; rnd += 1) {
-        if ((rnd > 0ull)) {
-          k0 = ((unsigned int)(k0 + 2654435769u));
-          k1 = ((unsigned int)(k1 + 3144134277u));
-        }
-        unsigned int hi0 = __umulhi(3528531795u, c0);
-        unsigned int lo0 = ((unsigned int)(3528531795u * c0));
-        unsigned int hi1 = __umulhi(3449720151u, c2);
-        unsigned int lo1 = ((unsigned int)(3449720151u * c2));
-        unsigned int n0 = ((hi1 ^ c1) ^ k0);
-        unsigned int n2 = ((hi0 ^ c3) ^ k1);
-        c0 = n0;
-        c1 = lo1;
-        c2 = n2;
-        c3 = lo0;
+    #pragma unroll
+    for (unsigned long long rnd = 0ull; rnd < 10ull; rnd += 1) {
+      if ((rnd > 0ull)) {
+        k0 = ((unsigned int)(k0 + 2654435769u));
+        k1 = ((unsigned int)(k1 + 3144134277u));
       }
+      unsigned int hi0 = __umulhi(3528531795u, c0);
+      unsigned int lo0 = ((unsigned int)(3528531795u * c0));
+      unsigned int hi1 = __umulhi(3449720151u, c2);
+      unsigned int lo1 = ((unsigned int)(3449720151u * c2));
+      unsigned int n0 = ((hi1 ^ c1) ^ k0);
+      unsigned int n2 = ((hi0 ^ c3) ^ k1);
+      c0 = n0;
+      c1 = lo1;
+      c2 = n2;
+      c3 = lo0;
     }
-    {
-      const unsigned long long rtx_t1 = 4ull;
-      for (unsigned long long j = 0ull; j < rtx_t1; j += 1) {
-        unsigned long long i = ((b * 4ull) + j);
-        if ((i < n)) {
-          unsigned int w = ((j == 0ull) ? c0 : ((j == 1ull) ? c1 : ((j == 2ull) ? c2 : c3)));
-          A k = ((A)(((long long)((((unsigned long long)(w)) < threshold)))));
-          const unsigned long long rtx_t2 = i;
-          out[rtx_t2] = rtx_elem<S>::narrow(((rtx_elem<S>::widen(x[i]) * k) * scale));
-        }
+    #pragma unroll
+    for (unsigned long long j = 0ull; j < 4ull; j += 1) {
+      unsigned long long i = ((b * 4ull) + j);
+      if ((i < n)) {
+        unsigned int w = ((j == 0ull) ? c0 : ((j == 1ull) ? c1 : ((j == 2ull) ? c2 : c3)));
+        A k = ((A)(((long long)((((unsigned long long)(w)) < threshold)))));
+        const unsigned long long rtx_t0 = i;
+        out[rtx_t0] = rtx_elem<S>::narrow(((rtx_elem<S>::widen(x[i]) * k) * scale));
       }
     }
     b += step;
