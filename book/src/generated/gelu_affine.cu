@@ -36,7 +36,10 @@ __device__ __forceinline__ void gelu_affine_strided(const S* x, rtx_strides rtx_
   for (unsigned long long rtx_i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; rtx_i < rtx_n; rtx_i += rtx_step) {
     unsigned long long rtx_rem = rtx_i;
     long long rtx_o_x = rtx_st_x.offset;
-    for (int rtx_d = (int)rtx_dims.rank - 1; rtx_d >= 0; --rtx_d) {
+    const int rtx_rank = (int)rtx_dims.rank;
+    #pragma unroll
+    for (int rtx_d = 5; rtx_d >= 0; --rtx_d) {
+      if (rtx_d >= rtx_rank) continue;
       unsigned long long rtx_c = rtx_rem;
       if (rtx_d > 0) {
         const unsigned long long rtx_dim = rtx_dims.dims[rtx_d];
