@@ -348,6 +348,7 @@ fn launch_arguments_are_checked() {
     assert!(big.is_err());
 }
 
+// ANCHOR: table_kernel
 /// A SIMT kernel over a table of buffers (the book's example): one block per buffer.
 #[rtx::kernel]
 fn axpy_all<T: Float>(ys: &[&mut [T]], xs: &[&[T]], lens: &[usize], n: usize, a: T) {
@@ -360,9 +361,11 @@ fn axpy_all<T: Float>(ys: &[&mut [T]], xs: &[&[T]], lens: &[usize], n: usize, a:
         }
     }
 }
+// ANCHOR_END: table_kernel
 
 #[test]
 fn a_table_of_buffers_is_indexed_row_then_element() {
+    // ANCHOR: table_call
     let (mut y0, mut y1) = (vec![1.0f32], vec![1.0f32, 2.0, 3.0]);
     axpy_all(
         LaunchConfig::new(2, 32),
@@ -374,6 +377,7 @@ fn a_table_of_buffers_is_indexed_row_then_element() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((y0, y1), (vec![3.0], vec![3.0, 4.0, 5.0]));
+    // ANCHOR_END: table_call
     // Tables are launched by the backends' entry points, not over tensors.
     let x: Tensor<(usize,)> = Tensor::from_vec(vec![1.0, 2.0], (2,), Device::Cpu);
     let mut out: Tensor<(usize,)> = Tensor::zeros((2,), Device::Cpu);
