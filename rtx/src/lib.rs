@@ -15,9 +15,11 @@
 #![warn(missing_docs)]
 
 pub mod autograd;
+pub mod compile;
 pub mod data;
 mod error;
 pub mod io;
+pub mod ir;
 pub mod kernel;
 pub mod nn;
 pub mod optim;

@@ -236,12 +236,40 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 }
 
-/// The gradients of one [`Tensor::backward`] call, read back with each parameter's own type.
+/// The gradients of one [`Tensor::backward`] call (or of a static backward,
+/// [`crate::compile`]), read back with each parameter's own type.
+#[derive(Default)]
 pub struct Gradients {
     by_node: HashMap<u64, Erased>,
 }
 
 impl Gradients {
+    /// No gradients yet; a static backward adds them with [`Gradients::add`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `grad` to the gradient of `param`. A parameter that does not track gradients
+    /// (frozen, or never given [`Tensor::requires_grad`]) gets none, as with the tape.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let w: Tensor<Rank1<2>> = Tensor::ones((Const,), Device::Cpu).requires_grad();
+    /// let mut grads = rtx::Gradients::new();
+    /// grads.add(&w, Tensor::from_array([1.0, 2.0], Device::Cpu));
+    /// grads.add(&w, Tensor::from_array([1.0, 2.0], Device::Cpu));
+    /// assert_eq!(grads.get(&w).unwrap().to_vec(), vec![2.0, 4.0]);
+    /// ```
+    pub fn add<S: Shape, E: Float>(&mut self, param: &Tensor<S, E>, grad: Tensor<S, E>) {
+        let Some(node) = param.node() else { return };
+        let grad: Erased = Arc::new(grad.detach());
+        let merged = match self.by_node.remove(&node.id) {
+            Some(prev) => no_grad(|| (node.accumulate)(&prev, &grad)),
+            None => grad,
+        };
+        self.by_node.insert(node.id, merged);
+    }
+
     /// The gradient of `param`, shaped like it; `None` when the loss does not depend on it.
     pub fn get<S: Shape, E: Float>(&self, param: &Tensor<S, E>) -> Option<Tensor<S, E>> {
         let id = param.node()?.id;

@@ -120,6 +120,32 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: MatmulShapes<R>,
     {
+        let (out, saved) = self.matmul_saving(rhs)?;
+        if !autograd::must_record(&[self.node(), rhs.node()]) {
+            return Ok(out);
+        }
+        // Only the operands that need a gradient get one: the first layer's input costs a
+        // product as large as the forward's otherwise.
+        let (need_a, need_b) = (self.node().is_some(), rhs.node().is_some());
+        let inputs = vec![self.node().cloned(), rhs.node().cloned()];
+        Ok(out.record(inputs, move |g| {
+            let (da, db) = ok(saved.grads(g, need_a, need_b));
+            vec![da.and_then(autograd::erase), db.and_then(autograd::erase)]
+        }))
+    }
+
+    /// The product without recording, and what its backward needs.
+    pub(crate) fn matmul_saving<R: Shape>(
+        &self,
+        rhs: &Tensor<R, E>,
+    ) -> Result<(
+        Tensor<<S as MatmulShapes<R>>::Output, E>,
+        MatmulGrad<S, R, E>,
+    )>
+    where
+        E: Num,
+        S: MatmulShapes<R>,
+    {
         let mismatch = |rule| Error::ShapeMismatch {
             op: "matmul",
             lhs: describe(&self.shape()),
@@ -152,73 +178,95 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let shape = <S as MatmulShapes<R>>::Output::from_dims(&dims)
             .ok_or_else(|| mismatch("the batch dimensions of a batched matmul must agree"))?;
         let out = Tensor::from_storage(out, shape);
-        if !autograd::must_record(&[self.node(), rhs.node()]) {
-            return Ok(out);
-        }
-        // Backward in the [batch.., M, K] x [batch.., K, N] form the product ran in:
-        // dA = G Bᵀ and dB = Aᵀ G, summed over batch dims an operand was broadcast along.
-        // Only the operands that need a gradient get one: the first layer's input costs a
-        // product as large as the forward's otherwise.
-        let (need_a, need_b) = (self.node().is_some(), rhs.node().is_some());
         let (a_batched, b_batched) = (!a.batch.is_empty(), !b.batch.is_empty());
-        // An operand that is a transposed view (`w.t()` in `Linear`) gets its gradient in the
-        // same memory order, computed as the transposed product: the gradient then reaches the
-        // transpose's own backward as a transposed view, and leaves it dense, so no strided
-        // copy is needed anywhere downstream (the optimizer reads it as it is).
-        let (a_t, b_t) = (
-            transposed_operand(self.layout(), a_batched, full_rank(batch)),
-            transposed_operand(rhs.layout(), b_batched, full_rank(batch)),
-        );
-        let (x, w) = (self.detach(), rhs.detach());
         let mut full = batch.to_vec();
         full.extend([a.rows, b.cols]);
-        let inputs = vec![self.node().cloned(), rhs.node().cloned()];
-        Ok(out.record(inputs, move |g| {
-            let g = g.contiguous();
-            let r = full.len();
-            let lg = Layout::contiguous(&full).with_offset(g.layout().offset());
-            let lgt = lg.transpose(r - 2, r - 1);
-            let batch_numel: usize = full[..r - 2].iter().product();
-            let collapse = |grad: Result<Storage<E>>, batched: bool, numel: usize| {
-                let grad = ok(grad);
-                if batched || r == 2 {
-                    return grad;
-                }
-                let l = Layout::contiguous(&[batch_numel, numel]);
-                ok(grad.reduce(&l, 0, ReduceOp::Sum).map_err(Into::into))
-            };
-            let da = need_a.then(|| {
-                if a_t {
-                    // dAᵀ = B Gᵀ, dense [batch.., K, M], seen as [batch.., M, K].
-                    let s = ok(w
-                        .storage()
-                        .matmul(&lb, g.storage(), &lgt)
-                        .map_err(Error::from));
-                    return transposed_grad(s, x.layout(), x.shape());
-                }
-                let s = g
-                    .storage()
-                    .matmul(&lg, w.storage(), &lb.transpose(r - 2, r - 1));
-                let s = collapse(s.map_err(Error::from), a_batched, x.numel());
-                Tensor::from_storage(s, x.shape())
-            });
-            let db = need_b.then(|| {
-                if b_t {
-                    // dBᵀ = Gᵀ A, dense [batch.., N, K], seen as [batch.., K, N].
-                    let s = ok(g
-                        .storage()
-                        .matmul(&lgt, x.storage(), &la)
-                        .map_err(Error::from));
-                    return transposed_grad(s, w.layout(), w.shape());
-                }
-                let s = x
-                    .storage()
-                    .matmul(&la.transpose(r - 2, r - 1), g.storage(), &lg);
-                let s = collapse(s.map_err(Error::from), b_batched, w.numel());
-                Tensor::from_storage(s, w.shape())
-            });
-            vec![da.and_then(autograd::erase), db.and_then(autograd::erase)]
-        }))
+        let saved = MatmulGrad {
+            // An operand that is a transposed view (`w.t()` in `Linear`) gets its gradient in
+            // the same memory order, computed as the transposed product: the gradient then
+            // reaches the transpose's own backward as a transposed view, and leaves it dense,
+            // so no strided copy is needed anywhere downstream (the optimizer reads it as is).
+            a_t: transposed_operand(self.layout(), a_batched, full_rank(batch)),
+            b_t: transposed_operand(rhs.layout(), b_batched, full_rank(batch)),
+            x: self.detach(),
+            w: rhs.detach(),
+            la,
+            lb,
+            full,
+            a_batched,
+            b_batched,
+        };
+        Ok((out, saved))
+    }
+}
+
+/// What the backward of one product needs: its operands, the layouts the product ran in,
+/// and whether each operand's gradient is computed transposed.
+pub(crate) struct MatmulGrad<S: Shape, R: Shape, E: Element> {
+    x: Tensor<S, E>,
+    w: Tensor<R, E>,
+    la: Layout,
+    lb: Layout,
+    /// The product's sizes, `[batch.., M, N]`.
+    full: Vec<usize>,
+    a_t: bool,
+    b_t: bool,
+    a_batched: bool,
+    b_batched: bool,
+}
+
+impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
+    /// The operands' gradients from the product's gradient `g`, for those asked for.
+    ///
+    /// In the `[batch.., M, K] x [batch.., K, N]` form the product ran in: `dA = G Bᵀ` and
+    /// `dB = Aᵀ G`, summed over batch dims an operand was broadcast along.
+    pub(crate) fn grads<O: Shape>(
+        &self,
+        g: &Tensor<O, E>,
+        need_a: bool,
+        need_b: bool,
+    ) -> Result<(Option<Tensor<S, E>>, Option<Tensor<R, E>>)> {
+        let (x, w, full) = (&self.x, &self.w, &self.full);
+        let (la, lb) = (&self.la, &self.lb);
+        let g = g.try_contiguous()?;
+        let r = full.len();
+        let lg = Layout::contiguous(full).with_offset(g.layout().offset());
+        let lgt = lg.transpose(r - 2, r - 1);
+        let batch_numel: usize = full[..r - 2].iter().product();
+        let collapse = |grad: Storage<E>, batched: bool, numel: usize| -> Result<Storage<E>> {
+            if batched || r == 2 {
+                return Ok(grad);
+            }
+            let l = Layout::contiguous(&[batch_numel, numel]);
+            Ok(grad.reduce(&l, 0, ReduceOp::Sum)?)
+        };
+        let da = if !need_a {
+            None
+        } else if self.a_t {
+            // dAᵀ = B Gᵀ, dense [batch.., K, M], seen as [batch.., M, K].
+            let s = w.storage().matmul(lb, g.storage(), &lgt)?;
+            Some(transposed_grad(s, x.layout(), x.shape()))
+        } else {
+            let s = g
+                .storage()
+                .matmul(&lg, w.storage(), &lb.transpose(r - 2, r - 1))?;
+            let s = collapse(s, self.a_batched, x.numel())?;
+            Some(Tensor::from_storage(s, x.shape()))
+        };
+        let db = if !need_b {
+            None
+        } else if self.b_t {
+            // dBᵀ = Gᵀ A, dense [batch.., N, K], seen as [batch.., K, N].
+            let s = g.storage().matmul(&lgt, x.storage(), la)?;
+            Some(transposed_grad(s, w.layout(), w.shape()))
+        } else {
+            let s = x
+                .storage()
+                .matmul(&la.transpose(r - 2, r - 1), g.storage(), &lg)?;
+            let s = collapse(s, self.b_batched, w.numel())?;
+            Some(Tensor::from_storage(s, w.shape()))
+        };
+        Ok((da, db))
     }
 }
 

@@ -125,6 +125,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         &self.storage
     }
 
+    /// The shared storage handle itself.
+    pub(crate) fn storage_arc(&self) -> &Arc<Storage<E>> {
+        &self.storage
+    }
+
     /// The layout over the storage.
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
