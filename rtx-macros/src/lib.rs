@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+mod forward;
 mod kernel;
 mod model;
 

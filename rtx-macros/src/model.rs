@@ -36,17 +36,7 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
                 expand_struct(s.into())
             }
         }
-        Item::Impl(imp) => {
-            // Keep the impl, so its methods still exist and no further errors cascade from
-            // its absence; only the attribute itself is refused.
-            let err = syn::Error::new(
-                imp.impl_token.span,
-                "`#[model]` on an impl block (compiling the forward pass) is not implemented \
-                 yet: remove the attribute; the forward pass runs eagerly as written",
-            )
-            .to_compile_error();
-            return quote!(#err #imp);
-        }
+        Item::Impl(imp) => return crate::forward::expand(attr, imp),
         Item::Enum(e) => Err(syn::Error::new(
             e.enum_token.span,
             "`#[model]` needs a struct with named fields, not an enum: its field names become \

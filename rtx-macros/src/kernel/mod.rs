@@ -97,6 +97,11 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+/// [`expand`] on a function another macro generated (`#[model]`'s fused kernels).
+pub fn expand_item(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
+    expand_fn(attr, item)
+}
+
 fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
     let args = parse_args(attr)?;
     let mode = match args.kind {

@@ -131,7 +131,8 @@ pub fn fused1<K: Elementwise<1>, A: Shape, E: Float>(
 ///     let x: Tensor<Rank1<2>> = Tensor::from_array([1.0, 2.0], Device::Cpu);
 ///     let (y, backward) = rtx::compile::fused::fused1_train(cube::Op, &x, &[]);
 ///     assert_eq!(y.to_vec(), vec![1.0, 8.0]);
-///     let dx = backward(&y.ones_like(), [true]).unwrap();
+///     let (dx,) = backward(&y.ones_like(), [true]);
+///     let dx = dx.unwrap();
 ///     assert_eq!(dx.to_vec(), vec![3.0, 12.0]);
 /// }
 /// ```
@@ -145,7 +146,7 @@ pub fn fused1_train<K: Elementwise<1>, A: Shape, E: Float>(
     uniforms: &[f64],
 ) -> (
     Tensor<A, E>,
-    impl FnOnce(&Tensor<A, E>, [bool; 1]) -> Option<Tensor<A, E>> + use<K, A, E>,
+    impl FnOnce(&Tensor<A, E>, [bool; 1]) -> (Option<Tensor<A, E>>,) + use<K, A, E>,
 ) {
     let _ = kernel;
     let (out, ops) = ok(operands::<A, E, 1>(K::KERNEL.name, [input(a)]));
@@ -153,7 +154,7 @@ pub fn fused1_train<K: Elementwise<1>, A: Shape, E: Float>(
     let u = uniforms.to_vec();
     let sa = a.shape();
     (y, move |dy: &Tensor<A, E>, need: [bool; 1]| {
-        grad_of::<K, 1, A, A, E>(&ops, dy, need, 0, &u, sa)
+        (grad_of::<K, 1, A, A, E>(&ops, dy, need, 0, &u, sa),)
     })
 }
 

@@ -15,8 +15,7 @@ use crate::tensor::{MatmulShapes, Tensor};
 use rtx_kernels::Float;
 use rtx_kernels::op::{BinaryOp, Op};
 
-impl<'a, S, const I: usize, const O: usize, E> StaticForward<(&'a Tensor<S, E>,)>
-    for Linear<I, O, E>
+impl<S, const I: usize, const O: usize, E> StaticForward<(Tensor<S, E>,)> for Linear<I, O, E>
 where
     S: MatmulShapes<(Const<I>, Const<O>)>,
     LinearOut<S, I, O>: BroadcastShapes<(Const<O>,), Output = LinearOut<S, I, O>>,
@@ -25,13 +24,13 @@ where
     type Output = Tensor<LinearOut<S, I, O>, E>;
     type ArgGrads = (Option<Tensor<S, E>>,);
 
-    fn forward_fused(&self, (x,): (&'a Tensor<S, E>,)) -> Self::Output {
-        self.forward(x)
+    fn forward_fused(&self, (x,): (Tensor<S, E>,)) -> Self::Output {
+        self.forward(&x)
     }
 
     fn forward_train(
         &self,
-        args: (&'a Tensor<S, E>,),
+        args: (Tensor<S, E>,),
     ) -> (
         Self::Output,
         impl FnOnce(Self::Output, &mut Gradients, bool) -> Self::ArgGrads,
@@ -46,7 +45,7 @@ where
 
     fn forward_train_deferred(
         &self,
-        (x,): (&'a Tensor<S, E>,),
+        (x,): (Tensor<S, E>,),
     ) -> (
         Deferred<Self::Output>,
         impl FnOnce(Self::Output, &mut Gradients, bool) -> Self::ArgGrads,
@@ -68,7 +67,7 @@ where
         (Deferred { value: raw, bias }, backward)
     }
 
-    fn forward_fused_deferred(&self, (x,): (&'a Tensor<S, E>,)) -> Deferred<Self::Output> {
+    fn forward_fused_deferred(&self, (x,): (Tensor<S, E>,)) -> Deferred<Self::Output> {
         let raw = x.matmul(&self.weight.t());
         let bias = self.bias.as_ref().map(|b| bias_view(b, &raw));
         Deferred { value: raw, bias }

@@ -11,6 +11,8 @@
 //! [`Gradients`] under the parameter's own tape node, so optimizers read both alike.
 
 pub mod fused;
+#[doc(hidden)]
+pub mod glue;
 pub mod grad;
 mod layers;
 
@@ -19,9 +21,9 @@ use crate::ir;
 
 /// A layer or model whose forward can run fused and be differentiated without the tape.
 ///
-/// `Args` is the forward's arguments as a tuple (`(&Tensor<S, E>,)` for a one-argument
-/// forward); `ArgGrads` holds one entry per argument: a tensor of the argument's type for a
-/// float tensor, `()` for anything that takes no gradient (indices, masks).
+/// `Args` is the forward's arguments as a tuple of tensors (`(Tensor<S, E>,)` for a
+/// one-argument forward; tensors are cheap handles, and owning them keeps the backward free
+/// of the caller's borrows). `ArgGrads` holds one `Option` per argument.
 ///
 /// ```
 /// use rtx::prelude::*;
@@ -30,7 +32,7 @@ use crate::ir;
 /// let mut fc = Linear::<3, 2>::new(Device::Cpu, 0);
 /// fc.track_gradients();
 /// let x: Tensor<Rank2<4, 3>> = Tensor::ones((Const, Const), Device::Cpu);
-/// let (y, backward) = fc.forward_train((&x,));
+/// let (y, backward) = fc.forward_train((x,));
 /// let mut grads = Gradients::new();
 /// let (dx,) = backward(y.ones_like(), &mut grads, true);
 /// assert_eq!(dx.unwrap().dims(), &[4, 3]);

@@ -6,7 +6,9 @@
 //! Skeleton: the serialized form, loader, DOT export and summary are being written.
 
 use crate::shape::Shape;
+use crate::shape::rules::BroadcastShapes;
 use crate::tensor::Tensor;
+use rtx_kernels::op::{BinaryOp, Op, UnaryOp};
 use rtx_kernels::{DType, Element};
 use std::marker::PhantomData;
 
@@ -33,6 +35,8 @@ pub enum IrOp {
     Op(rtx_kernels::op::Op),
     /// A view with its axes permuted.
     Permute(Vec<usize>),
+    /// A number.
+    Constant(f64),
 }
 
 /// One node: an op, its inputs, and the type of its result.
@@ -139,6 +143,49 @@ impl Builder {
         r
     }
 
+    /// Runs `f`; the nodes it adds belong to the fused kernel `name`.
+    pub fn kernel<R>(&mut self, name: &str, f: impl FnOnce(&mut Self) -> R) -> R {
+        let _ = name;
+        f(self)
+    }
+
+    /// An elementwise op of one input.
+    pub fn unary<S: Shape, E: Element>(&mut self, x: Value<S, E>, op: UnaryOp) -> Value<S, E> {
+        self.node(IrOp::Op(Op::Unary(op)), &[x.id])
+    }
+
+    /// An elementwise op of two inputs broadcast together.
+    pub fn binary<A, B, E>(
+        &mut self,
+        a: Value<A, E>,
+        b: Value<B, E>,
+        op: BinaryOp,
+    ) -> Value<<A as BroadcastShapes<B>>::Output, E>
+    where
+        A: BroadcastShapes<B>,
+        B: Shape,
+        E: Element,
+    {
+        self.node(IrOp::Op(Op::Binary(op)), &[a.id, b.id])
+    }
+
+    /// An elementwise op of a tensor and a number.
+    pub fn binary_scalar<S: Shape, E: Element>(
+        &mut self,
+        x: Value<S, E>,
+        c: f64,
+        op: BinaryOp,
+        scalar_on_left: bool,
+    ) -> Value<S, E> {
+        let k = self.node::<(), E>(IrOp::Constant(c), &[]);
+        let ins = if scalar_on_left {
+            [k.id, x.id]
+        } else {
+            [x.id, k.id]
+        };
+        self.node(IrOp::Op(Op::Binary(op)), &ins)
+    }
+
     /// Marks `v` as a result of the forward.
     pub fn output<S: Shape, E: Element>(&mut self, v: Value<S, E>) {
         self.graph.outputs.push(v.id);
@@ -160,22 +207,22 @@ impl<S: Shape, E: Element> IrValue for Tensor<S, E> {
     type Value = Value<S, E>;
 }
 
-/// A forward's argument tuple as values in a graph: `(&Tensor<S, E>,)` is `(Value<S, E>,)`.
+/// A forward's argument tuple as values in a graph: `(Tensor<S, E>,)` is `(Value<S, E>,)`.
 pub trait IrArgs {
     /// The values, one per argument.
     type Values;
 }
 
-impl<A: Shape, EA: Element> IrArgs for (&Tensor<A, EA>,) {
+impl<A: Shape, EA: Element> IrArgs for (Tensor<A, EA>,) {
     type Values = (Value<A, EA>,);
 }
 
-impl<A: Shape, EA: Element, B: Shape, EB: Element> IrArgs for (&Tensor<A, EA>, &Tensor<B, EB>) {
+impl<A: Shape, EA: Element, B: Shape, EB: Element> IrArgs for (Tensor<A, EA>, Tensor<B, EB>) {
     type Values = (Value<A, EA>, Value<B, EB>);
 }
 
 impl<A: Shape, EA: Element, B: Shape, EB: Element, C: Shape, EC: Element> IrArgs
-    for (&Tensor<A, EA>, &Tensor<B, EB>, &Tensor<C, EC>)
+    for (Tensor<A, EA>, Tensor<B, EB>, Tensor<C, EC>)
 {
     type Values = (Value<A, EA>, Value<B, EB>, Value<C, EC>);
 }

@@ -1,0 +1,578 @@
+//! The code for one planned forward: the fused forward, the forward for training with its
+//! static backward, and the IR builder, as the three methods of an
+//! `rtx::compile::StaticForward` impl.
+//!
+//! Every step of the forward is one statement here, in the same order, with the same
+//! internal names, so a reader of `cargo expand` output can follow it against the source.
+//! The backward visits the steps in reverse: each step's gradient slot (`g__name`), once
+//! filled, goes through that step's backward closure (`b__name`) into its inputs' slots, or
+//! into [`Gradients`] for parameters.
+
+use super::parse::{Bin, ElemOp, Forward, Kind, MethodArg, Operand};
+use super::plan::{Chain, Plan, reads};
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::Ident;
+
+/// What the emitters share: the parsed forward, its plan and the kernels' names.
+pub struct Cx<'a> {
+    pub f: &'a Forward,
+    pub plan: &'a Plan,
+    /// For each chain: its kernel, and its bias variant when it takes a deferred input.
+    pub kernels: Vec<(Ident, Option<Ident>)>,
+}
+
+/// The name of a value's backward (`b`), need flag (`n`) or gradient slot (`g`):
+/// `__rtx_h_2` gives `__rtx_g_h_2`.
+fn aux(kind: &str, v: &Ident) -> Ident {
+    let s = v.to_string();
+    let base = s.strip_prefix("__rtx_").unwrap_or(&s);
+    format_ident!("__rtx_{}_{}", kind, base, span = v.span())
+}
+
+/// `&x` for a tensor operand (a deferred call's output is its value before the bias).
+fn tensor_ref(cx: &Cx, op: &Operand) -> TokenStream {
+    match op {
+        Operand::Var(v) if is_deferred_var(cx, v) => quote!(&#v.value),
+        Operand::Var(v) => quote!(&#v),
+        Operand::Field(t, _) => quote!(&#t),
+        Operand::Lit(v) => {
+            let lit = proc_macro2::Literal::f64_unsuffixed(*v);
+            quote!(#lit)
+        }
+        Operand::Const(p) => quote!(#p),
+    }
+}
+
+fn is_deferred_var(cx: &Cx, v: &Ident) -> bool {
+    cx.plan
+        .deferred_calls
+        .iter()
+        .any(|&s| cx.f.steps[s].target == *v)
+}
+
+/// The uniforms of a chain: `&[A as f64, ..]`.
+fn uniforms(chain: &Chain) -> TokenStream {
+    let u = &chain.uniforms;
+    quote!(&[#((#u) as f64),*])
+}
+
+/// The fused function of an arity: `fusedN` or `fusedN_train`.
+fn fused_fn(n: usize, train: bool) -> TokenStream {
+    let name = if train {
+        format_ident!("fused{}_train", n)
+    } else {
+        format_ident!("fused{}", n)
+    };
+    quote!(::rtx::compile::fused::#name)
+}
+
+/// The arguments of a chain's kernel, and with the bias variant, the bias after the
+/// deferred input.
+fn chain_args(cx: &Cx, chain: &Chain, bias: Option<TokenStream>) -> Vec<TokenStream> {
+    let mut out = Vec::new();
+    for (k, op) in chain.inputs.iter().enumerate() {
+        out.push(tensor_ref(cx, op));
+        if chain.deferred == Some(k)
+            && let Some(b) = &bias
+        {
+            out.push(b.clone());
+        }
+    }
+    out
+}
+
+/// The user's type on a `let`, restated after the step so inference sees it (not for a
+/// deferred call, whose value waits for its bias).
+fn annotate(cx: &Cx, i: usize) -> TokenStream {
+    let s = &cx.f.steps[i];
+    let t = &s.target;
+    match &s.ty {
+        Some(ty) if !cx.plan.deferred_calls.contains(&i) => quote!(let #t: #ty = #t;),
+        _ => quote!(),
+    }
+}
+
+/// Whether step `i` is computed on its own (not inside a chain, or a chain's root).
+fn materialized(cx: &Cx, i: usize) -> bool {
+    match cx.plan.chain_of.get(&i) {
+        Some(&c) => cx.plan.chains[c].root() == i,
+        None => true,
+    }
+}
+
+/// The body of `forward_fused`: each step run for inference.
+pub fn fused_body(cx: &Cx) -> TokenStream {
+    let mut out = Vec::new();
+    for (i, s) in cx.f.steps.iter().enumerate() {
+        if !materialized(cx, i) {
+            continue;
+        }
+        let t = &s.target;
+        let sp = s.span;
+        let stmt = match (&s.kind, cx.plan.chain_of.get(&i)) {
+            (Kind::Elem { .. }, Some(&c)) => {
+                let chain = &cx.plan.chains[c];
+                let (k, kb) = &cx.kernels[c];
+                let u = uniforms(chain);
+                let n = chain.inputs.len();
+                let plain = fused_fn(n, false);
+                let args = chain_args(cx, chain, None);
+                match (chain.deferred, kb) {
+                    (Some(d), Some(kb)) => {
+                        let Operand::Var(v) = &chain.inputs[d] else {
+                            unreachable!("a deferred input is a variable")
+                        };
+                        let with = fused_fn(n + 1, false);
+                        let bargs = chain_args(cx, chain, Some(quote!(__rtx_bias)));
+                        quote_spanned! {sp=>
+                            let #t = match &#v.bias {
+                                Some(__rtx_bias) => #with(#kb::Op, #(#bargs,)* #u),
+                                None => #plain(#k::Op, #(#args,)* #u),
+                            };
+                        }
+                    }
+                    _ => quote_spanned!(sp=> let #t = #plain(#k::Op, #(#args,)* #u);),
+                }
+            }
+            (Kind::Call { callee, args, .. }, _) => {
+                let a: Vec<TokenStream> = args
+                    .iter()
+                    .map(|o| {
+                        let r = tensor_ref(cx, o);
+                        quote!(::core::clone::Clone::clone(#r))
+                    })
+                    .collect();
+                let method = if cx.plan.deferred_calls.contains(&i) {
+                    quote!(forward_fused_deferred)
+                } else {
+                    quote!(forward_fused)
+                };
+                quote_spanned! {sp=>
+                    let #t = ::rtx::compile::StaticForward::#method(&#callee, (#(#a,)*));
+                }
+            }
+            (
+                Kind::Method {
+                    name,
+                    turbofish,
+                    recv,
+                    args,
+                },
+                _,
+            ) => {
+                let r = tensor_ref(cx, recv);
+                let a = method_args(cx, args);
+                quote_spanned!(sp=> let #t = (#r).#name #turbofish (#(#a),*);)
+            }
+            (Kind::Elem { .. }, None) => unreachable!("every elementwise step is in a chain"),
+        };
+        out.push(stmt);
+        out.push(annotate(cx, i));
+    }
+    let o = &cx.f.output;
+    quote!(#(#out)* #o)
+}
+
+fn method_args(cx: &Cx, args: &[MethodArg]) -> Vec<TokenStream> {
+    args.iter()
+        .map(|a| match a {
+            MethodArg::Tensor(op) => tensor_ref(cx, op),
+            MethodArg::Other(e) => quote!(#e),
+        })
+        .collect()
+}
+
+/// The body of `forward_train`: each step run with its backward kept, then the backward.
+pub fn train_body(cx: &Cx) -> TokenStream {
+    let mut fwd = Vec::new();
+    let mut backs: Vec<Ident> = Vec::new();
+    for (i, s) in cx.f.steps.iter().enumerate() {
+        if !materialized(cx, i) {
+            continue;
+        }
+        let t = &s.target;
+        let b = aux("b", &t);
+        backs.push(b.clone());
+        let sp = s.span;
+        let stmt = match (&s.kind, cx.plan.chain_of.get(&i)) {
+            (Kind::Elem { .. }, Some(&c)) => {
+                let chain = &cx.plan.chains[c];
+                let (k, kb) = &cx.kernels[c];
+                let u = uniforms(chain);
+                let n = chain.inputs.len();
+                let plain = fused_fn(n, true);
+                let args = chain_args(cx, chain, None);
+                match (chain.deferred, kb) {
+                    (Some(d), Some(kb)) => {
+                        let Operand::Var(v) = &chain.inputs[d] else {
+                            unreachable!("a deferred input is a variable")
+                        };
+                        let with = fused_fn(n + 1, true);
+                        let bargs = chain_args(cx, chain, Some(quote!(__rtx_bias)));
+                        quote_spanned! {sp=>
+                            let (#t, #b) = match &#v.bias {
+                                Some(__rtx_bias) => {
+                                    let (y, b) = #with(#kb::Op, #(#bargs,)* #u);
+                                    (y, Ok(b))
+                                }
+                                None => {
+                                    let (y, b) = #plain(#k::Op, #(#args,)* #u);
+                                    (y, Err(b))
+                                }
+                            };
+                        }
+                    }
+                    _ => quote_spanned!(sp=> let (#t, #b) = #plain(#k::Op, #(#args,)* #u);),
+                }
+            }
+            (Kind::Call { callee, args, .. }, _) => {
+                let a: Vec<TokenStream> = args
+                    .iter()
+                    .map(|o| {
+                        let r = tensor_ref(cx, o);
+                        quote!(::core::clone::Clone::clone(#r))
+                    })
+                    .collect();
+                let method = if cx.plan.deferred_calls.contains(&i) {
+                    quote!(forward_train_deferred)
+                } else {
+                    quote!(forward_train)
+                };
+                quote_spanned! {sp=>
+                    let (#t, #b) = ::rtx::compile::StaticForward::#method(&#callee, (#(#a,)*));
+                }
+            }
+            (
+                Kind::Method {
+                    name,
+                    turbofish,
+                    recv,
+                    args,
+                },
+                _,
+            ) => {
+                let r = tensor_ref(cx, recv);
+                let a = method_args(cx, args);
+                quote_spanned! {sp=>
+                    let (#t, #b) = ::rtx::compile::grad::StaticOps::#name #turbofish (#r, #(#a),*);
+                }
+            }
+            (Kind::Elem { .. }, None) => unreachable!("every elementwise step is in a chain"),
+        };
+        fwd.push(stmt);
+        fwd.push(annotate(cx, i));
+    }
+    let backward = backward_closure(cx);
+    let o = &cx.f.output;
+    quote! {
+        ::rtx::no_grad(move || {
+            #(#fwd)*
+            (#o, #backward)
+        })
+    }
+}
+
+/// Whether a value needs a gradient, as an expression evaluated in the backward: forward
+/// arguments when the caller asks for them, sub-model outputs always, everything else when
+/// one of its inputs does.
+fn need_of(op: &Operand) -> TokenStream {
+    match op {
+        Operand::Var(v) => {
+            let n = aux("n", &v);
+            quote!(#n)
+        }
+        Operand::Field(t, _) => quote!(#t.tracks_grad()),
+        _ => quote!(false),
+    }
+}
+
+/// Where an input's gradient goes: its variable's slot, or the parameter's entry.
+fn give(op: &Operand, d: &Ident) -> TokenStream {
+    match op {
+        Operand::Var(v) => {
+            let g = aux("g", &v);
+            quote!(::rtx::compile::glue::acc(&mut #g, #d);)
+        }
+        Operand::Field(t, _) => quote!(if let Some(g) = #d { __rtx_grads.add(&#t, g); }),
+        _ => quote!(let _ = #d;),
+    }
+}
+
+fn backward_closure(cx: &Cx) -> TokenStream {
+    let f = cx.f;
+    // The need flags, in forward order.
+    let mut needs = Vec::new();
+    for a in &f.args {
+        let n = aux("n", &a.name);
+        needs.push(quote!(let #n = __rtx_need_args;));
+    }
+    for (i, s) in f.steps.iter().enumerate() {
+        if !materialized(cx, i) {
+            continue;
+        }
+        let n = aux("n", &s.target);
+        let inputs: Vec<Operand> = match (&s.kind, cx.plan.chain_of.get(&i)) {
+            (Kind::Call { .. }, _) => {
+                needs.push(quote!(let #n = true;));
+                continue;
+            }
+            (Kind::Elem { .. }, Some(&c)) => cx.plan.chains[c].inputs.clone(),
+            _ => reads(s).into_iter().cloned().collect(),
+        };
+        let parts: Vec<TokenStream> = inputs.iter().map(|o| need_of(o)).collect();
+        needs.push(quote!(let #n = false #(|| #parts)*;));
+    }
+    // The slots: typed for arguments, inferred for the rest; only for values read later.
+    let mut slots = Vec::new();
+    for a in &f.args {
+        let g = aux("g", &a.name);
+        let ty = &a.ty;
+        slots.push(quote!(let mut #g: Option<#ty> = None;));
+    }
+    for (i, s) in f.steps.iter().enumerate() {
+        let used = cx
+            .plan
+            .uses
+            .get(&s.target.to_string())
+            .copied()
+            .unwrap_or(0)
+            > 0;
+        if materialized(cx, i) && used {
+            let g = aux("g", &s.target);
+            slots.push(quote!(let mut #g = None;));
+        }
+    }
+    let out_slot = aux("g", &f.output);
+    // The steps in reverse.
+    let mut rev = Vec::new();
+    for (i, s) in f.steps.iter().enumerate().rev() {
+        if !materialized(cx, i) {
+            continue;
+        }
+        let t = &s.target;
+        let g = aux("g", &t);
+        let b = aux("b", &t);
+        let used = cx.plan.uses.get(&t.to_string()).copied().unwrap_or(0) > 0;
+        if !used {
+            rev.push(quote!(drop(#b);));
+            continue;
+        }
+        let body = match (&s.kind, cx.plan.chain_of.get(&i)) {
+            (Kind::Elem { .. }, Some(&c)) => {
+                let chain = &cx.plan.chains[c];
+                let ds: Vec<Ident> = (0..chain.inputs.len())
+                    .map(|k| format_ident!("d{}", k))
+                    .collect();
+                let ns: Vec<TokenStream> = chain.inputs.iter().map(|o| need_of(o)).collect();
+                let gives: Vec<TokenStream> = chain
+                    .inputs
+                    .iter()
+                    .zip(&ds)
+                    .map(|(o, d)| give(o, d))
+                    .collect();
+                match (chain.deferred, &cx.kernels[c].1) {
+                    (Some(dk), Some(_)) => {
+                        // The bias variant returns one more gradient, the bias's, which the
+                        // deferred call's backward sums itself from its output's gradient.
+                        let mut bds = Vec::new();
+                        let mut bns = Vec::new();
+                        for (k, (d, n)) in ds.iter().zip(&ns).enumerate() {
+                            bds.push(quote!(#d));
+                            bns.push(n.clone());
+                            if k == dk {
+                                bds.push(quote!(_));
+                                bns.push(quote!(false));
+                            }
+                        }
+                        quote! {
+                            match #b {
+                                Ok(b) => {
+                                    let (#(#bds,)*) = b(&d, [#(#bns),*]);
+                                    #(#gives)*
+                                }
+                                Err(b) => {
+                                    let (#(#ds,)*) = b(&d, [#(#ns),*]);
+                                    #(#gives)*
+                                }
+                            }
+                        }
+                    }
+                    _ => quote! {
+                        let (#(#ds,)*) = #b(&d, [#(#ns),*]);
+                        #(#gives)*
+                    },
+                }
+            }
+            (Kind::Call { args, .. }, _) => {
+                let ds: Vec<Ident> = (0..args.len()).map(|k| format_ident!("d{}", k)).collect();
+                let ns: Vec<TokenStream> = args.iter().map(|o| need_of(o)).collect();
+                let gives: Vec<TokenStream> =
+                    args.iter().zip(&ds).map(|(o, d)| give(o, d)).collect();
+                quote! {
+                    let (#(#ds,)*) = #b(d, __rtx_grads, false #(|| #ns)*);
+                    #(#gives)*
+                }
+            }
+            (Kind::Method { .. }, _) => {
+                let ins: Vec<Operand> = reads(s).into_iter().cloned().collect();
+                let ds: Vec<Ident> = (0..ins.len()).map(|k| format_ident!("d{}", k)).collect();
+                let ns: Vec<TokenStream> = ins.iter().map(|o| need_of(o)).collect();
+                let gives: Vec<TokenStream> =
+                    ins.iter().zip(&ds).map(|(o, d)| give(o, d)).collect();
+                quote! {
+                    let (#(#ds,)*) = #b(&d, [#(#ns),*]);
+                    #(#gives)*
+                }
+            }
+            (Kind::Elem { .. }, None) => unreachable!("every elementwise step is in a chain"),
+        };
+        rev.push(quote! {
+            if let Some(d) = #g.take() {
+                #body
+            } else {
+                drop(#b);
+            }
+        });
+    }
+    let arg_slots: Vec<Ident> = f.args.iter().map(|a| aux("g", &a.name)).collect();
+    quote! {
+        move |__rtx_dy, __rtx_grads: &mut ::rtx::Gradients, __rtx_need_args: bool| {
+            #(#needs)*
+            #(#slots)*
+            #out_slot = Some(__rtx_dy);
+            #(#rev)*
+            (#(#arg_slots.filter(|_| __rtx_need_args),)*)
+        }
+    }
+}
+
+/// The body of `emit_ir`: each step as IR nodes, elementwise chains inside their kernel's
+/// group, sub-model calls inside their field's scope.
+pub fn ir_body(cx: &Cx) -> TokenStream {
+    let mut out = Vec::new();
+    let value = |op: &Operand| -> TokenStream {
+        match op {
+            Operand::Var(v) => quote!(#v),
+            Operand::Field(t, name) => {
+                quote!(::rtx::compile::glue::ir_param(__rtx_b, &#t, #name))
+            }
+            _ => quote!(compile_error!("a scalar where a tensor was expected")),
+        }
+    };
+    let mut chain_stmts: Vec<Vec<TokenStream>> = vec![Vec::new(); cx.plan.chains.len()];
+    for (i, s) in cx.f.steps.iter().enumerate() {
+        let t = &s.target;
+        match (&s.kind, cx.plan.chain_of.get(&i)) {
+            (Kind::Elem { op, args }, Some(&c)) => {
+                let node = ir_elem(op, args, &value);
+                chain_stmts[c].push(quote!(let #t = #node;));
+                if cx.plan.chains[c].root() == i {
+                    let name = cx.kernels[c].0.to_string();
+                    let stmts = std::mem::take(&mut chain_stmts[c]);
+                    out.push(quote! {
+                        let #t = __rtx_b.kernel(#name, |__rtx_b| { #(#stmts)* #t });
+                    });
+                }
+            }
+            (
+                Kind::Call {
+                    callee,
+                    scope,
+                    args,
+                },
+                _,
+            ) => {
+                let a: Vec<TokenStream> = args.iter().map(&value).collect();
+                out.push(quote! {
+                    let #t = __rtx_b.scope(#scope, |__rtx_b| {
+                        ::rtx::compile::glue::emit_call(&#callee, __rtx_b, (#(#a,)*))
+                    });
+                });
+            }
+            (
+                Kind::Method {
+                    name,
+                    turbofish,
+                    recv,
+                    args,
+                },
+                _,
+            ) => {
+                let r = value(recv);
+                let a: Vec<TokenStream> = args
+                    .iter()
+                    .map(|m| match m {
+                        MethodArg::Tensor(op) => value(op),
+                        MethodArg::Other(e) => quote!(#e),
+                    })
+                    .collect();
+                out.push(quote! {
+                    let #t = ::rtx::compile::glue::IrMethods::#name #turbofish (__rtx_b, #r, #(#a),*);
+                });
+            }
+            (Kind::Elem { .. }, None) => unreachable!("every elementwise step is in a chain"),
+        }
+    }
+    let o = &cx.f.output;
+    quote!(#(#out)* #o)
+}
+
+/// One elementwise step as an IR node.
+fn ir_elem(op: &ElemOp, args: &[Operand], value: &dyn Fn(&Operand) -> TokenStream) -> TokenStream {
+    match op {
+        ElemOp::Unary(u) => {
+            let variant = format_ident!("{}", camel(u));
+            let x = value(&args[0]);
+            quote!(__rtx_b.unary(#x, ::rtx::op::UnaryOp::#variant))
+        }
+        ElemOp::Binary(b) => {
+            let variant = format_ident!(
+                "{}",
+                match b {
+                    Bin::Add => "Add",
+                    Bin::Sub => "Sub",
+                    Bin::Mul => "Mul",
+                    Bin::Div => "Div",
+                    Bin::Max => "Max",
+                    Bin::Min => "Min",
+                }
+            );
+            let op = quote!(::rtx::op::BinaryOp::#variant);
+            let scalar = |o: &Operand| match o {
+                Operand::Lit(v) => {
+                    let lit = proc_macro2::Literal::f64_unsuffixed(*v);
+                    Some(quote!(#lit))
+                }
+                Operand::Const(p) => Some(quote!((#p) as f64)),
+                _ => None,
+            };
+            match (scalar(&args[0]), scalar(&args[1])) {
+                (Some(c), None) => {
+                    let x = value(&args[1]);
+                    quote!(__rtx_b.binary_scalar(#x, #c, #op, true))
+                }
+                (None, Some(c)) => {
+                    let x = value(&args[0]);
+                    quote!(__rtx_b.binary_scalar(#x, #c, #op, false))
+                }
+                _ => {
+                    let (a, b) = (value(&args[0]), value(&args[1]));
+                    quote!(__rtx_b.binary(#a, #b, #op))
+                }
+            }
+        }
+    }
+}
+
+/// `gelu_tanh` as `GeluTanh`.
+fn camel(s: &str) -> String {
+    s.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
