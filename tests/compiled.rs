@@ -12,7 +12,7 @@ struct Mlp {
     fc2: Linear<16, 4, f64>,
 }
 
-#[model]
+#[model(check)]
 impl Mlp {
     fn forward(&self, x: &X) -> Tensor<(Dyn<'B'>, Const<4>), f64> {
         let h = self.fc1.forward(x);
@@ -92,4 +92,99 @@ fn ir_has_the_forward() {
         std::sync::Arc::ptr_eq(&g, &m.ir()),
         "built once per model type"
     );
+}
+
+/// A Linear layer, its bias and a GELU: the shape of an MLP's hidden layer.
+#[model]
+struct Hidden {
+    fc: Linear<8, 16, f64>,
+}
+
+#[model]
+impl Hidden {
+    fn forward(&self, x: &X) -> Tensor<(Dyn<'B'>, Const<16>), f64> {
+        let h = self.fc.forward(x);
+        h.gelu_tanh()
+    }
+}
+
+/// The scale and shift of the GPU benchmark's kernel.
+const A: f64 = 1.5;
+const B: f64 = -0.25;
+
+/// `gelu_tanh(a * x + b)` written as tensor ops.
+#[model]
+struct Affine {}
+
+#[model]
+impl Affine {
+    fn forward(&self, x: &X) -> X {
+        let z = x * A + B;
+        z.gelu_tanh()
+    }
+}
+
+/// The dispatches `f` makes on the CPU.
+fn dispatches<R>(f: impl FnOnce() -> R) -> u64 {
+    let before = rtx::launch_count(Device::Cpu);
+    drop(f());
+    rtx::launch_count(Device::Cpu) - before
+}
+
+#[test]
+fn linear_bias_gelu_costs_one_product_and_one_kernel() {
+    let m = Hidden::init(&Device::Cpu, 4);
+    let x = input(3);
+    assert_eq!(
+        dispatches(|| m.forward(&x)),
+        3,
+        "eager: product, bias, gelu"
+    );
+    assert_eq!(
+        dispatches(|| m.forward_fused(&x)),
+        2,
+        "fused: product, bias + gelu"
+    );
+    close(
+        &m.forward_fused(&x).to_vec(),
+        &m.forward(&x).to_vec(),
+        1e-12,
+    );
+}
+
+#[test]
+fn affine_gelu_chain_is_one_kernel() {
+    let m = Affine {};
+    let x = input(4);
+    assert_eq!(dispatches(|| m.forward(&x)), 3, "eager: mul, add, gelu");
+    assert_eq!(dispatches(|| m.forward_fused(&x)), 1);
+    close(
+        &m.forward_fused(&x).to_vec(),
+        &m.forward(&x).to_vec(),
+        1e-12,
+    );
+    let want: Vec<f64> = x
+        .to_vec()
+        .iter()
+        .map(|&v| {
+            let z = A * v + B;
+            0.5 * z * (1.0 + (0.7978845608028654 * (z + 0.044715 * z * z * z)).tanh())
+        })
+        .collect();
+    close(&m.forward_fused(&x).to_vec(), &want, 1e-12);
+}
+
+#[test]
+fn static_backward_records_nothing_and_skips_unwanted_input_gradients() {
+    let mut m = Hidden::init(&Device::Cpu, 5);
+    m.track_gradients();
+    let x = input(5);
+    let (y, backward) = m.forward_train(&x);
+    assert!(!y.tracks_grad());
+    let mut grads = Gradients::new();
+    let n = dispatches(|| backward(y.ones_like(), &mut grads, false));
+    // The GELU's derivative kernel, the weight's product, the bias's sum: no product for
+    // the input's gradient.
+    assert_eq!(n, 3);
+    assert_eq!(grads.len(), 2);
 }

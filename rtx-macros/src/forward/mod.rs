@@ -252,7 +252,10 @@ fn check_test(base: &str, self_ty: &syn::Type, arg_tys: &[&syn::Type]) -> TokenS
         #[test]
         fn #name() {
             #(let #vars: #arg_tys = ::rtx::compile::glue::check_input(#idx);)*
-            ::rtx::compile::glue::check_model::<#self_ty, _>((#(&#vars,)*), |m| m.forward(#(&#vars),*));
+            ::rtx::compile::glue::check_model::<#self_ty, _, _, _>(
+                (#(::core::clone::Clone::clone(&#vars),)*),
+                |m: &#self_ty| m.forward(#(&#vars),*),
+            );
         }
     }
 }

@@ -127,3 +127,110 @@ pub fn ir_cached<M: 'static>(build: impl FnOnce() -> Graph) -> Arc<Graph> {
 
 /// The IR of the tensor methods a compiled forward calls, by the methods' own names.
 pub trait IrMethods {}
+
+/// A random argument for a `#[model(check)]` test: normal floats, or zeros for integer and
+/// boolean arguments (a valid index for any embedding), with every run-time dim 3.
+pub fn check_input<T: CheckInput>(seed: u64) -> T {
+    T::random(seed)
+}
+
+/// What [`check_input`] can make.
+pub trait CheckInput {
+    /// A random value from `seed`.
+    fn random(seed: u64) -> Self;
+}
+
+impl<S: Shape, E: Element> CheckInput for Tensor<S, E> {
+    fn random(seed: u64) -> Self {
+        let dims: Vec<usize> = (0..S::RANK)
+            .map(|i| S::STATIC_DIMS[i].unwrap_or(3))
+            .collect();
+        let shape = S::from_dims(&dims).unwrap_or_else(|| unreachable!("static dims fit"));
+        let cpu = crate::Device::Cpu;
+        if E::DTYPE.is_float() {
+            Tensor::<S, f64>::randn(shape, seed, cpu).cast::<E>()
+        } else {
+            Tensor::<S, f64>::zeros(shape, cpu).cast::<E>()
+        }
+    }
+}
+
+/// The tolerance a check allows for an element type: relative to the values' size.
+fn tolerance(d: DType) -> f64 {
+    match d {
+        DType::F64 => 1e-9,
+        DType::F32 => 1e-4,
+        _ => 2e-2,
+    }
+}
+
+/// Asserts two tensors' values agree within the element type's tolerance.
+#[track_caller]
+fn assert_close<S: Shape, E: Element>(what: &str, got: &Tensor<S, E>, want: &Tensor<S, E>) {
+    let (g, w) = (got.cast::<f64>().to_vec(), want.cast::<f64>().to_vec());
+    assert_eq!(got.dims(), want.dims(), "{what}: shapes differ");
+    let tol = tolerance(E::DTYPE);
+    let scale = w.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        assert!(
+            (a - b).abs() <= tol * scale,
+            "{what}: element {i} is {a} compiled and {b} eager (tolerance {tol} x {scale})"
+        );
+    }
+}
+
+/// The `#[model(check)]` test body: the compiled forward against `eager`, then the static
+/// backward's gradients (arguments and every parameter) against the tape's, for the loss
+/// `sum(y * r)` with a random `r`.
+#[track_caller]
+pub fn check_model<M, Args, S, E>(args: Args, eager: impl Fn(&M) -> Tensor<S, E>)
+where
+    M: crate::nn::Init + crate::nn::Module + StaticForward<Args, Output = Tensor<S, E>>,
+    Args: Clone + IrArgs,
+    S: crate::shape::rules::BroadcastShapes<S, Output = S>,
+    E: rtx_kernels::Float,
+{
+    let mut m = M::init(&crate::Device::Cpu, 7);
+    let fused = m.forward_fused(args.clone());
+    let want = eager(&m);
+    assert_close("forward", &fused, &want);
+
+    m.track_gradients();
+    let r: Tensor<S, E> = CheckInput::random(99);
+    let tape = (&eager(&m) * &r).sum_all().backward();
+    let (_, backward) = m.forward_train(args);
+    let mut grads = super::Gradients::new();
+    let _ = backward(r, &mut grads, false);
+    struct Compare<'a> {
+        tape: &'a super::Gradients,
+        grads: &'a super::Gradients,
+    }
+    impl crate::nn::Visitor for Compare<'_> {
+        fn visit<S2: Shape, E2: rtx_kernels::Float>(
+            &mut self,
+            name: &str,
+            t: &Tensor<S2, E2>,
+            kind: crate::nn::TensorKind,
+        ) {
+            if kind != crate::nn::TensorKind::Parameter {
+                return;
+            }
+            match (self.grads.get(t), self.tape.get(t)) {
+                (Some(g), Some(w)) => assert_close(&format!("gradient of {name}"), &g, &w),
+                (None, None) => {}
+                (g, w) => panic!(
+                    "gradient of {name}: the static backward {} one, the tape {}",
+                    if g.is_some() { "gives" } else { "gives no" },
+                    if w.is_some() { "does" } else { "does not" },
+                ),
+            }
+        }
+    }
+    m.visit(
+        "",
+        &mut Compare {
+            tape: &tape,
+            grads: &grads,
+        },
+    );
+}

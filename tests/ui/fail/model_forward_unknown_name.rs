@@ -1,15 +1,16 @@
-// Compiling the forward pass from an impl block is not implemented yet.
+// Every tensor in a compiled forward is an argument or an earlier `let`.
 use rtx::prelude::*;
 
 #[model]
 struct Net {
-    weight: Tensor<Rank2<3, 2>>,
+    fc: Linear<3, 2>,
 }
 
 #[model]
 impl Net {
     fn forward(&self, x: &Tensor<Rank2<4, 3>>) -> Tensor<Rank2<4, 2>> {
-        x.matmul(&self.weight)
+        let h = self.fc.forward(x);
+        h + bias
     }
 }
 
