@@ -188,3 +188,70 @@ fn static_backward_records_nothing_and_skips_unwanted_input_gradients() {
     assert_eq!(n, 3);
     assert_eq!(grads.len(), 2);
 }
+
+/// A residual block: `x + tanh(fc(x))`.
+#[model]
+struct Block {
+    fc: Linear<8, 8, f64>,
+}
+
+#[model(check)]
+impl Block {
+    fn forward(&self, x: &X) -> X {
+        let h = self.fc.forward(x);
+        let h = h.tanh();
+        h + x
+    }
+}
+
+/// Residual blocks looped over, then a head.
+#[model]
+struct Stack {
+    blocks: [Block; 3],
+    head: Linear<8, 4, f64>,
+}
+
+#[model(check)]
+impl Stack {
+    fn forward(&self, x: &X) -> Tensor<(Dyn<'B'>, Const<4>), f64> {
+        let mut h = x * 0.5;
+        for block in &self.blocks {
+            h = block.forward(&h);
+        }
+        self.head.forward(&h)
+    }
+}
+
+#[test]
+fn a_loop_over_blocks_compiles_and_its_ir_names_each_block() {
+    let mut m = Stack::init(&Device::Cpu, 6);
+    let x = input(6);
+    close(
+        &m.forward_fused(&x).to_vec(),
+        &m.forward(&x).to_vec(),
+        1e-12,
+    );
+    m.track_gradients();
+    let (y, backward) = m.forward_train(&x);
+    let mut grads = Gradients::new();
+    backward(y.ones_like(), &mut grads, false);
+    assert_eq!(
+        grads.len(),
+        8,
+        "three blocks' weights and biases, the head's two"
+    );
+    let params: Vec<String> = m
+        .ir()
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.op {
+            rtx::ir::IrOp::Param(name) => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        params.contains(&"blocks.2.fc.weight".to_string()),
+        "{params:?}"
+    );
+    assert!(params.contains(&"head.bias".to_string()), "{params:?}");
+}

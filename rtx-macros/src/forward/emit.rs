@@ -135,6 +135,30 @@ pub fn fused_body(cx: &Cx) -> TokenStream {
                     _ => quote_spanned!(sp=> let #t = #plain(#k::Op, #(#args,)* #u);),
                 }
             }
+            (
+                Kind::Call {
+                    callee,
+                    args,
+                    each: Some(k),
+                    ..
+                },
+                _,
+            ) => {
+                let start = tensor_ref(cx, &args[*k]);
+                let a = loop_args(cx, args, *k);
+                quote_spanned! {sp=>
+                    let #t = {
+                        let mut __rtx_cur = ::core::clone::Clone::clone(#start);
+                        for __rtx_m in (&#callee).into_iter() {
+                            __rtx_cur = ::rtx::compile::StaticForward::forward_fused(
+                                __rtx_m,
+                                (#(#a,)*),
+                            );
+                        }
+                        __rtx_cur
+                    };
+                }
+            }
             (Kind::Call { callee, args, .. }, _) => {
                 let a: Vec<TokenStream> = args
                     .iter()
@@ -172,6 +196,21 @@ pub fn fused_body(cx: &Cx) -> TokenStream {
     }
     let o = &cx.f.output;
     quote!(#(#out)* #o)
+}
+
+/// The arguments of each call in a loop over sub-models: the carried value, moved, at `k`.
+fn loop_args(cx: &Cx, args: &[Operand], k: usize) -> Vec<TokenStream> {
+    args.iter()
+        .enumerate()
+        .map(|(j, o)| {
+            if j == k {
+                quote!(__rtx_cur)
+            } else {
+                let r = tensor_ref(cx, o);
+                quote!(::core::clone::Clone::clone(#r))
+            }
+        })
+        .collect()
 }
 
 fn method_args(cx: &Cx, args: &[MethodArg]) -> Vec<TokenStream> {
@@ -224,6 +263,33 @@ pub fn train_body(cx: &Cx) -> TokenStream {
                         }
                     }
                     _ => quote_spanned!(sp=> let (#t, #b) = #plain(#k::Op, #(#args,)* #u);),
+                }
+            }
+            (
+                Kind::Call {
+                    callee,
+                    args,
+                    each: Some(k),
+                    ..
+                },
+                _,
+            ) => {
+                let start = tensor_ref(cx, &args[*k]);
+                let a = loop_args(cx, args, *k);
+                quote_spanned! {sp=>
+                    let (#t, #b) = {
+                        let mut __rtx_cur = ::core::clone::Clone::clone(#start);
+                        let mut __rtx_backs = ::std::vec::Vec::new();
+                        for __rtx_m in (&#callee).into_iter() {
+                            let (y, b) = ::rtx::compile::StaticForward::forward_train(
+                                __rtx_m,
+                                (#(#a,)*),
+                            );
+                            __rtx_backs.push(b);
+                            __rtx_cur = y;
+                        }
+                        (__rtx_cur, __rtx_backs)
+                    };
                 }
             }
             (Kind::Call { callee, args, .. }, _) => {
@@ -404,6 +470,37 @@ fn backward_closure(cx: &Cx) -> TokenStream {
                     },
                 }
             }
+            (
+                Kind::Call {
+                    args,
+                    each: Some(k),
+                    ..
+                },
+                _,
+            ) => {
+                // Each sub-model's backward, last first, carrying the gradient of the value
+                // the loop carries; the other arguments' gradients add up over the loop.
+                let ds: Vec<Ident> = (0..args.len()).map(|k| format_ident!("d{}", k)).collect();
+                let dk = &ds[*k];
+                let gives: Vec<TokenStream> = args
+                    .iter()
+                    .zip(&ds)
+                    .enumerate()
+                    .filter(|(j, _)| j != k)
+                    .map(|(_, (o, d))| give(o, d))
+                    .collect();
+                let carried = give(&args[*k], &format_ident!("__rtx_dc"));
+                quote! {
+                    let mut __rtx_d = d;
+                    for b in #b.into_iter().rev() {
+                        let (#(#ds,)*) = b(__rtx_d, __rtx_grads, true);
+                        #(#gives)*
+                        __rtx_d = ::rtx::compile::glue::carried(#dk);
+                    }
+                    let __rtx_dc = Some(__rtx_d);
+                    #carried
+                }
+            }
             (Kind::Call { args, .. }, _) => {
                 let ds: Vec<Ident> = (0..args.len()).map(|k| format_ident!("d{}", k)).collect();
                 let ns: Vec<TokenStream> = args.iter().map(|o| need_of(o)).collect();
@@ -480,6 +577,35 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
                     callee,
                     scope,
                     args,
+                    each: Some(k),
+                },
+                _,
+            ) => {
+                let start = value(&args[*k]);
+                let a: Vec<TokenStream> = args
+                    .iter()
+                    .enumerate()
+                    .map(|(j, o)| if j == *k { quote!(__rtx_cur) } else { value(o) })
+                    .collect();
+                out.push(quote! {
+                    let #t = {
+                        let mut __rtx_cur = #start;
+                        for (__rtx_i, __rtx_m) in (&#callee).into_iter().enumerate() {
+                            let __rtx_scope = format!("{}.{}", #scope, __rtx_i);
+                            __rtx_cur = __rtx_b.scope(&__rtx_scope, |__rtx_b| {
+                                ::rtx::compile::glue::emit_call(__rtx_m, __rtx_b, (#(#a,)*))
+                            });
+                        }
+                        __rtx_cur
+                    };
+                });
+            }
+            (
+                Kind::Call {
+                    callee,
+                    scope,
+                    args,
+                    each: None,
                 },
                 _,
             ) => {

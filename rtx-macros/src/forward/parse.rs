@@ -83,11 +83,14 @@ pub enum MethodArg {
 pub enum Kind {
     /// An elementwise op, a candidate for fusion.
     Elem { op: ElemOp, args: Vec<Operand> },
-    /// A sub-model's forward: `self.field.forward(args)`.
+    /// A sub-model's forward: `self.field.forward(args)`; or, with `each` set, a loop
+    /// over an array (or `Vec`) of sub-models, `for m in &self.field { x = m.forward(..); }`,
+    /// where each sub-model's output becomes argument `each` of the next.
     Call {
         callee: TokenStream,
         scope: String,
         args: Vec<Operand>,
+        each: Option<usize>,
     },
     /// Any other tensor method.
     Method {
@@ -184,10 +187,15 @@ pub fn forward(f: &syn::ImplItemFn) -> Result<Forward> {
         return Err(outside(f.block.span(), "an empty `forward`"));
     };
     for s in lets {
+        if let syn::Stmt::Expr(Expr::ForLoop(l), _) = s {
+            p.for_loop(l)?;
+            continue;
+        }
         let syn::Stmt::Local(local) = s else {
             return Err(outside(s.span(), "a statement other than `let`"));
         };
         let (name, ty) = match &local.pat {
+            // `let mut x` is allowed for the value a loop over sub-models carries.
             syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                 (pi.ident.clone(), None)
             }
@@ -239,6 +247,100 @@ enum Lowered {
 }
 
 impl Parser {
+    /// `for m in &self.field { x = m.forward(args); }`: one step that runs every sub-model
+    /// of the field in turn, carrying `x`. The arguments are names or fields, so nothing
+    /// inside the loop needs a step of its own.
+    fn for_loop(&mut self, l: &syn::ExprForLoop) -> Result<()> {
+        let syn::Pat::Ident(var) = &*l.pat else {
+            return Err(outside(l.pat.span(), "this loop pattern"));
+        };
+        let over = match &*l.expr {
+            Expr::Reference(r) => &*r.expr,
+            other => other,
+        };
+        let Expr::Field(field_expr) = over else {
+            return Err(outside(
+                l.expr.span(),
+                "a loop over something other than `&self.field`",
+            ));
+        };
+        let Operand::Field(callee, scope) = field(field_expr)? else {
+            unreachable!("field() returns fields")
+        };
+        let [syn::Stmt::Expr(Expr::Assign(assign), Some(_))] = l.body.stmts.as_slice() else {
+            return Err(outside(
+                l.body.span(),
+                "a loop body other than one `x = m.forward(..);`",
+            ));
+        };
+        let Expr::Path(lhs) = &*assign.left else {
+            return Err(outside(assign.left.span(), "this assignment target"));
+        };
+        let Some(carried) = lhs.path.get_ident().cloned() else {
+            return Err(outside(lhs.span(), "this assignment target"));
+        };
+        let Some(before) = self.names.get(&carried.to_string()).cloned() else {
+            return Err(Error::new(
+                carried.span(),
+                format!("`{carried}` must be an earlier `let mut` the loop carries"),
+            ));
+        };
+        let Expr::MethodCall(m) = &*assign.right else {
+            return Err(outside(
+                assign.right.span(),
+                "a loop body other than `x = m.forward(..)`",
+            ));
+        };
+        let on_var = matches!(&*m.receiver, Expr::Path(p) if p.path.is_ident(&var.ident));
+        if m.method != "forward" || !on_var {
+            return Err(outside(
+                m.span(),
+                &format!(
+                    "a loop body other than `{carried} = {}.forward(..)`",
+                    var.ident
+                ),
+            ));
+        }
+        let mut args = Vec::new();
+        for a in &m.args {
+            let plain = match a {
+                Expr::Reference(r) => &*r.expr,
+                other => other,
+            };
+            match self.lower(plain)? {
+                Lowered::Operand(op) if is_tensor(&op) => args.push(op),
+                _ => {
+                    return Err(outside(
+                        a.span(),
+                        "a loop argument other than a name or a field",
+                    ));
+                }
+            }
+        }
+        let each = args
+            .iter()
+            .position(|op| matches!(op, Operand::Var(v) if *v == before))
+            .ok_or_else(|| {
+                Error::new(
+                    m.args.span(),
+                    format!("the loop must pass the value it carries, `{carried}`"),
+                )
+            })?;
+        let target = self.bind(&carried);
+        self.steps.push(Step {
+            target,
+            kind: Kind::Call {
+                callee,
+                scope,
+                args,
+                each: Some(each),
+            },
+            ty: None,
+            span: l.span(),
+        });
+        Ok(())
+    }
+
     /// A new internal name for the user variable `name`.
     fn bind(&mut self, name: &Ident) -> Ident {
         self.fresh += 1;
@@ -391,6 +493,7 @@ impl Parser {
                     callee,
                     scope,
                     args,
+                    each: None,
                 },
                 span,
             ));

@@ -139,7 +139,7 @@ pub fn plan(f: &Forward) -> Plan {
             let Some(&p) = index.get(&v.to_string()) else {
                 return false;
             };
-            matches!(f.steps[p].kind, Kind::Call { .. })
+            matches!(f.steps[p].kind, Kind::Call { each: None, .. })
                 && uses.get(&v.to_string()) == Some(&1)
                 && !deferred_calls.contains(&p)
         });

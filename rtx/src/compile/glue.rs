@@ -52,6 +52,18 @@ fn add<S: Shape, E: Element>(a: &Tensor<S, E>, b: &Tensor<S, E>) -> Tensor<S, E>
     }
 }
 
+/// The gradient a loop over sub-models carries back to the previous sub-model.
+///
+/// # Panics
+/// When a sub-model's static backward gave no gradient for its carried argument although it
+/// was asked for one (a `StaticForward` impl that ignores its `need_args`).
+#[track_caller]
+pub fn carried<S: Shape, E: Element>(d: Option<Tensor<S, E>>) -> Tensor<S, E> {
+    d.unwrap_or_else(|| {
+        panic!("a sub-model's static backward returned no gradient for the value its loop carries")
+    })
+}
+
 /// Argument values in a graph, mapped back to the argument types of the forward they feed.
 pub trait ValueArgs: Sized {
     /// The forward's argument tuple.
