@@ -8,6 +8,7 @@
 //! filled, goes through that step's backward closure (`b__name`) into its inputs' slots, or
 //! into [`Gradients`] for parameters.
 
+use super::parse::is_tensor;
 use super::parse::{Bin, ElemOp, Forward, Kind, MethodArg, Operand};
 use super::plan::{Chain, Plan, reads};
 use proc_macro2::TokenStream;
@@ -562,8 +563,19 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
         let t = &s.target;
         match (&s.kind, cx.plan.chain_of.get(&i)) {
             (Kind::Elem { op, args }, Some(&c)) => {
-                let node = ir_elem(op, args, &value);
-                chain_stmts[c].push(quote!(let #t = #node;));
+                // Operands first: a parameter's node is added before the op that reads it.
+                let binds: Vec<TokenStream> = args
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| is_tensor(o))
+                    .map(|(j, o)| {
+                        let a = format_ident!("__rtx_a{}", j);
+                        let v = value(o);
+                        quote!(let #a = #v;)
+                    })
+                    .collect();
+                let node = ir_elem(op, args);
+                chain_stmts[c].push(quote!(let #t = { #(#binds)* #node };));
                 if cx.plan.chains[c].root() == i {
                     let name = cx.kernels[c].0.to_string();
                     let stmts = std::mem::take(&mut chain_stmts[c]);
@@ -644,8 +656,13 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
     quote!(#(#out)* #o)
 }
 
-/// One elementwise step as an IR node.
-fn ir_elem(op: &ElemOp, args: &[Operand], value: &dyn Fn(&Operand) -> TokenStream) -> TokenStream {
+/// One elementwise step as an IR node, its tensor operands bound as `__rtx_a{index}`.
+fn ir_elem(op: &ElemOp, args: &[Operand]) -> TokenStream {
+    let value = |o: &Operand| {
+        let j = args.iter().position(|a| std::ptr::eq(a, o)).unwrap_or(0);
+        let a = format_ident!("__rtx_a{}", j);
+        quote!(#a)
+    };
     match op {
         ElemOp::Unary(u) => {
             let variant = format_ident!("{}", camel(u));

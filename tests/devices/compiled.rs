@@ -1,0 +1,118 @@
+//! The compiled forward of `#[model]` (fused kernels, deferred bias, static backward) on every
+//! device: outputs and gradients against the CPU, and what the fused layer costs in launches.
+
+use super::*;
+use rtx::Gradients;
+
+/// Batch rows of the inputs.
+const ROWS: usize = 6;
+
+#[model]
+struct Mlp<E: Float> {
+    fc1: Linear<12, 32, E>,
+    /// A parameter used directly in the forward.
+    shift: Tensor<(Const<32>,), E>,
+    fc2: Linear<32, 5, E>,
+}
+
+#[model]
+impl<E: Float> Mlp<E> {
+    fn forward(&self, x: &Tensor<(usize, Const<12>), E>) -> Tensor<(usize, Const<5>), E> {
+        let h = self.fc1.forward(x);
+        let h = (h - &self.shift).gelu_tanh();
+        self.fc2.forward(&h)
+    }
+}
+
+fn mlp<E: Float>(dev: Device) -> Mlp<E> {
+    let mut m = Mlp::<E>::init(&Device::Cpu, 11);
+    m.move_to(dev);
+    m.track_gradients();
+    m
+}
+
+/// A gradient's values, empty when there is none (so a missing one fails the comparison).
+fn opt<S: Shape, E: Element>(t: Option<Tensor<S, E>>) -> Vec<f64> {
+    t.map(|t| f64s(&t)).unwrap_or_default()
+}
+
+fn compiled_case<E: Float>() {
+    on_every_device::<E>("compiled mlp", |dev| {
+        let m = mlp::<E>(dev);
+        let x = Tensor::from_vec(values::<E>(ROWS * 12, 3, -1.0, 1.0), (ROWS, Const), dev);
+        let fused = m.forward_fused(&x);
+        let (y, backward) = m.forward_train(&x);
+        assert!(!y.tracks_grad());
+        let dy = Tensor::from_vec(values::<E>(ROWS * 5, 4, -1.0, 1.0), (ROWS, Const), dev);
+        let mut grads = Gradients::new();
+        let (dx,) = backward(dy, &mut grads, true);
+        vec![
+            ("fused".into(), f64s(&fused)),
+            ("train".into(), f64s(&y)),
+            ("eager".into(), f64s(&m.forward(&x).detach())),
+            ("dx".into(), opt(dx)),
+            ("dw1".into(), opt(grads.get(&m.fc1.weight))),
+            (
+                "db1".into(),
+                opt(m.fc1.bias.as_ref().and_then(|b| grads.get(b))),
+            ),
+            ("dshift".into(), opt(grads.get(&m.shift))),
+            ("dw2".into(), opt(grads.get(&m.fc2.weight))),
+        ]
+    });
+}
+
+#[test]
+fn compiled_forward_and_static_backward_match_the_cpu() {
+    compiled_case::<f32>();
+    compiled_case::<f64>();
+    compiled_case::<bf16>();
+}
+
+#[model]
+struct Hidden {
+    fc: Linear<64, 256>,
+}
+
+#[model]
+impl Hidden {
+    fn forward(&self, x: &Tensor<(usize, Const<64>)>) -> Tensor<(usize, Const<256>)> {
+        let h = self.fc.forward(x);
+        h.gelu_tanh()
+    }
+}
+
+#[test]
+fn fused_linear_bias_gelu_is_one_product_and_one_kernel_on_a_gpu() {
+    let gpus = match gpus() {
+        Ok(g) => g,
+        Err(why) => {
+            println!("fused linear: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    for dev in gpus {
+        let mut m = Hidden::init(&Device::Cpu, 2);
+        m.move_to(dev);
+        let x: Tensor<(usize, Const<64>)> =
+            Tensor::from_vec(values(32 * 64, 5, -1.0, 1.0), (32usize, Const), dev);
+        // Warm up: the first launches compile and load their kernels.
+        drop(m.forward_fused(&x));
+        drop(m.forward(&x));
+        let before = rtx::launch_count(dev);
+        let y = m.forward_fused(&x);
+        let fused = rtx::launch_count(dev) - before;
+        let before = rtx::launch_count(dev);
+        let want = m.forward(&x);
+        let eager = rtx::launch_count(dev) - before;
+        println!("fused linear + bias + gelu on {dev}: {fused} launches (eager {eager})");
+        assert_eq!(fused, 2, "one product and one kernel");
+        assert_eq!(eager, 3);
+        let (g, w) = (f64s(&y), f64s(&want));
+        assert!(
+            g.iter()
+                .zip(&w)
+                .all(|(a, b)| (a - b).abs() <= 1e-5 + 1e-5 * b.abs())
+        );
+    }
+}
