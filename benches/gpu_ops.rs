@@ -35,6 +35,23 @@ pub fn gelu_affine<T: Float>(x: T, #[uniform] a: T, #[uniform] b: T) -> T {
 const A: f64 = 1.5;
 const B: f64 = -0.25;
 
+/// `a` and `b` in the element type, for the tensor-op forms.
+const A32: f32 = A as f32;
+const B32: f32 = B as f32;
+
+/// `gelu_tanh(a * x + b)` written as tensor ops in a `#[model]` forward, which compiles the
+/// chain into one fused kernel.
+#[rtx::model]
+struct AffineGelu {}
+
+#[rtx::model]
+impl AffineGelu {
+    fn forward(&self, x: &Tensor<(usize,), f32>) -> Tensor<(usize,), f32> {
+        let z = x * A32 + B32;
+        z.gelu_tanh()
+    }
+}
+
 /// Elements of the elementwise and full-sum rows.
 const N_ELEMWISE: usize = 1 << 28;
 
@@ -76,7 +93,7 @@ fn options() -> Result<Options, String> {
             other => {
                 return Err(format!(
                     "unknown argument `{other}`; usage: gpu_ops [--json FILE] [--reps N] [--only \
-                     ID,ID,..] (ids: copy gelu_affine gelu_chain softmax layer_norm \
+                     ID,ID,..] (ids: copy gelu_affine model_gelu gelu_chain softmax layer_norm \
                      gemm_4096_f32 gemm_4096_bf16 gemm_8192_f32 gemm_8192_bf16 sum_all \
                      sum_axis0 sum_axis1 nvrtc)"
                 ));
@@ -252,6 +269,34 @@ fn memory_rows(rows: &mut Vec<Value>, o: &Options, dev: Device) {
             let mut v = bandwidth(ms, bytes);
             if let Some(c) = copy_ms {
                 v["copy_fraction"] = json!(c / ms);
+            }
+            Ok(v)
+        },
+    );
+    let affine_ms = rows
+        .iter()
+        .find(|r| r["id"] == "gelu_affine")
+        .and_then(|r| r["ms"].as_f64());
+    row(
+        rows,
+        o,
+        "model_gelu",
+        "#[model] forward (x * a + b).gelu_tanh(), fused",
+        "2^28 f32",
+        || {
+            let m = AffineGelu {};
+            drop(m.forward_fused(&x));
+            let before = rtx::launch_count(dev);
+            drop(m.forward_fused(&x));
+            let launches = rtx::launch_count(dev) - before;
+            let ms = median_ms(3, reps, || drop(m.forward_fused(&x)))?;
+            let mut v = bandwidth(ms, bytes);
+            v["launches"] = json!(launches);
+            if let Some(c) = copy_ms {
+                v["copy_fraction"] = json!(c / ms);
+            }
+            if let Some(k) = affine_ms {
+                v["of_kernel"] = json!(k / ms);
             }
             Ok(v)
         },

@@ -170,7 +170,14 @@ def table(rtx, info, torch_by_id):
         if t and "ms" in t and "ms" in r:
             ratio = f"{r['ms'] / t['ms']:.2f}"
         notes = []
-        if rid in ("gelu_affine", "gelu_chain") and "ms" in r:
+        if rid == "model_gelu" and "ms" in r:
+            t = torch_by_id.get("gelu_chain")
+            if t and "ms" in t:
+                ratio = f"{r['ms'] / t['ms']:.2f}"
+            notes.append(f"{r.get('launches', '?')} launch(es); at "
+                         f"{100 * r.get('of_kernel', 0):.1f}% of the #[kernel]'s bandwidth; "
+                         "PyTorch column: its eager chain")
+        if rid in ("gelu_affine", "gelu_chain", "model_gelu") and "ms" in r:
             if copy_r:
                 notes.append(f"rtx at {100 * copy_r / r['ms']:.1f}% of its copy bandwidth")
             if copy_t and t and "ms" in t:

@@ -2,6 +2,12 @@
 //! block goes back to its class's pool, to be handed out again without a driver call (as
 //! PyTorch's caching allocator does). Invariant: a pooled block is only reused by work queued
 //! on the GPU's one stream after the free, so stream order makes the reuse safe.
+//!
+//! While a CUDA graph is captured (`super::graph`), every block handed out belongs to that
+//! graph: the graph's replays write it whenever they run, so it must never serve anything
+//! else. Such a block, freed, goes back to its graph's own pool (reused only by later
+//! allocations of the same capture, whose order replays repeat), and returns to the common
+//! pools only when the graph is dropped.
 
 use super::context::{Gpu, gpu, lock, mem_info};
 use crate::{BackendError, Device, Result};
@@ -62,31 +68,72 @@ impl MemoryStats {
     }
 }
 
+/// Free blocks by size.
+type Pools = BTreeMap<usize, Vec<CUdeviceptr>>;
+
 /// A GPU's pools and counters.
 #[derive(Default)]
 pub(crate) struct Allocator {
     /// Free blocks by size.
-    pools: BTreeMap<usize, Vec<CUdeviceptr>>,
+    pools: Pools,
     stats: MemoryStats,
     /// The most bytes live buffers may hold (block sizes), set by [`set_memory_limit`].
     limit: Option<usize>,
+    /// The graph being captured, whose pool new blocks belong to.
+    pub(crate) capturing: Option<u64>,
+    /// The free blocks of each live graph, by graph id.
+    graph_pools: BTreeMap<u64, Pools>,
+}
+
+/// A block of at least `size` bytes and at most a quarter more from `pools`, smallest first.
+fn take_from(pools: &mut Pools, size: usize) -> Option<(CUdeviceptr, usize)> {
+    let limit = size.saturating_add(size / 4);
+    let (&found, _) = pools
+        .range_mut(size..=limit)
+        .find(|(_, v)| !v.is_empty())?;
+    let list = pools.get_mut(&found)?;
+    let ptr = list.pop()?;
+    if list.is_empty() {
+        pools.remove(&found);
+    }
+    Some((ptr, found))
 }
 
 impl Allocator {
-    /// A cached block of at least `size` bytes and at most a quarter more, smallest first.
+    /// A cached block of at least `size` bytes: while capturing, from the graph's own pool
+    /// first, then from the common pools.
     fn take_cached(&mut self, size: usize) -> Option<(CUdeviceptr, usize)> {
-        let limit = size.saturating_add(size / 4);
-        let (&found, _) = self
-            .pools
-            .range_mut(size..=limit)
-            .find(|(_, v)| !v.is_empty())?;
-        let list = self.pools.get_mut(&found)?;
-        let ptr = list.pop()?;
-        if list.is_empty() {
-            self.pools.remove(&found);
+        if let Some(id) = self.capturing
+            && let Some(found) = self
+                .graph_pools
+                .get_mut(&id)
+                .and_then(|p| take_from(p, size))
+        {
+            self.stats.cached_blocks -= 1;
+            return Some(found);
         }
+        let found = take_from(&mut self.pools, size)?;
         self.stats.cached_blocks -= 1;
-        Some((ptr, found))
+        Some(found)
+    }
+
+    /// Starts giving new blocks to graph `id`.
+    pub(crate) fn start_graph(&mut self, id: u64) {
+        self.capturing = Some(id);
+        self.graph_pools.entry(id).or_default();
+    }
+
+    /// Graph `id` is gone: its free blocks go back to the common pools, and its live blocks
+    /// will when they are freed.
+    pub(crate) fn end_graph(&mut self, id: u64) {
+        if self.capturing == Some(id) {
+            self.capturing = None;
+        }
+        if let Some(pools) = self.graph_pools.remove(&id) {
+            for (size, ptrs) in pools {
+                self.pools.entry(size).or_default().extend(ptrs);
+            }
+        }
     }
 
     /// The out-of-memory error for a request of `bytes` (a block of `size`) that would take
@@ -114,16 +161,21 @@ impl Allocator {
         s.peak_reserved = s.peak_reserved.max(s.reserved);
     }
 
-    fn give_back(&mut self, ptr: CUdeviceptr, size: usize, requested: usize) {
+    fn give_back(&mut self, ptr: CUdeviceptr, size: usize, requested: usize, graph: u64) {
         let s = &mut self.stats;
         s.allocated -= size;
         s.requested -= requested;
         s.live_blocks -= 1;
         s.cached_blocks += 1;
-        self.pools.entry(size).or_default().push(ptr);
+        let pools = match self.graph_pools.get_mut(&graph) {
+            Some(p) => p,
+            None => &mut self.pools,
+        };
+        pools.entry(size).or_default().push(ptr);
     }
 
-    /// Every cached block, removed from the pools (the caller frees them).
+    /// Every cached block of the common pools, removed from them (the caller frees them);
+    /// graphs keep theirs.
     fn drain(&mut self) -> Vec<(CUdeviceptr, usize)> {
         let pools = std::mem::take(&mut self.pools);
         let out: Vec<_> = pools
@@ -145,23 +197,27 @@ pub(crate) struct DeviceBuffer {
     requested: usize,
     /// The GPU it lives on.
     pub gpu: Arc<Gpu>,
+    /// The graph whose capture allocated it (0: none).
+    graph: u64,
 }
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         if self.size > 0 {
-            lock(&self.gpu.alloc).give_back(self.ptr, self.size, self.requested);
+            lock(&self.gpu.alloc).give_back(self.ptr, self.size, self.requested, self.graph);
         }
     }
 }
 
 /// `bytes` of uninitialized memory on `g`, from the cache when a block fits.
 pub(crate) fn alloc(g: &Arc<Gpu>, bytes: usize) -> Result<DeviceBuffer> {
+    let graph = lock(&g.alloc).capturing.unwrap_or(0);
     let buffer = |ptr, size| DeviceBuffer {
         ptr,
         size,
         requested: bytes,
         gpu: g.clone(),
+        graph,
     };
     if bytes == 0 {
         return Ok(buffer(0, 0));
@@ -180,15 +236,18 @@ pub(crate) fn alloc(g: &Arc<Gpu>, bytes: usize) -> Result<DeviceBuffer> {
     }
     g.bind()?;
     let (free, total) = mem_info(g)?;
-    // A request over what is free cannot succeed from the driver: return the cache first.
-    if size > free {
+    // A request over what is free cannot succeed from the driver: return the cache first
+    // (not while capturing, when waiting for the stream is not allowed).
+    if size > free && graph == 0 {
         free_cached(g)?;
     }
     let first = unsafe_malloc(size);
     let ptr = match first {
         Ok(p) => p,
         Err(_) => {
-            free_cached(g)?;
+            if graph == 0 {
+                free_cached(g)?;
+            }
             match unsafe_malloc(size) {
                 Ok(p) => p,
                 Err(_) => {

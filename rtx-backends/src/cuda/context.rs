@@ -48,6 +48,22 @@ impl Gpu {
             .map_err(|e| self.err("cuCtxSetCurrent", e))
     }
 
+    /// An error when a graph is being captured on this GPU, for work a graph cannot hold
+    /// (waiting for the GPU, copying from host memory whose contents a replay would not see).
+    pub fn not_capturing(&self, what: &str) -> Result<()> {
+        match lock(&self.alloc).capturing {
+            None => Ok(()),
+            Some(_) => Err(BackendError::BadArgument {
+                op: "cuda graph capture",
+                msg: format!(
+                    "{what} is not possible while a CUDA graph is being captured: run the \
+                     step once uncaptured first (it compiles kernels and fills caches), and \
+                     keep host reads and uploads out of the captured step"
+                ),
+            }),
+        }
+    }
+
     /// A driver error on this GPU as a [`BackendError`].
     pub fn err(&self, call: &'static str, e: DriverError) -> BackendError {
         driver_err(self.device(), call, e)
@@ -55,6 +71,7 @@ impl Gpu {
 
     /// Waits for all work queued on this GPU's stream.
     pub fn synchronize(&self) -> Result<()> {
+        self.not_capturing("waiting for the GPU (reading a value back to the host)")?;
         self.bind()?;
         self.stream
             .synchronize()

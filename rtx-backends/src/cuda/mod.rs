@@ -20,6 +20,7 @@ mod blas_lt;
 mod context;
 mod disk_cache;
 mod event;
+mod graph;
 mod kernel;
 mod kernels;
 mod launch;
@@ -42,6 +43,7 @@ pub use blas::{GemmLibrary, allow_tf32, gemm_library, set_allow_tf32, set_gemm_l
 pub use context::{GpuInfo, gpu_info, synchronize};
 pub use disk_cache::{kernel_cache_dir, set_kernel_cache_dir};
 pub use event::Event;
+pub use graph::{Graph, begin_capture, end_capture, is_capturing};
 pub use kernel::{Kernel, KernelOrigin, forget_loaded_kernels, load_kernel, nvrtc_version};
 pub use kernels::{Arg, entry_kernel, kernel_entry, launch_entry};
 pub use launch::{DevicePtr, KernelArg, LaunchArgs, LaunchConfig, launch};

@@ -64,6 +64,7 @@ impl<E: Element> CudaStorage<E> {
         let g = gpu(ordinal)?;
         let s = Self::alloc_on(&g, data.len())?;
         if !data.is_empty() {
+            g.not_capturing("copying host data to the GPU")?;
             g.bind()?;
             // SAFETY: the block holds `data.len()` elements; a copy from pageable host memory
             // returns once the source has been staged, so `data` may go away after it.
