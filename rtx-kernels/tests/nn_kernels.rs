@@ -537,6 +537,72 @@ fn norm_case(rows: usize, cols: usize) {
     }
 }
 
+/// The input gradient of `Σ y * dy` through one row of [`norm_ref`], written out in f64.
+fn norm_backward_ref(x: &[f64], w: &[f64], dy: &[f64], eps: f64, centered: bool) -> Vec<f64> {
+    let d = x.len() as f64;
+    let mu = if centered {
+        x.iter().sum::<f64>() / d
+    } else {
+        0.0
+    };
+    let var = x.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / d;
+    let r = 1.0 / (var + eps).sqrt();
+    let xhat: Vec<f64> = x.iter().map(|v| (v - mu) * r).collect();
+    let g: Vec<f64> = dy.iter().zip(w).map(|(a, b)| a * b).collect();
+    let mean_g = if centered {
+        g.iter().sum::<f64>() / d
+    } else {
+        0.0
+    };
+    let mean_gx = g.iter().zip(&xhat).map(|(a, b)| a * b).sum::<f64>() / d;
+    (0..x.len())
+        .map(|i| r * (g[i] - mean_g - xhat[i] * mean_gx))
+        .collect()
+}
+
+#[test]
+fn norm_rows_longer_than_a_block_holds_are_read_in_chunks() {
+    // A block holds 32 values a thread; these odd rows take two chunks of 256 threads, and
+    // four of 32 threads (the last one partly filled, some threads with nothing in it).
+    for (cols, block) in [(256 * 32 + 37, 256u32), (3 * 32 * 32 + 45, 32)] {
+        let rows = 2;
+        let eps = 1e-5;
+        let x = values(rows * cols, 16, 2.0, 4.0);
+        let w = values(cols, 17, 0.5, 1.5);
+        let b = values(cols, 18, -1.0, 1.0);
+        let dy = values(rows * cols, 19, -1.0, 1.0);
+        for centered in [true, false] {
+            let shape = (rows, cols, block);
+            let (y, dx, dw, _) = norm_kernels::<f64>(&x, &w, &b, &dy, shape, eps, centered);
+            let (y32, dx32, _, _) = norm_kernels::<f32>(&x, &w, &b, &dy, shape, eps, centered);
+            let mut dw_want = vec![0.0; cols];
+            for r in 0..rows {
+                let (xr, dyr) = (&x[r * cols..][..cols], &dy[r * cols..][..cols]);
+                let want = norm_ref(xr, &w, &b, eps, centered);
+                let dx_want = norm_backward_ref(xr, &w, dyr, eps, centered);
+                let no_w = vec![1.0; cols];
+                let xhat = norm_ref(xr, &no_w, &vec![0.0; cols], eps, centered);
+                for i in 0..cols {
+                    let at = format!("cols {cols} centered {centered} row {r} col {i}");
+                    close(y[r * cols + i], want[i], 1e-12, &format!("y {at}"));
+                    close(dx[r * cols + i], dx_want[i], 1e-12, &format!("dx {at}"));
+                    close(y32[r * cols + i], want[i], 1e-5, &format!("f32 y {at}"));
+                    close(
+                        dx32[r * cols + i],
+                        dx_want[i],
+                        1e-4,
+                        &format!("f32 dx {at}"),
+                    );
+                    dw_want[i] += dyr[i] * xhat[i];
+                }
+            }
+            for i in 0..cols {
+                close(dw[i], dw_want[i], 1e-12, &format!("dw cols {cols} col {i}"));
+            }
+        }
+    }
+}
+
 #[test]
 fn norm_statistics_are_compute_type_buffers() {
     let e = norm_rows::KERNEL.entry(DType::F16, Variant::Simt).unwrap();

@@ -1,7 +1,8 @@
 //! Layer norm and RMS norm on every device, forward and backward (gradients of `Σ y * r` for
 //! the input, the weight and the bias), with rows that do not fill a warp, rows wider than a
-//! block, and a non-contiguous input. On a GPU the layers run the fused kernels; on the CPU
-//! they run their composition of primitive ops, which is what the fused kernels are held to.
+//! block, rows longer than a block holds in registers, and a non-contiguous input. On a GPU
+//! the layers run the fused kernels; on the CPU they run their composition of primitive ops,
+//! which is what the fused kernels are held to.
 //!
 //! The fused kernels compute f16 and bf16 in f32 and round once (as PyTorch's do), while the
 //! composition in f16 rounds after every op; so for those two types the CPU reference is the
@@ -76,6 +77,8 @@ fn norm_case<E: Float>() {
         let mut out = norm_rows_of::<20, E>(dev, 9, 30);
         out.extend(norm_rows_of::<1000, E>(dev, 5, 40));
         out.extend(norm_rows_of::<2500, E>(dev, 3, 50));
+        // Longer than a block holds in registers (256 threads of 32 values): read in chunks.
+        out.extend(norm_rows_of::<8229, E>(dev, 2, 60));
         out
     });
 }

@@ -352,15 +352,15 @@ impl TwoStage {
     }
 }
 
-/// Values of a row each thread of the row kernels `softmax_rows`, `log_softmax_rows` and
-/// `logsumexp_rows` keeps in registers at a time.
+/// Values of a row each thread of the row kernels `softmax_rows`, `log_softmax_rows`,
+/// `logsumexp_rows`, `norm_rows` and `norm_backward_rows` keeps in registers at a time.
 const HELD_PER_THREAD: usize = 32;
 
 /// The block of those row kernels for rows of `cols`: enough threads to hold the row (so
-/// softmax reads it from memory once), a multiple of 32, at most 256. They take up to 142
-/// registers a thread (f64), so 256 threads always fit an SM's 64K registers, and several
+/// softmax and the norms read it from memory once), a multiple of 32, at most 256. A thread
+/// takes at most 255 registers, so 256 threads always fit an SM's 64K registers, and several
 /// rows are in flight on each SM; rows longer than 256 * 32 are read in chunks.
-fn held_row_block(cols: usize) -> u32 {
+pub(crate) fn held_row_block(cols: usize) -> u32 {
     (cols.div_ceil(HELD_PER_THREAD).div_ceil(32) * 32).clamp(32, 256) as u32
 }
 

@@ -9,7 +9,7 @@
 
 use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::{DevicePtr, LaunchConfig};
-use super::ops::dense_view;
+use super::ops::{dense_view, held_row_block};
 use super::storage::CudaStorage;
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::kernel::{KernelEntry, KernelSource, Variant};
@@ -60,12 +60,6 @@ fn entry<E: Element>(ordinal: usize, src: &'static KernelSource) -> Result<&'sta
     kernel_entry(ordinal, src, E::DTYPE, E::DTYPE, Variant::Simt)
 }
 
-/// The threads of a row's block: about four elements each, a multiple of 32, at most 512 (so
-/// several blocks share an SM and hide each other's barriers).
-fn row_block(cols: usize) -> u32 {
-    (cols.div_ceil(4).div_ceil(32) * 32).clamp(32, 512) as u32
-}
-
 fn rows_grid(op: &'static str, rows: usize, cols: usize) -> Result<LaunchConfig> {
     if rows > i32::MAX as usize {
         return Err(BackendError::BadArgument {
@@ -75,7 +69,8 @@ fn rows_grid(op: &'static str, rows: usize, cols: usize) -> Result<LaunchConfig>
     }
     Ok(LaunchConfig {
         grid: (rows as u32, 1, 1),
-        block: (row_block(cols), 1, 1),
+        // Enough threads to hold the row in registers, 32 values each (at most 256 threads).
+        block: (held_row_block(cols), 1, 1),
         shared_mem: 0,
     })
 }
@@ -142,7 +137,7 @@ pub(crate) fn norm_rows<E: Element>(
     ];
     // SAFETY: `x` holds rows * cols dense elements from `start`, the weight and bias `cols`
     // (read only when present), `y` rows * cols, the statistics `rows` values of the entry's
-    // compute type; one block per row, a block size that is a multiple of 32, at most 1024.
+    // compute type; one block per row, a block size that is a multiple of 32, at most 256.
     unsafe { launch_entry(ordinal, src, e, config, &args)? };
     drop((xd, keep));
     Ok((y, stats))
@@ -191,7 +186,7 @@ pub(crate) fn norm_rows_backward<E: Element>(
         let config = rows_grid("layer_norm backward", rows, cols)?;
         // SAFETY: `dy` and `x` hold rows * cols dense elements from their starts, the weight
         // `cols`, the statistics `rows` compute-type values, `dx` rows * cols; one block per
-        // row, a block size that is a multiple of 32, at most 1024.
+        // row, a block size that is a multiple of 32, at most 256.
         unsafe { launch_entry(ordinal, src, e, config, &args)? };
         drop(keep);
     }

@@ -11,15 +11,24 @@
 //! `T` once, on store; the row statistics stay in the compute type (`&mut [T::Acc]`), so a
 //! backward over f16 data never sees them rounded. The forward follows the composition's order
 //! of operations (two passes for the variance, then `((x - mean) * rstd) * weight + bias`),
-//! and every sum runs in an order fixed by the sizes and the block size alone.
+//! and every sum runs in an order fixed by the sizes and the block size alone. The row
+//! kernels hold up to 32 values a thread in registers, so a row that fits is read from memory
+//! once, and the second pass of the variance runs over registers.
 
 use crate::Float;
 use rtx_macros::kernel;
 
 /// Normalizes each row of a dense `[rows, cols]` matrix: launch one block per row, with a
-/// block size that is a multiple of 32 (at most 1024). Writes `y` and, per row, `mean`
+/// block size that is a multiple of 32, at most 256 (each thread holds up to 32 values in
+/// registers, and a block must fit the SM's 64K registers). Writes `y` and, per row, `mean`
 /// (0 when not `centered`) and `rstd`. `weight` and `bias` (`[cols]`) are read only when
 /// `has_weight` / `has_bias` are not 0.
+///
+/// A row of at most 32 values per thread (`cols <= 32 * block`) is read from memory once:
+/// thread `tid` loads elements `tid + k * block` into registers, all loads in flight together,
+/// and keeps them for the mean, the variance and the write. A longer row is walked in chunks
+/// of 32 values per thread, once per pass, every other pass last chunk first, so the chunk
+/// still held from one pass is not read again by the next.
 ///
 /// ```
 /// use rtx_kernels::{kernels::norm_rows, kernel::LaunchConfig};
@@ -43,35 +52,50 @@ pub fn norm_rows<T: Float>(
     has_weight: u32,
     has_bias: u32,
 ) {
+    // The most values a thread holds at once, in registers.
+    const HELD: usize = 32;
     #[shared]
     let red: [T; 32];
     let tid = thread_idx_x();
     let lane = lane_id();
     let warp = tid / 32;
-    let warps = (block_dim_x() + 31) / 32;
-    let row = block_idx_x();
-    let base = row * cols;
-
     let bd = block_dim_x();
+    let warps = (bd + 31) / 32;
+    let row = block_idx_x();
+    let at = row * cols + tid;
+    let span = HELD * bd;
 
-    // The branch is the same for the whole block, so its barriers are reached by all.
+    // Chunk by chunk (`span` elements from `start`), thread `tid` holds elements
+    // `start + tid + k * bd` as `v[k]`, the first `mine` of them: each warp load reads
+    // neighbouring elements, and no load waits for another. `held` is the start of the chunk
+    // in `v` (`cols` while none is), so a pass skips reading the chunk the one before left.
+    let mut v = [0.0; HELD];
+    let mut held = cols;
+
+    // Every branch below is the same for the whole block, so its barriers are reached by all.
     let mut mu = 0.0;
     if centered != 0 {
-        // Four independent loads per step keep enough reads in flight to stream the row
-        // from memory; the order of the sum is still fixed by the block size.
         let mut s = 0.0;
-        let mut c = tid;
-        while c + 3 * bd < cols {
-            let a = x[base + c];
-            let b = x[base + c + bd];
-            let e = x[base + c + 2 * bd];
-            let f = x[base + c + 3 * bd];
-            s += (a + b) + (e + f);
-            c += 4 * bd;
-        }
-        while c < cols {
-            s += x[base + c];
-            c += bd;
+        let mut start = 0;
+        while start < cols {
+            let mine = if start + tid < cols {
+                (cols - start - tid + bd - 1) / bd
+            } else {
+                0
+            };
+            let p = at + start;
+            for k in 0..HELD {
+                if k < mine {
+                    v[k] = x[p + k * bd];
+                }
+            }
+            held = start;
+            for k in 0..HELD {
+                if k < mine {
+                    s += v[k];
+                }
+            }
+            start += span;
         }
         let mut m: u32 = 16;
         while m > 0 {
@@ -90,20 +114,34 @@ pub fn norm_rows<T: Float>(
         sync_threads();
     }
 
+    // The variance from the held values less the mean: the composition's two passes, with
+    // the second one over registers. The chunks go last to first, so that the first is held
+    // for the write and the last, left by the sum, is not read again.
     let mut q = 0.0;
-    let mut c = tid;
-    while c + 3 * bd < cols {
-        let a = x[base + c] - mu;
-        let b = x[base + c + bd] - mu;
-        let e = x[base + c + 2 * bd] - mu;
-        let f = x[base + c + 3 * bd] - mu;
-        q += (a * a + b * b) + (e * e + f * f);
-        c += 4 * bd;
-    }
-    while c < cols {
-        let d = x[base + c] - mu;
-        q += d * d;
-        c += bd;
+    let mut chunk = (cols + span - 1) / span;
+    while chunk > 0 {
+        chunk -= 1;
+        let qstart = chunk * span;
+        let mine = if qstart + tid < cols {
+            (cols - qstart - tid + bd - 1) / bd
+        } else {
+            0
+        };
+        let p = at + qstart;
+        if qstart != held {
+            for k in 0..HELD {
+                if k < mine {
+                    v[k] = x[p + k * bd];
+                }
+            }
+            held = qstart;
+        }
+        for k in 0..HELD {
+            if k < mine {
+                let d = v[k] - mu;
+                q += d * d;
+            }
+        }
     }
     let mut m2: u32 = 16;
     while m2 > 0 {
@@ -120,15 +158,36 @@ pub fn norm_rows<T: Float>(
     }
     let r = 1.0 / (sq / (cols as T) + eps).sqrt();
 
-    for c in (tid..cols).step_by(bd) {
-        let mut v = (x[base + c] - mu) * r;
-        if has_weight != 0 {
-            v = v * weight[c];
+    let mut wstart = 0;
+    while wstart < cols {
+        let mine = if wstart + tid < cols {
+            (cols - wstart - tid + bd - 1) / bd
+        } else {
+            0
+        };
+        let p = at + wstart;
+        if wstart != held {
+            for k in 0..HELD {
+                if k < mine {
+                    v[k] = x[p + k * bd];
+                }
+            }
+            held = wstart;
         }
-        if has_bias != 0 {
-            v = v + bias[c];
+        let c = wstart + tid;
+        for k in 0..HELD {
+            if k < mine {
+                let mut o = (v[k] - mu) * r;
+                if has_weight != 0 {
+                    o = o * weight[c + k * bd];
+                }
+                if has_bias != 0 {
+                    o = o + bias[c + k * bd];
+                }
+                y[p + k * bd] = o;
+            }
         }
-        y[base + c] = v;
+        wstart += span;
     }
     if tid == 0 {
         mean[row] = mu;
@@ -140,7 +199,10 @@ pub fn norm_rows<T: Float>(
 /// matrix, from the output gradient `dy`, the input `x`, the weight and the saved `mean`
 /// (read only when `centered`) and `rstd`: with `g = dy * weight` and `xhat = (x - mean) *
 /// rstd`, `dx = rstd * (g - mean(g) - xhat * mean(g * xhat))` (without the `mean(g)` term for
-/// RMS norm). One block per row, a block size that is a multiple of 32 (at most 1024).
+/// RMS norm). One block per row, a block size that is a multiple of 32, at most 256. As in
+/// [`norm_rows`](norm_rows()), a row of at most 32 values per thread is read once, its `g`
+/// and `xhat` held in registers from the sums to the write; a longer row is read in chunks,
+/// and all but its last chunk a second time for the write (last chunk first).
 ///
 /// ```
 /// use rtx_kernels::{kernels::norm_backward_rows, kernel::LaunchConfig};
@@ -163,6 +225,8 @@ pub fn norm_backward_rows<T: Float>(
     centered: u32,
     has_weight: u32,
 ) {
+    // The most elements a thread holds at once (a `g` and an `xhat` each), in registers.
+    const HELD: usize = 32;
     #[shared]
     let red_g: [T; 32];
     #[shared]
@@ -170,22 +234,48 @@ pub fn norm_backward_rows<T: Float>(
     let tid = thread_idx_x();
     let lane = lane_id();
     let warp = tid / 32;
-    let warps = (block_dim_x() + 31) / 32;
+    let bd = block_dim_x();
+    let warps = (bd + 31) / 32;
     let row = block_idx_x();
-    let base = row * cols;
+    let at = row * cols + tid;
+    let span = HELD * bd;
     let mu = if centered != 0 { mean[row] } else { 0.0 };
     let r = rstd[row];
 
+    // Thread `tid` holds `g` and `xhat` of elements `start + tid + k * bd` of a chunk as
+    // `g[k]` and `xh[k]`; the sums run over the elements in the order of their columns.
+    let mut g = [0.0; HELD];
+    let mut xh = [0.0; HELD];
+    let mut held = cols;
     let mut sg = 0.0;
     let mut sgx = 0.0;
-    for c in (tid..cols).step_by(block_dim_x()) {
-        let xhat = (x[base + c] - mu) * r;
-        let mut g = dy[base + c];
-        if has_weight != 0 {
-            g = g * weight[c];
+    let mut start = 0;
+    while start < cols {
+        let mine = if start + tid < cols {
+            (cols - start - tid + bd - 1) / bd
+        } else {
+            0
+        };
+        let p = at + start;
+        let c = start + tid;
+        for k in 0..HELD {
+            if k < mine {
+                xh[k] = x[p + k * bd];
+                g[k] = dy[p + k * bd];
+            }
         }
-        sg += g;
-        sgx += g * xhat;
+        for k in 0..HELD {
+            if k < mine {
+                xh[k] = (xh[k] - mu) * r;
+                if has_weight != 0 {
+                    g[k] = g[k] * weight[c + k * bd];
+                }
+                sg += g[k];
+                sgx += g[k] * xh[k];
+            }
+        }
+        held = start;
+        start += span;
     }
     let mut m: u32 = 16;
     while m > 0 {
@@ -207,13 +297,42 @@ pub fn norm_backward_rows<T: Float>(
     let n = cols as T;
     let mean_g = if centered != 0 { tg / n } else { 0.0 };
     let mean_gx = tgx / n;
-    for c in (tid..cols).step_by(block_dim_x()) {
-        let xhat = (x[base + c] - mu) * r;
-        let mut g = dy[base + c];
-        if has_weight != 0 {
-            g = g * weight[c];
+
+    // Last chunk first: it is still held from the sums, and every other one is read again
+    // and computed as before.
+    let mut chunk = (cols + span - 1) / span;
+    while chunk > 0 {
+        chunk -= 1;
+        let wstart = chunk * span;
+        let mine = if wstart + tid < cols {
+            (cols - wstart - tid + bd - 1) / bd
+        } else {
+            0
+        };
+        let p = at + wstart;
+        let c = wstart + tid;
+        if wstart != held {
+            for k in 0..HELD {
+                if k < mine {
+                    xh[k] = x[p + k * bd];
+                    g[k] = dy[p + k * bd];
+                }
+            }
+            for k in 0..HELD {
+                if k < mine {
+                    xh[k] = (xh[k] - mu) * r;
+                    if has_weight != 0 {
+                        g[k] = g[k] * weight[c + k * bd];
+                    }
+                }
+            }
+            held = wstart;
         }
-        dx[base + c] = r * (g - mean_g - xhat * mean_gx);
+        for k in 0..HELD {
+            if k < mine {
+                dx[p + k * bd] = r * (g[k] - mean_g - xh[k] * mean_gx);
+            }
+        }
     }
 }
 

@@ -223,25 +223,37 @@ __device__ __forceinline__ void norm_rows_impl(const S* x, const S* weight, cons
   unsigned long long tid = ((unsigned long long)threadIdx.x);
   unsigned long long lane = ((unsigned long long)(rtx_linear_tid() & 31u));
   unsigned long long warp = (tid / 32ull);
-  unsigned long long warps = ((((unsigned long long)blockDim.x) + 31ull) / 32ull);
-  unsigned long long row = ((unsigned long long)blockIdx.x);
-  unsigned long long base = (row * cols);
   unsigned long long bd = ((unsigned long long)blockDim.x);
+  unsigned long long warps = ((bd + 31ull) / 32ull);
+  unsigned long long row = ((unsigned long long)blockIdx.x);
+  unsigned long long at = ((row * cols) + tid);
+  unsigned long long span = (32ull * bd);
+  const A rtx_t0 = A(0.0);
+  A v[32];
+  #pragma unroll
+  for (int rtx_t1 = 0; rtx_t1 < 32; ++rtx_t1) v[rtx_t1] = rtx_t0;
+  unsigned long long held = cols;
   A mu = A(0.0);
   if ((centered != 0u)) {
     A s = A(0.0);
-    unsigned long long c = tid;
-    while (((c + (3ull * bd)) < cols)) {
-      A a = rtx_elem<S>::widen(x[(base + c)]);
-      A b = rtx_elem<S>::widen(x[((base + c) + bd)]);
-      A e = rtx_elem<S>::widen(x[((base + c) + (2ull * bd))]);
-      A f = rtx_elem<S>::widen(x[((base + c) + (3ull * bd))]);
-      s += ((a + b) + (e + f));
-      c += (4ull * bd);
-    }
-    while ((c < cols)) {
-      s += rtx_elem<S>::widen(x[(base + c)]);
-      c += bd;
+    unsigned long long start = 0ull;
+    while ((start < cols)) {
+      unsigned long long mine = (((start + tid) < cols) ? (((((cols - start) - tid) + bd) - 1ull) / bd) : 0ull);
+      unsigned long long p = (at + start);
+      #pragma unroll
+      for (unsigned long long k = 0ull; k < 32ull; k += 1) {
+        if ((k < mine)) {
+          v[k] = rtx_elem<S>::widen(x[(p + (k * bd))]);
+        }
+      }
+      held = start;
+      #pragma unroll
+      for (unsigned long long k_1 = 0ull; k_1 < 32ull; k_1 += 1) {
+        if ((k_1 < mine)) {
+          s += v[k_1];
+        }
+      }
+      start += span;
     }
     unsigned int m = 16u;
     while ((m > 0u)) {
@@ -254,8 +266,8 @@ __device__ __forceinline__ void norm_rows_impl(const S* x, const S* weight, cons
     __syncthreads();
     A total = A(0.0);
     {
-      const unsigned long long rtx_t0 = warps;
-      for (unsigned long long w = 0ull; w < rtx_t0; w += 1) {
+      const unsigned long long rtx_t2 = warps;
+      for (unsigned long long w = 0ull; w < rtx_t2; w += 1) {
         total += red[w];
       }
     }
@@ -263,19 +275,28 @@ __device__ __forceinline__ void norm_rows_impl(const S* x, const S* weight, cons
     __syncthreads();
   }
   A q = A(0.0);
-  unsigned long long c_1 = tid;
-  while (((c_1 + (3ull * bd)) < cols)) {
-    A a_1 = (rtx_elem<S>::widen(x[(base + c_1)]) - mu);
-    A b_1 = (rtx_elem<S>::widen(x[((base + c_1) + bd)]) - mu);
-    A e_1 = (rtx_elem<S>::widen(x[((base + c_1) + (2ull * bd))]) - mu);
-    A f_1 = (rtx_elem<S>::widen(x[((base + c_1) + (3ull * bd))]) - mu);
-    q += (((a_1 * a_1) + (b_1 * b_1)) + ((e_1 * e_1) + (f_1 * f_1)));
-    c_1 += (4ull * bd);
-  }
-  while ((c_1 < cols)) {
-    A d = (rtx_elem<S>::widen(x[(base + c_1)]) - mu);
-    q += (d * d);
-    c_1 += bd;
+  unsigned long long chunk = (((cols + span) - 1ull) / span);
+  while ((chunk > 0ull)) {
+    chunk -= 1ull;
+    unsigned long long qstart = (chunk * span);
+    unsigned long long mine_1 = (((qstart + tid) < cols) ? (((((cols - qstart) - tid) + bd) - 1ull) / bd) : 0ull);
+    unsigned long long p_1 = (at + qstart);
+    if ((qstart != held)) {
+      #pragma unroll
+      for (unsigned long long k_2 = 0ull; k_2 < 32ull; k_2 += 1) {
+        if ((k_2 < mine_1)) {
+          v[k_2] = rtx_elem<S>::widen(x[(p_1 + (k_2 * bd))]);
+        }
+      }
+      held = qstart;
+    }
+    #pragma unroll
+    for (unsigned long long k_3 = 0ull; k_3 < 32ull; k_3 += 1) {
+      if ((k_3 < mine_1)) {
+        A d = (v[k_3] - mu);
+        q += (d * d);
+      }
+    }
   }
   unsigned int m2 = 16u;
   while ((m2 > 0u)) {
@@ -288,26 +309,41 @@ __device__ __forceinline__ void norm_rows_impl(const S* x, const S* weight, cons
   __syncthreads();
   A sq = A(0.0);
   {
-    const unsigned long long rtx_t1 = warps;
-    for (unsigned long long w_1 = 0ull; w_1 < rtx_t1; w_1 += 1) {
+    const unsigned long long rtx_t3 = warps;
+    for (unsigned long long w_1 = 0ull; w_1 < rtx_t3; w_1 += 1) {
       sq += red[w_1];
     }
   }
   A r = (A(1.0) / rtx_sqrt(((sq / ((A)(cols))) + eps)));
-  {
-    const unsigned long long rtx_t2 = cols;
-    const unsigned long long rtx_t3 = bd;
-    for (unsigned long long c_2 = tid; c_2 < rtx_t2; c_2 += rtx_t3) {
-      A v = ((rtx_elem<S>::widen(x[(base + c_2)]) - mu) * r);
-      if ((has_weight != 0u)) {
-        v = (v * rtx_elem<S>::widen(weight[c_2]));
+  unsigned long long wstart = 0ull;
+  while ((wstart < cols)) {
+    unsigned long long mine_2 = (((wstart + tid) < cols) ? (((((cols - wstart) - tid) + bd) - 1ull) / bd) : 0ull);
+    unsigned long long p_2 = (at + wstart);
+    if ((wstart != held)) {
+      #pragma unroll
+      for (unsigned long long k_4 = 0ull; k_4 < 32ull; k_4 += 1) {
+        if ((k_4 < mine_2)) {
+          v[k_4] = rtx_elem<S>::widen(x[(p_2 + (k_4 * bd))]);
+        }
       }
-      if ((has_bias != 0u)) {
-        v = (v + rtx_elem<S>::widen(bias[c_2]));
-      }
-      const unsigned long long rtx_t4 = (base + c_2);
-      y[rtx_t4] = rtx_elem<S>::narrow(v);
+      held = wstart;
     }
+    unsigned long long c = (wstart + tid);
+    #pragma unroll
+    for (unsigned long long k_5 = 0ull; k_5 < 32ull; k_5 += 1) {
+      if ((k_5 < mine_2)) {
+        A o = ((v[k_5] - mu) * r);
+        if ((has_weight != 0u)) {
+          o = (o * rtx_elem<S>::widen(weight[(c + (k_5 * bd))]));
+        }
+        if ((has_bias != 0u)) {
+          o = (o + rtx_elem<S>::widen(bias[(c + (k_5 * bd))]));
+        }
+        const unsigned long long rtx_t4 = (p_2 + (k_5 * bd));
+        y[rtx_t4] = rtx_elem<S>::narrow(o);
+      }
+    }
+    wstart += span;
   }
   if ((tid == 0ull)) {
     mean[row] = mu;
