@@ -255,3 +255,45 @@ fn a_loop_over_blocks_compiles_and_its_ir_names_each_block() {
     );
     assert!(params.contains(&"head.bias".to_string()), "{params:?}");
 }
+
+/// The MLP's output.
+type Y = Tensor<(Dyn<'B'>, Const<4>), f64>;
+
+/// The loss `sum((y - t)²)` and its static backward.
+fn sse(y: &Y, t: &Y) -> (Tensor<(), f64>, impl FnOnce(&Tensor<(), f64>) -> Y + use<>) {
+    let d = y - t;
+    let loss = (&d * &d).sum_all();
+    (loss, move |g: &Tensor<(), f64>| &(&d * 2.0) * g)
+}
+
+#[test]
+fn train_step_equals_forward_backward_and_update() {
+    let x = input(7);
+    let t: Tensor<(Dyn<'B'>, Const<4>), f64> = Tensor::randn((Dyn(5), Const), 8, Device::Cpu);
+    // By hand: the tape's gradients and an optimizer step, three times.
+    let mut want = Mlp::init(&Device::Cpu, 9);
+    want.track_gradients();
+    let mut opt = Adam::new(1e-2);
+    for _ in 0..3 {
+        let d = &want.forward(&x) - &t;
+        let grads = (&d * &d).sum_all().backward();
+        opt.step(&mut want, &grads);
+    }
+    // The same through a TrainStep.
+    let mut got = Mlp::init(&Device::Cpu, 9);
+    got.track_gradients();
+    let mut opt = Adam::new(1e-2);
+    let mut step = rtx::compile::TrainStep::new(sse);
+    let mut losses = Vec::new();
+    for _ in 0..3 {
+        losses.push(
+            step.run(&mut got, &mut opt, (x.clone(),), &t)
+                .unwrap()
+                .item(),
+        );
+    }
+    assert!(!step.is_captured(), "nothing is captured on the CPU");
+    assert!(losses[2] < losses[0], "the loss goes down: {losses:?}");
+    close(&got.fc1.weight.to_vec(), &want.fc1.weight.to_vec(), 1e-10);
+    close(&got.fc2.weight.to_vec(), &want.fc2.weight.to_vec(), 1e-10);
+}

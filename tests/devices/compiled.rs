@@ -116,3 +116,78 @@ fn fused_linear_bias_gelu_is_one_product_and_one_kernel_on_a_gpu() {
         );
     }
 }
+
+/// The squared error summed, with its static backward.
+fn sse(
+    y: &Tensor<(usize, Const<5>)>,
+    t: &Tensor<(usize, Const<5>)>,
+) -> (
+    Tensor<()>,
+    impl FnOnce(&Tensor<()>) -> Tensor<(usize, Const<5>)> + use<>,
+) {
+    let d = y - t;
+    let loss = (&d * &d).sum_all();
+    (loss, move |g: &Tensor<()>| &(&d * 2.0) * g)
+}
+
+/// Six steps of a `TrainStep` on `dev` (captured from the second on a GPU), with fresh
+/// inputs each step; the parameters after, the losses, and the launches of the last step.
+fn train_steps(dev: Device) -> (Vec<f64>, Vec<f64>, u64, bool) {
+    let mut m = mlp::<f32>(dev);
+    let mut opt = Adam::new(1e-2);
+    let mut step = rtx::compile::TrainStep::new(sse);
+    let mut losses = Vec::new();
+    let mut launches = 0;
+    for k in 0..6u64 {
+        let x = Tensor::from_vec(
+            values::<f32>(ROWS * 12, 20 + k, -1.0, 1.0),
+            (ROWS, Const),
+            dev,
+        );
+        let t = Tensor::from_vec(
+            values::<f32>(ROWS * 5, 40 + k, -1.0, 1.0),
+            (ROWS, Const),
+            dev,
+        );
+        let before = rtx::launch_count(dev);
+        let loss = step.run(&mut m, &mut opt, (x,), &t).unwrap();
+        launches = rtx::launch_count(dev) - before;
+        losses.push(loss.item() as f64);
+    }
+    let mut params = f64s(&m.fc1.weight);
+    params.extend(f64s(&m.fc2.weight));
+    params.extend(f64s(&m.shift));
+    (params, losses, launches, step.is_captured())
+}
+
+#[test]
+fn a_captured_train_step_matches_the_cpu() {
+    let (want, want_losses, _, captured) = train_steps(Device::Cpu);
+    assert!(!captured);
+    let gpus = match gpus() {
+        Ok(g) => g,
+        Err(why) => {
+            println!("captured train step: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    for dev in gpus {
+        let (got, losses, launches, captured) = train_steps(dev);
+        println!("captured train step on {dev}: {launches} launches a step; losses {losses:?}");
+        assert!(captured, "a GPU step is captured from its second run");
+        for (i, (g, w)) in losses.iter().zip(&want_losses).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-3 * (1.0 + w.abs()),
+                "loss {i}: {g} vs {w}"
+            );
+        }
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                "parameter {i}: {g} vs {w}"
+            );
+        }
+        // Two input copies, the graph, the optimizer's update.
+        assert!(launches <= 4, "{launches} launches");
+    }
+}

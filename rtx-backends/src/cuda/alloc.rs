@@ -88,9 +88,7 @@ pub(crate) struct Allocator {
 /// A block of at least `size` bytes and at most a quarter more from `pools`, smallest first.
 fn take_from(pools: &mut Pools, size: usize) -> Option<(CUdeviceptr, usize)> {
     let limit = size.saturating_add(size / 4);
-    let (&found, _) = pools
-        .range_mut(size..=limit)
-        .find(|(_, v)| !v.is_empty())?;
+    let (&found, _) = pools.range_mut(size..=limit).find(|(_, v)| !v.is_empty())?;
     let list = pools.get_mut(&found)?;
     let ptr = list.pop()?;
     if list.is_empty() {

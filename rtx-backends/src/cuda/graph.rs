@@ -90,10 +90,12 @@ pub fn begin_capture(ordinal: usize) -> Result<()> {
 /// buffers go back to the common pools once freed.
 pub fn end_capture(ordinal: usize) -> Result<Graph> {
     let g = gpu(ordinal)?;
-    let id = lock(&g.alloc).capturing.ok_or_else(|| BackendError::BadArgument {
-        op: "cuda graph capture",
-        msg: format!("GPU {ordinal} is not capturing a graph"),
-    })?;
+    let id = lock(&g.alloc)
+        .capturing
+        .ok_or_else(|| BackendError::BadArgument {
+            op: "cuda graph capture",
+            msg: format!("GPU {ordinal} is not capturing a graph"),
+        })?;
     // Stop handing out graph blocks before anything else can fail.
     lock(&g.alloc).capturing = None;
     let flags = sys::CUgraphInstantiate_flags(0);

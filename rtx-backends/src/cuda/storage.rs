@@ -103,6 +103,36 @@ impl<E: Element> CudaStorage<E> {
         self.range_to_host(0..self.len)
     }
 
+    /// Overwrites this buffer with the elements `range` of `src` (on the same GPU, queued on
+    /// its stream). The lengths must match.
+    pub fn copy_from_range(&self, src: &Self, range: Range<usize>) -> Result<()> {
+        src.check_range("copy", &range)?;
+        let g = &self.buf.gpu;
+        if range.len() != self.len || g.ordinal != src.buf.gpu.ordinal {
+            return Err(BackendError::BadArgument {
+                op: "copy",
+                msg: format!(
+                    "{} elements on GPU {} cannot overwrite {} on GPU {}",
+                    range.len(),
+                    src.buf.gpu.ordinal,
+                    self.len,
+                    g.ordinal
+                ),
+            });
+        }
+        let bytes = byte_len::<E>(range.len());
+        if bytes == 0 {
+            return Ok(());
+        }
+        g.bind()?;
+        crate::dispatch::count(g.device());
+        let from = src.buf.ptr + byte_len::<E>(range.start) as u64;
+        // SAFETY: both ranges lie inside their blocks; one stream orders the copy after the
+        // source's writes and before later reads of this buffer.
+        unsafe { drv::memcpy_dtod_async(self.buf.ptr, from, bytes, g.stream.cu_stream()) }
+            .map_err(|e| g.err("cuMemcpyDtoDAsync", e))
+    }
+
     /// The elements in `range` as fresh storage on GPU `ordinal` (this GPU or another).
     pub fn copy_range_to(&self, range: Range<usize>, ordinal: usize) -> Result<Self> {
         self.check_range("to_device", &range)?;

@@ -135,6 +135,41 @@ impl<E: Element> Storage<E> {
         }
     }
 
+    /// Overwrites `dst` (dense, as many elements as `layout` views) with the elements this
+    /// storage holds through `layout`, in place: a captured CUDA graph reads its inputs from
+    /// fixed addresses, so new inputs are copied into them.
+    pub fn copy_into(&self, layout: &Layout, dst: &mut Storage<E>) -> Result<()> {
+        if dst.len() != layout.numel() {
+            return Err(BackendError::BadArgument {
+                op: "copy",
+                msg: format!(
+                    "{} elements cannot overwrite a buffer of {}",
+                    layout.numel(),
+                    dst.len()
+                ),
+            });
+        }
+        match (self, dst) {
+            (Storage::Cpu(v), Storage::Cpu(d)) => {
+                crate::dispatch::cpu();
+                let dense = crate::cpu::elementwise::map(v, layout, |x| x);
+                d.copy_from_slice(&dense);
+                Ok(())
+            }
+            (Storage::Cuda(c), Storage::Cuda(d)) => match layout.contiguous_range() {
+                Some(r) => d.copy_from_range(c, r),
+                None => {
+                    let dense = cuda_dense(c, layout)?;
+                    d.copy_from_range(&dense, 0..dense.len())
+                }
+            },
+            (a, b) => Err(BackendError::BadArgument {
+                op: "copy",
+                msg: format!("cannot copy from {} into {}", a.device(), b.device()),
+            }),
+        }
+    }
+
     /// The elements on another device (a copy, even onto the same device).
     pub fn to_device(&self, layout: &Layout, device: Device) -> Result<Self> {
         match (self, device, layout.contiguous_range()) {

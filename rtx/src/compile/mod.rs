@@ -15,6 +15,9 @@ pub mod fused;
 pub mod glue;
 pub mod grad;
 mod layers;
+mod step;
+
+pub use step::{StepInputs, TrainStep};
 
 pub use crate::autograd::Gradients;
 use crate::ir;

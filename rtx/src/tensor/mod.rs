@@ -125,6 +125,12 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         &self.storage
     }
 
+    /// Where the storage is (its handle's address): it changes exactly when the tensor is
+    /// given a new buffer, which a captured CUDA graph must not see happen to a parameter.
+    pub(crate) fn storage_place(&self) -> usize {
+        Arc::as_ptr(&self.storage) as *const () as usize
+    }
+
     /// The shared storage handle itself.
     pub(crate) fn storage_arc(&self) -> &Arc<Storage<E>> {
         &self.storage

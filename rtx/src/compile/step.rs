@@ -1,0 +1,345 @@
+//! A training step compiled once and run every iteration: the compiled forward, the loss,
+//! the static backward and the optimizer's update, in one call.
+//!
+//! On a GPU the forward, loss and backward are captured as a CUDA graph on the second run
+//! (the first runs uncaptured: it compiles the kernels, loads cuBLAS and fills the
+//! allocator's cache) and replayed on every later run, so the launches of a whole step cost
+//! one graph launch; the optimizer's update follows as its own multi-tensor launch, with
+//! this step's scalars (learning rate, bias corrections) as arguments, so schedules need
+//! nothing special. On the CPU every run simply executes the step.
+//!
+//! Invariants of a captured step: its inputs and targets are copied into buffers the graph
+//! owns; the gradients and the loss live in buffers the graph writes on each replay; the
+//! parameters are updated in place (a replay reads them where the capture found them, which
+//! [`TrainStep::run`] checks after every update).
+
+use super::{Gradients, StaticForward};
+use crate::autograd::Erased;
+use crate::error::{Error, Result};
+use crate::ir::IrArgs;
+use crate::nn::{Module, TensorKind, Visitor};
+use crate::optim::Optimizer;
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use rtx_backends::{Device, cuda};
+use rtx_kernels::{Element, Float};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The tensors a step reads: copied into the graph's own buffers before each replay.
+pub trait StepInputs: Sized {
+    /// The device the tensors live on.
+    fn device(&self) -> Device;
+    /// Dense copies in fresh buffers.
+    fn fresh_copy(&self) -> Result<Self>;
+    /// Overwrites `dst`'s buffers with these tensors' values.
+    fn copy_into(&self, dst: &mut Self) -> Result<()>;
+}
+
+impl<S: Shape, E: Element> StepInputs for Tensor<S, E> {
+    fn device(&self) -> Device {
+        Tensor::device(self)
+    }
+
+    fn fresh_copy(&self) -> Result<Self> {
+        let storage = self.storage().contiguous(self.layout())?;
+        Ok(Tensor::from_storage(storage, self.shape()))
+    }
+
+    fn copy_into(&self, dst: &mut Self) -> Result<()> {
+        if self.dims() != dst.dims() {
+            return Err(Error::BadArgument {
+                op: "TrainStep::run",
+                msg: format!(
+                    "an input of shape {:?} does not fit the captured step's {:?}: a captured \
+                     step keeps its shapes (start a new TrainStep for another batch size)",
+                    self.dims(),
+                    dst.dims()
+                ),
+            });
+        }
+        let storage = dst.storage_mut().ok_or_else(|| Error::BadArgument {
+            op: "TrainStep::run",
+            msg: "the captured step's input buffer is shared; it cannot be refilled".into(),
+        })?;
+        Ok(self.storage().copy_into(self.layout(), storage)?)
+    }
+}
+
+impl<A: StepInputs> StepInputs for (A,) {
+    fn device(&self) -> Device {
+        self.0.device()
+    }
+    fn fresh_copy(&self) -> Result<Self> {
+        Ok((self.0.fresh_copy()?,))
+    }
+    fn copy_into(&self, dst: &mut Self) -> Result<()> {
+        self.0.copy_into(&mut dst.0)
+    }
+}
+
+impl<A: StepInputs, B: StepInputs> StepInputs for (A, B) {
+    fn device(&self) -> Device {
+        self.0.device()
+    }
+    fn fresh_copy(&self) -> Result<Self> {
+        Ok((self.0.fresh_copy()?, self.1.fresh_copy()?))
+    }
+    fn copy_into(&self, dst: &mut Self) -> Result<()> {
+        self.0.copy_into(&mut dst.0)?;
+        self.1.copy_into(&mut dst.1)
+    }
+}
+
+/// What a captured step keeps between runs.
+struct Captured<Args, Y, E: Element> {
+    graph: cuda::Graph,
+    inputs: Args,
+    targets: Y,
+    loss: Tensor<(), E>,
+    /// The gradients the graph writes, by parameter name (an optimizer step gives the
+    /// parameters new tape leaves, so they are matched by name on each run).
+    grads: HashMap<String, Erased>,
+    /// Where each parameter's storage was when the step was captured.
+    params: Vec<(String, usize)>,
+}
+
+/// A training step: forward, loss, static backward and optimizer update in one call, captured
+/// as a CUDA graph on a GPU.
+///
+/// `loss` maps the model's output and the targets to the loss and its static backward (the
+/// functions of [`crate::compile::loss`] have this form).
+///
+/// ```
+/// use rtx::compile::TrainStep;
+/// use rtx::prelude::*;
+///
+/// #[model]
+/// struct Net {
+///     fc: Linear<3, 1>,
+/// }
+///
+/// #[model]
+/// impl Net {
+///     fn forward(&self, x: &Tensor<Rank2<4, 3>>) -> Tensor<Rank2<4, 1>> {
+///         self.fc.forward(x)
+///     }
+/// }
+///
+/// let mut net = Net::init(&Device::Cpu, 0);
+/// net.track_gradients();
+/// let mut opt = Sgd::new(0.1);
+/// let x: Tensor<Rank2<4, 3>> = Tensor::ones((Const, Const), Device::Cpu);
+/// let y: Tensor<Rank2<4, 1>> = Tensor::zeros((Const, Const), Device::Cpu);
+/// // The loss and its static backward: sum((y - t)²), whose gradient is 2 (y - t).
+/// let sse = |y: &Tensor<Rank2<4, 1>>, t: &Tensor<Rank2<4, 1>>| {
+///     let d = y - t;
+///     let loss = (&d * &d).sum_all();
+///     (loss, move |g: &Tensor<()>| &d * 2.0 * g)
+/// };
+/// let mut step = TrainStep::new(sse);
+/// let first = step.run(&mut net, &mut opt, (x.clone(),), &y).unwrap().item();
+/// for _ in 0..20 {
+///     step.run(&mut net, &mut opt, (x.clone(),), &y).unwrap();
+/// }
+/// assert!(step.run(&mut net, &mut opt, (x,), &y).unwrap().item() < first);
+/// ```
+pub struct TrainStep<L, Args, Y, E: Element> {
+    loss: L,
+    runs: u64,
+    captured: Option<Captured<Args, Y, E>>,
+}
+
+impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
+    /// A step computing `loss(output, targets)`.
+    pub fn new(loss: L) -> Self {
+        TrainStep {
+            loss,
+            runs: 0,
+            captured: None,
+        }
+    }
+
+    /// Whether the step runs as a replayed CUDA graph.
+    pub fn is_captured(&self) -> bool {
+        self.captured.is_some()
+    }
+
+    /// Runs one step on `args` and `targets`: forward, loss, backward, and `opt`'s update of
+    /// `model`. Returns the loss. On a GPU, from the third run on, the returned loss is the
+    /// graph's own buffer, overwritten by the next run: read it (or copy it) before then.
+    pub fn run<M, O, B>(
+        &mut self,
+        model: &mut M,
+        opt: &mut O,
+        args: Args,
+        targets: &Y,
+    ) -> Result<Tensor<(), E>>
+    where
+        M: StaticForward<Args> + Module,
+        O: Optimizer,
+        Args: IrArgs + StepInputs + Clone,
+        Y: StepInputs,
+        L: Fn(&M::Output, &Y) -> (Tensor<(), E>, B),
+        B: FnOnce(&Tensor<(), E>) -> M::Output,
+    {
+        self.runs += 1;
+        let device = args.device();
+        let Device::Cuda(ordinal) = device else {
+            return self.eager(model, opt, args, targets);
+        };
+        if self.runs == 1 {
+            return self.eager(model, opt, args, targets);
+        }
+        if self.captured.is_none() {
+            self.capture(ordinal, model, args, targets)?;
+        } else if let Some(c) = &mut self.captured {
+            args.copy_into(&mut c.inputs)?;
+            targets.copy_into(&mut c.targets)?;
+        }
+        let Some(c) = &self.captured else {
+            unreachable!("captured above")
+        };
+        c.graph.replay()?;
+        let grads = grads_for(model, &c.grads);
+        opt.try_step(model, &grads)?;
+        check_in_place(model, &c.params)?;
+        Ok(c.loss.clone())
+    }
+
+    /// The step, uncaptured.
+    fn eager<M, O, B>(
+        &self,
+        model: &mut M,
+        opt: &mut O,
+        args: Args,
+        targets: &Y,
+    ) -> Result<Tensor<(), E>>
+    where
+        M: StaticForward<Args> + Module,
+        O: Optimizer,
+        Args: IrArgs,
+        L: Fn(&M::Output, &Y) -> (Tensor<(), E>, B),
+        B: FnOnce(&Tensor<(), E>) -> M::Output,
+    {
+        let (loss, grads) = {
+            let (out, backward) = model.forward_train(args);
+            let (loss, loss_backward) = (self.loss)(&out, targets);
+            let seed = Tensor::try_full((), E::from_f64(1.0), loss.device())?;
+            let mut grads = Gradients::new();
+            backward(loss_backward(&seed), &mut grads, false);
+            (loss, grads)
+        };
+        opt.try_step(model, &grads)?;
+        Ok(loss)
+    }
+
+    /// Captures forward, loss and backward on fixed copies of the inputs.
+    fn capture<M, B>(&mut self, ordinal: usize, model: &M, args: Args, targets: &Y) -> Result<()>
+    where
+        M: StaticForward<Args> + Module,
+        Args: IrArgs + StepInputs + Clone,
+        Y: StepInputs,
+        L: Fn(&M::Output, &Y) -> (Tensor<(), E>, B),
+        B: FnOnce(&Tensor<(), E>) -> M::Output,
+    {
+        let inputs = args.fresh_copy()?;
+        let tgt = targets.fresh_copy()?;
+        // Made before capturing: filling a tensor uploads host data.
+        let seed = Tensor::<(), E>::try_full((), E::from_f64(1.0), Device::Cuda(ordinal))?;
+        let trace_inputs = inputs.clone();
+        cuda::begin_capture(ordinal)?;
+        let traced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let (out, backward) = model.forward_train(trace_inputs);
+            let (loss, loss_backward) = (self.loss)(&out, &tgt);
+            let mut grads = Gradients::new();
+            backward(loss_backward(&seed), &mut grads, false);
+            (loss, grads)
+        }));
+        // Always end the capture, so the GPU's stream is usable whatever happened.
+        let graph = cuda::end_capture(ordinal);
+        let (loss, grads) = match traced {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        let graph = graph?;
+        self.captured = Some(Captured {
+            graph,
+            inputs,
+            targets: tgt,
+            loss,
+            grads: grads_by_name(model, &grads),
+            params: param_places(model),
+        });
+        Ok(())
+    }
+}
+
+/// The gradients of `model`'s parameters in `grads`, by parameter name.
+fn grads_by_name<M: Module>(model: &M, grads: &Gradients) -> HashMap<String, Erased> {
+    struct Collect<'a>(&'a Gradients, HashMap<String, Erased>);
+    impl Visitor for Collect<'_> {
+        fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
+            if kind == TensorKind::Parameter
+                && let Some(g) = self.0.get(t)
+            {
+                self.1.insert(name.to_string(), Arc::new(g));
+            }
+        }
+    }
+    let mut c = Collect(grads, HashMap::new());
+    model.visit("", &mut c);
+    c.1
+}
+
+/// [`Gradients`] for `model`'s current parameters from gradients kept by name.
+fn grads_for<M: Module>(model: &M, by_name: &HashMap<String, Erased>) -> Gradients {
+    struct Build<'a>(&'a HashMap<String, Erased>, Gradients);
+    impl Visitor for Build<'_> {
+        fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
+            if kind == TensorKind::Parameter
+                && let Some(g) = self
+                    .0
+                    .get(name)
+                    .and_then(|g| g.downcast_ref::<Tensor<S, E>>())
+            {
+                self.1.add(t, g.clone());
+            }
+        }
+    }
+    let mut b = Build(by_name, Gradients::new());
+    model.visit("", &mut b);
+    b.1
+}
+
+/// Where each parameter's storage is.
+fn param_places<M: Module>(model: &M) -> Vec<(String, usize)> {
+    struct Places(Vec<(String, usize)>);
+    impl Visitor for Places {
+        fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
+            if kind == TensorKind::Parameter {
+                self.0.push((name.to_string(), t.storage_place()));
+            }
+        }
+    }
+    let mut p = Places(Vec::new());
+    model.visit("", &mut p);
+    p.0
+}
+
+/// An error when an update moved a parameter: the graph would read the old buffer.
+fn check_in_place<M: Module>(model: &M, at_capture: &[(String, usize)]) -> Result<()> {
+    for ((name, now), (_, then)) in param_places(model).iter().zip(at_capture) {
+        if now != then {
+            return Err(Error::BadArgument {
+                op: "TrainStep::run",
+                msg: format!(
+                    "the optimizer moved parameter `{name}` to a new buffer, but the captured \
+                     graph reads the old one: keep no other handle on the model's parameters \
+                     while training with a captured step"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
