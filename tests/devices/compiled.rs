@@ -127,7 +127,8 @@ fn sse(
 ) {
     let d = y - t;
     let loss = (&d * &d).sum_all();
-    (loss, move |g: &Tensor<()>| &(&d * 2.0) * g)
+    // No scalar operand: uploading one is not allowed while a graph is captured.
+    (loss, move |g: &Tensor<()>| &(&d + &d) * g)
 }
 
 /// Six steps of a `TrainStep` on `dev` (captured from the second on a GPU), with fresh

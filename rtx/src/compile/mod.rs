@@ -15,8 +15,10 @@ pub mod fused;
 pub mod glue;
 pub mod grad;
 mod layers;
+mod mixed;
 mod step;
 
+pub use mixed::MixedStep;
 pub use step::{StepInputs, TrainStep};
 
 pub use crate::autograd::Gradients;

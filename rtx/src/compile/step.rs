@@ -276,7 +276,7 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
 }
 
 /// The gradients of `model`'s parameters in `grads`, by parameter name.
-fn grads_by_name<M: Module>(model: &M, grads: &Gradients) -> HashMap<String, Erased> {
+pub(super) fn grads_by_name<M: Module>(model: &M, grads: &Gradients) -> HashMap<String, Erased> {
     struct Collect<'a>(&'a Gradients, HashMap<String, Erased>);
     impl Visitor for Collect<'_> {
         fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
@@ -293,7 +293,7 @@ fn grads_by_name<M: Module>(model: &M, grads: &Gradients) -> HashMap<String, Era
 }
 
 /// [`Gradients`] for `model`'s current parameters from gradients kept by name.
-fn grads_for<M: Module>(model: &M, by_name: &HashMap<String, Erased>) -> Gradients {
+pub(super) fn grads_for<M: Module>(model: &M, by_name: &HashMap<String, Erased>) -> Gradients {
     struct Build<'a>(&'a HashMap<String, Erased>, Gradients);
     impl Visitor for Build<'_> {
         fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
@@ -313,7 +313,7 @@ fn grads_for<M: Module>(model: &M, by_name: &HashMap<String, Erased>) -> Gradien
 }
 
 /// Where each parameter's storage is.
-fn param_places<M: Module>(model: &M) -> Vec<(String, usize)> {
+pub(super) fn param_places<M: Module>(model: &M) -> Vec<(String, usize)> {
     struct Places(Vec<(String, usize)>);
     impl Visitor for Places {
         fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
@@ -328,7 +328,7 @@ fn param_places<M: Module>(model: &M) -> Vec<(String, usize)> {
 }
 
 /// An error when an update moved a parameter: the graph would read the old buffer.
-fn check_in_place<M: Module>(model: &M, at_capture: &[(String, usize)]) -> Result<()> {
+pub(super) fn check_in_place<M: Module>(model: &M, at_capture: &[(String, usize)]) -> Result<()> {
     for ((name, now), (_, then)) in param_places(model).iter().zip(at_capture) {
         if now != then {
             return Err(Error::BadArgument {

@@ -1,0 +1,393 @@
+//! Mixed precision for a training step, as PyTorch's autocast with f32 master weights does:
+//! the forward and backward run on a low-precision copy of the model (bf16 GEMMs and
+//! activations), while the optimizer keeps f32 weights and f32 state.
+//!
+//! Each step casts the f32 master weights into the working (bf16) model, runs the compiled
+//! forward, the loss and the static backward there, casts the gradients to f32 and updates
+//! the master weights. On a GPU the casts, forward, loss, backward and gradient casts are
+//! captured as one CUDA graph on the second run, as [`TrainStep`](super::TrainStep) does.
+//!
+//! In f16, whose range is narrow, the loss is scaled before the backward and the gradients
+//! unscaled after, with a dynamic scale as PyTorch's `GradScaler` keeps it: it starts at
+//! 2^16, halves (and the step is skipped) when a gradient is not finite, and doubles after
+//! 2000 steps without one. The check reads one number back per step. bf16 has f32's range and
+//! needs no scale.
+
+use super::step::{StepInputs, check_in_place, grads_by_name, param_places};
+use super::{Gradients, StaticForward};
+use crate::autograd::Erased;
+use crate::error::Result;
+use crate::ir::IrArgs;
+use crate::nn::{ModelExt, Module, TensorKind, Visitor};
+use crate::optim::Optimizer;
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use rtx_backends::{Device, cuda};
+use rtx_kernels::Float;
+use rtx_kernels::op::markers::Mul;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// The dynamic loss scale of an f16 step.
+#[derive(Clone, Copy, Debug)]
+struct LossScale {
+    scale: f64,
+    good_steps: u32,
+}
+
+impl LossScale {
+    const GROWTH_INTERVAL: u32 = 2000;
+
+    /// After a step: halves on a non-finite gradient, doubles after enough finite ones.
+    /// Returns whether the step's gradients may be used.
+    fn update(&mut self, finite: bool) -> bool {
+        if finite {
+            self.good_steps += 1;
+            if self.good_steps == Self::GROWTH_INTERVAL {
+                self.scale *= 2.0;
+                self.good_steps = 0;
+            }
+        } else {
+            self.scale *= 0.5;
+            self.good_steps = 0;
+        }
+        finite
+    }
+}
+
+/// What a captured mixed step keeps between runs.
+struct Captured<Args, Y, W: Float> {
+    graph: cuda::Graph,
+    inputs: Args,
+    targets: Y,
+    /// The loss's seed gradient (the loss scale), refilled before each replay.
+    seed: Tensor<(), W>,
+    /// `1 / scale` in f32, refilled before each replay.
+    unscale: Tensor<(), f32>,
+    loss: Tensor<(), W>,
+    /// The f32 gradients the graph writes, by parameter name.
+    grads: HashMap<String, Erased>,
+    params: Vec<(String, usize)>,
+}
+
+/// A training step in mixed precision: the model runs in `W` (bf16), the optimizer updates
+/// the f32 master weights. Arguments are given in the working type.
+///
+/// ```
+/// use rtx::compile::MixedStep;
+/// use rtx::prelude::*;
+///
+/// #[model]
+/// struct Net<E: Float> {
+///     fc: Linear<3, 2, E>,
+/// }
+///
+/// #[model]
+/// impl<E: Float> Net<E> {
+///     fn forward(&self, x: &Tensor<Rank2<4, 3>, E>) -> Tensor<Rank2<4, 2>, E> {
+///         self.fc.forward(x)
+///     }
+/// }
+///
+/// let mut master = Net::<f32>::init(&Device::Cpu, 0);
+/// master.track_gradients();
+/// let mut working = Net::<bf16>::init(&Device::Cpu, 0);
+/// working.track_gradients();
+/// let mut opt = Adam::new(1e-2);
+/// let x: Tensor<Rank2<4, 3>, bf16> = Tensor::ones((Const, Const), Device::Cpu);
+/// let y: Tensor<(Const<4>,), i64> = Tensor::from_array([0, 1, 0, 1], Device::Cpu);
+/// let mut step = MixedStep::new(rtx::compile::loss::cross_entropy);
+/// for _ in 0..3 {
+///     step.run(&mut master, &mut working, &mut opt, (x.clone(),), &y).unwrap();
+/// }
+/// assert_eq!(master.fc.weight.dtype(), DType::F32);
+/// ```
+pub struct MixedStep<L, Args, Y, W: Float> {
+    loss: L,
+    runs: u64,
+    captured: Option<Captured<Args, Y, W>>,
+    scaler: Option<LossScale>,
+    skipped: u64,
+    _w: PhantomData<W>,
+}
+
+impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
+    /// A step computing `loss(output, targets)` in the working type.
+    pub fn new(loss: L) -> Self {
+        let scaler = (W::DTYPE == rtx_kernels::DType::F16).then_some(LossScale {
+            scale: 65536.0,
+            good_steps: 0,
+        });
+        MixedStep {
+            loss,
+            runs: 0,
+            captured: None,
+            scaler,
+            skipped: 0,
+            _w: PhantomData,
+        }
+    }
+
+    /// The current loss scale (1 outside f16).
+    pub fn loss_scale(&self) -> f64 {
+        self.scaler.map_or(1.0, |s| s.scale)
+    }
+
+    /// The steps skipped because a gradient was not finite (f16 only).
+    pub fn skipped_steps(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Updates the master weights unless the loss scale rejects the gradients.
+    fn update<M: Module, O: Optimizer>(
+        &mut self,
+        master: &mut M,
+        opt: &mut O,
+        grads: &Gradients,
+    ) -> Result<()> {
+        if let Some(s) = &mut self.scaler {
+            let finite = all_finite(master, grads)?;
+            if !s.update(finite) {
+                self.skipped += 1;
+                return Ok(());
+            }
+        }
+        opt.try_step(master, grads)
+    }
+
+    /// Whether the step runs as a replayed CUDA graph.
+    pub fn is_captured(&self) -> bool {
+        self.captured.is_some()
+    }
+
+    /// One step: `working` takes `master`'s weights (cast), runs forward, loss and backward on
+    /// `args` and `targets`, and `opt` updates `master` with the gradients cast to f32.
+    /// Returns the loss (in the working type; on a GPU from the third run on, the graph's
+    /// own buffer, overwritten by the next run).
+    pub fn run<M, N, O, B>(
+        &mut self,
+        master: &mut M,
+        working: &mut N,
+        opt: &mut O,
+        args: Args,
+        targets: &Y,
+    ) -> Result<Tensor<(), W>>
+    where
+        M: Module,
+        N: StaticForward<Args> + Module,
+        O: Optimizer,
+        Args: IrArgs + StepInputs + Clone,
+        Y: StepInputs,
+        L: Fn(&N::Output, &Y) -> (Tensor<(), W>, B),
+        B: FnOnce(&Tensor<(), W>) -> N::Output,
+    {
+        self.runs += 1;
+        let device = args.device();
+        let Device::Cuda(ordinal) = device else {
+            return self.eager(master, working, opt, args, targets);
+        };
+        if self.runs == 1 {
+            return self.eager(master, working, opt, args, targets);
+        }
+        if self.captured.is_none() {
+            self.capture(ordinal, master, working, args, targets)?;
+        } else if let Some(c) = &mut self.captured {
+            args.copy_into(&mut c.inputs)?;
+            targets.copy_into(&mut c.targets)?;
+        }
+        let scale = self.loss_scale();
+        let Some(c) = &mut self.captured else {
+            unreachable!("captured above")
+        };
+        if self.scaler.is_some() {
+            fill(&mut c.seed, scale)?;
+            fill(&mut c.unscale, 1.0 / scale)?;
+        }
+        c.graph.replay()?;
+        let grads = super::step::grads_for(master, &c.grads);
+        let (loss, params) = (c.loss.clone(), c.params.clone());
+        self.update(master, opt, &grads)?;
+        check_in_place(master, &params)?;
+        Ok(loss)
+    }
+
+    /// Casts, forward, loss, backward and the gradients' casts: the part a graph captures.
+    fn trace<M, N, B>(
+        &self,
+        master: &M,
+        working: &mut N,
+        args: Args,
+        targets: &Y,
+        seed: &Tensor<(), W>,
+        unscale: &Tensor<(), f32>,
+    ) -> Result<(Tensor<(), W>, HashMap<String, Erased>)>
+    where
+        M: Module,
+        N: StaticForward<Args> + Module,
+        Args: IrArgs,
+        L: Fn(&N::Output, &Y) -> (Tensor<(), W>, B),
+        B: FnOnce(&Tensor<(), W>) -> N::Output,
+    {
+        working.try_copy_from(master)?;
+        let (out, backward) = working.forward_train(args);
+        let (loss, loss_backward) = (self.loss)(&out, targets);
+        let mut grads = Gradients::new();
+        backward(loss_backward(seed), &mut grads, false);
+        let unscale = self.scaler.map(|_| unscale);
+        let by_name = grads_by_name(working, &grads);
+        Ok((loss, master_grads::<W, _>(master, &by_name, unscale)))
+    }
+
+    /// The step, uncaptured.
+    fn eager<M, N, O, B>(
+        &mut self,
+        master: &mut M,
+        working: &mut N,
+        opt: &mut O,
+        args: Args,
+        targets: &Y,
+    ) -> Result<Tensor<(), W>>
+    where
+        M: Module,
+        N: StaticForward<Args> + Module,
+        O: Optimizer,
+        Args: IrArgs + StepInputs,
+        L: Fn(&N::Output, &Y) -> (Tensor<(), W>, B),
+        B: FnOnce(&Tensor<(), W>) -> N::Output,
+    {
+        let scale = self.loss_scale();
+        let seed = Tensor::try_full((), W::from_f64(scale), args.device())?;
+        let unscale = Tensor::try_full((), (1.0 / scale) as f32, args.device())?;
+        let (loss, by_name) = self.trace(master, working, args, targets, &seed, &unscale)?;
+        let grads = super::step::grads_for(master, &by_name);
+        self.update(master, opt, &grads)?;
+        Ok(loss)
+    }
+
+    /// Captures the traced part on fixed copies of the inputs.
+    fn capture<M, N, B>(
+        &mut self,
+        ordinal: usize,
+        master: &M,
+        working: &mut N,
+        args: Args,
+        targets: &Y,
+    ) -> Result<()>
+    where
+        M: Module,
+        N: StaticForward<Args> + Module,
+        Args: IrArgs + StepInputs + Clone,
+        Y: StepInputs,
+        L: Fn(&N::Output, &Y) -> (Tensor<(), W>, B),
+        B: FnOnce(&Tensor<(), W>) -> N::Output,
+    {
+        let inputs = args.fresh_copy()?;
+        let tgt = targets.fresh_copy()?;
+        let dev = Device::Cuda(ordinal);
+        let scale = self.loss_scale();
+        let seed = Tensor::<(), W>::try_full((), W::from_f64(scale), dev)?;
+        let unscale = Tensor::<(), f32>::try_full((), (1.0 / scale) as f32, dev)?;
+        let trace_inputs = inputs.clone();
+        cuda::begin_capture(ordinal)?;
+        let traced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.trace(master, working, trace_inputs, &tgt, &seed, &unscale)
+        }));
+        let graph = cuda::end_capture(ordinal);
+        let (loss, grads) = match traced {
+            Ok(r) => r?,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        self.captured = Some(Captured {
+            graph: graph?,
+            inputs,
+            targets: tgt,
+            seed,
+            unscale,
+            loss,
+            grads,
+            params: param_places(master),
+        });
+        Ok(())
+    }
+}
+
+/// The working model's gradients (element type `W`, by name) cast to the master
+/// parameters' types, by name, and multiplied by `unscale` when given (f16's loss scale;
+/// read from the device, so a replay sees the current one).
+fn master_grads<W: Float, M: Module>(
+    master: &M,
+    working: &HashMap<String, Erased>,
+    unscale: Option<&Tensor<(), f32>>,
+) -> HashMap<String, Erased> {
+    struct Cast<'a, W> {
+        working: &'a HashMap<String, Erased>,
+        unscale: Option<&'a Tensor<(), f32>>,
+        out: HashMap<String, Erased>,
+        _w: PhantomData<W>,
+    }
+    impl<W: Float> Visitor for Cast<'_, W> {
+        fn visit<S: Shape, E: Float>(&mut self, name: &str, _: &Tensor<S, E>, kind: TensorKind) {
+            if kind != TensorKind::Parameter {
+                return;
+            }
+            let Some(g) = self
+                .working
+                .get(name)
+                .and_then(|g| g.downcast_ref::<Tensor<S, W>>())
+            else {
+                return;
+            };
+            let g = match self.unscale {
+                Some(u) => {
+                    let u = u.cast::<W>();
+                    let view = u.view(
+                        u.layout()
+                            .broadcast_to(g.dims())
+                            .unwrap_or_else(|| unreachable!("a scalar broadcasts to anything")),
+                        g.shape(),
+                    );
+                    crate::no_grad(|| g.cast::<f32>().same::<Mul>(&view.cast::<f32>())).cast::<E>()
+                }
+                None => g.cast::<E>(),
+            };
+            self.out.insert(name.to_string(), Arc::new(g));
+        }
+    }
+    let mut c = Cast::<W> {
+        working,
+        unscale,
+        out: HashMap::new(),
+        _w: PhantomData,
+    };
+    master.visit("", &mut c);
+    c.out
+}
+
+/// Whether every gradient in `grads` of `model`'s parameters is finite (one number read
+/// back: the sum of all of them is finite exactly when each is).
+fn all_finite<M: Module>(model: &M, grads: &Gradients) -> Result<bool> {
+    struct Sum<'a>(&'a Gradients, Option<Tensor<(), f64>>);
+    impl Visitor for Sum<'_> {
+        fn visit<S: Shape, E: Float>(&mut self, _: &str, t: &Tensor<S, E>, kind: TensorKind) {
+            if kind == TensorKind::Parameter
+                && let Some(g) = self.0.get(t)
+            {
+                let part = g.cast::<f64>().sum_all();
+                self.1 = Some(match self.1.take() {
+                    None => part,
+                    Some(total) => total.same::<rtx_kernels::op::markers::Add>(&part),
+                });
+            }
+        }
+    }
+    let mut s = Sum(grads, None);
+    crate::no_grad(|| model.visit("", &mut s));
+    Ok(s.1.map_or(0.0, |t| t.item()).is_finite())
+}
+
+/// Overwrites a one-element tensor with `v` (an upload outside any capture).
+fn fill<E: Float>(t: &mut Tensor<(), E>, v: f64) -> Result<()> {
+    let src = Tensor::try_full((), E::from_f64(v), t.device())?;
+    src.copy_into(t)
+}
