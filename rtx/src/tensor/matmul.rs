@@ -174,50 +174,50 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         full.extend([a.rows, b.cols]);
         let inputs = vec![self.node().cloned(), rhs.node().cloned()];
         Ok(out.record(inputs, move |g| {
-            let g = g.contiguous();
+            let g = g.try_contiguous()?;
             let r = full.len();
             let lg = Layout::contiguous(&full).with_offset(g.layout().offset());
             let lgt = lg.transpose(r - 2, r - 1);
             let batch_numel: usize = full[..r - 2].iter().product();
-            let collapse = |grad: Result<Storage<E>>, batched: bool, numel: usize| {
-                let grad = ok(grad);
+            let collapse = |grad: Storage<E>, batched: bool, numel: usize| -> Result<Storage<E>> {
                 if batched || r == 2 {
-                    return grad;
+                    return Ok(grad);
                 }
                 let l = Layout::contiguous(&[batch_numel, numel]);
-                ok(grad.reduce(&l, 0, ReduceOp::Sum).map_err(Into::into))
+                Ok(grad.reduce(&l, 0, ReduceOp::Sum)?)
             };
-            let da = need_a.then(|| {
-                if a_t {
-                    // dAᵀ = B Gᵀ, dense [batch.., K, M], seen as [batch.., M, K].
-                    let s = ok(w
+            let da = need_a
+                .then(|| -> Result<Tensor<S, E>> {
+                    if a_t {
+                        // dAᵀ = B Gᵀ, dense [batch.., K, M], seen as [batch.., M, K].
+                        let s = w.storage().matmul(&lb, g.storage(), &lgt)?;
+                        return Ok(transposed_grad(s, x.layout(), x.shape()));
+                    }
+                    let s = g
                         .storage()
-                        .matmul(&lb, g.storage(), &lgt)
-                        .map_err(Error::from));
-                    return transposed_grad(s, x.layout(), x.shape());
-                }
-                let s = g
-                    .storage()
-                    .matmul(&lg, w.storage(), &lb.transpose(r - 2, r - 1));
-                let s = collapse(s.map_err(Error::from), a_batched, x.numel());
-                Tensor::from_storage(s, x.shape())
-            });
-            let db = need_b.then(|| {
-                if b_t {
-                    // dBᵀ = Gᵀ A, dense [batch.., N, K], seen as [batch.., K, N].
-                    let s = ok(g
+                        .matmul(&lg, w.storage(), &lb.transpose(r - 2, r - 1))?;
+                    let s = collapse(s, a_batched, x.numel())?;
+                    Ok(Tensor::from_storage(s, x.shape()))
+                })
+                .transpose()?;
+            let db = need_b
+                .then(|| -> Result<Tensor<R, E>> {
+                    if b_t {
+                        // dBᵀ = Gᵀ A, dense [batch.., N, K], seen as [batch.., K, N].
+                        let s = g.storage().matmul(&lgt, x.storage(), &la)?;
+                        return Ok(transposed_grad(s, w.layout(), w.shape()));
+                    }
+                    let s = x
                         .storage()
-                        .matmul(&lgt, x.storage(), &la)
-                        .map_err(Error::from));
-                    return transposed_grad(s, w.layout(), w.shape());
-                }
-                let s = x
-                    .storage()
-                    .matmul(&la.transpose(r - 2, r - 1), g.storage(), &lg);
-                let s = collapse(s.map_err(Error::from), b_batched, w.numel());
-                Tensor::from_storage(s, w.shape())
-            });
-            vec![da.and_then(autograd::erase), db.and_then(autograd::erase)]
+                        .matmul(&la.transpose(r - 2, r - 1), g.storage(), &lg)?;
+                    let s = collapse(s, b_batched, w.numel())?;
+                    Ok(Tensor::from_storage(s, w.shape()))
+                })
+                .transpose()?;
+            Ok(vec![
+                da.and_then(autograd::erase),
+                db.and_then(autograd::erase),
+            ])
         }))
     }
 }
