@@ -6,6 +6,10 @@
 //! panics with the same message, and its docs say so under "Panics". Shape errors panic in the
 //! plain form for the same reason slice indexing does: they are bugs in the calling program,
 //! and a `?` on every arithmetic line would bury the model code.
+//!
+//! The backward pass runs ops too, so it can fail on a device (out of memory, above all):
+//! [`Tensor::try_backward`](crate::tensor::Tensor::try_backward) returns that error, and
+//! [`Tensor::backward`](crate::tensor::Tensor::backward) panics with it.
 
 use rtx_backends::BackendError;
 use std::path::PathBuf;

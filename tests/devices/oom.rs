@@ -1,12 +1,14 @@
 //! Out of memory in the middle of a training step (GPU only): with a memory limit on the
-//! caching allocator (`cuda::set_memory_limit`), a step fails once in the loss's forward and
-//! once in the optimizer's update, each time with the out-of-memory error; with the limit
-//! lifted, training goes on and ends with bitwise the parameters of a run that never failed.
+//! caching allocator (`cuda::set_memory_limit`), a step fails once in the loss's forward, once
+//! in the optimizer's update and once in the backward pass (`try_backward`), each time with the
+//! out-of-memory error; with the limit lifted, training goes on and ends with bitwise the
+//! parameters of a run that never failed.
 //!
 //! The limit holds for the whole GPU while it is set: run this file's test with
 //! `--test-threads=1`, as the GPU suite is run, so no other test allocates meanwhile.
 
 use super::*;
+use rtx_backends::BackendError;
 
 #[model]
 struct OomNet {
@@ -135,15 +137,53 @@ fn out_of_memory_mid_step_leaves_training_usable() {
             state(&opt) == before_state,
             "a failed step changed the state"
         );
-        // The same gradients again, without a limit, then step 5.
+        // The same gradients again, without a limit.
         opt.step(&mut model, &grads);
-        let grads = ok_or_panic(loss(&model, dev)).backward();
+        drop(grads);
+
+        // Step 5 fails in the backward pass: the forward ran, and its graph stays alive with the
+        // loss, so the gradients (64 KiB for the hidden weight alone) are all new blocks. The
+        // limit counts live blocks (`allocated`), not the cache, and leaves room for the
+        // loss's seed gradient (one 512-byte block), so the failure comes from a backward rule.
+        let step5 = ok_or_panic(loss(&model, dev));
+        let (before, before_state) = (params(&model), state(&opt));
+        let used = cuda::memory_stats(ordinal)
+            .map(|s| s.allocated)
+            .unwrap_or(0);
+        set_limit(ordinal, Some(used + 1024));
+        let failed = step5.try_backward();
+        set_limit(ordinal, None);
+        match failed {
+            Err(e) => {
+                assert!(is_oom(&e), "expected out of memory, got: {e}");
+                // The seed gradient is one f32 and fits; the first rule, cross entropy's, asks
+                // for its [32, 10] input gradient (1280 bytes) and does not.
+                if let rtx::Error::Backend(BackendError::OutOfMemory { requested, .. }) = &e {
+                    assert!(*requested > 4, "the seed gradient failed, not a rule: {e}");
+                }
+            }
+            Ok(g) => panic!(
+                "the backward pass ({} gradients) fit in 1 KiB over the {used} bytes live",
+                g.len()
+            ),
+        }
+        assert!(
+            params(&model) == before,
+            "a failed backward changed parameters"
+        );
+        assert!(
+            state(&opt) == before_state,
+            "a failed backward changed the state"
+        );
+        // The same loss again, without a limit: the failed pass left its graph as it was.
+        let grads = ok_or_panic(step5.try_backward());
+        drop(step5);
         opt.step(&mut model, &grads);
         assert!(
             params(&model) == params(&want),
             "after the failures, training on {dev} did not match the uninterrupted run"
         );
-        println!("out of memory mid-step on {dev}: both failures recovered");
+        println!("out of memory mid-step on {dev}: all three failures recovered");
     }
 }
 

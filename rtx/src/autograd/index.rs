@@ -3,6 +3,7 @@
 //! gather, and the joins hand each input its own slice of the output gradient (a view).
 
 use super::{as_float, from_float};
+use crate::error::Result;
 use crate::shape::{Dim, HasAxis, InsertAxis, ReduceAxis, Shape};
 use crate::tensor::{Replaced, Tensor};
 use rtx_backends::{Layout, Storage};
@@ -40,7 +41,7 @@ pub(crate) fn index_select_back<const I: usize, S, D, E>(
     g: &Tensor<Replaced<S, I, D>, E>,
     orig: S,
     idx: &Tensor<(D,), i64>,
-) -> Tensor<S, E>
+) -> Result<Tensor<S, E>>
 where
     S: ReduceAxis<I>,
     D: Dim,
@@ -51,15 +52,15 @@ where
         g: &Tensor<Replaced<S, I, D>, F>,
         orig: S,
         idx: &Tensor<(D,), i64>,
-    ) -> Tensor<S, F>
+    ) -> Result<Tensor<S, F>>
     where
         S: ReduceAxis<I>,
         D: Dim,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
     {
-        Tensor::zeros(orig, g.device()).index_add::<I, D>(idx, g)
+        Tensor::try_zeros(orig, g.device())?.try_index_add::<I, D>(idx, g)
     }
-    by_float!(E, F => from_float(place::<I, S, D, F>(as_float(g), orig, idx)))
+    by_float!(E, F => Ok(from_float(place::<I, S, D, F>(as_float(g), orig, idx)?)))
 }
 
 /// The gradient of `gather` along `I`: `g` scatter-added into zeros shaped `orig`.
@@ -67,7 +68,7 @@ pub(crate) fn gather_back<const I: usize, S, S2, E>(
     g: &Tensor<S2, E>,
     orig: S,
     index: &Tensor<S2, i64>,
-) -> Tensor<S, E>
+) -> Result<Tensor<S, E>>
 where
     S: HasAxis<I>,
     S2: Shape,
@@ -77,10 +78,10 @@ where
         g: &Tensor<S2, F>,
         orig: S,
         index: &Tensor<S2, i64>,
-    ) -> Tensor<S, F> {
-        Tensor::zeros(orig, g.device()).scatter_add::<I>(index, g)
+    ) -> Result<Tensor<S, F>> {
+        Tensor::try_zeros(orig, g.device())?.try_scatter_add::<I>(index, g)
     }
-    by_float!(E, F => from_float(place::<I, S, S2, F>(as_float(g), orig, index)))
+    by_float!(E, F => Ok(from_float(place::<I, S, S2, F>(as_float(g), orig, index)?)))
 }
 
 /// The gradient of a scatter's source: `g` gathered at the index along `I`, in zeros shaped
@@ -89,23 +90,23 @@ pub(crate) fn gather_into<const I: usize, S, S2, S3, E>(
     g: &Tensor<S, E>,
     index: &Tensor<S2, i64>,
     src: S3,
-) -> Tensor<S3, E>
+) -> Result<Tensor<S3, E>>
 where
     S: HasAxis<I>,
     S2: Shape,
     S3: Shape,
     E: Element,
 {
-    let picked = g.gather::<I, S2>(index);
+    let picked = g.try_gather::<I, S2>(index)?;
     if picked.dims() == &src.dims()[..] {
-        return picked.view(*picked.layout(), src);
+        return Ok(picked.view(*picked.layout(), src));
     }
     // Scattering along axis 0 with each position's own row number writes `picked` into the
     // leading block of the zeros.
-    let zeros = Tensor::full(src, E::default(), g.device());
+    let zeros = Tensor::try_full(src, E::default(), g.device())?;
     let d = picked.dims();
     let rows: Vec<i64> = (0..d[0] as i64).collect();
-    let rows = crate::error::ok(Storage::from_vec(rows, g.device()).map_err(Into::into));
+    let rows = Storage::from_vec(rows, g.device())?;
     let mut strides = vec![0; d.len()];
     strides[0] = 1;
     let rl = Layout::new(d, &strides, 0);
@@ -114,8 +115,8 @@ where
         (&rows, &rl),
         (picked.storage(), picked.layout()),
         0,
-    );
-    Tensor::from_storage(crate::error::ok(out.map_err(Into::into)), src)
+    )?;
+    Ok(Tensor::from_storage(out, src))
 }
 
 /// The part of a join's gradient `g` that belongs to an input shaped `shape`: entries

@@ -7,6 +7,10 @@
 //! parameter's own shape type. Tensors that need no gradient carry no node, and ops on them
 //! record nothing, so inference pays nothing for autograd.
 //!
+//! Backward rules run ops, and ops can fail on a device (out of memory, above all): every rule
+//! returns `Result`, and [`Tensor::try_backward`] hands the first error back instead of
+//! panicking.
+//!
 //! Invariant: a backward rule returns one gradient per input, each with exactly that input's
 //! shape and element type (rules reduce broadcast dims themselves), so accumulation is a plain
 //! add of equal layouts.
@@ -15,6 +19,7 @@ pub(crate) mod index;
 pub(crate) mod reduce;
 pub(crate) mod rules;
 
+use crate::error::Result;
 use crate::shape::{Dim, InsertAxis, ReduceAxis, Shape};
 use crate::tensor::Replaced;
 use crate::tensor::Tensor;
@@ -29,8 +34,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(crate) type Erased = Arc<dyn Any + Send + Sync>;
 
 /// An op's backward rule: the output's gradient in, one gradient per input out (`None` for
-/// inputs that need none).
-type Backward = Box<dyn Fn(&Erased) -> Vec<Option<Erased>> + Send + Sync>;
+/// inputs that need none), or the device error of an op the rule ran.
+type Backward = Box<dyn Fn(&Erased) -> Result<Vec<Option<Erased>>> + Send + Sync>;
+
+/// Adds two gradients of one node's type.
+type Accumulate = fn(&Erased, &Erased) -> Result<Erased>;
 
 /// One vertex of the recorded graph.
 pub(crate) struct Node {
@@ -41,14 +49,14 @@ pub(crate) struct Node {
     /// `None` for a leaf (a parameter).
     backward: Option<Backward>,
     /// Adds two gradients of this node's type.
-    accumulate: fn(&Erased, &Erased) -> Erased,
+    accumulate: Accumulate,
 }
 
 impl Node {
     fn new(
         inputs: Vec<Option<Arc<Node>>>,
         backward: Option<Backward>,
-        accumulate: fn(&Erased, &Erased) -> Erased,
+        accumulate: Accumulate,
     ) -> Arc<Node> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Arc::new(Node {
@@ -107,15 +115,15 @@ pub(crate) fn erase<S: Shape, E: Element>(t: Tensor<S, E>) -> Option<Erased> {
     Some(Arc::new(t))
 }
 
-fn accumulate<S: Shape, E: Num>(a: &Erased, b: &Erased) -> Erased {
+fn accumulate<S: Shape, E: Num>(a: &Erased, b: &Erased) -> Result<Erased> {
     let a = a.downcast_ref::<Tensor<S, E>>().expect("gradient type");
     let b = b.downcast_ref::<Tensor<S, E>>().expect("gradient type");
-    Arc::new(a.same::<rtx_kernels::op::markers::Add>(b))
+    Ok(Arc::new(a.try_same::<rtx_kernels::op::markers::Add>(b)?))
 }
 
 /// The accumulator for gradients of element type `E`, chosen at run time: ops generic over
 /// any `Element` record too, but only float tensors ever carry gradient history.
-fn accumulator<S: Shape, E: Element>() -> fn(&Erased, &Erased) -> Erased {
+fn accumulator<S: Shape, E: Element>() -> Accumulate {
     match E::DTYPE {
         DType::F32 => accumulate::<S, f32>,
         DType::F64 => accumulate::<S, f64>,
@@ -143,7 +151,7 @@ pub(crate) fn narrow_back<const I: usize, S, D, E>(
     g: &Tensor<Replaced<S, I, D>, E>,
     orig: S,
     start: usize,
-) -> Tensor<S, E>
+) -> Result<Tensor<S, E>>
 where
     S: ReduceAxis<I>,
     D: Dim,
@@ -154,7 +162,7 @@ where
         g: &Tensor<Replaced<S, I, D>, F>,
         orig: S,
         start: usize,
-    ) -> Tensor<S, F>
+    ) -> Result<Tensor<S, F>>
     where
         S: ReduceAxis<I>,
         D: Dim,
@@ -163,32 +171,39 @@ where
         let len = g.dims()[I];
         let idx: Vec<i64> = (start..start + len).map(|i| i as i64).collect();
         let d = D::from_size(len).expect("narrowed size");
-        let idx = Tensor::from_vec(idx, (d,), g.device());
-        Tensor::zeros(orig, g.device()).index_add::<I, D>(&idx, g)
+        let idx = Tensor::try_from_vec(idx, (d,), g.device())?;
+        Tensor::try_zeros(orig, g.device())?.try_index_add::<I, D>(&idx, g)
     }
-    match E::DTYPE {
-        DType::F32 => from_float(place::<I, S, D, f32>(as_float(g), orig, start)),
-        DType::F64 => from_float(place::<I, S, D, f64>(as_float(g), orig, start)),
-        DType::F16 => from_float(place::<I, S, D, rtx_kernels::f16>(as_float(g), orig, start)),
+    Ok(match E::DTYPE {
+        DType::F32 => from_float(place::<I, S, D, f32>(as_float(g), orig, start)?),
+        DType::F64 => from_float(place::<I, S, D, f64>(as_float(g), orig, start)?),
+        DType::F16 => from_float(place::<I, S, D, rtx_kernels::f16>(
+            as_float(g),
+            orig,
+            start,
+        )?),
         DType::BF16 => from_float(place::<I, S, D, rtx_kernels::bf16>(
             as_float(g),
             orig,
             start,
-        )),
+        )?),
         _ => unreachable!("only float tensors carry gradient history"),
-    }
+    })
 }
 
 /// Sums a gradient over the dims its input was broadcast along: leading dims the input lacks
 /// and dims where the input has size 1. Works for any element type the tape can meet (floats).
-pub(crate) fn sum_to<S: Shape, T: Shape, E: Element>(g: &Tensor<S, E>, target: T) -> Tensor<T, E> {
-    match E::DTYPE {
-        DType::F32 => from_float(as_float::<S, E, f32>(g).sum_to_num(target)),
-        DType::F64 => from_float(as_float::<S, E, f64>(g).sum_to_num(target)),
-        DType::F16 => from_float(as_float::<S, E, rtx_kernels::f16>(g).sum_to_num(target)),
-        DType::BF16 => from_float(as_float::<S, E, rtx_kernels::bf16>(g).sum_to_num(target)),
+pub(crate) fn sum_to<S: Shape, T: Shape, E: Element>(
+    g: &Tensor<S, E>,
+    target: T,
+) -> Result<Tensor<T, E>> {
+    Ok(match E::DTYPE {
+        DType::F32 => from_float(as_float::<S, E, f32>(g).try_sum_to_num(target)?),
+        DType::F64 => from_float(as_float::<S, E, f64>(g).try_sum_to_num(target)?),
+        DType::F16 => from_float(as_float::<S, E, rtx_kernels::f16>(g).try_sum_to_num(target)?),
+        DType::BF16 => from_float(as_float::<S, E, rtx_kernels::bf16>(g).try_sum_to_num(target)?),
         _ => unreachable!("only float tensors carry gradient history"),
-    }
+    })
 }
 
 /// Whether an op with these input nodes must record.
@@ -206,11 +221,12 @@ impl<S: Shape, E: Float> Tensor<S, E> {
 
 impl<S: Shape, E: Element> Tensor<S, E> {
     /// Gives an op's output its node: `inputs` are the op's inputs' nodes, `rule` maps the
-    /// output's gradient to one gradient per input. Call only when [`must_record`] holds.
+    /// output's gradient to one gradient per input, or to the device error of an op it ran
+    /// (which [`Tensor::try_backward`] returns). Call only when [`must_record`] holds.
     pub(crate) fn record(
         self,
         inputs: Vec<Option<Arc<Node>>>,
-        rule: impl Fn(&Tensor<S, E>) -> Vec<Option<Erased>> + Send + Sync + 'static,
+        rule: impl Fn(&Tensor<S, E>) -> Result<Vec<Option<Erased>>> + Send + Sync + 'static,
     ) -> Self {
         let backward: Backward = Box::new(move |g: &Erased| {
             rule(g.downcast_ref::<Tensor<S, E>>().expect("gradient type"))
@@ -308,10 +324,49 @@ impl<E: Float> Tensor<(), E> {
     /// let grads = loss.backward();
     /// assert_eq!(grads.get(&w).unwrap().to_vec(), vec![2.0, 4.0, 6.0]);
     /// ```
+    ///
+    /// # Panics
+    /// When an op of the backward pass fails on the device, most often by running out of
+    /// memory (see [`Tensor::try_backward`]).
+    #[track_caller]
     pub fn backward(&self) -> Gradients {
+        crate::error::ok(self.try_backward())
+    }
+
+    /// [`Tensor::backward`], returning the first device error of the backward pass (an
+    /// out-of-memory, above all) instead of panicking. On an error no gradient is returned,
+    /// and nothing else changed: the backward pass only reads the graph (which lives on
+    /// while the loss does, and is freed with it, as usual) and never touches the parameters,
+    /// so the caller can retry: call `try_backward` again once memory is free, or drop the
+    /// loss and run a smaller batch.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// /// The gradients of a loss over the first `n` rows of `x`.
+    /// fn grads(
+    ///     w: &Tensor<Rank1<2>>,
+    ///     x: &Tensor<(usize, Const<2>)>,
+    ///     n: usize,
+    /// ) -> rtx::Result<rtx::Gradients> {
+    ///     let batch = x.try_narrow::<0, usize>(0, n)?;
+    ///     batch.try_matmul(w)?.sum_all().try_backward()
+    /// }
+    ///
+    /// let w: Tensor<Rank1<2>> = Tensor::from_array([1.0, -1.0], Device::Cpu).requires_grad();
+    /// let x: Tensor<(usize, Const<2>)> =
+    ///     Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], (2, Const), Device::Cpu);
+    /// let g = match grads(&w, &x, 2) {
+    ///     Ok(g) => g,
+    ///     // Out of memory on a GPU: nothing changed, so try again with half the batch.
+    ///     Err(_) => grads(&w, &x, 1)?,
+    /// };
+    /// assert_eq!(g.get(&w).unwrap().to_vec(), vec![4.0, 6.0]); // the column sums of x
+    /// # Ok::<(), rtx::Error>(())
+    /// ```
+    pub fn try_backward(&self) -> Result<Gradients> {
         let mut by_node = HashMap::new();
         let Some(root) = self.node().cloned() else {
-            return Gradients { by_node };
+            return Ok(Gradients { by_node });
         };
         // Reverse topological order by an iterative depth-first search.
         let mut order: Vec<Arc<Node>> = Vec::new();
@@ -332,9 +387,9 @@ impl<E: Float> Tensor<(), E> {
                 }
             }
         }
-        let mut pending: HashMap<u64, Erased> = HashMap::new();
-        pending.insert(root.id, Arc::new(crate::no_grad(|| self.ones_like())));
-        no_grad(|| {
+        no_grad(|| -> Result<()> {
+            let mut pending: HashMap<u64, Erased> = HashMap::new();
+            pending.insert(root.id, Arc::new(self.try_ones_like()?));
             for node in order.iter().rev() {
                 let Some(g) = pending.remove(&node.id) else {
                     continue;
@@ -343,18 +398,109 @@ impl<E: Float> Tensor<(), E> {
                     by_node.insert(node.id, g);
                     continue;
                 };
-                for (input, grad) in node.inputs.iter().zip(rule(&g)) {
+                for (input, grad) in node.inputs.iter().zip(rule(&g)?) {
                     let (Some(input), Some(grad)) = (input, grad) else {
                         continue;
                     };
                     let merged = match pending.remove(&input.id) {
-                        Some(prev) => (input.accumulate)(&prev, &grad),
+                        Some(prev) => (input.accumulate)(&prev, &grad)?,
                         None => grad,
                     };
                     pending.insert(input.id, merged);
                 }
             }
-        });
-        Gradients { by_node }
+            Ok(())
+        })?;
+        Ok(Gradients { by_node })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Error;
+    use crate::shape::Const;
+    use rtx_backends::Device;
+    use std::sync::atomic::AtomicBool;
+
+    /// The error an op inside a backward rule reports: a GPU's out-of-memory, which the CPU
+    /// cannot give.
+    fn injected() -> Error {
+        Error::Backend(rtx_backends::BackendError::OutOfMemory {
+            device: Device::Cuda(0),
+            requested: 1 << 20,
+            free: 0,
+            total: 1 << 30,
+            allocated: 1 << 30,
+            cached: 0,
+        })
+    }
+
+    /// `x` passed through a node whose backward rule fails while `fail` is set and passes the
+    /// gradient through otherwise.
+    fn fallible(x: &Tensor<(Const<3>,)>, fail: Arc<AtomicBool>) -> Tensor<(Const<3>,)> {
+        x.clone()
+            .record(vec![x.node().cloned()], move |g: &Tensor<(Const<3>,)>| {
+                if fail.load(Ordering::Relaxed) {
+                    return Err(injected());
+                }
+                Ok(vec![erase(g.clone())])
+            })
+    }
+
+    /// loss = sum(exp(w) * fallible(w)) + sum(w): `w` gets gradient through three paths, one
+    /// of them through the fallible node, so the failure happens with work before and after it.
+    fn loss(w: &Tensor<(Const<3>,)>, fail: Arc<AtomicBool>) -> Tensor<()> {
+        (&w.exp() * &fallible(w, fail)).sum_all() + w.sum_all()
+    }
+
+    fn param() -> Tensor<(Const<3>,)> {
+        Tensor::from_array([0.5, -1.0, 2.0], Device::Cpu).requires_grad()
+    }
+
+    #[test]
+    fn an_error_in_a_rule_is_returned_and_the_graph_can_be_walked_again() {
+        let w = param();
+        let fail = Arc::new(AtomicBool::new(true));
+        let loss = loss(&w, fail.clone());
+        let before = w.to_vec();
+        match loss.try_backward() {
+            Err(e) => assert_eq!(e, injected()),
+            Ok(g) => panic!("a failing rule gave {} gradients", g.len()),
+        }
+        assert_eq!(
+            w.to_vec(),
+            before,
+            "a failed backward changed the parameter"
+        );
+        // The failure left the graph as it was: once the op succeeds, the same loss gives the
+        // gradients of a backward that never failed, d/dw = w e^w + e^w + 1.
+        fail.store(false, Ordering::Relaxed);
+        let got = match loss.try_backward() {
+            Ok(g) => g.get(&w).map(|t| t.to_vec()),
+            Err(e) => panic!("the retry failed: {e}"),
+        };
+        let fresh = param();
+        let want = self::loss(&fresh, Arc::new(AtomicBool::new(false)))
+            .backward()
+            .get(&fresh)
+            .map(|t| t.to_vec());
+        assert_eq!(got, want);
+        let got = got.unwrap_or_default();
+        assert_eq!(got.len(), 3);
+        for (g, x) in got.iter().zip(before) {
+            let exact = (x as f64 + 1.0) * (x as f64).exp() + 1.0;
+            assert!(
+                (*g as f64 - exact).abs() < 1e-5 * exact.abs(),
+                "{g} vs {exact}"
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "out of memory: tried to allocate 1.00 MiB")]
+    fn backward_panics_with_the_rules_error() {
+        let w = param();
+        let _ = loss(&w, Arc::new(AtomicBool::new(true))).backward();
     }
 }

@@ -3,11 +3,12 @@
 //! local derivative.
 
 use super::{as_float, from_float};
+use crate::error::Result;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use rtx_backends::Layout;
 use rtx_kernels::op::ReduceOp;
-use rtx_kernels::op::markers::{Add, Div, Mul, Sub};
+use rtx_kernels::op::markers::{Add, Div, Exp, Mul, Sub};
 use rtx_kernels::{DType, Element, Float};
 
 /// Which rule a reduction records.
@@ -36,38 +37,38 @@ pub(crate) fn reduce_back<S: Shape, S2: Shape, E: Element>(
     y: &Tensor<S2, E>,
     g: &Tensor<S2, E>,
     axis: Option<usize>,
-) -> Tensor<S, E> {
-    match E::DTYPE {
+) -> Result<Tensor<S, E>> {
+    Ok(match E::DTYPE {
         DType::F32 => from_float(float_rule::<S, S2, f32>(
             kind,
             as_float(x),
             as_float(y),
             as_float(g),
             axis,
-        )),
+        )?),
         DType::F64 => from_float(float_rule::<S, S2, f64>(
             kind,
             as_float(x),
             as_float(y),
             as_float(g),
             axis,
-        )),
+        )?),
         DType::F16 => from_float(float_rule::<S, S2, rtx_kernels::f16>(
             kind,
             as_float(x),
             as_float(y),
             as_float(g),
             axis,
-        )),
+        )?),
         DType::BF16 => from_float(float_rule::<S, S2, rtx_kernels::bf16>(
             kind,
             as_float(x),
             as_float(y),
             as_float(g),
             axis,
-        )),
+        )?),
         _ => unreachable!("only float tensors carry gradient history"),
-    }
+    })
 }
 
 /// `t`, whose elements are those of a reduction of a tensor shaped `like`, viewed as `like`'s
@@ -76,8 +77,8 @@ fn expand<S: Shape, S2: Shape, F: Float>(
     t: &Tensor<S2, F>,
     like: &Tensor<S, F>,
     axis: Option<usize>,
-) -> Tensor<S, F> {
-    let t = t.contiguous();
+) -> Result<Tensor<S, F>> {
+    let t = t.try_contiguous()?;
     let dims = like.dims();
     let strides: Vec<usize> = match axis {
         None => vec![0; dims.len()],
@@ -93,14 +94,14 @@ fn expand<S: Shape, S2: Shape, F: Float>(
             s
         }
     };
-    t.view(
+    Ok(t.view(
         Layout::new(dims, &strides, t.layout().offset()),
         like.shape(),
-    )
+    ))
 }
 
 /// Σ over `axis` of `t`, repeated back along it (`t`'s shape).
-fn sum_back<S: Shape, F: Float>(t: &Tensor<S, F>, axis: Option<usize>) -> Tensor<S, F> {
+fn sum_back<S: Shape, F: Float>(t: &Tensor<S, F>, axis: Option<usize>) -> Result<Tensor<S, F>> {
     reduce_expand(t, axis, ReduceOp::Sum)
 }
 
@@ -109,12 +110,11 @@ fn reduce_expand<S: Shape, F: Float>(
     t: &Tensor<S, F>,
     axis: Option<usize>,
     op: ReduceOp,
-) -> Tensor<S, F> {
+) -> Result<Tensor<S, F>> {
     let reduced = match axis {
-        Some(a) => t.storage().reduce(t.layout(), a, op),
-        None => t.storage().reduce_all(t.layout(), op),
+        Some(a) => t.storage().reduce(t.layout(), a, op)?,
+        None => t.storage().reduce_all(t.layout(), op)?,
     };
-    let reduced = crate::error::ok(reduced.map_err(Into::into));
     let n = reduced.len();
     let flat = Tensor::from_storage(reduced, (n,));
     expand(&flat, t, axis)
@@ -126,7 +126,7 @@ fn float_rule<S: Shape, S2: Shape, F: Float>(
     y: &Tensor<S2, F>,
     g: &Tensor<S2, F>,
     axis: Option<usize>,
-) -> Tensor<S, F> {
+) -> Result<Tensor<S, F>> {
     let count = match axis {
         Some(a) => x.dims()[a],
         None => x.numel(),
@@ -134,41 +134,44 @@ fn float_rule<S: Shape, S2: Shape, F: Float>(
     let c = |v: f64| F::from_f64(v);
     match kind {
         ReduceGrad::Sum => expand(g, x, axis),
-        ReduceGrad::Mean => expand(g, x, axis).scalar::<Div>(c(count)),
+        ReduceGrad::Mean => expand(g, x, axis)?.try_scalar::<Div>(c(count)),
         ReduceGrad::Extreme => {
-            let mask = x.equal(&expand(y, x, axis));
-            expand(g, x, axis)
-                .same::<Mul>(&mask)
-                .same::<Div>(&sum_back(&mask, axis))
+            let mask = x.try_equal(&expand(y, x, axis)?)?;
+            expand(g, x, axis)?
+                .try_same::<Mul>(&mask)?
+                .try_same::<Div>(&sum_back(&mask, axis)?)
         }
-        ReduceGrad::LogSumExp => {
-            expand(g, x, axis).same::<Mul>(&x.same::<Sub>(&expand(y, x, axis)).exp())
-        }
+        ReduceGrad::LogSumExp => expand(g, x, axis)?.try_same::<Mul>(
+            &x.try_same::<Sub>(&expand(y, x, axis)?)?
+                .try_unary::<Exp>()?,
+        ),
         ReduceGrad::Var(k) | ReduceGrad::Std(k) => {
-            let mean = sum_back(x, axis).scalar::<Div>(c(count));
-            let centered = x.same::<Sub>(&mean);
+            let mean = sum_back(x, axis)?.try_scalar::<Div>(c(count))?;
+            let centered = x.try_same::<Sub>(&mean)?;
             let scale = c(1.0 / (count - k as f64));
             let d = if let ReduceGrad::Var(_) = kind {
-                centered.scalar::<Mul>(c(2.0))
+                centered.try_scalar::<Mul>(c(2.0))?
             } else {
-                centered.same::<Div>(&expand(y, x, axis))
+                centered.try_same::<Div>(&expand(y, x, axis)?)?
             };
-            expand(g, x, axis).same::<Mul>(&d).scalar::<Mul>(scale)
+            expand(g, x, axis)?
+                .try_same::<Mul>(&d)?
+                .try_scalar::<Mul>(scale)
         }
         ReduceGrad::Prod => {
             // d/dx_i of Π x = Π_{j≠i} x_j. Dividing y by x_i is wrong at zeros, so count them
             // per slice: with none, the product of the others is P / x_i (P over non-zeros);
             // with exactly one, it is P at the zero and 0 elsewhere; with more, 0 everywhere.
-            let zero = x.equal(&x.zeros_like());
-            let nonzero = x.same::<Add>(&zero);
-            let p = reduce_expand(&nonzero, axis, ReduceOp::Prod);
-            let count = sum_back(&zero, axis);
-            let none = count.equal(&count.zeros_like());
-            let one = count.equal(&count.ones_like());
+            let zero = x.try_equal(&x.try_zeros_like()?)?;
+            let nonzero = x.try_same::<Add>(&zero)?;
+            let p = reduce_expand(&nonzero, axis, ReduceOp::Prod)?;
+            let count = sum_back(&zero, axis)?;
+            let none = count.try_equal(&count.try_zeros_like()?)?;
+            let one = count.try_equal(&count.try_ones_like()?)?;
             let d = none
-                .same::<Mul>(&p.same::<Div>(&nonzero))
-                .same::<Add>(&one.same::<Mul>(&zero).same::<Mul>(&p));
-            expand(g, x, axis).same::<Mul>(&d)
+                .try_same::<Mul>(&p.try_same::<Div>(&nonzero)?)?
+                .try_same::<Add>(&one.try_same::<Mul>(&zero)?.try_same::<Mul>(&p)?)?;
+            expand(g, x, axis)?.try_same::<Mul>(&d)
         }
     }
 }
@@ -180,34 +183,36 @@ pub(crate) fn softmax_back<S: Shape, E: Element>(
     g: &Tensor<S, E>,
     axis: usize,
     log: bool,
-) -> Tensor<S, E> {
+) -> Result<Tensor<S, E>> {
     fn rule<S: Shape, F: Float>(
         y: &Tensor<S, F>,
         g: &Tensor<S, F>,
         axis: usize,
         log: bool,
-    ) -> Tensor<S, F> {
+    ) -> Result<Tensor<S, F>> {
         if log {
-            g.same::<Sub>(&y.exp().same::<Mul>(&sum_back(g, Some(axis))))
+            let sum = sum_back(g, Some(axis))?;
+            g.try_same::<Sub>(&y.try_unary::<Exp>()?.try_same::<Mul>(&sum)?)
         } else {
-            y.same::<Mul>(&g.same::<Sub>(&sum_back(&g.same::<Mul>(y), Some(axis))))
+            let sum = sum_back(&g.try_same::<Mul>(y)?, Some(axis))?;
+            y.try_same::<Mul>(&g.try_same::<Sub>(&sum)?)
         }
     }
-    match E::DTYPE {
-        DType::F32 => from_float(rule::<S, f32>(as_float(y), as_float(g), axis, log)),
-        DType::F64 => from_float(rule::<S, f64>(as_float(y), as_float(g), axis, log)),
+    Ok(match E::DTYPE {
+        DType::F32 => from_float(rule::<S, f32>(as_float(y), as_float(g), axis, log)?),
+        DType::F64 => from_float(rule::<S, f64>(as_float(y), as_float(g), axis, log)?),
         DType::F16 => from_float(rule::<S, rtx_kernels::f16>(
             as_float(y),
             as_float(g),
             axis,
             log,
-        )),
+        )?),
         DType::BF16 => from_float(rule::<S, rtx_kernels::bf16>(
             as_float(y),
             as_float(g),
             axis,
             log,
-        )),
+        )?),
         _ => unreachable!("only float tensors carry gradient history"),
-    }
+    })
 }

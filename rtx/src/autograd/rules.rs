@@ -4,9 +4,10 @@
 //! Each rule maps the output gradient `g` to the input's gradient, given the input `x` and
 //! the output `y`; all tensors have the same shape, and rules run under `no_grad`.
 
+use crate::error::Result;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use rtx_kernels::op::markers::{Add, Div, Mul, Sub};
+use rtx_kernels::op::markers::{Add, Cos, Div, Erf, Exp, Log, Mul, Pow, Sigmoid, Sin, Sub, Tanh};
 use rtx_kernels::{BinaryOp, Float, Num, UnaryOp};
 
 fn c<E: Float>(v: f64) -> E {
@@ -19,79 +20,86 @@ pub(crate) fn unary<S: Shape, E: Float>(
     x: &Tensor<S, E>,
     y: &Tensor<S, E>,
     g: &Tensor<S, E>,
-) -> Tensor<S, E> {
+) -> Result<Tensor<S, E>> {
     match op {
-        UnaryOp::Neg => g.neg(),
-        UnaryOp::Abs => g.same::<Mul>(&x.sign()),
-        UnaryOp::Exp => g.same::<Mul>(y),
-        UnaryOp::Log => g.same::<Div>(x),
-        UnaryOp::Log1p => g.same::<Div>(&x.scalar::<Add>(c(1.0))),
-        UnaryOp::Sqrt => g.same::<Div>(&y.scalar::<Mul>(c(2.0))),
+        UnaryOp::Neg => g.try_neg(),
+        UnaryOp::Abs => g.try_same::<Mul>(&x.try_sign()?),
+        UnaryOp::Exp => g.try_same::<Mul>(y),
+        UnaryOp::Log => g.try_same::<Div>(x),
+        UnaryOp::Log1p => g.try_same::<Div>(&x.try_scalar::<Add>(c(1.0))?),
+        UnaryOp::Sqrt => g.try_same::<Div>(&y.try_scalar::<Mul>(c(2.0))?),
         UnaryOp::Rsqrt => g
-            .same::<Mul>(&y.same::<Mul>(y).same::<Mul>(y))
-            .scalar::<Mul>(c(-0.5)),
-        UnaryOp::Recip => g.same::<Mul>(&y.same::<Mul>(y)).neg(),
-        UnaryOp::Sin => g.same::<Mul>(&x.cos()),
-        UnaryOp::Cos => g.same::<Mul>(&x.sin()).neg(),
-        UnaryOp::Tanh => g.same::<Mul>(&y.same::<Mul>(y).neg().scalar::<Add>(c(1.0))),
-        UnaryOp::Erf => g.same::<Mul>(
-            &x.same::<Mul>(x)
-                .neg()
-                .exp()
-                .scalar::<Mul>(c(std::f64::consts::FRAC_2_SQRT_PI)),
+            .try_same::<Mul>(&y.try_same::<Mul>(y)?.try_same::<Mul>(y)?)?
+            .try_scalar::<Mul>(c(-0.5)),
+        UnaryOp::Recip => g.try_same::<Mul>(&y.try_same::<Mul>(y)?)?.try_neg(),
+        UnaryOp::Sin => g.try_same::<Mul>(&x.try_unary::<Cos>()?),
+        UnaryOp::Cos => g.try_same::<Mul>(&x.try_unary::<Sin>()?)?.try_neg(),
+        UnaryOp::Tanh => {
+            g.try_same::<Mul>(&y.try_same::<Mul>(y)?.try_neg()?.try_scalar::<Add>(c(1.0))?)
+        }
+        UnaryOp::Erf => g.try_same::<Mul>(
+            &x.try_same::<Mul>(x)?
+                .try_neg()?
+                .try_unary::<Exp>()?
+                .try_scalar::<Mul>(c(std::f64::consts::FRAC_2_SQRT_PI))?,
         ),
-        UnaryOp::Relu => x.relu_grad(g),
-        UnaryOp::Sigmoid => g.same::<Mul>(&y.same::<Mul>(&y.neg().scalar::<Add>(c(1.0)))),
-        UnaryOp::Gelu => g.same::<Mul>(&gelu_grad(x)),
-        UnaryOp::GeluTanh => g.same::<Mul>(&gelu_tanh_grad(x)),
-        UnaryOp::Silu => g.same::<Mul>(&silu_grad(x)),
-        UnaryOp::Softplus => g.same::<Mul>(&x.sigmoid()),
+        UnaryOp::Relu => x.try_relu_grad(g),
+        UnaryOp::Sigmoid => {
+            g.try_same::<Mul>(&y.try_same::<Mul>(&y.try_neg()?.try_scalar::<Add>(c(1.0))?)?)
+        }
+        UnaryOp::Gelu => g.try_same::<Mul>(&gelu_grad(x)?),
+        UnaryOp::GeluTanh => g.try_same::<Mul>(&gelu_tanh_grad(x)?),
+        UnaryOp::Silu => g.try_same::<Mul>(&silu_grad(x)?),
+        UnaryOp::Softplus => g.try_same::<Mul>(&x.try_unary::<Sigmoid>()?),
     }
 }
 
 /// Φ(x) + x φ(x).
-fn gelu_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Tensor<S, E> {
+fn gelu_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
     let cdf = x
-        .scalar::<Mul>(c(std::f64::consts::FRAC_1_SQRT_2))
-        .erf()
-        .scalar::<Add>(c(1.0))
-        .scalar::<Mul>(c(0.5));
+        .try_scalar::<Mul>(c(std::f64::consts::FRAC_1_SQRT_2))?
+        .try_unary::<Erf>()?
+        .try_scalar::<Add>(c(1.0))?
+        .try_scalar::<Mul>(c(0.5))?;
     let pdf = x
-        .same::<Mul>(x)
-        .scalar::<Mul>(c(-0.5))
-        .exp()
-        .scalar::<Mul>(c(0.398_942_280_401_432_7));
-    cdf.same::<Add>(&x.same::<Mul>(&pdf))
+        .try_same::<Mul>(x)?
+        .try_scalar::<Mul>(c(-0.5))?
+        .try_unary::<Exp>()?
+        .try_scalar::<Mul>(c(0.398_942_280_401_432_7))?;
+    cdf.try_same::<Add>(&x.try_same::<Mul>(&pdf)?)
 }
 
 /// d/dx of x/2 (1 + tanh(k (x + a x³))) = (1 + t)/2 + x/2 (1 - t²) k (1 + 3 a x²).
-fn gelu_tanh_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Tensor<S, E> {
+fn gelu_tanh_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
     let (k, a) = (0.797_884_560_802_865_4, 0.044715);
-    let x2 = x.same::<Mul>(x);
+    let x2 = x.try_same::<Mul>(x)?;
     let t = x2
-        .scalar::<Mul>(c(a))
-        .scalar::<Add>(c(1.0))
-        .same::<Mul>(x)
-        .scalar::<Mul>(c(k))
-        .tanh();
-    let left = t.scalar::<Add>(c(1.0)).scalar::<Mul>(c(0.5));
-    let sech2 = t.same::<Mul>(&t).neg().scalar::<Add>(c(1.0));
+        .try_scalar::<Mul>(c(a))?
+        .try_scalar::<Add>(c(1.0))?
+        .try_same::<Mul>(x)?
+        .try_scalar::<Mul>(c(k))?
+        .try_unary::<Tanh>()?;
+    let left = t.try_scalar::<Add>(c(1.0))?.try_scalar::<Mul>(c(0.5))?;
+    let sech2 = t
+        .try_same::<Mul>(&t)?
+        .try_neg()?
+        .try_scalar::<Add>(c(1.0))?;
     let inner = x2
-        .scalar::<Mul>(c(3.0 * a))
-        .scalar::<Add>(c(1.0))
-        .scalar::<Mul>(c(k));
-    left.same::<Add>(
-        &x.scalar::<Mul>(c(0.5))
-            .same::<Mul>(&sech2)
-            .same::<Mul>(&inner),
+        .try_scalar::<Mul>(c(3.0 * a))?
+        .try_scalar::<Add>(c(1.0))?
+        .try_scalar::<Mul>(c(k))?;
+    left.try_same::<Add>(
+        &x.try_scalar::<Mul>(c(0.5))?
+            .try_same::<Mul>(&sech2)?
+            .try_same::<Mul>(&inner)?,
     )
 }
 
 /// s (1 + x (1 - s)) with s = sigmoid(x).
-fn silu_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Tensor<S, E> {
-    let s = x.sigmoid();
-    let one_minus = s.neg().scalar::<Add>(c(1.0));
-    s.same::<Mul>(&x.same::<Mul>(&one_minus).scalar::<Add>(c(1.0)))
+fn silu_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
+    let s = x.try_unary::<Sigmoid>()?;
+    let one_minus = s.try_neg()?.try_scalar::<Add>(c(1.0))?;
+    s.try_same::<Mul>(&x.try_same::<Mul>(&one_minus)?.try_scalar::<Add>(c(1.0))?)
 }
 
 /// d(clamp(x))/dx times `g`, given the output `y`: `g` where `x` is inside the bounds (both
@@ -100,8 +108,8 @@ pub(crate) fn clamp<S: Shape, E: Num>(
     x: &Tensor<S, E>,
     y: &Tensor<S, E>,
     g: &Tensor<S, E>,
-) -> Tensor<S, E> {
-    g.same::<Mul>(&x.equal(y))
+) -> Result<Tensor<S, E>> {
+    g.try_same::<Mul>(&x.try_equal(y)?)
 }
 
 /// The gradients of a binary op for its two (broadcast) inputs `a` and `b`, given the output `y`
@@ -113,39 +121,41 @@ pub(crate) fn binary<S: Shape, E: Num>(
     b: &Tensor<S, E>,
     y: &Tensor<S, E>,
     g: &Tensor<S, E>,
-) -> (Tensor<S, E>, Tensor<S, E>) {
-    let half = |t: Tensor<S, E>| t.scalar::<Mul>(E::from_f64(0.5));
-    match op {
+) -> Result<(Tensor<S, E>, Tensor<S, E>)> {
+    let half = |t: Tensor<S, E>| t.try_scalar::<Mul>(E::from_f64(0.5));
+    Ok(match op {
         BinaryOp::Add => (g.clone(), g.clone()),
-        BinaryOp::Sub => (g.clone(), g.scalar::<Mul>(E::from_f64(-1.0))),
-        BinaryOp::Mul => (g.same::<Mul>(b), g.same::<Mul>(a)),
+        BinaryOp::Sub => (g.clone(), g.try_scalar::<Mul>(E::from_f64(-1.0))?),
+        BinaryOp::Mul => (g.try_same::<Mul>(b)?, g.try_same::<Mul>(a)?),
         BinaryOp::Div => (
-            g.same::<Div>(b),
-            g.same::<Mul>(y)
-                .same::<Div>(b)
-                .scalar::<Mul>(E::from_f64(-1.0)),
+            g.try_same::<Div>(b)?,
+            g.try_same::<Mul>(y)?
+                .try_same::<Div>(b)?
+                .try_scalar::<Mul>(E::from_f64(-1.0))?,
         ),
         BinaryOp::Max | BinaryOp::Min => {
             let wins = if op == BinaryOp::Max {
-                a.above(b)
+                a.try_above(b)?
             } else {
-                b.above(a)
+                b.try_above(a)?
             };
-            let ties = half(a.equal(b));
-            let share_a = wins.same::<Add>(&ties);
+            let ties = half(a.try_equal(b)?)?;
+            let share_a = wins.try_same::<Add>(&ties)?;
             let share_b = share_a
-                .scalar::<Mul>(E::from_f64(-1.0))
-                .scalar::<Add>(E::from_f64(1.0));
-            (g.same::<Mul>(&share_a), g.same::<Mul>(&share_b))
+                .try_scalar::<Mul>(E::from_f64(-1.0))?
+                .try_scalar::<Add>(E::from_f64(1.0))?;
+            (g.try_same::<Mul>(&share_a)?, g.try_same::<Mul>(&share_b)?)
         }
         BinaryOp::Pow => {
             // d(a^b)/da = b a^(b-1); d(a^b)/db = a^b ln a (ln through f64, since only the
             // float instantiation ever runs).
-            let da = b.same::<Mul>(
-                &a.same::<rtx_kernels::op::markers::Pow>(&b.scalar::<Sub>(E::from_f64(1.0))),
-            );
-            let ln_a = a.cast::<f64>().log().cast::<E>();
-            (g.same::<Mul>(&da), g.same::<Mul>(y).same::<Mul>(&ln_a))
+            let da =
+                b.try_same::<Mul>(&a.try_same::<Pow>(&b.try_scalar::<Sub>(E::from_f64(1.0))?)?)?;
+            let ln_a = a.try_cast::<f64>()?.try_unary::<Log>()?.try_cast::<E>()?;
+            (
+                g.try_same::<Mul>(&da)?,
+                g.try_same::<Mul>(y)?.try_same::<Mul>(&ln_a)?,
+            )
         }
-    }
+    })
 }

@@ -95,7 +95,7 @@ fn grad_of<K: Elementwise<N>, const N: usize, O: Shape, S: Shape, E: Float>(
         return None;
     }
     let g = ok(grad_at_output::<K, N, O, E>(ops, dy, i, uniforms));
-    Some(sum_to(&g, shape))
+    Some(ok(sum_to(&g, shape)))
 }
 
 /// An input as [`operands`] takes it.

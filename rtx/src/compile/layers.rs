@@ -60,7 +60,7 @@ where
                 grads.add(&self.weight, dwt.t());
             }
             if let Some(b) = self.bias.as_ref().filter(|b| b.tracks_grad()) {
-                grads.add(b, sum_to(&dy, b.shape()));
+                grads.add(b, ok(sum_to(&dy, b.shape())));
             }
             (dx,)
         };

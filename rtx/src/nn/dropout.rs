@@ -109,9 +109,8 @@ fn dropout<S: Shape, E: Float>(x: &Tensor<S, E>, keep_p: f64, seed: u64) -> Resu
     }
     let shape = x.shape();
     Ok(out.record(vec![x.node().cloned()], move |g| {
-        let dx = g.storage().dropout(g.layout(), keep_p, scale, seed);
-        let dx = ok(dx.map_err(Into::into));
-        vec![autograd::erase(Tensor::from_storage(dx, shape))]
+        let dx = g.storage().dropout(g.layout(), keep_p, scale, seed)?;
+        Ok(vec![autograd::erase(Tensor::from_storage(dx, shape))])
     }))
 }
 

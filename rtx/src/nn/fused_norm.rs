@@ -11,7 +11,7 @@
 //! do, rather than rounding after every op as the composition does.
 
 use crate::autograd;
-use crate::error::{Result, ok};
+use crate::error::Result;
 use crate::shape::{Const, Shape};
 use crate::tensor::Tensor;
 use rtx_kernels::Float;
@@ -49,21 +49,22 @@ pub(crate) fn norm<S: Shape, E: Float, const D: usize>(
             &stats,
             want,
         );
-        let (dx, dw, db) = ok(grads.map_err(Into::into));
+        let (dx, dw, db) = grads?;
         let param = |s| Tensor::<(Const<D>,), E>::from_storage(s, (Const,));
-        vec![
+        Ok(vec![
             need_x
                 .then(|| Tensor::from_storage(dx, x.shape()))
                 .and_then(autograd::erase),
             dw.map(param).and_then(autograd::erase),
             db.map(param).and_then(autograd::erase),
-        ]
+        ])
     }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ok;
     use crate::nn::{LayerNorm, RMSNorm};
     use rtx_backends::Device;
 

@@ -115,9 +115,8 @@ pub fn try_cross_entropy_with<B: Dim, C: Dim, E: Float>(
             (x.storage(), x.layout()),
             (t.storage(), t.layout()),
             &saved,
-        );
-        let dx = ok(dx.map_err(Into::into));
-        vec![autograd::erase(Tensor::from_storage(dx, x.shape()))]
+        )?;
+        Ok(vec![autograd::erase(Tensor::from_storage(dx, x.shape()))])
     }))
 }
 

@@ -9,7 +9,7 @@
 
 use super::Tensor;
 use crate::autograd;
-use crate::error::{Result, bail, ok};
+use crate::error::{Error, Result, bail, ok};
 use crate::shape::conv::ConvOptions;
 use crate::shape::{Dim, Shape, describe};
 use rtx_backends::cpu::conv::{Conv2dParams, Pool2dParams};
@@ -217,35 +217,38 @@ fn track_conv<SX: Shape, SW: Shape, SB: Shape, SY: Shape, E: Float>(
     out.record(inputs, move |g| {
         let lg = lift(g.layout(), 2);
         let (lx, lw) = (lift(x.layout(), 2), lift(w.layout(), 2));
-        let dx = need_x.then(|| {
-            let s = g
-                .storage()
-                .conv2d_backward_input(&lg, w.storage(), &lw, dims4(&lx), &p);
-            Tensor::from_storage(ok(s.map_err(Into::into)), x.shape())
-        });
-        let dw = need_w.then(|| {
-            let s = g
-                .storage()
-                .conv2d_backward_weight(&lg, x.storage(), &lx, dims4(&lw), &p);
-            Tensor::from_storage(ok(s.map_err(Into::into)), w.shape())
-        });
-        let db = b_shape.map(|shape| {
-            let [n, o, ho, wo] = dims4(&lg);
-            let gc = g.contiguous();
-            let l = Layout::contiguous(&[n, o, ho * wo]).with_offset(gc.layout().offset());
-            let per_image = ok(gc
-                .storage()
-                .reduce(&l, 2, ReduceOp::Sum)
-                .map_err(Into::into));
-            let l = Layout::contiguous(&[n, o]);
-            let s = ok(per_image.reduce(&l, 0, ReduceOp::Sum).map_err(Into::into));
-            Tensor::<SB, E>::from_storage(s, shape)
-        });
-        vec![
+        let dx = need_x
+            .then(|| {
+                let s = g
+                    .storage()
+                    .conv2d_backward_input(&lg, w.storage(), &lw, dims4(&lx), &p)?;
+                Ok::<_, Error>(Tensor::from_storage(s, x.shape()))
+            })
+            .transpose()?;
+        let dw = need_w
+            .then(|| {
+                let s =
+                    g.storage()
+                        .conv2d_backward_weight(&lg, x.storage(), &lx, dims4(&lw), &p)?;
+                Ok::<_, Error>(Tensor::from_storage(s, w.shape()))
+            })
+            .transpose()?;
+        let db = b_shape
+            .map(|shape| {
+                let [n, o, ho, wo] = dims4(&lg);
+                let gc = g.try_contiguous()?;
+                let l = Layout::contiguous(&[n, o, ho * wo]).with_offset(gc.layout().offset());
+                let per_image = gc.storage().reduce(&l, 2, ReduceOp::Sum)?;
+                let l = Layout::contiguous(&[n, o]);
+                let s = per_image.reduce(&l, 0, ReduceOp::Sum)?;
+                Ok::<_, Error>(Tensor::<SB, E>::from_storage(s, shape))
+            })
+            .transpose()?;
+        Ok(vec![
             dx.and_then(autograd::erase),
             dw.and_then(autograd::erase),
             db.and_then(autograd::erase),
-        ]
+        ])
     })
 }
 
@@ -264,11 +267,8 @@ fn track_pool<SX: Shape, SY: Shape, E: Float>(
     let x = x.detach();
     out.record(inputs, move |g| {
         let (lg, lx) = (lift(g.layout(), 0), lift(x.layout(), 0));
-        let s = g.storage().pool2d_backward(&lg, x.storage(), &lx, op, &p);
-        vec![autograd::erase(Tensor::from_storage(
-            ok(s.map_err(Into::into)),
-            x.shape(),
-        ))]
+        let s = g.storage().pool2d_backward(&lg, x.storage(), &lx, op, &p)?;
+        Ok(vec![autograd::erase(Tensor::from_storage(s, x.shape()))])
     })
 }
 

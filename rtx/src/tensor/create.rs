@@ -89,6 +89,21 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     pub fn ones_like(&self) -> Self {
         Self::ones(self.shape(), self.device())
     }
+
+    /// [`Tensor::zeros`], returning device errors (backward rules use it).
+    pub(crate) fn try_zeros(shape: S, device: Device) -> Result<Self> {
+        Self::try_full(shape, E::ZERO, device)
+    }
+
+    /// [`Tensor::zeros_like`], returning device errors.
+    pub(crate) fn try_zeros_like(&self) -> Result<Self> {
+        Self::try_zeros(self.shape(), self.device())
+    }
+
+    /// [`Tensor::ones_like`], returning device errors.
+    pub(crate) fn try_ones_like(&self) -> Result<Self> {
+        Self::try_full(self.shape(), E::ONE, self.device())
+    }
 }
 
 impl<S: ConstShape, E: Element> Tensor<S, E> {

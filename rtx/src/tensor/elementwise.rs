@@ -85,7 +85,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let (x, y) = (self.detach(), out.detach());
         Ok(out.record(vec![self.node().cloned()], move |g| {
-            vec![autograd::erase(rules::unary(O::OP, &x, &y, g))]
+            Ok(vec![autograd::erase(rules::unary(O::OP, &x, &y, g)?)])
         }))
     }
 
@@ -227,6 +227,14 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         ok(self.try_signed(UnaryOp::Abs))
     }
 
+    /// [`Tensor::neg`], returning device errors (backward rules use it).
+    pub(crate) fn try_neg(&self) -> Result<Self>
+    where
+        E: Signed,
+    {
+        self.try_signed(UnaryOp::Neg)
+    }
+
     fn try_signed(&self, op: UnaryOp) -> Result<Self>
     where
         E: Signed,
@@ -241,11 +249,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let x = self.detach();
         Ok(out.record(vec![self.node().cloned()], move |g| {
             let dx = if op == UnaryOp::Abs {
-                g.same::<markers::Mul>(&x.sign())
+                g.try_same::<markers::Mul>(&x.try_sign()?)?
             } else {
-                g.neg()
+                g.try_neg()?
             };
-            vec![autograd::erase(dx)]
+            Ok(vec![autograd::erase(dx)])
         }))
     }
 }
@@ -271,11 +279,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let inputs = vec![self.node().cloned(), rhs.node().cloned()];
         Ok(out.record(inputs, move |g| {
             let (ab, bb) = (a.view(la, g.shape()), b.view(lb, g.shape()));
-            let (ga, gb) = rules::binary(O::OP, &ab, &bb, &y, g);
-            vec![
-                autograd::erase(autograd::sum_to(&ga, a.shape())),
-                autograd::erase(autograd::sum_to(&gb, b.shape())),
-            ]
+            let (ga, gb) = rules::binary(O::OP, &ab, &bb, &y, g)?;
+            Ok(vec![
+                autograd::erase(autograd::sum_to(&ga, a.shape())?),
+                autograd::erase(autograd::sum_to(&gb, b.shape())?),
+            ])
         }))
     }
 
@@ -351,7 +359,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let (x, y) = (self.detach(), out.detach());
         Ok(out.record(vec![self.node().cloned()], move |g| {
-            vec![autograd::erase(rules::clamp(&x, &y, g))]
+            Ok(vec![autograd::erase(rules::clamp(&x, &y, g)?)])
         }))
     }
 }
@@ -411,12 +419,12 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             vec![self.node().cloned(), other.node().cloned()],
             move |g| {
                 let zero = E::default();
-                let to_self = g.masked_fill_raw(&mask, zero, false);
-                let to_other = g.masked_fill_raw(&mask, zero, true);
-                vec![
+                let to_self = g.try_masked_fill_raw(&mask, zero, false)?;
+                let to_other = g.try_masked_fill_raw(&mask, zero, true)?;
+                Ok(vec![
                     autograd::erase(to_self),
-                    autograd::erase(autograd::sum_to(&to_other, other_shape)),
-                ]
+                    autograd::erase(autograd::sum_to(&to_other, other_shape)?),
+                ])
             },
         ))
     }
@@ -459,11 +467,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let mask = mask.view(lm, self.shape());
         Ok(out.record(vec![self.node().cloned()], move |g| {
-            vec![autograd::erase(g.masked_fill_raw(
+            Ok(vec![autograd::erase(g.try_masked_fill_raw(
                 &mask,
                 E::default(),
                 true,
-            ))]
+            )?)])
         }))
     }
 }
@@ -582,13 +590,13 @@ impl<S: Shape, E: Signed> std::ops::Neg for &Tensor<S, E> {
 impl<S: Shape, E: Element> Tensor<S, E> {
     /// `value` where `mask` is `when`, `self` elsewhere; `mask` has `self`'s shape. Records
     /// nothing (backward rules use it).
-    pub(crate) fn masked_fill_raw(
+    pub(crate) fn try_masked_fill_raw(
         &self,
         mask: &Tensor<S, bool>,
         value: E,
         when: bool,
-    ) -> Tensor<S, E> {
-        let fill = ok(Tensor::try_full((), value, self.device()));
+    ) -> Result<Tensor<S, E>> {
+        let fill = Tensor::try_full((), value, self.device())?;
         let lf = fill
             .layout()
             .broadcast_to(self.dims())
@@ -598,111 +606,120 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         } else {
             ((self.storage(), self.layout()), (fill.storage(), &lf))
         };
-        let out = Storage::where_cond((mask.storage(), mask.layout()), t, f);
-        Tensor::from_storage(ok(out.map_err(Into::into)), self.shape())
+        let out = Storage::where_cond((mask.storage(), mask.layout()), t, f)?;
+        Ok(Tensor::from_storage(out, self.shape()))
     }
 }
 
 /// Same-shape helpers for code that is generic over the shape (backward rules), where the
-/// broadcasting rule traits cannot be proven; they never record.
+/// broadcasting rule traits cannot be proven; they never record. They return device errors,
+/// so that a backward that runs out of memory reports it (see [`Tensor::try_backward`]).
 impl<S: Shape, E: Num> Tensor<S, E> {
     /// A binary op between two tensors of the same shape.
-    pub(crate) fn same<O: BinaryOpT>(&self, rhs: &Tensor<S, E>) -> Tensor<S, E> {
+    pub(crate) fn try_same<O: BinaryOpT>(&self, rhs: &Tensor<S, E>) -> Result<Tensor<S, E>> {
         debug_assert_eq!(self.dims(), rhs.dims());
         let out = self
             .storage()
-            .binary::<O>(self.layout(), rhs.storage(), rhs.layout());
-        Tensor::from_storage(ok(out.map_err(Into::into)), self.shape())
+            .binary::<O>(self.layout(), rhs.storage(), rhs.layout())?;
+        Ok(Tensor::from_storage(out, self.shape()))
+    }
+
+    /// [`Tensor::try_same`], panicking on a device error.
+    pub(crate) fn same<O: BinaryOpT>(&self, rhs: &Tensor<S, E>) -> Tensor<S, E> {
+        ok(self.try_same::<O>(rhs))
     }
 
     /// A binary op with a scalar right-hand side.
-    pub(crate) fn scalar<O: BinaryOpT>(&self, c: E) -> Tensor<S, E> {
-        let rhs = ok(Tensor::try_full((), c, self.device()));
+    pub(crate) fn try_scalar<O: BinaryOpT>(&self, c: E) -> Result<Tensor<S, E>> {
+        let rhs = Tensor::try_full((), c, self.device())?;
         let lb = rhs
             .layout()
             .broadcast_to(self.dims())
             .expect("a scalar broadcasts");
         let out = self
             .storage()
-            .binary::<O>(self.layout(), rhs.storage(), &lb);
-        Tensor::from_storage(ok(out.map_err(Into::into)), self.shape())
+            .binary::<O>(self.layout(), rhs.storage(), &lb)?;
+        Ok(Tensor::from_storage(out, self.shape()))
+    }
+
+    /// [`Tensor::try_scalar`], panicking on a device error.
+    pub(crate) fn scalar<O: BinaryOpT>(&self, c: E) -> Tensor<S, E> {
+        ok(self.try_scalar::<O>(c))
     }
 
     /// Sums over the dims `target` was broadcast along (missing leading dims, and dims where
     /// `target` has size 1), giving a tensor of `target`'s shape.
-    pub(crate) fn sum_to_num<T: Shape>(&self, target: T) -> Tensor<T, E> {
+    pub(crate) fn try_sum_to_num<T: Shape>(&self, target: T) -> Result<Tensor<T, E>> {
         use rtx_kernels::op::ReduceOp;
         let dims = self.dims().to_vec();
         let tdims = target.dims();
         let lead = dims.len() - tdims.len();
-        let mut storage = ok(self.try_contiguous()).storage().clone();
+        let mut storage = self.try_contiguous()?.storage().clone();
         let mut now: Vec<usize> = dims[lead..].to_vec();
         if lead > 0 {
             let outer: usize = dims[..lead].iter().product();
             let mut flat = vec![outer];
             flat.extend_from_slice(&now);
             let l = Layout::contiguous(&flat);
-            storage = ok(storage.reduce(&l, 0, ReduceOp::Sum).map_err(Into::into));
+            storage = storage.reduce(&l, 0, ReduceOp::Sum)?;
         }
         for i in 0..now.len() {
             if tdims[i] == 1 && now[i] != 1 {
                 let l = Layout::contiguous(&now);
-                storage = ok(storage.reduce(&l, i, ReduceOp::Sum).map_err(Into::into));
+                storage = storage.reduce(&l, i, ReduceOp::Sum)?;
                 now[i] = 1;
             }
         }
-        Tensor::from_storage(storage, target)
+        Ok(Tensor::from_storage(storage, target))
     }
 
     /// 1 where the element is positive, 0 elsewhere (the derivative of relu).
-    pub(crate) fn step(&self) -> Tensor<S, E> {
-        let zero = ok(Tensor::try_full((), E::ZERO, self.device()));
+    pub(crate) fn try_step(&self) -> Result<Tensor<S, E>> {
+        let zero = Tensor::try_full((), E::ZERO, self.device())?;
         let lz = zero
             .layout()
             .broadcast_to(self.dims())
             .expect("a scalar broadcasts");
         let pos = self
             .storage()
-            .cmp::<markers::Gt>(self.layout(), zero.storage(), &lz);
-        let pos = ok(pos.map_err(Into::into));
+            .cmp::<markers::Gt>(self.layout(), zero.storage(), &lz)?;
         let dense = Layout::contiguous(self.dims());
-        Tensor::from_storage(ok(pos.cast::<E>(&dense).map_err(Into::into)), self.shape())
+        Ok(Tensor::from_storage(pos.cast::<E>(&dense)?, self.shape()))
     }
 
     /// `g * self.step()` in one pass: relu's backward rule, fused because it runs on every
     /// activation of every step.
-    pub(crate) fn relu_grad(&self, g: &Tensor<S, E>) -> Tensor<S, E> {
+    pub(crate) fn try_relu_grad(&self, g: &Tensor<S, E>) -> Result<Tensor<S, E>> {
         let s = g
             .storage()
-            .relu_backward(g.layout(), self.storage(), self.layout());
-        Tensor::from_storage(ok(s.map_err(Into::into)), self.shape())
+            .relu_backward(g.layout(), self.storage(), self.layout())?;
+        Ok(Tensor::from_storage(s, self.shape()))
     }
 
     /// 1 where `self > other`, 0 elsewhere.
-    pub(crate) fn above(&self, other: &Tensor<S, E>) -> Tensor<S, E> {
-        let m = self
-            .storage()
-            .cmp::<markers::Gt>(self.layout(), other.storage(), other.layout());
-        let m = ok(m.map_err(Into::into));
+    pub(crate) fn try_above(&self, other: &Tensor<S, E>) -> Result<Tensor<S, E>> {
+        let m =
+            self.storage()
+                .cmp::<markers::Gt>(self.layout(), other.storage(), other.layout())?;
         let dense = Layout::contiguous(self.dims());
-        Tensor::from_storage(ok(m.cast::<E>(&dense).map_err(Into::into)), self.shape())
+        Ok(Tensor::from_storage(m.cast::<E>(&dense)?, self.shape()))
     }
 
     /// 1 where `self == other`, 0 elsewhere.
-    pub(crate) fn equal(&self, other: &Tensor<S, E>) -> Tensor<S, E> {
-        let m = self
-            .storage()
-            .cmp::<markers::Eq>(self.layout(), other.storage(), other.layout());
-        let m = ok(m.map_err(Into::into));
+    pub(crate) fn try_equal(&self, other: &Tensor<S, E>) -> Result<Tensor<S, E>> {
+        let m =
+            self.storage()
+                .cmp::<markers::Eq>(self.layout(), other.storage(), other.layout())?;
         let dense = Layout::contiguous(self.dims());
-        Tensor::from_storage(ok(m.cast::<E>(&dense).map_err(Into::into)), self.shape())
+        Ok(Tensor::from_storage(m.cast::<E>(&dense)?, self.shape()))
     }
 
     /// -1, 0 or 1 by the sign of each element.
-    pub(crate) fn sign(&self) -> Tensor<S, E>
+    pub(crate) fn try_sign(&self) -> Result<Tensor<S, E>>
     where
         E: Signed,
     {
-        self.step().same::<markers::Sub>(&self.neg().step())
+        self.try_step()?
+            .try_same::<markers::Sub>(&self.try_neg()?.try_step()?)
     }
 }

@@ -102,12 +102,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let (orig, idx) = (self.shape(), indices.clone());
         Ok(out.record(vec![self.node().cloned()], move |g| {
-            vec![autograd::erase(autograd::index::index_select_back::<
-                I,
-                S,
-                D,
-                E,
-            >(g, orig, &idx))]
+            let dx = autograd::index::index_select_back::<I, S, D, E>(g, orig, &idx)?;
+            Ok(vec![autograd::erase(dx)])
         }))
     }
 
@@ -160,9 +156,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let (orig, idx) = (self.shape(), index.clone());
         Ok(out.record(vec![self.node().cloned()], move |g| {
-            vec![autograd::erase(
-                autograd::index::gather_back::<I, S, S2, E>(g, orig, &idx),
-            )]
+            let dx = autograd::index::gather_back::<I, S, S2, E>(g, orig, &idx)?;
+            Ok(vec![autograd::erase(dx)])
         }))
     }
 
@@ -240,8 +235,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         S: HasAxis<1>,
     {
-        let out = self.storage().triangle(self.layout(), k, false)?;
-        Ok(self.track_view(Tensor::from_storage(out, self.shape()), move |g| g.tril(k)))
+        let out = Tensor::from_storage(
+            self.storage().triangle(self.layout(), k, false)?,
+            self.shape(),
+        );
+        Ok(self.track_view(out, move |g| g.try_tril(k)))
     }
 
     /// The elements on and above diagonal `k` of the last two axes, zero (`false` for bool)
@@ -265,8 +263,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         S: HasAxis<1>,
     {
-        let out = self.storage().triangle(self.layout(), k, true)?;
-        Ok(self.track_view(Tensor::from_storage(out, self.shape()), move |g| g.triu(k)))
+        let out = Tensor::from_storage(
+            self.storage().triangle(self.layout(), k, true)?,
+            self.shape(),
+        );
+        Ok(self.track_view(out, move |g| g.try_triu(k)))
     }
 }
 
@@ -408,10 +409,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let idx = indices.clone();
         let inputs = vec![self.node().cloned(), src.node().cloned()];
         Ok(out.record(inputs, move |g| {
-            vec![
+            Ok(vec![
                 autograd::erase(g.clone()),
-                autograd::erase(g.index_select::<I, D>(&idx)),
-            ]
+                autograd::erase(g.try_index_select::<I, D>(&idx)?),
+            ])
         }))
     }
 }
@@ -442,10 +443,10 @@ where
         let dx = if ADD {
             g.clone()
         } else {
-            let zeros = Tensor::full(idx.shape(), E::default(), g.device());
-            g.scatter::<I>(&idx, &zeros)
+            let zeros = Tensor::try_full(idx.shape(), E::default(), g.device())?;
+            g.try_scatter::<I>(&idx, &zeros)?
         };
-        let dsrc = autograd::index::gather_into::<I, S, S2, S3, E>(g, &idx, src_shape);
-        vec![autograd::erase(dx), autograd::erase(dsrc)]
+        let dsrc = autograd::index::gather_into::<I, S, S2, S3, E>(g, &idx, src_shape)?;
+        Ok(vec![autograd::erase(dx), autograd::erase(dsrc)])
     })
 }

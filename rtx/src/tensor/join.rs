@@ -332,10 +332,10 @@ where
     let split = a.dims()[I];
     Ok(
         out.record(vec![a.node().cloned(), b.node().cloned()], move |g| {
-            vec![
+            Ok(vec![
                 autograd::erase(slice_of(g, sa, I, 0, false)),
                 autograd::erase(slice_of(g, sb, I, split, false)),
-            ]
+            ])
         }),
     )
 }
@@ -404,14 +404,14 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let inputs = tensors.iter().map(|t| t.node().cloned()).collect();
         Ok(out.record(inputs, move |g| {
             let mut start = 0;
-            shapes
+            Ok(shapes
                 .iter()
                 .map(|&shape| {
                     let part = slice_of(g, shape, I, start, false);
                     start += shape.dims()[I];
                     autograd::erase(part)
                 })
-                .collect()
+                .collect())
         }))
     }
 
@@ -488,9 +488,9 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let shape = first.shape();
         let inputs = tensors.iter().map(|t| t.node().cloned()).collect();
         Ok(out.record(inputs, move |g| {
-            (0..N)
+            Ok((0..N)
                 .map(|k| autograd::erase(slice_of(g, shape, I, k, true)))
-                .collect()
+                .collect())
         }))
     }
 }

@@ -21,7 +21,7 @@ use rtx_kernels::{Element, Float};
 use std::sync::Arc;
 
 /// Maps the gradient of a kernel's output to one input's gradient (summing broadcast dims).
-type ToInput<O, E> = Box<dyn Fn(Tensor<O, E>) -> Option<Erased> + Send + Sync>;
+type ToInput<O, E> = Box<dyn Fn(Tensor<O, E>) -> Result<Option<Erased>> + Send + Sync>;
 
 /// One input of an elementwise kernel, its shape type erased: its storage, its layout
 /// broadcast to the output's sizes, its gradient history, and how to give a gradient back.
@@ -41,7 +41,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
             storage: self.storage.clone(),
             layout,
             node: self.node.clone(),
-            to_input: Box::new(move |g| autograd::erase(autograd::sum_to(&g, shape))),
+            to_input: Box::new(move |g| Ok(autograd::erase(autograd::sum_to(&g, shape)?))),
         }
     }
 }
@@ -167,13 +167,14 @@ where
     Ok(result.record(node_list, move |g| {
         (0..N)
             .map(|i| {
-                let grad_src = K::GRADS[i]?;
-                saved[i].node.as_ref()?;
+                let (Some(grad_src), Some(_)) = (K::GRADS[i], &saved[i].node) else {
+                    return Ok(None);
+                };
                 let mut ins: Vec<(&Storage<E>, &Layout)> =
                     saved.iter().map(|s| (&*s.storage, &s.layout)).collect();
                 ins.push((g.storage(), g.layout()));
                 let f = K::scalar_grad::<E>(i, &uniforms);
-                let st = ok(Storage::map_kernel(grad_src, &ins, &uniforms, f).map_err(Error::from));
+                let st = Storage::map_kernel(grad_src, &ins, &uniforms, f)?;
                 (saved[i].to_input)(Tensor::from_storage(st, g.shape()))
             })
             .collect()

@@ -129,8 +129,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let (need_a, need_b) = (self.node().is_some(), rhs.node().is_some());
         let inputs = vec![self.node().cloned(), rhs.node().cloned()];
         Ok(out.record(inputs, move |g| {
-            let (da, db) = ok(saved.grads(g, need_a, need_b));
-            vec![da.and_then(autograd::erase), db.and_then(autograd::erase)]
+            let (da, db) = saved.grads(g, need_a, need_b)?;
+            Ok(vec![
+                da.and_then(autograd::erase),
+                db.and_then(autograd::erase),
+            ])
         }))
     }
 

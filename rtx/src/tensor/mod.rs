@@ -208,7 +208,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             return Ok(self.clone());
         }
         let out = Tensor::from_storage(self.storage.contiguous(&self.layout)?, self.shape);
-        Ok(self.track_view(out, |g| g.clone()))
+        Ok(self.track_view(out, |g| Ok(g.clone())))
     }
 
     /// The tensor converted to another element type (floats to integers truncate toward zero).
@@ -231,7 +231,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             return Ok(out);
         }
         Ok(out.record(vec![self.node().cloned()], |g| {
-            vec![crate::autograd::erase(g.cast::<E>())]
+            Ok(vec![crate::autograd::erase(g.try_cast::<E>()?)])
         }))
     }
 

@@ -865,7 +865,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let (x, y) = (self.detach(), out.detach());
         out.record(vec![self.node().cloned()], move |g| {
-            vec![autograd::erase(reduce_back(kind, &x, &y, g, axis))]
+            Ok(vec![autograd::erase(reduce_back(kind, &x, &y, g, axis)?)])
         })
     }
 
@@ -876,7 +876,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let y = out.detach();
         out.record(vec![self.node().cloned()], move |g| {
-            vec![autograd::erase(softmax_back(&y, g, axis, log))]
+            Ok(vec![autograd::erase(softmax_back(&y, g, axis, log)?)])
         })
     }
 }

@@ -56,7 +56,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             .expect("contiguous reshape");
         let orig = self.shape();
         Ok(self.track_view(source.view(layout, shape), move |g| {
-            ok(g.reshape_unchecked(orig))
+            g.reshape_unchecked(orig)
         }))
     }
 
@@ -114,7 +114,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             for (i, &p) in perm.iter().enumerate() {
                 inverse[p] = i;
             }
-            g.view(g.layout().permute(&inverse), orig)
+            Ok(g.view(g.layout().permute(&inverse), orig))
         })
     }
 
@@ -136,7 +136,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let shape = <S as SwapAxes<A, B>>::Output::from_dims(layout.dims()).expect("swapped dims");
         let orig = self.shape();
         self.track_view(self.view(layout, shape), move |g| {
-            g.view(g.layout().transpose(A, B), orig)
+            Ok(g.view(g.layout().transpose(A, B), orig))
         })
     }
 
@@ -218,7 +218,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let shape = <S as ReduceAxis<I>>::Reduced::from_dims(&dims).expect("squeezed dims");
         let orig = self.shape();
         let out = self.view(Layout::new(&dims, &strides, self.layout().offset()), shape);
-        Ok(self.track_view(out, move |g| ok(g.reshape_unchecked(orig))))
+        Ok(self.track_view(out, move |g| g.reshape_unchecked(orig)))
     }
 
     /// Inserts a size-1 axis before axis `I`.
@@ -243,7 +243,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             .expect("unsqueezed dims");
         let orig = self.shape();
         let out = self.view(Layout::new(&dims, &strides, self.layout().offset()), shape);
-        self.track_view(out, move |g| ok(g.reshape_unchecked(orig)))
+        self.track_view(out, move |g| g.reshape_unchecked(orig))
     }
 
     /// `len` entries of axis `I` starting at `start`; the new size's type is `len`'s type, so a
@@ -332,13 +332,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     pub(crate) fn track_view<S2: Shape>(
         &self,
         out: Tensor<S2, E>,
-        back: impl Fn(&Tensor<S2, E>) -> Tensor<S, E> + Send + Sync + 'static,
+        back: impl Fn(&Tensor<S2, E>) -> Result<Tensor<S, E>> + Send + Sync + 'static,
     ) -> Tensor<S2, E> {
         if !crate::autograd::must_record(&[self.node()]) {
             return out;
         }
         out.record(vec![self.node().cloned()], move |g| {
-            vec![crate::autograd::erase(back(g))]
+            Ok(vec![crate::autograd::erase(back(g)?)])
         })
     }
 }
