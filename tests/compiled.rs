@@ -6,6 +6,7 @@ use rtx::prelude::*;
 
 type X = Tensor<(Dyn<'B'>, Const<8>), f64>;
 
+// ANCHOR: mlp
 #[model]
 struct Mlp {
     fc1: Linear<8, 16, f64>,
@@ -20,6 +21,7 @@ impl Mlp {
         self.fc2.forward(&h)
     }
 }
+// ANCHOR_END: mlp
 
 fn input(seed: u64) -> X {
     Tensor::randn((Dyn(5), Const), seed, Device::Cpu)
@@ -53,10 +55,12 @@ fn static_backward_matches_tape() {
     let x = input(2).requires_grad();
     let tape = m.forward(&x).sum_all().backward();
 
+    // ANCHOR: static_backward
     let (y, backward) = m.forward_train(&x);
     assert!(!y.tracks_grad(), "the static forward records nothing");
     let mut grads = Gradients::new();
     let (dx,) = backward(y.ones_like(), &mut grads, true);
+    // ANCHOR_END: static_backward
     close(
         &dx.unwrap().to_vec(),
         &tape.get(&x).unwrap().to_vec(),
@@ -135,6 +139,7 @@ fn dispatches<R>(f: impl FnOnce() -> R) -> u64 {
 fn linear_bias_gelu_costs_one_product_and_one_kernel() {
     let m = Hidden::init(&Device::Cpu, 4);
     let x = input(3);
+    // ANCHOR: launches
     assert_eq!(
         dispatches(|| m.forward(&x)),
         3,
@@ -145,6 +150,7 @@ fn linear_bias_gelu_costs_one_product_and_one_kernel() {
         2,
         "fused: product, bias + gelu"
     );
+    // ANCHOR_END: launches
     close(
         &m.forward_fused(&x).to_vec(),
         &m.forward(&x).to_vec(),
@@ -211,6 +217,7 @@ struct Stack {
     head: Linear<8, 4, f64>,
 }
 
+// ANCHOR: stack
 #[model(check)]
 impl Stack {
     fn forward(&self, x: &X) -> Tensor<(Dyn<'B'>, Const<4>), f64> {
@@ -221,6 +228,7 @@ impl Stack {
         self.head.forward(&h)
     }
 }
+// ANCHOR_END: stack
 
 #[test]
 fn a_loop_over_blocks_compiles_and_its_ir_names_each_block() {
@@ -283,15 +291,14 @@ fn train_step_equals_forward_backward_and_update() {
     let mut got = Mlp::init(&Device::Cpu, 9);
     got.track_gradients();
     let mut opt = Adam::new(1e-2);
+    // ANCHOR: train_step
     let mut step = rtx::compile::TrainStep::new(sse);
     let mut losses = Vec::new();
     for _ in 0..3 {
-        losses.push(
-            step.run(&mut got, &mut opt, (x.clone(),), &t)
-                .unwrap()
-                .item(),
-        );
+        let loss = step.run(&mut got, &mut opt, (x.clone(),), &t).unwrap();
+        losses.push(loss.item());
     }
+    // ANCHOR_END: train_step
     assert!(!step.is_captured(), "nothing is captured on the CPU");
     assert!(losses[2] < losses[0], "the loss goes down: {losses:?}");
     close(&got.fc1.weight.to_vec(), &want.fc1.weight.to_vec(), 1e-10);

@@ -63,6 +63,15 @@ pub enum Error {
         /// What is wrong, naming the tensor, shapes and dtypes involved.
         msg: String,
     },
+    /// An IR graph, or its serialized form, is malformed or of a version this rtx cannot read.
+    #[error("{origin}: {msg}")]
+    Ir {
+        /// Where the graph came from: "IR file PATH", "IR JSON text", or "IR graph `NAME`"
+        /// for [`crate::ir::Graph::validate`].
+        origin: String,
+        /// What is wrong, naming the node (`node 3 (matmul): ...`).
+        msg: String,
+    },
     /// The backend could not run the op.
     #[error(transparent)]
     Backend(#[from] BackendError),

@@ -200,7 +200,7 @@ fn expand_impl(attr: TokenStream, imp: &ItemImpl) -> Result<TokenStream> {
                 Self: 'static,
             {
                 ::rtx::compile::glue::ir_cached::<Self>(|| {
-                    let mut __rtx_b = ::rtx::ir::Builder::new();
+                    let mut __rtx_b = ::rtx::ir::Builder::new(&::rtx::compile::glue::type_label::<Self>());
                     #(let #users = ::rtx::compile::glue::ir_input::<#arg_tys>(&mut __rtx_b, #user_names);)*
                     let __rtx_y = <Self as ::rtx::compile::StaticForward<(#(#arg_tys,)*)>>::emit_ir(
                         self,

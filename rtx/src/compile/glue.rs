@@ -246,3 +246,8 @@ where
         },
     );
 }
+
+/// The type's name without module paths (`Mlp<f32>`), for a graph's name.
+pub fn type_label<T: ?Sized>() -> String {
+    crate::nn::model::short_type_name(std::any::type_name::<T>())
+}

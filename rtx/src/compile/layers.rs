@@ -6,14 +6,14 @@
 use super::{Deferred, Gradients, StaticForward};
 use crate::autograd::sum_to;
 use crate::error::ok;
-use crate::ir::{Builder, IrOp, Value};
+use crate::ir::{Builder, Value};
 use crate::nn::{Linear, LinearOut};
 use crate::no_grad;
 use crate::shape::Const;
 use crate::shape::rules::BroadcastShapes;
 use crate::tensor::{MatmulShapes, Tensor};
 use rtx_kernels::Float;
-use rtx_kernels::op::{BinaryOp, Op};
+use rtx_kernels::op::BinaryOp;
 
 impl<S, const I: usize, const O: usize, E> StaticForward<(Tensor<S, E>,)> for Linear<I, O, E>
 where
@@ -75,13 +75,12 @@ where
 
     fn emit_ir(&self, b: &mut Builder, (x,): (Value<S, E>,)) -> Value<LinearOut<S, I, O>, E> {
         let w = b.param::<(Const<O>, Const<I>), E>("weight");
-        let wt = b.node::<(Const<I>, Const<O>), E>(IrOp::Permute(vec![1, 0]), &[w.id()]);
-        let y = b.node::<LinearOut<S, I, O>, E>(IrOp::Op(Op::MatMul), &[x.id(), wt.id()]);
+        let wt = b.t(w);
+        let y = b.matmul(x, wt);
         match &self.bias {
             Some(_) => {
                 let bias = b.param::<(Const<O>,), E>("bias");
-                let add = IrOp::Op(Op::Binary(BinaryOp::Add));
-                b.node::<LinearOut<S, I, O>, E>(add, &[y.id(), bias.id()])
+                b.binary(y, bias, BinaryOp::Add)
             }
             None => y,
         }

@@ -59,6 +59,7 @@ pub trait StaticForward<Args: ir::IrArgs> {
     /// whether the arguments' gradients are wanted (the data a model is called on needs
     /// none, and skipping it saves a product as large as the first layer's forward). Nothing
     /// is recorded on the tape.
+    #[allow(clippy::type_complexity)]
     fn forward_train(
         &self,
         args: Args,
@@ -74,6 +75,7 @@ pub trait StaticForward<Args: ir::IrArgs> {
     /// (after the bias) is also the gradient of the output before it.
     ///
     /// The default leaves nothing.
+    #[allow(clippy::type_complexity)]
     fn forward_train_deferred(
         &self,
         args: Args,

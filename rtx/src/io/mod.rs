@@ -71,7 +71,7 @@
 //!
 //! [safetensors]: https://huggingface.co/docs/safetensors
 
-mod atomic;
+pub(crate) mod atomic;
 mod checkpoint;
 mod codec;
 mod safetensors;

@@ -13,7 +13,7 @@ pub mod init;
 mod layer_norm;
 mod linear;
 mod loss;
-mod model;
+pub(crate) mod model;
 mod module;
 mod pool;
 mod rms_norm;
