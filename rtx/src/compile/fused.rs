@@ -139,6 +139,7 @@ pub fn fused1<K: Elementwise<1>, A: Shape, E: Float>(
 /// # Panics
 /// When the kernel or the device fails, with the kernel's name.
 #[track_caller]
+#[allow(clippy::type_complexity)]
 pub fn fused1_train<K: Elementwise<1>, A: Shape, E: Float>(
     kernel: K,
     a: &Tensor<A, E>,

@@ -13,6 +13,7 @@
 pub mod fused;
 pub mod grad;
 mod layers;
+pub mod loss;
 
 pub use crate::autograd::Gradients;
 use crate::ir;
@@ -22,6 +23,13 @@ use crate::ir;
 /// `Args` is the forward's arguments as a tuple (`(&Tensor<S, E>,)` for a one-argument
 /// forward); `ArgGrads` holds one entry per argument: a tensor of the argument's type for a
 /// float tensor, `()` for anything that takes no gradient (indices, masks).
+///
+/// `Out` names what of the output the arguments do not determine, for layers whose eager
+/// forward lets the caller's type state it: a convolution's or a pooling's output sizes
+/// (`(HO, WO)`, or `LO` for `Conv1d`), verified when the layer runs. It is `()` for every
+/// layer whose output follows from its input, so `StaticForward<Args>` names those; a call
+/// `StaticForward::forward_train(&layer, (&x,))` infers it either way, from the output's use
+/// as the eager call would.
 ///
 /// ```
 /// use rtx::prelude::*;
@@ -36,7 +44,7 @@ use crate::ir;
 /// assert_eq!(dx.unwrap().dims(), &[4, 3]);
 /// assert_eq!(grads.get(&fc.weight).unwrap().to_vec(), vec![4.0; 6]);
 /// ```
-pub trait StaticForward<Args: ir::IrArgs> {
+pub trait StaticForward<Args: ir::IrArgs, Out = ()> {
     /// What the forward returns.
     type Output: ir::IrValue;
     /// The arguments' gradients: one `Option` per argument, `Some` for a float tensor
@@ -52,6 +60,7 @@ pub trait StaticForward<Args: ir::IrArgs> {
     /// whether the arguments' gradients are wanted (the data a model is called on needs
     /// none, and skipping it saves a product as large as the first layer's forward). Nothing
     /// is recorded on the tape.
+    #[allow(clippy::type_complexity)]
     fn forward_train(
         &self,
         args: Args,
@@ -67,6 +76,7 @@ pub trait StaticForward<Args: ir::IrArgs> {
     /// (after the bias) is also the gradient of the output before it.
     ///
     /// The default leaves nothing.
+    #[allow(clippy::type_complexity)]
     fn forward_train_deferred(
         &self,
         args: Args,

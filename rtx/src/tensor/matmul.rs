@@ -135,6 +135,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 
     /// The product without recording, and what its backward needs.
+    #[allow(clippy::type_complexity)]
     pub(crate) fn matmul_saving<R: Shape>(
         &self,
         rhs: &Tensor<R, E>,
@@ -220,6 +221,7 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
     ///
     /// In the `[batch.., M, K] x [batch.., K, N]` form the product ran in: `dA = G Bᵀ` and
     /// `dB = Aᵀ G`, summed over batch dims an operand was broadcast along.
+    #[allow(clippy::type_complexity)]
     pub(crate) fn grads<O: Shape>(
         &self,
         g: &Tensor<O, E>,
