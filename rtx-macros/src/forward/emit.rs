@@ -518,8 +518,13 @@ fn backward_closure(cx: &Cx) -> TokenStream {
                 let ns: Vec<TokenStream> = ins.iter().map(|o| need_of(o)).collect();
                 let gives: Vec<TokenStream> =
                     ins.iter().zip(&ds).map(|(o, d)| give(o, d)).collect();
+                // A one-input method's backward returns its gradient, not a 1-tuple.
+                let pat = match ds.as_slice() {
+                    [d0] => quote!(#d0),
+                    _ => quote!((#(#ds,)*)),
+                };
                 quote! {
-                    let (#(#ds,)*) = #b(&d, [#(#ns),*]);
+                    let #pat = #b(&d, [#(#ns),*]);
                     #(#gives)*
                 }
             }
@@ -646,7 +651,7 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
                     })
                     .collect();
                 out.push(quote! {
-                    let #t = ::rtx::compile::glue::IrMethods::#name #turbofish (__rtx_b, #r, #(#a),*);
+                    let #t = ::rtx::compile::glue::IrMethods::#name #turbofish (#r, __rtx_b, #(#a),*);
                 });
             }
             (Kind::Elem { .. }, None) => unreachable!("every elementwise step is in a chain"),

@@ -280,7 +280,7 @@ impl Gradients {
         let Some(node) = param.node() else { return };
         let grad: Erased = Arc::new(grad.detach());
         let merged = match self.by_node.remove(&node.id) {
-            Some(prev) => no_grad(|| (node.accumulate)(&prev, &grad)),
+            Some(prev) => crate::error::ok(no_grad(|| (node.accumulate)(&prev, &grad))),
             None => grad,
         };
         self.by_node.insert(node.id, merged);

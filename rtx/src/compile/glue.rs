@@ -6,20 +6,38 @@
 
 use super::StaticForward;
 use crate::ir::{Builder, Graph, IrArgs, IrValue, Value};
-use crate::shape::Shape;
+use crate::shape::{PermuteAxes, ReduceAxis, Shape, SwapAxes};
 use crate::tensor::Tensor;
+use crate::tensor::{MatmulShapes, Reduced};
 use rtx_kernels::{DType, Element};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Adds a gradient into a slot: the first fills it, later ones add.
-pub fn acc<S: Shape, E: Element>(slot: &mut Option<Tensor<S, E>>, g: Option<Tensor<S, E>>) {
-    let Some(g) = g else { return };
-    *slot = Some(match slot.take() {
-        None => g,
-        Some(prev) => add(&prev, &g),
-    });
+/// Adds a gradient into a slot: the first fills it, later ones add. A sub-model's `()`
+/// for an argument that takes no gradient (indices) adds nothing.
+pub fn acc<T, G: Give<T>>(slot: &mut Option<T>, g: G) {
+    g.give(slot)
+}
+
+/// A gradient (or its absence) that can go into a slot of type `Option<T>`.
+pub trait Give<T> {
+    /// Adds itself into `slot`.
+    fn give(self, slot: &mut Option<T>);
+}
+
+impl<S: Shape, E: Element> Give<Tensor<S, E>> for Option<Tensor<S, E>> {
+    fn give(self, slot: &mut Option<Tensor<S, E>>) {
+        let Some(g) = self else { return };
+        *slot = Some(match slot.take() {
+            None => g,
+            Some(prev) => add(&prev, &g),
+        });
+    }
+}
+
+impl<T> Give<T> for () {
+    fn give(self, _: &mut Option<T>) {}
 }
 
 /// `a + b` for a float element type chosen at run time (gradients are always floats).
@@ -85,10 +103,10 @@ impl<A: Shape, EA: Element, B: Shape, EB: Element, C: Shape, EC: Element> ValueA
 }
 
 /// A sub-model call's nodes: the sub-model's `emit_ir` for the arguments' types.
-pub fn emit_call<M, V>(m: &M, b: &mut Builder, args: V) -> <M::Output as IrValue>::Value
+pub fn emit_call<M, V, O>(m: &M, b: &mut Builder, args: V) -> <M::Output as IrValue>::Value
 where
     V: ValueArgs,
-    M: StaticForward<V::Args>,
+    M: StaticForward<V::Args, O>,
 {
     m.emit_ir(b, args)
 }
@@ -137,8 +155,147 @@ pub fn ir_cached<M: 'static>(build: impl FnOnce() -> Graph) -> Arc<Graph> {
         .clone()
 }
 
-/// The IR of the tensor methods a compiled forward calls, by the methods' own names.
-pub trait IrMethods {}
+/// The IR of the tensor methods a compiled forward calls, by the methods' own names and
+/// with their own generic parameters (a turbofish carries over), on the value the tensor
+/// method is called on. The element type and shape are the trait's parameters, so they are
+/// inferred.
+pub trait IrMethods<S: Shape, E: Element>: Sized {
+    /// `a.matmul(&b)`.
+    fn matmul<R: Shape>(
+        self,
+        b: &mut Builder,
+        rhs: Value<R, E>,
+    ) -> Value<<S as MatmulShapes<R>>::Output, E>
+    where
+        E: rtx_kernels::Num,
+        S: MatmulShapes<R>;
+    /// `x.t()`.
+    fn t(self, b: &mut Builder) -> Value<<S as SwapAxes<0, 1>>::Output, E>
+    where
+        S: SwapAxes<0, 1>;
+    /// `x.transpose::<A, B>()`.
+    fn transpose<const A: usize, const B: usize>(
+        self,
+        b: &mut Builder,
+    ) -> Value<<S as SwapAxes<A, B>>::Output, E>
+    where
+        S: SwapAxes<A, B>;
+    /// `x.permute::<P>()`.
+    fn permute<P>(self, b: &mut Builder) -> Value<<S as PermuteAxes<P>>::Output, E>
+    where
+        S: PermuteAxes<P>;
+    /// `x.reshape(shape)`.
+    fn reshape<T: Shape>(self, b: &mut Builder, shape: T) -> Value<T, E>;
+    /// `x.broadcast_to(shape)`.
+    fn broadcast_to<T: Shape>(self, b: &mut Builder, shape: T) -> Value<T, E>;
+    /// `x.contiguous()`: the same value (a layout change only).
+    fn contiguous(self, b: &mut Builder) -> Value<S, E>;
+    /// `x.softmax::<I>()`.
+    fn softmax<const I: usize>(self, b: &mut Builder) -> Value<S, E>
+    where
+        E: rtx_kernels::Float,
+        S: ReduceAxis<I>;
+    /// `x.log_softmax::<I>()`.
+    fn log_softmax<const I: usize>(self, b: &mut Builder) -> Value<S, E>
+    where
+        E: rtx_kernels::Float,
+        S: ReduceAxis<I>;
+    /// `x.sum::<I>()`.
+    fn sum<const I: usize>(self, b: &mut Builder) -> Value<Reduced<S, I>, E>
+    where
+        E: rtx_kernels::Num,
+        S: ReduceAxis<I>;
+    /// `x.mean::<I>()`.
+    fn mean<const I: usize>(self, b: &mut Builder) -> Value<Reduced<S, I>, E>
+    where
+        E: rtx_kernels::Float,
+        S: ReduceAxis<I>;
+    /// `x.masked_fill(&mask, value)`: a `where` over the mask.
+    fn masked_fill<C: Shape>(self, b: &mut Builder, mask: Value<C, bool>, value: E) -> Value<S, E>;
+    /// `x.cast::<U>()`.
+    fn cast<U: Element>(self, b: &mut Builder) -> Value<S, U>;
+}
+
+impl<S: Shape, E: Element> IrMethods<S, E> for Value<S, E> {
+    fn matmul<R: Shape>(
+        self,
+        b: &mut Builder,
+        rhs: Value<R, E>,
+    ) -> Value<<S as MatmulShapes<R>>::Output, E>
+    where
+        E: rtx_kernels::Num,
+        S: MatmulShapes<R>,
+    {
+        b.matmul(self, rhs)
+    }
+    fn t(self, b: &mut Builder) -> Value<<S as SwapAxes<0, 1>>::Output, E>
+    where
+        S: SwapAxes<0, 1>,
+    {
+        b.transpose::<0, 1, S, E>(self)
+    }
+    fn transpose<const A: usize, const B: usize>(
+        self,
+        b: &mut Builder,
+    ) -> Value<<S as SwapAxes<A, B>>::Output, E>
+    where
+        S: SwapAxes<A, B>,
+    {
+        b.transpose::<A, B, S, E>(self)
+    }
+    fn permute<P>(self, b: &mut Builder) -> Value<<S as PermuteAxes<P>>::Output, E>
+    where
+        S: PermuteAxes<P>,
+    {
+        b.permute::<P, S, E>(self)
+    }
+    fn reshape<T: Shape>(self, b: &mut Builder, _shape: T) -> Value<T, E> {
+        b.reshape::<T, S, E>(self)
+    }
+    fn broadcast_to<T: Shape>(self, b: &mut Builder, _shape: T) -> Value<T, E> {
+        b.broadcast_to::<T, S, E>(self)
+    }
+    fn contiguous(self, _b: &mut Builder) -> Value<S, E> {
+        self
+    }
+    fn softmax<const I: usize>(self, b: &mut Builder) -> Value<S, E>
+    where
+        E: rtx_kernels::Float,
+        S: ReduceAxis<I>,
+    {
+        b.softmax::<I, S, E>(self)
+    }
+    fn log_softmax<const I: usize>(self, b: &mut Builder) -> Value<S, E>
+    where
+        E: rtx_kernels::Float,
+        S: ReduceAxis<I>,
+    {
+        b.log_softmax::<I, S, E>(self)
+    }
+    fn sum<const I: usize>(self, b: &mut Builder) -> Value<Reduced<S, I>, E>
+    where
+        E: rtx_kernels::Num,
+        S: ReduceAxis<I>,
+    {
+        b.reduce::<I, S, E>(self, rtx_kernels::op::ReduceOp::Sum)
+    }
+    fn mean<const I: usize>(self, b: &mut Builder) -> Value<Reduced<S, I>, E>
+    where
+        E: rtx_kernels::Float,
+        S: ReduceAxis<I>,
+    {
+        b.mean::<I, S, E>(self)
+    }
+    fn masked_fill<C: Shape>(self, b: &mut Builder, mask: Value<C, bool>, value: E) -> Value<S, E> {
+        // `mask ? value : x`, in the `[cond, then, else]` order of a `where` node.
+        let v = b.constant::<E>(value.to_f64());
+        let op = crate::ir::IrOp::Op(rtx_kernels::op::Op::Where);
+        b.node::<S, E>(op, &[mask.id(), v.id(), self.id()])
+    }
+    fn cast<U: Element>(self, b: &mut Builder) -> Value<S, U> {
+        b.cast::<U, S, E>(self)
+    }
+}
 
 /// A random argument for a `#[model(check)]` test: normal floats, or zeros for integer and
 /// boolean arguments (a valid index for any embedding), with every run-time dim 3.

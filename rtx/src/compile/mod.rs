@@ -15,6 +15,7 @@ pub mod fused;
 pub mod glue;
 pub mod grad;
 mod layers;
+pub mod loss;
 mod mixed;
 mod step;
 
@@ -30,6 +31,13 @@ use crate::ir;
 /// one-argument forward; tensors are cheap handles, and owning them keeps the backward free
 /// of the caller's borrows). `ArgGrads` holds one `Option` per argument.
 ///
+/// `Out` names what of the output the arguments do not determine, for layers whose eager
+/// forward lets the caller's type state it: a convolution's or a pooling's output sizes
+/// (`(HO, WO)`, or `LO` for `Conv1d`), verified when the layer runs. It is `()` for every
+/// layer whose output follows from its input, so `StaticForward<Args>` names those; a call
+/// `StaticForward::forward_train(&layer, (&x,))` infers it either way, from the output's use
+/// as the eager call would.
+///
 /// ```
 /// use rtx::prelude::*;
 /// use rtx::compile::{Gradients, StaticForward};
@@ -43,7 +51,7 @@ use crate::ir;
 /// assert_eq!(dx.unwrap().dims(), &[4, 3]);
 /// assert_eq!(grads.get(&fc.weight).unwrap().to_vec(), vec![4.0; 6]);
 /// ```
-pub trait StaticForward<Args: ir::IrArgs> {
+pub trait StaticForward<Args: ir::IrArgs, Out = ()> {
     /// What the forward returns.
     type Output: ir::IrValue;
     /// The arguments' gradients: one `Option` per argument, `Some` for a float tensor

@@ -498,16 +498,16 @@ pub trait IrArgs {
     type Values;
 }
 
-impl<A: Shape, EA: Element> IrArgs for (&Tensor<A, EA>,) {
+impl<A: Shape, EA: Element> IrArgs for (Tensor<A, EA>,) {
     type Values = (Value<A, EA>,);
 }
 
-impl<A: Shape, EA: Element, B: Shape, EB: Element> IrArgs for (&Tensor<A, EA>, &Tensor<B, EB>) {
+impl<A: Shape, EA: Element, B: Shape, EB: Element> IrArgs for (Tensor<A, EA>, Tensor<B, EB>) {
     type Values = (Value<A, EA>, Value<B, EB>);
 }
 
 impl<A: Shape, EA: Element, B: Shape, EB: Element, C: Shape, EC: Element> IrArgs
-    for (&Tensor<A, EA>, &Tensor<B, EB>, &Tensor<C, EC>)
+    for (Tensor<A, EA>, Tensor<B, EB>, Tensor<C, EC>)
 {
     type Values = (Value<A, EA>, Value<B, EB>, Value<C, EC>);
 }

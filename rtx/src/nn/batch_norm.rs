@@ -174,7 +174,9 @@ impl<const C: usize, E: Float> BatchNorm<C, E> {
             .try_reshape(x.shape())
     }
 
-    fn update_running(&self, x2: &Tensor<(Const<C>, usize), E>) {
+    /// Moves the running statistics toward those of `x2` (`[C, rows]`), as a training
+    /// `forward` does; the static forward of `rtx::compile` calls it too.
+    pub(crate) fn update_running(&self, x2: &Tensor<(Const<C>, usize), E>) {
         crate::no_grad(|| {
             let x2 = x2.detach();
             let m = self.momentum;

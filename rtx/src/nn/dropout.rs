@@ -84,16 +84,34 @@ impl Dropout {
     /// `x` with a fresh random mask applied and survivors scaled by `1 / (1 - p)` in training
     /// (all zeros when `p` is 1); `x` itself in evaluation.
     pub fn forward<S: Shape, E: Float>(&self, x: &Tensor<S, E>) -> Tensor<S, E> {
-        if !self.training || self.p == 0.0 {
+        let Some((keep_p, seed)) = self.next_mask() else {
             return x.clone();
-        }
-        let call = self.calls.fetch_add(1, Ordering::Relaxed);
-        if self.p == 1.0 {
+        };
+        if keep_p == 0.0 {
             let flat = x.reshape((x.numel(),));
             return (flat * E::from_f64(0.0)).reshape(x.shape());
         }
-        let seed = param_seed(self.seed.wrapping_add(call), "dropout");
-        ok(dropout(x, 1.0 - self.p, seed))
+        ok(dropout(x, keep_p, seed))
+    }
+
+    /// Whether `forward` drops (training) rather than passing `x` through.
+    pub(crate) fn is_training(&self) -> bool {
+        self.training
+    }
+
+    /// The mask of the next `forward` call, counting the call: `None` for the identity
+    /// (evaluation, or `p` 0), else the keep probability (0 when everything is dropped) and
+    /// the mask's seed. `forward` and the static forward of `rtx::compile` both draw through
+    /// it, so they apply the same masks.
+    pub(crate) fn next_mask(&self) -> Option<(f64, u64)> {
+        if !self.training || self.p == 0.0 {
+            return None;
+        }
+        let call = self.calls.fetch_add(1, Ordering::Relaxed);
+        Some((
+            1.0 - self.p,
+            param_seed(self.seed.wrapping_add(call), "dropout"),
+        ))
     }
 }
 

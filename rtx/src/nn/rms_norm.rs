@@ -52,12 +52,7 @@ impl<const D: usize, E: Float> RMSNorm<D, E> {
     /// GPU this is one fused launch (and one tape node); on the CPU, the composition below.
     pub fn try_forward<S: Shape>(&self, x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
         let rows = rows_of::<S, E, D>("rms_norm", x)?;
-        let eps = self.eps.unwrap_or(match E::DTYPE {
-            DType::F64 => f64::EPSILON,
-            DType::F16 => 2f64.powi(-10),
-            DType::BF16 => 2f64.powi(-7),
-            _ => f64::from(f32::EPSILON),
-        });
+        let eps = self.resolved_eps();
         if x.device().is_cuda() {
             return super::fused_norm::norm(x, Some(&self.weight), None, eps, false);
         }
@@ -65,6 +60,18 @@ impl<const D: usize, E: Float> RMSNorm<D, E> {
         let inv_rms = ((&x2 * &x2).mean_keepdim::<1>() + E::from_f64(eps)).rsqrt();
         let y = &x2 * inv_rms.broadcast_to(x2.shape()) * &self.weight;
         y.try_reshape(x.shape())
+    }
+}
+
+impl<const D: usize, E: Float> RMSNorm<D, E> {
+    /// The eps `forward` adds: `eps`, or the machine epsilon of `E` when it is `None`.
+    pub(crate) fn resolved_eps(&self) -> f64 {
+        self.eps.unwrap_or(match E::DTYPE {
+            DType::F64 => f64::EPSILON,
+            DType::F16 => 2f64.powi(-10),
+            DType::BF16 => 2f64.powi(-7),
+            _ => f64::from(f32::EPSILON),
+        })
     }
 }
 

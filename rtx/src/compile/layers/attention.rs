@@ -1,0 +1,124 @@
+//! [`StaticForward`] for [`CausalSelfAttention`], composed of [`StaticOps`] methods and
+//! `Linear`'s static forward, step for step as the eager forward computes it; the backward
+//! runs those steps' backwards in reverse. The three heads' gradients are joined back into
+//! the fused projection's gradient along its last axis (the tape adds three zero-padded
+//! copies instead: the same values).
+
+use super::{asked, back1, back2, linear, op};
+use crate::autograd::sum_to;
+use crate::compile::grad::StaticOps;
+use crate::compile::{Gradients, StaticForward};
+use crate::error::ok;
+use crate::ir::{Builder, IrOp, Value};
+use crate::nn::CausalSelfAttention;
+use crate::no_grad;
+use crate::shape::{Axes4, Const, Dim};
+use crate::tensor::Tensor;
+use rtx_backends::Storage;
+use rtx_kernels::Float;
+use rtx_kernels::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+
+impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
+    StaticForward<(Tensor<(B, T, Const<D>), E>,)> for CausalSelfAttention<D, H, E>
+{
+    type Output = Tensor<(B, T, Const<D>), E>;
+    type ArgGrads = (Option<Tensor<(B, T, Const<D>), E>>,);
+
+    fn forward_fused(&self, (x,): (Tensor<(B, T, Const<D>), E>,)) -> Self::Output {
+        self.forward(&x)
+    }
+
+    fn forward_train(
+        &self,
+        (x,): (Tensor<(B, T, Const<D>), E>,),
+    ) -> (
+        Self::Output,
+        impl FnOnce(Self::Output, &mut Gradients, bool) -> Self::ArgGrads,
+    ) {
+        let (b, t) = (x.dims()[0], x.dims()[1]);
+        let hd = D / H;
+        let x = x.detach();
+        let (x3, back_x3) = StaticOps::reshape(&x, (b, t, Const::<D>));
+        let (wt, back_wt) = StaticOps::t(&self.qkv_weight.detach());
+        let (raw, back_qkv) = StaticOps::matmul(&x3, &wt);
+        let qkv = no_grad(|| &raw + &self.qkv_bias);
+        // Each head is a view of the fused projection, [B, T, 3D] -> [B, H, T, D/H].
+        let heads = [0, 1, 2].map(|i| {
+            let part = qkv.narrow::<2, Const<D>>(i * D, Const);
+            let (r, back_r) = StaticOps::reshape(&part, (b, t, H, hd));
+            let (p, back_p) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&r);
+            (p, (back_r, back_p))
+        });
+        let [(q, back_q), (k, back_k), (v, back_v)] = heads;
+        let (kt, back_kt) = StaticOps::transpose::<2, 3>(&k);
+        let (raw_scores, back_qk) = StaticOps::matmul(&q, &kt);
+        let scale = E::from_f64(1.0 / (hd as f64).sqrt());
+        let scores = &raw_scores * scale;
+        let future = Tensor::<(usize, usize), bool>::full((t, t), true, x.device()).triu(1);
+        let ninf = E::from_f64(f64::NEG_INFINITY);
+        let (masked, back_mask) = StaticOps::masked_fill(&scores, &future, ninf);
+        let (att, back_softmax) = StaticOps::softmax::<3>(&masked);
+        let (av, back_av) = StaticOps::matmul(&att, &v);
+        let (merged, back_merge) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&av);
+        let (y, back_y) = StaticOps::reshape(&merged, (x.dim::<0>(), x.dim::<1>(), Const::<D>));
+        let (out, back_proj) = linear::train(&self.proj, &y);
+        let qkv_shape = qkv.shape();
+        let backward = move |dout: Self::Output, grads: &mut Gradients, need_x: bool| {
+            let dy = asked(back_proj(dout, grads, true).0);
+            let dav = back1(back_merge, &back1(back_y, &dy));
+            let (datt, dv) = back2(back_av, &dav, [true, true]);
+            let dscores = back1(back_mask, &back1(back_softmax, &asked(datt)));
+            let (dq, dkt) = back2(back_qk, &(&dscores * scale), [true, true]);
+            let dk = back1(back_kt, &asked(dkt));
+            let dheads = [(dq, back_q), (Some(dk), back_k), (dv, back_v)]
+                .map(|(dh, (back_r, back_p))| back1(back_r, &back1(back_p, &asked(dh))));
+            let parts = dheads.each_ref().map(|d| (d.storage(), d.layout()));
+            let joined = ok(Storage::concat(&parts, 2).map_err(Into::into));
+            let dqkv = Tensor::from_storage(joined, qkv_shape);
+            if self.qkv_bias.tracks_grad() {
+                grads.add(&self.qkv_bias, ok(sum_to(&dqkv, self.qkv_bias.shape())));
+            }
+            let need_w = self.qkv_weight.tracks_grad();
+            let (dx3, dwt) = back2(back_qkv, &dqkv, [need_x, need_w]);
+            if let Some(dwt) = dwt {
+                grads.add(&self.qkv_weight, back1(back_wt, &dwt));
+            }
+            (dx3.map(|d| back1(back_x3, &d)),)
+        };
+        (out, backward)
+    }
+
+    /// The projections, the heads as permuted copies, the scores' product, a softmax as its
+    /// primitive ops, and the output projection. The scale, the causal mask and its fill are
+    /// constants the IR cannot hold yet, so the masking node has the scores as its only input.
+    fn emit_ir(
+        &self,
+        b: &mut Builder,
+        (x,): (Value<(B, T, Const<D>), E>,),
+    ) -> Value<(B, T, Const<D>), E> {
+        type Heads = (usize, usize, usize, usize);
+        type Rows = (usize, usize, usize, Const<1>);
+        let w = b.param::<(usize, Const<D>), E>("qkv.weight");
+        let wt = b.node::<(Const<D>, usize), E>(IrOp::Permute(vec![1, 0]), &[w.id()]);
+        let raw = op::<(usize, usize, usize), E>(b, Op::MatMul, &[x.id(), wt.id()]);
+        let bias = b.param::<(usize,), E>("qkv.bias");
+        let add = Op::Binary(BinaryOp::Add);
+        let qkv = op::<(usize, usize, usize), E>(b, add, &[raw.id(), bias.id()]);
+        let heads = [0, 1, 2].map(|_| {
+            let h = op::<Heads, E>(b, Op::Copy, &[qkv.id()]);
+            b.node::<Heads, E>(IrOp::Permute(vec![0, 2, 1, 3]), &[h.id()])
+        });
+        let kt = b.node::<Heads, E>(IrOp::Permute(vec![0, 1, 3, 2]), &[heads[1].id()]);
+        let scores = op::<Heads, E>(b, Op::MatMul, &[heads[0].id(), kt.id()]);
+        let masked = op::<Heads, E>(b, Op::Where, &[scores.id()]);
+        let max = op::<Rows, E>(b, Op::Reduce(ReduceOp::Max), &[masked.id()]);
+        let shifted = op::<Heads, E>(b, Op::Binary(BinaryOp::Sub), &[masked.id(), max.id()]);
+        let exp = op::<Heads, E>(b, Op::Unary(UnaryOp::Exp), &[shifted.id()]);
+        let total = op::<Rows, E>(b, Op::Reduce(ReduceOp::Sum), &[exp.id()]);
+        let att = op::<Heads, E>(b, Op::Binary(BinaryOp::Div), &[exp.id(), total.id()]);
+        let av = op::<Heads, E>(b, Op::MatMul, &[att.id(), heads[2].id()]);
+        let merged = b.node::<Heads, E>(IrOp::Permute(vec![0, 2, 1, 3]), &[av.id()]);
+        let y = op::<(B, T, Const<D>), E>(b, Op::Copy, &[merged.id()]);
+        b.scope("proj", |b| linear::emit(&self.proj, b, y))
+    }
+}

@@ -1,0 +1,150 @@
+//! [`StaticForward`] for [`Linear`]: the product through `MatmulGrad` (the tape's saved
+//! operands), the bias left to the caller when it asks ([`StaticForward::forward_train_deferred`]).
+
+use crate::autograd::sum_to;
+use crate::compile::{Deferred, Gradients, StaticForward};
+use crate::error::ok;
+use crate::ir::{Builder, IrOp, Value};
+use crate::nn::{Linear, LinearOut};
+use crate::no_grad;
+use crate::shape::rules::BroadcastShapes;
+use crate::shape::{Const, Shape};
+use crate::tensor::{MatmulShapes, Tensor};
+use rtx_kernels::Float;
+use rtx_kernels::op::{BinaryOp, Op};
+
+impl<S, const I: usize, const O: usize, E> StaticForward<(Tensor<S, E>,)> for Linear<I, O, E>
+where
+    S: MatmulShapes<(Const<I>, Const<O>)>,
+    LinearOut<S, I, O>: BroadcastShapes<(Const<O>,), Output = LinearOut<S, I, O>>,
+    E: Float,
+{
+    type Output = Tensor<LinearOut<S, I, O>, E>;
+    type ArgGrads = (Option<Tensor<S, E>>,);
+
+    fn forward_fused(&self, (x,): (Tensor<S, E>,)) -> Self::Output {
+        self.forward(&x)
+    }
+
+    fn forward_train(
+        &self,
+        (x,): (Tensor<S, E>,),
+    ) -> (
+        Self::Output,
+        impl FnOnce(Self::Output, &mut Gradients, bool) -> Self::ArgGrads,
+    ) {
+        train(self, &x)
+    }
+
+    fn forward_train_deferred(
+        &self,
+        (x,): (Tensor<S, E>,),
+    ) -> (
+        Deferred<Self::Output>,
+        impl FnOnce(Self::Output, &mut Gradients, bool) -> Self::ArgGrads,
+    ) {
+        train_deferred(self, &x)
+    }
+
+    fn forward_fused_deferred(&self, (x,): (Tensor<S, E>,)) -> Deferred<Self::Output> {
+        let raw = x.matmul(&self.weight.t());
+        let bias = self.bias.as_ref().map(|b| bias_view(b, &raw));
+        Deferred { value: raw, bias }
+    }
+
+    fn emit_ir(&self, b: &mut Builder, (x,): (Value<S, E>,)) -> Value<LinearOut<S, I, O>, E> {
+        emit(self, b, x)
+    }
+}
+
+/// The static forward of `layer` on `x` and its backward; the backward borrows the layer but
+/// not `x`, so a layer that calls a `Linear` on a tensor of its own (attention's output
+/// projection) can return it.
+#[allow(clippy::type_complexity)]
+pub(super) fn train<'l, S, const I: usize, const O: usize, E>(
+    layer: &'l Linear<I, O, E>,
+    x: &Tensor<S, E>,
+) -> (
+    Tensor<LinearOut<S, I, O>, E>,
+    impl FnOnce(Tensor<LinearOut<S, I, O>, E>, &mut Gradients, bool) -> (Option<Tensor<S, E>>,)
+    + use<'l, S, I, O, E>,
+)
+where
+    S: MatmulShapes<(Const<I>, Const<O>)>,
+    LinearOut<S, I, O>: BroadcastShapes<(Const<O>,), Output = LinearOut<S, I, O>>,
+    E: Float,
+{
+    let (d, backward) = train_deferred(layer, x);
+    let y = match &layer.bias {
+        Some(b) => no_grad(|| &d.value + b),
+        None => d.value,
+    };
+    (y, backward)
+}
+
+/// [`train`] with the bias add left to the caller, as [`Deferred`] describes.
+#[allow(clippy::type_complexity)]
+fn train_deferred<'l, S, const I: usize, const O: usize, E>(
+    layer: &'l Linear<I, O, E>,
+    x: &Tensor<S, E>,
+) -> (
+    Deferred<Tensor<LinearOut<S, I, O>, E>>,
+    impl FnOnce(Tensor<LinearOut<S, I, O>, E>, &mut Gradients, bool) -> (Option<Tensor<S, E>>,)
+    + use<'l, S, I, O, E>,
+)
+where
+    S: MatmulShapes<(Const<I>, Const<O>)>,
+    E: Float,
+{
+    let wt = layer.weight.detach().t();
+    let (raw, saved) = ok(x.matmul_saving(&wt));
+    let bias = layer.bias.as_ref().map(|b| bias_view(b, &raw));
+    let backward = move |dy: Tensor<LinearOut<S, I, O>, E>, grads: &mut Gradients, need_x| {
+        let need_w = layer.weight.tracks_grad();
+        let (dx, dwt) = ok(saved.grads(&dy, need_x, need_w));
+        if let Some(dwt) = dwt {
+            grads.add(&layer.weight, dwt.t());
+        }
+        if let Some(b) = layer.bias.as_ref().filter(|b| b.tracks_grad()) {
+            grads.add(b, ok(sum_to(&dy, b.shape())));
+        }
+        (dx,)
+    };
+    (Deferred { value: raw, bias }, backward)
+}
+
+/// The IR of `layer` on `x`: the product with the transposed weight, then the bias.
+pub(super) fn emit<S, const I: usize, const O: usize, E>(
+    layer: &Linear<I, O, E>,
+    b: &mut Builder,
+    x: Value<S, E>,
+) -> Value<LinearOut<S, I, O>, E>
+where
+    S: MatmulShapes<(Const<I>, Const<O>)>,
+    E: Float,
+{
+    let w = b.param::<(Const<O>, Const<I>), E>("weight");
+    let wt = b.node::<(Const<I>, Const<O>), E>(IrOp::Permute(vec![1, 0]), &[w.id()]);
+    let y = b.node::<LinearOut<S, I, O>, E>(IrOp::Op(Op::MatMul), &[x.id(), wt.id()]);
+    match &layer.bias {
+        Some(_) => {
+            let bias = b.param::<(Const<O>,), E>("bias");
+            let add = IrOp::Op(Op::Binary(BinaryOp::Add));
+            b.node::<LinearOut<S, I, O>, E>(add, &[y.id(), bias.id()])
+        }
+        None => y,
+    }
+}
+
+/// The bias `[O]` seen at the output's shape `[.., O]` (a broadcast view, no copy), without
+/// gradient history: the static backward adds its gradient itself.
+fn bias_view<Y: Shape, const O: usize, E: Float>(
+    bias: &Tensor<(Const<O>,), E>,
+    out: &Tensor<Y, E>,
+) -> Tensor<Y, E> {
+    let layout = bias
+        .layout()
+        .broadcast_to(out.dims())
+        .unwrap_or_else(|| unreachable!("a Linear's output ends in its bias's size"));
+    bias.view(layout, out.shape())
+}
