@@ -669,21 +669,21 @@ fn param_grads<M: Module>(layer: &M, grads: &Gradients) -> Vec<(String, Option<V
 #[track_caller]
 fn check_layer<L, S, Y, E, Out>(what: &str, layer: &L, x: &Tensor<S, E>, tol: f64)
 where
-    L: Module + for<'a> StaticForward<(&'a Tensor<S, E>,), Out, Output = Tensor<Y, E>>,
-    for<'a> L: StaticForward<(&'a Tensor<S, E>,), Out, ArgGrads = (Option<Tensor<S, E>>,)>,
+    L: Module + StaticForward<(Tensor<S, E>,), Out, Output = Tensor<Y, E>>,
+    L: StaticForward<(Tensor<S, E>,), Out, ArgGrads = (Option<Tensor<S, E>>,)>,
     S: Shape,
     Y: Shape,
     E: Float,
 {
     let x = x.detach().requires_grad();
-    let y = layer.forward_fused((&x,));
+    let y = layer.forward_fused((x.clone(),));
     assert!(
         y.tracks_grad(),
         "{what}: the fused forward records as the eager one"
     );
     let r = randn(y.shape(), 97);
     let tape = weighted_sum(&y, &r).backward();
-    let (ys, backward) = layer.forward_train((&x,));
+    let (ys, backward) = layer.forward_train((x.clone(),));
     assert!(!ys.tracks_grad(), "{what}: the static output records");
     assert_values(&format!("{what} (output)"), &ys, &y, tol);
     let mut grads = Gradients::new();
@@ -700,7 +700,7 @@ where
         };
         assert_grads(&format!("{what} ({name})"), t(g), t(w), tol);
     }
-    let (_, backward) = layer.forward_train((&x,));
+    let (_, backward) = layer.forward_train((x.clone(),));
     let mut grads = Gradients::new();
     assert!(backward(r, &mut grads, false).0.is_none());
     let with_grads = got.iter().filter(|(_, g)| g.is_some()).count();
@@ -756,13 +756,13 @@ fn layers<E: Float>() {
         let y = eager.forward(&x);
         let r = randn(y.shape(), 65);
         let want = weighted_sum(&y, &r).backward().get(&x);
-        let (ys, backward) = stat.forward_train((&x,));
+        let (ys, backward) = stat.forward_train((x.clone(),));
         assert!(!ys.tracks_grad());
         assert_values("Dropout (output)", &ys, &y, 0.0);
         let (dx,) = backward(r, &mut Gradients::new(), true);
         assert_grads("Dropout", dx, want, 0.0);
         // The next calls of both draw the next, and the same, mask.
-        let (y2, _) = stat.forward_train((&x,));
+        let (y2, _) = stat.forward_train((x.clone(),));
         assert_values("Dropout (second call)", &y2, &eager.forward(&x), 0.0);
     }
     for training in [true, false] {
@@ -780,7 +780,7 @@ fn layers<E: Float>() {
         // The static forward moves the running statistics as the eager one does.
         let fresh = twin.clone();
         let _ = twin.forward(&x4);
-        let _ = StaticForward::forward_train(&fresh, (&x4,));
+        let _ = StaticForward::forward_train(&fresh, (x4.clone(),));
         let (got, want) = (fresh.running_mean(), twin.running_mean());
         assert_values("running mean", &got, &want, 0.0);
         assert_values(
@@ -840,7 +840,7 @@ fn embedding_and_attention<E: Float>() {
     let y = emb.forward(&ids);
     let r = randn(y.shape(), 80);
     let tape = weighted_sum(&y, &r).backward();
-    let (ys, backward) = emb.forward_train((&ids,));
+    let (ys, backward) = emb.forward_train((ids.clone(),));
     assert!(!ys.tracks_grad());
     assert_values("Embedding (output)", &ys, &y, 0.0);
     let mut grads = Gradients::new();
@@ -857,7 +857,7 @@ fn embedding_and_attention<E: Float>() {
     let y = emb.forward_seq(&seq);
     let r = randn(y.shape(), 81);
     let tape = weighted_sum(&y, &r).backward();
-    let (ys, backward) = emb.forward_train((&seq,));
+    let (ys, backward) = emb.forward_train((seq.clone(),));
     assert!(!ys.tracks_grad());
     assert_values("Embedding of sequences (output)", &ys, &y, 0.0);
     let mut grads = Gradients::new();
@@ -902,7 +902,7 @@ fn frozen_parameters_get_no_gradient() {
     let mut fc = Linear::<3, 2, f64>::new(dev(), 0);
     fc.bias = fc.bias.map(|b| b.requires_grad());
     let x: Tensor<Rank2<4, 3>, f64> = randn((Const, Const), 90);
-    let (y, backward) = fc.forward_train((&x,));
+    let (y, backward) = fc.forward_train((x.clone(),));
     let mut grads = Gradients::new();
     let (dx,) = backward(y.ones_like(), &mut grads, false);
     assert!(dx.is_none());

@@ -83,14 +83,15 @@ fn chain_args(cx: &Cx, chain: &Chain, bias: Option<TokenStream>) -> Vec<TokenStr
     out
 }
 
-/// The user's type on a `let`, restated after the step so inference sees it (not for a
-/// deferred call, whose value waits for its bias).
+/// The user's type on a `let`, restated after the step so inference sees it (for a deferred
+/// call, on its value before the bias).
 fn annotate(cx: &Cx, i: usize) -> TokenStream {
     let s = &cx.f.steps[i];
     let t = &s.target;
     match &s.ty {
-        Some(ty) if !cx.plan.deferred_calls.contains(&i) => quote!(let #t: #ty = #t;),
-        _ => quote!(),
+        Some(ty) if cx.plan.deferred_calls.contains(&i) => quote!(let _: &#ty = &#t.value;),
+        Some(ty) => quote!(let #t: #ty = #t;),
+        None => quote!(),
     }
 }
 
@@ -656,9 +657,21 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
             }
             (Kind::Elem { .. }, None) => unreachable!("every elementwise step is in a chain"),
         }
+        if materialized(cx, i) {
+            out.push(annotate_ir(s));
+        }
     }
     let o = &cx.f.output;
     quote!(#(#out)* #o)
+}
+
+/// The user's type on a `let`, as the IR value's type.
+fn annotate_ir(s: &super::parse::Step) -> TokenStream {
+    let t = &s.target;
+    match &s.ty {
+        Some(ty) => quote!(let #t: <#ty as ::rtx::ir::IrValue>::Value = #t;),
+        None => quote!(),
+    }
 }
 
 /// One elementwise step as an IR node, its tensor operands bound as `__rtx_a{index}`.

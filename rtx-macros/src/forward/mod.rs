@@ -123,7 +123,7 @@ fn expand_impl(attr: TokenStream, imp: &ItemImpl) -> Result<TokenStream> {
     let ret = &f.ret;
     let args_ty = quote!((#(#arg_tys,)*));
     let check = if opts.check {
-        check_test(&base, self_ty, &arg_tys)
+        check_test(&base, self_ty, &arg_tys, &imp.generics)?
     } else {
         quote!()
     };
@@ -250,22 +250,45 @@ fn type_name(ty: &syn::Type) -> String {
 
 /// `#[model(check)]`: a test that builds the model from a seed, runs the compiled and the
 /// eager forward on random inputs and compares them, then compares the static backward's
-/// gradients with the tape's.
-fn check_test(base: &str, self_ty: &syn::Type, arg_tys: &[&syn::Type]) -> TokenStream {
+/// gradients with the tape's. An impl generic over the element type is checked in f64.
+fn check_test(
+    base: &str,
+    self_ty: &syn::Type,
+    arg_tys: &[&syn::Type],
+    generics: &syn::Generics,
+) -> Result<TokenStream> {
     let name = format_ident!("__rtx_check_{}", base);
     let idx: Vec<u64> = (0..arg_tys.len() as u64).collect();
     let vars: Vec<syn::Ident> = (0..arg_tys.len())
         .map(|k| format_ident!("a{}", k))
         .collect();
-    quote! {
+    let mut fill = Vec::new();
+    for p in &generics.params {
+        match p {
+            syn::GenericParam::Type(_) => fill.push(quote!(f64)),
+            syn::GenericParam::Lifetime(_) => {}
+            syn::GenericParam::Const(c) => {
+                return Err(Error::new(
+                    c.span(),
+                    "`#[model(check)]` checks an impl generic over its element type only: fix \
+                     this const parameter, or check a concrete instance by hand",
+                ));
+            }
+        }
+    }
+    let (impl_generics, _, where_clause) = generics.split_for_impl();
+    Ok(quote! {
         #[cfg(test)]
         #[test]
         fn #name() {
-            #(let #vars: #arg_tys = ::rtx::compile::glue::check_input(#idx);)*
-            ::rtx::compile::glue::check_model::<#self_ty, _, _, _>(
-                (#(::core::clone::Clone::clone(&#vars),)*),
-                |m: &#self_ty| m.forward(#(&#vars),*),
-            );
+            fn check #impl_generics () #where_clause {
+                #(let #vars: #arg_tys = ::rtx::compile::glue::check_input(#idx);)*
+                ::rtx::compile::glue::check_model::<#self_ty, _, _, _>(
+                    (#(::core::clone::Clone::clone(&#vars),)*),
+                    |m: &#self_ty| m.forward(#(&#vars),*),
+                );
+            }
+            check::<#(#fill),*>();
         }
-    }
+    })
 }

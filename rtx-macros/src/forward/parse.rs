@@ -13,6 +13,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use std::collections::HashMap;
 use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
 use syn::{Error, Expr, Ident, Result};
 
 /// The elementwise methods a fused kernel can compute, by tensor method name.
@@ -536,7 +537,11 @@ impl Parser {
             if looks_like_tensor(a, &self.names) {
                 args.push(MethodArg::Tensor(self.operand(a)?));
             } else {
-                args.push(MethodArg::Other(a.clone()));
+                // Passed as written, with the forward's names renamed as the steps are
+                // (`x.dim::<0>()` reads the current `x`).
+                let mut e = a.clone();
+                Rename(&self.names).visit_expr_mut(&mut e);
+                args.push(MethodArg::Other(e));
             }
         }
         let turbofish = m.turbofish.as_ref().map(|t| quote!(#t));
@@ -549,6 +554,20 @@ impl Parser {
             },
             span,
         ))
+    }
+}
+
+/// Renames the forward's variables inside an expression passed as written.
+struct Rename<'a>(&'a HashMap<String, Ident>);
+
+impl VisitMut for Rename<'_> {
+    fn visit_expr_path_mut(&mut self, p: &mut syn::ExprPath) {
+        if p.qself.is_none()
+            && let Some(id) = p.path.get_ident()
+            && let Some(ssa) = self.0.get(&id.to_string())
+        {
+            p.path = syn::Path::from(ssa.clone());
+        }
     }
 }
 

@@ -35,7 +35,7 @@ use crate::ir;
 /// forward lets the caller's type state it: a convolution's or a pooling's output sizes
 /// (`(HO, WO)`, or `LO` for `Conv1d`), verified when the layer runs. It is `()` for every
 /// layer whose output follows from its input, so `StaticForward<Args>` names those; a call
-/// `StaticForward::forward_train(&layer, (&x,))` infers it either way, from the output's use
+/// `StaticForward::forward_train(&layer, (x.clone(),))` infers it either way, from the output's use
 /// as the eager call would.
 ///
 /// ```

@@ -164,6 +164,11 @@ impl Builder {
         self.node(IrOp::Constant(value), &[])
     }
 
+    /// The current scope as a name prefix: `"blocks.2.attn."`, or `""` at the top.
+    pub fn scope_prefix(&self) -> String {
+        self.scope.iter().map(|s| format!("{s}.")).collect()
+    }
+
     /// Runs `f` with `name` appended to the scope (a sub-model's field): its parameters are
     /// named `name.…` and its nodes carry the scope.
     ///

@@ -108,7 +108,7 @@ mod validate;
 pub use builder::Builder;
 pub use composite::LastAxis;
 
-use crate::shape::Shape;
+use crate::shape::{HasAxis, Shape};
 use crate::tensor::Tensor;
 use rtx_kernels::op::Op;
 use rtx_kernels::{DType, Element};
@@ -459,6 +459,19 @@ impl<S: Shape, E: Element> Value<S, E> {
     /// The node this value is the result of.
     pub fn id(self) -> NodeId {
         self.id
+    }
+
+    /// Axis `I`'s dim, as `Tensor::dim` gives it, so a forward's shape arguments
+    /// (`x.reshape((x.dim::<0>(), Const::<64>))`) build its graph too. A graph has no
+    /// run-time sizes: a dim known only at run time reads as size 0 here; only its type
+    /// matters to the graph.
+    pub fn dim<const I: usize>(&self) -> <S as HasAxis<I>>::Dim
+    where
+        S: HasAxis<I>,
+    {
+        let d = <<S as HasAxis<I>>::Dim as crate::shape::Dim>::STATIC.unwrap_or(0);
+        <<S as HasAxis<I>>::Dim as crate::shape::Dim>::from_size(d)
+            .unwrap_or_else(|| unreachable!("a dim takes its own static size"))
     }
 }
 

@@ -4,7 +4,7 @@
 //! the fused projection's gradient along its last axis (the tape adds three zero-padded
 //! copies instead: the same values).
 
-use super::{asked, back1, back2, linear, op};
+use super::{asked, back1, back2, linear};
 use crate::autograd::sum_to;
 use crate::compile::grad::StaticOps;
 use crate::compile::{Gradients, StaticForward};
@@ -16,7 +16,7 @@ use crate::shape::{Axes4, Const, Dim};
 use crate::tensor::Tensor;
 use rtx_backends::Storage;
 use rtx_kernels::Float;
-use rtx_kernels::op::{BinaryOp, Op, ReduceOp, UnaryOp};
+use rtx_kernels::op::{BinaryOp, Op};
 
 impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
     StaticForward<(Tensor<(B, T, Const<D>), E>,)> for CausalSelfAttention<D, H, E>
@@ -88,37 +88,45 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
         (out, backward)
     }
 
-    /// The projections, the heads as permuted copies, the scores' product, a softmax as its
-    /// primitive ops, and the output projection. The scale, the causal mask and its fill are
-    /// constants the IR cannot hold yet, so the masking node has the scores as its only input.
+    /// The fused projection, the heads split out of it (narrow, reshape, transpose), the
+    /// scaled scores, the causal mask, a softmax as its primitive ops, the weighted values
+    /// merged back, and the output projection. The mask (`[T, T]`, true above the diagonal)
+    /// enters as the graph input `<scope>.causal_mask`: the IR has no op that builds it.
     fn emit_ir(
         &self,
         b: &mut Builder,
         (x,): (Value<(B, T, Const<D>), E>,),
     ) -> Value<(B, T, Const<D>), E> {
-        type Heads = (usize, usize, usize, usize);
-        type Rows = (usize, usize, usize, Const<1>);
+        type Qkv<B, T> = (B, T, usize);
+        type Heads<B, T, const H: usize> = (B, Const<H>, T, usize);
         let w = b.param::<(usize, Const<D>), E>("qkv.weight");
-        let wt = b.node::<(Const<D>, usize), E>(IrOp::Permute(vec![1, 0]), &[w.id()]);
-        let raw = op::<(usize, usize, usize), E>(b, Op::MatMul, &[x.id(), wt.id()]);
+        let wt = b.t(w);
+        let raw = b.matmul(x, wt);
         let bias = b.param::<(usize,), E>("qkv.bias");
-        let add = Op::Binary(BinaryOp::Add);
-        let qkv = op::<(usize, usize, usize), E>(b, add, &[raw.id(), bias.id()]);
-        let heads = [0, 1, 2].map(|_| {
-            let h = op::<Heads, E>(b, Op::Copy, &[qkv.id()]);
-            b.node::<Heads, E>(IrOp::Permute(vec![0, 2, 1, 3]), &[h.id()])
-        });
-        let kt = b.node::<Heads, E>(IrOp::Permute(vec![0, 1, 3, 2]), &[heads[1].id()]);
-        let scores = op::<Heads, E>(b, Op::MatMul, &[heads[0].id(), kt.id()]);
-        let masked = op::<Heads, E>(b, Op::Where, &[scores.id()]);
-        let max = op::<Rows, E>(b, Op::Reduce(ReduceOp::Max), &[masked.id()]);
-        let shifted = op::<Heads, E>(b, Op::Binary(BinaryOp::Sub), &[masked.id(), max.id()]);
-        let exp = op::<Heads, E>(b, Op::Unary(UnaryOp::Exp), &[shifted.id()]);
-        let total = op::<Rows, E>(b, Op::Reduce(ReduceOp::Sum), &[exp.id()]);
-        let att = op::<Heads, E>(b, Op::Binary(BinaryOp::Div), &[exp.id(), total.id()]);
-        let av = op::<Heads, E>(b, Op::MatMul, &[att.id(), heads[2].id()]);
-        let merged = b.node::<Heads, E>(IrOp::Permute(vec![0, 2, 1, 3]), &[av.id()]);
-        let y = op::<(B, T, Const<D>), E>(b, Op::Copy, &[merged.id()]);
+        let qkv: Value<Qkv<B, T>, E> = b.binary(raw, bias, BinaryOp::Add);
+        let head = |b: &mut Builder, k: usize| -> Value<Heads<B, T, H>, E> {
+            let part = b.narrow::<2, usize, _, _>(qkv, k * D);
+            let split = b.reshape::<(B, T, Const<H>, usize), _, _>(part);
+            b.transpose::<1, 2, _, _>(split)
+        };
+        let (q, k, v) = (head(b, 0), head(b, 1), head(b, 2));
+        type Scores<B, T, const H: usize> = (B, Const<H>, T, T);
+        let kt: Value<(B, Const<H>, usize, T), E> = b.transpose::<2, 3, _, _>(k);
+        // The batched products over generic dims are stated by type (`node`): the shape
+        // rules cannot prove generic dims equal.
+        let matmul = IrOp::Op(Op::MatMul);
+        let scores = b.node::<Scores<B, T, H>, E>(matmul.clone(), &[q.id(), kt.id()]);
+        let scale = 1.0 / ((D / H) as f64).sqrt();
+        let scores = b.binary_scalar(scores, scale, BinaryOp::Mul, false);
+        let mask = b.input::<(T, T), bool>(&format!("{}causal_mask", b.scope_prefix()));
+        let neg_inf = b.constant::<E>(f64::NEG_INFINITY);
+        let fill = b.broadcast_to::<Scores<B, T, H>, (), E>(neg_inf);
+        let pick = IrOp::Op(Op::Where);
+        let masked = b.node::<Scores<B, T, H>, E>(pick, &[mask.id(), fill.id(), scores.id()]);
+        let att = b.softmax::<3, _, _>(masked);
+        let out = b.node::<Heads<B, T, H>, E>(matmul, &[att.id(), v.id()]);
+        let merged = b.transpose::<1, 2, _, _>(out);
+        let y = b.reshape::<(B, T, Const<D>), _, _>(merged);
         b.scope("proj", |b| linear::emit(&self.proj, b, y))
     }
 }

@@ -12,7 +12,7 @@ use crate::autograd::{rules, sum_to};
 use crate::compile::grad::StaticOps;
 use crate::compile::{Gradients, StaticForward};
 use crate::error::{Result, bail, ok};
-use crate::ir::{Builder, Value};
+use crate::ir::{Builder, IrOp, Value};
 use crate::nn::BatchNorm;
 use crate::shape::{Axes3, Const, Shape, describe};
 use crate::tensor::Tensor;
@@ -45,7 +45,7 @@ impl<S: Shape, const C: usize, E: Float> StaticForward<(Tensor<S, E>,)> for Batc
         type Col<const C: usize> = (Const<C>, Const<1>);
         let w = b.param::<(Const<C>,), E>("weight");
         let bias = b.param::<(Const<C>,), E>("bias");
-        let rows = op::<Rows<C>, E>(b, Op::Copy, &[x.id()]);
+        let rows = b.node::<Rows<C>, E>(IrOp::Reshape, &[x.id()]);
         let mean = op::<Col<C>, E>(b, Op::Reduce(ReduceOp::Sum), &[rows.id()]);
         let sub = Op::Binary(BinaryOp::Sub);
         let centered = op::<Rows<C>, E>(b, sub, &[rows.id(), mean.id()]);
@@ -57,7 +57,7 @@ impl<S: Shape, const C: usize, E: Float> StaticForward<(Tensor<S, E>,)> for Batc
         let scaled = op::<Rows<C>, E>(b, mul, &[xhat.id(), w.id()]);
         let add = Op::Binary(BinaryOp::Add);
         let y = op::<Rows<C>, E>(b, add, &[scaled.id(), bias.id()]);
-        op(b, Op::Copy, &[y.id()])
+        b.node(IrOp::Reshape, &[y.id()])
     }
 }
 

@@ -6,10 +6,9 @@
 //! The output sizes are the trait's `Out` parameter (`(HO, WO)`, or `LO`): the eager forward
 //! takes them from the caller's type, and so does `StaticForward::forward_train`.
 
-use super::op;
 use crate::compile::{Gradients, StaticForward};
 use crate::error::ok;
-use crate::ir::{Builder, Value};
+use crate::ir::{Attrs, Builder, ConvAttrs, IrOp, Value};
 use crate::nn::{Conv1d, Conv2d};
 use crate::shape::conv::ConvOptions;
 use crate::shape::{Const, Dim, Shape};
@@ -138,7 +137,7 @@ where
         if self.bias.is_some() {
             inputs.push(b.param::<(Const<O>,), E>("bias").id());
         }
-        op(b, Op::Conv, &inputs)
+        b.node_with(IrOp::Op(Op::Conv), conv_attrs::<Opt, C, I>(), &inputs)
     }
 }
 
@@ -185,6 +184,19 @@ where
         if self.bias.is_some() {
             inputs.push(b.param::<(Const<O>,), E>("bias").id());
         }
-        op(b, Op::Conv, &inputs)
+        b.node_with(IrOp::Op(Op::Conv), conv_attrs::<Opt, C, I>(), &inputs)
+    }
+}
+
+/// A convolution's geometry as IR attributes.
+fn conv_attrs<Opt: ConvOptions<C, Const<I>>, C: Dim, const I: usize>() -> Attrs {
+    Attrs {
+        conv: Some(ConvAttrs {
+            stride: Opt::STRIDE,
+            padding: Opt::PADDING,
+            dilation: Opt::DILATION,
+            groups: Opt::GROUPS,
+        }),
+        ..Attrs::default()
     }
 }

@@ -6,7 +6,7 @@
 use crate::autograd::index::index_select_back;
 use crate::compile::{Gradients, StaticForward};
 use crate::error::ok;
-use crate::ir::{Builder, Value};
+use crate::ir::{Builder, IrOp, Value};
 use crate::nn::Embedding;
 use crate::shape::{Const, Dim};
 use crate::tensor::Tensor;
@@ -89,8 +89,8 @@ impl<B: Dim, T: Dim, const V: usize, const D: usize, E: Float> StaticForward<(Te
         (ids,): (Value<(B, T), i64>,),
     ) -> Value<(B, T, Const<D>), E> {
         let w = b.param::<(Const<V>, Const<D>), E>("weight");
-        let flat = super::op::<(usize,), i64>(b, Op::Copy, &[ids.id()]);
+        let flat = b.node::<(usize,), i64>(IrOp::Reshape, &[ids.id()]);
         let rows = super::op::<(usize, Const<D>), E>(b, Op::IndexSelect, &[w.id(), flat.id()]);
-        super::op(b, Op::Copy, &[rows.id()])
+        b.node(IrOp::Reshape, &[rows.id()])
     }
 }

@@ -6,20 +6,20 @@
 //! about 1e-12, see `nn/fused_norm.rs`), so there the static path agrees with the tape to
 //! rounding rather than bit for bit.
 
-use super::op;
 use crate::compile::{Gradients, StaticForward};
 use crate::error::{Result, bail, ok};
-use crate::ir::{Builder, Value};
+use crate::ir::{Builder, LastAxis, Value};
 use crate::nn::{LayerNorm, RMSNorm};
 use crate::shape::{Const, Shape, describe};
 use crate::tensor::Tensor;
 use rtx_kernels::Float;
-use rtx_kernels::op::{BinaryOp, Op, ReduceOp, UnaryOp};
 
 /// A `[D]` parameter of a norm.
 type Param<const D: usize, E> = Tensor<(Const<D>,), E>;
 
-impl<S: Shape, const D: usize, E: Float> StaticForward<(Tensor<S, E>,)> for LayerNorm<D, E> {
+impl<S: LastAxis<Last = Const<D>>, const D: usize, E: Float> StaticForward<(Tensor<S, E>,)>
+    for LayerNorm<D, E>
+{
     type Output = Tensor<S, E>;
     type ArgGrads = (Option<Tensor<S, E>>,);
 
@@ -41,11 +41,13 @@ impl<S: Shape, const D: usize, E: Float> StaticForward<(Tensor<S, E>,)> for Laye
     fn emit_ir(&self, b: &mut Builder, (x,): (Value<S, E>,)) -> Value<S, E> {
         let w = b.param::<(Const<D>,), E>("weight");
         let bias = b.param::<(Const<D>,), E>("bias");
-        emit(b, x, w, Some(bias), true)
+        b.layer_norm(x, Some(w), Some(bias), self.eps)
     }
 }
 
-impl<S: Shape, const D: usize, E: Float> StaticForward<(Tensor<S, E>,)> for RMSNorm<D, E> {
+impl<S: LastAxis<Last = Const<D>>, const D: usize, E: Float> StaticForward<(Tensor<S, E>,)>
+    for RMSNorm<D, E>
+{
     type Output = Tensor<S, E>;
     type ArgGrads = (Option<Tensor<S, E>>,);
 
@@ -66,7 +68,7 @@ impl<S: Shape, const D: usize, E: Float> StaticForward<(Tensor<S, E>,)> for RMSN
 
     fn emit_ir(&self, b: &mut Builder, (x,): (Value<S, E>,)) -> Value<S, E> {
         let w = b.param::<(Const<D>,), E>("weight");
-        emit(b, x, w, None, false)
+        b.rms_norm(x, Some(w), self.resolved_eps())
     }
 }
 
@@ -122,40 +124,4 @@ fn train<'l, S: Shape, E: Float, const D: usize>(
         (need_x.then(|| Tensor::from_storage(dx, x.shape())),)
     };
     Ok((out, backward))
-}
-
-/// The IR of a norm over `x`'s `[D]` rows: the rows as `[rows, D]`, their statistics as
-/// `[rows, 1]`, then the scale (and shift), back at `x`'s shape.
-fn emit<S: Shape, E: Float, const D: usize>(
-    b: &mut Builder,
-    x: Value<S, E>,
-    weight: Value<(Const<D>,), E>,
-    bias: Option<Value<(Const<D>,), E>>,
-    centered: bool,
-) -> Value<S, E> {
-    type Rows<const D: usize> = (usize, Const<D>);
-    type Stat = (usize, Const<1>);
-    let bin = |o| Op::Binary(o);
-    let rows = op::<Rows<D>, E>(b, Op::Copy, &[x.id()]);
-    let centered_rows = if centered {
-        // The mean is Σ x / D; the 1/D is a constant the IR cannot hold yet.
-        let mean = op::<Stat, E>(b, Op::Reduce(ReduceOp::Sum), &[rows.id()]);
-        op::<Rows<D>, E>(b, bin(BinaryOp::Sub), &[rows.id(), mean.id()])
-    } else {
-        rows
-    };
-    let sq = op::<Rows<D>, E>(
-        b,
-        bin(BinaryOp::Mul),
-        &[centered_rows.id(), centered_rows.id()],
-    );
-    // Σ x² (times 1/D, plus eps: constants again), then its inverse square root.
-    let ms = op::<Stat, E>(b, Op::Reduce(ReduceOp::Sum), &[sq.id()]);
-    let inv = op::<Stat, E>(b, Op::Unary(UnaryOp::Rsqrt), &[ms.id()]);
-    let normed = op::<Rows<D>, E>(b, bin(BinaryOp::Mul), &[centered_rows.id(), inv.id()]);
-    let mut y = op::<Rows<D>, E>(b, bin(BinaryOp::Mul), &[normed.id(), weight.id()]);
-    if let Some(bias) = bias {
-        y = op::<Rows<D>, E>(b, bin(BinaryOp::Add), &[y.id(), bias.id()]);
-    }
-    op::<S, E>(b, Op::Copy, &[y.id()])
 }

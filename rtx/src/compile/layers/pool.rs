@@ -3,10 +3,9 @@
 //! tape's rule runs it. The output sizes are the trait's `Out` parameter, `(HO, WO)`, taken
 //! from the caller's type as the eager forward takes them.
 
-use super::op;
 use crate::compile::{Gradients, StaticForward};
 use crate::error::ok;
-use crate::ir::{Builder, Value};
+use crate::ir::{Attrs, Builder, IrOp, PoolAttrs, Value};
 use crate::nn::{AvgPool2d, MaxPool2d};
 use crate::shape::{Dim, Shape};
 use crate::tensor::Tensor;
@@ -79,7 +78,15 @@ macro_rules! pool {
                 b: &mut Builder,
                 (x,): (Value<(N, C, H, W), E>,),
             ) -> Value<(N, C, HO, WO), E> {
-                op(b, Op::Pool(PoolOp::$kind), &[x.id()])
+                let attrs = Attrs {
+                    pool: Some(PoolAttrs {
+                        kernel: K,
+                        stride: S,
+                        padding: P,
+                    }),
+                    ..Attrs::default()
+                };
+                b.node_with(IrOp::Op(Op::Pool(PoolOp::$kind)), attrs, &[x.id()])
             }
         }
     };

@@ -1,0 +1,140 @@
+//! Compiled forwards of a CNN and of a transformer block with causal attention: each is
+//! checked by the test `#[model(check)]` generates (fused against eager forward, static
+//! backward against the tape, in f64), and in f32 here; their IR is held to checked-in
+//! goldens (`RTX_BLESS=1` rewrites them) and reloads to the same graph.
+
+use rtx::ir::Graph;
+use rtx::prelude::*;
+use std::path::PathBuf;
+
+type Img<E> = Tensor<(Dyn<'B'>, Const<1>, Const<8>, Const<8>), E>;
+
+// ANCHOR: cnn
+#[model]
+struct Cnn<E: Float> {
+    conv: Conv2d<1, 4, 3, Conv<1, 1>, E>,
+    pool: MaxPool2d<2, 2>,
+    fc: Linear<64, 5, E>,
+}
+
+#[model(check)]
+impl<E: Float> Cnn<E> {
+    fn forward(&self, x: &Img<E>) -> Tensor<(Dyn<'B'>, Const<5>), E> {
+        let c: Tensor<(Dyn<'B'>, Const<4>, Const<8>, Const<8>), E> = self.conv.forward(x);
+        let c = c.relu();
+        let p: Tensor<(Dyn<'B'>, Const<4>, Const<4>, Const<4>), E> = self.pool.forward(&c);
+        let flat = p.reshape((p.dim::<0>(), Const::<64>));
+        self.fc.forward(&flat)
+    }
+}
+// ANCHOR_END: cnn
+
+type Seq<E> = Tensor<(Dyn<'B'>, Const<4>, Const<16>), E>;
+
+// ANCHOR: block
+/// A pre-norm transformer block: causal self-attention and an MLP, each added back.
+#[model]
+struct Block<E: Float> {
+    ln1: LayerNorm<16, E>,
+    attn: CausalSelfAttention<16, 2, E>,
+    ln2: LayerNorm<16, E>,
+    fc1: Linear<16, 32, E>,
+    fc2: Linear<32, 16, E>,
+}
+
+#[model(check)]
+impl<E: Float> Block<E> {
+    fn forward(&self, x: &Seq<E>) -> Seq<E> {
+        let h = self.ln1.forward(x);
+        let a = self.attn.forward(&h);
+        let x1 = x + &a;
+        let h2 = self.ln2.forward(&x1);
+        let f = self.fc1.forward(&h2);
+        let f = f.gelu_tanh();
+        let f = self.fc2.forward(&f);
+        x1 + f
+    }
+}
+// ANCHOR_END: block
+
+/// Compares a model's compiled forward and static backward with the eager forward and the
+/// tape in f32, as the generated check does in f64.
+fn f32_check<M, X, S>(x: X, eager: impl Fn(&M) -> Tensor<S>)
+where
+    M: Init + Module + rtx::compile::StaticForward<(X,), Output = Tensor<S>>,
+    X: Clone,
+    (X,): rtx::ir::IrArgs,
+    S: rtx::shape::rules::BroadcastShapes<S, Output = S>,
+{
+    rtx::compile::glue::check_model::<M, (X,), S, f32>((x,), eager);
+}
+
+#[test]
+fn cnn_and_block_hold_in_f32() {
+    let img: Img<f32> = Tensor::randn((Dyn(3), Const, Const, Const), 1, Device::Cpu);
+    f32_check::<Cnn<f32>, _, _>(img.clone(), |m| m.forward(&img));
+    let seq: Seq<f32> = Tensor::randn((Dyn(3), Const, Const), 2, Device::Cpu);
+    f32_check::<Block<f32>, _, _>(seq.clone(), |m| m.forward(&seq));
+}
+
+#[test]
+fn the_block_fuses_its_residuals_and_its_mlp() {
+    let m = Block::<f32>::init(&Device::Cpu, 3);
+    let x: Seq<f32> = Tensor::randn((Dyn(2), Const, Const), 4, Device::Cpu);
+    let before = rtx::launch_count(Device::Cpu);
+    let y = m.forward_fused(&x);
+    let fused = rtx::launch_count(Device::Cpu) - before;
+    let before = rtx::launch_count(Device::Cpu);
+    let want = m.forward(&x);
+    let eager = rtx::launch_count(Device::Cpu) - before;
+    assert!(fused < eager, "fused {fused} launches, eager {eager}");
+    let (g, w) = (y.to_vec(), want.to_vec());
+    assert!(
+        g.iter()
+            .zip(&w)
+            .all(|(a, b)| (a - b).abs() <= 1e-5 * (1.0 + b.abs()))
+    );
+}
+
+/// Checks `graph` against the golden `tests/fixtures/ir/NAME.json` byte for byte (writing it
+/// under `RTX_BLESS=1`), and that the golden reloads to the same graph.
+fn golden(name: &str, graph: &Graph) {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/ir/{name}.json"));
+    let json = graph.to_json();
+    if std::env::var_os("RTX_BLESS").is_some() {
+        std::fs::write(&path, &json).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with RTX_BLESS=1 to write it)", path.display()));
+    assert_eq!(
+        json, want,
+        "the IR of {name} changed (RTX_BLESS=1 rewrites the golden)"
+    );
+    let reloaded = Graph::from_json(&want).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(&reloaded, graph, "{name}'s IR reloads to the same graph");
+}
+
+#[test]
+fn ir_goldens() {
+    let cnn = Cnn::<f32>::init(&Device::Cpu, 0).ir();
+    golden("cnn", &cnn);
+    let block = Block::<f32>::init(&Device::Cpu, 0).ir();
+    golden("block", &block);
+    // The primitive op counts, worth watching as the IR grows.
+    println!(
+        "cnn: {} nodes, {} primitive ops",
+        cnn.nodes.len(),
+        cnn.op_count()
+    );
+    println!(
+        "block: {} nodes, {} primitive ops",
+        block.nodes.len(),
+        block.op_count()
+    );
+    assert!(block.nodes.iter().any(|n| n.scope.starts_with("attn")));
+    assert!(
+        block.nodes.iter().any(|n| n.kernel.is_some()),
+        "the fused chains show"
+    );
+}
