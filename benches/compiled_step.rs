@@ -2,7 +2,8 @@
 //! `benches/compiled_step_torch.py` run in the same call): the MLP 784-2048-2048-10 (GELU in
 //! its tanh form, cross-entropy, Adam lr 1e-3) at batch 512 in f32, three ways: the tape
 //! (eager forward, `backward()`), the compiled forward with its static backward, and the same
-//! as a `TrainStep` replaying a captured CUDA graph.
+//! as a `TrainStep` replaying a captured CUDA graph; and in bf16 mixed precision (f32 master
+//! weights and Adam state) as a captured `MixedStep`.
 //!
 //! Build with `../shared/tools/gpu-build --bench compiled_step` and run
 //! `.gpu/bin/compiled_step --json FILE`; without a GPU it prints why and exits successfully.
@@ -20,15 +21,15 @@ use std::time::Instant;
 type B = Const<512>;
 
 #[model]
-struct Mlp {
-    fc1: Linear<784, 2048>,
-    fc2: Linear<2048, 2048>,
-    fc3: Linear<2048, 10>,
+struct Mlp<E: Float> {
+    fc1: Linear<784, 2048, E>,
+    fc2: Linear<2048, 2048, E>,
+    fc3: Linear<2048, 10, E>,
 }
 
 #[model]
-impl Mlp {
-    fn forward(&self, x: &Tensor<(B, Const<784>)>) -> Tensor<(B, Const<10>)> {
+impl<E: Float> Mlp<E> {
+    fn forward(&self, x: &Tensor<(B, Const<784>), E>) -> Tensor<(B, Const<10>), E> {
         let h = self.fc1.forward(x);
         let h = h.gelu_tanh();
         let h = self.fc2.forward(&h);
@@ -92,7 +93,7 @@ fn main() {
     let labels: Vec<i64> = (0..512).map(|i| (i * 7 % 10) as i64).collect();
     let y: Tensor<(B,), i64> = Tensor::from_vec(labels, (Const,), dev);
     let model = || {
-        let mut m = Mlp::init(&Device::Cpu, 0);
+        let mut m = Mlp::<f32>::init(&Device::Cpu, 0);
         m.move_to(dev);
         m.track_gradients();
         m
@@ -117,7 +118,7 @@ fn main() {
         let mut grads = Gradients::new();
         {
             let (logits, backward) = m.forward_train(&x);
-            let (loss, loss_backward) = rtx::compile::loss::cross_entropy(&logits, &y);
+            let (_loss, loss_backward) = rtx::compile::loss::cross_entropy(&logits, &y);
             let seed = Tensor::full((), 1.0, dev);
             backward(loss_backward(&seed), &mut grads, false);
         }
@@ -141,12 +142,31 @@ fn main() {
         .unwrap_or_else(|e| panic!("{e}"))
         .item();
 
+    // Mixed precision: bf16 forward and backward, f32 master weights and Adam state.
+    let mut master = model();
+    let mut working = Mlp::<bf16>::init(&Device::Cpu, 0);
+    working.move_to(dev);
+    working.track_gradients();
+    let mut opt = Adam::new(1e-3);
+    let xb = x.cast::<bf16>();
+    let mut mixed = rtx::compile::MixedStep::new(rtx::compile::loss::cross_entropy);
+    let mut mixed_step = || {
+        mixed
+            .run(&mut master, &mut working, &mut opt, (xb.clone(),), &y)
+            .unwrap_or_else(|e| panic!("{e}"));
+    };
+    let bf16_captured = per_step_ms(&mut mixed_step);
+    let bf16_launches = launches(&mut mixed_step);
+    out.insert("bf16_captured".into(), json!(bf16_captured));
+    println!("bf16 mixed, captured: {bf16_captured:.3} ms ({bf16_launches} launches)");
+
     out.insert("f32_tape".into(), json!(tape));
     out.insert("f32_static".into(), json!(stat));
     out.insert("f32_captured".into(), json!(captured));
     out.insert(
         "launches".into(),
-        json!({"tape": tape_launches, "static": static_launches, "captured": captured_launches}),
+        json!({"tape": tape_launches, "static": static_launches, "captured": captured_launches,
+               "bf16_captured": bf16_launches}),
     );
     out.insert("final_loss".into(), json!(loss));
     println!(
