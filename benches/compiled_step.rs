@@ -117,7 +117,7 @@ fn main() {
         let mut grads = Gradients::new();
         {
             let (logits, backward) = m.forward_train(&x);
-            let (loss, loss_backward) = rtx::compile::loss::cross_entropy(&logits, &y);
+            let (_loss, loss_backward) = rtx::compile::loss::cross_entropy(&logits, &y);
             let seed = Tensor::full((), 1.0, dev);
             backward(loss_backward(&seed), &mut grads, false);
         }
