@@ -31,6 +31,7 @@ fn generated_cuda_matches_snapshots() {
         "cross_entropy_mean",
         "cross_entropy_backward_rows",
         "random_dropout",
+        "binary_scalar",
     ] {
         let k = ALL.iter().find(|k| k.name == name).unwrap();
         let path = dir.join(format!("{name}.cu"));

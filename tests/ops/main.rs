@@ -15,3 +15,4 @@ mod index;
 mod matmul;
 mod random;
 mod reduce;
+mod scalar;

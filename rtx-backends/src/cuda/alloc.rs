@@ -376,8 +376,8 @@ mod tests {
         a.stats.reserved = 4096 + (1 << 20);
         a.hand_out(4096, 4000);
         a.hand_out(1 << 20, 1 << 20);
-        a.give_back(0x1000, 4096, 4000);
-        a.give_back(0x9000, 1 << 20, 1 << 20);
+        a.give_back(0x1000, 4096, 4000, 0);
+        a.give_back(0x9000, 1 << 20, 1 << 20, 0);
         assert_eq!(a.stats.cached_blocks, 2);
         // 3584 rounds to 3584; a 4096 block is within a quarter more, so it is reused.
         assert_eq!(a.take_cached(3584), Some((0x1000, 4096)));

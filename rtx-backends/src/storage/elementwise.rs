@@ -1,5 +1,7 @@
 //! Backend entry points for elementwise ops: unary math, binary arithmetic, comparisons,
-//! `where`, casts and affine maps.
+//! `where`, casts and affine maps. Ops with one plain scalar operand (`binary_scalar`,
+//! `cmp_scalar`) pass it as a kernel argument: nothing here uploads host data, so every entry
+//! point may run while a CUDA graph is captured.
 //!
 //! On a GPU each is one launch of an elementwise kernel, in every element type the op exists
 //! for: the kernels over `T: Num` and `T: Element` have integer (and `bool`) entries, so only
@@ -10,7 +12,9 @@ use crate::cpu::elementwise::{map, zip_map, zip3_map};
 use crate::cuda::Arg;
 use crate::cuda::ops::{self as gpu, input};
 use crate::{Layout, Result};
-use rtx_kernels::kernels::{self as k, binary_kernel, cmp_kernel, unary_kernel};
+use rtx_kernels::kernels::{
+    self as k, binary_kernel, binary_scalar_kernel, cmp_kernel, cmp_scalar_code, unary_kernel,
+};
 use rtx_kernels::op::markers;
 use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Signed, UnaryOp, UnaryOpT};
 
@@ -76,6 +80,72 @@ impl<E: Element> Storage<E> {
                 &[],
             )?)),
             _ => Err(super::no_kernel(O::name(), self.device())),
+        }
+    }
+
+    /// `x op c` for every element `x` of `self` viewed by `l`, or `c op x` when `scalar_left`:
+    /// the scalar travels as a kernel argument, never as a tensor, so on a GPU this is one
+    /// launch with no upload (it may run while a CUDA graph is captured), reading one input
+    /// with vector loads when the view is dense. Bit for bit what [`Storage::binary`] gives
+    /// against a tensor holding `c` (integer `pow` has no GPU kernel, as there).
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage};
+    /// use rtx_kernels::op::markers::Sub;
+    /// let l = Layout::contiguous(&[3]);
+    /// let x = Storage::from_vec(vec![1.0f32, 2.0, 3.0], Device::Cpu).unwrap();
+    /// assert_eq!(x.binary_scalar::<Sub>(&l, 10.0, false).unwrap().to_vec(&l), [-9.0, -8.0, -7.0]);
+    /// assert_eq!(x.binary_scalar::<Sub>(&l, 10.0, true).unwrap().to_vec(&l), [9.0, 8.0, 7.0]);
+    /// ```
+    pub fn binary_scalar<O: BinaryOpT>(&self, l: &Layout, c: E, scalar_left: bool) -> Result<Self>
+    where
+        E: Num,
+    {
+        crate::dispatch::on_cpu(self.device());
+        match self {
+            // Two loops rather than a branch per element, so each vectorizes as `map` does.
+            Storage::Cpu(v) if scalar_left => Ok(Storage::Cpu(map(v, l, move |x| O::apply(c, x)))),
+            Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, move |x| O::apply(x, c)))),
+            Storage::Cuda(s) => {
+                let (src, code) = binary_scalar_kernel(O::OP);
+                let mut uniforms = vec![uniform(c)];
+                uniforms.extend(code.map(Arg::U32));
+                uniforms.push(Arg::U32(scalar_left as u32));
+                Ok(Storage::Cuda(gpu::map_with(
+                    s.ordinal(),
+                    src,
+                    E::DTYPE,
+                    l.dims(),
+                    &[input(s, l)],
+                    &uniforms,
+                )?))
+            }
+        }
+    }
+
+    /// `x cmp c` into booleans for every element `x` of `self` viewed by `l`, with the scalar
+    /// as a kernel argument (no upload on a GPU); the same answers as [`Storage::cmp`] against
+    /// a tensor holding `c`.
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage};
+    /// use rtx_kernels::op::markers::Gt;
+    /// let l = Layout::contiguous(&[3]);
+    /// let x = Storage::from_vec(vec![1.0f32, 2.0, f32::NAN], Device::Cpu).unwrap();
+    /// assert_eq!(x.cmp_scalar::<Gt>(&l, 1.5).unwrap().to_vec(&l), [false, true, false]);
+    /// ```
+    pub fn cmp_scalar<O: CmpOpT>(&self, l: &Layout, c: E) -> Result<Storage<bool>> {
+        crate::dispatch::on_cpu(self.device());
+        match self {
+            Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, move |x| O::apply(x, c)))),
+            Storage::Cuda(s) => Ok(Storage::Cuda(gpu::map_with(
+                s.ordinal(),
+                &k::cmp_scalar::KERNEL,
+                E::DTYPE,
+                l.dims(),
+                &[input(s, l)],
+                &[uniform(c), Arg::U32(cmp_scalar_code(O::OP))],
+            )?)),
         }
     }
 
@@ -194,12 +264,11 @@ impl<E: Element> Storage<E> {
                 Ok(Storage::Cpu(zip_map(g, l, xv, xl, relu_grad::<E>)))
             }
             _ => {
-                let zero = Storage::from_vec(vec![E::ZERO], x.device())?;
-                let lz = Layout::contiguous(&[])
-                    .broadcast_to(xl.dims())
-                    .ok_or_else(|| super::no_kernel("relu_backward", x.device()))?;
+                // The zero is a kernel argument, not an uploaded tensor, so this can be captured.
                 let dense = Layout::contiguous(xl.dims());
-                let step = x.cmp::<markers::Gt>(xl, &zero, &lz)?.cast::<E>(&dense)?;
+                let step = x
+                    .cmp_scalar::<markers::Gt>(xl, E::ZERO)?
+                    .cast::<E>(&dense)?;
                 self.binary::<markers::Mul>(l, &step, &dense)
             }
         }
@@ -267,5 +336,147 @@ trait OpName {
 impl<O: BinaryOpT> OpName for O {
     fn name() -> &'static str {
         rtx_kernels::Op::Binary(O::OP).name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Device;
+    use crate::cpu::CHUNK;
+    use markers::{Add, Div, Eq, Ge, Gt, Le, Lt, Max, Min, Mul, Ne, Pow, Sub};
+    use rtx_kernels::{bf16, f16};
+
+    /// Values with the specials of `E` (zeros of both signs, NaN and infinities for floats,
+    /// the range ends and -1 for integers), more than two chunks of them so the parallel path
+    /// runs, and the scalars to combine them with.
+    fn values<E: Num>() -> (Vec<E>, Vec<E>) {
+        let specials = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            -2.75,
+            3.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        let mut v: Vec<E> = (0..2 * CHUNK + 37)
+            .map(|i| match i % 13 {
+                0..=9 => E::from_f64(specials[i % 13]),
+                10 => E::LOWEST,
+                11 => E::HIGHEST,
+                _ => E::from_f64((i % 97) as f64 * 0.37 - 17.0),
+            })
+            .collect();
+        v[1] = E::from_f64(1e-3);
+        let scalars = [0.0, -0.0, 2.0, -1.0, 0.3, f64::NAN, f64::INFINITY, 200.0]
+            .map(E::from_f64)
+            .into_iter()
+            .chain([E::LOWEST, E::HIGHEST])
+            .collect();
+        (v, scalars)
+    }
+
+    /// Bit patterns, so NaNs compare equal and zeros keep their sign.
+    fn bits<E: Element>(v: &[E]) -> Vec<u64> {
+        v.iter().map(|x| x.to_f64().to_bits()).collect()
+    }
+
+    /// `x op c` and `c op x` equal the tensor-tensor op against a broadcast scalar, on a dense
+    /// view and on a transposed one, with one dispatch each.
+    fn against_binary<O: BinaryOpT, E: Num>() {
+        let (v, scalars) = values::<E>();
+        let n = v.len();
+        let x = Storage::from_vec(v, Device::Cpu).unwrap_or_else(|e| panic!("{e}"));
+        let rows = n / 7;
+        let views = [
+            Layout::contiguous(&[n]),
+            Layout::contiguous(&[rows, 7]).transpose(0, 1),
+        ];
+        for c in scalars {
+            let cs = Storage::from_vec(vec![c], Device::Cpu).unwrap_or_else(|e| panic!("{e}"));
+            for l in &views {
+                let lc = Layout::contiguous(&[])
+                    .broadcast_to(l.dims())
+                    .unwrap_or_else(|| panic!("a scalar broadcasts"));
+                let dense = Layout::contiguous(l.dims());
+                for left in [false, true] {
+                    let before = crate::launch_count(Device::Cpu);
+                    let got = x
+                        .binary_scalar::<O>(l, c, left)
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    assert_eq!(crate::launch_count(Device::Cpu) - before, 1);
+                    let want = if left {
+                        cs.binary::<O>(&lc, &x, l)
+                    } else {
+                        x.binary::<O>(l, &cs, &lc)
+                    }
+                    .unwrap_or_else(|e| panic!("{e}"));
+                    assert_eq!(
+                        bits(&got.to_vec(&dense)),
+                        bits(&want.to_vec(&dense)),
+                        "{:?} {:?} c = {c:?} left {left} view {:?}",
+                        O::OP,
+                        E::DTYPE,
+                        l.strides()
+                    );
+                }
+            }
+        }
+    }
+
+    fn every_op<E: Num>() {
+        against_binary::<Add, E>();
+        against_binary::<Sub, E>();
+        against_binary::<Mul, E>();
+        against_binary::<Div, E>();
+        against_binary::<Max, E>();
+        against_binary::<Min, E>();
+        against_binary::<Pow, E>();
+    }
+
+    #[test]
+    fn scalar_ops_match_the_tensor_ops_bit_for_bit() {
+        every_op::<f32>();
+        every_op::<f64>();
+        every_op::<f16>();
+        every_op::<bf16>();
+        every_op::<i32>();
+        every_op::<i64>();
+        every_op::<u8>();
+    }
+
+    fn cmp_against_tensor<O: CmpOpT, E: Num>() {
+        let (v, scalars) = values::<E>();
+        let l = Layout::contiguous(&[v.len()]);
+        let x = Storage::from_vec(v, Device::Cpu).unwrap_or_else(|e| panic!("{e}"));
+        for c in scalars {
+            let cs = Storage::from_vec(vec![c], Device::Cpu).unwrap_or_else(|e| panic!("{e}"));
+            let lc = Layout::contiguous(&[])
+                .broadcast_to(l.dims())
+                .unwrap_or_else(|| panic!("a scalar broadcasts"));
+            let got = x.cmp_scalar::<O>(&l, c).unwrap_or_else(|e| panic!("{e}"));
+            let want = x.cmp::<O>(&l, &cs, &lc).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(got.to_vec(&l), want.to_vec(&l), "{:?} c = {c:?}", O::OP);
+        }
+    }
+
+    #[test]
+    fn scalar_comparisons_match_the_tensor_comparisons() {
+        fn all<E: Num>() {
+            cmp_against_tensor::<Eq, E>();
+            cmp_against_tensor::<Ne, E>();
+            cmp_against_tensor::<Lt, E>();
+            cmp_against_tensor::<Le, E>();
+            cmp_against_tensor::<Gt, E>();
+            cmp_against_tensor::<Ge, E>();
+        }
+        all::<f32>();
+        all::<bf16>();
+        all::<i64>();
+        all::<u8>();
     }
 }

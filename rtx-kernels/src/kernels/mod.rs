@@ -26,6 +26,7 @@ mod optim_multi;
 mod pool;
 mod random;
 mod reduce;
+mod scalar_ops;
 mod simt;
 mod softmax;
 mod unary;
@@ -49,6 +50,7 @@ pub use optim_multi::*;
 pub use pool::*;
 pub use random::*;
 pub use reduce::*;
+pub use scalar_ops::*;
 pub use simt::*;
 pub use softmax::*;
 pub use unary::*;
@@ -100,6 +102,9 @@ pub static ALL: &[&KernelSource] = &[
     &pow::KERNEL,
     &affine::KERNEL,
     &clamp::KERNEL,
+    &binary_scalar::KERNEL,
+    &pow_scalar::KERNEL,
+    &cmp_scalar::KERNEL,
     &eq::KERNEL,
     &ne::KERNEL,
     &lt::KERNEL,

@@ -159,3 +159,58 @@ pub(crate) fn binary<S: Shape, E: Num>(
         }
     })
 }
+
+/// The gradient of `x op c` (or of `c op x` when `scalar_left`) for the tensor `x`, given the
+/// output `y` and its gradient `g`: [`binary`]'s rule for that side with the scalar `c` as
+/// the other operand, computed with scalar kernels (nothing uploaded), bit for bit what
+/// `binary` gives against a tensor holding `c`. The scalar needs no gradient.
+pub(crate) fn binary_scalar<S: Shape, E: Num>(
+    op: BinaryOp,
+    x: &Tensor<S, E>,
+    c: E,
+    scalar_left: bool,
+    y: &Tensor<S, E>,
+    g: &Tensor<S, E>,
+) -> Tensor<S, E> {
+    use rtx_kernels::op::markers::{Eq, Gt, Log, Lt, Pow};
+    use rtx_kernels::{BinaryOpT, UnaryOpT};
+    match (op, scalar_left) {
+        (BinaryOp::Add, _) | (BinaryOp::Sub, false) => g.clone(),
+        (BinaryOp::Sub, true) => g.scalar::<Mul>(E::from_f64(-1.0)),
+        (BinaryOp::Mul, _) => g.scalar::<Mul>(c),
+        (BinaryOp::Div, false) => g.scalar::<Div>(c),
+        (BinaryOp::Div, true) => g
+            .same::<Mul>(y)
+            .same::<Div>(x)
+            .scalar::<Mul>(E::from_f64(-1.0)),
+        (BinaryOp::Max | BinaryOp::Min, _) => {
+            // `binary`'s shares with (a, b) = (x, c), or (c, x) for a scalar on the left: `a`
+            // takes 1 where it wins (max: a > b; min: b > a) and 1/2 on ties, `b` the rest.
+            let wins = match (op == BinaryOp::Max, scalar_left) {
+                (true, false) | (false, true) => x.mask_scalar::<Gt>(c),
+                (false, false) | (true, true) => x.mask_scalar::<Lt>(c),
+            };
+            let ties = x.mask_scalar::<Eq>(c).scalar::<Mul>(E::from_f64(0.5));
+            let share_a = wins.same::<Add>(&ties);
+            let share = if scalar_left {
+                share_a
+                    .scalar::<Mul>(E::from_f64(-1.0))
+                    .scalar::<Add>(E::from_f64(1.0))
+            } else {
+                share_a
+            };
+            g.same::<Mul>(&share)
+        }
+        (BinaryOp::Pow, false) => {
+            // d(x^c)/dx = c x^(c-1), with c - 1 rounded in `E` as `binary` rounds it.
+            let c1 = <Sub as BinaryOpT>::apply(c, E::from_f64(1.0));
+            let da = x.scalar::<Pow>(c1).scalar_on::<Mul>(c, true);
+            g.same::<Mul>(&da)
+        }
+        (BinaryOp::Pow, true) => {
+            // d(c^x)/dx = c^x ln c, ln c through f64 as `binary` takes it.
+            let ln_c = E::from_f64(<Log as UnaryOpT>::apply(c.to_f64()));
+            g.same::<Mul>(y).scalar::<Mul>(ln_c)
+        }
+    }
+}

@@ -15,7 +15,9 @@ use rtx_kernels::op::markers;
 use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Op, Signed, UnaryOp, UnaryOpT};
 
 /// A right-hand operand: a tensor (by value or reference) or a plain scalar, which broadcasts
-/// to anything.
+/// to anything. Ops pass a plain scalar to their kernel as an argument ([`Operand::scalar`]),
+/// so it never becomes a tensor: on a GPU nothing is uploaded, and `&x * 2.0` can be part of a
+/// captured CUDA graph.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot combine with a tensor of `{E}`: the element types differ",
     label = "expected a `{E}` tensor or a `{E}` scalar",
@@ -26,12 +28,27 @@ pub trait Operand<E: Element> {
     type Shape: Shape;
     /// The operand as a tensor on `device`.
     fn into_tensor(self, device: Device) -> Result<Tensor<Self::Shape, E>>;
+    /// The operand's value when it is a plain scalar (`None` for a tensor, even one of shape
+    /// `()`, which may carry gradient history).
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let t: Tensor<Rank1<2>> = Tensor::from_array([1.0, 2.0], Device::Cpu);
+    /// assert_eq!(Operand::<f32>::scalar(&2.5f32), Some(2.5));
+    /// assert_eq!(Operand::<f32>::scalar(&&t), None);
+    /// ```
+    fn scalar(&self) -> Option<E> {
+        None
+    }
 }
 
 impl<E: Element> Operand<E> for E {
     type Shape = ();
     fn into_tensor(self, device: Device) -> Result<Tensor<(), E>> {
         Tensor::try_full((), self, device)
+    }
+    fn scalar(&self) -> Option<E> {
+        Some(*self)
     }
 }
 
@@ -47,6 +64,20 @@ impl<S: Shape, E: Element> Operand<E> for Tensor<S, E> {
     fn into_tensor(self, _: Device) -> Result<Tensor<S, E>> {
         Ok(self)
     }
+}
+
+/// The result shape of an op between `a` and a plain scalar: `a`'s dims, typed as the
+/// broadcast result `O` (which a scalar never changes).
+fn broadcast_scalar<A: Shape, O: Shape, E: Element>(
+    op: &'static str,
+    a: &Tensor<A, E>,
+) -> Result<O> {
+    O::from_dims(a.dims()).ok_or_else(|| Error::ShapeMismatch {
+        op,
+        lhs: describe(&a.shape()),
+        rhs: describe(&()),
+        rule: "a scalar broadcasts to any shape",
+    })
 }
 
 /// The layouts of two operands broadcast to their common sizes, and the result shape.
@@ -269,6 +300,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: BroadcastShapes<R::Shape>,
     {
+        if let Some(c) = rhs.scalar() {
+            let shape = broadcast_scalar(Op::Binary(O::OP).name(), self)?;
+            return self.scalar_op::<O, _>(c, false, shape);
+        }
         let rhs = rhs.into_tensor(self.device())?;
         let (la, lb, shape) = broadcast_pair(Op::Binary(O::OP).name(), self, &rhs)?;
         let out = Tensor::from_storage(self.storage().binary::<O>(&la, rhs.storage(), &lb)?, shape);
@@ -284,6 +319,49 @@ impl<S: Shape, E: Element> Tensor<S, E> {
                 autograd::erase(autograd::sum_to(&ga, a.shape())?),
                 autograd::erase(autograd::sum_to(&gb, b.shape())?),
             ])
+        }))
+    }
+
+    /// `self op c`, or `c op self` when `scalar_left`, for a binary op given by its marker
+    /// type: one pass with `c` as a kernel argument (no tensor is made of it, so a GPU uploads
+    /// nothing). Bit for bit the op against a tensor holding `c`, gradients included.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// use rtx::op::markers::Sub;
+    /// let t: Tensor<Rank1<3>> = Tensor::from_array([1.0, 2.0, 3.0], Device::Cpu);
+    /// assert_eq!(t.try_binary_scalar::<Sub>(1.0, true)?.to_vec(), vec![0.0, -1.0, -2.0]);
+    /// # Ok::<(), rtx::Error>(())
+    /// ```
+    pub fn try_binary_scalar<O: BinaryOpT>(&self, c: E, scalar_left: bool) -> Result<Self>
+    where
+        E: Num,
+    {
+        self.scalar_op::<O, S>(c, scalar_left, self.shape())
+    }
+
+    /// `self op c` (or `c op self`) with the result typed as `shape`, which has `self`'s dims.
+    fn scalar_op<O: BinaryOpT, T: Shape>(
+        &self,
+        c: E,
+        scalar_left: bool,
+        shape: T,
+    ) -> Result<Tensor<T, E>>
+    where
+        E: Num,
+    {
+        let out = self
+            .storage()
+            .binary_scalar::<O>(self.layout(), c, scalar_left)?;
+        let out = Tensor::from_storage(out, shape);
+        if !autograd::must_record(&[self.node()]) {
+            return Ok(out);
+        }
+        let (x, y, l) = (self.detach(), out.detach(), *self.layout());
+        Ok(out.record(vec![self.node().cloned()], move |g| {
+            let xb = x.view(l, g.shape());
+            let gx = rules::binary_scalar(O::OP, &xb, c, scalar_left, &y, g);
+            Ok(vec![autograd::erase(autograd::sum_to(&gx, x.shape())?)])
         }))
     }
 
@@ -373,6 +451,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         S: BroadcastShapes<R::Shape>,
     {
+        if let Some(c) = rhs.scalar() {
+            let shape = broadcast_scalar(Op::Cmp(O::OP).name(), self)?;
+            let out = self.storage().cmp_scalar::<O>(self.layout(), c)?;
+            return Ok(Tensor::from_storage(out, shape));
+        }
         let rhs = rhs.into_tensor(self.device())?;
         let (la, lb, shape) = broadcast_pair(Op::Cmp(O::OP).name(), self, &rhs)?;
         let out = self.storage().cmp::<O>(&la, rhs.storage(), &lb)?;
@@ -561,8 +644,7 @@ macro_rules! scalar_lhs {
             type Output = Tensor<S, $t>;
             #[track_caller]
             fn $method(self, rhs: &Tensor<S, $t>) -> Tensor<S, $t> {
-                let lhs = ok(Tensor::try_full((), self, rhs.device()));
-                ok(lhs.try_binary::<markers::$marker, _>(rhs))
+                ok(rhs.try_binary_scalar::<markers::$marker>(self, true))
             }
         }
     )*};
@@ -631,20 +713,41 @@ impl<S: Shape, E: Num> Tensor<S, E> {
 
     /// A binary op with a scalar right-hand side.
     pub(crate) fn try_scalar<O: BinaryOpT>(&self, c: E) -> Result<Tensor<S, E>> {
-        let rhs = Tensor::try_full((), c, self.device())?;
-        let lb = rhs
-            .layout()
-            .broadcast_to(self.dims())
-            .expect("a scalar broadcasts");
-        let out = self
-            .storage()
-            .binary::<O>(self.layout(), rhs.storage(), &lb)?;
-        Ok(Tensor::from_storage(out, self.shape()))
+        self.try_scalar_on::<O>(c, false)
     }
 
     /// [`Tensor::try_scalar`], panicking on a device error.
     pub(crate) fn scalar<O: BinaryOpT>(&self, c: E) -> Tensor<S, E> {
         ok(self.try_scalar::<O>(c))
+    }
+
+    /// A binary op with a scalar on the left (`scalar_left`) or right, as a kernel argument.
+    pub(crate) fn try_scalar_on<O: BinaryOpT>(
+        &self,
+        c: E,
+        scalar_left: bool,
+    ) -> Result<Tensor<S, E>> {
+        let out = self
+            .storage()
+            .binary_scalar::<O>(self.layout(), c, scalar_left)?;
+        Ok(Tensor::from_storage(out, self.shape()))
+    }
+
+    /// [`Tensor::try_scalar_on`], panicking on a device error.
+    pub(crate) fn scalar_on<O: BinaryOpT>(&self, c: E, scalar_left: bool) -> Tensor<S, E> {
+        ok(self.try_scalar_on::<O>(c, scalar_left))
+    }
+
+    /// 1 where `self cmp c` holds, 0 elsewhere.
+    pub(crate) fn try_mask_scalar<O: CmpOpT>(&self, c: E) -> Result<Tensor<S, E>> {
+        let m = self.storage().cmp_scalar::<O>(self.layout(), c)?;
+        let dense = Layout::contiguous(self.dims());
+        Ok(Tensor::from_storage(m.cast::<E>(&dense)?, self.shape()))
+    }
+
+    /// [`Tensor::try_mask_scalar`], panicking on a device error.
+    pub(crate) fn mask_scalar<O: CmpOpT>(&self, c: E) -> Tensor<S, E> {
+        ok(self.try_mask_scalar::<O>(c))
     }
 
     /// Sums over the dims `target` was broadcast along (missing leading dims, and dims where
@@ -675,16 +778,7 @@ impl<S: Shape, E: Num> Tensor<S, E> {
 
     /// 1 where the element is positive, 0 elsewhere (the derivative of relu).
     pub(crate) fn try_step(&self) -> Result<Tensor<S, E>> {
-        let zero = Tensor::try_full((), E::ZERO, self.device())?;
-        let lz = zero
-            .layout()
-            .broadcast_to(self.dims())
-            .expect("a scalar broadcasts");
-        let pos = self
-            .storage()
-            .cmp::<markers::Gt>(self.layout(), zero.storage(), &lz)?;
-        let dense = Layout::contiguous(self.dims());
-        Ok(Tensor::from_storage(pos.cast::<E>(&dense)?, self.shape()))
+        self.try_mask_scalar::<markers::Gt>(E::ZERO)
     }
 
     /// `g * self.step()` in one pass: relu's backward rule, fused because it runs on every
