@@ -117,14 +117,11 @@ fn fused_linear_bias_gelu_is_one_product_and_one_kernel_on_a_gpu() {
     }
 }
 
+/// The MLP's output.
+type Out = Tensor<(usize, Const<5>)>;
+
 /// The squared error summed, with its static backward.
-fn sse(
-    y: &Tensor<(usize, Const<5>)>,
-    t: &Tensor<(usize, Const<5>)>,
-) -> (
-    Tensor<()>,
-    impl FnOnce(&Tensor<()>) -> Tensor<(usize, Const<5>)> + use<>,
-) {
+fn sse(y: &Out, t: &Out) -> (Tensor<()>, impl FnOnce(&Tensor<()>) -> Out + use<>) {
     let d = y - t;
     let loss = (&d * &d).sum_all();
     // No scalar operand: uploading one is not allowed while a graph is captured.

@@ -151,7 +151,7 @@ pub fn fused_body(cx: &Cx) -> TokenStream {
                 quote_spanned! {sp=>
                     let #t = {
                         let mut __rtx_cur = ::core::clone::Clone::clone(#start);
-                        for __rtx_m in (&#callee).into_iter() {
+                        for __rtx_m in ::core::iter::IntoIterator::into_iter(&#callee) {
                             __rtx_cur = ::rtx::compile::StaticForward::forward_fused(
                                 __rtx_m,
                                 (#(#a,)*),
@@ -233,7 +233,7 @@ pub fn train_body(cx: &Cx) -> TokenStream {
             continue;
         }
         let t = &s.target;
-        let b = aux("b", &t);
+        let b = aux("b", t);
         backs.push(b.clone());
         let sp = s.span;
         let stmt = match (&s.kind, cx.plan.chain_of.get(&i)) {
@@ -282,7 +282,7 @@ pub fn train_body(cx: &Cx) -> TokenStream {
                     let (#t, #b) = {
                         let mut __rtx_cur = ::core::clone::Clone::clone(#start);
                         let mut __rtx_backs = ::std::vec::Vec::new();
-                        for __rtx_m in (&#callee).into_iter() {
+                        for __rtx_m in ::core::iter::IntoIterator::into_iter(&#callee) {
                             let (y, b) = ::rtx::compile::StaticForward::forward_train(
                                 __rtx_m,
                                 (#(#a,)*),
@@ -347,7 +347,7 @@ pub fn train_body(cx: &Cx) -> TokenStream {
 fn need_of(op: &Operand) -> TokenStream {
     match op {
         Operand::Var(v) => {
-            let n = aux("n", &v);
+            let n = aux("n", v);
             quote!(#n)
         }
         Operand::Field(t, _) => quote!(#t.tracks_grad()),
@@ -359,7 +359,7 @@ fn need_of(op: &Operand) -> TokenStream {
 fn give(op: &Operand, d: &Ident) -> TokenStream {
     match op {
         Operand::Var(v) => {
-            let g = aux("g", &v);
+            let g = aux("g", v);
             quote!(::rtx::compile::glue::acc(&mut #g, #d);)
         }
         Operand::Field(t, _) => quote!(if let Some(g) = #d { __rtx_grads.add(&#t, g); }),
@@ -388,7 +388,7 @@ fn backward_closure(cx: &Cx) -> TokenStream {
             (Kind::Elem { .. }, Some(&c)) => cx.plan.chains[c].inputs.clone(),
             _ => reads(s).into_iter().cloned().collect(),
         };
-        let parts: Vec<TokenStream> = inputs.iter().map(|o| need_of(o)).collect();
+        let parts: Vec<TokenStream> = inputs.iter().map(need_of).collect();
         needs.push(quote!(let #n = false #(|| #parts)*;));
     }
     // The slots: typed for arguments, inferred for the rest; only for values read later.
@@ -419,8 +419,8 @@ fn backward_closure(cx: &Cx) -> TokenStream {
             continue;
         }
         let t = &s.target;
-        let g = aux("g", &t);
-        let b = aux("b", &t);
+        let g = aux("g", t);
+        let b = aux("b", t);
         let used = cx.plan.uses.get(&t.to_string()).copied().unwrap_or(0) > 0;
         if !used {
             rev.push(quote!(drop(#b);));
@@ -432,7 +432,7 @@ fn backward_closure(cx: &Cx) -> TokenStream {
                 let ds: Vec<Ident> = (0..chain.inputs.len())
                     .map(|k| format_ident!("d{}", k))
                     .collect();
-                let ns: Vec<TokenStream> = chain.inputs.iter().map(|o| need_of(o)).collect();
+                let ns: Vec<TokenStream> = chain.inputs.iter().map(need_of).collect();
                 let gives: Vec<TokenStream> = chain
                     .inputs
                     .iter()
@@ -505,7 +505,7 @@ fn backward_closure(cx: &Cx) -> TokenStream {
             }
             (Kind::Call { args, .. }, _) => {
                 let ds: Vec<Ident> = (0..args.len()).map(|k| format_ident!("d{}", k)).collect();
-                let ns: Vec<TokenStream> = args.iter().map(|o| need_of(o)).collect();
+                let ns: Vec<TokenStream> = args.iter().map(need_of).collect();
                 let gives: Vec<TokenStream> =
                     args.iter().zip(&ds).map(|(o, d)| give(o, d)).collect();
                 quote! {
@@ -516,7 +516,7 @@ fn backward_closure(cx: &Cx) -> TokenStream {
             (Kind::Method { .. }, _) => {
                 let ins: Vec<Operand> = reads(s).into_iter().cloned().collect();
                 let ds: Vec<Ident> = (0..ins.len()).map(|k| format_ident!("d{}", k)).collect();
-                let ns: Vec<TokenStream> = ins.iter().map(|o| need_of(o)).collect();
+                let ns: Vec<TokenStream> = ins.iter().map(need_of).collect();
                 let gives: Vec<TokenStream> =
                     ins.iter().zip(&ds).map(|(o, d)| give(o, d)).collect();
                 // A one-input method's backward returns its gradient, not a 1-tuple.
@@ -608,7 +608,7 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
                 out.push(quote! {
                     let #t = {
                         let mut __rtx_cur = #start;
-                        for (__rtx_i, __rtx_m) in (&#callee).into_iter().enumerate() {
+                        for (__rtx_i, __rtx_m) in ::core::iter::IntoIterator::into_iter(&#callee).enumerate() {
                             let __rtx_scope = format!("{}.{}", #scope, __rtx_i);
                             __rtx_cur = __rtx_b.scope(&__rtx_scope, |__rtx_b| {
                                 ::rtx::compile::glue::emit_call(__rtx_m, __rtx_b, (#(#a,)*))

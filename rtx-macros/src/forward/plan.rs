@@ -100,7 +100,7 @@ pub fn plan(f: &Forward) -> Plan {
             let mut merged: Vec<usize> = members[c].iter().chain(&mine).copied().collect();
             merged.sort_unstable();
             merged.dedup();
-            if chain_inputs(f, &merged).len() <= MAX_INPUTS - 1 {
+            if chain_inputs(f, &merged).len() < MAX_INPUTS {
                 mine = merged;
                 members[c].clear();
             }
