@@ -128,7 +128,7 @@ struct Captured<Args, Y, E: Element> {
 ///
 /// let mut net = Net::init(&Device::Cpu, 0);
 /// net.track_gradients();
-/// let mut opt = Sgd::new(0.1);
+/// let mut opt = Sgd::new(0.01);
 /// let x: Tensor<Rank2<4, 3>> = Tensor::ones((Const, Const), Device::Cpu);
 /// let y: Tensor<Rank2<4, 1>> = Tensor::zeros((Const, Const), Device::Cpu);
 /// // The loss and its static backward: sum((y - t)²), whose gradient is 2 (y - t).
