@@ -7,6 +7,7 @@ use super::context::{Gpu, gpu};
 use super::launch::DevicePtr;
 use crate::{BackendError, Result};
 use cudarc::driver::result as drv;
+use cudarc::driver::sys;
 use rtx_kernels::Element;
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -41,6 +42,41 @@ impl<E> std::fmt::Debug for CudaStorage<E> {
     }
 }
 
+/// The memset word that writes a value: its bytes as the shortest repeating unit of 1, 2 or
+/// 4 bytes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Word {
+    U8(u8),
+    U16(u16),
+    U32(u32),
+}
+
+/// `value`'s bytes as a repeating memset word, or `None` when they do not repeat with a
+/// period of 4 bytes or less.
+fn memset_word<E: Element>(value: E) -> Option<Word> {
+    let size = std::mem::size_of::<E>();
+    let mut bytes = [0u8; 16];
+    if size > bytes.len() {
+        return None;
+    }
+    // SAFETY: every `Element` is plain data of `size` bytes with no padding (floats,
+    // integers, bool, and the `half` types), so its bytes may be read as `u8`s.
+    let raw = unsafe { std::slice::from_raw_parts((&value as *const E).cast::<u8>(), size) };
+    bytes[..size].copy_from_slice(raw);
+    let repeats = |p: usize| size % p == 0 && (p..size).all(|i| bytes[i] == bytes[i - p]);
+    if repeats(1) {
+        Some(Word::U8(bytes[0]))
+    } else if repeats(2) {
+        Some(Word::U16(u16::from_ne_bytes([bytes[0], bytes[1]])))
+    } else if repeats(4) {
+        Some(Word::U32(u32::from_ne_bytes([
+            bytes[0], bytes[1], bytes[2], bytes[3],
+        ])))
+    } else {
+        None
+    }
+}
+
 fn byte_len<E>(n: usize) -> usize {
     n * std::mem::size_of::<E>()
 }
@@ -71,6 +107,37 @@ impl<E: Element> CudaStorage<E> {
             unsafe { drv::memcpy_htod_async(s.buf.ptr, data, g.stream.cu_stream()) }
                 .map_err(|e| g.err("cuMemcpyHtoDAsync", e))?;
         }
+        Ok(s)
+    }
+
+    /// `len` copies of `value` on GPU `ordinal`, written by a device memset when the value's
+    /// bytes repeat with a period of 1, 2 or 4 (every 1-, 2- and 4-byte value, and 8-byte
+    /// ones such as 0), so filling uploads nothing and can be captured in a CUDA graph. Other
+    /// 8-byte values (`1.0f64`, `-1i64`) are copied from the host.
+    pub fn filled(ordinal: usize, len: usize, value: E) -> Result<Self> {
+        let Some(word) = memset_word(value) else {
+            return Self::from_slice(ordinal, &vec![value; len]);
+        };
+        let g = gpu(ordinal)?;
+        let s = Self::alloc_on(&g, len)?;
+        let bytes = byte_len::<E>(len);
+        if bytes == 0 {
+            return Ok(s);
+        }
+        g.bind()?;
+        crate::dispatch::count(g.device());
+        let stream = g.stream.cu_stream();
+        // SAFETY: the block holds `bytes` bytes, a multiple of the word's width (the word
+        // repeats with a period dividing the element size); the pattern written is `value`'s
+        // bytes, so every element is a valid `E`.
+        let r = unsafe {
+            match word {
+                Word::U8(b) => drv::memset_d8_async(s.buf.ptr, b, bytes, stream),
+                Word::U16(h) => sys::cuMemsetD16Async(s.buf.ptr, h, bytes / 2, stream).result(),
+                Word::U32(w) => sys::cuMemsetD32Async(s.buf.ptr, w, bytes / 4, stream).result(),
+            }
+        };
+        r.map_err(|e| g.err("cuMemsetAsync", e))?;
         Ok(s)
     }
 
@@ -217,5 +284,30 @@ impl<E: Element> CudaStorage<E> {
                 ),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Word, memset_word};
+    use half::bf16;
+
+    #[test]
+    fn memset_words_repeat_the_values_bytes() {
+        assert_eq!(memset_word(true), Some(Word::U8(1)));
+        assert_eq!(memset_word(0.0f64), Some(Word::U8(0)));
+        assert_eq!(memset_word(-1i64), Some(Word::U8(0xff)));
+        assert_eq!(
+            memset_word(bf16::from_f32(1.0)),
+            Some(Word::U16(bf16::from_f32(1.0).to_bits()))
+        );
+        assert_eq!(memset_word(1.0f32), Some(Word::U32(1.0f32.to_bits())));
+        assert_eq!(
+            memset_word(f32::NEG_INFINITY),
+            Some(Word::U32(f32::NEG_INFINITY.to_bits()))
+        );
+        // 1.0f64's halves differ: no 4-byte word writes it.
+        assert_eq!(memset_word(1.0f64), None);
+        assert_eq!(memset_word(7i64), None);
     }
 }

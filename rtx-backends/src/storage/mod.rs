@@ -47,6 +47,22 @@ impl<E: Element> Storage<E> {
         }
     }
 
+    /// `len` copies of `value` on `device`. On a GPU a memset writes them (nothing uploaded,
+    /// so it can be captured in a CUDA graph) for every value but 8-byte ones whose halves
+    /// differ.
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage};
+    /// let s = Storage::full(1.5f32, 3, Device::Cpu).unwrap();
+    /// assert_eq!(s.to_vec(&Layout::contiguous(&[3])), [1.5; 3]);
+    /// ```
+    pub fn full(value: E, len: usize, device: Device) -> Result<Self> {
+        match device {
+            Device::Cpu => Ok(Storage::Cpu(vec![value; len])),
+            Device::Cuda(n) => Ok(Storage::Cuda(CudaStorage::filled(n, len, value)?)),
+        }
+    }
+
     /// The device the elements live on.
     pub fn device(&self) -> Device {
         match self {

@@ -21,9 +21,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
 
     /// [`Tensor::full`], returning device errors.
     pub fn try_full(shape: S, value: E, device: Device) -> Result<Self> {
-        let data = vec![value; shape.numel()];
         Ok(Tensor::from_storage(
-            Storage::from_vec(data, device)?,
+            Storage::full(value, shape.numel(), device)?,
             shape,
         ))
     }

@@ -1,0 +1,151 @@
+//! A GPT-style training step on a GPU in bf16 mixed precision with AdamW (benches/README.md
+//! sets it beside PyTorch's, from `benches/gpt_step_torch.py` run in the same call): 6
+//! pre-norm causal blocks, d_model 512, 8 heads, sequence 256, batch 32, vocabulary 8192,
+//! GELU in its tanh form, untied head, cross-entropy over the 8192 tokens; bf16 forward and
+//! backward, f32 master weights and AdamW state, the step captured as a CUDA graph by
+//! `MixedStep`.
+//!
+//! Build with `../shared/tools/gpu-build --bench gpt_step` and run
+//! `.gpu/bin/gpt_step --json FILE`; without a GPU it prints why and exits successfully.
+//! The figure is the median over 10 blocks of 10 consecutive steps, host clock after a device
+//! synchronize, per step (as the PyTorch script measures).
+
+mod model;
+
+use model::Gpt;
+use rtx::compile::MixedStep;
+use rtx::prelude::*;
+use rtx_backends::cuda;
+use serde_json::json;
+use std::time::Instant;
+
+const BATCH: usize = 32;
+const SEQ: usize = 256;
+const VOCAB: usize = 8192;
+
+/// The issue's size: vocabulary 8192, context 256, width 512, 8 heads, MLP 2048, 6 blocks,
+/// batch 32 (8192 tokens).
+type Bench<E> = Gpt<VOCAB, SEQ, 512, 8, 2048, 6, BATCH, { BATCH * SEQ }, E>;
+
+/// Waits for GPU 0, panicking with the driver's message if it failed.
+fn sync() {
+    cuda::synchronize(0).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Per-step milliseconds: the median over 10 blocks of 10 steps, after 5 warm-up steps.
+fn per_step_ms(mut f: impl FnMut()) -> f64 {
+    for _ in 0..5 {
+        f();
+    }
+    sync();
+    let mut times: Vec<f64> = (0..10)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..10 {
+                f();
+            }
+            sync();
+            t.elapsed().as_secs_f64() * 1e3 / 10.0
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+fn main() {
+    let mut json_out = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--json" => json_out = args.next(),
+            "--bench" => {}
+            other => {
+                eprintln!("usage: gpt_step [--json FILE] (unknown argument {other})");
+                std::process::exit(2);
+            }
+        }
+    }
+    if !cuda::is_available() {
+        println!("gpt_step: no CUDA GPU here; nothing to measure");
+        return;
+    }
+    let dev = Device::Cuda(0);
+    // Token ids from a fixed pseudo-random sequence; each target is the next id.
+    let stream: Vec<i64> = (0..BATCH * SEQ + 1)
+        .map(|i| ((i as u64).wrapping_mul(2654435761) % VOCAB as u64) as i64)
+        .collect();
+    let ids: Tensor<(Const<{ BATCH * SEQ }>,), i64> =
+        Tensor::from_vec(stream[..BATCH * SEQ].to_vec(), (Const,), dev);
+    let next: Tensor<(Const<{ BATCH * SEQ }>,), i64> =
+        Tensor::from_vec(stream[1..].to_vec(), (Const,), dev);
+    let pos: Tensor<(Const<SEQ>,), i64> =
+        Tensor::from_vec((0..SEQ as i64).collect(), (Const,), dev);
+
+    let t = Instant::now();
+    let mut master = Bench::<f32>::init(&Device::Cpu, 0);
+    master.move_to(dev);
+    master.track_gradients();
+    let mut working = Bench::<bf16>::init(&Device::Cpu, 0);
+    working.move_to(dev);
+    working.track_gradients();
+    println!(
+        "GPT: {} parameters, initialized in {:.1} s",
+        master.num_parameters(),
+        t.elapsed().as_secs_f64()
+    );
+    let mut opt = AdamW::new(3e-4);
+    let mut step = MixedStep::new(rtx::compile::loss::cross_entropy);
+    let mut run = || {
+        step.run(
+            &mut master,
+            &mut working,
+            &mut opt,
+            (ids.clone(), pos.clone()),
+            &next,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    // The first run is eager and the second captures: timed apart from the replays.
+    let mut losses = Vec::new();
+    for i in 1..=2 {
+        let t = Instant::now();
+        losses.push(run().item().to_f32());
+        println!("  run {i}: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    }
+    // Only the last loss is read back, after the timing.
+    let ms = per_step_ms(|| drop(run()));
+    let launches = {
+        let before = rtx::launch_count(dev);
+        losses.push(run().item().to_f32());
+        rtx::launch_count(dev) - before
+    };
+    // Training costs about 6 FLOPs per parameter per token (2 forward, 4 backward), plus
+    // the attention's products.
+    let flops = 6.0 * master.num_parameters() as f64 * (BATCH * SEQ) as f64 + attention_flops();
+    println!(
+        "GPT 6x512, seq 256, batch 32, vocab 8192, bf16 mixed AdamW, captured: {ms:.3} ms per \
+         step ({launches} launches), about {:.0} TFLOP/s of model math; losses {:?} -> {:?}",
+        flops / ms / 1e9,
+        losses.first(),
+        losses.last()
+    );
+    if let Some(path) = json_out {
+        let out = json!({
+            "bf16_captured": ms,
+            "launches": launches,
+            "params": master.num_parameters(),
+            "first_loss": losses.first(),
+            "last_loss": losses.last(),
+            "tflop_per_step": flops / 1e12,
+        });
+        let text = serde_json::to_string_pretty(&out).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {path}: {e}"));
+    }
+}
+
+/// The attention's own products per step: `q kᵀ` and `att v` over the full (unmasked)
+/// `T x T`, forward (2 products) and backward (4), 2 FLOPs a multiply-add, 6 blocks.
+fn attention_flops() -> f64 {
+    let per_product = 2.0 * (BATCH * SEQ * SEQ * 512) as f64;
+    6.0 * 6.0 * per_product
+}
