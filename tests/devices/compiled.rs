@@ -189,3 +189,52 @@ fn a_captured_train_step_matches_the_cpu() {
         assert!(launches <= 4, "{launches} launches");
     }
 }
+
+#[model]
+struct Dropped<E: Float> {
+    fc: Linear<12, 5, E>,
+    drop: Dropout,
+}
+
+#[model]
+impl<E: Float> Dropped<E> {
+    fn forward(&self, x: &Tensor<(usize, Const<12>), E>) -> Tensor<(usize, Const<5>), E> {
+        let h = self.fc.forward(x);
+        self.drop.forward(&h)
+    }
+}
+
+/// Dropout's seed is a launch argument, so a captured step would repeat one mask: the capture
+/// fails with an error naming dropout, and in eval mode the same model captures.
+#[test]
+fn dropout_in_training_refuses_capture_and_eval_captures() {
+    let gpus = match gpus() {
+        Ok(g) => g,
+        Err(why) => {
+            println!("dropout under capture: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    for dev in gpus {
+        let mut m = Dropped::<f32>::init(&Device::Cpu, 3);
+        m.move_to(dev);
+        m.track_gradients();
+        let mut opt = Adam::new(1e-2);
+        let x = Tensor::from_vec(values::<f32>(ROWS * 12, 1, -1.0, 1.0), (ROWS, Const), dev);
+        let t = Tensor::from_vec(values::<f32>(ROWS * 5, 2, -1.0, 1.0), (ROWS, Const), dev);
+        let mut step = rtx::compile::TrainStep::new(sse);
+        step.run(&mut m, &mut opt, (x.clone(),), &t)
+            .expect("the first run is eager");
+        let err = step
+            .run(&mut m, &mut opt, (x.clone(),), &t)
+            .expect_err("a dropout mask cannot be captured");
+        assert!(err.to_string().contains("dropout"), "{err}");
+        // The GPU is still usable, and without dropout the step captures.
+        m.eval();
+        let mut step = rtx::compile::TrainStep::new(sse);
+        for _ in 0..3 {
+            step.run(&mut m, &mut opt, (x.clone(),), &t).unwrap();
+        }
+        assert!(step.is_captured());
+    }
+}

@@ -48,6 +48,11 @@ impl Gpu {
             .map_err(|e| self.err("cuCtxSetCurrent", e))
     }
 
+    /// Whether a graph is being captured on this GPU.
+    pub fn capturing(&self) -> bool {
+        lock(&self.alloc).capturing.is_some()
+    }
+
     /// An error when a graph is being captured on this GPU, for work a graph cannot hold
     /// (waiting for the GPU, copying from host memory whose contents a replay would not see).
     pub fn not_capturing(&self, what: &str) -> Result<()> {

@@ -11,6 +11,7 @@
 //! (no copy of the targets), and only that pair comes back; the wait it costs is the forward's
 //! two launches, which the host would wait for anyway to read the loss in a training loop.
 
+use super::context::gpu;
 use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::LaunchConfig;
 use super::ops::dense_view;
@@ -181,6 +182,16 @@ pub(crate) fn dropout<E: Element>(
     scale: f64,
 ) -> Result<CudaStorage<E>> {
     let ordinal = x.ordinal();
+    // The seed is a launch argument, so a replayed graph would apply this one mask every step.
+    if gpu(ordinal)?.capturing() {
+        return Err(BackendError::BadArgument {
+            op: "dropout",
+            msg: "a dropout mask cannot be drawn inside a captured CUDA graph: every replay \
+                  would repeat it. Put the model in eval mode, or train it without capture \
+                  (the tape or `forward_train`)"
+                .into(),
+        });
+    }
     let n = xl.numel();
     let out = CudaStorage::<E>::uninit(ordinal, n)?;
     if n == 0 {

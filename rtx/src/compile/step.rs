@@ -258,10 +258,7 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
         }));
         // Always end the capture, so the GPU's stream is usable whatever happened.
         let graph = cuda::end_capture(ordinal);
-        let (loss, grads) = match traced {
-            Ok(r) => r,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
+        let (loss, grads) = traced.map_err(capture_failed)?;
         let graph = graph?;
         self.captured = Some(Captured {
             graph,
@@ -272,6 +269,21 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
             params: param_places(model),
         });
         Ok(())
+    }
+}
+
+/// A panic raised while the step was being captured (the static forward and backward panic
+/// on device errors, such as a dropout mask drawn under capture), as an error with its
+/// message. The capture has been ended by then, so the GPU stays usable.
+pub(super) fn capture_failed(panic: Box<dyn std::any::Any + Send>) -> Error {
+    let msg = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message");
+    Error::BadArgument {
+        op: "captured step",
+        msg: format!("the step failed while it was being captured: {msg}"),
     }
 }
 
