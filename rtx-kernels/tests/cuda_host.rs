@@ -284,7 +284,21 @@ fn scatter_add<E: Num>(conv: impl Fn(u64) -> E) -> Option<()> {
     let ss = strides(1, &[40, 5, 2]);
     let shape = KernelShape::new(&[3, 7, 2]).unwrap();
     let mut native = dst.clone();
-    scatter_add_lines(LAUNCH, &mut native, os, &idx, is, &src, ss, shape, 1, 6).unwrap();
+    scatter_add_lines(
+        LAUNCH,
+        &mut native,
+        os,
+        &idx,
+        is,
+        &src,
+        ss,
+        shape,
+        1,
+        6,
+        5,
+        3,
+    )
+    .unwrap();
     let got = host(
         &scatter_add_lines::KERNEL,
         E::DTYPE,
@@ -299,6 +313,8 @@ fn scatter_add<E: Num>(conv: impl Fn(u64) -> E) -> Option<()> {
             HostArg::Shape(shape),
             HostArg::I(1),
             HostArg::I(6),
+            HostArg::I(5),
+            HostArg::I(3),
         ],
     )?;
     assert_eq!(got[0], bytes(&native), "scatter_add {:?}", E::DTYPE);

@@ -218,11 +218,41 @@ fn scatter_add_case<E: rtx_kernels::Num>(conv: impl Fn(u64) -> E, add: fn(E, E) 
     let (ishape, is) = iv.kernel();
     let (_, ss) = sv.kernel();
     let lines = iv.numel() / iv.dims[axis];
-    for grid in [LaunchConfig::new(1, 32), LaunchConfig::new(2, 4)] {
+    // Any split of the rows into parts sums each element in the same order.
+    for (grid, parts) in [(LaunchConfig::new(1, 32), 1), (LaunchConfig::new(2, 4), 3)] {
         let mut out = dst.clone();
-        scatter_add_lines(grid, &mut out, os, &idx, is, &src, ss, ishape, axis, lines).unwrap();
-        assert_eq!(out, want, "{:?}", E::DTYPE);
+        let size = dims[axis];
+        scatter_add_lines(
+            grid, &mut out, os, &idx, is, &src, ss, ishape, axis, lines, size, parts,
+        )
+        .unwrap();
+        assert_eq!(out, want, "{:?} in {parts} parts", E::DTYPE);
     }
+    // An index outside the axis (only possible under capture) is skipped.
+    let mut bad = idx.clone();
+    bad[0] = 99;
+    let mut out = dst.clone();
+    scatter_add_lines(
+        LaunchConfig::new(1, 32),
+        &mut out,
+        os,
+        &bad,
+        is,
+        &src,
+        ss,
+        ishape,
+        axis,
+        lines,
+        5,
+        2,
+    )
+    .unwrap();
+    assert_ne!(
+        out,
+        want,
+        "{:?}: the bad index's term is left out",
+        E::DTYPE
+    );
 }
 
 #[test]

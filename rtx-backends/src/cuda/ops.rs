@@ -494,28 +494,26 @@ pub(crate) fn index_select<E: Element>(
     let src = &kernels::index_select_axis::KERNEL;
     let entry = kernel_entry(c.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
     let size = l.dims()[axis];
-    let host = crate::Storage::Cuda(indices.clone()).try_to_vec(il)?;
-    crate::cpu::index::check_indices(
-        "index_select",
-        &host,
-        &Layout::contiguous(&[host.len()]),
-        axis,
-        size,
-    )?;
+    // Checked on the host (one read-back) except while a graph is captured, where nothing
+    // can be read back: the kernel clamps an out-of-range index into 0..size, so it never
+    // reads outside `x`.
+    if !super::graph::is_capturing(c.ordinal())? {
+        super::ops_index::check_indices("index_select", indices, il, axis, size)?;
+    }
     let outer: usize = l.dims()[..axis].iter().product();
     let inner: usize = l.dims()[axis + 1..].iter().product();
-    let d = host.len();
+    let d = il.numel();
     let n = outer * d * inner;
     let out = CudaStorage::<E>::uninit(c.ordinal(), n)?;
     if n == 0 {
         return Ok(out);
     }
-    let idx = CudaStorage::from_slice(c.ordinal(), &host)?;
+    let (idx, istart) = dense_view(indices, il)?;
     let (x, start) = dense_view(c, l)?;
     let config = LaunchConfig::for_elements(n.min(1 << 24), BLOCK);
     let args = [
         Arg::Ptr(x.ptr_at(start)),
-        Arg::Ptr(idx.device_ptr()),
+        Arg::Ptr(idx.ptr_at(istart)),
         Arg::Ptr(out.device_ptr()),
         Arg::U64(outer as u64),
         Arg::U64(size as u64),
@@ -523,7 +521,7 @@ pub(crate) fn index_select<E: Element>(
         Arg::U64(inner as u64),
     ];
     // SAFETY: `x` holds outer * size * inner dense elements from `start`, `idx` holds `d`
-    // indices checked to lie in 0..size, `out` holds outer * d * inner.
+    // indices (clamped into 0..size by the kernel), `out` holds outer * d * inner.
     unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
     Ok(out)
 }

@@ -24,6 +24,9 @@ const BLOCK: u32 = 256;
 /// At most this many threads per launch; grid-stride loops cover the rest.
 const MAX_THREADS: usize = 1 << 24;
 
+/// About this many threads share a scatter-add (lines times row parts).
+const SCATTER_THREADS: usize = 1 << 16;
+
 fn bad(op: &'static str, msg: impl std::fmt::Display) -> BackendError {
     BackendError::BadArgument {
         op,
@@ -48,7 +51,7 @@ fn threads(n: usize) -> LaunchConfig {
 
 /// Checks every index the layout `il` views against `0..size`, with the CPU backend's error.
 /// Only the span the view touches comes back to the host (a broadcast index is its vector).
-fn check_indices(
+pub(crate) fn check_indices(
     op: &'static str,
     idx: &CudaStorage<i64>,
     il: &Layout,
@@ -138,24 +141,41 @@ pub(crate) fn scatter<E: Element>(
     let entry = kernel_entry(dst.ordinal(), kernel, E::DTYPE, E::DTYPE, Variant::Simt)?;
     cpu::check_fits(op, "index", il.dims(), l.dims(), Some(axis))?;
     cpu::check_fits(op, "index", il.dims(), sl.dims(), None)?;
-    check_indices(op, idx, il, axis, l.dims()[axis])?;
+    let size = l.dims()[axis];
+    // While a graph is captured nothing can be read back; the adding kernel skips an
+    // out-of-range index, so it never writes outside `out` (writing kernels need the check).
+    if !(add && super::graph::is_capturing(dst.ordinal())?) {
+        check_indices(op, idx, il, axis, size)?;
+    }
     let out = dense(dst, l)?;
     if il.numel() == 0 {
         return Ok(out);
     }
     let lines = il.numel() / il.dims()[axis];
-    let args = scatter_args(
+    let mut args = scatter_args(
         op,
         (out.device_ptr(), l.dims()),
         (idx.device_ptr(), il),
         (src.device_ptr(), sl),
         axis,
     )?;
+    // A sum splits each line's output rows into `parts` by `row % parts`, one thread each,
+    // so a few long lines (an embedding's gradient: [vocab, width] from many tokens) still
+    // fill the GPU; each element is still summed by one thread in index order.
+    let parts = if add {
+        (SCATTER_THREADS / lines).clamp(1, size.max(1))
+    } else {
+        1
+    };
+    if add {
+        args.push(Arg::U64(size as u64));
+        args.push(Arg::U64(parts as u64));
+    }
     // SAFETY: `out` is a fresh dense copy of `l`'s sizes; indices are in 0..size along `axis`
     // and the index fits inside `out` off `axis` and inside `src` everywhere (checked above),
     // so every access lies in its buffer. Lines differ off `axis`, so no two threads write the
     // same element.
-    unsafe { launch_entry(dst.ordinal(), kernel, entry, threads(lines), &args)? };
+    unsafe { launch_entry(dst.ordinal(), kernel, entry, threads(lines * parts), &args)? };
     Ok(out)
 }
 
@@ -366,7 +386,9 @@ mod tests {
             1,
         ));
         accepts(&kernels::scatter_lines::KERNEL, &scatter);
-        accepts(&kernels::scatter_add_lines::KERNEL, &scatter);
+        let mut scatter_add = scatter.clone();
+        scatter_add.extend([Arg::U64(4), Arg::U64(2)]);
+        accepts(&kernels::scatter_add_lines::KERNEL, &scatter_add);
         accepts(
             &kernels::concat_into::KERNEL,
             &ok(concat_args((p, &l), p, 1, 2, 9)),

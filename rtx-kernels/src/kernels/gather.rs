@@ -121,8 +121,11 @@ pub fn scatter_lines<T: Element>(
 }
 
 /// [`scatter_lines`](scatter_lines()) adding instead of writing: `out[..] = out[..] + src[q]`,
-/// each line summed in order, so a float result is the same on every run and equals the CPU
-/// backend's.
+/// each output element summed by one thread in index order, so a float result is the same on
+/// every run and equals the CPU backend's. Thread `t` takes line `t % lines` and, of the rows
+/// along `axis`, those with `row % parts == t / lines`, so a few long lines still spread over
+/// many threads. An index outside `0..size` (possible only inside a captured CUDA graph,
+/// whose launcher cannot check on the host) is skipped.
 ///
 /// ```
 /// use rtx_kernels::kernel::{KernelShape, KernelStrides, LaunchConfig};
@@ -130,7 +133,9 @@ pub fn scatter_lines<T: Element>(
 /// let mut out = vec![0.0f32; 3];
 /// let st = KernelStrides::new(0, &[1]).unwrap();
 /// let shape = KernelShape::new(&[4]).unwrap();
-/// scatter_add_lines(LaunchConfig::new(1, 32), &mut out, st, &[0, 2, 0, 0], st, &[1.0, 2.0, 3.0, 4.0], st, shape, 0, 1).unwrap();
+/// let (src, idx) = ([1.0, 2.0, 3.0, 4.0], [0, 2, 0, 0]);
+/// scatter_add_lines(LaunchConfig::new(1, 32), &mut out, st, &idx, st, &src, st, shape, 0, 1, 3, 2)
+///     .unwrap();
 /// assert_eq!(out, vec![8.0, 0.0, 2.0]);
 /// ```
 #[kernel(crate = crate)]
@@ -145,12 +150,16 @@ pub fn scatter_add_lines<T: Num>(
     shape: KernelShape,
     axis: usize,
     lines: usize,
+    size: usize,
+    parts: usize,
 ) {
     let rank = shape.rank();
     let len = shape.dim(axis);
     let step = block_dim_x() * grid_dim_x();
-    let mut line = block_idx_x() * block_dim_x() + thread_idx_x();
-    while line < lines {
+    let mut t = block_idx_x() * block_dim_x() + thread_idx_x();
+    while t < lines * parts {
+        let line = t % lines;
+        let part = t / lines;
         let mut rem = line;
         let mut oo = os.offset();
         let mut io = is.offset();
@@ -166,9 +175,12 @@ pub fn scatter_add_lines<T: Num>(
             }
         }
         for k in 0..len {
-            let at = oo + (idx[io + k * is.stride(axis)] as usize) * os.stride(axis);
-            out[at] = out[at] + src[so + k * ss.stride(axis)];
+            let r = idx[io + k * is.stride(axis)];
+            if r >= 0 && (r as usize) < size && (r as usize) % parts == part {
+                let at = oo + (r as usize) * os.stride(axis);
+                out[at] = out[at] + src[so + k * ss.stride(axis)];
+            }
         }
-        line += step;
+        t += step;
     }
 }

@@ -2,8 +2,9 @@
 //! embedding lookup), one thread per output element in a grid-stride loop, in every element
 //! type. (Gather and scatter are in `gather.rs`.)
 //!
-//! Invariant: the kernels trust their indices; the launcher checks every index against the
-//! axis size first, so a bad index is an error naming it, never an out-of-bounds read.
+//! Invariant: the launcher checks every index against the axis size first, so a bad index is
+//! an error naming it; inside a captured CUDA graph, where it cannot, the kernel clamps the
+//! index into the axis, so it never reads out of bounds.
 
 use crate::Element;
 use rtx_macros::kernel;
@@ -37,7 +38,16 @@ pub fn index_select_axis<T: Element>(
         let row = p / inner;
         let j = row % d;
         let o = row / d;
-        out[p] = x[(o * size + idx[j] as usize) * inner + i];
+        // Clamped: a captured graph's launcher cannot check its indices on the host.
+        let k = idx[j];
+        let k = if k < 0 {
+            0
+        } else if k as usize >= size {
+            size - 1
+        } else {
+            k as usize
+        };
+        out[p] = x[(o * size + k) * inner + i];
         p += step;
     }
 }
