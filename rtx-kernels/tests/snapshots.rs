@@ -27,6 +27,8 @@ fn generated_cuda_matches_snapshots() {
         "scatter_add_lines",
         "adam_multi",
         "sum_squares_multi",
+        "cast_from_acc_multi",
+        "cast_to_acc_multi",
         "cross_entropy_rows",
         "cross_entropy_mean",
         "cross_entropy_backward_rows",

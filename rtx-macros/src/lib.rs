@@ -159,8 +159,10 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// table is `&mut [&mut [T]]` and a read one `&[&[T]]`; the CUDA entry takes a device array of
 /// row pointers (`S* const*`, `const S* const*`), which the launcher uploads. Rows read and
 /// write as `&[T]` / `&mut [T]` parameters do; their lengths, when the kernel needs them, are
-/// another parameter. Tables are launched through the backends' entry points, not
-/// `rtx::kernel::launch`.
+/// another parameter. A table of the compute type, `&[&[T::Acc]]` or `&[&mut [T::Acc]]`
+/// (`const A* const*`, `A* const*` in CUDA), holds buffers as `&[T::Acc]` does (f32 rows in a
+/// bf16 kernel: the multi-tensor casts). Tables are launched through the backends' entry
+/// points, not `rtx::kernel::launch`.
 ///
 /// # Applying a kernel to tensors
 ///

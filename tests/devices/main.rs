@@ -206,6 +206,7 @@ mod conv;
 mod elementwise;
 mod index;
 mod integer;
+mod mixed;
 mod norm;
 mod oom;
 mod optim;

@@ -9,7 +9,8 @@
 //! arguments), `ops` (the storage entry points' GPU side; `ops_conv`, `ops_norm` and
 //! `ops_optim` for convolution and pooling, fused norms and optimizer updates, `ops_index` for
 //! indexing, joining and argmax, `ops_random` for random draws, `ops_loss` for fused cross
-//! entropy and dropout), `blas` and `blas_lt` (cuBLAS
+//! entropy and dropout, `ops_optim_multi` and `ops_cast_multi` for multi-tensor updates and
+//! casts), `blas` and `blas_lt` (cuBLAS
 //! and cuBLASLt matrix products).
 //!
 //! Every entry point returns an error rather than panicking when CUDA is missing.
@@ -25,6 +26,7 @@ mod kernel;
 mod kernels;
 mod launch;
 pub(crate) mod ops;
+pub(crate) mod ops_cast_multi;
 pub(crate) mod ops_conv;
 pub(crate) mod ops_index;
 pub(crate) mod ops_loss;

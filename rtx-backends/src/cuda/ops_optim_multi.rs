@@ -72,14 +72,15 @@ impl TableCache {
     }
 }
 
-/// A table under construction: sections of 64-bit words, each a kernel argument.
-struct Table {
+/// A table under construction: sections of 64-bit words, each a kernel argument (also the
+/// multi-tensor casts', `ops_cast_multi.rs`).
+pub(crate) struct Table {
     words: Vec<i64>,
     sections: Vec<usize>,
 }
 
 impl Table {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Table {
             words: Vec::new(),
             sections: Vec::new(),
@@ -87,7 +88,7 @@ impl Table {
     }
 
     /// Appends a section; returns its index.
-    fn push(&mut self, words: impl IntoIterator<Item = u64>) -> usize {
+    pub(crate) fn push(&mut self, words: impl IntoIterator<Item = u64>) -> usize {
         self.sections.push(self.words.len());
         // The words are addresses and counts, stored as their bit patterns.
         self.words.extend(words.into_iter().map(|w| w as i64));
@@ -95,7 +96,7 @@ impl Table {
     }
 
     /// Uploads (or reuses) the table; returns each section's device address.
-    fn upload(self, ordinal: usize, cache: &mut TableCache) -> Result<Vec<Arg>> {
+    pub(crate) fn upload(self, ordinal: usize, cache: &mut TableCache) -> Result<Vec<Arg>> {
         let base = cache.device(ordinal, self.words)?;
         Ok(self
             .sections
@@ -118,7 +119,7 @@ fn chunk_map(lens: &[usize]) -> (Vec<u64>, Vec<u64>) {
 }
 
 /// The launch shape for `n_chunks` chunks.
-fn config(n_chunks: usize) -> LaunchConfig {
+pub(crate) fn config(n_chunks: usize) -> LaunchConfig {
     LaunchConfig {
         grid: (n_chunks.clamp(1, MAX_GRID) as u32, 1, 1),
         block: (BLOCK, 1, 1),
@@ -128,7 +129,7 @@ fn config(n_chunks: usize) -> LaunchConfig {
 
 /// Appends the lengths and the chunk map; returns the chunk count and the four arguments
 /// (`rows`, `starts`, `lens`, `n_chunks`) with `chunk` after them, once uploaded.
-fn chunk_sections(t: &mut Table, lens: &[usize]) -> (usize, [usize; 3]) {
+pub(crate) fn chunk_sections(t: &mut Table, lens: &[usize]) -> (usize, [usize; 3]) {
     let (rows, starts) = chunk_map(lens);
     let n = rows.len();
     let r = t.push(rows);

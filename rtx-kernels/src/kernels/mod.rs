@@ -11,6 +11,7 @@
 mod activation;
 mod arg;
 mod binary;
+mod cast_multi;
 mod compare;
 mod conv;
 mod dropout;
@@ -35,6 +36,7 @@ mod variance;
 pub use activation::*;
 pub use arg::*;
 pub use binary::*;
+pub use cast_multi::*;
 pub use compare::*;
 pub use conv::*;
 pub use dropout::*;
@@ -136,6 +138,8 @@ pub static ALL: &[&KernelSource] = &[
     &sum_squares_multi::KERNEL,
     &clip_coef::KERNEL,
     &scale_multi::KERNEL,
+    &cast_from_acc_multi::KERNEL,
+    &cast_to_acc_multi::KERNEL,
     &sgd_step::KERNEL,
     &arg_reduce_axis::KERNEL,
     &gather_strided::KERNEL,

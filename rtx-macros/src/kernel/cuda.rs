@@ -358,8 +358,8 @@ impl Writer {
                 ..
             } => self.local_array(&name.to_string(), *elem, *len, init),
             Stmt::Assign { place, op, value } => {
-                if let Place::TableIndex(table, row, index) = place {
-                    self.table_assign(table, row, index, *op, value);
+                if let Place::TableIndex(table, kind, row, index) = place {
+                    self.table_assign(table, *kind, row, index, *op, value);
                     return;
                 }
                 if let Place::Index(buf, kind, elem, index) = place
@@ -660,8 +660,8 @@ impl Writer {
                 let i = self.expr(index);
                 self.load(&b, *kind, *elem, &i)
             }
-            ExprKind::TableLoad(table, mutable, row, index) => {
-                self.table_load(table, *mutable, row, index)
+            ExprKind::TableLoad(table, kind, row, index) => {
+                self.table_load(table, *kind, row, index)
             }
             ExprKind::Cast(inner) => {
                 let x = self.expr(inner);

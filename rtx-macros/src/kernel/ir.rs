@@ -242,6 +242,17 @@ pub enum Buf {
 }
 
 impl Buf {
+    /// The kind of the rows of a buffer table: `&mut` rows are written, `acc` rows hold the
+    /// compute type.
+    pub fn table_row(mutable: bool, acc: bool) -> Self {
+        match (mutable, acc) {
+            (false, false) => Buf::In,
+            (true, false) => Buf::Out,
+            (false, true) => Buf::AccIn,
+            (true, true) => Buf::AccOut,
+        }
+    }
+
     /// Whether `T` elements of this buffer are held in storage type, so reads widen to the
     /// compute type and writes narrow back.
     pub fn converts(self, elem: Ty) -> bool {
@@ -271,9 +282,10 @@ pub enum ExprKind {
     /// A read of a layout value (a `KernelShape` or `KernelStrides`), with the dim, if any.
     Layout(LayoutFn, Box<Expr>, Option<Box<Expr>>),
     Load(Ident, Buf, Ty, Box<Expr>),
-    /// `table[row][index]`: an element of one buffer of a buffer table (`&[&[T]]` or
-    /// `&[&mut [T]]`, see `table.rs`), always of `T`; the flag says the table is writable.
-    TableLoad(Ident, bool, Box<Expr>, Box<Expr>),
+    /// `table[row][index]`: an element of one buffer of a buffer table (`&[&[T]]`,
+    /// `&[&mut [T]]` or their `T::Acc` forms, see `table.rs`), a `T` value; the `Buf` is the
+    /// kind of the table's rows (`In`, `Out`, `AccIn` or `AccOut`).
+    TableLoad(Ident, Buf, Box<Expr>, Box<Expr>),
     Cast(Box<Expr>),
     If(Box<Expr>, Block, Block),
     Block(Block),
@@ -320,8 +332,9 @@ pub struct Block {
 pub enum Place {
     Var(Ident),
     Index(Ident, Buf, Ty, Expr),
-    /// `table[row][index]` of a writable buffer table.
-    TableIndex(Ident, Expr, Expr),
+    /// `table[row][index]` of a writable buffer table whose rows are of kind `Buf` (`Out` or
+    /// `AccOut`).
+    TableIndex(Ident, Buf, Expr, Expr),
 }
 
 #[derive(Clone, Debug)]
@@ -390,9 +403,11 @@ pub enum ParamTy {
         mutable: bool,
         acc: bool,
     },
-    /// A table of `T` buffers, `&[&[T]]` or `&[&mut [T]]` (SIMT kernels; see `table.rs`).
+    /// A table of `T` buffers, `&[&[T]]` or `&[&mut [T]]` (SIMT kernels; see `table.rs`);
+    /// `acc` for `&[&[T::Acc]]` / `&[&mut [T::Acc]]`, buffers of the compute type.
     Table {
         mutable: bool,
+        acc: bool,
     },
 }
 

@@ -417,8 +417,9 @@ enum PTy {
     Value(Ty),
     Shape,
     Strides,
-    /// A table of `T` buffers, and whether its rows are written.
-    Table(bool),
+    /// A table of `T` buffers, whether its rows are written, and whether they hold the
+    /// compute type (`T::Acc`).
+    Table(bool, bool),
 }
 
 fn scalar_type(k: &TokenStream, ty: Ty, value: bool) -> TokenStream {
@@ -456,10 +457,13 @@ fn params_tokens(k: &TokenStream, params: &[(String, PTy)]) -> TokenStream {
                 mutable: true,
             }),
             PTy::Shape => quote!(#k::kernel::ParamType::Shape),
-            PTy::Table(mutable) => quote!(#k::kernel::ParamType::Table {
-                elem: #k::kernel::ScalarType::Elem,
-                mutable: #mutable,
-            }),
+            PTy::Table(mutable, acc) => {
+                let e = if *acc { quote!(Acc) } else { quote!(Elem) };
+                quote!(#k::kernel::ParamType::Table {
+                    elem: #k::kernel::ScalarType::#e,
+                    mutable: #mutable,
+                })
+            }
             PTy::Strides => quote!(#k::kernel::ParamType::Strides),
         };
         quote!(#k::kernel::KernelParam { name: #name, ty: #ty })
@@ -512,7 +516,7 @@ fn native_params(cx: &native::NativeCx, params: &[Param]) -> Vec<TokenStream> {
             let ty = match p.ty {
                 ParamTy::Scalar(Ty::Elem) => quote!(#t),
                 ParamTy::Scalar(s) => cx.ty(s),
-                ParamTy::Table { mutable } => table::native_param(t, mutable),
+                ParamTy::Table { mutable, acc } => table::native_param(cx, mutable, acc),
                 ParamTy::Slice { elem, mutable, acc } => {
                     let e = if acc {
                         cx.acc()

@@ -199,8 +199,8 @@ impl NativeCx {
             Stmt::Assign { place, op, value } => {
                 let v = self.expr(value);
                 match place {
-                    Place::TableIndex(table, row, index) => {
-                        self.table_assign(table, row, index, *op, value, v)
+                    Place::TableIndex(table, kind, row, index) => {
+                        self.table_assign(table, *kind, row, index, *op, value, v)
                     }
                     Place::Var(name) => match op {
                         None => quote!(#name = #v;),
@@ -456,8 +456,8 @@ impl NativeCx {
                 let i = self.expr(index);
                 self.load(buf, *kind, *elem, i)
             }
-            ExprKind::TableLoad(table, mutable, row, index) => {
-                self.table_load(table, *mutable, row, index)
+            ExprKind::TableLoad(table, kind, row, index) => {
+                self.table_load(table, *kind, row, index)
             }
             ExprKind::Cast(inner) => {
                 let x = self.expr(inner);
@@ -504,11 +504,10 @@ impl NativeCx {
 /// `buf[i] = v as T` into a global `T` buffer (see `NativeCx::rounding_store`).
 pub fn direct_store(kind: Buf, elem: Ty, op: Option<BinOp>, value: &Expr) -> Option<&Expr> {
     match &value.kind {
+        // Only buffers holding `T` in storage type: compute-type buffers (`T::Acc`, shared and
+        // local arrays) take the value as the compute type.
         ExprKind::Cast(inner)
-            if !matches!(kind, Buf::Shared | Buf::Local)
-                && elem == Ty::Elem
-                && op.is_none()
-                && matches!(inner.ty, Ty::F64 | Ty::I64) =>
+            if kind.converts(elem) && op.is_none() && matches!(inner.ty, Ty::F64 | Ty::I64) =>
         {
             Some(inner)
         }

@@ -70,9 +70,9 @@ enum Var {
         value: u64,
         ty: Ty,
     },
-    /// A buffer table parameter (`parse/table.rs`).
+    /// A buffer table parameter (`parse/table.rs`), with the kind of its rows.
     Table {
-        mutable: bool,
+        row: Buf,
     },
 }
 
@@ -262,7 +262,9 @@ impl Parser {
                 };
                 self.declare_buf(&p.name, kind, elem)
             }
-            ParamTy::Table { mutable } => self.declare_table(&p.name, mutable),
+            ParamTy::Table { mutable, acc } => {
+                self.declare_table(&p.name, Buf::table_row(mutable, acc))
+            }
         }
     }
 

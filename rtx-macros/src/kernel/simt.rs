@@ -7,7 +7,7 @@
 //! passed in the compute type on the GPU); shared arrays exist once per block in both.
 
 use super::cuda::{self, Writer, cty};
-use super::ir::{KernelFn, ParamTy, Ty};
+use super::ir::{Buf, KernelFn, ParamTy, Ty};
 use super::native::NativeCx;
 use super::parse::Parser;
 use super::{PTy, acc_of, check_reserved, dtypes, entries_tokens, params_tokens};
@@ -61,7 +61,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
                     mutable, acc: true, ..
                 } => PTy::AccPtr(mutable),
                 ParamTy::Slice { elem, mutable, .. } => PTy::Ptr(elem, mutable),
-                ParamTy::Table { mutable } => PTy::Table(mutable),
+                ParamTy::Table { mutable, acc } => PTy::Table(mutable, acc),
                 ParamTy::Scalar(Ty::Shape) => PTy::Shape,
                 ParamTy::Scalar(Ty::Strides) => PTy::Strides,
                 ParamTy::Scalar(t) => PTy::Value(t),
@@ -153,12 +153,12 @@ fn marker(cx: &NativeCx, k: &KernelFn) -> TokenStream {
                     }
                     // Tables of buffers are launched by the backends' multi-tensor entry
                     // points, not over tensors.
-                    ParamTy::Table { mutable } => {
+                    ParamTy::Table { mutable, acc } => {
                         let m = if mutable { "mut " } else { "" };
-                        let t = &k.generic;
+                        let e = if acc { "T::Acc" } else { "T" };
                         (
-                            format!("&[&{m}[T]]"),
-                            super::table::native_param(t, mutable),
+                            format!("&[&{m}[{e}]]"),
+                            super::table::native_param(cx, mutable, acc),
                         )
                     }
                     ParamTy::Scalar(t) => (t.name().to_string(), cx.ty(t)),
@@ -223,7 +223,9 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
                 }
             }
             ParamTy::Scalar(t) => format!("{} {c}", cty(t)),
-            ParamTy::Table { mutable } => super::table::cuda_param(mutable, &c),
+            ParamTy::Table { mutable, acc } => {
+                super::table::cuda_param(Buf::table_row(mutable, acc), &c)
+            }
         });
     }
     for s in &k.shared {

@@ -1,15 +1,19 @@
 //! Buffer tables in SIMT kernels: a parameter `name: &[&[T]]` (read) or `name: &[&mut [T]]`
 //! (written) addresses many `T` buffers of different lengths in one launch, element
 //! `name[row][index]` (multi-tensor updates: one launch for every parameter of a model).
+//! `&[&[T::Acc]]` and `&[&mut [T::Acc]]` are tables of compute-type buffers (f32 rows for
+//! f16, bf16 and f32 kernels, f64 rows for f64), as `&[T::Acc]` is a compute-type buffer.
 //!
 //! Natively a read table is `&[&[T]]` and a written one `&mut [&mut [T]]` (each row wrapped
 //! for the emulated threads as a `&mut [T]` parameter is); in CUDA a table is a device array
-//! of row pointers, `const S* const*` or `S* const*`, which the launcher uploads. Row lengths
-//! are not part of the table: a kernel takes them as another parameter when it needs them.
+//! of row pointers, `const S* const*` or `S* const*` (`A` for the compute type in place of
+//! `S`), which the launcher uploads. Row lengths are not part of the table: a kernel takes
+//! them as another parameter when it needs them.
 //!
-//! Invariant: a row behaves exactly as a `&[T]` / `&mut [T]` parameter does (widening loads,
-//! narrowing stores, `buf[i] = v as T` converted once), so per-buffer and table kernels agree
-//! to the bit.
+//! Invariant: a row behaves exactly as a `&[T]` / `&mut [T]` (or `&[T::Acc]` /
+//! `&mut [T::Acc]`) parameter does (widening loads and narrowing stores for `T` rows only,
+//! `buf[i] = v as T` converted once into a `T` row), so per-buffer and table kernels agree to
+//! the bit.
 
 use super::cuda::Writer;
 use super::ir::{BinOp, Buf, Expr, Param, ParamTy, Ty};
@@ -18,28 +22,20 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::Ident;
 
-/// The row buffer kind of a table: rows of a written table are `&mut [T]`, else `&[T]`.
-fn row_kind(mutable: bool) -> Buf {
-    if mutable { Buf::Out } else { Buf::In }
-}
-
 impl NativeCx {
-    /// `table[row][index]`, widened to the compute type.
-    pub fn table_load(
-        &self,
-        table: &Ident,
-        mutable: bool,
-        row: &Expr,
-        index: &Expr,
-    ) -> TokenStream {
+    /// `table[row][index]`, widened to the compute type (rows of kind `kind`).
+    pub fn table_load(&self, table: &Ident, kind: Buf, row: &Expr, index: &Expr) -> TokenStream {
         let (r, i) = (self.expr(row), self.expr(index));
-        self.load(&quote!(#table[#r]), row_kind(mutable), Ty::Elem, i)
+        self.load(&quote!(#table[#r]), kind, Ty::Elem, i)
     }
 
-    /// `table[row][index] (op)= value`; `v` is `value` already emitted.
+    /// `table[row][index] (op)= value` into rows of kind `kind`; `v` is `value` already
+    /// emitted.
+    #[allow(clippy::too_many_arguments)]
     pub fn table_assign(
         &self,
         table: &Ident,
+        kind: Buf,
         row: &Expr,
         index: &Expr,
         op: Option<BinOp>,
@@ -48,7 +44,7 @@ impl NativeCx {
     ) -> TokenStream {
         let (r, i) = (self.expr(row), self.expr(index));
         let buf = quote!(#table[__rtx_r]);
-        if let Some(direct) = self.rounding_store(Buf::Out, Ty::Elem, op, value) {
+        if let Some(direct) = self.rounding_store(kind, Ty::Elem, op, value) {
             return quote!({
                 let __rtx_r: usize = #r;
                 let __rtx_i: usize = #i;
@@ -60,28 +56,29 @@ impl NativeCx {
             Some(op) => self.bin(
                 op,
                 Ty::Elem,
-                self.load(&buf, Buf::Out, Ty::Elem, quote!(__rtx_i)),
+                self.load(&buf, kind, Ty::Elem, quote!(__rtx_i)),
                 v,
             ),
         };
-        let store = self.store(&buf, Buf::Out, Ty::Elem, quote!(__rtx_i), new);
+        let store = self.store(&buf, kind, Ty::Elem, quote!(__rtx_i), new);
         quote!({ let __rtx_r: usize = #r; let __rtx_i: usize = #i; #store })
     }
 }
 
 impl Writer {
-    /// `table[row][index]`, widened to the compute type.
-    pub fn table_load(&mut self, table: &Ident, mutable: bool, row: &Expr, index: &Expr) -> String {
+    /// `table[row][index]`, widened to the compute type (rows of kind `kind`).
+    pub fn table_load(&mut self, table: &Ident, kind: Buf, row: &Expr, index: &Expr) -> String {
         let b = self.name(&table.to_string());
         let r = self.expr(row);
         let i = self.expr(index);
-        self.load(&format!("{b}[{r}]"), row_kind(mutable), Ty::Elem, &i)
+        self.load(&format!("{b}[{r}]"), kind, Ty::Elem, &i)
     }
 
-    /// `table[row][index] (op)= value;`.
+    /// `table[row][index] (op)= value;` into rows of kind `kind`.
     pub fn table_assign(
         &mut self,
         table: &Ident,
+        kind: Buf,
         row: &Expr,
         index: &Expr,
         op: Option<BinOp>,
@@ -94,7 +91,7 @@ impl Writer {
         self.line(&format!("const unsigned long long {tr} = {r};"));
         self.line(&format!("const unsigned long long {ti} = {i};"));
         let at = format!("{b}[{tr}][{ti}]");
-        if let Some(inner) = direct_store(Buf::Out, Ty::Elem, op, value) {
+        if let Some(inner) = direct_store(kind, Ty::Elem, op, value) {
             // `t[r][i] = v as T` of an f64 or i64: converted once, straight to `S`.
             let v = self.expr(inner);
             let f = if inner.ty == Ty::F64 {
@@ -110,29 +107,36 @@ impl Writer {
         let new = match op {
             None => v,
             Some(op) => {
-                let old = self.load(&format!("{b}[{tr}]"), Buf::Out, Ty::Elem, &ti);
+                let old = self.load(&format!("{b}[{tr}]"), kind, Ty::Elem, &ti);
                 self.bin(op, Ty::Elem, &old, &v)
             }
         };
-        self.line(&format!("{at} = rtx_elem<S>::narrow({new});"));
+        if kind.converts(Ty::Elem) {
+            self.line(&format!("{at} = rtx_elem<S>::narrow({new});"));
+        } else {
+            self.line(&format!("{at} = {new};"));
+        }
     }
 }
 
-/// The CUDA parameter declaration of a table named `c`.
-pub fn cuda_param(mutable: bool, c: &str) -> String {
-    if mutable {
-        format!("S* const* {c}")
-    } else {
-        format!("const S* const* {c}")
+/// The CUDA parameter declaration of a table named `c` whose rows are of kind `row`.
+pub fn cuda_param(row: Buf, c: &str) -> String {
+    match row {
+        Buf::Out => format!("S* const* {c}"),
+        Buf::AccIn => format!("const A* const* {c}"),
+        Buf::AccOut => format!("A* const* {c}"),
+        _ => format!("const S* const* {c}"),
     }
 }
 
-/// The native parameter type of a table of `T` rows.
-pub fn native_param(t: &Ident, mutable: bool) -> TokenStream {
+/// The native parameter type of a table of `T` rows (of `T::Acc` rows, `acc`).
+pub fn native_param(cx: &NativeCx, mutable: bool, acc: bool) -> TokenStream {
+    let t = &cx.t;
+    let e = if acc { cx.acc() } else { quote!(#t) };
     if mutable {
-        quote!(&mut [&mut [#t]])
+        quote!(&mut [&mut [#e]])
     } else {
-        quote!(&[&[#t]])
+        quote!(&[&[#e]])
     }
 }
 
@@ -141,14 +145,18 @@ pub fn native_param(t: &Ident, mutable: bool) -> TokenStream {
 pub fn wrap_rows(krate: &TokenStream, kernel: &str, params: &[Param]) -> Vec<TokenStream> {
     params
         .iter()
-        .filter(|p| p.ty == ParamTy::Table { mutable: true })
-        .map(|p| {
+        .filter_map(|p| match p.ty {
+            ParamTy::Table { mutable: true, acc } => Some((p, acc)),
+            _ => None,
+        })
+        .map(|(p, acc)| {
             let n = &p.name;
             let s = n.to_string();
+            let ctor = if acc { quote!(new_acc) } else { quote!(new) };
             quote! {
                 let #n = #n
                     .iter_mut()
-                    .map(|__rtx_row| #krate::kernel::block::GlobalMut::new(#kernel, #s, &mut **__rtx_row))
+                    .map(|__rtx_row| #krate::kernel::block::GlobalMut::#ctor(#kernel, #s, &mut **__rtx_row))
                     .collect::<::core::result::Result<::std::vec::Vec<_>, _>>()?;
             }
         })

@@ -4,8 +4,13 @@
 //!
 //! Each step casts the f32 master weights into the working (bf16) model, runs the compiled
 //! forward, the loss and the static backward there, casts the gradients to f32 and updates
-//! the master weights. On a GPU the casts, forward, loss, backward and gradient casts are
-//! captured as one CUDA graph on the second run, as [`TrainStep`](super::TrainStep) does.
+//! the master weights. Each cast is one launch per pair of element types, whatever the
+//! number of tensors (`mixed_cast.rs`): the weights are written into the working model's
+//! own buffers, the gradients into f32 buffers. On a GPU the weights' cast, forward, loss and
+//! backward are captured as one CUDA graph on the second run, as
+//! [`TrainStep`](super::TrainStep) does; the gradients' cast follows each replay as one
+//! launch (its table of buffers names the graph's gradient buffers, which exist only once
+//! captured, and nothing may be uploaded while capturing), into buffers kept between steps.
 //!
 //! In f16, whose range is narrow, the loss is scaled before the backward and the gradients
 //! unscaled after, with a dynamic scale as PyTorch's `GradScaler` keeps it: it starts at
@@ -13,21 +18,20 @@
 //! 2000 steps without one. The check reads one number back per step. bf16 has f32's range and
 //! needs no scale.
 
+use super::mixed_cast::{Caches, GradCast, Keep, copy_weights};
 use super::step::{StepInputs, check_in_place, grads_by_name, param_places};
 use super::{Gradients, StaticForward};
 use crate::autograd::Erased;
 use crate::error::Result;
 use crate::ir::IrArgs;
-use crate::nn::{ModelExt, Module, TensorKind, Visitor};
+use crate::nn::{Module, TensorKind, Visitor};
 use crate::optim::Optimizer;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use rtx_backends::{Device, cuda};
 use rtx_kernels::Float;
-use rtx_kernels::op::markers::Mul;
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 /// The dynamic loss scale of an f16 step.
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +60,8 @@ impl LossScale {
     }
 }
 
-/// What a captured mixed step keeps between runs.
+/// What a captured mixed step keeps between runs. The graph comes first, so it is dropped
+/// before the buffers it reads and writes.
 struct Captured<Args, Y, W: Float> {
     graph: cuda::Graph,
     inputs: Args,
@@ -66,9 +71,15 @@ struct Captured<Args, Y, W: Float> {
     /// `1 / scale` in f32, refilled before each replay.
     unscale: Tensor<(), f32>,
     loss: Tensor<(), W>,
-    /// The f32 gradients the graph writes, by parameter name.
+    /// The cast of the gradients the graph writes into `grads`, launched after each replay.
+    grad_cast: GradCast<W>,
+    /// The f32 gradients, by parameter name.
     grads: HashMap<String, Erased>,
     params: Vec<(String, usize)>,
+    /// The table of the captured weights' cast, which the graph reads.
+    _copy_tables: Caches,
+    /// The buffers the captured weights' cast reads and writes.
+    _copy_buffers: Keep,
 }
 
 /// A training step in mixed precision: the model runs in `W` (bf16), the optimizer updates
@@ -109,6 +120,8 @@ pub struct MixedStep<L, Args, Y, W: Float> {
     captured: Option<Captured<Args, Y, W>>,
     scaler: Option<LossScale>,
     skipped: u64,
+    /// The tables of the uncaptured weights' cast.
+    tables: Caches,
     _w: PhantomData<W>,
 }
 
@@ -125,6 +138,7 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
             captured: None,
             scaler,
             skipped: 0,
+            tables: Caches::new(),
             _w: PhantomData,
         }
     }
@@ -197,14 +211,16 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
             targets.copy_into(&mut c.targets)?;
         }
         let scale = self.loss_scale();
+        let scaled = self.scaler.is_some();
         let Some(c) = &mut self.captured else {
             unreachable!("captured above")
         };
-        if self.scaler.is_some() {
+        if scaled {
             fill(&mut c.seed, scale)?;
             fill(&mut c.unscale, 1.0 / scale)?;
         }
         c.graph.replay()?;
+        c.grad_cast.launch(scaled.then_some(&c.unscale))?;
         let grads = super::step::grads_for(master, &c.grads);
         let (loss, params) = (c.loss.clone(), c.params.clone());
         self.update(master, opt, &grads)?;
@@ -212,7 +228,10 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
         Ok(loss)
     }
 
-    /// Casts, forward, loss, backward and the gradients' casts: the part a graph captures.
+    /// The weights' cast (with `tables`), forward, loss and backward: the part a graph
+    /// captures. Returns the loss, the working gradients by name, and the GPU buffers the
+    /// cast read and wrote.
+    #[allow(clippy::type_complexity)]
     fn trace<M, N, B>(
         &self,
         master: &M,
@@ -220,8 +239,8 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
         args: Args,
         targets: &Y,
         seed: &Tensor<(), W>,
-        unscale: &Tensor<(), f32>,
-    ) -> Result<(Tensor<(), W>, HashMap<String, Erased>)>
+        tables: &mut Caches,
+    ) -> Result<(Tensor<(), W>, HashMap<String, Erased>, Keep)>
     where
         M: Module,
         N: StaticForward<Args> + Module,
@@ -229,14 +248,12 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
         L: Fn(&N::Output, &Y) -> (Tensor<(), W>, B),
         B: FnOnce(&Tensor<(), W>) -> N::Output,
     {
-        working.try_copy_from(master)?;
+        let keep = copy_weights(master, working, tables)?;
         let (out, backward) = working.forward_train(args);
         let (loss, loss_backward) = (self.loss)(&out, targets);
         let mut grads = Gradients::new();
         backward(loss_backward(seed), &mut grads, false);
-        let unscale = self.scaler.map(|_| unscale);
-        let by_name = grads_by_name(working, &grads);
-        Ok((loss, master_grads::<W, _>(master, &by_name, unscale)))
+        Ok((loss, grads_by_name(working, &grads), keep))
     }
 
     /// The step, uncaptured.
@@ -257,10 +274,19 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
         B: FnOnce(&Tensor<(), W>) -> N::Output,
     {
         let scale = self.loss_scale();
-        let seed = Tensor::try_full((), W::from_f64(scale), args.device())?;
-        let unscale = Tensor::try_full((), (1.0 / scale) as f32, args.device())?;
-        let (loss, by_name) = self.trace(master, working, args, targets, &seed, &unscale)?;
-        let grads = super::step::grads_for(master, &by_name);
+        let device = args.device();
+        let seed = Tensor::try_full((), W::from_f64(scale), device)?;
+        let unscale = match self.scaler {
+            Some(_) => Some(Tensor::try_full((), (1.0 / scale) as f32, device)?),
+            None => None,
+        };
+        let mut tables = std::mem::take(&mut self.tables);
+        let traced = self.trace(master, working, args, targets, &seed, &mut tables);
+        self.tables = tables;
+        let (loss, by_name, _) = traced?;
+        let mut cast = GradCast::<W>::new(master, &by_name)?;
+        cast.launch(unscale.as_ref())?;
+        let grads = super::step::grads_for(master, &cast.into_grads());
         self.update(master, opt, &grads)?;
         Ok(loss)
     }
@@ -288,80 +314,39 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
         let scale = self.loss_scale();
         let seed = Tensor::<(), W>::try_full((), W::from_f64(scale), dev)?;
         let unscale = Tensor::<(), f32>::try_full((), (1.0 / scale) as f32, dev)?;
+        // The weights' cast once before capturing: it uploads the launch's table, which the
+        // captured cast (over the same buffers) then finds cached, as nothing may be
+        // uploaded while capturing.
+        let mut tables = Caches::new();
+        copy_weights(master, working, &mut tables)?;
         let trace_inputs = inputs.clone();
         cuda::begin_capture(ordinal)?;
         let traced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.trace(master, working, trace_inputs, &tgt, &seed, &unscale)
+            self.trace(master, working, trace_inputs, &tgt, &seed, &mut tables)
         }));
         let graph = cuda::end_capture(ordinal);
-        let (loss, grads) = match traced {
+        let (loss, working_grads, keep) = match traced {
             Ok(r) => r?,
             Err(panic) => std::panic::resume_unwind(panic),
         };
+        let graph = graph?;
+        let grad_cast = GradCast::<W>::new(master, &working_grads)?;
+        let grads = grad_cast.shared()?;
         self.captured = Some(Captured {
-            graph: graph?,
+            graph,
             inputs,
             targets: tgt,
             seed,
             unscale,
             loss,
+            grad_cast,
             grads,
             params: param_places(master),
+            _copy_tables: tables,
+            _copy_buffers: keep,
         });
         Ok(())
     }
-}
-
-/// The working model's gradients (element type `W`, by name) cast to the master
-/// parameters' types, by name, and multiplied by `unscale` when given (f16's loss scale;
-/// read from the device, so a replay sees the current one).
-fn master_grads<W: Float, M: Module>(
-    master: &M,
-    working: &HashMap<String, Erased>,
-    unscale: Option<&Tensor<(), f32>>,
-) -> HashMap<String, Erased> {
-    struct Cast<'a, W> {
-        working: &'a HashMap<String, Erased>,
-        unscale: Option<&'a Tensor<(), f32>>,
-        out: HashMap<String, Erased>,
-        _w: PhantomData<W>,
-    }
-    impl<W: Float> Visitor for Cast<'_, W> {
-        fn visit<S: Shape, E: Float>(&mut self, name: &str, _: &Tensor<S, E>, kind: TensorKind) {
-            if kind != TensorKind::Parameter {
-                return;
-            }
-            let Some(g) = self
-                .working
-                .get(name)
-                .and_then(|g| g.downcast_ref::<Tensor<S, W>>())
-            else {
-                return;
-            };
-            let g = match self.unscale {
-                Some(u) => {
-                    let u = u.cast::<W>();
-                    let view = u.view(
-                        u.layout()
-                            .broadcast_to(g.dims())
-                            .unwrap_or_else(|| unreachable!("a scalar broadcasts to anything")),
-                        g.shape(),
-                    );
-                    crate::no_grad(|| g.cast::<f32>().same::<Mul>(&view.cast::<f32>())).cast::<E>()
-                }
-                None => g.cast::<E>(),
-            };
-            self.out.insert(name.to_string(), Arc::new(g));
-        }
-    }
-    let mut c = Cast::<W> {
-        working,
-        unscale,
-        out: HashMap::new(),
-        _w: PhantomData,
-    };
-    master.visit("", &mut c);
-    c.out
 }
 
 /// Whether every gradient in `grads` of `model`'s parameters is finite (one number read

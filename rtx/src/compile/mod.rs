@@ -17,6 +17,9 @@ pub mod grad;
 mod layers;
 pub mod loss;
 mod mixed;
+mod mixed_cast;
+#[cfg(test)]
+mod mixed_tests;
 mod step;
 
 pub use mixed::MixedStep;

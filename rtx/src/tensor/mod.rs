@@ -97,6 +97,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
     }
 
+    /// The storage when this handle is its sole owner, whatever the layout (mixed precision
+    /// takes a working tensor's buffer out for one multi-tensor cast and puts it back; the
+    /// buffer is not a view's, so nothing else can see it while it is out).
+    pub(crate) fn owned_storage_mut(&mut self) -> Option<&mut Storage<E>> {
+        Arc::get_mut(&mut self.storage)
+    }
+
     /// The gradient-history node, if any.
     pub(crate) fn node(&self) -> Option<&Arc<Node>> {
         self.node.as_ref()
