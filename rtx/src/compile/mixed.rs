@@ -325,10 +325,7 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
             self.trace(master, working, trace_inputs, &tgt, &seed, &mut tables)
         }));
         let graph = cuda::end_capture(ordinal);
-        let (loss, working_grads, keep) = match traced {
-            Ok(r) => r?,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
+        let (loss, working_grads, keep) = traced.map_err(super::step::capture_failed)??;
         let graph = graph?;
         let grad_cast = GradCast::<W>::new(master, &working_grads)?;
         let grads = grad_cast.shared()?;
