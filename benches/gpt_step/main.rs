@@ -13,6 +13,7 @@
 mod model;
 
 use model::Gpt;
+use rtx::Gradients;
 use rtx::compile::MixedStep;
 use rtx::prelude::*;
 use rtx_backends::cuda;
@@ -119,6 +120,7 @@ fn main() {
         losses.push(run().item().to_f32());
         rtx::launch_count(dev) - before
     };
+    let phases = phases(&working, &ids, &pos, &next);
     // Training costs about 6 FLOPs per parameter per token (2 forward, 4 backward), plus
     // the attention's products.
     let flops = 6.0 * master.num_parameters() as f64 * (BATCH * SEQ) as f64 + attention_flops();
@@ -137,6 +139,7 @@ fn main() {
             "first_loss": losses.first(),
             "last_loss": losses.last(),
             "tflop_per_step": flops / 1e12,
+            "uncaptured_phases_ms": phases,
         });
         let text = serde_json::to_string_pretty(&out).unwrap_or_else(|e| panic!("{e}"));
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {path}: {e}"));
@@ -148,4 +151,42 @@ fn main() {
 fn attention_flops() -> f64 {
     let per_product = 2.0 * (BATCH * SEQ * SEQ * 512) as f64;
     6.0 * 6.0 * per_product
+}
+
+/// Where an uncaptured step of the working model spends its time: the compiled forward, the
+/// loss, the static backward, each timed alone after a synchronize (median of 5), in ms.
+fn phases(
+    working: &Bench<bf16>,
+    ids: &Tensor<(Const<{ BATCH * SEQ }>,), i64>,
+    pos: &Tensor<(Const<SEQ>,), i64>,
+    next: &Tensor<(Const<{ BATCH * SEQ }>,), i64>,
+) -> serde_json::Value {
+    let dev = Device::Cuda(0);
+    let (mut fwd, mut loss_t, mut bwd) = (Vec::new(), Vec::new(), Vec::new());
+    let time = |t: Instant| {
+        sync();
+        t.elapsed().as_secs_f64() * 1e3
+    };
+    for _ in 0..5 {
+        sync();
+        let t = Instant::now();
+        let (logits, backward) = working.forward_train(ids, pos);
+        fwd.push(time(t));
+        let t = Instant::now();
+        let (_loss, loss_backward) = rtx::compile::loss::cross_entropy(&logits, next);
+        loss_t.push(time(t));
+        let seed = Tensor::full((), bf16::from_f32(1.0), dev);
+        sync();
+        let t = Instant::now();
+        let mut grads = Gradients::new();
+        backward(loss_backward(&seed), &mut grads, false);
+        bwd.push(time(t));
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (f, l, b) = (median(fwd), median(loss_t), median(bwd));
+    println!("  uncaptured phases: forward {f:.3} ms, loss {l:.3} ms, backward {b:.3} ms");
+    json!({"forward": f, "loss": l, "backward": b})
 }
