@@ -12,11 +12,11 @@ use rtx::prelude::*;
 /// Vocabulary 32, context 8, width 16, 2 heads, MLP 32, 2 blocks, batch 3 (24 tokens).
 type Small<E> = Gpt<32, 8, 16, 2, 32, 2, 3, 24, E>;
 
-fn batch() -> (
-    Tensor<(Const<24>,), i64>,
-    Tensor<(Const<8>,), i64>,
-    Tensor<(Const<24>,), i64>,
-) {
+/// 24 token ids or targets.
+type Tokens = Tensor<(Const<24>,), i64>;
+
+/// Token ids, their positions, and each one's next token as the target.
+fn batch() -> (Tokens, Tensor<(Const<8>,), i64>, Tokens) {
     let ids: Vec<i64> = (0..24).map(|i| (i * 7 + 3) % 32).collect();
     let next: Vec<i64> = (0..24).map(|i| (i * 7 + 10) % 32).collect();
     let pos: Vec<i64> = (0..8).collect();

@@ -63,7 +63,7 @@ fn memset_word<E: Element>(value: E) -> Option<Word> {
     // integers, bool, and the `half` types), so its bytes may be read as `u8`s.
     let raw = unsafe { std::slice::from_raw_parts((&value as *const E).cast::<u8>(), size) };
     bytes[..size].copy_from_slice(raw);
-    let repeats = |p: usize| size % p == 0 && (p..size).all(|i| bytes[i] == bytes[i - p]);
+    let repeats = |p: usize| size.is_multiple_of(p) && (p..size).all(|i| bytes[i] == bytes[i - p]);
     if repeats(1) {
         Some(Word::U8(bytes[0]))
     } else if repeats(2) {
