@@ -138,6 +138,14 @@ fn all_cases<E: Num>((b, m, k, n): (usize, usize, usize, usize), seed: u64) {
         &a.matmul(&y),
         naive(&to_f64(&a), &to_f64(&y), b, (m, k, n), (true, false)),
     );
+    // A stack whose rows are not evenly spaced across the batch (a permuted [M, B, K]) cannot
+    // run as one taller product; a dense one can (above), and both match the reference.
+    let xp: Tensor<(usize, usize, usize), E> =
+        tensor::<_, E>(seed + 12, (m, b, k)).permute::<Axes3<1, 0, 2>>();
+    check(
+        &xp.matmul(&w),
+        naive(&to_f64(&xp), &to_f64(&w), b, (m, k, n), (false, true)),
+    );
 
     // Rank 4: [B1, B2, M, K] x [B1, B2, K, N] and x [K, N].
     let x4: Tensor<(usize, Const<2>, usize, usize), E> = tensor(seed + 10, (b, Const, m, k));

@@ -156,7 +156,16 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             rhs: describe(&rhs.shape()),
             rule,
         };
-        let a = Stack::new(self.dims(), self.strides(), true);
+        // A stack of matrices times one matrix runs as one taller product when the stack's
+        // rows are evenly spaced across its batch dims (a dense `[B, T, K]` into a Linear):
+        // one GEMM instead of B, and the matrix's gradient needs no sum over the batch.
+        let folded = (R::RANK == 2)
+            .then(|| fold_rows(self.dims(), self.strides()))
+            .flatten();
+        let a = match &folded {
+            Some((dims, strides)) => Stack::new(dims, strides, true),
+            None => Stack::new(self.dims(), self.strides(), true),
+        };
         let b = Stack::new(rhs.dims(), rhs.strides(), false);
         if a.cols != b.rows {
             return Err(mismatch("the inner dimensions of a matmul must agree"));
@@ -171,9 +180,12 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let lb = b.layout(batch, rhs.layout().offset());
         let out = self.storage().matmul(&la, rhs.storage(), &lb)?;
 
-        // The product is dense [batch.., M, N]; a vector operand's axis is dropped.
+        // The product is dense [batch.., M, N]; a vector operand's axis is dropped. A folded
+        // stack's rows are its own leading dims.
         let mut dims = batch.to_vec();
-        if S::RANK > 1 {
+        if folded.is_some() {
+            dims.extend_from_slice(&self.dims()[..S::RANK - 1]);
+        } else if S::RANK > 1 {
             dims.push(a.rows);
         }
         if R::RANK > 1 {
@@ -202,6 +214,19 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         };
         Ok((out, saved))
     }
+}
+
+/// A stack `[batch.., M, K]` seen as one `[batch.. * M, K]` matrix, when its rows are evenly
+/// spaced across the batch dims (each batch stride is the next dim's stride times its size);
+/// `None` for a plain matrix or a vector, or when the rows are not evenly spaced.
+fn fold_rows(dims: &[usize], strides: &[usize]) -> Option<([usize; 2], [usize; 2])> {
+    let r = dims.len();
+    if r <= 2 {
+        return None;
+    }
+    let even = (0..r - 2).all(|i| dims[i] == 1 || strides[i] == strides[i + 1] * dims[i + 1]);
+    let rows = dims[..r - 1].iter().product();
+    even.then_some(([rows, dims[r - 1]], [strides[r - 2], strides[r - 1]]))
 }
 
 /// What the backward of one product needs: its operands, the layouts the product ran in,
