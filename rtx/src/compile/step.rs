@@ -12,6 +12,12 @@
 //! owns; the gradients and the loss live in buffers the graph writes on each replay; the
 //! parameters are updated in place (a replay reads them where the capture found them, which
 //! [`TrainStep::run`] checks after every update).
+//!
+//! What a graph cannot hold is an error from the capturing run, not a silent difference:
+//! host reads and uploads, and dropout masks in training mode (the mask's seed is a launch
+//! argument, so every replay would repeat it; evaluation mode captures). Index lookups are
+//! not checked against their axis inside a replay: the kernels clamp (lookups) or skip
+//! (gradient sums) an out-of-range index instead, and the uncaptured first run checks.
 
 use super::{Gradients, StaticForward};
 use crate::autograd::Erased;
