@@ -15,7 +15,6 @@ use rtx::compile::TrainStep;
 use rtx::prelude::*;
 use rtx_backends::cuda;
 use serde_json::json;
-use std::time::Instant;
 
 /// The batch's rows.
 type B = Const<512>;
@@ -38,29 +37,12 @@ impl<E: Float> Mlp<E> {
     }
 }
 
-/// Waits for GPU 0, panicking with the driver's message if it failed.
-fn sync() {
-    cuda::synchronize(0).unwrap_or_else(|e| panic!("{e}"));
-}
+#[path = "common/step_timing.rs"]
+mod step_timing;
 
 /// Per-step milliseconds: the median over 15 blocks of 20 steps, after 10 warm-up steps.
-fn per_step_ms(mut f: impl FnMut()) -> f64 {
-    for _ in 0..10 {
-        f();
-    }
-    sync();
-    let mut times: Vec<f64> = (0..15)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..20 {
-                f();
-            }
-            sync();
-            t.elapsed().as_secs_f64() * 1e3 / 20.0
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+fn per_step_ms(f: impl FnMut()) -> f64 {
+    step_timing::per_step_ms(10, 15, 20, f)
 }
 
 /// The launches one call of `f` makes on GPU 0.

@@ -28,29 +28,13 @@ const VOCAB: usize = 8192;
 /// batch 32 (8192 tokens).
 type Bench<E> = Gpt<VOCAB, SEQ, 512, 8, 2048, 6, BATCH, { BATCH * SEQ }, E>;
 
-/// Waits for GPU 0, panicking with the driver's message if it failed.
-fn sync() {
-    cuda::synchronize(0).unwrap_or_else(|e| panic!("{e}"));
-}
+#[path = "../common/step_timing.rs"]
+mod step_timing;
+use step_timing::sync;
 
 /// Per-step milliseconds: the median over 10 blocks of 10 steps, after 5 warm-up steps.
-fn per_step_ms(mut f: impl FnMut()) -> f64 {
-    for _ in 0..5 {
-        f();
-    }
-    sync();
-    let mut times: Vec<f64> = (0..10)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..10 {
-                f();
-            }
-            sync();
-            t.elapsed().as_secs_f64() * 1e3 / 10.0
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+fn per_step_ms(f: impl FnMut()) -> f64 {
+    step_timing::per_step_ms(5, 10, 10, f)
 }
 
 fn main() {
