@@ -6,7 +6,9 @@ torch.compile (the model compiled, default mode), and the whole step captured in
 graph (capturable AdamW, torch.cuda.graph). Attention is F.scaled_dot_product_attention with
 is_causal=True, as nanoGPT writes it (flash attention on this GPU).
 
-Usage: python3 benches/gpt_step_torch.py [--rtx-json FILE] [--out FILE]
+Usage: python3 benches/gpt_step_torch.py [--rtx-json FILE] [--out FILE] [--profile]
+--profile prints instead where the GPU time of an eager and of a compiled step goes
+(torch.profiler, kernels by total time), for setting beside rtx's kernel profile.
 Each figure is the median over 10 blocks of 10 consecutive steps, host clock after
 torch.cuda.synchronize(), per step; with --rtx-json the rtx figure joins the table.
 """
@@ -112,13 +114,35 @@ def graphed(ids, pos, nxt):
     return g.replay
 
 
+def profile(ids, pos, nxt):
+    from torch.profiler import ProfilerActivity, profile as prof
+
+    for name, compiled in [("eager", False), ("torch.compile", True)]:
+        m = model()
+        opt = torch.optim.AdamW(m.parameters(), lr=3e-4)
+        step = step_fn(torch.compile(m) if compiled else m, opt, ids, pos, nxt)
+        for _ in range(5):
+            step()
+        torch.cuda.synchronize()
+        with prof(activities=[ProfilerActivity.CUDA]) as p:
+            for _ in range(5):
+                step()
+            torch.cuda.synchronize()
+        print(f"== {name}: GPU time of 5 steps, kernels by total time")
+        print(p.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=90))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rtx-json")
     ap.add_argument("--out")
+    ap.add_argument("--profile", action="store_true")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     ids, pos, nxt = data()
+    if a.profile:
+        profile(ids, pos, nxt)
+        return
     rows = {}
 
     m = model()

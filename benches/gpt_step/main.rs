@@ -7,6 +7,8 @@
 //!
 //! Build with `../shared/tools/gpu-build --bench gpt_step` and run
 //! `.gpu/bin/gpt_step --json FILE`; without a GPU it prints why and exits successfully.
+//! `--phases-only` runs only six uncaptured steps, all alike, for a kernel profiler such as
+//! `ncu --print-summary per-kernel`.
 //! The figure is the median over 10 blocks of 10 consecutive steps, host clock after a device
 //! synchronize, per step (as the PyTorch script measures).
 
@@ -39,13 +41,17 @@ fn per_step_ms(f: impl FnMut()) -> f64 {
 
 fn main() {
     let mut json_out = None;
+    let mut phases_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => json_out = args.next(),
             "--bench" => {}
+            "--phases-only" => phases_only = true,
             other => {
-                eprintln!("usage: gpt_step [--json FILE] (unknown argument {other})");
+                eprintln!(
+                    "usage: gpt_step [--json FILE] [--phases-only] (unknown argument {other})"
+                );
                 std::process::exit(2);
             }
         }
@@ -78,6 +84,11 @@ fn main() {
         master.num_parameters(),
         t.elapsed().as_secs_f64()
     );
+    if phases_only {
+        // For a profiler: only uncaptured steps, all alike (one warm-up, then five).
+        phases(&working, &ids, &pos, &next);
+        return;
+    }
     let mut opt = AdamW::new(3e-4);
     let mut step = MixedStep::new(rtx::compile::loss::cross_entropy);
     let mut run = || {
@@ -138,7 +149,7 @@ fn attention_flops() -> f64 {
 }
 
 /// Where an uncaptured step of the working model spends its time: the compiled forward, the
-/// loss, the static backward, each timed alone after a synchronize (median of 5), in ms.
+/// loss, the static backward, each timed alone after a synchronize (median of 5, after one warm-up step), in ms.
 fn phases(
     working: &Bench<bf16>,
     ids: &Tensor<(Const<{ BATCH * SEQ }>,), i64>,
@@ -151,7 +162,7 @@ fn phases(
         sync();
         t.elapsed().as_secs_f64() * 1e3
     };
-    for _ in 0..5 {
+    for _ in 0..6 {
         sync();
         let t = Instant::now();
         let (logits, backward) = working.forward_train(ids, pos);
@@ -166,7 +177,9 @@ fn phases(
         backward(loss_backward(&seed), &mut grads, false);
         bwd.push(time(t));
     }
+    // The first of the six steps warms up (kernels compiled, memory pooled).
     let median = |mut v: Vec<f64>| {
+        v.remove(0);
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
