@@ -7,8 +7,8 @@
 //!
 //! Build with `../shared/tools/gpu-build --bench gpt_step` and run
 //! `.gpu/bin/gpt_step --json FILE`; without a GPU it prints why and exits successfully.
-//! `--phases-only` runs only six uncaptured steps, all alike, for a kernel profiler such as
-//! `ncu --print-summary per-kernel`.
+//! `--phases-only` runs only uncaptured steps, with the second inside the profiler's range,
+//! for a kernel profiler: `ncu --profile-from-start off ... gpt_step --phases-only`.
 //! The figure is the median over 10 blocks of 10 consecutive steps, host clock after a device
 //! synchronize, per step (as the PyTorch script measures).
 
@@ -85,7 +85,21 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
     if phases_only {
-        // For a profiler: only uncaptured steps, all alike (one warm-up, then five).
+        // For a profiler started with its collection off (`ncu --profile-from-start off`):
+        // one warm-up step, one step inside the profiler's range, then the timed phases.
+        let mut step = || {
+            let (logits, backward) = working.forward_train(&ids, &pos);
+            let (_loss, loss_backward) = rtx::compile::loss::cross_entropy(&logits, &next);
+            let seed = Tensor::full((), bf16::from_f32(1.0), dev);
+            backward(loss_backward(&seed), &mut Gradients::new(), false);
+            sync();
+        };
+        step();
+        // SAFETY: plain driver calls on the context rtx made current on this thread (the
+        // synchronize above binds it); they only switch the profiler's collection.
+        unsafe { cudarc::driver::sys::cuProfilerStart() };
+        step();
+        unsafe { cudarc::driver::sys::cuProfilerStop() };
         phases(&working, &ids, &pos, &next);
         return;
     }
