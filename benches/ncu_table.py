@@ -9,7 +9,7 @@ import sys
 from collections import defaultdict
 
 METRIC = "gpu__time_duration.sum"
-TO_US = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
 
 
 def main():

@@ -83,7 +83,9 @@ pub(crate) fn map_with<O: Element>(
     if n == 0 {
         return Ok(out);
     }
-    let shape = KernelShape::new(dims).map_err(|e| bad(src.name, e))?;
+    // The strided entry walks the fewest dims that describe every input's steps.
+    let (dims, strides) = coalesce(dims, inputs);
+    let shape = KernelShape::new(&dims).map_err(|e| bad(src.name, e))?;
     let mut args = Vec::with_capacity(entry.params.len());
     let (mut next_in, mut next_uniform) = (0, 0);
     let last = entry.params.len().saturating_sub(1);
@@ -107,11 +109,10 @@ pub(crate) fn map_with<O: Element>(
             }
             ParamType::Strides => {
                 let i = &inputs[next_in];
+                let strides = &strides[next_in];
                 next_in += 1;
-                let strides: Vec<isize> = i.layout.strides().iter().map(|&s| s as isize).collect();
                 Arg::Strides(
-                    KernelStrides::new(i.layout.offset(), &strides)
-                        .map_err(|e| bad(src.name, e))?,
+                    KernelStrides::new(i.layout.offset(), strides).map_err(|e| bad(src.name, e))?,
                 )
             }
             ParamType::Shape => Arg::Shape(shape),
@@ -163,6 +164,48 @@ pub(crate) fn map_with<O: Element>(
     // only where each input holds `n` dense elements from its offset.
     unsafe { launch_entry(ordinal, src, entry, config, &args)? };
     Ok(out)
+}
+
+/// `dims` and each input's strides with size-1 dims dropped and neighbouring dims merged
+/// where every input steps across them as across one dim (the outer stride is the inner one
+/// times the inner size): a [B, T, F] activation plus an [F] bias becomes [B*T, F]. Fewer dims
+/// mean fewer divisions per element, and a longer innermost dim lets the strided entry move
+/// 16-byte vectors. The element order (row-major over `dims`) is unchanged.
+fn coalesce(dims: &[usize], inputs: &[In<'_>]) -> (Vec<usize>, Vec<Vec<isize>>) {
+    let strides: Vec<Vec<isize>> = inputs
+        .iter()
+        .map(|i| i.layout.strides().iter().map(|&s| s as isize).collect())
+        .collect();
+    if strides.iter().any(|s| s.len() != dims.len()) {
+        return (dims.to_vec(), strides);
+    }
+    let mut out_dims: Vec<usize> = Vec::with_capacity(dims.len());
+    let mut out_strides: Vec<Vec<isize>> = vec![Vec::with_capacity(dims.len()); inputs.len()];
+    for (d, &size) in dims.iter().enumerate().filter(|&(_, &size)| size != 1) {
+        let merges = !out_dims.is_empty()
+            && strides
+                .iter()
+                .zip(&out_strides)
+                .all(|(s, o)| o.last() == Some(&(s[d] * size as isize)));
+        if merges {
+            let last = out_dims.len() - 1;
+            out_dims[last] *= size;
+            for (s, o) in strides.iter().zip(&mut out_strides) {
+                o[last] = s[d];
+            }
+        } else {
+            out_dims.push(size);
+            for (s, o) in strides.iter().zip(&mut out_strides) {
+                o.push(s[d]);
+            }
+        }
+    }
+    if out_dims.is_empty() {
+        // Every dim was 1: one element, seen as rank 1.
+        out_dims.push(1);
+        out_strides.iter_mut().for_each(|o| o.push(0));
+    }
+    (out_dims, out_strides)
 }
 
 /// A dense copy of a view, through the strided `copy` kernel (a device copy when the view is
@@ -524,4 +567,57 @@ pub(crate) fn index_select<E: Element>(
     // indices (clamped into 0..size by the kernel), `out` holds outer * d * inner.
     unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coalesced(dims: &[usize], layouts: &[Layout]) -> (Vec<usize>, Vec<Vec<isize>>) {
+        let ins: Vec<In<'_>> = layouts
+            .iter()
+            .map(|l| In {
+                ptr: DevicePtr(0),
+                elem_bytes: 2,
+                layout: l,
+            })
+            .collect();
+        coalesce(dims, &ins)
+    }
+
+    #[test]
+    fn coalesce_merges_dims_every_input_steps_across_alike() {
+        // An activation plus a broadcast bias: [B, T, F] becomes [B*T, F].
+        let x = Layout::contiguous(&[4, 3, 8]);
+        let bias = Layout::contiguous(&[8]).broadcast_to(&[4, 3, 8]).unwrap();
+        assert_eq!(
+            coalesced(&[4, 3, 8], &[x.clone(), bias]),
+            (vec![12, 8], vec![vec![8, 1], vec![0, 1]])
+        );
+        // A causal mask broadcast over batch and heads: [B, H, T, T] becomes [B*H, T*T].
+        let mask = Layout::contiguous(&[5, 5])
+            .broadcast_to(&[2, 3, 5, 5])
+            .unwrap();
+        let s = Layout::contiguous(&[2, 3, 5, 5]);
+        assert_eq!(
+            coalesced(&[2, 3, 5, 5], &[s, mask]),
+            (vec![6, 25], vec![vec![25, 1], vec![0, 1]])
+        );
+        // A head permute keeps its dims apart; size-1 dims go.
+        let p = Layout::contiguous(&[2, 4, 1, 3, 5]).permute(&[0, 3, 2, 1, 4]);
+        assert_eq!(
+            coalesced(&[2, 3, 1, 4, 5], &[p]),
+            (vec![2, 3, 4, 5], vec![vec![60, 5, 15, 1]])
+        );
+        // A transpose cannot merge; a scalar becomes one element of rank 1.
+        let t = Layout::contiguous(&[3, 4]).transpose(0, 1);
+        assert_eq!(coalesced(&[4, 3], &[t]), (vec![4, 3], vec![vec![1, 4]]));
+        assert_eq!(
+            coalesced(
+                &[1, 1, 1],
+                &[x.narrow(0, 0, 1).narrow(1, 0, 1).narrow(2, 0, 1)]
+            ),
+            (vec![1], vec![vec![0]])
+        );
+    }
 }

@@ -104,6 +104,34 @@ template <typename S> __device__ __forceinline__ rtx_vec<S> rtx_load_vec(const S
 template <typename S> __device__ __forceinline__ void rtx_store_vec(S* p, unsigned long long v, rtx_vec<S> x) {
   reinterpret_cast<rtx_u4*>(p)[v] = x.raw;
 }
+// N elements of T moved as one access of N * sizeof(T) bytes (strided entries' vector path,
+// where bool masks travel beside 16-byte element vectors).
+template <int B> struct rtx_raw;
+template <> struct rtx_raw<16> { typedef rtx_u4 t; };
+template <> struct rtx_raw<8> { typedef unsigned long long t; };
+template <> struct rtx_raw<4> { typedef unsigned int t; };
+template <> struct rtx_raw<2> { typedef unsigned short t; };
+template <> struct rtx_raw<1> { typedef unsigned char t; };
+template <typename T, unsigned int N> union rtx_pack {
+  typename rtx_raw<sizeof(T) * N>::t raw;
+  T v[N];
+};
+template <typename T, unsigned int N> __device__ __forceinline__ bool rtx_pack_aligned(const T* p) {
+  return ((unsigned long long)p % (sizeof(T) * N)) == 0ull;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_load_pack(const T* p) {
+  rtx_pack<T, N> r;
+  r.raw = *reinterpret_cast<const typename rtx_raw<sizeof(T) * N>::t*>(p);
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_splat_pack(T x) {
+  rtx_pack<T, N> r;
+  for (unsigned int k = 0; k < N; ++k) r.v[k] = x;
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ void rtx_store_pack(T* p, rtx_pack<T, N> x) {
+  *reinterpret_cast<typename rtx_raw<sizeof(T) * N>::t*>(p) = x.raw;
+}
 
 // Math in the compute type.
 __device__ __forceinline__ float rtx_exp(float x) { return expf(x); }
@@ -440,8 +468,60 @@ __device__ __forceinline__ void binary_scalar_contig(const S* x, typename rtx_el
 template <typename S>
 __device__ __forceinline__ void binary_scalar_strided(const S* x, rtx_strides rtx_st_x, typename rtx_elem<S>::acc c, unsigned int op, unsigned int left, S* rtx_out, rtx_shape rtx_dims, unsigned long long rtx_n) {
   typedef typename rtx_elem<S>::acc A;
+  const unsigned long long rtx_start = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   const unsigned long long rtx_step = (unsigned long long)gridDim.x * blockDim.x;
-  for (unsigned long long rtx_i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; rtx_i < rtx_n; rtx_i += rtx_step) {
+  // Vectors of 16 bytes of S (masks: as many bools) share one index computation,
+  // which is most of a strided element's cost.
+  const unsigned int rtx_w = 16 / sizeof(S);
+  const int rtx_rank = (int)rtx_dims.rank;
+  unsigned long long rtx_inner = 1;
+  #pragma unroll
+  for (int rtx_d = 0; rtx_d < 6; ++rtx_d) {
+    if (rtx_d == rtx_rank - 1) rtx_inner = rtx_dims.dims[rtx_d];
+  }
+  bool rtx_vok = rtx_w > 1 && rtx_inner % rtx_w == 0 && rtx_pack_aligned<S, rtx_w>(rtx_out);
+  bool rtx_vec_x = false;
+  {
+    long long rtx_in = 0;
+    bool rtx_mult = rtx_st_x.offset % (long long)rtx_w == 0;
+    #pragma unroll
+    for (int rtx_d = 0; rtx_d < 6; ++rtx_d) {
+      if (rtx_d == rtx_rank - 1) rtx_in = rtx_st_x.strides[rtx_d];
+      else if (rtx_d < rtx_rank - 1 && rtx_st_x.strides[rtx_d] % (long long)rtx_w != 0) rtx_mult = false;
+    }
+    rtx_vec_x = rtx_in == 1;
+    if (!(rtx_in == 0 || (rtx_in == 1 && rtx_mult && rtx_pack_aligned<S, rtx_w>(x + rtx_st_x.offset)))) rtx_vok = false;
+  }
+  for (unsigned long long rtx_v = rtx_start; rtx_vok && rtx_v < rtx_n / rtx_w; rtx_v += rtx_step) {
+    unsigned long long rtx_rem = rtx_v;
+    long long rtx_o_x = rtx_st_x.offset;
+    #pragma unroll
+    for (int rtx_d = 5; rtx_d >= 0; --rtx_d) {
+      if (rtx_d >= rtx_rank) continue;
+      unsigned long long rtx_c = rtx_rem;
+      if (rtx_d > 0) {
+        const unsigned long long rtx_dim = rtx_d == rtx_rank - 1 ? rtx_dims.dims[rtx_d] / rtx_w : rtx_dims.dims[rtx_d];
+        if ((rtx_rem | rtx_dim) < 4294967296ull) {
+          const unsigned int rtx_q = (unsigned int)rtx_rem / (unsigned int)rtx_dim;
+          rtx_c = rtx_rem - (unsigned long long)rtx_q * rtx_dim;
+          rtx_rem = rtx_q;
+        } else {
+          rtx_c = rtx_rem % rtx_dim;
+          rtx_rem /= rtx_dim;
+        }
+      }
+      if (rtx_d == rtx_rank - 1) rtx_c *= rtx_w;
+      rtx_o_x += (long long)rtx_c * rtx_st_x.strides[rtx_d];
+    }
+    const rtx_pack<S, rtx_w> rtx_p_x = rtx_vec_x ? rtx_load_pack<S, rtx_w>(x + rtx_o_x) : rtx_splat_pack<S, rtx_w>(x[rtx_o_x]);
+    rtx_pack<S, rtx_w> rtx_r;
+    #pragma unroll
+    for (unsigned int rtx_k = 0; rtx_k < rtx_w; ++rtx_k) {
+      rtx_r.v[rtx_k] = rtx_elem<S>::narrow(binary_scalar_body<A>(rtx_elem<S>::widen(rtx_p_x.v[rtx_k]), c, op, left));
+    }
+    rtx_store_pack<S, rtx_w>(rtx_out + rtx_v * rtx_w, rtx_r);
+  }
+  for (unsigned long long rtx_i = rtx_start; !rtx_vok && rtx_i < rtx_n; rtx_i += rtx_step) {
     unsigned long long rtx_rem = rtx_i;
     long long rtx_o_x = rtx_st_x.offset;
     const int rtx_rank = (int)rtx_dims.rank;

@@ -519,28 +519,91 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
     sdesc.push(("out".into(), PTy::Ptr(out_ty, true)));
     sdesc.push(("shape".into(), PTy::Shape));
     sdesc.push(("n".into(), PTy::Value(Ty::Usize)));
-    let ins: Vec<&String> = k
+    // Inputs with their buffer's element type in C (`S`, or `bool` for a mask).
+    let ins: Vec<(&String, &str)> = k
         .params
         .iter()
         .zip(&cnames)
         .filter(|(p, _)| is_in(p))
-        .map(|(_, c)| c)
+        .map(|(p, c)| (c, if is_bool(p) { "bool" } else { "S" }))
         .collect();
+    let out_t = if k.ret == Ty::Bool { "bool" } else { "S" };
     let offs_init: String = ins
         .iter()
-        .map(|c| format!("    long long rtx_o_{c} = rtx_st_{c}.offset;\n"))
+        .map(|(c, _)| format!("    long long rtx_o_{c} = rtx_st_{c}.offset;\n"))
         .collect();
     let offs_step: String = ins
         .iter()
-        .map(|c| format!("      rtx_o_{c} += (long long)rtx_c * rtx_st_{c}.strides[rtx_d];\n"))
+        .map(|(c, _)| format!("      rtx_o_{c} += (long long)rtx_c * rtx_st_{c}.strides[rtx_d];\n"))
         .collect();
+    // The vector path's test: every input steps by 1 (read as a vector) or by 0 (one value,
+    // repeated) along the innermost dim, and a vector never straddles a row or a boundary.
+    let vec_checks: String = ins
+        .iter()
+        .map(|(c, t)| {
+            format!(
+                "  {{\n\
+                 \x20   long long rtx_in = 0;\n\
+                 \x20   bool rtx_mult = rtx_st_{c}.offset % (long long)rtx_w == 0;\n\
+                 \x20   #pragma unroll\n\
+                 \x20   for (int rtx_d = 0; rtx_d < 6; ++rtx_d) {{\n\
+                 \x20     if (rtx_d == rtx_rank - 1) rtx_in = rtx_st_{c}.strides[rtx_d];\n\
+                 \x20     else if (rtx_d < rtx_rank - 1 && rtx_st_{c}.strides[rtx_d] % (long long)rtx_w != 0) rtx_mult = false;\n\
+                 \x20   }}\n\
+                 \x20   rtx_vec_{c} = rtx_in == 1;\n\
+                 \x20   if (!(rtx_in == 0 || (rtx_in == 1 && rtx_mult && rtx_pack_aligned<{t}, rtx_w>({c} + rtx_st_{c}.offset)))) rtx_vok = false;\n\
+                 \x20 }}\n"
+            )
+        })
+        .collect();
+    let vec_flags: String = ins
+        .iter()
+        .map(|(c, _)| format!("  bool rtx_vec_{c} = false;\n"))
+        .collect();
+    let vec_loads: String = ins
+        .iter()
+        .map(|(c, t)| {
+            format!(
+                "    const rtx_pack<{t}, rtx_w> rtx_p_{c} = rtx_vec_{c} ? rtx_load_pack<{t}, rtx_w>({c} + rtx_o_{c}) : rtx_splat_pack<{t}, rtx_w>({c}[rtx_o_{c}]);\n"
+            )
+        })
+        .collect();
+    let vec_value = narrow(format!(
+        "{name}_body<A>({})",
+        call(&|c| format!("rtx_p_{c}.v[rtx_k]"))
+    ));
     let strided_call = call(&|c| format!("{c}[rtx_o_{c}]"));
     let strided_value = narrow(format!("{name}_body<A>({strided_call})"));
     src.push_str(&format!(
         "template <typename S>\n__device__ __forceinline__ void {name}_strided({sig}) {{\n\
          \x20 typedef typename rtx_elem<S>::acc A;\n\
+         \x20 const unsigned long long rtx_start = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n\
          \x20 const unsigned long long rtx_step = (unsigned long long)gridDim.x * blockDim.x;\n\
-         \x20 for (unsigned long long rtx_i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; rtx_i < rtx_n; rtx_i += rtx_step) {{\n\
+         \x20 // Vectors of 16 bytes of S (masks: as many bools) share one index computation,\n\
+         \x20 // which is most of a strided element's cost.\n\
+         \x20 const unsigned int rtx_w = 16 / sizeof(S);\n\
+         \x20 const int rtx_rank = (int)rtx_dims.rank;\n\
+         \x20 unsigned long long rtx_inner = 1;\n\
+         \x20 #pragma unroll\n\
+         \x20 for (int rtx_d = 0; rtx_d < 6; ++rtx_d) {{\n\
+         \x20   if (rtx_d == rtx_rank - 1) rtx_inner = rtx_dims.dims[rtx_d];\n\
+         \x20 }}\n\
+         \x20 bool rtx_vok = rtx_w > 1 && rtx_inner % rtx_w == 0 && rtx_pack_aligned<{out_t}, rtx_w>(rtx_out);\n\
+         {vec_flags}\
+         {vec_checks}\
+         \x20 for (unsigned long long rtx_v = rtx_start; rtx_vok && rtx_v < rtx_n / rtx_w; rtx_v += rtx_step) {{\n\
+         \x20   unsigned long long rtx_rem = rtx_v;\n\
+         {offs_init}\
+         {coords_v}\
+         {vec_loads}\
+         \x20   rtx_pack<{out_t}, rtx_w> rtx_r;\n\
+         \x20   #pragma unroll\n\
+         \x20   for (unsigned int rtx_k = 0; rtx_k < rtx_w; ++rtx_k) {{\n\
+         \x20     rtx_r.v[rtx_k] = {vec_value};\n\
+         \x20   }}\n\
+         \x20   rtx_store_pack<{out_t}, rtx_w>(rtx_out + rtx_v * rtx_w, rtx_r);\n\
+         \x20 }}\n\
+         \x20 for (unsigned long long rtx_i = rtx_start; !rtx_vok && rtx_i < rtx_n; rtx_i += rtx_step) {{\n\
          \x20   unsigned long long rtx_rem = rtx_i;\n\
          {offs_init}\
          {coords}\
@@ -549,6 +612,7 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
          }}\n\n",
         sig = ssig.join(", "),
         coords = strided_coords(&offs_step),
+        coords_v = strided_coords_vec(&offs_step),
     ));
 
     // extern "C" entries.
@@ -585,14 +649,38 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
 /// GPUs (emulated), so it divides in 32 bits whenever the values fit, and the outermost
 /// coordinate needs no division at all (the index is below the element count).
 pub(super) fn strided_coords(offs_step: &str) -> String {
+    strided_coords_with(offs_step, false)
+}
+
+/// [`strided_coords`] for the vector path: `rtx_rem` counts vectors of `rtx_w` elements, so
+/// the innermost dim holds `rtx_w` times fewer of them and its coordinate is scaled back.
+fn strided_coords_vec(offs_step: &str) -> String {
+    strided_coords_with(offs_step, true)
+}
+
+fn strided_coords_with(offs_step: &str, vector: bool) -> String {
+    // The vector path's caller has `rtx_rank` and `rtx_w` in scope already.
+    let (rank, dim, scale) = if vector {
+        (
+            "",
+            "rtx_d == rtx_rank - 1 ? rtx_dims.dims[rtx_d] / rtx_w : rtx_dims.dims[rtx_d]",
+            "      if (rtx_d == rtx_rank - 1) rtx_c *= rtx_w;\n",
+        )
+    } else {
+        (
+            "    const int rtx_rank = (int)rtx_dims.rank;\n",
+            "rtx_dims.dims[rtx_d]",
+            "",
+        )
+    };
     format!(
-        "    const int rtx_rank = (int)rtx_dims.rank;\n\
+        "{rank}\
          \x20   #pragma unroll\n\
          \x20   for (int rtx_d = 5; rtx_d >= 0; --rtx_d) {{\n\
          \x20     if (rtx_d >= rtx_rank) continue;\n\
          \x20     unsigned long long rtx_c = rtx_rem;\n\
          \x20     if (rtx_d > 0) {{\n\
-         \x20       const unsigned long long rtx_dim = rtx_dims.dims[rtx_d];\n\
+         \x20       const unsigned long long rtx_dim = {dim};\n\
          \x20       if ((rtx_rem | rtx_dim) < 4294967296ull) {{\n\
          \x20         const unsigned int rtx_q = (unsigned int)rtx_rem / (unsigned int)rtx_dim;\n\
          \x20         rtx_c = rtx_rem - (unsigned long long)rtx_q * rtx_dim;\n\
@@ -602,6 +690,7 @@ pub(super) fn strided_coords(offs_step: &str) -> String {
          \x20         rtx_rem /= rtx_dim;\n\
          \x20       }}\n\
          \x20     }}\n\
+         {scale}\
          {offs_step}\
          \x20   }}\n"
     )
