@@ -591,7 +591,7 @@ mod tests {
         let x = Layout::contiguous(&[4, 3, 8]);
         let bias = Layout::contiguous(&[8]).broadcast_to(&[4, 3, 8]).unwrap();
         assert_eq!(
-            coalesced(&[4, 3, 8], &[x.clone(), bias]),
+            coalesced(&[4, 3, 8], &[x, bias]),
             (vec![12, 8], vec![vec![8, 1], vec![0, 1]])
         );
         // A causal mask broadcast over batch and heads: [B, H, T, T] becomes [B*H, T*T].
