@@ -4,6 +4,8 @@
 //! (an odd innermost size, an offset off the vector grid, a transposed input).
 //! Skipped with a notice where no C++ compiler exists.
 
+// Each test binary uses a part of the shared harness.
+#[allow(dead_code)]
 mod host_run;
 
 use host_run::{HostArg, bytes, from_bytes, run};
