@@ -213,11 +213,6 @@ fn cases<E: Element + PartialEq + std::fmt::Debug + std::ops::Add<Output = E>>()
 
 #[test]
 fn strided_entries_match_an_offset_walk_on_and_off_the_vector_path() {
-    if cases::<f32>()
-        .and(cases::<bf16>())
-        .and(cases::<f64>())
-        .is_none()
-    {
-        return;
-    }
+    // `None`: no C++ compiler here (the harness printed a notice).
+    let _ = cases::<f32>().and(cases::<bf16>()).and(cases::<f64>());
 }
