@@ -87,7 +87,7 @@ fn main() {
     if phases_only {
         // For a profiler started with its collection off (`ncu --profile-from-start off`):
         // one warm-up step, one step inside the profiler's range, then the timed phases.
-        let mut step = || {
+        let step = || {
             let (logits, backward) = working.forward_train(&ids, &pos);
             let (_loss, loss_backward) = rtx::compile::loss::cross_entropy(&logits, &next);
             let seed = Tensor::full((), bf16::from_f32(1.0), dev);
