@@ -1,15 +1,18 @@
 //! The strided elementwise entries' generated CUDA, run on the host (see `host_run`) against a
-//! plain offset walk: views and broadcasts the vector path takes (16-byte vectors, bool masks
-//! beside them, a broadcast value repeated) and ones it must leave to the per-element loop
-//! (an odd innermost size, an offset off the vector grid, a transposed input).
-//! Skipped with a notice where no C++ compiler exists.
+//! plain offset walk, both as element launches and, where the layouts allow, as vector
+//! launches (`KernelShape::vectors`: 16-byte vectors, bool masks beside them, a broadcast
+//! value repeated), described here as the CUDA backend describes them. Cases the vector
+//! launch cannot take (an odd innermost size, an offset off the vector grid, a transposed
+//! input) run as element launches only. Skipped with a notice where no C++ compiler exists.
 
 // Each test binary uses a part of the shared harness.
 #[allow(dead_code)]
 mod host_run;
 
 use host_run::{HostArg, bytes, from_bytes, run};
-use rtx_kernels::kernel::{KernelShape, KernelSource, KernelStrides, LaunchConfig, Variant};
+use rtx_kernels::kernel::{
+    KernelShape, KernelSource, KernelStrides, LaunchConfig, VECTOR_LAUNCH, Variant,
+};
 use rtx_kernels::kernels::{add, copy, select};
 use rtx_kernels::{DType, Element, bf16};
 
@@ -35,8 +38,8 @@ impl View {
         }
         View { offset: 0, strides }
     }
-    fn arg(&self) -> HostArg {
-        HostArg::Strides(KernelStrides::new(self.offset, &self.strides).unwrap())
+    fn arg(&self) -> KernelStrides {
+        KernelStrides::new(self.offset, &self.strides).unwrap()
     }
     /// The element offsets of every output position, row-major over `dims`.
     fn offsets(&self, dims: &[usize]) -> Vec<usize> {
@@ -59,6 +62,78 @@ fn strided(k: &'static KernelSource, dt: DType) -> &'static rtx_kernels::kernel:
         .unwrap_or_else(|| panic!("{} has no {dt:?} strided entry", k.name))
 }
 
+/// The launches to try for `views` over `dims`, each as a shape and the views' strides: the
+/// element launch, and the vector launch of `w` elements per vector when every view steps by
+/// 1 or 0 innermost (by 1: starting on a vector boundary) and the innermost size is a
+/// multiple of `w`.
+fn launches(dims: &[usize], views: &[&View], w: usize) -> Vec<(KernelShape, Vec<KernelStrides>)> {
+    let plain = KernelShape::new(dims).unwrap();
+    let mut out = vec![(plain, views.iter().map(|v| v.arg()).collect())];
+    let inner = dims.len() - 1;
+    let fits = dims[inner] % w == 0
+        && views.iter().all(|v| match v.strides[inner] {
+            0 => true,
+            1 => v.offset % w == 0 && v.strides[..inner].iter().all(|&s| s % w as isize == 0),
+            _ => false,
+        });
+    if fits {
+        let mut shape = plain;
+        shape.dims[inner] /= w as u64;
+        shape.vectors = VECTOR_LAUNCH;
+        let args = views
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let mut strides = v.strides.clone();
+                if strides[inner] == 1 {
+                    strides[inner] = w as isize;
+                    shape.vectors |= 1 << i;
+                }
+                KernelStrides::new(v.offset, &strides).unwrap()
+            })
+            .collect();
+        out.push((shape, args));
+    }
+    out
+}
+
+/// Runs the strided entry of `k` for `E` once per launch of `views` over `dims`, with
+/// `bufs[i]` read through `views[i]`, and checks the output against `want`. Returns how many
+/// launches ran (`None` without a compiler).
+fn check<E: Element + PartialEq + std::fmt::Debug>(
+    k: &'static KernelSource,
+    dims: &[usize],
+    bufs: &[Vec<u8>],
+    views: &[&View],
+    want: &[E],
+) -> Option<usize> {
+    let entry = k
+        .entry(E::DTYPE, Variant::Strided)
+        .unwrap_or_else(|| panic!("{} has no {:?} strided entry", k.name, E::DTYPE));
+    let w = 16 / std::mem::size_of::<E>();
+    let runs = launches(dims, views, w);
+    for (shape, strides) in &runs {
+        let mut args: Vec<HostArg> = bufs
+            .iter()
+            .zip(strides)
+            .flat_map(|(b, s)| [HostArg::Buf(b.clone()), HostArg::Strides(*s)])
+            .collect();
+        args.push(HostArg::Buf(bytes(&vec![E::default(); want.len()])));
+        args.push(HostArg::Shape(*shape));
+        args.push(HostArg::I(want.len() as u64));
+        let got = run(k, entry, LAUNCH, &args)?;
+        assert_eq!(
+            from_bytes::<E>(&got[bufs.len()]),
+            want,
+            "{} {:?} {dims:?} vectors {:#x}",
+            k.name,
+            E::DTYPE,
+            shape.vectors
+        );
+    }
+    Some(runs.len())
+}
+
 /// `select(mask, a, b)` with a mask broadcast over the leading dims, as attention's causal
 /// mask is, against the offset walk.
 fn select_case<E: Element + PartialEq + std::fmt::Debug>(
@@ -67,7 +142,7 @@ fn select_case<E: Element + PartialEq + std::fmt::Debug>(
     a: &View,
     b: &View,
     len: usize,
-) -> Option<()> {
+) -> Option<usize> {
     let cond: Vec<bool> = (0..len).map(|i| (i * 7 + i / 3) % 5 < 2).collect();
     let av: Vec<E> = (0..len).map(|i| E::from_f64(i as f64 * 0.5)).collect();
     let bv: Vec<E> = (0..len).map(|i| E::from_f64(-(i as f64))).collect();
@@ -76,29 +151,8 @@ fn select_case<E: Element + PartialEq + std::fmt::Debug>(
     let want: Vec<E> = (0..n)
         .map(|i| if cond[mo[i]] { av[ao[i]] } else { bv[bo[i]] })
         .collect();
-    let got = run(
-        &select::KERNEL,
-        strided(&select::KERNEL, E::DTYPE),
-        LAUNCH,
-        &[
-            HostArg::Buf(bytes(&cond)),
-            mask.arg(),
-            HostArg::Buf(bytes(&av)),
-            a.arg(),
-            HostArg::Buf(bytes(&bv)),
-            b.arg(),
-            HostArg::Buf(bytes(&vec![E::default(); n])),
-            HostArg::Shape(KernelShape::new(dims).unwrap()),
-            HostArg::I(n as u64),
-        ],
-    )?;
-    assert_eq!(
-        from_bytes::<E>(&got[3]),
-        want,
-        "select {:?} {dims:?}",
-        E::DTYPE
-    );
-    Some(())
+    let bufs = [bytes(&cond), bytes(&av), bytes(&bv)];
+    check(&select::KERNEL, dims, &bufs, &[mask, a, b], &want)
 }
 
 /// `a + b` and `copy(a)` through views, against the offset walk.
@@ -107,7 +161,7 @@ fn add_copy_case<E: Element + PartialEq + std::fmt::Debug + std::ops::Add<Output
     a: &View,
     b: &View,
     len: usize,
-) -> Option<()> {
+) -> Option<usize> {
     let av: Vec<E> = (0..len).map(|i| E::from_f64((i % 97) as f64)).collect();
     let bv: Vec<E> = (0..len)
         .map(|i| E::from_f64((i % 13) as f64 * 0.25))
@@ -115,100 +169,64 @@ fn add_copy_case<E: Element + PartialEq + std::fmt::Debug + std::ops::Add<Output
     let n: usize = dims.iter().product();
     let (ao, bo) = (a.offsets(dims), b.offsets(dims));
     let sum: Vec<E> = (0..n).map(|i| av[ao[i]] + bv[bo[i]]).collect();
-    let shape = HostArg::Shape(KernelShape::new(dims).unwrap());
-    let got = run(
-        &add::KERNEL,
-        strided(&add::KERNEL, E::DTYPE),
-        LAUNCH,
-        &[
-            HostArg::Buf(bytes(&av)),
-            a.arg(),
-            HostArg::Buf(bytes(&bv)),
-            b.arg(),
-            HostArg::Buf(bytes(&vec![E::default(); n])),
-            HostArg::Shape(KernelShape::new(dims).unwrap()),
-            HostArg::I(n as u64),
-        ],
-    )?;
-    assert_eq!(from_bytes::<E>(&got[2]), sum, "add {:?} {dims:?}", E::DTYPE);
-    let got = run(
-        &copy::KERNEL,
-        strided(&copy::KERNEL, E::DTYPE),
-        LAUNCH,
-        &[
-            HostArg::Buf(bytes(&av)),
-            a.arg(),
-            HostArg::Buf(bytes(&vec![E::default(); n])),
-            shape,
-            HostArg::I(n as u64),
-        ],
-    )?;
-    let want: Vec<E> = ao.iter().map(|&o| av[o]).collect();
-    assert_eq!(
-        from_bytes::<E>(&got[1]),
-        want,
-        "copy {:?} {dims:?}",
-        E::DTYPE
-    );
-    Some(())
+    let copied: Vec<E> = ao.iter().map(|&o| av[o]).collect();
+    let added = check(&add::KERNEL, dims, &[bytes(&av), bytes(&bv)], &[a, b], &sum)?;
+    let copies = check(&copy::KERNEL, dims, &[bytes(&av)], &[a], &copied)?;
+    assert_eq!(added, copies);
+    Some(added)
 }
 
+/// Every case for `E`: the count of launches each ran is 2 where the vector launch applies.
 fn cases<E: Element + PartialEq + std::fmt::Debug + std::ops::Add<Output = E>>() -> Option<()> {
-    // Scores [B*H, T*T] with a causal-style mask broadcast over the batch (vector path).
-    let dims = [6, 64];
-    let mask = View {
-        offset: 0,
-        strides: vec![0, 1],
+    let dense = |dims: &[usize]| View::dense(dims);
+    let view = |offset: usize, strides: &[isize]| View {
+        offset,
+        strides: strides.to_vec(),
     };
-    select_case::<E>(
-        &dims,
-        &mask,
-        &View::dense(&dims),
-        &View::dense(&dims),
-        6 * 64,
-    )?;
-    // A bias row broadcast over rows (vector path), and a value broadcast along rows.
-    let bias = View {
-        offset: 0,
-        strides: vec![0, 1],
-    };
-    add_copy_case::<E>(&[5, 32], &View::dense(&[5, 32]), &bias, 5 * 32)?;
-    let column = View {
-        offset: 3,
-        strides: vec![1, 0],
-    };
-    add_copy_case::<E>(&[5, 32], &View::dense(&[5, 32]), &column, 5 * 32)?;
-    // Heads read out of a fused [B, T, 3, H, hd] projection: [B, H, T, hd], hd = 16.
+    // Scores [B*H, T*T] with a causal-style mask broadcast over the batch.
+    let (scores, mask) = (dense(&[6, 64]), view(0, &[0, 1]));
+    assert_eq!(
+        select_case::<E>(&[6, 64], &mask, &scores, &scores, 6 * 64)?,
+        2
+    );
+    // A bias row broadcast over rows, and a value broadcast along rows.
+    let x = dense(&[5, 32]);
+    assert_eq!(add_copy_case::<E>(&[5, 32], &x, &view(0, &[0, 1]), 160)?, 2);
+    assert_eq!(add_copy_case::<E>(&[5, 32], &x, &view(3, &[1, 0]), 160)?, 2);
+    // Heads read out of a fused [B, T, 3, H, hd] projection as [B, H, T, hd], hd = 16.
     let (b, t, h, hd) = (2, 3, 4, 16);
-    let heads = View {
-        offset: h * hd,
-        strides: vec![
+    let heads = view(
+        h * hd,
+        &[
             (t * 3 * h * hd) as isize,
             hd as isize,
             (3 * h * hd) as isize,
             1,
         ],
-    };
-    add_copy_case::<E>(
-        &[b, h, t, hd],
-        &heads,
-        &View::dense(&[b, h, t, hd]),
-        b * t * 3 * h * hd,
-    )?;
-    // Left to the per-element loop: an odd innermost size, an offset off the vector grid, a
+    );
+    let out = dense(&[b, h, t, hd]);
+    assert_eq!(
+        add_copy_case::<E>(&[b, h, t, hd], &heads, &out, b * t * 3 * h * hd)?,
+        2
+    );
+    // Element launches only: an odd innermost size, an offset off the vector grid, a
     // transposed input.
-    add_copy_case::<E>(&[4, 7], &View::dense(&[4, 7]), &View::dense(&[4, 7]), 28)?;
-    let shifted = View {
-        offset: 1,
-        strides: vec![32, 1],
-    };
-    add_copy_case::<E>(&[3, 16], &shifted, &View::dense(&[3, 16]), 3 * 32)?;
-    let transposed = View {
-        offset: 0,
-        strides: vec![1, 16],
-    };
-    add_copy_case::<E>(&[16, 16], &transposed, &View::dense(&[16, 16]), 256)?;
-    select_case::<E>(&[16, 16], &mask, &transposed, &View::dense(&[16, 16]), 256)
+    assert_eq!(
+        add_copy_case::<E>(&[4, 7], &dense(&[4, 7]), &dense(&[4, 7]), 28)?,
+        1
+    );
+    let shifted = view(1, &[32, 1]);
+    assert_eq!(
+        add_copy_case::<E>(&[3, 16], &shifted, &dense(&[3, 16]), 96)?,
+        1
+    );
+    let (transposed, square) = (view(0, &[1, 16]), dense(&[16, 16]));
+    assert_eq!(add_copy_case::<E>(&[16, 16], &transposed, &square, 256)?, 1);
+    assert_eq!(
+        select_case::<E>(&[16, 16], &mask, &transposed, &square, 256)?,
+        1
+    );
+    Some(())
 }
 
 #[test]

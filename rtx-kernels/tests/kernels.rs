@@ -419,7 +419,13 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
             k.name
         );
     }
-    assert_eq!(huber::KERNEL.kind, KernelKind::Elementwise { inputs: 2 });
+    assert_eq!(
+        huber::KERNEL.kind,
+        KernelKind::Elementwise {
+            inputs: 2,
+            vectors: true
+        }
+    );
     assert_eq!(
         softmax_rows::KERNEL.kind,
         KernelKind::Simt { uses_sync: true }

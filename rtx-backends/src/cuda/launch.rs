@@ -90,7 +90,7 @@ scalar_arg! {
 impl sealed::Sealed for KernelShape {}
 impl KernelArg for KernelShape {
     fn push_words(&self, words: &mut Vec<u64>) {
-        words.push(self.rank as u64 | ((self.pad as u64) << 32));
+        words.push(self.rank as u64 | ((self.vectors as u64) << 32));
         words.extend_from_slice(&self.dims);
     }
 }

@@ -12,7 +12,8 @@ use super::storage::CudaStorage;
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::DType;
 use rtx_kernels::kernel::{
-    KernelShape, KernelSource, KernelStrides, ParamType, ScalarType, Variant,
+    KernelKind, KernelShape, KernelSource, KernelStrides, ParamType, ScalarType, VECTOR_LAUNCH,
+    Variant,
 };
 use rtx_kernels::{Element, kernels};
 
@@ -83,9 +84,27 @@ pub(crate) fn map_with<O: Element>(
     if n == 0 {
         return Ok(out);
     }
-    // The strided entry walks the fewest dims that describe every input's steps.
-    let (dims, strides) = coalesce(dims, inputs);
-    let shape = KernelShape::new(&dims).map_err(|e| bad(src.name, e))?;
+    // The strided entry walks the fewest dims that describe every input's steps, in 16-byte
+    // vectors where the layouts allow.
+    let (dims, mut strides) = coalesce(dims, inputs);
+    let lanes = match src.kind {
+        KernelKind::Elementwise { vectors: true, .. } if variant == Variant::Strided => {
+            vector_lanes(dtype, &dims, inputs, &strides, out.device_ptr(), O::DTYPE)
+        }
+        _ => None,
+    };
+    let mut shape = KernelShape::new(&dims).map_err(|e| bad(src.name, e))?;
+    if let Some(w) = lanes {
+        let inner = dims.len() - 1;
+        shape.dims[inner] /= w as u64;
+        shape.vectors = VECTOR_LAUNCH;
+        for (i, s) in strides.iter_mut().enumerate() {
+            if s[inner] == 1 {
+                s[inner] = w as isize;
+                shape.vectors |= 1 << i;
+            }
+        }
+    }
     let mut args = Vec::with_capacity(entry.params.len());
     let (mut next_in, mut next_uniform) = (0, 0);
     let last = entry.params.len().saturating_sub(1);
@@ -152,11 +171,12 @@ pub(crate) fn map_with<O: Element>(
             ),
         ));
     }
-    // Contiguous entries move 16 bytes per thread and step; strided ones one element.
+    // Contiguous entries and vector launches move 16 bytes per thread and step; other
+    // strided ones one element.
     let per_thread = if variant == Variant::Contiguous {
         (16 / dtype.size_in_bytes()).max(1)
     } else {
-        1
+        lanes.unwrap_or(1)
     };
     let config = LaunchConfig::for_elements(n.div_ceil(per_thread), BLOCK);
     // SAFETY: `out` holds `n` elements; every input layout was broadcast to `dims` by the
@@ -206,6 +226,41 @@ fn coalesce(dims: &[usize], inputs: &[In<'_>]) -> (Vec<usize>, Vec<Vec<isize>>) 
         out_strides.iter_mut().for_each(|o| o.push(0));
     }
     (out_dims, out_strides)
+}
+
+/// The elements per 16-byte vector of `dtype` when a strided launch over the coalesced
+/// `dims` can move whole vectors: the innermost dim is a multiple of it, every input steps by
+/// 1 along that dim (read as vectors, each starting on a vector boundary: offset and outer
+/// strides multiples of it, address aligned to the vector's bytes) or by 0 (one value,
+/// repeated), and the output is aligned likewise. `None` otherwise.
+fn vector_lanes(
+    dtype: DType,
+    dims: &[usize],
+    inputs: &[In<'_>],
+    strides: &[Vec<isize>],
+    out: DevicePtr,
+    out_dtype: DType,
+) -> Option<usize> {
+    let w = 16 / dtype.size_in_bytes().max(1);
+    let inner = dims.len().checked_sub(1)?;
+    if w < 2 || dims[inner] % w != 0 || inputs.len() >= 31 {
+        return None;
+    }
+    let aligned = |ptr: u64, elem_bytes: usize| ptr.is_multiple_of((elem_bytes * w) as u64);
+    if !aligned(out.0, out_dtype.size_in_bytes()) {
+        return None;
+    }
+    let fits = inputs.iter().zip(strides).all(|(i, s)| match s[inner] {
+        0 => true,
+        1 => {
+            let offset = i.layout.offset();
+            offset.is_multiple_of(w)
+                && s[..inner].iter().all(|&o| o % w as isize == 0)
+                && aligned(i.ptr.0 + (offset * i.elem_bytes) as u64, i.elem_bytes)
+        }
+        _ => false,
+    });
+    fits.then_some(w)
 }
 
 /// A dense copy of a view, through the strided `copy` kernel (a device copy when the view is
@@ -572,6 +627,50 @@ pub(crate) fn index_select<E: Element>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ins(layouts: &[Layout], at: u64, elem_bytes: usize) -> Vec<In<'_>> {
+        layouts
+            .iter()
+            .map(|l| In {
+                ptr: DevicePtr(at),
+                elem_bytes,
+                layout: l,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn vector_launches_need_unit_or_zero_inner_steps_on_vector_boundaries() {
+        let lanes = |dims: &[usize], ls: &[Layout], at: u64| {
+            let inputs = ins(ls, at, 2);
+            let (dims, strides) = coalesce(dims, &inputs);
+            vector_lanes(
+                DType::BF16,
+                &dims,
+                &inputs,
+                &strides,
+                DevicePtr(256),
+                DType::BF16,
+            )
+        };
+        let x = Layout::contiguous(&[4, 3, 16]);
+        let bias = Layout::contiguous(&[16]).broadcast_to(&[4, 3, 16]).unwrap();
+        assert_eq!(lanes(&[4, 3, 16], &[x, bias], 256), Some(8));
+        // A row sum broadcast along rows (stride 0 innermost) is repeated, not loaded.
+        let sums = Layout::contiguous(&[12, 1])
+            .broadcast_to(&[12, 16])
+            .unwrap();
+        assert_eq!(
+            lanes(&[12, 16], &[Layout::contiguous(&[12, 16]), sums], 256),
+            Some(8)
+        );
+        // Misaligned address, offset off the grid, odd inner size, transposed input: no.
+        assert_eq!(lanes(&[4, 3, 16], &[x], 258), None);
+        assert_eq!(lanes(&[4, 3, 8], &[x.narrow(2, 1, 8)], 256), None);
+        assert_eq!(lanes(&[4, 3, 6], &[x.narrow(2, 0, 6)], 256), None);
+        let t = Layout::contiguous(&[16, 16]).transpose(0, 1);
+        assert_eq!(lanes(&[16, 16], &[t], 256), None);
+    }
 
     fn coalesced(dims: &[usize], layouts: &[Layout]) -> (Vec<usize>, Vec<Vec<isize>>) {
         let ins: Vec<In<'_>> = layouts

@@ -87,6 +87,8 @@ pub enum KernelKind {
     Elementwise {
         /// Number of tensor inputs (uniform scalars not counted).
         inputs: usize,
+        /// Whether the strided entries take vector launches ([`KernelShape::vectors`]).
+        vectors: bool,
     },
     /// A reduction along one axis of a contiguous tensor seen as `(outer, axis, inner)`.
     Reduce,
@@ -205,14 +207,20 @@ pub enum ScalarType {
 /// Rank limit of [`KernelShape`] and [`KernelStrides`].
 pub const MAX_RANK: usize = 6;
 
+/// The bit of [`KernelShape::vectors`] that makes a strided elementwise entry move vectors.
+pub const VECTOR_LAUNCH: u32 = 1 << 31;
+
 /// The output shape of a strided elementwise launch, as the CUDA `rtx_shape` struct.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelShape {
     /// Number of dims in use (at most [`MAX_RANK`]).
     pub rank: u32,
-    /// Keeps `dims` 8-byte aligned on both sides of the ABI.
-    pub pad: u32,
+    /// How a strided elementwise entry walks the shape (0 for every other kernel): with
+    /// [`VECTOR_LAUNCH`] set, it moves 16 bytes of elements per step, the innermost dim and
+    /// the strides along it counting such vectors, and bit `i` says input `i` is read as
+    /// vectors (clear: one value, repeated). Also keeps `dims` 8-byte aligned.
+    pub vectors: u32,
     /// Sizes; entries past `rank` are ignored.
     pub dims: [u64; MAX_RANK],
 }

@@ -5,7 +5,7 @@
 struct rtx_f16 { unsigned short bits; };
 struct rtx_bf16 { unsigned short bits; };
 // Layout structs of strided elementwise entries (rtx_kernels::kernel::{KernelShape, KernelStrides}).
-struct rtx_shape { unsigned int rank; unsigned int pad; unsigned long long dims[6]; };
+struct rtx_shape { unsigned int rank; unsigned int vectors; unsigned long long dims[6]; };
 struct rtx_strides { long long offset; long long strides[6]; };
 union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };

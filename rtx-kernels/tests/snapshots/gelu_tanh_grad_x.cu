@@ -5,7 +5,7 @@
 struct rtx_f16 { unsigned short bits; };
 struct rtx_bf16 { unsigned short bits; };
 // Layout structs of strided elementwise entries (rtx_kernels::kernel::{KernelShape, KernelStrides}).
-struct rtx_shape { unsigned int rank; unsigned int pad; unsigned long long dims[6]; };
+struct rtx_shape { unsigned int rank; unsigned int vectors; unsigned long long dims[6]; };
 struct rtx_strides { long long offset; long long strides[6]; };
 union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
@@ -281,50 +281,21 @@ __device__ __forceinline__ void gelu_tanh_grad_x_strided(const S* x, rtx_strides
   typedef typename rtx_elem<S>::acc A;
   const unsigned long long rtx_start = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   const unsigned long long rtx_step = (unsigned long long)gridDim.x * blockDim.x;
-  // Vectors of 16 bytes of S (masks: as many bools) share one index computation,
-  // which is most of a strided element's cost.
+  // A vector launch: 16 bytes of S (masks: as many bools) share one index computation,
+  // which is most of a strided element's cost; the shape counts vectors innermost.
   const unsigned int rtx_w = 16 / sizeof(S);
-  const int rtx_rank = (int)rtx_dims.rank;
-  unsigned long long rtx_inner = 1;
-  #pragma unroll
-  for (int rtx_d = 0; rtx_d < 6; ++rtx_d) {
-    if (rtx_d == rtx_rank - 1) rtx_inner = rtx_dims.dims[rtx_d];
-  }
-  bool rtx_vok = rtx_w > 1 && rtx_inner % rtx_w == 0 && rtx_pack_aligned<S, rtx_w>(rtx_out);
-  bool rtx_vec_x = false;
-  bool rtx_vec_grad = false;
-  {
-    long long rtx_in = 0;
-    bool rtx_mult = rtx_st_x.offset % (long long)rtx_w == 0;
-    #pragma unroll
-    for (int rtx_d = 0; rtx_d < 6; ++rtx_d) {
-      if (rtx_d == rtx_rank - 1) rtx_in = rtx_st_x.strides[rtx_d];
-      else if (rtx_d < rtx_rank - 1 && rtx_st_x.strides[rtx_d] % (long long)rtx_w != 0) rtx_mult = false;
-    }
-    rtx_vec_x = rtx_in == 1;
-    if (!(rtx_in == 0 || (rtx_in == 1 && rtx_mult && rtx_pack_aligned<S, rtx_w>(x + rtx_st_x.offset)))) rtx_vok = false;
-  }
-  {
-    long long rtx_in = 0;
-    bool rtx_mult = rtx_st_grad.offset % (long long)rtx_w == 0;
-    #pragma unroll
-    for (int rtx_d = 0; rtx_d < 6; ++rtx_d) {
-      if (rtx_d == rtx_rank - 1) rtx_in = rtx_st_grad.strides[rtx_d];
-      else if (rtx_d < rtx_rank - 1 && rtx_st_grad.strides[rtx_d] % (long long)rtx_w != 0) rtx_mult = false;
-    }
-    rtx_vec_grad = rtx_in == 1;
-    if (!(rtx_in == 0 || (rtx_in == 1 && rtx_mult && rtx_pack_aligned<S, rtx_w>(grad + rtx_st_grad.offset)))) rtx_vok = false;
-  }
+  const bool rtx_vok = (rtx_dims.vectors & 0x80000000u) != 0u;
   for (unsigned long long rtx_v = rtx_start; rtx_vok && rtx_v < rtx_n / rtx_w; rtx_v += rtx_step) {
     unsigned long long rtx_rem = rtx_v;
     long long rtx_o_x = rtx_st_x.offset;
     long long rtx_o_grad = rtx_st_grad.offset;
+    const int rtx_rank = (int)rtx_dims.rank;
     #pragma unroll
     for (int rtx_d = 5; rtx_d >= 0; --rtx_d) {
       if (rtx_d >= rtx_rank) continue;
       unsigned long long rtx_c = rtx_rem;
       if (rtx_d > 0) {
-        const unsigned long long rtx_dim = rtx_d == rtx_rank - 1 ? rtx_dims.dims[rtx_d] / rtx_w : rtx_dims.dims[rtx_d];
+        const unsigned long long rtx_dim = rtx_dims.dims[rtx_d];
         if ((rtx_rem | rtx_dim) < 4294967296ull) {
           const unsigned int rtx_q = (unsigned int)rtx_rem / (unsigned int)rtx_dim;
           rtx_c = rtx_rem - (unsigned long long)rtx_q * rtx_dim;
@@ -334,12 +305,11 @@ __device__ __forceinline__ void gelu_tanh_grad_x_strided(const S* x, rtx_strides
           rtx_rem /= rtx_dim;
         }
       }
-      if (rtx_d == rtx_rank - 1) rtx_c *= rtx_w;
       rtx_o_x += (long long)rtx_c * rtx_st_x.strides[rtx_d];
       rtx_o_grad += (long long)rtx_c * rtx_st_grad.strides[rtx_d];
     }
-    const rtx_pack<S, rtx_w> rtx_p_x = rtx_vec_x ? rtx_load_pack<S, rtx_w>(x + rtx_o_x) : rtx_splat_pack<S, rtx_w>(x[rtx_o_x]);
-    const rtx_pack<S, rtx_w> rtx_p_grad = rtx_vec_grad ? rtx_load_pack<S, rtx_w>(grad + rtx_o_grad) : rtx_splat_pack<S, rtx_w>(grad[rtx_o_grad]);
+    const rtx_pack<S, rtx_w> rtx_p_x = (rtx_dims.vectors >> 0) & 1u ? rtx_load_pack<S, rtx_w>(x + rtx_o_x) : rtx_splat_pack<S, rtx_w>(x[rtx_o_x]);
+    const rtx_pack<S, rtx_w> rtx_p_grad = (rtx_dims.vectors >> 1) & 1u ? rtx_load_pack<S, rtx_w>(grad + rtx_o_grad) : rtx_splat_pack<S, rtx_w>(grad[rtx_o_grad]);
     rtx_pack<S, rtx_w> rtx_r;
     #pragma unroll
     for (unsigned int rtx_k = 0; rtx_k < rtx_w; ++rtx_k) {

@@ -177,7 +177,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn) -> Result<TokenStream> {
             /// The kernel's CUDA source and entry points, one per (input, output) type pair.
             pub static KERNEL: #kr::kernel::KernelSource = #kr::kernel::KernelSource {
                 name: #name_s,
-                kind: #kr::kernel::KernelKind::Elementwise { inputs: #n_inputs },
+                kind: #kr::kernel::KernelKind::Elementwise { inputs: #n_inputs, vectors: false },
                 source: #source,
                 entries: &[#(#entries),*],
             };

@@ -217,7 +217,7 @@ fn emit_kernel(
             /// The kernel's CUDA source and entry points.
             pub static KERNEL: #kr::kernel::KernelSource = #kr::kernel::KernelSource {
                 name: #name_s,
-                kind: #kr::kernel::KernelKind::Elementwise { inputs: #n_inputs },
+                kind: #kr::kernel::KernelKind::Elementwise { inputs: #n_inputs, vectors: true },
                 source: #source,
                 entries: &[#(#entries),*],
             };
@@ -536,35 +536,14 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
         .iter()
         .map(|(c, _)| format!("      rtx_o_{c} += (long long)rtx_c * rtx_st_{c}.strides[rtx_d];\n"))
         .collect();
-    // The vector path's test: every input steps by 1 (read as a vector) or by 0 (one value,
-    // repeated) along the innermost dim, and a vector never straddles a row or a boundary.
-    let vec_checks: String = ins
-        .iter()
-        .map(|(c, t)| {
-            format!(
-                "  {{\n\
-                 \x20   long long rtx_in = 0;\n\
-                 \x20   bool rtx_mult = rtx_st_{c}.offset % (long long)rtx_w == 0;\n\
-                 \x20   #pragma unroll\n\
-                 \x20   for (int rtx_d = 0; rtx_d < 6; ++rtx_d) {{\n\
-                 \x20     if (rtx_d == rtx_rank - 1) rtx_in = rtx_st_{c}.strides[rtx_d];\n\
-                 \x20     else if (rtx_d < rtx_rank - 1 && rtx_st_{c}.strides[rtx_d] % (long long)rtx_w != 0) rtx_mult = false;\n\
-                 \x20   }}\n\
-                 \x20   rtx_vec_{c} = rtx_in == 1;\n\
-                 \x20   if (!(rtx_in == 0 || (rtx_in == 1 && rtx_mult && rtx_pack_aligned<{t}, rtx_w>({c} + rtx_st_{c}.offset)))) rtx_vok = false;\n\
-                 \x20 }}\n"
-            )
-        })
-        .collect();
-    let vec_flags: String = ins
-        .iter()
-        .map(|(c, _)| format!("  bool rtx_vec_{c} = false;\n"))
-        .collect();
+    // In a vector launch (decided by the host, which knows every layout and address) bit
+    // `i` of `rtx_dims.vectors` says input `i` is read as vectors, else as one value repeated.
     let vec_loads: String = ins
         .iter()
-        .map(|(c, t)| {
+        .enumerate()
+        .map(|(i, (c, t))| {
             format!(
-                "    const rtx_pack<{t}, rtx_w> rtx_p_{c} = rtx_vec_{c} ? rtx_load_pack<{t}, rtx_w>({c} + rtx_o_{c}) : rtx_splat_pack<{t}, rtx_w>({c}[rtx_o_{c}]);\n"
+                "    const rtx_pack<{t}, rtx_w> rtx_p_{c} = (rtx_dims.vectors >> {i}) & 1u ? rtx_load_pack<{t}, rtx_w>({c} + rtx_o_{c}) : rtx_splat_pack<{t}, rtx_w>({c}[rtx_o_{c}]);\n"
             )
         })
         .collect();
@@ -579,22 +558,14 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
          \x20 typedef typename rtx_elem<S>::acc A;\n\
          \x20 const unsigned long long rtx_start = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n\
          \x20 const unsigned long long rtx_step = (unsigned long long)gridDim.x * blockDim.x;\n\
-         \x20 // Vectors of 16 bytes of S (masks: as many bools) share one index computation,\n\
-         \x20 // which is most of a strided element's cost.\n\
+         \x20 // A vector launch: 16 bytes of S (masks: as many bools) share one index computation,\n\
+         \x20 // which is most of a strided element's cost; the shape counts vectors innermost.\n\
          \x20 const unsigned int rtx_w = 16 / sizeof(S);\n\
-         \x20 const int rtx_rank = (int)rtx_dims.rank;\n\
-         \x20 unsigned long long rtx_inner = 1;\n\
-         \x20 #pragma unroll\n\
-         \x20 for (int rtx_d = 0; rtx_d < 6; ++rtx_d) {{\n\
-         \x20   if (rtx_d == rtx_rank - 1) rtx_inner = rtx_dims.dims[rtx_d];\n\
-         \x20 }}\n\
-         \x20 bool rtx_vok = rtx_w > 1 && rtx_inner % rtx_w == 0 && rtx_pack_aligned<{out_t}, rtx_w>(rtx_out);\n\
-         {vec_flags}\
-         {vec_checks}\
+         \x20 const bool rtx_vok = (rtx_dims.vectors & 0x80000000u) != 0u;\n\
          \x20 for (unsigned long long rtx_v = rtx_start; rtx_vok && rtx_v < rtx_n / rtx_w; rtx_v += rtx_step) {{\n\
          \x20   unsigned long long rtx_rem = rtx_v;\n\
          {offs_init}\
-         {coords_v}\
+         {coords}\
          {vec_loads}\
          \x20   rtx_pack<{out_t}, rtx_w> rtx_r;\n\
          \x20   #pragma unroll\n\
@@ -612,7 +583,6 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
          }}\n\n",
         sig = ssig.join(", "),
         coords = strided_coords(&offs_step),
-        coords_v = strided_coords_vec(&offs_step),
     ));
 
     // extern "C" entries.
@@ -649,38 +619,14 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
 /// GPUs (emulated), so it divides in 32 bits whenever the values fit, and the outermost
 /// coordinate needs no division at all (the index is below the element count).
 pub(super) fn strided_coords(offs_step: &str) -> String {
-    strided_coords_with(offs_step, false)
-}
-
-/// [`strided_coords`] for the vector path: `rtx_rem` counts vectors of `rtx_w` elements, so
-/// the innermost dim holds `rtx_w` times fewer of them and its coordinate is scaled back.
-fn strided_coords_vec(offs_step: &str) -> String {
-    strided_coords_with(offs_step, true)
-}
-
-fn strided_coords_with(offs_step: &str, vector: bool) -> String {
-    // The vector path's caller has `rtx_rank` and `rtx_w` in scope already.
-    let (rank, dim, scale) = if vector {
-        (
-            "",
-            "rtx_d == rtx_rank - 1 ? rtx_dims.dims[rtx_d] / rtx_w : rtx_dims.dims[rtx_d]",
-            "      if (rtx_d == rtx_rank - 1) rtx_c *= rtx_w;\n",
-        )
-    } else {
-        (
-            "    const int rtx_rank = (int)rtx_dims.rank;\n",
-            "rtx_dims.dims[rtx_d]",
-            "",
-        )
-    };
     format!(
-        "{rank}\
+        "    const int rtx_rank = (int)rtx_dims.rank;\n\
          \x20   #pragma unroll\n\
          \x20   for (int rtx_d = 5; rtx_d >= 0; --rtx_d) {{\n\
          \x20     if (rtx_d >= rtx_rank) continue;\n\
          \x20     unsigned long long rtx_c = rtx_rem;\n\
          \x20     if (rtx_d > 0) {{\n\
-         \x20       const unsigned long long rtx_dim = {dim};\n\
+         \x20       const unsigned long long rtx_dim = rtx_dims.dims[rtx_d];\n\
          \x20       if ((rtx_rem | rtx_dim) < 4294967296ull) {{\n\
          \x20         const unsigned int rtx_q = (unsigned int)rtx_rem / (unsigned int)rtx_dim;\n\
          \x20         rtx_c = rtx_rem - (unsigned long long)rtx_q * rtx_dim;\n\
@@ -690,7 +636,6 @@ fn strided_coords_with(offs_step: &str, vector: bool) -> String {
          \x20         rtx_rem /= rtx_dim;\n\
          \x20       }}\n\
          \x20     }}\n\
-         {scale}\
          {offs_step}\
          \x20   }}\n"
     )
