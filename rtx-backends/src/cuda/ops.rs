@@ -243,7 +243,7 @@ fn vector_lanes(
 ) -> Option<usize> {
     let w = 16 / dtype.size_in_bytes().max(1);
     let inner = dims.len().checked_sub(1)?;
-    if w < 2 || dims[inner] % w != 0 || inputs.len() >= 31 {
+    if w < 2 || !dims[inner].is_multiple_of(w) || inputs.len() >= 31 {
         return None;
     }
     let aligned = |ptr: u64, elem_bytes: usize| ptr.is_multiple_of((elem_bytes * w) as u64);
