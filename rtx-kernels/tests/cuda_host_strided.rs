@@ -57,11 +57,6 @@ impl View {
     }
 }
 
-fn strided(k: &'static KernelSource, dt: DType) -> &'static rtx_kernels::kernel::KernelEntry {
-    k.entry(dt, Variant::Strided)
-        .unwrap_or_else(|| panic!("{} has no {dt:?} strided entry", k.name))
-}
-
 /// The launches to try for `views` over `dims`, each as a shape and the views' strides: the
 /// element launch, and the vector launch of `w` elements per vector when every view steps by
 /// 1 or 0 innermost (by 1: starting on a vector boundary) and the innermost size is a
@@ -70,10 +65,13 @@ fn launches(dims: &[usize], views: &[&View], w: usize) -> Vec<(KernelShape, Vec<
     let plain = KernelShape::new(dims).unwrap();
     let mut out = vec![(plain, views.iter().map(|v| v.arg()).collect())];
     let inner = dims.len() - 1;
-    let fits = dims[inner] % w == 0
+    let fits = dims[inner].is_multiple_of(w)
         && views.iter().all(|v| match v.strides[inner] {
             0 => true,
-            1 => v.offset % w == 0 && v.strides[..inner].iter().all(|&s| s % w as isize == 0),
+            1 => {
+                v.offset.is_multiple_of(w)
+                    && v.strides[..inner].iter().all(|&s| s % w as isize == 0)
+            }
             _ => false,
         });
     if fits {
