@@ -14,7 +14,7 @@ use rtx_kernels::kernel::{
     KernelShape, KernelSource, KernelStrides, LaunchConfig, VECTOR_LAUNCH, Variant,
 };
 use rtx_kernels::kernels::{add, copy, select};
-use rtx_kernels::{DType, Element, bf16};
+use rtx_kernels::{Element, bf16};
 
 const LAUNCH: LaunchConfig = LaunchConfig {
     grid: rtx_kernels::kernel::block::Dim3 { x: 3, y: 1, z: 1 },
