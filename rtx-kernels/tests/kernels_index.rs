@@ -1,11 +1,14 @@
 //! The native side of the indexing, joining and argmax kernels against plain reference loops:
 //! gather and scatter through strided and broadcast layouts, scatter-add's summation order,
-//! concatenation into slots, triangular masks, and first-extreme argmax/argmin with ties and
-//! NaNs, in several element types and launch shapes.
+//! the sorting scatter-add of a shared index vector (its counting sort and its sums), and
+//! concatenation into slots (64- and 32-bit index arithmetic), triangular masks, and
+//! first-extreme argmax/argmin with ties and NaNs, in several element types and launch shapes.
 
 use rtx_kernels::kernel::{KernelShape, KernelStrides, LaunchConfig};
 use rtx_kernels::kernels::{
-    arg_reduce_axis, concat_into, gather_strided, scatter_add_lines, scatter_lines, triangle,
+    ScatterSortPlan, arg_reduce_axis, concat_into, concat_rows_into, gather_strided,
+    scatter_add_lines, scatter_add_sorted, scatter_lines, scatter_sort_count, scatter_sort_place,
+    scatter_sort_scan, triangle,
 };
 use rtx_kernels::{Element, bf16, f16};
 
@@ -255,6 +258,259 @@ fn scatter_add_case<E: rtx_kernels::Num>(conv: impl Fn(u64) -> E, add: fn(E, E) 
     );
 }
 
+/// The four launches of the sorting scatter-add, natively: `out` (dense, sizes `dims`) plus,
+/// along `axis`, `src` (view `sv`) at the shared index vector `idx[istart + k * istep]`
+/// (`ishape` the index's sizes), with the given plan, block size and rows per block.
+#[allow(clippy::too_many_arguments)]
+fn sorted_scatter_add<E: rtx_kernels::Num>(
+    out: &mut [E],
+    dims: &[usize],
+    (idx, istart, istep): (&[i64], usize, usize),
+    (src, sv): (&[E], &View),
+    ishape: &[usize],
+    axis: usize,
+    plan: ScatterSortPlan,
+    (block, rows): (u32, usize),
+) {
+    let (len, size, parts, chunk) = (plan.len, plan.size, plan.parts, plan.chunk);
+    let mut counts = vec![0u32; plan.counters()];
+    let mut order = vec![u32::MAX; len];
+    let grid = |blocks: usize| LaunchConfig::new(blocks as u32, block);
+    let (ix, sh) = ((idx, istart, istep), plan.shift);
+    scatter_sort_count::<E>(
+        grid(parts),
+        ix.0,
+        ix.1,
+        ix.2,
+        len,
+        size,
+        chunk,
+        parts,
+        sh,
+        &mut counts,
+    )
+    .unwrap();
+    scatter_sort_scan::<E>(grid(plan.groups), &mut counts, size * parts, sh).unwrap();
+    scatter_sort_place::<E>(
+        grid(parts),
+        ix.0,
+        ix.1,
+        ix.2,
+        len,
+        size,
+        chunk,
+        parts,
+        &mut counts,
+        &mut order,
+    )
+    .unwrap();
+    let lines = ishape.iter().product::<usize>() / len;
+    let (_, os) = View::dense(dims).kernel();
+    let (_, ss) = sv.kernel();
+    let shape = KernelShape::new(ishape).unwrap();
+    let config = LaunchConfig::new((size.div_ceil(rows) as u32, 2), block);
+    scatter_add_sorted(
+        config, out, os, src, ss, shape, axis, lines, size, parts, &counts, &order, rows,
+    )
+    .unwrap();
+}
+
+/// A plan with chosen chunks (the kernels take any split the plan's invariants allow).
+fn plan_with(len: usize, size: usize, chunk: usize, shift: u32) -> ScatterSortPlan {
+    let parts = len.div_ceil(chunk);
+    ScatterSortPlan {
+        len,
+        size,
+        parts,
+        chunk,
+        groups: (size * parts).div_ceil(1 << shift),
+        shift,
+    }
+}
+
+fn sorted_scatter_add_case<E: rtx_kernels::Num>(conv: impl Fn(u64) -> E, add: fn(E, E) -> E) {
+    // Output [4, 5, 3] along axis 1; the index vector (75 entries, heavy repeats, read at an
+    // offset with stride 2) is broadcast over an index shape smaller than the output off the
+    // axis, [3, 75, 2]; the source is a larger strided view.
+    let dims = [4usize, 5, 3];
+    let axis = 1;
+    let len = 75;
+    let dst: Vec<E> = (0..60u64).map(|v| conv(v % 11)).collect();
+    let storage: Vec<i64> = ints(2 * len + 1, 17, 5)
+        .into_iter()
+        .map(|v| v as i64)
+        .collect();
+    let iv = View {
+        dims: vec![3, len, 2],
+        strides: vec![0, 2, 0],
+        offset: 1,
+    };
+    let sv = View {
+        dims: vec![3, 77, 2],
+        strides: vec![1, 6, 3],
+        offset: 2,
+    };
+    let src: Vec<E> = (0..470u64).map(|v| conv(v * 13 % 17)).collect();
+    let run = |idx: &[i64], plan: ScatterSortPlan, launch: (u32, usize)| {
+        let mut out = dst.clone();
+        let ishape = &iv.dims;
+        sorted_scatter_add(
+            &mut out,
+            &dims,
+            (idx, 1, 2),
+            (&src, &sv),
+            ishape,
+            axis,
+            plan,
+            launch,
+        );
+        out
+    };
+    let want = scatter_ref(&dst, &dims, (&storage, &iv), (&src, &sv), axis, add);
+    let planned = ScatterSortPlan::new(len, 5).unwrap();
+    assert_eq!(planned.parts, 1);
+    for (plan, launch) in [
+        (planned, (32, 1)),
+        (planned, (64, 2)),
+        // Chunks of 8 entries, tiles of 32 threads; segments of 4 counters.
+        (plan_with(len, 5, 8, 2), (32, 3)),
+        (plan_with(len, 5, 20, 3), (32, 5)),
+    ] {
+        let got = run(&storage, plan, launch);
+        assert_eq!(got, want, "{:?} {plan:?} {launch:?}", E::DTYPE);
+    }
+
+    // One row takes every entry: 75 terms in one bucket (4 batches of 16, then a tail).
+    let same = vec![3i64; storage.len()];
+    let want = scatter_ref(&dst, &dims, (&same, &iv), (&src, &sv), axis, add);
+    for plan in [planned, plan_with(len, 5, 8, 2)] {
+        assert_eq!(run(&same, plan, (32, 2)), want, "{:?} one row", E::DTYPE);
+    }
+
+    // Out-of-range entries (only possible under capture) are left out, nothing else changes.
+    let mut bad = storage.clone();
+    let (b1, b2) = (1 + 2 * 3, 1 + 2 * 40);
+    bad[b1] = 5;
+    bad[b2] = -1;
+    let skip: Vec<usize> = (0..iv.numel())
+        .filter(|&p| {
+            let at = iv.at(p);
+            at == b1 || at == b2
+        })
+        .collect();
+    let mut want = dst.clone();
+    let out_view = View::dense(&dims);
+    for p in (0..iv.numel()).filter(|p| !skip.contains(p)) {
+        let mut c = iv.coords(p);
+        let s = sv.offset + c.iter().zip(&sv.strides).map(|(c, s)| c * s).sum::<usize>();
+        c[axis] = bad[iv.at(p)] as usize;
+        let o: usize = c.iter().zip(&out_view.strides).map(|(c, s)| c * s).sum();
+        want[o] = add(want[o], src[s]);
+    }
+    for plan in [planned, plan_with(len, 5, 8, 2)] {
+        assert_eq!(run(&bad, plan, (32, 1)), want, "{:?} bad", E::DTYPE);
+    }
+}
+
+#[test]
+fn sorted_scatter_add_sums_each_element_in_index_order() {
+    // Terms of different magnitudes: any other order would round differently.
+    let vals = |v: u64| 1.0f32 / (1.0 + v as f32) + (v as f32) * 1e3;
+    sorted_scatter_add_case(vals, |a, b| a + b);
+    sorted_scatter_add_case(|v| bf16::from_f64(v as f64 / 3.0), |a, b| a + b);
+    sorted_scatter_add_case(|v| f16::from_f64(v as f64 * 1.7), |a, b| a + b);
+    sorted_scatter_add_case(|v| v as f64 / 7.0, |a, b| a + b);
+    sorted_scatter_add_case(
+        |v| v as i64 * 1_000_000_007 - 3,
+        |a: i64, b| a.wrapping_add(b),
+    );
+    sorted_scatter_add_case(|v| (v * 37) as u8, |a: u8, b| a.wrapping_add(b));
+}
+
+#[test]
+fn counting_sort_orders_each_rows_entries_by_position() {
+    // 700 entries into 13 rows, one row much more frequent, in chunks that do not divide the
+    // length, tiles of 64 threads, and 4 scan segments of 32 counters (2 blocks striding
+    // over them); then the plan's own split, also with 256-thread tiles.
+    let (len, size) = (700usize, 13usize);
+    let idx: Vec<i64> = ints(len, 5, 20)
+        .into_iter()
+        .map(|v| if v >= size as u64 { 4 } else { v as i64 })
+        .collect();
+    for (plan, block) in [
+        (plan_with(len, size, 96, 5), 64),
+        (plan_with(len, size, 700, 7), 64),
+        (ScatterSortPlan::new(len, size).unwrap(), 64),
+        (ScatterSortPlan::new(len, size).unwrap(), 256),
+    ] {
+        let (parts, chunk) = (plan.parts, plan.chunk);
+        let mut counts = vec![0u32; plan.counters()];
+        let mut order = vec![u32::MAX; len];
+        let grid = LaunchConfig::new(parts as u32, block);
+        scatter_sort_count::<f32>(
+            grid,
+            &idx,
+            0,
+            1,
+            len,
+            size,
+            chunk,
+            parts,
+            plan.shift,
+            &mut counts,
+        )
+        .unwrap();
+        let config = LaunchConfig::new(2, block);
+        scatter_sort_scan::<f32>(config, &mut counts, size * parts, plan.shift).unwrap();
+        scatter_sort_place::<f32>(
+            grid,
+            &idx,
+            0,
+            1,
+            len,
+            size,
+            chunk,
+            parts,
+            &mut counts,
+            &mut order,
+        )
+        .unwrap();
+        let mut want: Vec<u32> = (0..len as u32).collect();
+        want.sort_by_key(|&k| idx[k as usize]);
+        assert_eq!(order, want, "{plan:?} block {block}");
+        let mut end = 0;
+        for r in 0..size {
+            end += idx.iter().filter(|&&x| x == r as i64).count() as u32;
+            assert_eq!(counts[r * parts + parts - 1], end, "row {r} ends, {plan:?}");
+        }
+    }
+}
+
+#[test]
+fn sorting_plans_bound_their_counters() {
+    for (len, size) in [
+        (1, 1),
+        (8192, 8192),
+        (8192, 256),
+        (255, 3),
+        (100_000, 50_000),
+    ] {
+        let p = ScatterSortPlan::new(len, size).unwrap();
+        assert!(p.chunk.is_multiple_of(ScatterSortPlan::BLOCK), "{p:?}");
+        assert!(
+            p.parts * p.chunk >= len && (p.parts - 1) * p.chunk < len,
+            "{p:?}"
+        );
+        assert!(
+            p.groups <= 1024 && p.groups << p.shift >= size * p.parts,
+            "{p:?}"
+        );
+        assert!(size * p.parts <= (1 << 22).max(size), "{p:?}");
+    }
+    assert!(ScatterSortPlan::new(1 << 20, 1 << 31).is_none());
+    assert!(ScatterSortPlan::new(5, 0).is_none());
+}
+
 #[test]
 fn concat_writes_each_part_into_its_slot() {
     // Three parts along axis 1 of [2, _, 3]: dense, transposed, and empty.
@@ -301,6 +557,97 @@ fn concat_writes_each_part_into_its_slot() {
         start += v.dims[1];
     }
     assert_eq!(out, want);
+}
+
+/// Joins `parts` along `axis` with both concatenation kernels, in several launch shapes,
+/// and checks each against a reference loop.
+fn concat_both_ways(parts: &[(Vec<i32>, View)], axis: usize) {
+    let total: usize = parts.iter().map(|(_, v)| v.dims[axis]).sum();
+    let mut dims = parts[0].1.dims.clone();
+    dims[axis] = total;
+    let out_view = View::dense(&dims);
+    let mut want = vec![-1i32; out_view.numel()];
+    let mut start = 0;
+    for (data, v) in parts {
+        for p in 0..v.numel() {
+            let mut c = v.coords(p);
+            c[axis] += start;
+            let o: usize = c.iter().zip(&out_view.strides).map(|(c, s)| c * s).sum();
+            want[o] = data[v.at(p)];
+        }
+        start += v.dims[axis];
+    }
+    for grid in [
+        LaunchConfig::new(1, 32),
+        LaunchConfig::new(3, 64),
+        LaunchConfig::new(2, 256),
+    ] {
+        for rows in [false, true] {
+            let mut out = vec![-1i32; want.len()];
+            let mut start = 0;
+            for (data, v) in parts {
+                let (shape, ps) = v.kernel();
+                let n = v.numel();
+                let run = if rows { concat_rows_into } else { concat_into };
+                run(grid, data, ps, &mut out, shape, axis, start, total, n).unwrap();
+                start += v.dims[axis];
+            }
+            assert_eq!(out, want, "dims {dims:?} axis {axis} rows {rows} {grid:?}");
+        }
+    }
+}
+
+#[test]
+fn concat_rows_into_matches_the_general_kernel() {
+    let data = |n: i32| (0..n).map(|v| v * 3 + 1).collect::<Vec<i32>>();
+    // A long innermost axis (warp segments of 96 elements), with a transposed and an empty
+    // part, joined along the middle axis.
+    concat_both_ways(
+        &[
+            (data(280), View::dense(&[2, 2, 70])),
+            (
+                data(420),
+                View {
+                    dims: vec![2, 3, 70],
+                    strides: vec![1, 2, 6],
+                    offset: 0,
+                },
+            ),
+            (vec![], View::dense(&[2, 0, 70])),
+        ],
+        1,
+    );
+    // Joined along the innermost axis: segments of 256 + 44 (300), 64 (40), and one element
+    // per thread (5).
+    concat_both_ways(
+        &[
+            (data(3 * 4 * 300), View::dense(&[3, 4, 300])),
+            (
+                data(3 * 4 * 40 + 2),
+                View {
+                    dims: vec![3, 4, 40],
+                    strides: vec![1, 3, 12],
+                    offset: 2,
+                },
+            ),
+            (data(60), View::dense(&[3, 4, 5])),
+        ],
+        2,
+    );
+    // A short innermost axis along the outer one, and rank 1.
+    let small = View {
+        dims: vec![2, 3, 2],
+        strides: vec![1, 4, 2],
+        offset: 1,
+    };
+    concat_both_ways(&[(data(13), small), (data(6), View::dense(&[1, 3, 2]))], 0);
+    concat_both_ways(
+        &[
+            (data(100), View::dense(&[100])),
+            (data(7), View::dense(&[7])),
+        ],
+        0,
+    );
 }
 
 #[test]

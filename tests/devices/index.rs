@@ -1,7 +1,8 @@
 //! Indexing and joining ops on every device: index_select, gather, scatter, scatter_add and
 //! index_add, concat and cat, tril and triu, argmax and argmin; all but index_select in every
 //! element type they exist for, through views, and compared exactly (they move, mask or sum
-//! elements in a fixed order).
+//! elements in a fixed order). At the sizes of a GPT-style training step too: the embedding
+//! gradients (index_add's sorting path) and the join of the attention's q, k and v gradients.
 
 use super::*;
 
@@ -149,6 +150,116 @@ fn scatter_add_case<E: Num>() {
 #[test]
 fn scatter_add_sums_in_the_cpu_order_in_every_numeric_type() {
     every_num!(scatter_add_case);
+}
+
+/// The embedding gradients of a GPT-style step (batch 32, sequence 256, width 512, vocabulary
+/// 8192): 8192 rows of the output gradient added into the table at their tokens (index_add
+/// into zeros, as index_select's backward does) with random tokens, with one token
+/// everywhere (a bucket of 8192 terms), and into a 256-row position table (each position 32
+/// times); then along axis 1 into a nonzero table from a transposed source. Exact: the GPU
+/// sums each element in index order, as the CPU does.
+fn embedding_gradient_case<E: Float>() {
+    let (v, d, n) = (8192usize, 512usize, 8192usize);
+    let grads = values::<E>(n * d, 81, -1.0, 1.0);
+    let start = values::<E>(d * v, 82, -4.0, 4.0);
+    let tokens = indices(n, 83, v);
+    let one = vec![4321i64; n];
+    let positions: Vec<i64> = (0..n).map(|k| (k % 256) as i64).collect();
+    same_on_every_device::<E>("embedding gradient", |dev| {
+        let g = Tensor::from_vec(grads.clone(), (n, d), dev);
+        let ids = |ix: &[i64]| Tensor::from_vec(ix.to_vec(), (n,), dev);
+        let table: Tensor<(usize, usize), E> = Tensor::zeros((v, d), dev);
+        let pos_table: Tensor<(usize, usize), E> = Tensor::zeros((256usize, d), dev);
+        let columns = Tensor::from_vec(start.clone(), (d, v), dev);
+        vec![
+            (
+                "tokens".into(),
+                bits(&table.index_add::<0, _>(&ids(&tokens), &g)),
+            ),
+            (
+                "one token".into(),
+                bits(&table.index_add::<0, _>(&ids(&one), &g)),
+            ),
+            (
+                "positions".into(),
+                bits(&pos_table.index_add::<0, _>(&ids(&positions), &g)),
+            ),
+            (
+                "along axis 1 from a transpose".into(),
+                bits(&columns.index_add::<1, _>(&ids(&tokens), &g.t())),
+            ),
+        ]
+    });
+}
+
+#[test]
+fn embedding_gradients_match_the_cpu_at_gpt_sizes() {
+    embedding_gradient_case::<f32>();
+    embedding_gradient_case::<bf16>();
+}
+
+#[test]
+fn embedding_gradients_are_the_same_on_every_run() {
+    let gpus = match gpus() {
+        Ok(g) => g,
+        Err(why) => {
+            println!("embedding gradient determinism: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    let (v, d, n) = (8192usize, 512usize, 8192usize);
+    // Few distinct tokens, so most rows sum many terms.
+    let tokens = indices(n, 91, 64);
+    for dev in gpus {
+        let run = |seed| {
+            let g = Tensor::from_vec(values::<bf16>(n * d, seed, -1.0, 1.0), (n, d), dev);
+            let ids = Tensor::from_vec(tokens.clone(), (n,), dev);
+            let table: Tensor<(usize, usize), bf16> = Tensor::zeros((v, d), dev);
+            bits(&table.index_add::<0, _>(&ids, &g))
+        };
+        let first = run(92);
+        assert!(first.iter().any(|&b| b != 0), "a nonzero gradient");
+        for _ in 0..3 {
+            assert!(
+                run(92) == first,
+                "the embedding gradient changed between runs on {dev}"
+            );
+        }
+    }
+}
+
+/// The attention backward's join: three [32, 256, 512] gradients, each read through a
+/// permuted view ([B, T, H, hd] of [B, H, T, hd] storage), joined along the heads into
+/// [32, 256, 24, 64] (the [32, 256, 1536] gradient of the fused projection), and the same
+/// parts made dense and joined along their last axis.
+fn attention_join_case<E: Element>() {
+    let (b, h, t, hd) = (32usize, 8usize, 256usize, 64usize);
+    let n = b * h * t * hd;
+    let data: Vec<Vec<E>> = (0..3).map(|i| values::<E>(n, 101 + i, -2.0, 2.0)).collect();
+    same_on_every_device::<E>("attention join", |dev| {
+        type D4 = (usize, usize, usize, usize);
+        let heads: Vec<Tensor<D4, E>> = data
+            .iter()
+            .map(|x| Tensor::from_vec(x.clone(), (b, h, t, hd), dev).permute::<Axes4<0, 2, 1, 3>>())
+            .collect();
+        let joined: Tensor<D4, E> = Tensor::cat::<2, usize>(&[&heads[0], &heads[1], &heads[2]]);
+        let flat: Vec<Tensor<(usize, usize, usize), E>> = heads
+            .iter()
+            .map(|x| x.contiguous().reshape((b, t, h * hd)))
+            .collect();
+        let rows: Tensor<(usize, usize, usize), E> =
+            Tensor::cat::<2, usize>(&[&flat[0], &flat[1], &flat[2]]);
+        vec![
+            ("q, k, v heads".into(), bits(&joined)),
+            ("q, k, v rows".into(), bits(&rows)),
+        ]
+    });
+}
+
+#[test]
+fn attention_gradients_join_as_on_the_cpu() {
+    attention_join_case::<bf16>();
+    attention_join_case::<f32>();
 }
 
 fn join_case<E: Element>() {

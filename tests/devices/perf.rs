@@ -61,10 +61,11 @@ fn each_op_is_one_launch() {
             &|| drop(x.scatter_add::<1>(&idx, &src)),
             1,
         ),
+        // A memset of the sort's counters, then count, scan, place and sum.
         (
             "index_add of rows (broadcast index)",
             &|| drop(x.index_add::<0, _>(&rows, &grads)),
-            1,
+            5,
         ),
         // One launch per part.
         (
@@ -414,5 +415,82 @@ fn optimizer_steps_over_100_tensors_take_one_launch() {
         let got = launches(&mut model, &mut step);
         println!("{name}: {got} launch(es)");
         assert_eq!(got, want, "{name}");
+    }
+}
+
+/// The embedding gradients and the attention join of a GPT-style bf16 step (batch 32,
+/// sequence 256, width 512, vocabulary 8192), timed; their launch counts do not depend on
+/// the index values (random tokens, one token everywhere, positions).
+#[test]
+fn gpt_embedding_gradients_and_attention_join_times() {
+    let dev = match gpus() {
+        Ok(g) => g[0],
+        Err(why) => {
+            println!("gpt index op times: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    let (v, d, n) = (8192usize, 512usize, 8192usize);
+    let g = Tensor::from_vec(values::<bf16>(n * d, 111, -1.0, 1.0), (n, d), dev);
+    let ids = |ix: Vec<i64>| Tensor::from_vec(ix, (n,), dev);
+    let tokens = ids(indices(n, 112, v));
+    let one = ids(vec![7; n]);
+    let positions = ids((0..n).map(|k| (k % 256) as i64).collect());
+    let table: Tensor<(usize, usize), bf16> = Tensor::zeros((v, d), dev);
+    let pos_table: Tensor<(usize, usize), bf16> = Tensor::zeros((256usize, d), dev);
+    type D4 = (usize, usize, usize, usize);
+    let heads: Vec<Tensor<D4, bf16>> = (0..3)
+        .map(|i| {
+            let x = values::<bf16>(n * d, 113 + i, -1.0, 1.0);
+            Tensor::from_vec(x, (32usize, 8usize, 256usize, 64usize), dev)
+                .permute::<Axes4<0, 2, 1, 3>>()
+        })
+        .collect();
+    let join = || {
+        let j: Tensor<D4, bf16> = Tensor::cat::<2, usize>(&[&heads[0], &heads[1], &heads[2]]);
+        drop(j)
+    };
+    let time = |f: &dyn Fn()| -> (f64, u64) {
+        f();
+        ok_s(cuda::synchronize(0));
+        let before = launch_count(dev);
+        f();
+        let launches = launch_count(dev) - before;
+        let (start, end) = (ok_s(cuda::Event::new(0)), ok_s(cuda::Event::new(0)));
+        let reps = 20;
+        ok_s(start.record());
+        for _ in 0..reps {
+            f();
+        }
+        ok_s(end.record());
+        let ms = ok_s(start.elapsed_ms(&end)) as f64;
+        (ms * 1e3 / reps as f64, launches)
+    };
+    let cases: [(&str, &dyn Fn(), u64); 4] = [
+        (
+            "embedding gradient, 8192 random tokens into [8192, 512] bf16",
+            &|| drop(table.index_add::<0, _>(&tokens, &g)),
+            5,
+        ),
+        (
+            "embedding gradient, one token 8192 times",
+            &|| drop(table.index_add::<0, _>(&one, &g)),
+            5,
+        ),
+        (
+            "position gradient, 256 positions 32 times each into [256, 512]",
+            &|| drop(pos_table.index_add::<0, _>(&positions, &g)),
+            5,
+        ),
+        (
+            "attention join, 3 x [32, 256, 8, 64] bf16 permuted views",
+            &join,
+            3,
+        ),
+    ];
+    for (name, f, want) in cases {
+        let (us, launches) = time(f);
+        println!("{name}: {us:.1} us per call ({launches} launch(es), memsets included)");
+        assert_eq!(launches, want, "{name}");
     }
 }

@@ -2,12 +2,17 @@
 //! scatter_add, concat, the triangular masks of tril/triu, and argmax/argmin along an axis.
 //! Each is one launch of a `#[kernel]` entry that reads its operands through their own
 //! offsets and strides (concat: one launch per non-empty part; scatter: a dense copy of the
-//! destination first, a device copy when it is contiguous).
+//! destination first, a device copy when it is contiguous), except a scatter_add whose lines
+//! all read one index vector (`index_add`, an embedding's gradient): a counting sort of the
+//! index on the device, then one sum per output element (a memset of scratch counters and
+//! four launches: `scatter_sort_count`, `_scan`, `_place`, then `scatter_add_sorted`).
 //!
 //! Invariant: indices are checked on the host before anything is written or launched (their
 //! span is copied back; the first bad index in logical order is reported exactly as the CPU
 //! backend reports it), so the kernels never read or write out of bounds, and a bad index
-//! leaves no partial result behind.
+//! leaves no partial result behind. While a CUDA graph is captured, scatter_add cannot check
+//! and its kernels skip an index out of range instead. Every launch configuration depends on
+//! the sizes alone, never on index values, so a captured step replays as recorded.
 
 use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::{DevicePtr, LaunchConfig};
@@ -15,7 +20,8 @@ use super::ops::{dense, dense_view};
 use super::storage::CudaStorage;
 use crate::cpu::index as cpu;
 use crate::{BackendError, Layout, Result};
-use rtx_kernels::kernel::{KernelShape, KernelStrides, Variant};
+use rtx_kernels::kernel::{KernelShape, KernelSource, KernelStrides, Variant};
+use rtx_kernels::kernels::ScatterSortPlan;
 use rtx_kernels::{Element, kernels};
 
 /// Threads per block of the data-movement launches.
@@ -26,6 +32,10 @@ const MAX_THREADS: usize = 1 << 24;
 
 /// About this many threads share a scatter-add (lines times row parts).
 const SCATTER_THREADS: usize = 1 << 16;
+
+/// At most this many blocks per launch of the sorting scatter-add's counting sort; blocks
+/// stride over the rest.
+const MAX_BLOCKS: usize = 1 << 20;
 
 fn bad(op: &'static str, msg: impl std::fmt::Display) -> BackendError {
     BackendError::BadArgument {
@@ -123,7 +133,8 @@ fn gather_args(
 
 /// A dense copy of `dst` with `src[p]` written (or added, when `add`) at
 /// `[.., index[p], ..]` along `axis`: one thread per line of the index, each walking its line
-/// in order, so repeated indices keep the last write and sums add in logical order.
+/// in order, so repeated indices keep the last write and sums add in logical order. A sum
+/// whose lines share one index vector takes [`scatter_add_sorted`] instead.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn scatter<E: Element>(
     op: &'static str,
@@ -149,6 +160,10 @@ pub(crate) fn scatter<E: Element>(
     }
     let out = dense(dst, l)?;
     if il.numel() == 0 {
+        return Ok(out);
+    }
+    if add && let Some(plan) = shared_index_plan(il, axis, size) {
+        scatter_add_sorted(&out, l.dims(), (idx, il), (src, sl), axis, plan)?;
         return Ok(out);
     }
     let lines = il.numel() / il.dims()[axis];
@@ -179,6 +194,173 @@ pub(crate) fn scatter<E: Element>(
     Ok(out)
 }
 
+/// The sorting scatter-add's plan when every line of the index reads the same index vector
+/// (along every axis but `axis` its stride is 0 or its size 1: `index_add`'s broadcast
+/// vector), or `None` (the line-by-line kernel: a general index, or sizes past the sort's
+/// 32-bit counters).
+fn shared_index_plan(il: &Layout, axis: usize, size: usize) -> Option<ScatterSortPlan> {
+    let shared = il
+        .dims()
+        .iter()
+        .zip(il.strides())
+        .enumerate()
+        .all(|(d, (&n, &s))| d == axis || n == 1 || s == 0);
+    if shared {
+        ScatterSortPlan::new(il.dims()[axis], size)
+    } else {
+        None
+    }
+}
+
+/// Adds `src` into the dense `out` (sizes `dims`) along `axis` at the index vector every line
+/// shares, as the line-by-line kernel would, bit for bit: a stable counting sort of the
+/// vector's positions by target row (count, scan, place), then one thread per output element
+/// summing its row's sources in index order. A memset and four launches, whatever the index
+/// values; the scratch counters and positions come from the caching allocator.
+fn scatter_add_sorted<E: Element>(
+    out: &CudaStorage<E>,
+    dims: &[usize],
+    (idx, il): (&CudaStorage<i64>, &Layout),
+    (src, sl): (&CudaStorage<E>, &Layout),
+    axis: usize,
+    plan: ScatterSortPlan,
+) -> Result<()> {
+    let ord = out.ordinal();
+    let entry = |k: &'static KernelSource| kernel_entry(ord, k, E::DTYPE, E::DTYPE, Variant::Simt);
+    let (count, scan) = (
+        &kernels::scatter_sort_count::KERNEL,
+        &kernels::scatter_sort_scan::KERNEL,
+    );
+    let (place, sum) = (
+        &kernels::scatter_sort_place::KERNEL,
+        &kernels::scatter_add_sorted::KERNEL,
+    );
+    let entries = [entry(count)?, entry(scan)?, entry(place)?, entry(sum)?];
+    // The kernels' counters and positions are u32s; i32 storage has their size and alignment,
+    // and the kernels see only the pointers.
+    let counts = CudaStorage::<i32>::filled(ord, plan.counters(), 0)?;
+    let order = CudaStorage::<i32>::uninit(ord, plan.len)?;
+    let args = sort_args(
+        (idx.device_ptr(), il),
+        axis,
+        &plan,
+        (counts.device_ptr(), order.device_ptr()),
+    );
+    let (sum_config, rows) = sorted_sum_launch(il.numel() / plan.len, plan.size);
+    let sum_args = sorted_sum_args(
+        (out.device_ptr(), dims),
+        (src.device_ptr(), sl),
+        il,
+        axis,
+        &plan,
+        (counts.device_ptr(), order.device_ptr()),
+        rows,
+    )?;
+    let blocks = |n: usize| LaunchConfig {
+        grid: (n.min(MAX_BLOCKS) as u32, 1, 1),
+        block: (ScatterSortPlan::BLOCK as u32, 1, 1),
+        shared_mem: 0,
+    };
+    let configs = [
+        blocks(plan.parts),
+        blocks(plan.groups),
+        blocks(plan.parts),
+        sum_config,
+    ];
+    let all_args = [&args[0], &args[1], &args[2], &sum_args];
+    for (((k, e), config), a) in [count, scan, place, sum]
+        .into_iter()
+        .zip(entries)
+        .zip(configs)
+        .zip(all_args)
+    {
+        // SAFETY: `counts` holds `plan.counters()` u32s (zeroed) and `order` `plan.len`; the
+        // index vector's `len` entries lie in `idx`'s view `il`. The counting launch touches
+        // only counters of in-range rows (`r * parts + c < size * parts`) and their segment
+        // sums; the scan stays below `size * parts` and reads the sums after it; the placing
+        // launch writes each in-range entry's position once, below the number of in-range
+        // entries (<= len), as the scan's offsets count exactly those; the sum reads rows
+        // `0..size` of the counters, positions below `len` (inside `src`'s view, which holds
+        // the index's sizes: check_fits) and writes `out` at in-range rows of lines inside its
+        // sizes (check_fits). Blocks have the 256 threads the shared arrays hold.
+        unsafe { launch_entry(ord, k, e, config, a)? };
+    }
+    Ok(())
+}
+
+/// The arguments of the counting, scanning and placing launches, in that order.
+fn sort_args(
+    (idx, il): (DevicePtr, &Layout),
+    axis: usize,
+    plan: &ScatterSortPlan,
+    (counts, order): (DevicePtr, DevicePtr),
+) -> [Vec<Arg>; 3] {
+    let u = |v: usize| Arg::U64(v as u64);
+    let index = [
+        Arg::Ptr(idx),
+        u(il.offset()),
+        u(il.strides()[axis]),
+        u(plan.len),
+        u(plan.size),
+        u(plan.chunk),
+        u(plan.parts),
+    ];
+    let mut count = index.to_vec();
+    count.extend([Arg::U32(plan.shift), Arg::Ptr(counts)]);
+    let scan = vec![
+        Arg::Ptr(counts),
+        u(plan.size * plan.parts),
+        Arg::U32(plan.shift),
+    ];
+    let mut place = index.to_vec();
+    place.extend([Arg::Ptr(counts), Arg::Ptr(order)]);
+    [count, scan, place]
+}
+
+/// The summing launch's configuration and output rows per block: threads along the lines,
+/// up to 256 of them (a warp at least), and about 4096 blocks in all, each taking `rows`
+/// consecutive output rows (grid `x` times `rows` covers `size`).
+fn sorted_sum_launch(lines: usize, size: usize) -> (LaunchConfig, usize) {
+    let block = (lines.div_ceil(32) * 32).min(256);
+    let gy = lines.div_ceil(block).min(65_535);
+    let rows = (size * gy).div_ceil(4096).max(1);
+    let config = LaunchConfig {
+        grid: (size.div_ceil(rows).min(1 << 30) as u32, gy as u32, 1),
+        block: (block as u32, 1, 1),
+        shared_mem: 0,
+    };
+    (config, rows)
+}
+
+/// The arguments of `scatter_add_sorted`: the dense output of `dims`, the source at its
+/// layout, the index's sizes, the sort's counters and positions, and rows per block.
+fn sorted_sum_args(
+    (out, dims): (DevicePtr, &[usize]),
+    (src, sl): (DevicePtr, &Layout),
+    il: &Layout,
+    axis: usize,
+    plan: &ScatterSortPlan,
+    (counts, order): (DevicePtr, DevicePtr),
+    rows: usize,
+) -> Result<Vec<Arg>> {
+    const OP: &str = "scatter_add";
+    let lines = il.numel() / plan.len;
+    Ok(vec![
+        Arg::Ptr(out),
+        Arg::Strides(strides_of(OP, &Layout::contiguous(dims))?),
+        Arg::Ptr(src),
+        Arg::Strides(strides_of(OP, sl)?),
+        Arg::Shape(shape_of(OP, il.dims())?),
+        Arg::U64(axis as u64),
+        Arg::U64(lines as u64),
+        Arg::U64(plan.size as u64),
+        Arg::U64(plan.parts as u64),
+        Arg::Ptr(counts),
+        Arg::Ptr(order),
+        Arg::U64(rows as u64),
+    ])
+}
+
 /// The arguments of `scatter_lines` / `scatter_add_lines`: the dense output of `dims`, the
 /// index and the source at their layouts; one thread per line of the (non-empty) index.
 fn scatter_args(
@@ -202,17 +384,20 @@ fn scatter_args(
 }
 
 /// The parts joined along `axis` into fresh dense storage: one launch per non-empty part,
-/// each writing its own slot.
+/// each writing its own slot (`concat_rows_into`, 32-bit index arithmetic, below 2^31
+/// elements; `concat_into` past that).
 pub(crate) fn concat<E: Element>(
     parts: &[(&CudaStorage<E>, &Layout)],
     axis: usize,
 ) -> Result<CudaStorage<E>> {
     const OP: &str = "concat";
-    let src = &kernels::concat_into::KERNEL;
+    let general = &kernels::concat_into::KERNEL;
+    let fast = &kernels::concat_rows_into::KERNEL;
     let Some(&(first, fl)) = parts.first() else {
         return Err(bad(OP, "no parts to join"));
     };
-    let entry = kernel_entry(first.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
+    let entry = |k| kernel_entry(first.ordinal(), k, E::DTYPE, E::DTYPE, Variant::Simt);
+    let (general_entry, fast_entry) = (entry(general)?, entry(fast)?);
     let total: usize = parts.iter().map(|(_, pl)| pl.dims()[axis]).sum();
     let mut dims = fl.dims().to_vec();
     dims[axis] = total;
@@ -228,14 +413,36 @@ pub(crate) fn concat<E: Element>(
                 start,
                 total,
             )?;
+            // 32-bit index arithmetic needs fewer than 2^31 elements (the kernel's counters
+            // stay below 2^32 with the grid's stride added).
+            let (src, entry, config) = match concat_rows_threads(pl.dims(), n) {
+                Some(t) => (fast, fast_entry, threads(t)),
+                None => (general, general_entry, threads(n)),
+            };
             // SAFETY: the part is read through its own layout (inside its storage); its
             // sizes equal the output's off `axis` (the caller's contract) and its slot
             // start..start + size along `axis` lies inside `total`, so writes stay in `out`.
-            unsafe { launch_entry(first.ordinal(), src, entry, threads(n), &args)? };
+            // Blocks are 256 threads, a multiple of 32 as `concat_rows_into` needs.
+            unsafe { launch_entry(first.ordinal(), src, entry, config, &args)? };
         }
         start += pl.dims()[axis];
     }
     Ok(out)
+}
+
+/// The threads `concat_rows_into` wants for a part of sizes `dims` and `n` elements (a warp
+/// per segment of up to 256 elements of the innermost axis when it has 32 or more, else one
+/// per element), or `None` when the part is too large for its 32-bit arithmetic.
+fn concat_rows_threads(dims: &[usize], n: usize) -> Option<usize> {
+    if n >= 1 << 31 {
+        return None;
+    }
+    let inner = *dims.last()?;
+    if inner < 32 {
+        return Some(n);
+    }
+    let seg = 32 * inner.div_ceil(32).min(8);
+    Some(n / inner * inner.div_ceil(seg) * 32)
 }
 
 /// The arguments of `concat_into`: one part at its layout, the output, and the part's slot.
@@ -394,6 +601,28 @@ mod tests {
             &ok(concat_args((p, &l), p, 1, 2, 9)),
         );
         accepts(
+            &kernels::concat_rows_into::KERNEL,
+            &ok(concat_args((p, &l), p, 1, 2, 9)),
+        );
+        let shared = Layout::new(&[2, 4, 3], &[0, 1, 0], 5);
+        let plan = ScatterSortPlan::new(4, 6).unwrap_or_else(|| panic!("a plan"));
+        let [count, scan, place] = sort_args((p, &shared), 1, &plan, (p, p));
+        accepts(&kernels::scatter_sort_count::KERNEL, &count);
+        accepts(&kernels::scatter_sort_scan::KERNEL, &scan);
+        accepts(&kernels::scatter_sort_place::KERNEL, &place);
+        accepts(
+            &kernels::scatter_add_sorted::KERNEL,
+            &ok(sorted_sum_args(
+                (p, &[5, 6, 3]),
+                (p, &l),
+                &shared,
+                1,
+                &plan,
+                (p, p),
+                2,
+            )),
+        );
+        accepts(
             &kernels::triangle::KERNEL,
             &ok(triangle_args((p, &l), p, -1, true)),
         );
@@ -417,6 +646,35 @@ mod tests {
                 .entry(DType::Bool, Variant::Simt)
                 .is_none()
         );
+    }
+
+    #[test]
+    fn only_a_shared_index_vector_takes_the_sort() {
+        // index_add's vector broadcast over [3, len, 2], and a size-1 axis with any stride.
+        let shared = Layout::new(&[3, 40, 2], &[0, 2, 0], 1);
+        let plan = shared_index_plan(&shared, 1, 9).unwrap_or_else(|| panic!("a plan"));
+        assert_eq!((plan.len, plan.size), (40, 9));
+        assert!(shared_index_plan(&Layout::new(&[1, 40], &[7, 1], 0), 1, 9).is_some());
+        // A general index (one vector per line) keeps the line-by-line kernel.
+        assert!(shared_index_plan(&Layout::contiguous(&[3, 40]), 1, 9).is_none());
+        // The summing launch covers every row and takes lines across threads and grid `y`.
+        for (lines, size) in [(512, 8192), (512, 256), (1, 7), (100_000, 3)] {
+            let (c, rows) = sorted_sum_launch(lines, size);
+            assert!(c.grid.0 as usize * rows >= size, "{lines} {size}");
+            assert!(c.block.0 % 32 == 0 && c.block.0 <= 256);
+            assert!(c.grid.1 as usize * c.block.0 as usize >= lines.min(65_535 * 256));
+        }
+    }
+
+    #[test]
+    fn concat_takes_the_32_bit_kernel_below_2_pow_31_elements() {
+        assert_eq!(
+            concat_rows_threads(&[32, 256, 512], 1 << 22),
+            Some((1 << 22) / 8)
+        );
+        assert_eq!(concat_rows_threads(&[8, 64], 512), Some(8 * 32));
+        assert_eq!(concat_rows_threads(&[8, 5], 40), Some(40));
+        assert_eq!(concat_rows_threads(&[1 << 20, 1 << 11], 1 << 31), None);
     }
 
     fn ok<T>(r: Result<T>) -> T {

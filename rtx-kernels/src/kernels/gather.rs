@@ -125,7 +125,10 @@ pub fn scatter_lines<T: Element>(
 /// every run and equals the CPU backend's. Thread `t` takes line `t % lines` and, of the rows
 /// along `axis`, those with `row % parts == t / lines`, so a few long lines still spread over
 /// many threads. An index outside `0..size` (possible only inside a captured CUDA graph,
-/// whose launcher cannot check on the host) is skipped.
+/// whose launcher cannot check on the host) is skipped. Every thread reads every index of its
+/// line, so when all lines share one index vector (`index_add`, an embedding's gradient) the
+/// CUDA backend sorts that vector once instead and sums with
+/// [`scatter_add_sorted`](crate::kernels::scatter_add_sorted()).
 ///
 /// ```
 /// use rtx_kernels::kernel::{KernelShape, KernelStrides, LaunchConfig};

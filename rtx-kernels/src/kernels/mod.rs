@@ -28,6 +28,7 @@ mod pool;
 mod random;
 mod reduce;
 mod scalar_ops;
+mod scatter_sort;
 mod simt;
 mod softmax;
 mod unary;
@@ -53,6 +54,7 @@ pub use pool::*;
 pub use random::*;
 pub use reduce::*;
 pub use scalar_ops::*;
+pub use scatter_sort::*;
 pub use simt::*;
 pub use softmax::*;
 pub use unary::*;
@@ -145,7 +147,12 @@ pub static ALL: &[&KernelSource] = &[
     &gather_strided::KERNEL,
     &scatter_lines::KERNEL,
     &scatter_add_lines::KERNEL,
+    &scatter_sort_count::KERNEL,
+    &scatter_sort_scan::KERNEL,
+    &scatter_sort_place::KERNEL,
+    &scatter_add_sorted::KERNEL,
     &concat_into::KERNEL,
+    &concat_rows_into::KERNEL,
     &triangle::KERNEL,
     &random_uniform::KERNEL,
     &random_normal::KERNEL,
