@@ -5,7 +5,7 @@
 struct rtx_f16 { unsigned short bits; };
 struct rtx_bf16 { unsigned short bits; };
 // Layout structs of strided elementwise entries (rtx_kernels::kernel::{KernelShape, KernelStrides}).
-struct rtx_shape { unsigned int rank; unsigned int pad; unsigned long long dims[6]; };
+struct rtx_shape { unsigned int rank; unsigned int vectors; unsigned long long dims[6]; };
 struct rtx_strides { long long offset; long long strides[6]; };
 union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
@@ -103,6 +103,34 @@ template <typename S> __device__ __forceinline__ rtx_vec<S> rtx_load_vec(const S
 }
 template <typename S> __device__ __forceinline__ void rtx_store_vec(S* p, unsigned long long v, rtx_vec<S> x) {
   reinterpret_cast<rtx_u4*>(p)[v] = x.raw;
+}
+// N elements of T moved as one access of N * sizeof(T) bytes (strided entries' vector path,
+// where bool masks travel beside 16-byte element vectors).
+template <int B> struct rtx_raw;
+template <> struct rtx_raw<16> { typedef rtx_u4 t; };
+template <> struct rtx_raw<8> { typedef unsigned long long t; };
+template <> struct rtx_raw<4> { typedef unsigned int t; };
+template <> struct rtx_raw<2> { typedef unsigned short t; };
+template <> struct rtx_raw<1> { typedef unsigned char t; };
+template <typename T, unsigned int N> union rtx_pack {
+  typename rtx_raw<sizeof(T) * N>::t raw;
+  T v[N];
+};
+template <typename T, unsigned int N> __device__ __forceinline__ bool rtx_pack_aligned(const T* p) {
+  return ((unsigned long long)p % (sizeof(T) * N)) == 0ull;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_load_pack(const T* p) {
+  rtx_pack<T, N> r;
+  r.raw = *reinterpret_cast<const typename rtx_raw<sizeof(T) * N>::t*>(p);
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_splat_pack(T x) {
+  rtx_pack<T, N> r;
+  for (unsigned int k = 0; k < N; ++k) r.v[k] = x;
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ void rtx_store_pack(T* p, rtx_pack<T, N> x) {
+  *reinterpret_cast<typename rtx_raw<sizeof(T) * N>::t*>(p) = x.raw;
 }
 
 // Math in the compute type.
