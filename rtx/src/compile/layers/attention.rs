@@ -50,10 +50,12 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
             (p, (back_r, back_p))
         });
         let [(q, back_q), (k, back_k), (v, back_v)] = heads;
-        let (kt, back_kt) = StaticOps::transpose::<2, 3>(&k);
-        let (raw_scores, back_qk) = StaticOps::matmul(&q, &kt);
+        // The scale goes on the queries, whose dense copy the product needs anyway, rather
+        // than on the T x T scores.
         let scale = E::from_f64(1.0 / (hd as f64).sqrt());
-        let scores = &raw_scores * scale;
+        let q = &q * scale;
+        let (kt, back_kt) = StaticOps::transpose::<2, 3>(&k);
+        let (scores, back_qk) = StaticOps::matmul(&q, &kt);
         let future = Tensor::<(usize, usize), bool>::full((t, t), true, x.device()).triu(1);
         let ninf = E::from_f64(f64::NEG_INFINITY);
         let (masked, back_mask) = StaticOps::masked_fill(&scores, &future, ninf);
@@ -68,7 +70,8 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
             let dav = back1(back_merge, &back1(back_y, &dy));
             let (datt, dv) = back2(back_av, &dav, [true, true]);
             let dscores = back1(back_mask, &back1(back_softmax, &asked(datt)));
-            let (dq, dkt) = back2(back_qk, &(&dscores * scale), [true, true]);
+            let (dq, dkt) = back2(back_qk, &dscores, [true, true]);
+            let dq = dq.map(|d| &d * scale);
             let dk = back1(back_kt, &asked(dkt));
             let dheads = [(dq, back_q), (Some(dk), back_k), (dv, back_v)]
                 .map(|(dh, (back_r, back_p))| back1(back_r, &back1(back_p, &asked(dh))));
@@ -89,7 +92,7 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
     }
 
     /// The fused projection, the heads split out of it (narrow, reshape, transpose), the
-    /// scaled scores, the causal mask, a softmax as its primitive ops, the weighted values
+    /// queries scaled, the scores, the causal mask, a softmax as its primitive ops, the weighted values
     /// merged back, and the output projection. The mask (`[T, T]`, true above the diagonal)
     /// enters as the graph input `<scope>.causal_mask`: the IR has no op that builds it.
     fn emit_ir(
@@ -110,14 +113,14 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
             b.transpose::<1, 2, _, _>(split)
         };
         let (q, k, v) = (head(b, 0), head(b, 1), head(b, 2));
+        let scale = 1.0 / ((D / H) as f64).sqrt();
+        let q = b.binary_scalar(q, scale, BinaryOp::Mul, false);
         type Scores<B, T, const H: usize> = (B, Const<H>, T, T);
         let kt: Value<(B, Const<H>, usize, T), E> = b.transpose::<2, 3, _, _>(k);
         // The batched products over generic dims are stated by type (`node`): the shape
         // rules cannot prove generic dims equal.
         let matmul = IrOp::Op(Op::MatMul);
         let scores = b.node::<Scores<B, T, H>, E>(matmul.clone(), &[q.id(), kt.id()]);
-        let scale = 1.0 / ((D / H) as f64).sqrt();
-        let scores = b.binary_scalar(scores, scale, BinaryOp::Mul, false);
         let mask = b.input::<(T, T), bool>(&format!("{}causal_mask", b.scope_prefix()));
         let neg_inf = b.constant::<E>(f64::NEG_INFINITY);
         let fill = b.broadcast_to::<Scores<B, T, H>, (), E>(neg_inf);
