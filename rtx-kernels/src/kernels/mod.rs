@@ -30,6 +30,8 @@ mod reduce;
 mod scalar_ops;
 mod simt;
 mod softmax;
+mod softmax_backward;
+mod softmax_warp;
 mod unary;
 mod variance;
 
@@ -55,6 +57,8 @@ pub use reduce::*;
 pub use scalar_ops::*;
 pub use simt::*;
 pub use softmax::*;
+pub use softmax_backward::*;
+pub use softmax_warp::*;
 pub use unary::*;
 pub use variance::*;
 
@@ -155,4 +159,6 @@ pub static ALL: &[&KernelSource] = &[
     &cross_entropy_rows::KERNEL,
     &cross_entropy_mean::KERNEL,
     &cross_entropy_backward_rows::KERNEL,
+    &softmax_warp_rows::KERNEL,
+    &softmax_backward_rows::KERNEL,
 ];
