@@ -325,7 +325,7 @@ fn log_softmax_and_logsumexp_rows_match_reference_for_several_block_sizes() {
 #[test]
 fn descriptors_list_one_entry_per_dtype_and_variant() {
     // The examples, the foundation's ops, and one derivative per differentiable example input.
-    assert_eq!(ALL.len(), 98);
+    assert_eq!(ALL.len(), 100);
     let mut names: Vec<&str> = ALL.iter().map(|k| k.name).collect();
     names.sort_unstable();
     names.dedup();
@@ -336,8 +336,11 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
             KernelKind::Reduce => &[
                 Variant::Reduce,
                 Variant::ReduceColumns,
+                Variant::ReduceRows,
                 Variant::ReducePartial,
                 Variant::ReduceFinal,
+                Variant::ReduceColumnsPartial,
+                Variant::ReduceColumnsFinal,
             ],
             KernelKind::Simt { .. } => &[Variant::Simt],
         };
@@ -380,8 +383,14 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
             DType::Bool => "bool",
         };
         for &v in variants {
-            // The two-stage reduction keeps float partial results: float element types only.
-            let two_stage = matches!(v, Variant::ReducePartial | Variant::ReduceFinal);
+            // The two-stage reductions keep float partial results: float element types only.
+            let two_stage = matches!(
+                v,
+                Variant::ReducePartial
+                    | Variant::ReduceFinal
+                    | Variant::ReduceColumnsPartial
+                    | Variant::ReduceColumnsFinal
+            );
             for &dt in ins.iter().filter(|d| !two_stage || d.is_float()) {
                 let outs: Vec<DType> = if pairs {
                     outs_all.clone()
@@ -406,9 +415,10 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
             }
         }
         let per_variant = |v: &Variant| match v {
-            Variant::ReducePartial | Variant::ReduceFinal => {
-                ins.iter().filter(|d| d.is_float()).count()
-            }
+            Variant::ReducePartial
+            | Variant::ReduceFinal
+            | Variant::ReduceColumnsPartial
+            | Variant::ReduceColumnsFinal => ins.iter().filter(|d| d.is_float()).count(),
             _ if pairs => ins.len() * outs_all.len(),
             _ => ins.len(),
         };

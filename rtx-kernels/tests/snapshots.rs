@@ -39,6 +39,8 @@ fn generated_cuda_matches_snapshots() {
         "cross_entropy_backward_rows",
         "random_dropout",
         "binary_scalar",
+        "softmax_warp_rows",
+        "softmax_backward_rows",
     ] {
         let k = ALL.iter().find(|k| k.name == name).unwrap();
         let path = dir.join(format!("{name}.cu"));

@@ -203,10 +203,20 @@ fn reduce_case<E: Num>() {
         .into_iter()
         .map(|v| E::from_f64(v.floor()))
         .collect();
+    // Many short rows: a warp per row on a GPU.
+    let (tr, tc) = (1100usize, 3usize);
     same_on_every_device::<E>("integer reductions", |dev| {
         let x = Tensor::from_vec(a.clone(), (r, c), dev);
         let p = Tensor::from_vec(small.clone(), (r, c), dev);
+        let tall = Tensor::from_vec(a.clone(), (tr, tc), dev);
+        let tall_small = Tensor::from_vec(small.clone(), (tr, tc), dev);
         vec![
+            ("sum 1 of many short rows".into(), bits(&tall.sum::<1>())),
+            ("max 1 of many short rows".into(), bits(&tall.max::<1>())),
+            (
+                "prod 1 of many short rows".into(),
+                bits(&tall_small.prod::<1>()),
+            ),
             ("sum 1".into(), bits(&x.sum::<1>())),
             ("sum 0 of a transpose".into(), bits(&x.t().sum::<0>())),
             ("prod 1".into(), bits(&p.prod::<1>())),

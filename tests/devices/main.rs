@@ -213,4 +213,5 @@ mod optim;
 mod perf;
 mod random;
 mod reduce;
+mod softmax;
 mod user_kernels;

@@ -141,3 +141,77 @@ fn held_rows_case<E: Float>() {
 fn held_rows_and_vector_row_sums_match_the_cpu() {
     every_float!(held_rows_case);
 }
+
+fn bias_gradient_case<E: Float>() {
+    // Sums over the first axis of [8192, N], as a Linear's bias gradient: few blocks of 32
+    // columns for a long axis, so the axis is split into chunks over more blocks and the
+    // chunks combined by a second launch. [1024, 8192] and [1000, 96] end in a shorter chunk;
+    // [4, 2048, 64] splits with several `outer` indices. Values in [0.5, 1.5): a chunk lost
+    // or counted twice moves a sum by hundreds.
+    let tall = values::<E>(8192 * 1536, 40, 0.5, 1.5);
+    let wide = values::<E>(1024 * 8192, 41, 0.5, 1.5);
+    let odd = values::<E>(1000 * 96, 42, -1.0, 1.0);
+    let cube = values::<E>(4 * 2048 * 64, 43, 0.5, 1.5);
+    on_every_device::<E>("bias gradient sums", |dev| {
+        let t = Tensor::from_vec(tall.clone(), (8192usize, 1536usize), dev);
+        let n512 = Tensor::from_vec(tall[..8192 * 512].to_vec(), (8192usize, 512usize), dev);
+        let w = Tensor::from_vec(wide.clone(), (1024usize, 8192usize), dev);
+        let o = Tensor::from_vec(odd.clone(), (1000usize, 96usize), dev);
+        let c = Tensor::from_vec(cube.clone(), (4usize, 2048usize, 64usize), dev);
+        vec![
+            ("sum 0 of [8192, 1536]".into(), f64s(&t.sum::<0>())),
+            ("sum 0 of [8192, 512]".into(), f64s(&n512.sum::<0>())),
+            ("mean 0 of [8192, 512]".into(), f64s(&n512.mean::<0>())),
+            ("max 0 of [8192, 512]".into(), f64s(&n512.max::<0>())),
+            ("min 0 of [8192, 512]".into(), f64s(&n512.min::<0>())),
+            ("sum 0 of [1024, 8192]".into(), f64s(&w.sum::<0>())),
+            ("mean 0 of [1024, 8192]".into(), f64s(&w.mean::<0>())),
+            ("sum 0 of [1000, 96]".into(), f64s(&o.sum::<0>())),
+            ("max 0 of [1000, 96]".into(), f64s(&o.max::<0>())),
+            ("sum 1 of [4, 2048, 64]".into(), f64s(&c.sum::<1>())),
+            ("mean 1 of [4, 2048, 64]".into(), f64s(&c.mean::<1>())),
+        ]
+    });
+}
+
+#[test]
+fn split_column_reductions_match_the_cpu() {
+    every_float!(bias_gradient_case);
+}
+
+fn short_rows_case<E: Float>() {
+    // Many short rows take a warp each: rows of 256 (one 16-byte vector a lane in 16-bit
+    // types), of 1000 (every other row unaligned in 16-bit types: scalar loads), of 1024, of
+    // 20 (fewer values than lanes) and of 1.
+    let r256 = values::<E>(4096 * 256, 44, 0.5, 1.5);
+    let r1000 = values::<E>(1500 * 1000, 45, -1.0, 1.0);
+    let r20 = values::<E>(3000 * 20, 46, -4.0, 4.0);
+    on_every_device::<E>("short rows", |dev| {
+        let a = Tensor::from_vec(r256.clone(), (4096usize, 256usize), dev);
+        let b = Tensor::from_vec(r1000.clone(), (1500usize, 1000usize), dev);
+        let k = Tensor::from_vec(r256[..1024 * 1024].to_vec(), (1024usize, 1024usize), dev);
+        let s = Tensor::from_vec(r20.clone(), (3000usize, 20usize), dev);
+        let one = Tensor::from_vec(r20[..2048].to_vec(), (2048usize, 1usize), dev);
+        vec![
+            ("sum of rows of 256".into(), f64s(&a.sum::<1>())),
+            ("mean of rows of 256".into(), f64s(&a.mean::<1>())),
+            ("max of rows of 256".into(), f64s(&a.max::<1>())),
+            ("sum of rows of 1000".into(), f64s(&b.sum::<1>())),
+            ("min of rows of 1000".into(), f64s(&b.min::<1>())),
+            ("sum of rows of 1024".into(), f64s(&k.sum::<1>())),
+            ("sum of rows of 20".into(), f64s(&s.sum::<1>())),
+            ("max of rows of 20".into(), f64s(&s.max::<1>())),
+            ("sum of rows of 1".into(), f64s(&one.sum::<1>())),
+            ("logsumexp of rows of 20".into(), f64s(&s.logsumexp::<1>())),
+            (
+                "logsumexp of rows of 1000".into(),
+                f64s(&b.logsumexp::<1>()),
+            ),
+        ]
+    });
+}
+
+#[test]
+fn warp_per_row_reductions_match_the_cpu() {
+    every_float!(short_rows_case);
+}

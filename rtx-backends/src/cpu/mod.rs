@@ -17,6 +17,7 @@ pub mod pool;
 mod pool_simd;
 pub mod random;
 pub mod reduce;
+pub mod softmax_back;
 
 /// Elements per parallel task. Fixed, so chunk boundaries never depend on the thread count.
 pub const CHUNK: usize = 1 << 14;

@@ -7,11 +7,11 @@
 //! compilation for the GPU's architecture, cached on disk), `launch` (the one launch point,
 //! which counts dispatches), `kernels` (entries of `#[kernel]` sources, launched with checked
 //! arguments), `ops` (the storage entry points' GPU side; `ops_conv`, `ops_norm` and
-//! `ops_optim` for convolution and pooling, fused norms and optimizer updates, `ops_index` for
-//! indexing, joining and argmax, `ops_random` for random draws, `ops_loss` for fused cross
-//! entropy and dropout, `ops_optim_multi` and `ops_cast_multi` for multi-tensor updates and
-//! casts), `blas` and `blas_lt` (cuBLAS
-//! and cuBLASLt matrix products).
+//! `ops_optim` for convolution and pooling, fused norms and optimizer updates, `ops_softmax`
+//! for softmax and its fused gradient, `ops_index` for indexing, joining and argmax,
+//! `ops_random` for random draws, `ops_loss` for fused cross entropy and dropout,
+//! `ops_optim_multi` and `ops_cast_multi` for multi-tensor updates and casts), `blas` and
+//! `blas_lt` (cuBLAS and cuBLASLt matrix products).
 //!
 //! Every entry point returns an error rather than panicking when CUDA is missing.
 
@@ -34,6 +34,7 @@ pub(crate) mod ops_norm;
 pub(crate) mod ops_optim;
 pub(crate) mod ops_optim_multi;
 pub(crate) mod ops_random;
+pub(crate) mod ops_softmax;
 mod probe;
 mod storage;
 

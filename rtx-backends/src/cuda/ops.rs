@@ -1,6 +1,7 @@
-//! The GPU side of the storage entry points: elementwise maps, axis reductions, row softmax
-//! and dense copies, each one launch of a `#[kernel]` entry (a view that a kernel cannot read
-//! directly is first made dense by the `copy` kernel).
+//! The GPU side of the storage entry points: elementwise maps, axis reductions, row
+//! statistics and dense copies, each one launch of a `#[kernel]` entry (a view that a kernel
+//! cannot read directly is first made dense by the `copy` kernel; a column reduction over few
+//! columns takes two). Softmax is in `ops_softmax`.
 //!
 //! Invariant: every result is fresh, contiguous storage on the inputs' GPU, and the
 //! arguments of each launch are built by walking the entry's parameter list, so the order is
@@ -303,12 +304,21 @@ pub(crate) fn dense_view<E: Element>(
 /// Rows at least this long, when there are few of them, are reduced in two stages.
 const TWO_STAGE_MIN: usize = 1 << 15;
 
+/// Rows at most this long (`inner` 1), when there are at least [`WARP_ROWS_MIN_ROWS`] of
+/// them, are reduced a warp per row.
+const WARP_ROWS_MAX_LEN: usize = 1024;
+
+/// Enough rows to keep every SM busy with a warp per row.
+const WARP_ROWS_MIN_ROWS: usize = 1024;
+
 /// Reduces `axis` of a view with the reduce kernel `src` (plus a copy for a non-contiguous
 /// view); the result has the axis removed. The view is seen as `[outer, axis, inner]`: with
 /// an `inner` of 32 or more, the threads of a warp read neighbouring elements of it
-/// (coalesced); a few long rows (`inner` 1) are reduced in two stages, so that many blocks
-/// share each row; otherwise one block reduces each output. Each path combines in a fixed
-/// order for given sizes, so results are the same run to run.
+/// (coalesced), and when that gives few blocks for a long axis the axis is split into chunks
+/// over more blocks and the chunks' results combined by a second launch ([`SplitColumns`]);
+/// a few long rows (`inner` 1) are reduced in two stages, so that many blocks share each row;
+/// many short rows take a warp each; otherwise one block reduces each output. Each path
+/// combines in a fixed order for given sizes, so results are the same run to run.
 pub(crate) fn reduce<E: Element>(
     c: &CudaStorage<E>,
     l: &Layout,
@@ -355,6 +365,15 @@ pub(crate) fn reduce<E: Element>(
         && inner.div_ceil(32) <= i32::MAX as usize
         && let Some(cols) = src.entry(dtype, Variant::ReduceColumns)
     {
+        if let Some(split) = SplitColumns::plan(src, dtype, outer, len, inner) {
+            let x = x.ptr_at(start);
+            if dtype == DType::F64 {
+                split.run::<f64, E>(x, &out)?;
+            } else {
+                split.run::<f32, E>(x, &out)?;
+            }
+            return Ok(out);
+        }
         let config = LaunchConfig {
             grid: (inner.div_ceil(32) as u32, outer.min(65535) as u32, 1),
             block: (32, len.clamp(1, 32) as u32, 1),
@@ -369,6 +388,29 @@ pub(crate) fn reduce<E: Element>(
         ];
         // SAFETY: as below; the columns entry reads and writes the same elements.
         unsafe { launch_entry(c.ordinal(), src, cols, config, &args)? };
+        return Ok(out);
+    }
+    if inner == 1
+        && len <= WARP_ROWS_MAX_LEN
+        && rows >= WARP_ROWS_MIN_ROWS
+        && let Some(by_rows) = src.entry(dtype, Variant::ReduceRows)
+    {
+        // Eight rows a block; the kernel steps over the rest of the rows in a grid-stride
+        // loop, so the grid only has to be within its limit.
+        let config = LaunchConfig {
+            grid: (rows.div_ceil(8).min(1 << 20) as u32, 1, 1),
+            block: (256, 1, 1),
+            shared_mem: 0,
+        };
+        let args = [
+            Arg::Ptr(x.ptr_at(start)),
+            Arg::Ptr(out.device_ptr()),
+            Arg::U64(outer as u64),
+            Arg::U64(len as u64),
+            Arg::U64(inner as u64),
+        ];
+        // SAFETY: as below; the warp-per-row entry reads and writes the same elements.
+        unsafe { launch_entry(c.ordinal(), src, by_rows, config, &args)? };
         return Ok(out);
     }
     // A block walks one output's axis; a short axis needs fewer threads.
@@ -450,6 +492,113 @@ impl TwoStage {
     }
 }
 
+/// A column reduction split along the axis: with few blocks of 32 columns (fewer than about
+/// two per SM of a large GPU) and a long axis, each block would walk thousands of elements
+/// while most SMs idle. Instead `gridDim.z` blocks share each column block, each combining a
+/// fixed chunk of the axis into partial results in the compute type `A`, and a second launch
+/// combines each output's chunks in order. The chunk count depends on the sizes alone.
+struct SplitColumns {
+    src: &'static KernelSource,
+    partial: &'static rtx_kernels::kernel::KernelEntry,
+    last: &'static rtx_kernels::kernel::KernelEntry,
+    outer: usize,
+    len: usize,
+    inner: usize,
+    /// Elements of the axis per chunk, a multiple of 32 (the block's rows of threads).
+    chunk: usize,
+    /// Chunks: `len.div_ceil(chunk)`.
+    parts: usize,
+}
+
+impl SplitColumns {
+    /// Fewer column blocks than this (two 1024-thread blocks on each of 132 SMs) leave the
+    /// GPU partly idle.
+    const FEW_BLOCKS: usize = 264;
+    /// Blocks the split aims at: two waves of [`Self::FEW_BLOCKS`], so that a block finishing
+    /// late costs little.
+    const TARGET_BLOCKS: usize = 2 * Self::FEW_BLOCKS;
+    /// The shortest chunk: eight elements for each of a block's 32 rows of threads, all
+    /// loads in flight together.
+    const MIN_CHUNK: usize = 256;
+
+    /// The split for these sizes, or `None` when one launch does as well (enough blocks, a
+    /// short axis, or no float partial entries for the dtype).
+    fn plan(
+        src: &'static KernelSource,
+        dtype: DType,
+        outer: usize,
+        len: usize,
+        inner: usize,
+    ) -> Option<SplitColumns> {
+        let blocks = inner.div_ceil(32) * outer;
+        if blocks >= Self::FEW_BLOCKS || len < 2 * Self::MIN_CHUNK {
+            return None;
+        }
+        let partial = src.entry(dtype, Variant::ReduceColumnsPartial)?;
+        let last = src.entry(dtype, Variant::ReduceColumnsFinal)?;
+        let wanted = Self::TARGET_BLOCKS
+            .div_ceil(blocks)
+            .min(len / Self::MIN_CHUNK)
+            .max(1);
+        let chunk = len.div_ceil(wanted).next_multiple_of(32);
+        Some(SplitColumns {
+            src,
+            partial,
+            last,
+            outer,
+            len,
+            inner,
+            chunk,
+            parts: len.div_ceil(chunk),
+        })
+    }
+
+    /// Runs both stages over the dense `[outer, len, inner]` elements at `x` into `out`
+    /// (`outer * inner` elements of `E`).
+    fn run<A: Element, E: Element>(&self, x: DevicePtr, out: &CudaStorage<E>) -> Result<()> {
+        let ordinal = out.ordinal();
+        let partial = CudaStorage::<A>::uninit(ordinal, self.outer * self.parts * self.inner)?;
+        // `outer` is below FEW_BLOCKS and `parts` at most TARGET_BLOCKS here, well inside the
+        // grid's y and z limits.
+        let first = LaunchConfig {
+            grid: (
+                self.inner.div_ceil(32) as u32,
+                self.outer as u32,
+                self.parts as u32,
+            ),
+            block: (32, 32, 1),
+            shared_mem: 0,
+        };
+        let args = [
+            Arg::Ptr(x),
+            Arg::Ptr(partial.device_ptr()),
+            Arg::U64(self.outer as u64),
+            Arg::U64(self.len as u64),
+            Arg::U64(self.inner as u64),
+            Arg::U64(self.chunk as u64),
+        ];
+        // SAFETY: `x` holds outer * len * inner dense elements; block (bx, o, z) reads rows
+        // z * chunk .. min(len, (z + 1) * chunk) of its columns and writes their partial
+        // results, inside the outer * parts * inner values of `partial`.
+        unsafe { launch_entry(ordinal, self.src, self.partial, first, &args)? };
+        let n = self.outer * self.inner;
+        let second = LaunchConfig::for_elements(n, 256);
+        let args = [
+            Arg::Ptr(partial.device_ptr()),
+            Arg::Ptr(out.device_ptr()),
+            Arg::U64(self.outer as u64),
+            Arg::U64(self.parts as u64),
+            Arg::U64(self.inner as u64),
+            Arg::U64(self.len as u64),
+        ];
+        // SAFETY: `partial` holds outer * parts * inner values, `out` outer * inner elements;
+        // the stream orders this launch after the first, and `partial` goes back to the
+        // allocator only for work queued after both.
+        unsafe { launch_entry(ordinal, self.src, self.last, second, &args)? };
+        Ok(())
+    }
+}
+
 /// Values of a row each thread of the row kernels `softmax_rows`, `log_softmax_rows`,
 /// `logsumexp_rows`, `norm_rows` and `norm_backward_rows` keeps in registers at a time.
 const HELD_PER_THREAD: usize = 32;
@@ -462,68 +611,10 @@ pub(crate) fn held_row_block(cols: usize) -> u32 {
     (cols.div_ceil(HELD_PER_THREAD).div_ceil(32) * 32).clamp(32, 256) as u32
 }
 
-/// Softmax (or log-softmax) along `axis`: one launch of the row kernel when the axis is the
-/// last of a dense view; otherwise the axis is moved last by a copy, and moved back after.
-pub(crate) fn softmax<E: Element>(
-    c: &CudaStorage<E>,
-    l: &Layout,
-    axis: usize,
-    log: bool,
-) -> Result<CudaStorage<E>> {
-    let src = if log {
-        &kernels::log_softmax_rows::KERNEL
-    } else {
-        &kernels::softmax_rows::KERNEL
-    };
-    let entry = kernel_entry(c.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
-    let rank = l.rank();
-    let last = rank.saturating_sub(1);
-    if rank > 0 && axis != last {
-        let mut perm: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
-        perm.push(axis);
-        let moved = l.permute(&perm);
-        let rows = softmax(c, &moved, last, log)?;
-        // `rows` is dense in the moved order; view it back in the original order.
-        let dense_moved = Layout::contiguous(moved.dims());
-        let mut inverse = vec![0; rank];
-        for (i, &p) in perm.iter().enumerate() {
-            inverse[p] = i;
-        }
-        return dense(&rows, &dense_moved.permute(&inverse));
-    }
-    let cols = if rank == 0 { 1 } else { l.dims()[last] };
-    let n = l.numel();
-    let out = CudaStorage::<E>::uninit(c.ordinal(), n)?;
-    if n == 0 {
-        return Ok(out);
-    }
-    let (x, start) = dense_view(c, l)?;
-    let rows = n / cols;
-    if rows > i32::MAX as usize {
-        return Err(bad(
-            src.name,
-            format!("{rows} rows are more than one launch's grid holds"),
-        ));
-    }
-    let config = LaunchConfig {
-        grid: (rows as u32, 1, 1),
-        block: (held_row_block(cols), 1, 1),
-        shared_mem: 0,
-    };
-    let args = [
-        Arg::Ptr(x.ptr_at(start)),
-        Arg::Ptr(out.device_ptr()),
-        Arg::U64(cols as u64),
-    ];
-    // SAFETY: `x` holds rows * cols dense elements from `start`, `out` as many; one block
-    // per row, with a block size that is a multiple of 32 and at most 256.
-    unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
-    Ok(out)
-}
-
 /// One statistic per row along `axis` (logsumexp, variance) with a row kernel: the axis is
 /// moved last by a dense copy unless it already is the last axis of a dense view. `extra`
-/// are the kernel's arguments after `cols`. The result has the axis removed.
+/// are the kernel's arguments after `cols`. The result has the axis removed. Logsumexp of
+/// short rows takes a warp per row (`softmax_warp_rows`).
 pub(crate) fn row_stat<E: Element>(
     c: &CudaStorage<E>,
     l: &Layout,
@@ -555,9 +646,14 @@ pub(crate) fn row_stat<E: Element>(
     let mut perm: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
     perm.push(axis);
     let (x, start) = dense_view(c, &l.permute(&perm))?;
+    let logsumexp = std::ptr::eq(src, &kernels::logsumexp_rows::KERNEL);
+    if logsumexp && cols <= super::ops_softmax::WARP_ROW_MAX {
+        super::ops_softmax::logsumexp_warp_rows(&x, start, &out, rows, cols)?;
+        return Ok(out);
+    }
     // The logsumexp kernel keeps 32 values a thread in registers, so it takes the smaller
     // blocks of `held_row_block`; the others stream their rows with up to 1024 threads.
-    let block = if std::ptr::eq(src, &kernels::logsumexp_rows::KERNEL) {
+    let block = if logsumexp {
         held_row_block(cols)
     } else {
         (cols.div_ceil(32) * 32).clamp(32, 1024) as u32

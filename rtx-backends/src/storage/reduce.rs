@@ -1,12 +1,13 @@
 //! Backend entry points for reductions along one axis (sum, prod, max, min, argmax, argmin,
-//! mean, variance, logsumexp), full reductions, and softmax / log-softmax.
+//! mean, variance, logsumexp), full reductions, softmax / log-softmax and their fused input
+//! gradient along the last axis.
 //!
 //! Every reduction returns fresh contiguous storage with the reduced axis removed (the tensor
 //! layer views it with the axis kept as 1 for `keepdim`); softmax keeps the input's sizes.
 
-use super::Storage;
+use super::{Storage, same_device};
 use crate::cpu::reduce as cpu;
-use crate::cuda::{CudaStorage, ops as gpu};
+use crate::cuda::{CudaStorage, ops as gpu, ops_softmax};
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::kernel::KernelSource;
 use rtx_kernels::kernels;
@@ -48,6 +49,14 @@ fn flat<E: Element>(c: &CudaStorage<E>, l: &Layout) -> Result<(CudaStorage<E>, L
         Ok((c.clone(), Layout::new(&[n], &[1], l.offset())))
     } else {
         Ok((gpu::dense(c, l)?, Layout::contiguous(&[n])))
+    }
+}
+
+/// The elements of `l` in row-major order: borrowed when they are one contiguous range.
+fn dense_rows<'a, E: Element>(v: &'a [E], l: &Layout) -> std::borrow::Cow<'a, [E]> {
+    match l.contiguous_range() {
+        Some(r) => std::borrow::Cow::Borrowed(&v[r]),
+        None => std::borrow::Cow::Owned(crate::cpu::elementwise::map(v, l, |x| x)),
     }
 }
 
@@ -224,7 +233,7 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::softmax(v, l, axis, false))),
-            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::softmax(c, l, axis, false)?)),
+            Storage::Cuda(c) => Ok(Storage::Cuda(ops_softmax::softmax(c, l, axis, false)?)),
         }
     }
 
@@ -237,7 +246,61 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::softmax(v, l, axis, true))),
-            Storage::Cuda(c) => Ok(Storage::Cuda(gpu::softmax(c, l, axis, true)?)),
+            Storage::Cuda(c) => Ok(Storage::Cuda(ops_softmax::softmax(c, l, axis, true)?)),
+        }
+    }
+
+    /// The input gradient of softmax (`log` false) or log-softmax along the last axis, fused:
+    /// `self` viewed by `l` is the forward's output `y` and `g` its gradient (the same
+    /// sizes); returns the dense `y (g - Σ g y)` or `g - exp(y) Σ g`, each row's sum and every
+    /// output computed in `E::Acc` and rounded once. One launch on a GPU. (An optimization of
+    /// the composition of primitive ops that `rtx` also defines.)
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage};
+    /// let l = Layout::contiguous(&[1, 2]);
+    /// let y = Storage::from_vec(vec![0.25f32, 0.75], Device::Cpu).unwrap();
+    /// let g = Storage::from_vec(vec![1.0f32, 3.0], Device::Cpu).unwrap();
+    /// let dx = y.softmax_backward(&l, (&g, &l), false).unwrap();
+    /// assert_eq!(dx.to_vec(&l), vec![-0.375, 0.375]);
+    /// ```
+    pub fn softmax_backward(&self, l: &Layout, (g, gl): (&Self, &Layout), log: bool) -> Result<Self>
+    where
+        E: Float,
+    {
+        let op = if log {
+            "log_softmax backward"
+        } else {
+            "softmax backward"
+        };
+        same_device(op, self, g)?;
+        if l.rank() == 0 || gl.dims() != l.dims() {
+            return Err(BackendError::BadArgument {
+                op,
+                msg: format!(
+                    "output {:?} and gradient {:?} must have the same sizes, with a last axis",
+                    l.dims(),
+                    gl.dims()
+                ),
+            });
+        }
+        crate::dispatch::on_cpu(self.device());
+        match (self, g) {
+            (Storage::Cpu(y), Storage::Cpu(gv)) => {
+                let cols = l.dims()[l.rank() - 1];
+                let (y, gv) = (dense_rows(y, l), dense_rows(gv, gl));
+                Ok(Storage::Cpu(crate::cpu::softmax_back::softmax_backward(
+                    &y, &gv, cols, log,
+                )))
+            }
+            (Storage::Cuda(y), Storage::Cuda(gc)) => Ok(Storage::Cuda(
+                ops_softmax::softmax_backward((y, l), (gc, gl), log)?,
+            )),
+            _ => Err(BackendError::DeviceMismatch {
+                op,
+                lhs: self.device(),
+                rhs: g.device(),
+            }),
         }
     }
 }

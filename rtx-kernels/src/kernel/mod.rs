@@ -123,6 +123,18 @@ pub enum Variant {
     /// Stage 2: block `r` combines the `parts` partial results of row `r` and writes output
     /// `r`, applying the reduction's `finish` with the row length `n`.
     ReduceFinal,
+    /// A reduction like [`Variant::Reduce`] (same arguments) with a warp per output, for
+    /// short rows: warp `w` of block `b` reduces outputs `b * warps + w`, stepping by the
+    /// grid's warps; the block size is a multiple of 32, at most 1024.
+    ReduceRows,
+    /// Stage 1 of a column reduction split along the axis: launched like
+    /// [`Variant::ReduceColumns`] with `gridDim.z` chunks of `chunk` elements of the axis,
+    /// block `(bx, o, z)` writes its columns' partial results, in the compute type, to
+    /// `partial[(o * gridDim.z + z) * inner + i]`.
+    ReduceColumnsPartial,
+    /// Stage 2: output `(o, i)` combines its `parts` partial results in order and applies
+    /// `finish` with the axis length `n`; a thread per output (any grid, grid-stride).
+    ReduceColumnsFinal,
     /// A general SIMT kernel.
     Simt,
 }

@@ -40,6 +40,8 @@ pub fn log_softmax_rows<T: Float>(x: &[T], out: &mut [T], cols: usize) {
     // Chunk by chunk, thread `tid` holds elements `start + tid + k * bd` as `v[k]` (the first
     // `mine` of them): each warp load reads neighbouring elements, and no load waits for
     // another. It keeps its running maximum `m` and `s = Σ exp(x - m)` over what it read.
+    // Every loop over the held values stops after the thread's last one, so a short row
+    // costs only the values it has.
     let mut v = [T::NEG_INFINITY; HELD];
     let mut m = T::NEG_INFINITY;
     let mut s = 0.0;
@@ -52,23 +54,26 @@ pub fn log_softmax_rows<T: Float>(x: &[T], out: &mut [T], cols: usize) {
         };
         let p = at + start;
         for k in 0..HELD {
-            if k < mine {
-                v[k] = x[p + k * bd];
+            if k >= mine {
+                break;
             }
+            v[k] = x[p + k * bd];
         }
-        // Values past this chunk's end are left from the one before: no greater than `m`,
-        // they leave the maximum as it is, and the sum skips them.
         let mut nm = m;
         for k in 0..HELD {
+            if k >= mine {
+                break;
+            }
             nm = nm.max(v[k]);
         }
         // Nothing but negative infinities so far: nothing to add (and no `-inf - -inf`).
         if nm != T::NEG_INFINITY {
             s = s * (m - nm).exp();
             for k in 0..HELD {
-                if k < mine {
-                    s += (v[k] - nm).exp();
+                if k >= mine {
+                    break;
                 }
+                s += (v[k] - nm).exp();
             }
         }
         m = nm;
@@ -133,9 +138,10 @@ pub fn log_softmax_rows<T: Float>(x: &[T], out: &mut [T], cols: usize) {
             0
         };
         for k in 0..HELD {
-            if k < mine {
-                out[at + k * bd] = (v[k] - row_max) - log_total;
+            if k >= mine {
+                break;
             }
+            out[at + k * bd] = (v[k] - row_max) - log_total;
         }
     }
     while wstart < cols {
@@ -146,14 +152,16 @@ pub fn log_softmax_rows<T: Float>(x: &[T], out: &mut [T], cols: usize) {
         };
         let p = at + wstart;
         for k in 0..HELD {
-            if k < mine {
-                v[k] = x[p + k * bd];
+            if k >= mine {
+                break;
             }
+            v[k] = x[p + k * bd];
         }
         for k in 0..HELD {
-            if k < mine {
-                out[p + k * bd] = (v[k] - row_max) - log_total;
+            if k >= mine {
+                break;
             }
+            out[p + k * bd] = (v[k] - row_max) - log_total;
         }
         wstart += HELD * bd;
     }

@@ -31,6 +31,8 @@ mod scalar_ops;
 mod scatter_sort;
 mod simt;
 mod softmax;
+mod softmax_backward;
+mod softmax_warp;
 mod unary;
 mod variance;
 
@@ -57,6 +59,8 @@ pub use scalar_ops::*;
 pub use scatter_sort::*;
 pub use simt::*;
 pub use softmax::*;
+pub use softmax_backward::*;
+pub use softmax_warp::*;
 pub use unary::*;
 pub use variance::*;
 
@@ -162,4 +166,6 @@ pub static ALL: &[&KernelSource] = &[
     &cross_entropy_rows::KERNEL,
     &cross_entropy_mean::KERNEL,
     &cross_entropy_backward_rows::KERNEL,
+    &softmax_warp_rows::KERNEL,
+    &softmax_backward_rows::KERNEL,
 ];

@@ -267,22 +267,27 @@ __device__ __forceinline__ void logsumexp_rows_impl(const S* x, S* out, unsigned
     unsigned long long p = (at + start);
     #pragma unroll
     for (unsigned long long k = 0ull; k < 32ull; k += 1) {
-      if ((k < mine)) {
-        v[k] = rtx_elem<S>::widen(x[(p + (k * bd))]);
+      if ((k >= mine)) {
+        break;
       }
+      v[k] = rtx_elem<S>::widen(x[(p + (k * bd))]);
     }
     A nm = m;
     #pragma unroll
     for (unsigned long long k_1 = 0ull; k_1 < 32ull; k_1 += 1) {
+      if ((k_1 >= mine)) {
+        break;
+      }
       nm = rtx_max(nm, v[k_1]);
     }
     if ((nm != (-rtx_inf<A>()))) {
       s = (s * rtx_exp((m - nm)));
       #pragma unroll
       for (unsigned long long k_2 = 0ull; k_2 < 32ull; k_2 += 1) {
-        if ((k_2 < mine)) {
-          s += rtx_exp((v[k_2] - nm));
+        if ((k_2 >= mine)) {
+          break;
         }
+        s += rtx_exp((v[k_2] - nm));
       }
     }
     m = nm;

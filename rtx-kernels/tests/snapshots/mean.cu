@@ -337,14 +337,19 @@ __device__ __forceinline__ A mean_block(A rtx_acc, A* rtx_warp) {
 
 // Along the middle axis with threads along `inner`: blockDim.x is 32 (neighbouring
 // elements of `inner`), blockDim.y (at most 32) splits the axis; grid (ceil(inner / 32),
-// up to `outer` with a grid-stride loop over it).
-template <typename S>
-__device__ __forceinline__ void mean_cols(const S* x, S* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+// up to `outer` with a grid-stride loop over it, chunks of the axis). Block z combines
+// elements [z * chunk, (z + 1) * chunk) of the axis: without PART (one chunk, the whole
+// axis) it writes the finished outputs; with PART its results in the compute type, to
+// rtx_part[(o * gridDim.z + z) * inner + i], for `mean_cols_final` to combine in order.
+template <typename S, bool PART>
+__device__ __forceinline__ void mean_cols(const S* x, S* rtx_out, typename rtx_elem<S>::acc* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {
   typedef typename rtx_elem<S>::acc A;
   __shared__ A rtx_cols[32][33];
   const unsigned int rtx_tx = threadIdx.x;
   const unsigned int rtx_ty = threadIdx.y;
   const unsigned long long rtx_i = (unsigned long long)blockIdx.x * 32ull + rtx_tx;
+  const unsigned long long rtx_begin = (unsigned long long)blockIdx.z * chunk;
+  const unsigned long long rtx_end = rtx_begin + chunk < axis ? rtx_begin + chunk : axis;
   for (unsigned long long rtx_o = blockIdx.y; rtx_o < outer; rtx_o += gridDim.y) {
     A rtx_acc = mean_identity<A>();
     if (rtx_i < inner) {
@@ -352,7 +357,7 @@ __device__ __forceinline__ void mean_cols(const S* x, S* rtx_out, unsigned long 
       // Eight loads in flight per thread (within 32 registers, so that two blocks of
       // 1024 threads share an SM).
 #pragma unroll 8
-      for (unsigned long long rtx_k = rtx_ty; rtx_k < axis; rtx_k += blockDim.y) {
+      for (unsigned long long rtx_k = rtx_begin + rtx_ty; rtx_k < rtx_end; rtx_k += blockDim.y) {
         rtx_acc = mean_combine<A>(rtx_acc, mean_map<A>(rtx_elem<S>::widen(rtx_base[rtx_k * inner])));
       }
     }
@@ -362,10 +367,71 @@ __device__ __forceinline__ void mean_cols(const S* x, S* rtx_out, unsigned long 
       for (unsigned int rtx_j = 1u; rtx_j < blockDim.y; ++rtx_j) {
         rtx_acc = mean_combine<A>(rtx_acc, rtx_cols[rtx_j][rtx_tx]);
       }
-      rtx_out[rtx_o * inner + rtx_i] = rtx_elem<S>::narrow(mean_finish<A>(rtx_acc, (A)axis));
+      if (PART) {
+        rtx_part[(rtx_o * gridDim.z + blockIdx.z) * inner + rtx_i] = rtx_acc;
+      } else {
+        rtx_out[rtx_o * inner + rtx_i] = rtx_elem<S>::narrow(mean_finish<A>(rtx_acc, (A)axis));
+      }
     }
     // rtx_cols is reused by the next `outer` index.
     __syncthreads();
+  }
+}
+
+// Stage 2 of a split column reduction: output (o, i) combines its `parts` partial
+// results in chunk order, then applies `finish` with the axis length `n`; a thread per
+// output (grid-stride), neighbouring threads on neighbouring `i`.
+template <typename S>
+__device__ __forceinline__ void mean_cols_final(const typename rtx_elem<S>::acc* rtx_part, S* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {
+  typedef typename rtx_elem<S>::acc A;
+  const unsigned long long rtx_total = outer * inner;
+  const unsigned long long rtx_step = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long rtx_j = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; rtx_j < rtx_total; rtx_j += rtx_step) {
+    const unsigned long long rtx_o = rtx_j / inner;
+    const A* rtx_p = rtx_part + rtx_o * parts * inner + (rtx_j - rtx_o * inner);
+    A rtx_acc = mean_identity<A>();
+    for (unsigned long long rtx_c = 0; rtx_c < parts; ++rtx_c) {
+      rtx_acc = mean_combine<A>(rtx_acc, rtx_p[rtx_c * inner]);
+    }
+    rtx_out[rtx_j] = rtx_elem<S>::narrow(mean_finish<A>(rtx_acc, (A)n));
+  }
+}
+
+// A warp per output, for short rows: warp w of block b reduces outputs b * warps + w,
+// stepping by the grid's warps (the same for all lanes of a warp, so the shuffles see
+// the whole warp); 16-byte loads along a contiguous aligned row, then a shuffle tree.
+// No shared memory or barriers, so many rows are in flight on each SM.
+template <typename S>
+__device__ __forceinline__ void mean_rows(const S* x, S* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  typedef typename rtx_elem<S>::acc A;
+  const unsigned int rtx_lane = threadIdx.x & 31u;
+  const unsigned long long rtx_warps = blockDim.x >> 5;
+  const unsigned long long rtx_rows = outer * inner;
+  for (unsigned long long rtx_row = (unsigned long long)blockIdx.x * rtx_warps + (threadIdx.x >> 5); rtx_row < rtx_rows; rtx_row += (unsigned long long)gridDim.x * rtx_warps) {
+    const unsigned long long rtx_o = rtx_row / inner;
+    const unsigned long long rtx_i = rtx_row % inner;
+    const S* rtx_base = x + rtx_o * axis * inner + rtx_i;
+    A rtx_acc = mean_identity<A>();
+    unsigned long long rtx_from = 0;
+    if (inner == 1ull && rtx_aligned16(rtx_base)) {
+      const unsigned long long rtx_nv = axis / (16 / sizeof(S));
+#pragma unroll 4
+      for (unsigned long long rtx_v = rtx_lane; rtx_v < rtx_nv; rtx_v += 32ull) {
+        const rtx_vec<S> rtx_x = rtx_load_vec(rtx_base, rtx_v);
+#pragma unroll
+        for (unsigned int rtx_k = 0; rtx_k < 16 / sizeof(S); ++rtx_k) {
+          rtx_acc = mean_combine<A>(rtx_acc, mean_map<A>(rtx_elem<S>::widen(rtx_x.v[rtx_k])));
+        }
+      }
+      rtx_from = rtx_nv * (16 / sizeof(S));
+    }
+    for (unsigned long long rtx_k = rtx_from + rtx_lane; rtx_k < axis; rtx_k += 32ull) {
+      rtx_acc = mean_combine<A>(rtx_acc, mean_map<A>(rtx_elem<S>::widen(rtx_base[rtx_k * inner])));
+    }
+    for (unsigned int rtx_off = 16u; rtx_off > 0u; rtx_off >>= 1) {
+      rtx_acc = mean_combine<A>(rtx_acc, rtx_shfl_down(rtx_acc, rtx_off));
+    }
+    if (rtx_lane == 0u) rtx_out[rtx_row] = rtx_elem<S>::narrow(mean_finish<A>(rtx_acc, (A)axis));
   }
 }
 
@@ -421,7 +487,10 @@ extern "C" __global__ void mean_f32(const float* x, float* rtx_out, unsigned lon
   mean_reduce<float>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_cols_f32(const float* x, float* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
-  mean_cols<float>(x, rtx_out, outer, axis, inner);
+  mean_cols<float, false>(x, rtx_out, 0, outer, axis, inner, axis);
+}
+extern "C" __global__ void mean_rows_f32(const float* x, float* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  mean_rows<float>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_partial_f32(const float* x, float* rtx_part, unsigned long long n, unsigned long long chunk) {
   mean_partial<float>(x, rtx_part, n, chunk);
@@ -429,11 +498,20 @@ extern "C" __global__ void mean_partial_f32(const float* x, float* rtx_part, uns
 extern "C" __global__ void mean_final_f32(const float* rtx_part, float* rtx_out, unsigned long long parts, unsigned long long n) {
   mean_final<float>(rtx_part, rtx_out, parts, n);
 }
+extern "C" __global__ void mean_cols_partial_f32(const float* x, float* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {
+  mean_cols<float, true>(x, 0, rtx_part, outer, axis, inner, chunk);
+}
+extern "C" __global__ void mean_cols_final_f32(const float* rtx_part, float* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {
+  mean_cols_final<float>(rtx_part, rtx_out, outer, parts, inner, n);
+}
 extern "C" __global__ void mean_f64(const double* x, double* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
   mean_reduce<double>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_cols_f64(const double* x, double* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
-  mean_cols<double>(x, rtx_out, outer, axis, inner);
+  mean_cols<double, false>(x, rtx_out, 0, outer, axis, inner, axis);
+}
+extern "C" __global__ void mean_rows_f64(const double* x, double* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  mean_rows<double>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_partial_f64(const double* x, double* rtx_part, unsigned long long n, unsigned long long chunk) {
   mean_partial<double>(x, rtx_part, n, chunk);
@@ -441,11 +519,20 @@ extern "C" __global__ void mean_partial_f64(const double* x, double* rtx_part, u
 extern "C" __global__ void mean_final_f64(const double* rtx_part, double* rtx_out, unsigned long long parts, unsigned long long n) {
   mean_final<double>(rtx_part, rtx_out, parts, n);
 }
+extern "C" __global__ void mean_cols_partial_f64(const double* x, double* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {
+  mean_cols<double, true>(x, 0, rtx_part, outer, axis, inner, chunk);
+}
+extern "C" __global__ void mean_cols_final_f64(const double* rtx_part, double* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {
+  mean_cols_final<double>(rtx_part, rtx_out, outer, parts, inner, n);
+}
 extern "C" __global__ void mean_f16(const rtx_f16* x, rtx_f16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
   mean_reduce<rtx_f16>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_cols_f16(const rtx_f16* x, rtx_f16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
-  mean_cols<rtx_f16>(x, rtx_out, outer, axis, inner);
+  mean_cols<rtx_f16, false>(x, rtx_out, 0, outer, axis, inner, axis);
+}
+extern "C" __global__ void mean_rows_f16(const rtx_f16* x, rtx_f16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  mean_rows<rtx_f16>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_partial_f16(const rtx_f16* x, float* rtx_part, unsigned long long n, unsigned long long chunk) {
   mean_partial<rtx_f16>(x, rtx_part, n, chunk);
@@ -453,15 +540,30 @@ extern "C" __global__ void mean_partial_f16(const rtx_f16* x, float* rtx_part, u
 extern "C" __global__ void mean_final_f16(const float* rtx_part, rtx_f16* rtx_out, unsigned long long parts, unsigned long long n) {
   mean_final<rtx_f16>(rtx_part, rtx_out, parts, n);
 }
+extern "C" __global__ void mean_cols_partial_f16(const rtx_f16* x, float* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {
+  mean_cols<rtx_f16, true>(x, 0, rtx_part, outer, axis, inner, chunk);
+}
+extern "C" __global__ void mean_cols_final_f16(const float* rtx_part, rtx_f16* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {
+  mean_cols_final<rtx_f16>(rtx_part, rtx_out, outer, parts, inner, n);
+}
 extern "C" __global__ void mean_bf16(const rtx_bf16* x, rtx_bf16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
   mean_reduce<rtx_bf16>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_cols_bf16(const rtx_bf16* x, rtx_bf16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
-  mean_cols<rtx_bf16>(x, rtx_out, outer, axis, inner);
+  mean_cols<rtx_bf16, false>(x, rtx_out, 0, outer, axis, inner, axis);
+}
+extern "C" __global__ void mean_rows_bf16(const rtx_bf16* x, rtx_bf16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  mean_rows<rtx_bf16>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_partial_bf16(const rtx_bf16* x, float* rtx_part, unsigned long long n, unsigned long long chunk) {
   mean_partial<rtx_bf16>(x, rtx_part, n, chunk);
 }
 extern "C" __global__ void mean_final_bf16(const float* rtx_part, rtx_bf16* rtx_out, unsigned long long parts, unsigned long long n) {
   mean_final<rtx_bf16>(rtx_part, rtx_out, parts, n);
+}
+extern "C" __global__ void mean_cols_partial_bf16(const rtx_bf16* x, float* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {
+  mean_cols<rtx_bf16, true>(x, 0, rtx_part, outer, axis, inner, chunk);
+}
+extern "C" __global__ void mean_cols_final_bf16(const float* rtx_part, rtx_bf16* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {
+  mean_cols_final<rtx_bf16>(rtx_part, rtx_out, outer, parts, inner, n);
 }

@@ -268,22 +268,27 @@ __device__ __forceinline__ void softmax_rows_impl(const S* x, S* out, unsigned l
     unsigned long long p = (at + start);
     #pragma unroll
     for (unsigned long long k = 0ull; k < 32ull; k += 1) {
-      if ((k < mine)) {
-        v[k] = rtx_elem<S>::widen(x[(p + (k * bd))]);
+      if ((k >= mine)) {
+        break;
       }
+      v[k] = rtx_elem<S>::widen(x[(p + (k * bd))]);
     }
     A nm = m;
     #pragma unroll
     for (unsigned long long k_1 = 0ull; k_1 < 32ull; k_1 += 1) {
+      if ((k_1 >= mine)) {
+        break;
+      }
       nm = rtx_max(nm, v[k_1]);
     }
     if ((nm != (-rtx_inf<A>()))) {
       s = (s * rtx_exp((m - nm)));
       #pragma unroll
       for (unsigned long long k_2 = 0ull; k_2 < 32ull; k_2 += 1) {
-        if ((k_2 < mine)) {
-          s += rtx_exp((v[k_2] - nm));
+        if ((k_2 >= mine)) {
+          break;
         }
+        s += rtx_exp((v[k_2] - nm));
       }
     }
     m = nm;
@@ -340,10 +345,11 @@ __device__ __forceinline__ void softmax_rows_impl(const S* x, S* out, unsigned l
     unsigned long long mine_1 = ((tid < cols) ? ((((cols - tid) + bd) - 1ull) / bd) : 0ull);
     #pragma unroll
     for (unsigned long long k_3 = 0ull; k_3 < 32ull; k_3 += 1) {
-      if ((k_3 < mine_1)) {
-        const unsigned long long rtx_t3 = (at + (k_3 * bd));
-        out[rtx_t3] = rtx_elem<S>::narrow((rtx_exp((v[k_3] - row_max)) * inv));
+      if ((k_3 >= mine_1)) {
+        break;
       }
+      const unsigned long long rtx_t3 = (at + (k_3 * bd));
+      out[rtx_t3] = rtx_elem<S>::narrow((rtx_exp((v[k_3] - row_max)) * inv));
     }
   }
   while ((wstart < cols)) {
@@ -351,16 +357,18 @@ __device__ __forceinline__ void softmax_rows_impl(const S* x, S* out, unsigned l
     unsigned long long p_1 = (at + wstart);
     #pragma unroll
     for (unsigned long long k_4 = 0ull; k_4 < 32ull; k_4 += 1) {
-      if ((k_4 < mine_2)) {
-        v[k_4] = rtx_elem<S>::widen(x[(p_1 + (k_4 * bd))]);
+      if ((k_4 >= mine_2)) {
+        break;
       }
+      v[k_4] = rtx_elem<S>::widen(x[(p_1 + (k_4 * bd))]);
     }
     #pragma unroll
     for (unsigned long long k_5 = 0ull; k_5 < 32ull; k_5 += 1) {
-      if ((k_5 < mine_2)) {
-        const unsigned long long rtx_t4 = (p_1 + (k_5 * bd));
-        out[rtx_t4] = rtx_elem<S>::narrow((rtx_exp((v[k_5] - row_max)) * inv));
+      if ((k_5 >= mine_2)) {
+        break;
       }
+      const unsigned long long rtx_t4 = (p_1 + (k_5 * bd));
+      out[rtx_t4] = rtx_elem<S>::narrow((rtx_exp((v[k_5] - row_max)) * inv));
     }
     wstart += (32ull * bd);
   }

@@ -1,7 +1,9 @@
 //! `#[kernel(reduce(identity = .., map = |x| .., finish = |acc, n| ..))]` on a combine
 //! function `fn name<T: Float>(acc: T, x: T) -> T`: the combine as a scalar function, a
-//! module with the descriptor and native reductions over `(outer, axis, inner)`, and one CUDA
-//! entry per element type running a block per output with warp shuffles and shared memory.
+//! module with the descriptor and native reductions over `(outer, axis, inner)`, and CUDA
+//! entries per element type: a block per output with warp shuffles and shared memory, a warp
+//! per output for short rows, coalesced column reductions (split over chunks of the axis in
+//! two launches when there are few columns), and two stages for a few long rows.
 //!
 //! Invariant: for a given block size the CUDA reduction combines in one fixed order (each
 //! thread strides over the axis, by 16-byte vectors along a contiguous aligned row, then a
@@ -236,8 +238,16 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
         |s| format!("{name_s}_cols_{s}"),
         None,
     ));
-    // The two-stage path keeps its partial results in a float compute type (f32, or f64 for
-    // f64), so only float element types have it; integers take the one-block path.
+    entries.extend(entries_tokens(
+        kr,
+        k.elem,
+        "ReduceRows",
+        &desc,
+        |s| format!("{name_s}_rows_{s}"),
+        None,
+    ));
+    // The two-stage paths keep their partial results in a float compute type (f32, or f64
+    // for f64), so only float element types have them; integers take the one-launch paths.
     {
         let partial = params_tokens(
             kr,
@@ -271,6 +281,44 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
             "ReduceFinal",
             &last,
             |s| format!("{name_s}_final_{s}"),
+            None,
+        ));
+        let cols_partial = params_tokens(
+            kr,
+            &[
+                ("x".into(), PTy::Ptr(Ty::Elem, false)),
+                ("partial".into(), PTy::AccPtr(true)),
+                ("outer".into(), PTy::Value(Ty::Usize)),
+                ("axis".into(), PTy::Value(Ty::Usize)),
+                ("inner".into(), PTy::Value(Ty::Usize)),
+                ("chunk".into(), PTy::Value(Ty::Usize)),
+            ],
+        );
+        entries.extend(entries_tokens(
+            kr,
+            ElemKind::Float,
+            "ReduceColumnsPartial",
+            &cols_partial,
+            |s| format!("{name_s}_cols_partial_{s}"),
+            None,
+        ));
+        let cols_final = params_tokens(
+            kr,
+            &[
+                ("partial".into(), PTy::AccPtr(false)),
+                ("out".into(), PTy::Ptr(Ty::Elem, true)),
+                ("outer".into(), PTy::Value(Ty::Usize)),
+                ("parts".into(), PTy::Value(Ty::Usize)),
+                ("inner".into(), PTy::Value(Ty::Usize)),
+                ("n".into(), PTy::Value(Ty::Usize)),
+            ],
+        );
+        entries.extend(entries_tokens(
+            kr,
+            ElemKind::Float,
+            "ReduceColumnsFinal",
+            &cols_final,
+            |s| format!("{name_s}_cols_final_{s}"),
             None,
         ));
     }
@@ -445,7 +493,9 @@ fn cuda_source(
             "extern \"C\" __global__ void {name}_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
              \x20 {name}_reduce<{s}>(x, rtx_out, outer, axis, inner);\n}}\n\
              extern \"C\" __global__ void {name}_cols_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
-             \x20 {name}_cols<{s}>(x, rtx_out, outer, axis, inner);\n}}\n"
+             \x20 {name}_cols<{s}, false>(x, rtx_out, 0, outer, axis, inner, axis);\n}}\n\
+             extern \"C\" __global__ void {name}_rows_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
+             \x20 {name}_rows<{s}>(x, rtx_out, outer, axis, inner);\n}}\n"
         ));
         if !dtypes(ElemKind::Float).iter().any(|d| d.0 == suffix) {
             continue;
@@ -455,16 +505,23 @@ fn cuda_source(
             "extern \"C\" __global__ void {name}_partial_{suffix}(const {s}* x, {a}* rtx_part, unsigned long long n, unsigned long long chunk) {{\n\
              \x20 {name}_partial<{s}>(x, rtx_part, n, chunk);\n}}\n\
              extern \"C\" __global__ void {name}_final_{suffix}(const {a}* rtx_part, {s}* rtx_out, unsigned long long parts, unsigned long long n) {{\n\
-             \x20 {name}_final<{s}>(rtx_part, rtx_out, parts, n);\n}}\n"
+             \x20 {name}_final<{s}>(rtx_part, rtx_out, parts, n);\n}}\n\
+             extern \"C\" __global__ void {name}_cols_partial_{suffix}(const {s}* x, {a}* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {{\n\
+             \x20 {name}_cols<{s}, true>(x, 0, rtx_part, outer, axis, inner, chunk);\n}}\n\
+             extern \"C\" __global__ void {name}_cols_final_{suffix}(const {a}* rtx_part, {s}* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {{\n\
+             \x20 {name}_cols_final<{s}>(rtx_part, rtx_out, outer, parts, inner, n);\n}}\n"
         ));
     }
     src
 }
 
 /// The memory-bound paths of a reduction: along a middle axis with the threads of a warp on
-/// neighbouring elements of the contiguous inner dim, and over long rows in two stages
-/// (partial results in the compute type, then one block per row combining them). Each
-/// combines in a fixed order for a given launch shape, so results are the same run to run.
+/// neighbouring elements of the contiguous inner dim (in one launch, or in two when few
+/// column blocks would cover a long axis: partial results of fixed chunks of the axis, then a
+/// thread per output combining them), a warp per output for short rows, and over long rows
+/// in two stages (partial results in the compute type, then one block per row combining
+/// them). Each combines in a fixed order for a given launch shape, so results are the same
+/// run to run.
 fn wide_paths(name: &str) -> String {
     format!(
         "// The block's `acc`s combined in a fixed order (shuffle tree, then the warps' results);\n\
@@ -489,14 +546,19 @@ fn wide_paths(name: &str) -> String {
          }}\n\n\
          // Along the middle axis with threads along `inner`: blockDim.x is 32 (neighbouring\n\
          // elements of `inner`), blockDim.y (at most 32) splits the axis; grid (ceil(inner / 32),\n\
-         // up to `outer` with a grid-stride loop over it).\n\
-         template <typename S>\n\
-         __device__ __forceinline__ void {name}_cols(const S* x, S* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
+         // up to `outer` with a grid-stride loop over it, chunks of the axis). Block z combines\n\
+         // elements [z * chunk, (z + 1) * chunk) of the axis: without PART (one chunk, the whole\n\
+         // axis) it writes the finished outputs; with PART its results in the compute type, to\n\
+         // rtx_part[(o * gridDim.z + z) * inner + i], for `{name}_cols_final` to combine in order.\n\
+         template <typename S, bool PART>\n\
+         __device__ __forceinline__ void {name}_cols(const S* x, S* rtx_out, typename rtx_elem<S>::acc* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {{\n\
          \x20 typedef typename rtx_elem<S>::acc A;\n\
          \x20 __shared__ A rtx_cols[32][33];\n\
          \x20 const unsigned int rtx_tx = threadIdx.x;\n\
          \x20 const unsigned int rtx_ty = threadIdx.y;\n\
          \x20 const unsigned long long rtx_i = (unsigned long long)blockIdx.x * 32ull + rtx_tx;\n\
+         \x20 const unsigned long long rtx_begin = (unsigned long long)blockIdx.z * chunk;\n\
+         \x20 const unsigned long long rtx_end = rtx_begin + chunk < axis ? rtx_begin + chunk : axis;\n\
          \x20 for (unsigned long long rtx_o = blockIdx.y; rtx_o < outer; rtx_o += gridDim.y) {{\n\
          \x20   A rtx_acc = {name}_identity<A>();\n\
          \x20   if (rtx_i < inner) {{\n\
@@ -504,7 +566,7 @@ fn wide_paths(name: &str) -> String {
          \x20     // Eight loads in flight per thread (within 32 registers, so that two blocks of\n\
          \x20     // 1024 threads share an SM).\n\
          #pragma unroll 8\n\
-         \x20     for (unsigned long long rtx_k = rtx_ty; rtx_k < axis; rtx_k += blockDim.y) {{\n\
+         \x20     for (unsigned long long rtx_k = rtx_begin + rtx_ty; rtx_k < rtx_end; rtx_k += blockDim.y) {{\n\
          \x20       rtx_acc = {name}_combine<A>(rtx_acc, {name}_map<A>(rtx_elem<S>::widen(rtx_base[rtx_k * inner])));\n\
          \x20     }}\n\
          \x20   }}\n\
@@ -514,10 +576,69 @@ fn wide_paths(name: &str) -> String {
          \x20     for (unsigned int rtx_j = 1u; rtx_j < blockDim.y; ++rtx_j) {{\n\
          \x20       rtx_acc = {name}_combine<A>(rtx_acc, rtx_cols[rtx_j][rtx_tx]);\n\
          \x20     }}\n\
-         \x20     rtx_out[rtx_o * inner + rtx_i] = rtx_elem<S>::narrow({name}_finish<A>(rtx_acc, (A)axis));\n\
+         \x20     if (PART) {{\n\
+         \x20       rtx_part[(rtx_o * gridDim.z + blockIdx.z) * inner + rtx_i] = rtx_acc;\n\
+         \x20     }} else {{\n\
+         \x20       rtx_out[rtx_o * inner + rtx_i] = rtx_elem<S>::narrow({name}_finish<A>(rtx_acc, (A)axis));\n\
+         \x20     }}\n\
          \x20   }}\n\
          \x20   // rtx_cols is reused by the next `outer` index.\n\
          \x20   __syncthreads();\n\
+         \x20 }}\n\
+         }}\n\n\
+         // Stage 2 of a split column reduction: output (o, i) combines its `parts` partial\n\
+         // results in chunk order, then applies `finish` with the axis length `n`; a thread per\n\
+         // output (grid-stride), neighbouring threads on neighbouring `i`.\n\
+         template <typename S>\n\
+         __device__ __forceinline__ void {name}_cols_final(const typename rtx_elem<S>::acc* rtx_part, S* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {{\n\
+         \x20 typedef typename rtx_elem<S>::acc A;\n\
+         \x20 const unsigned long long rtx_total = outer * inner;\n\
+         \x20 const unsigned long long rtx_step = (unsigned long long)gridDim.x * blockDim.x;\n\
+         \x20 for (unsigned long long rtx_j = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; rtx_j < rtx_total; rtx_j += rtx_step) {{\n\
+         \x20   const unsigned long long rtx_o = rtx_j / inner;\n\
+         \x20   const A* rtx_p = rtx_part + rtx_o * parts * inner + (rtx_j - rtx_o * inner);\n\
+         \x20   A rtx_acc = {name}_identity<A>();\n\
+         \x20   for (unsigned long long rtx_c = 0; rtx_c < parts; ++rtx_c) {{\n\
+         \x20     rtx_acc = {name}_combine<A>(rtx_acc, rtx_p[rtx_c * inner]);\n\
+         \x20   }}\n\
+         \x20   rtx_out[rtx_j] = rtx_elem<S>::narrow({name}_finish<A>(rtx_acc, (A)n));\n\
+         \x20 }}\n\
+         }}\n\n\
+         // A warp per output, for short rows: warp w of block b reduces outputs b * warps + w,\n\
+         // stepping by the grid's warps (the same for all lanes of a warp, so the shuffles see\n\
+         // the whole warp); 16-byte loads along a contiguous aligned row, then a shuffle tree.\n\
+         // No shared memory or barriers, so many rows are in flight on each SM.\n\
+         template <typename S>\n\
+         __device__ __forceinline__ void {name}_rows(const S* x, S* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
+         \x20 typedef typename rtx_elem<S>::acc A;\n\
+         \x20 const unsigned int rtx_lane = threadIdx.x & 31u;\n\
+         \x20 const unsigned long long rtx_warps = blockDim.x >> 5;\n\
+         \x20 const unsigned long long rtx_rows = outer * inner;\n\
+         \x20 for (unsigned long long rtx_row = (unsigned long long)blockIdx.x * rtx_warps + (threadIdx.x >> 5); rtx_row < rtx_rows; rtx_row += (unsigned long long)gridDim.x * rtx_warps) {{\n\
+         \x20   const unsigned long long rtx_o = rtx_row / inner;\n\
+         \x20   const unsigned long long rtx_i = rtx_row % inner;\n\
+         \x20   const S* rtx_base = x + rtx_o * axis * inner + rtx_i;\n\
+         \x20   A rtx_acc = {name}_identity<A>();\n\
+         \x20   unsigned long long rtx_from = 0;\n\
+         \x20   if (inner == 1ull && rtx_aligned16(rtx_base)) {{\n\
+         \x20     const unsigned long long rtx_nv = axis / (16 / sizeof(S));\n\
+         #pragma unroll 4\n\
+         \x20     for (unsigned long long rtx_v = rtx_lane; rtx_v < rtx_nv; rtx_v += 32ull) {{\n\
+         \x20       const rtx_vec<S> rtx_x = rtx_load_vec(rtx_base, rtx_v);\n\
+         #pragma unroll\n\
+         \x20       for (unsigned int rtx_k = 0; rtx_k < 16 / sizeof(S); ++rtx_k) {{\n\
+         \x20         rtx_acc = {name}_combine<A>(rtx_acc, {name}_map<A>(rtx_elem<S>::widen(rtx_x.v[rtx_k])));\n\
+         \x20       }}\n\
+         \x20     }}\n\
+         \x20     rtx_from = rtx_nv * (16 / sizeof(S));\n\
+         \x20   }}\n\
+         \x20   for (unsigned long long rtx_k = rtx_from + rtx_lane; rtx_k < axis; rtx_k += 32ull) {{\n\
+         \x20     rtx_acc = {name}_combine<A>(rtx_acc, {name}_map<A>(rtx_elem<S>::widen(rtx_base[rtx_k * inner])));\n\
+         \x20   }}\n\
+         \x20   for (unsigned int rtx_off = 16u; rtx_off > 0u; rtx_off >>= 1) {{\n\
+         \x20     rtx_acc = {name}_combine<A>(rtx_acc, rtx_shfl_down(rtx_acc, rtx_off));\n\
+         \x20   }}\n\
+         \x20   if (rtx_lane == 0u) rtx_out[rtx_row] = rtx_elem<S>::narrow({name}_finish<A>(rtx_acc, (A)axis));\n\
          \x20 }}\n\
          }}\n\n\
          // Stage 1 over rows of `n` elements (row blockIdx.y): block b combines, after `map`,\n\
