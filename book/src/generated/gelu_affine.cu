@@ -32,8 +32,42 @@ __device__ __forceinline__ void gelu_affine_contig(const S* x, typename rtx_elem
 template <typename S>
 __device__ __forceinline__ void gelu_affine_strided(const S* x, rtx_strides rtx_st_x, typename rtx_elem<S>::acc a, typename rtx_elem<S>::acc b, S* rtx_out, rtx_shape rtx_dims, unsigned long long rtx_n) {
   typedef typename rtx_elem<S>::acc A;
+  const unsigned long long rtx_start = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
   const unsigned long long rtx_step = (unsigned long long)gridDim.x * blockDim.x;
-  for (unsigned long long rtx_i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; rtx_i < rtx_n; rtx_i += rtx_step) {
+  // A vector launch: 16 bytes of S (masks: as many bools) share one index computation,
+  // which is most of a strided element's cost; the shape counts vectors innermost.
+  const unsigned int rtx_w = 16 / sizeof(S);
+  const bool rtx_vok = (rtx_dims.vectors & 0x80000000u) != 0u;
+  for (unsigned long long rtx_v = rtx_start; rtx_vok && rtx_v < rtx_n / rtx_w; rtx_v += rtx_step) {
+    unsigned long long rtx_rem = rtx_v;
+    long long rtx_o_x = rtx_st_x.offset;
+    const int rtx_rank = (int)rtx_dims.rank;
+    #pragma unroll
+    for (int rtx_d = 5; rtx_d >= 0; --rtx_d) {
+      if (rtx_d >= rtx_rank) continue;
+      unsigned long long rtx_c = rtx_rem;
+      if (rtx_d > 0) {
+        const unsigned long long rtx_dim = rtx_dims.dims[rtx_d];
+        if ((rtx_rem | rtx_dim) < 4294967296ull) {
+          const unsigned int rtx_q = (unsigned int)rtx_rem / (unsigned int)rtx_dim;
+          rtx_c = rtx_rem - (unsigned long long)rtx_q * rtx_dim;
+          rtx_rem = rtx_q;
+        } else {
+          rtx_c = rtx_rem % rtx_dim;
+          rtx_rem /= rtx_dim;
+        }
+      }
+      rtx_o_x += (long long)rtx_c * rtx_st_x.strides[rtx_d];
+    }
+    const rtx_pack<S, rtx_w> rtx_p_x = (rtx_dims.vectors >> 0) & 1u ? rtx_load_pack<S, rtx_w>(x + rtx_o_x) : rtx_splat_pack<S, rtx_w>(x[rtx_o_x]);
+    rtx_pack<S, rtx_w> rtx_r;
+    #pragma unroll
+    for (unsigned int rtx_k = 0; rtx_k < rtx_w; ++rtx_k) {
+      rtx_r.v[rtx_k] = rtx_elem<S>::narrow(gelu_affine_body<A>(rtx_elem<S>::widen(rtx_p_x.v[rtx_k]), a, b));
+    }
+    rtx_store_pack<S, rtx_w>(rtx_out + rtx_v * rtx_w, rtx_r);
+  }
+  for (unsigned long long rtx_i = rtx_start; !rtx_vok && rtx_i < rtx_n; rtx_i += rtx_step) {
     unsigned long long rtx_rem = rtx_i;
     long long rtx_o_x = rtx_st_x.offset;
     const int rtx_rank = (int)rtx_dims.rank;
