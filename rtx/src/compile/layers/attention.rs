@@ -58,7 +58,10 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
         let (scores, back_qk) = StaticOps::matmul(&q, &kt);
         let future = Tensor::<(usize, usize), bool>::full((t, t), true, x.device()).triu(1);
         let ninf = E::from_f64(f64::NEG_INFINITY);
-        let (masked, back_mask) = StaticOps::masked_fill(&scores, &future, ninf);
+        // The mask needs no backward: a masked score's softmax output is exactly 0 (its
+        // exp(-inf)), so the softmax backward, y (g - Σ g y), already gives it exactly 0 where
+        // the tape's masked-fill backward would write one. That spares a pass over the scores.
+        let masked = no_grad(|| scores.masked_fill(&future, ninf));
         let (att, back_softmax) = StaticOps::softmax::<3>(&masked);
         let (av, back_av) = StaticOps::matmul(&att, &v);
         let (merged, back_merge) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&av);
@@ -69,7 +72,7 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
             let dy = asked(back_proj(dout, grads, true).0);
             let dav = back1(back_merge, &back1(back_y, &dy));
             let (datt, dv) = back2(back_av, &dav, [true, true]);
-            let dscores = back1(back_mask, &back1(back_softmax, &asked(datt)));
+            let dscores = back1(back_softmax, &asked(datt));
             let (dq, dkt) = back2(back_qk, &dscores, [true, true]);
             let dq = dq.map(|d| &d * scale);
             let dk = back1(back_kt, &asked(dkt));
