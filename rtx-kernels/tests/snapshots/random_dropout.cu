@@ -116,9 +116,6 @@ template <typename T, unsigned int N> union rtx_pack {
   typename rtx_raw<sizeof(T) * N>::t raw;
   T v[N];
 };
-template <typename T, unsigned int N> __device__ __forceinline__ bool rtx_pack_aligned(const T* p) {
-  return ((unsigned long long)p % (sizeof(T) * N)) == 0ull;
-}
 template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_load_pack(const T* p) {
   rtx_pack<T, N> r;
   r.raw = *reinterpret_cast<const typename rtx_raw<sizeof(T) * N>::t*>(p);
