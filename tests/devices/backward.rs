@@ -159,6 +159,65 @@ fn matmul_backward_matches_the_cpu() {
     every_float!(matmul_backward_case);
 }
 
+/// A Linear's weight gradient `Gᵀ X` with its bias gradient, `G`'s column sums, from one call:
+/// tall enough for cuBLASLt's epilogue (one launch on a GPU, checked) and, in 16-bit types,
+/// too narrow for it (a product and a separate sum).
+fn matmul_row_sums_case<E: Float>() {
+    let (n, i) = (70usize, 40usize);
+    for o in [300usize, 10] {
+        let gv = values::<E>(n * o, 36, -1.0, 1.0);
+        let xv = values::<E>(n * i, 37, -1.0, 1.0);
+        on_every_device::<E>(&format!("matmul_row_sums, {o} rows"), |dev| {
+            let g = Storage::from_vec(gv.clone(), dev).unwrap();
+            let x = Storage::from_vec(xv.clone(), dev).unwrap();
+            // Gᵀ is a transposed view of the dense [n, o] gradient, as the backward sees it.
+            let lgt = rtx_backends::Layout::contiguous(&[n, o]).transpose(0, 1);
+            let lx = rtx_backends::Layout::contiguous(&[n, i]);
+            let before = rtx::launch_count(dev);
+            let (w, b) = g.matmul_row_sums(&lgt, &x, &lx).unwrap();
+            let launches = rtx::launch_count(dev) - before;
+            if dev != Device::Cpu {
+                println!(
+                    "matmul_row_sums {:?} {o} rows on {dev:?}: {launches} launches",
+                    E::DTYPE
+                );
+                let epilogue = match E::DTYPE {
+                    DType::F32 => true,
+                    DType::F16 | DType::BF16 => o >= 128,
+                    _ => false,
+                };
+                if epilogue {
+                    assert_eq!(
+                        launches,
+                        1,
+                        "{:?}: the sums should come from the epilogue",
+                        E::DTYPE
+                    );
+                } else {
+                    assert!(
+                        launches >= 2,
+                        "{:?}: a product and a sum, got {launches}",
+                        E::DTYPE
+                    );
+                }
+            }
+            let f = |s: &Storage<E>, dims: &[usize]| -> Vec<f64> {
+                let l = rtx_backends::Layout::contiguous(dims);
+                s.to_vec(&l).into_iter().map(|v| v.to_f64()).collect()
+            };
+            vec![
+                ("weight".into(), f(&w, &[o, i])),
+                ("bias".into(), f(&b, &[o])),
+            ]
+        });
+    }
+}
+
+#[test]
+fn matmul_row_sums_match_the_cpu() {
+    every_float!(matmul_row_sums_case);
+}
+
 fn index_backward_case<E: Float>() {
     let (vocab, dim) = (12usize, 7usize);
     let table = values::<E>(vocab * dim, 34, -1.0, 1.0);

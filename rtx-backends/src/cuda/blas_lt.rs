@@ -1,7 +1,10 @@
 //! Matrix products through cuBLASLt, the library behind cuBLAS's GEMMs that also takes fused
-//! epilogues (bias, activation), which `#[model]` fusion will need. A product's descriptors
-//! and the algorithm cuBLASLt's heuristic picks are planned once per shape and kept, so a
-//! repeated product (every training step) costs one library call.
+//! epilogues. A product's descriptors and the algorithm cuBLASLt's heuristic picks are planned
+//! once per shape and kept, so a repeated product (every training step) costs one library call.
+//!
+//! One epilogue is used: the sums of rtx's A over K written beside the product (cuBLASLt's
+//! bias-gradient epilogue on its B operand), which gives a Linear its bias gradient inside the
+//! weight-gradient GEMM instead of a separate reduction over the output gradient.
 //!
 //! The operand mapping is [`super::blas`]'s: row-major `C = A B` as column-major
 //! `Cᵀ = Bᵀ Aᵀ`, transposed views through the operation flags.
@@ -20,7 +23,7 @@ use cudarc::cublaslt::sys::{
     cublasLtMatrixLayoutAttribute_t as LayoutAttr, cudaDataType as DataType,
 };
 use rtx_kernels::DType;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 use std::sync::Arc;
 
@@ -32,6 +35,8 @@ pub(crate) struct BlasLt {
     handle: cublasLtHandle_t,
     workspace: DeviceBuffer,
     plans: HashMap<PlanKey, Plan>,
+    /// Products whose epilogue this cuBLASLt has no algorithm for, so they are not asked again.
+    unsupported: HashSet<PlanKey>,
 }
 
 // SAFETY: used only under the GPU's `blas_lt` mutex, one thread at a time.
@@ -59,6 +64,8 @@ struct PlanKey {
     /// Alignment of the A, B and C pointers in bytes (capped at 256): the heuristic may pick
     /// vectorized algorithms only for aligned operands, and a view's offset can misalign one.
     align: [u32; 3],
+    /// Whether the epilogue also writes the sums of A over K (see [`run`]).
+    row_sums: bool,
 }
 
 /// The largest power of two dividing `ptr`, at most 256.
@@ -107,6 +114,7 @@ pub(crate) fn create(g: &Arc<Gpu>) -> Result<BlasLt> {
         handle,
         workspace: alloc(g, WORKSPACE)?,
         plans: HashMap::new(),
+        unsupported: HashSet::new(),
     })
 }
 
@@ -209,6 +217,16 @@ fn plan(
             (&tb as *const i32).cast(),
             4,
         )?;
+        if key.row_sums {
+            // cuBLAS's B is rtx's A, and its "bias gradient" is the sum over K.
+            let epilogue = sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BGRADB as u32;
+            lt::set_matmul_desc_attribute(
+                desc,
+                DescAttr::CUBLASLT_MATMUL_DESC_EPILOGUE,
+                (&epilogue as *const u32).cast(),
+                4,
+            )?;
+        }
     }
     p.layouts[0] = layout(dt, stored(ob, key.n, key.k), key.batch, ob.batch_stride)?;
     p.layouts[1] = layout(dt, stored(oa, key.k, key.m), key.batch, oa.batch_stride)?;
@@ -263,8 +281,11 @@ fn plan(
     Ok(p)
 }
 
-/// Runs one planned product (planning it on first sight of its shape).
-pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm) -> Result<()> {
+/// Runs one planned product (planning it on first sight of its shape). With `row_sums`, the
+/// address of `m` elements of the product's type, the epilogue also writes there the sums of
+/// rtx's A over K (the product must be unbatched); `Ok(false)` then means this cuBLASLt has
+/// no algorithm with that epilogue for the product, and nothing ran.
+pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm, row_sums: Option<u64>) -> Result<bool> {
     let key = PlanKey {
         dtype: call.dtype,
         tf32: call.tf32,
@@ -287,9 +308,20 @@ pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm) -> Result<()> {
             alignment(call.b_ptr),
             alignment(call.c_ptr),
         ],
+        row_sums: row_sums.is_some(),
     };
+    if s.unsupported.contains(&key) {
+        return Ok(false);
+    }
     if !s.plans.contains_key(&key) {
-        let p = plan(s, &key, call).map_err(|e| lt_err(g, "cublasLtMatmulAlgoGetHeuristic", e))?;
+        let p = match plan(s, &key, call) {
+            Ok(p) => p,
+            Err(e) if key.row_sums && e.0 == sys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED => {
+                s.unsupported.insert(key);
+                return Ok(false);
+            }
+            Err(e) => return Err(lt_err(g, "cublasLtMatmulAlgoGetHeuristic", e)),
+        };
         s.plans.insert(key, p);
     }
     let p = s
@@ -310,6 +342,19 @@ pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm) -> Result<()> {
             (&zero32 as *const f32).cast(),
         )
     };
+    if let Some(sums) = row_sums {
+        // SAFETY: a live descriptor, used under the handle's mutex; the pointer is read when
+        // the product is queued (or captured), and the caller keeps `m` elements there.
+        unsafe {
+            lt::set_matmul_desc_attribute(
+                p.desc,
+                DescAttr::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                (&sums as *const u64).cast(),
+                8,
+            )
+        }
+        .map_err(|e| lt_err(g, "cublasLtMatmulDescSetAttribute", e))?;
+    }
     // SAFETY: the plan's layouts describe the views behind these pointers (see `plan`); the
     // workspace is this handle's, on the GPU's one stream.
     unsafe {
@@ -332,5 +377,6 @@ pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm) -> Result<()> {
             g.stream.cu_stream() as _,
         )
     }
-    .map_err(|e| lt_err(g, "cublasLtMatmul", e))
+    .map_err(|e| lt_err(g, "cublasLtMatmul", e))?;
+    Ok(true)
 }

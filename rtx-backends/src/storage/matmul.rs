@@ -3,6 +3,7 @@
 
 use super::{Storage, same_device};
 use crate::{BackendError, Layout, Result};
+use rtx_kernels::op::ReduceOp;
 use rtx_kernels::{Element, Num};
 
 impl<E: Element> Storage<E> {
@@ -15,16 +16,7 @@ impl<E: Element> Storage<E> {
         E: Num,
     {
         same_device("matmul", self, rhs)?;
-        let (da, db) = (l.dims(), rl.dims());
-        let r = da.len();
-        if r < 2 || db.len() != r || da[..r - 2] != db[..r - 2] || da[r - 1] != db[r - 2] {
-            return Err(BackendError::BadArgument {
-                op: "matmul",
-                msg: format!(
-                    "layouts {da:?} and {db:?} are not [batch.., M, K] and [batch.., K, N]"
-                ),
-            });
-        }
+        check_shapes(l, rl)?;
         match (self, rhs) {
             (Storage::Cpu(a), Storage::Cpu(b)) => {
                 crate::dispatch::cpu();
@@ -37,5 +29,66 @@ impl<E: Element> Storage<E> {
             )?)),
             _ => Err(super::no_kernel("matmul", self.device())),
         }
+    }
+
+    /// The product of an unbatched `[M, K]` by `[K, N]` (as [`Storage::matmul`]) and the sums
+    /// of `self`'s rows over K (`[M]`): a Linear's weight gradient `Gᵀ X` with its bias
+    /// gradient, the sums of `G` down its rows. A GPU writes the sums in the product's
+    /// epilogue where cuBLASLt allows it, sparing a pass over `G`; elsewhere they are a sum.
+    pub fn matmul_row_sums(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<(Self, Self)>
+    where
+        E: Num,
+    {
+        if l.rank() != 2 {
+            return Err(BackendError::BadArgument {
+                op: "matmul with row sums",
+                msg: format!("layout {:?} is not one [M, K] matrix", l.dims()),
+            });
+        }
+        let product = match (self, rhs) {
+            (Storage::Cuda(a), Storage::Cuda(b)) => {
+                same_device("matmul", self, rhs)?;
+                check_shapes(l, rl)?;
+                match crate::cuda::matmul_row_sums((a, l), (b, rl), super::cuda_dense)? {
+                    (out, Some(sums)) => return Ok((Storage::Cuda(out), Storage::Cuda(sums))),
+                    (out, None) => Storage::Cuda(out),
+                }
+            }
+            _ => self.matmul(l, rhs, rl)?,
+        };
+        Ok((product, self.reduce(l, 1, ReduceOp::Sum)?))
+    }
+}
+
+/// Checks that `l` and `rl` are `[batch.., M, K]` and `[batch.., K, N]`.
+fn check_shapes(l: &Layout, rl: &Layout) -> Result<()> {
+    let (da, db) = (l.dims(), rl.dims());
+    let r = da.len();
+    if r < 2 || db.len() != r || da[..r - 2] != db[..r - 2] || da[r - 1] != db[r - 2] {
+        return Err(BackendError::BadArgument {
+            op: "matmul",
+            msg: format!("layouts {da:?} and {db:?} are not [batch.., M, K] and [batch.., K, N]"),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Device;
+
+    #[test]
+    fn row_sums_are_the_sums_of_a_transposed_gradient_down_its_rows() {
+        // G is [3, 2] (rows of a batch, outputs); Gᵀ X with X [3, 1] and G's column sums.
+        let g = Storage::from_vec(vec![1.0f32, 10.0, 2.0, 20.0, 3.0, 30.0], Device::Cpu).unwrap();
+        let x = Storage::from_vec(vec![1.0f32, 1.0, 2.0], Device::Cpu).unwrap();
+        let lgt = Layout::contiguous(&[3, 2]).transpose(0, 1);
+        let lx = Layout::contiguous(&[3, 1]);
+        let (w, b) = g.matmul_row_sums(&lgt, &x, &lx).unwrap();
+        assert_eq!(w.to_vec(&Layout::contiguous(&[2, 1])), vec![9.0, 90.0]);
+        assert_eq!(b.to_vec(&Layout::contiguous(&[2])), vec![6.0, 60.0]);
+        let batched = Layout::contiguous(&[1, 3, 2]);
+        assert!(g.matmul_row_sums(&batched, &x, &lx).is_err());
     }
 }

@@ -256,6 +256,47 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
         need_a: bool,
         need_b: bool,
     ) -> Result<(Option<Tensor<S, E>>, Option<Tensor<R, E>>)> {
+        let (da, db, _) = self.grads_sums(g, need_a, need_b, false)?;
+        Ok((da, db))
+    }
+
+    /// [`MatmulGrad::grads`], and the sums of `g` down its rows (`[N]`, dense): a Linear's
+    /// bias gradient. When B's gradient is one transposed product (`dBᵀ = Gᵀ A`, a Linear's
+    /// weight), the sums come out of that product's epilogue on a GPU.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn grads_and_col_sums<O: Shape>(
+        &self,
+        g: &Tensor<O, E>,
+        need_a: bool,
+        need_b: bool,
+    ) -> Result<(Option<Tensor<S, E>>, Option<Tensor<R, E>>, Storage<E>)> {
+        let (da, db, sums) = self.grads_sums(g, need_a, need_b, true)?;
+        let sums = match sums {
+            Some(s) => s,
+            None => {
+                let g = g.try_contiguous()?;
+                let n = self.full[self.full.len() - 1];
+                let rows = g.numel() / n.max(1);
+                let l = Layout::contiguous(&[rows, n]).with_offset(g.layout().offset());
+                g.storage().reduce(&l, 0, ReduceOp::Sum)?
+            }
+        };
+        Ok((da, db, sums))
+    }
+
+    /// The gradients asked for and, with `sums`, `g`'s column sums when they came with B's.
+    #[allow(clippy::type_complexity)]
+    fn grads_sums<O: Shape>(
+        &self,
+        g: &Tensor<O, E>,
+        need_a: bool,
+        need_b: bool,
+        sums: bool,
+    ) -> Result<(
+        Option<Tensor<S, E>>,
+        Option<Tensor<R, E>>,
+        Option<Storage<E>>,
+    )> {
         let (x, w, full) = (&self.x, &self.w, &self.full);
         let (la, lb) = (&self.la, &self.lb);
         let g = g.try_contiguous()?;
@@ -283,11 +324,18 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
             let s = collapse(s, self.a_batched, x.numel())?;
             Some(Tensor::from_storage(s, x.shape()))
         };
+        let mut col_sums = None;
         let db = if !need_b {
             None
         } else if self.b_t {
             // dBᵀ = Gᵀ A, dense [batch.., N, K], seen as [batch.., K, N].
-            let s = g.storage().matmul(&lgt, x.storage(), la)?;
+            let s = if sums && r == 2 {
+                let (s, c) = g.storage().matmul_row_sums(&lgt, x.storage(), la)?;
+                col_sums = Some(c);
+                s
+            } else {
+                g.storage().matmul(&lgt, x.storage(), la)?
+            };
             Some(transposed_grad(s, w.layout(), w.shape()))
         } else {
             let s = x
@@ -296,7 +344,7 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
             let s = collapse(s, self.b_batched, w.numel())?;
             Some(Tensor::from_storage(s, w.shape()))
         };
-        Ok((da, db))
+        Ok((da, db, col_sums))
     }
 }
 

@@ -1,7 +1,6 @@
 //! [`StaticForward`] for [`Linear`]: the product through `MatmulGrad` (the tape's saved
 //! operands), the bias left to the caller when it asks ([`StaticForward::forward_train_deferred`]).
 
-use crate::autograd::sum_to;
 use crate::compile::{Deferred, Gradients, StaticForward};
 use crate::error::ok;
 use crate::ir::{Builder, IrOp, Value};
@@ -101,12 +100,18 @@ where
     let bias = layer.bias.as_ref().map(|b| bias_view(b, &raw));
     let backward = move |dy: Tensor<LinearOut<S, I, O>, E>, grads: &mut Gradients, need_x| {
         let need_w = layer.weight.tracks_grad();
-        let (dx, dwt) = ok(saved.grads(&dy, need_x, need_w));
+        let (dx, dwt) = match layer.bias.as_ref().filter(|b| b.tracks_grad()) {
+            // The bias's gradient, dy summed down its rows, comes with the weight's product
+            // (in its epilogue on a GPU).
+            Some(b) => {
+                let (dx, dwt, db) = ok(saved.grads_and_col_sums(&dy, need_x, need_w));
+                grads.add(b, Tensor::from_storage(db, b.shape()));
+                (dx, dwt)
+            }
+            None => ok(saved.grads(&dy, need_x, need_w)),
+        };
         if let Some(dwt) = dwt {
             grads.add(&layer.weight, dwt.t());
-        }
-        if let Some(b) = layer.bias.as_ref().filter(|b| b.tracks_grad()) {
-            grads.add(b, ok(sum_to(&dy, b.shape())));
         }
         (dx,)
     };
