@@ -7,6 +7,8 @@
 //!
 //! Build with `../shared/tools/gpu-build --bench compiled_step` and run
 //! `.gpu/bin/compiled_step --json FILE`; without a GPU it prints why and exits successfully.
+//! `--profile` runs only uncaptured f32 static steps, the second inside the profiler's range,
+//! for a kernel profiler: `ncu --profile-from-start off ... compiled_step --profile`.
 //! Each figure is the median over 15 blocks of 20 consecutive steps, host clock after a
 //! device synchronize, per step (as the PyTorch script measures).
 
@@ -55,13 +57,15 @@ fn launches(f: impl FnOnce()) -> u64 {
 
 fn main() {
     let mut json_out = None;
+    let mut profile = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => json_out = args.next(),
+            "--profile" => profile = true,
             "--bench" => {}
             other => {
-                eprintln!("usage: compiled_step [--json FILE] (unknown argument {other})");
+                eprintln!("usage: compiled_step [--json FILE] [--profile] (unknown argument {other})");
                 std::process::exit(2);
             }
         }
@@ -106,6 +110,17 @@ fn main() {
         }
         opt.step(&mut m, &grads);
     };
+    if profile {
+        static_step();
+        step_timing::sync();
+        // SAFETY: plain driver calls on the context rtx made current on this thread (the
+        // synchronize above binds it); they only switch the profiler's collection.
+        unsafe { cudarc::driver::sys::cuProfilerStart() };
+        static_step();
+        step_timing::sync();
+        unsafe { cudarc::driver::sys::cuProfilerStop() };
+        return;
+    }
     let stat = per_step_ms(&mut static_step);
     let static_launches = launches(&mut static_step);
 
