@@ -5,7 +5,6 @@
 //! copies instead: the same values).
 
 use super::{asked, back1, back2, linear};
-use crate::autograd::sum_to;
 use crate::compile::grad::StaticOps;
 use crate::compile::{Gradients, StaticForward};
 use crate::error::ok;
@@ -40,7 +39,7 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
         let x = x.detach();
         let (x3, back_x3) = StaticOps::reshape(&x, (b, t, Const::<D>));
         let (wt, back_wt) = StaticOps::t(&self.qkv_weight.detach());
-        let (raw, back_qkv) = StaticOps::matmul(&x3, &wt);
+        let (raw, saved_qkv) = ok(x3.matmul_saving(&wt));
         let qkv = no_grad(|| &raw + &self.qkv_bias);
         // Each head is a view of the fused projection, [B, T, 3D] -> [B, H, T, D/H].
         let heads = [0, 1, 2].map(|i| {
@@ -81,11 +80,15 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
             let parts = dheads.each_ref().map(|d| (d.storage(), d.layout()));
             let joined = ok(Storage::concat(&parts, 2).map_err(Into::into));
             let dqkv = Tensor::from_storage(joined, qkv_shape);
-            if self.qkv_bias.tracks_grad() {
-                grads.add(&self.qkv_bias, ok(sum_to(&dqkv, self.qkv_bias.shape())));
-            }
             let need_w = self.qkv_weight.tracks_grad();
-            let (dx3, dwt) = back2(back_qkv, &dqkv, [need_x, need_w]);
+            // As in `Linear`: the bias's gradient comes with the weight's product.
+            let (dx3, dwt) = if self.qkv_bias.tracks_grad() {
+                let (dx3, dwt, db) = ok(saved_qkv.grads_and_col_sums(&dqkv, need_x, need_w));
+                grads.add(&self.qkv_bias, Tensor::from_storage(db, self.qkv_bias.shape()));
+                (dx3, dwt)
+            } else {
+                ok(saved_qkv.grads(&dqkv, need_x, need_w))
+            };
             if let Some(dwt) = dwt {
                 grads.add(&self.qkv_weight, back1(back_wt, &dwt));
             }
