@@ -65,7 +65,9 @@ fn main() {
             "--profile" => profile = true,
             "--bench" => {}
             other => {
-                eprintln!("usage: compiled_step [--json FILE] [--profile] (unknown argument {other})");
+                eprintln!(
+                    "usage: compiled_step [--json FILE] [--profile] (unknown argument {other})"
+                );
                 std::process::exit(2);
             }
         }

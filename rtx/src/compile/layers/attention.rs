@@ -13,7 +13,7 @@ use crate::nn::CausalSelfAttention;
 use crate::no_grad;
 use crate::shape::{Axes4, Const, Dim};
 use crate::tensor::Tensor;
-use rtx_backends::Storage;
+use rtx_backends::{Layout, Storage};
 use rtx_kernels::Float;
 use rtx_kernels::op::{BinaryOp, Op};
 
@@ -44,11 +44,16 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
         // Each head is a view of the fused projection, [B, T, 3D] -> [B, H, T, D/H].
         let heads = [0, 1, 2].map(|i| {
             let part = qkv.narrow::<2, Const<D>>(i * D, Const);
-            let (r, back_r) = StaticOps::reshape(&part, (b, t, H, hd));
-            let (p, back_p) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&r);
-            (p, (back_r, back_p))
+            // The reshape's backward is not needed: the join below stacks the heads'
+            // gradients straight into the fused projection's layout.
+            let (r, _) = StaticOps::reshape(&part, (b, t, H, hd));
+            StaticOps::permute::<Axes4<0, 2, 1, 3>>(&r)
         });
         let [(q, back_q), (k, back_k), (v, back_v)] = heads;
+        // Keys and values are read by a batched product here and again by its backward, and
+        // cuBLAS cannot read a head view in place: one dense copy each, here, is shared by
+        // both, where the views would be copied once by each product.
+        let (k, v) = (ok(k.try_contiguous()), ok(v.try_contiguous()));
         // The scale goes on the queries, whose dense copy the product needs anyway, rather
         // than on the T x T scores.
         let scale = E::from_f64(1.0 / (hd as f64).sqrt());
@@ -75,16 +80,29 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
             let (dq, dkt) = back2(back_qk, &dscores, [true, true]);
             let dq = dq.map(|d| &d * scale);
             let dk = back1(back_kt, &asked(dkt));
+            // Each head's gradient, back at [B, T, H, D/H], is a strided view. Stacked along
+            // a new axis 2 they make a dense [B, T, 3, H, D/H], which is the fused
+            // projection's [B, T, 3D] in memory: one copy, where reshaping each view to
+            // [B, T, D] first would copy it once more.
             let dheads = [(dq, back_q), (Some(dk), back_k), (dv, back_v)]
-                .map(|(dh, (back_r, back_p))| back1(back_r, &back1(back_p, &asked(dh))));
-            let parts = dheads.each_ref().map(|d| (d.storage(), d.layout()));
+                .map(|(dh, back_p)| back1(back_p, &asked(dh)));
+            let stacked = dheads.each_ref().map(|d| {
+                let (l, dims, st) = (d.layout(), d.dims(), d.strides());
+                let five = [dims[0], dims[1], 1, dims[2], dims[3]];
+                let steps = [st[0], st[1], 0, st[2], st[3]];
+                Layout::new(&five, &steps, l.offset())
+            });
+            let parts = [0, 1, 2].map(|i| (dheads[i].storage(), &stacked[i]));
             let joined = ok(Storage::concat(&parts, 2).map_err(Into::into));
             let dqkv = Tensor::from_storage(joined, qkv_shape);
             let need_w = self.qkv_weight.tracks_grad();
             // As in `Linear`: the bias's gradient comes with the weight's product.
             let (dx3, dwt) = if self.qkv_bias.tracks_grad() {
                 let (dx3, dwt, db) = ok(saved_qkv.grads_and_col_sums(&dqkv, need_x, need_w));
-                grads.add(&self.qkv_bias, Tensor::from_storage(db, self.qkv_bias.shape()));
+                grads.add(
+                    &self.qkv_bias,
+                    Tensor::from_storage(db, self.qkv_bias.shape()),
+                );
                 (dx3, dwt)
             } else {
                 ok(saved_qkv.grads(&dqkv, need_x, need_w))
