@@ -218,6 +218,56 @@ fn matmul_row_sums_match_the_cpu() {
     every_float!(matmul_row_sums_case);
 }
 
+/// A Linear's forward `X Wᵀ + b` from one call: on a GPU the bias is added by cuBLASLt's
+/// epilogue (one launch, checked, for the types it takes), and a bias it cannot read (here,
+/// at an odd offset) is added after the product.
+fn matmul_bias_case<E: Float>() {
+    let (n, i, o) = (70usize, 40usize, 300usize);
+    let xv = values::<E>(n * i, 38, -1.0, 1.0);
+    let wv = values::<E>(o * i, 39, -1.0, 1.0);
+    let bv = values::<E>(o + 1, 40, -1.0, 1.0);
+    on_every_device::<E>("matmul_bias", |dev| {
+        let x = Storage::from_vec(xv.clone(), dev).unwrap();
+        let w = Storage::from_vec(wv.clone(), dev).unwrap();
+        let b = Storage::from_vec(bv.clone(), dev).unwrap();
+        let lx = rtx_backends::Layout::contiguous(&[n, i]);
+        let lwt = rtx_backends::Layout::contiguous(&[o, i]).transpose(0, 1);
+        let mut out = Outputs::new();
+        for offset in [0usize, 1] {
+            let lb = rtx_backends::Layout::contiguous(&[o]).with_offset(offset);
+            let before = rtx::launch_count(dev);
+            let y = x.matmul_bias(&lx, &w, &lwt, &b, &lb).unwrap();
+            let launches = rtx::launch_count(dev) - before;
+            if dev != Device::Cpu {
+                println!(
+                    "matmul_bias {:?} offset {offset} on {dev:?}: {launches} launches",
+                    E::DTYPE
+                );
+                if offset == 0 && E::DTYPE != DType::F64 {
+                    assert_eq!(
+                        launches,
+                        1,
+                        "{:?}: the bias should be the epilogue's",
+                        E::DTYPE
+                    );
+                }
+                if offset == 1 {
+                    assert_eq!(launches, 2, "{:?}: a product, then the add", E::DTYPE);
+                }
+            }
+            let l = rtx_backends::Layout::contiguous(&[n, o]);
+            let v = y.to_vec(&l).into_iter().map(|v| v.to_f64()).collect();
+            out.push((format!("offset {offset}"), v));
+        }
+        out
+    });
+}
+
+#[test]
+fn matmul_bias_matches_the_cpu() {
+    every_float!(matmul_bias_case);
+}
+
 fn index_backward_case<E: Float>() {
     let (vocab, dim) = (12usize, 7usize);
     let table = values::<E>(vocab * dim, 34, -1.0, 1.0);

@@ -195,7 +195,7 @@ pub(crate) fn matmul<E: Element>(
     b: (&CudaStorage<E>, &Layout),
     dense: impl Fn(&CudaStorage<E>, &Layout) -> Result<CudaStorage<E>>,
 ) -> Result<CudaStorage<E>> {
-    product(a, b, dense, false).map(|(out, _)| out)
+    product(a, b, dense, Want::Nothing).map(|(out, _)| out)
 }
 
 /// The shortest A (rows) whose sums 16-bit products take from the epilogue. Measured on an
@@ -219,17 +219,55 @@ pub(crate) fn matmul_row_sums<E: Element>(
             DType::F16 | DType::BF16 => rows >= ROW_SUMS_MIN_ROWS_16BIT,
             _ => false,
         };
-    product(a, b, dense, fits)
+    let want = if fits { Want::RowSums } else { Want::Nothing };
+    let (out, done) = product(a, b, dense, want)?;
+    Ok(match done {
+        Done::RowSums(sums) => (out, Some(sums)),
+        _ => (out, None),
+    })
 }
 
-/// The product, and with `row_sums` the sums of A's rows when cuBLASLt could write them.
-#[allow(clippy::type_complexity)]
+/// [`matmul`] of an unbatched product `[M, K] x [K, N]` with `bias` (`N` dense elements from
+/// the given offset) added to every row by cuBLASLt's epilogue; `false` when the epilogue
+/// could not take it, and the caller adds it.
+pub(crate) fn matmul_bias<E: Element>(
+    a: (&CudaStorage<E>, &Layout),
+    b: (&CudaStorage<E>, &Layout),
+    bias: (&CudaStorage<E>, usize),
+    dense: impl Fn(&CudaStorage<E>, &Layout) -> Result<CudaStorage<E>>,
+) -> Result<(CudaStorage<E>, bool)> {
+    let at = bias.0.ptr_at(bias.1).0;
+    // A vector at an odd offset into its block would be read by the epilogue's vector loads.
+    let fits = a.1.rank() == 2 && bias.0.gpu().device() == a.0.gpu().device() && at % 16 == 0;
+    let want = if fits { Want::Bias(at) } else { Want::Nothing };
+    let (out, done) = product(a, b, dense, want)?;
+    Ok((out, matches!(done, Done::Bias)))
+}
+
+/// What a product's epilogue is asked to do besides the product.
+#[derive(Clone, Copy)]
+enum Want {
+    Nothing,
+    /// Write the sums of rtx's A over K.
+    RowSums,
+    /// Add the bias at this address to every row.
+    Bias(u64),
+}
+
+/// What a product's epilogue did.
+enum Done<E: Element> {
+    Nothing,
+    RowSums(CudaStorage<E>),
+    Bias,
+}
+
+/// The product, with what the epilogue could do of `want`.
 fn product<E: Element>(
     (a, la): (&CudaStorage<E>, &Layout),
     (b, lb): (&CudaStorage<E>, &Layout),
     dense: impl Fn(&CudaStorage<E>, &Layout) -> Result<CudaStorage<E>>,
-    row_sums: bool,
-) -> Result<(CudaStorage<E>, Option<CudaStorage<E>>)> {
+    want: Want,
+) -> Result<(CudaStorage<E>, Done<E>)> {
     let op = "matmul";
     let g = a.gpu().clone();
     let Some((dt, compute, wide)) = types(E::DTYPE) else {
@@ -244,7 +282,7 @@ fn product<E: Element>(
     let batch: usize = da[..r - 2].iter().product();
     let out = CudaStorage::<E>::alloc_on(&g, batch * m * n)?;
     if out.is_empty() {
-        return Ok((out, None));
+        return Ok((out, Done::Nothing));
     }
     if k == 0 {
         g.bind()?;
@@ -259,7 +297,7 @@ fn product<E: Element>(
             )
         }
         .map_err(|e| g.err("cuMemsetD8Async", e))?;
-        return Ok((out, None));
+        return Ok((out, Done::Nothing));
     }
     // Operands cuBLAS cannot read in place are made dense (and kept alive for the call).
     let view = |s: &CudaStorage<E>, l: &Layout| -> Result<(CudaStorage<E>, usize, Operand)> {
@@ -297,8 +335,16 @@ fn product<E: Element>(
     };
     // `sa`, `sb` and `out` hold the blocks alive until the call is queued; the stream orders
     // any later reuse of the blocks after it.
-    if row_sums {
-        let sums = CudaStorage::<E>::alloc_on(&g, m)?;
+    let epilogue = match want {
+        Want::Nothing => None,
+        Want::RowSums => {
+            let sums = CudaStorage::<E>::alloc_on(&g, m)?;
+            let at = sums.device_ptr().0;
+            Some((super::blas_lt::Epilogue::RowSums(at), Done::RowSums(sums)))
+        }
+        Want::Bias(at) => Some((super::blas_lt::Epilogue::Bias(at), Done::Bias)),
+    };
+    if let Some((epilogue, done)) = epilogue {
         let ran = {
             let mut lt = super::context::lock(&g.blas_lt);
             if lt.is_none() {
@@ -308,14 +354,14 @@ fn product<E: Element>(
                 msg: "no cuBLASLt handle".into(),
             })?;
             g.bind()?;
-            super::blas_lt::run(&g, s, &call, Some(sums.device_ptr().0))?
+            super::blas_lt::run(&g, s, &call, epilogue)?
         };
         if ran {
-            // Counted only when it ran: an unsupported epilogue falls through to one plain
-            // product below, which counts itself.
+            // Counted only when it ran: an epilogue cuBLASLt has no algorithm for falls
+            // through to one plain product below, which counts itself.
             crate::dispatch::count(g.device());
             drop((sa, sb));
-            return Ok((out, Some(sums)));
+            return Ok((out, done));
         }
     }
     match gemm_library() {
@@ -338,11 +384,12 @@ fn product<E: Element>(
             let s = lt.as_mut().ok_or_else(|| BackendError::CudaUnavailable {
                 msg: "no cuBLASLt handle".into(),
             })?;
-            submit(&g, |g| super::blas_lt::run(g, s, &call, None).map(|_| ()))?;
+            let plain = super::blas_lt::Epilogue::Nothing;
+            submit(&g, |g| super::blas_lt::run(g, s, &call, plain).map(|_| ()))?;
         }
     }
     drop((sa, sb));
-    Ok((out, None))
+    Ok((out, Done::Nothing))
 }
 
 /// One product, described for either library.

@@ -2,9 +2,11 @@
 //! epilogues. A product's descriptors and the algorithm cuBLASLt's heuristic picks are planned
 //! once per shape and kept, so a repeated product (every training step) costs one library call.
 //!
-//! One epilogue is used: the sums of rtx's A over K written beside the product (cuBLASLt's
-//! bias-gradient epilogue on its B operand), which gives a Linear its bias gradient inside the
-//! weight-gradient GEMM instead of a separate reduction over the output gradient.
+//! Two epilogues are used ([`Epilogue`]): a bias added to every row of the product (a
+//! Linear's forward, instead of a pass over its output), and the sums of rtx's A over K
+//! written beside the product (cuBLASLt's bias-gradient epilogue on its B operand), which
+//! gives a Linear its bias gradient inside the weight-gradient GEMM instead of a separate
+//! reduction over the output gradient.
 //!
 //! The operand mapping is [`super::blas`]'s: row-major `C = A B` as column-major
 //! `Cᵀ = Bᵀ Aᵀ`, transposed views through the operation flags.
@@ -64,8 +66,36 @@ struct PlanKey {
     /// Alignment of the A, B and C pointers in bytes (capped at 256): the heuristic may pick
     /// vectorized algorithms only for aligned operands, and a view's offset can misalign one.
     align: [u32; 3],
-    /// Whether the epilogue also writes the sums of A over K (see [`run`]).
-    row_sums: bool,
+    /// The epilogue's kind: 0 none, 1 row sums, 2 bias (see [`Epilogue`]).
+    epilogue: u8,
+}
+
+/// What cuBLASLt does after a product, with the device address it writes or reads.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Epilogue {
+    /// The product alone.
+    Nothing,
+    /// Also write the sums of rtx's A over K (`m` elements of the product's type) here.
+    RowSums(u64),
+    /// Add the `n` elements here to every row of the product.
+    Bias(u64),
+}
+
+impl Epilogue {
+    fn kind(self) -> u8 {
+        match self {
+            Epilogue::Nothing => 0,
+            Epilogue::RowSums(_) => 1,
+            Epilogue::Bias(_) => 2,
+        }
+    }
+
+    fn pointer(self) -> Option<u64> {
+        match self {
+            Epilogue::Nothing => None,
+            Epilogue::RowSums(p) | Epilogue::Bias(p) => Some(p),
+        }
+    }
 }
 
 /// The largest power of two dividing `ptr`, at most 256.
@@ -217,9 +247,15 @@ fn plan(
             (&tb as *const i32).cast(),
             4,
         )?;
-        if key.row_sums {
+        let epilogue = match key.epilogue {
             // cuBLAS's B is rtx's A, and its "bias gradient" is the sum over K.
-            let epilogue = sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BGRADB as u32;
+            1 => Some(sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BGRADB),
+            // cuBLAS's D is rtx's C transposed: its rows are rtx's columns, one bias each.
+            2 => Some(sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS),
+            _ => None,
+        };
+        if let Some(epilogue) = epilogue {
+            let epilogue = epilogue as u32;
             lt::set_matmul_desc_attribute(
                 desc,
                 DescAttr::CUBLASLT_MATMUL_DESC_EPILOGUE,
@@ -281,11 +317,10 @@ fn plan(
     Ok(p)
 }
 
-/// Runs one planned product (planning it on first sight of its shape). With `row_sums`, the
-/// address of `m` elements of the product's type, the epilogue also writes there the sums of
-/// rtx's A over K (the product must be unbatched); `Ok(false)` then means this cuBLASLt has
-/// no algorithm with that epilogue for the product, and nothing ran.
-pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm, row_sums: Option<u64>) -> Result<bool> {
+/// Runs one planned product (planning it on first sight of its shape) with its `epilogue`
+/// (which needs an unbatched product); `Ok(false)` means this cuBLASLt has no algorithm with
+/// that epilogue for the product, and nothing ran.
+pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm, epilogue: Epilogue) -> Result<bool> {
     let key = PlanKey {
         dtype: call.dtype,
         tf32: call.tf32,
@@ -308,7 +343,7 @@ pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm, row_sums: Option<u64>) -
             alignment(call.b_ptr),
             alignment(call.c_ptr),
         ],
-        row_sums: row_sums.is_some(),
+        epilogue: epilogue.kind(),
     };
     if s.unsupported.contains(&key) {
         return Ok(false);
@@ -316,7 +351,9 @@ pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm, row_sums: Option<u64>) -
     if !s.plans.contains_key(&key) {
         let p = match plan(s, &key, call) {
             Ok(p) => p,
-            Err(e) if key.row_sums && e.0 == sys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED => {
+            Err(e)
+                if key.epilogue != 0 && e.0 == sys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED =>
+            {
                 s.unsupported.insert(key);
                 return Ok(false);
             }
@@ -342,14 +379,14 @@ pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm, row_sums: Option<u64>) -
             (&zero32 as *const f32).cast(),
         )
     };
-    if let Some(sums) = row_sums {
+    if let Some(at) = epilogue.pointer() {
         // SAFETY: a live descriptor, used under the handle's mutex; the pointer is read when
-        // the product is queued (or captured), and the caller keeps `m` elements there.
+        // the product is queued (or captured), and the caller keeps the vector there.
         unsafe {
             lt::set_matmul_desc_attribute(
                 p.desc,
                 DescAttr::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                (&sums as *const u64).cast(),
+                (&at as *const u64).cast(),
                 8,
             )
         }

@@ -52,7 +52,7 @@ pub use kernels::{Arg, entry_kernel, kernel_entry, launch_entry};
 pub use launch::{DevicePtr, KernelArg, LaunchArgs, LaunchConfig, launch};
 pub use storage::CudaStorage;
 
-pub(crate) use blas::{matmul, matmul_row_sums};
+pub(crate) use blas::{matmul, matmul_bias, matmul_row_sums};
 
 use crate::{BackendError, Device, Result};
 

@@ -31,6 +31,55 @@ impl<E: Element> Storage<E> {
         }
     }
 
+    /// The product of an unbatched `[M, K]` by `[K, N]` (as [`Storage::matmul`]) with `bias`
+    /// (`[N]`, viewed by `bl`) added to every row: a Linear's forward. A GPU adds it in the
+    /// product's epilogue where cuBLASLt allows it, sparing a pass over the output.
+    pub fn matmul_bias(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        bias: &Self,
+        bl: &Layout,
+    ) -> Result<Self>
+    where
+        E: Num,
+    {
+        let n = rl.dims().last().copied().unwrap_or(0);
+        if l.rank() != 2 || bl.dims() != [n] {
+            return Err(BackendError::BadArgument {
+                op: "matmul with bias",
+                msg: format!(
+                    "layouts {:?} and {:?} with bias {:?} are not [M, K], [K, N] and [N]",
+                    l.dims(),
+                    rl.dims(),
+                    bl.dims()
+                ),
+            });
+        }
+        same_device("matmul", self, bias)?;
+        let product = match (self, rhs, bias) {
+            (Storage::Cuda(a), Storage::Cuda(b), Storage::Cuda(c)) if bl.is_contiguous() => {
+                same_device("matmul", self, rhs)?;
+                check_shapes(l, rl)?;
+                let at = (c, bl.offset());
+                match crate::cuda::matmul_bias((a, l), (b, rl), at, super::cuda_dense)? {
+                    (out, true) => return Ok(Storage::Cuda(out)),
+                    (out, false) => Storage::Cuda(out),
+                }
+            }
+            _ => self.matmul(l, rhs, rl)?,
+        };
+        let dims = [l.dims()[0], n];
+        let rows = bl
+            .broadcast_to(&dims)
+            .ok_or_else(|| BackendError::BadArgument {
+                op: "matmul with bias",
+                msg: format!("bias {:?} does not broadcast to {dims:?}", bl.dims()),
+            })?;
+        product.binary::<rtx_kernels::op::markers::Add>(&Layout::contiguous(&dims), bias, &rows)
+    }
+
     /// The product of an unbatched `[M, K]` by `[K, N]` (as [`Storage::matmul`]) and the sums
     /// of `self`'s rows over K (`[M]`): a Linear's weight gradient `Gᵀ X` with its bias
     /// gradient, the sums of `G` down its rows. A GPU writes the sums in the product's
@@ -77,6 +126,18 @@ fn check_shapes(l: &Layout, rl: &Layout) -> Result<()> {
 mod tests {
     use super::*;
     use crate::Device;
+
+    #[test]
+    fn a_bias_is_added_to_every_row_and_a_wrong_length_refused() {
+        let x = Storage::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], Device::Cpu).unwrap();
+        let w = Storage::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], Device::Cpu).unwrap();
+        let b = Storage::from_vec(vec![10.0f32, 20.0], Device::Cpu).unwrap();
+        let l = Layout::contiguous(&[2, 2]);
+        let y = x.matmul_bias(&l, &w, &l, &b, &Layout::contiguous(&[2])).unwrap();
+        assert_eq!(y.to_vec(&l), vec![11.0, 22.0, 13.0, 24.0]);
+        let err = x.matmul_bias(&l, &w, &l, &b, &Layout::contiguous(&[1]));
+        assert!(err.unwrap_err().to_string().contains("[1]"));
+    }
 
     #[test]
     fn row_sums_are_the_sums_of_a_transposed_gradient_down_its_rows() {

@@ -10,6 +10,7 @@ use crate::error::{Error, Result, ok};
 use crate::shape::{Shape, describe};
 use rtx_backends::{Layout, Storage};
 use rtx_kernels::op::ReduceOp;
+use rtx_kernels::op::markers::Add;
 use rtx_kernels::{Element, Num};
 
 /// The shape rule of matmul, re-exported so generic code can state it with the prelude alone.
@@ -150,6 +151,25 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: MatmulShapes<R>,
     {
+        self.matmul_saving_bias(rhs, None)
+    }
+
+    /// [`Tensor::matmul_saving`] with `bias`, a vector as long as the product's last dim,
+    /// added to every row (a Linear's forward; the bias gets no gradient here). When the
+    /// product runs as one matrix, a GPU adds the bias in the product's epilogue.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn matmul_saving_bias<R: Shape>(
+        &self,
+        rhs: &Tensor<R, E>,
+        bias: Option<(&Storage<E>, &Layout)>,
+    ) -> Result<(
+        Tensor<<S as MatmulShapes<R>>::Output, E>,
+        MatmulGrad<S, R, E>,
+    )>
+    where
+        E: Num,
+        S: MatmulShapes<R>,
+    {
         let mismatch = |rule| Error::ShapeMismatch {
             op: "matmul",
             lhs: describe(&self.shape()),
@@ -178,7 +198,22 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let batch = if a.batch.is_empty() { b.batch } else { a.batch };
         let la = a.layout(batch, self.layout().offset());
         let lb = b.layout(batch, rhs.layout().offset());
-        let out = self.storage().matmul(&la, rhs.storage(), &lb)?;
+        let out = match bias {
+            Some((bs, bl)) if la.rank() == 2 => {
+                self.storage()
+                    .matmul_bias(&la, rhs.storage(), &lb, bs, bl)?
+            }
+            Some((bs, bl)) => {
+                let product = self.storage().matmul(&la, rhs.storage(), &lb)?;
+                let mut dims = batch.to_vec();
+                dims.extend([a.rows, b.cols]);
+                let rows = bl.broadcast_to(&dims).ok_or_else(|| {
+                    mismatch("a bias must be as long as the product's last dimension")
+                })?;
+                product.binary::<Add>(&Layout::contiguous(&dims), bs, &rows)?
+            }
+            None => self.storage().matmul(&la, rhs.storage(), &lb)?,
+        };
 
         // The product is dense [batch.., M, N]; a vector operand's axis is dropped. A folded
         // stack's rows are its own leading dims.

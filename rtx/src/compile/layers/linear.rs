@@ -5,7 +5,6 @@ use crate::compile::{Deferred, Gradients, StaticForward};
 use crate::error::ok;
 use crate::ir::{Builder, IrOp, Value};
 use crate::nn::{Linear, LinearOut};
-use crate::no_grad;
 use crate::shape::rules::BroadcastShapes;
 use crate::shape::{Const, Shape};
 use crate::tensor::{MatmulShapes, Tensor};
@@ -73,12 +72,9 @@ where
     LinearOut<S, I, O>: BroadcastShapes<(Const<O>,), Output = LinearOut<S, I, O>>,
     E: Float,
 {
-    let (d, backward) = train_deferred(layer, x);
-    let y = match &layer.bias {
-        Some(b) => no_grad(|| &d.value + b),
-        None => d.value,
-    };
-    (y, backward)
+    let bias = layer.bias.as_ref().map(|b| (b.storage(), b.layout()));
+    let (d, backward) = train_with(layer, x, bias);
+    (d.value, backward)
 }
 
 /// [`train`] with the bias add left to the caller, as [`Deferred`] describes.
@@ -95,9 +91,32 @@ where
     S: MatmulShapes<(Const<I>, Const<O>)>,
     E: Float,
 {
+    train_with(layer, x, None)
+}
+
+/// The static forward of `layer` on `x`, with `bias` (the layer's own) added by the product
+/// (see `Tensor::matmul_saving_bias`), or without it left to the caller, as [`Deferred`]
+/// describes; and the backward.
+#[allow(clippy::type_complexity)]
+fn train_with<'l, S, const I: usize, const O: usize, E>(
+    layer: &'l Linear<I, O, E>,
+    x: &Tensor<S, E>,
+    add_bias: Option<(&rtx_backends::Storage<E>, &rtx_backends::Layout)>,
+) -> (
+    Deferred<Tensor<LinearOut<S, I, O>, E>>,
+    impl FnOnce(Tensor<LinearOut<S, I, O>, E>, &mut Gradients, bool) -> (Option<Tensor<S, E>>,)
+    + use<'l, S, I, O, E>,
+)
+where
+    S: MatmulShapes<(Const<I>, Const<O>)>,
+    E: Float,
+{
     let wt = layer.weight.detach().t();
-    let (raw, saved) = ok(x.matmul_saving(&wt));
-    let bias = layer.bias.as_ref().map(|b| bias_view(b, &raw));
+    let (raw, saved) = ok(x.matmul_saving_bias(&wt, add_bias));
+    let bias = match add_bias {
+        Some(_) => None,
+        None => layer.bias.as_ref().map(|b| bias_view(b, &raw)),
+    };
     let backward = move |dy: Tensor<LinearOut<S, I, O>, E>, grads: &mut Gradients, need_x| {
         let need_w = layer.weight.tracks_grad();
         let (dx, dwt) = match layer.bias.as_ref().filter(|b| b.tracks_grad()) {
