@@ -22,6 +22,8 @@ fn generated_cuda_matches_snapshots() {
         "logsumexp_rows",
         "dot",
         "norm_rows",
+        "norm_param_partials",
+        "norm_param_finish",
         "im2col",
         "random_uniform",
         "scatter_add_lines",
@@ -41,6 +43,8 @@ fn generated_cuda_matches_snapshots() {
         "binary_scalar",
         "softmax_warp_rows",
         "softmax_backward_rows",
+        "norm_warp_rows",
+        "norm_backward_warp_rows",
     ] {
         let k = ALL.iter().find(|k| k.name == name).unwrap();
         let path = dir.join(format!("{name}.cu"));

@@ -1,6 +1,7 @@
 //! Layer norm and RMS norm on every device, forward and backward (gradients of `Σ y * r` for
-//! the input, the weight and the bias), with rows that do not fill a warp, rows wider than a
-//! block, rows longer than a block holds in registers, and a non-contiguous input. On a GPU
+//! the input, the weight and the bias), with rows that do not fill a warp, rows a warp holds
+//! (the warp-per-row kernels, up to 1024 values), rows wider than that (a block per row),
+//! rows longer than a block holds in registers, and a non-contiguous input. On a GPU
 //! the layers run the fused kernels; on the CPU they run their composition of primitive ops,
 //! which is what the fused kernels are held to.
 //!
@@ -74,8 +75,14 @@ fn norm_rows_of<const D: usize, E: Float>(dev: Device, rows: usize, seed: u64) -
 
 fn norm_case<E: Float>() {
     on_every_device::<E>("norm", |dev| {
+        // Rows of at most 1024 take a warp each (four a block), longer ones a block each.
         let mut out = norm_rows_of::<20, E>(dev, 9, 30);
+        // GPT's width; 150 rows: a partly filled last block of warps, and parameter
+        // gradients over chunks of 64 rows (batches of 16) with a shorter last one.
+        out.extend(norm_rows_of::<512, E>(dev, 150, 35));
         out.extend(norm_rows_of::<1000, E>(dev, 5, 40));
+        // The longest row a warp holds in registers (32 values a lane).
+        out.extend(norm_rows_of::<1024, E>(dev, 3, 45));
         out.extend(norm_rows_of::<2500, E>(dev, 3, 50));
         // Longer than a block holds in registers (256 threads of 32 values): read in chunks.
         out.extend(norm_rows_of::<8229, E>(dev, 2, 60));

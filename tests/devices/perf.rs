@@ -494,3 +494,81 @@ fn gpt_embedding_gradients_and_attention_join_times() {
         assert_eq!(launches, want, "{name}");
     }
 }
+
+/// Layer norm of a GPT-style bf16 activation (8192 rows of 512, a warp per row), timed
+/// against a device copy of the same tensor: the forward, the input gradient alone, and the
+/// backward with the weight and bias gradients; each a fixed number of launches.
+#[test]
+fn gpt_layer_norm_times() {
+    let dev = match gpus() {
+        Ok(g) => g[0],
+        Err(why) => {
+            println!("gpt layer norm times: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    let (rows, d) = (8192usize, 512usize);
+    let l = rtx_backends::Layout::contiguous(&[rows, d]);
+    let p = rtx_backends::Layout::contiguous(&[d]);
+    let s = |n: usize, seed, lo, hi| ok_s(Storage::from_vec(values::<bf16>(n, seed, lo, hi), dev));
+    let (xs, gs) = (s(rows * d, 120, -2.0, 2.0), s(rows * d, 121, -1.0, 1.0));
+    let (ws, bs) = (s(d, 122, 0.5, 1.5), s(d, 123, -0.5, 0.5));
+    let (_, stats) = ok_s(xs.norm_rows(&l, Some((&ws, &p)), Some((&bs, &p)), 1e-5, true));
+    let forward = || {
+        let r = xs.norm_rows(&l, Some((&ws, &p)), Some((&bs, &p)), 1e-5, true);
+        drop(ok_s(r));
+    };
+    let input_only = || {
+        let r = gs.norm_rows_backward(&l, (&xs, &l), Some((&ws, &p)), &stats, (false, false));
+        drop(ok_s(r));
+    };
+    let backward = || {
+        let r = gs.norm_rows_backward(&l, (&xs, &l), Some((&ws, &p)), &stats, (true, true));
+        drop(ok_s(r));
+    };
+    let copy = || drop(ok_s(xs.to_device(&l, dev)));
+    let time = |f: &dyn Fn()| -> (f64, u64) {
+        f();
+        ok_s(cuda::synchronize(0));
+        let before = launch_count(dev);
+        f();
+        let launches = launch_count(dev) - before;
+        let (start, end) = (ok_s(cuda::Event::new(0)), ok_s(cuda::Event::new(0)));
+        let reps = 50;
+        ok_s(start.record());
+        for _ in 0..reps {
+            f();
+        }
+        ok_s(end.record());
+        let ms = ok_s(start.elapsed_ms(&end)) as f64;
+        (ms * 1e3 / reps as f64, launches)
+    };
+    // Bytes each must move at least, 2 a bf16 value: the copy and the forward read and write
+    // the tensor; the input gradient reads dy and x and writes dx; the full backward reads dy
+    // and x once more for the parameter gradients.
+    let n = (rows * d) as f64;
+    let (copy_us, _) = time(&copy);
+    println!(
+        "device copy, 8192 x 512 bf16: {copy_us:.1} us per call = {:.0} GB/s",
+        4.0 * n / copy_us / 1e3
+    );
+    let cases: [(&str, &dyn Fn(), f64, u64); 3] = [
+        ("layer_norm forward", &forward, 4.0 * n, 1),
+        ("layer_norm input gradient", &input_only, 6.0 * n, 1),
+        (
+            "layer_norm backward with weight and bias",
+            &backward,
+            10.0 * n,
+            3,
+        ),
+    ];
+    for (name, f, bytes, want) in cases {
+        let (us, launches) = time(f);
+        println!(
+            "{name}, 8192 x 512 bf16: {us:.1} us per call = {:.0} GB/s, {:.2}x the copy's time ({launches} launch(es))",
+            bytes / us / 1e3,
+            us / copy_us
+        );
+        assert_eq!(launches, want, "{name}");
+    }
+}

@@ -1,15 +1,18 @@
 //! The GPU side of fused layer norm and RMS norm over the last axis: the forward is one launch
-//! (one block per row) that also saves each row's mean and reciprocal standard deviation in
-//! the compute type; the backward is one launch for the input gradient and two for the weight
-//! and bias gradients (per-chunk column sums, then the sum of the chunks).
+//! that also saves each row's mean and reciprocal standard deviation in the compute type; the
+//! backward is one launch for the input gradient and two for the weight and bias gradients
+//! (per-chunk column sums, then the sum of the chunks). The forward and the input gradient
+//! take a warp per row (several rows a block) for rows of at most [`WARP_ROW_MAX`] values, a
+//! block per row for longer ones.
 //!
-//! Invariant: every sum runs in an order fixed by the sizes alone (block sizes and chunk
-//! counts are functions of the row length and row count), so results are the same run to
-//! run; no atomics.
+//! Invariant: every sum runs in an order fixed by the sizes alone (the kernel, block sizes and
+//! chunk counts are functions of the row length and row count), so results are the same run
+//! to run; no atomics.
 
 use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::{DevicePtr, LaunchConfig};
 use super::ops::{dense_view, held_row_block};
+use super::ops_softmax::{WARP_ROW_MAX, warp_rows_config};
 use super::storage::CudaStorage;
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::kernel::{KernelEntry, KernelSource, Variant};
@@ -60,12 +63,70 @@ fn entry<E: Element>(ordinal: usize, src: &'static KernelSource) -> Result<&'sta
     kernel_entry(ordinal, src, E::DTYPE, E::DTYPE, Variant::Simt)
 }
 
+/// Whether rows of `cols` take the warp-per-row kernels (`norm_warp_rows`,
+/// `norm_backward_warp_rows`): a row of at most 32 values a lane is held in registers by one
+/// warp, with no barrier, and several rows share a block. Longer rows take a block each.
+fn by_warps(cols: usize) -> bool {
+    cols <= WARP_ROW_MAX
+}
+
+/// The forward's and the input gradient's row kernels for rows of `cols`.
+fn row_kernels(cols: usize) -> (&'static KernelSource, &'static KernelSource) {
+    if by_warps(cols) {
+        (
+            &kernels::norm_warp_rows::KERNEL,
+            &kernels::norm_backward_warp_rows::KERNEL,
+        )
+    } else {
+        (
+            &kernels::norm_rows::KERNEL,
+            &kernels::norm_backward_rows::KERNEL,
+        )
+    }
+}
+
+/// The arguments of the forward row kernel of [`row_kernels`] for `rows` rows of `cols`:
+/// `ptrs` are `x`, `weight`, `bias`, `y`, `mean`, `rstd`; `flags` are `centered`,
+/// `has_weight`, `has_bias`. The warp kernel also takes the row count.
+fn forward_args(
+    ptrs: [DevicePtr; 6],
+    (rows, cols): (usize, usize),
+    eps: f64,
+    flags: [bool; 3],
+) -> Vec<Arg> {
+    let mut args: Vec<Arg> = ptrs.into_iter().map(Arg::Ptr).collect();
+    args.push(Arg::U64(cols as u64));
+    if by_warps(cols) {
+        args.push(Arg::U64(rows as u64));
+    }
+    args.push(Arg::Acc(eps));
+    args.extend(flags.map(|f| Arg::U32(f as u32)));
+    args
+}
+
+/// The arguments of the input-gradient row kernel of [`row_kernels`]: `ptrs` are `dy`, `x`,
+/// `weight`, `mean`, `rstd`, `dx`; `flags` are `centered` and `has_weight`.
+fn backward_args(ptrs: [DevicePtr; 6], (rows, cols): (usize, usize), flags: [bool; 2]) -> Vec<Arg> {
+    let mut args: Vec<Arg> = ptrs.into_iter().map(Arg::Ptr).collect();
+    args.push(Arg::U64(cols as u64));
+    if by_warps(cols) {
+        args.push(Arg::U64(rows as u64));
+    }
+    args.extend(flags.map(|f| Arg::U32(f as u32)));
+    args
+}
+
+/// The launch of the row kernels over `rows` rows of `cols`: a warp per row (blocks of
+/// several warps) when [`by_warps`], else a block per row.
 fn rows_grid(op: &'static str, rows: usize, cols: usize) -> Result<LaunchConfig> {
     if rows > i32::MAX as usize {
         return Err(BackendError::BadArgument {
             op,
             msg: format!("{rows} rows are more than one launch's grid holds"),
         });
+    }
+    if by_warps(cols) {
+        return Ok(warp_rows_config(rows));
     }
     Ok(LaunchConfig {
         grid: (rows as u32, 1, 1),
@@ -102,12 +163,12 @@ pub(crate) fn norm_rows<E: Element>(
     eps: f64,
     centered: bool,
 ) -> Result<(CudaStorage<E>, Stats)> {
-    let src = &kernels::norm_rows::KERNEL;
-    let e = entry::<E>(x.ordinal(), src)?;
-    let ordinal = x.ordinal();
     let n = xl.numel();
     let cols = xl.dims().last().copied().unwrap_or(1);
     let rows = n.checked_div(cols).unwrap_or(0);
+    let src = row_kernels(cols).0;
+    let e = entry::<E>(x.ordinal(), src)?;
+    let ordinal = x.ordinal();
     let y = CudaStorage::<E>::uninit(ordinal, n)?;
     let stats = Stats {
         mean: AccBuf::uninit(ordinal, E::DTYPE, rows)?,
@@ -122,22 +183,20 @@ pub(crate) fn norm_rows<E: Element>(
     let mut keep = Vec::new();
     let wp = optional(weight, xp, &mut keep)?;
     let bp = optional(bias, xp, &mut keep)?;
-    let args = [
-        Arg::Ptr(xp),
-        Arg::Ptr(wp),
-        Arg::Ptr(bp),
-        Arg::Ptr(y.device_ptr()),
-        Arg::Ptr(stats.mean.ptr()),
-        Arg::Ptr(stats.rstd.ptr()),
-        Arg::U64(cols as u64),
-        Arg::Acc(eps),
-        Arg::U32(centered as u32),
-        Arg::U32(weight.is_some() as u32),
-        Arg::U32(bias.is_some() as u32),
+    let ptrs = [
+        xp,
+        wp,
+        bp,
+        y.device_ptr(),
+        stats.mean.ptr(),
+        stats.rstd.ptr(),
     ];
+    let flags = [centered, weight.is_some(), bias.is_some()];
+    let args = forward_args(ptrs, (rows, cols), eps, flags);
     // SAFETY: `x` holds rows * cols dense elements from `start`, the weight and bias `cols`
     // (read only when present), `y` rows * cols, the statistics `rows` values of the entry's
-    // compute type; one block per row, a block size that is a multiple of 32, at most 256.
+    // compute type; a warp per row (warps past the last row return) or a block per row, with
+    // a block size that is a multiple of 32, at most 256.
     unsafe { launch_entry(ordinal, src, e, config, &args)? };
     drop((xd, keep));
     Ok((y, stats))
@@ -160,11 +219,11 @@ pub(crate) fn norm_rows_backward<E: Element>(
     Option<CudaStorage<E>>,
 )> {
     let ordinal = x.ordinal();
-    let src = &kernels::norm_backward_rows::KERNEL;
-    let e = entry::<E>(ordinal, src)?;
     let n = xl.numel();
     let cols = xl.dims().last().copied().unwrap_or(1);
     let rows = n.checked_div(cols).unwrap_or(0);
+    let src = row_kernels(cols).1;
+    let e = entry::<E>(ordinal, src)?;
     let dx = CudaStorage::<E>::uninit(ordinal, n)?;
     let (xd, xs) = dense_view(x, xl)?;
     let (gd, gs) = dense_view(dy, dyl)?;
@@ -172,21 +231,20 @@ pub(crate) fn norm_rows_backward<E: Element>(
     if n > 0 {
         let mut keep = Vec::new();
         let wp = optional(weight, xp, &mut keep)?;
-        let args = [
-            Arg::Ptr(gp),
-            Arg::Ptr(xp),
-            Arg::Ptr(wp),
-            Arg::Ptr(stats.mean.ptr()),
-            Arg::Ptr(stats.rstd.ptr()),
-            Arg::Ptr(dx.device_ptr()),
-            Arg::U64(cols as u64),
-            Arg::U32(centered as u32),
-            Arg::U32(weight.is_some() as u32),
+        let ptrs = [
+            gp,
+            xp,
+            wp,
+            stats.mean.ptr(),
+            stats.rstd.ptr(),
+            dx.device_ptr(),
         ];
+        let args = backward_args(ptrs, (rows, cols), [centered, weight.is_some()]);
         let config = rows_grid("layer_norm backward", rows, cols)?;
         // SAFETY: `dy` and `x` hold rows * cols dense elements from their starts, the weight
-        // `cols`, the statistics `rows` compute-type values, `dx` rows * cols; one block per
-        // row, a block size that is a multiple of 32, at most 256.
+        // `cols`, the statistics `rows` compute-type values, `dx` rows * cols; a warp per row
+        // (warps past the last row return) or a block per row, with a block size that is a
+        // multiple of 32, at most 256.
         unsafe { launch_entry(ordinal, src, e, config, &args)? };
         drop(keep);
     }
@@ -263,4 +321,41 @@ fn param_grads<E: Element>(
     unsafe { launch_entry(ordinal, finish_src, fe, config, &args)? };
     drop((dwp, dbp));
     Ok((dw, db))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::kernels::marshal;
+    use super::*;
+
+    #[test]
+    fn row_kernel_arguments_fit_every_entry_on_both_sides_of_the_warp_limit() {
+        let p = [0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000].map(DevicePtr);
+        for cols in [1, 512, WARP_ROW_MAX, WARP_ROW_MAX + 1, 8229] {
+            let (fwd, bwd) = row_kernels(cols);
+            let warp = cols <= WARP_ROW_MAX;
+            assert_eq!(fwd.name.contains("warp"), warp, "{cols}: {}", fwd.name);
+            assert_eq!(bwd.name.contains("warp"), warp, "{cols}: {}", bwd.name);
+            let cases = [
+                (fwd, forward_args(p, (7, cols), 1e-5, [true, true, false])),
+                (bwd, backward_args(p, (7, cols), [false, true])),
+            ];
+            for (src, args) in &cases {
+                assert_eq!(src.entries.len(), 4, "{}: the four float types", src.name);
+                for e in src.entries {
+                    if let Err(err) = marshal(e, e.dtype, args) {
+                        panic!("{} for {cols} columns: {err}", e.symbol);
+                    }
+                }
+            }
+            // A warp a row, four rows a block, or a block a row.
+            let config = rows_grid("test", 9, cols).unwrap_or_else(|e| panic!("{e}"));
+            if warp {
+                assert_eq!((config.grid.0, config.block.0), (3, 128));
+            } else {
+                assert_eq!((config.grid.0, config.block.0), (9, held_row_block(cols)));
+            }
+        }
+        assert!(rows_grid("test", 1 << 40, 64).is_err());
+    }
 }

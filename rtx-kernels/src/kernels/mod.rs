@@ -22,6 +22,7 @@ mod log_softmax;
 mod logsumexp;
 mod loss;
 mod norm;
+mod norm_warp;
 mod optim;
 mod optim_multi;
 mod pool;
@@ -50,6 +51,7 @@ pub use log_softmax::*;
 pub use logsumexp::*;
 pub use loss::*;
 pub use norm::*;
+pub use norm_warp::*;
 pub use optim::*;
 pub use optim_multi::*;
 pub use pool::*;
@@ -168,4 +170,6 @@ pub static ALL: &[&KernelSource] = &[
     &cross_entropy_backward_rows::KERNEL,
     &softmax_warp_rows::KERNEL,
     &softmax_backward_rows::KERNEL,
+    &norm_warp_rows::KERNEL,
+    &norm_backward_warp_rows::KERNEL,
 ];

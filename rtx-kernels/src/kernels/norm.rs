@@ -369,16 +369,43 @@ pub fn norm_param_partials<T: Float>(
     if c >= cols {
         return;
     }
+    // The most rows whose values a thread loads before it adds any of them.
+    const BATCH: usize = 16;
     let chunk = block_idx_y();
     let start = chunk * rows_per_chunk;
     let end = (start + rows_per_chunk).min(rows);
     let mut sw = 0.0;
     let mut sb = 0.0;
-    for r in start..end {
-        let mu = if centered != 0 { mean[r] } else { 0.0 };
-        let g = dy[r * cols + c];
-        sw += g * ((x[r * cols + c] - mu) * rstd[r]);
-        sb += g;
+    // A batch of rows at a time: all its loads in flight together (a row at a time, each sum
+    // waited for its row's loads, one memory latency per row), then the sums in row order as
+    // before. The mean stays 0 without `centered`.
+    let mut gv = [0.0; BATCH];
+    let mut xv = [0.0; BATCH];
+    let mut mv = [0.0; BATCH];
+    let mut rv = [0.0; BATCH];
+    let mut first = start;
+    while first < end {
+        let n = end - first;
+        for k in 0..BATCH {
+            if k >= n {
+                break;
+            }
+            let at = (first + k) * cols + c;
+            gv[k] = dy[at];
+            xv[k] = x[at];
+            rv[k] = rstd[first + k];
+            if centered != 0 {
+                mv[k] = mean[first + k];
+            }
+        }
+        for k in 0..BATCH {
+            if k >= n {
+                break;
+            }
+            sw += gv[k] * ((xv[k] - mv[k]) * rv[k]);
+            sb += gv[k];
+        }
+        first += BATCH;
     }
     dw[chunk * cols + c] = sw;
     db[chunk * cols + c] = sb;
@@ -405,14 +432,34 @@ pub fn norm_param_finish<T: Float>(
     cols: usize,
     has_bias: u32,
 ) {
+    // The most partial rows a thread loads before it adds any of them.
+    const BATCH: usize = 32;
     let step = block_dim_x() * grid_dim_x();
     let mut c = block_idx_x() * block_dim_x() + thread_idx_x();
+    let mut pw = [0.0; BATCH];
+    let mut pb = [0.0; BATCH];
     while c < cols {
         let mut sw = 0.0;
         let mut sb = 0.0;
-        for k in 0..chunks {
-            sw += dw_part[k * cols + c];
-            sb += db_part[k * cols + c];
+        // As in the partials: a batch of loads in flight, then the sums in chunk order.
+        let mut first = 0;
+        while first < chunks {
+            let n = chunks - first;
+            for k in 0..BATCH {
+                if k >= n {
+                    break;
+                }
+                pw[k] = dw_part[(first + k) * cols + c];
+                pb[k] = db_part[(first + k) * cols + c];
+            }
+            for k in 0..BATCH {
+                if k >= n {
+                    break;
+                }
+                sw += pw[k];
+                sb += pb[k];
+            }
+            first += BATCH;
         }
         dw[c] = sw;
         if has_bias != 0 {
