@@ -105,7 +105,15 @@ impl<E: Element> Storage<E> {
             }
             _ => self.matmul(l, rhs, rl)?,
         };
-        Ok((product, self.reduce(l, 1, ReduceOp::Sum)?))
+        // A Linear's Gᵀ is a transposed dense matrix: its rows are the dense matrix's
+        // columns, summed down (the reduction's fast, contiguous path) rather than across.
+        let t = l.transpose(0, 1);
+        let sums = if t.is_contiguous() {
+            self.reduce(&t, 0, ReduceOp::Sum)?
+        } else {
+            self.reduce(l, 1, ReduceOp::Sum)?
+        };
+        Ok((product, sums))
     }
 }
 
@@ -133,7 +141,9 @@ mod tests {
         let w = Storage::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], Device::Cpu).unwrap();
         let b = Storage::from_vec(vec![10.0f32, 20.0], Device::Cpu).unwrap();
         let l = Layout::contiguous(&[2, 2]);
-        let y = x.matmul_bias(&l, &w, &l, &b, &Layout::contiguous(&[2])).unwrap();
+        let y = x
+            .matmul_bias(&l, &w, &l, &b, &Layout::contiguous(&[2]))
+            .unwrap();
         assert_eq!(y.to_vec(&l), vec![11.0, 22.0, 13.0, 24.0]);
         let err = x.matmul_bias(&l, &w, &l, &b, &Layout::contiguous(&[1]));
         assert!(err.unwrap_err().to_string().contains("[1]"));

@@ -4,6 +4,7 @@
 use super::init;
 use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut, join};
+use crate::error::ok;
 use crate::shape::Const;
 use crate::shape::rules::BroadcastShapes;
 use crate::tensor::{MatmulShapes, Tensor};
@@ -75,10 +76,11 @@ impl<const I: usize, const O: usize, E: Float> Linear<I, O, E> {
         S: MatmulShapes<(Const<I>, Const<O>)>,
         LinearOut<S, I, O>: BroadcastShapes<(Const<O>,), Output = LinearOut<S, I, O>>,
     {
-        let y = x.matmul(&self.weight.t());
+        // With a bias, one product that adds it (in the GEMM's epilogue on a GPU), as the
+        // compiled forward computes it, so the two agree bit for bit.
         match &self.bias {
-            Some(b) => y + b,
-            None => y,
+            Some(b) => ok(x.try_matmul_bias(&self.weight.t(), b)),
+            None => x.matmul(&self.weight.t()),
         }
     }
 }

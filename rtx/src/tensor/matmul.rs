@@ -138,6 +138,46 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }))
     }
 
+    /// `self · rhs` with `bias`, a vector as long as the product's last dim, added to every
+    /// row, recorded as one node: a Linear's forward. On a GPU the bias is added by the
+    /// product's epilogue, and in the backward its gradient comes with `rhs`'s product (see
+    /// [`MatmulGrad::grads_and_col_sums`]).
+    pub(crate) fn try_matmul_bias<R: Shape, V: Shape>(
+        &self,
+        rhs: &Tensor<R, E>,
+        bias: &Tensor<V, E>,
+    ) -> Result<Tensor<<S as MatmulShapes<R>>::Output, E>>
+    where
+        E: Num,
+        S: MatmulShapes<R>,
+    {
+        let (out, saved) = self.matmul_saving_bias(rhs, Some((bias.storage(), bias.layout())))?;
+        if !autograd::must_record(&[self.node(), rhs.node(), bias.node()]) {
+            return Ok(out);
+        }
+        let need = [self.node(), rhs.node(), bias.node()].map(|n| n.is_some());
+        let inputs = vec![
+            self.node().cloned(),
+            rhs.node().cloned(),
+            bias.node().cloned(),
+        ];
+        let bias_shape = bias.shape();
+        Ok(out.record(inputs, move |g| {
+            let (da, db, dbias) = if need[2] {
+                let (da, db, sums) = saved.grads_and_col_sums(g, need[0], need[1])?;
+                (da, db, Some(Tensor::from_storage(sums, bias_shape)))
+            } else {
+                let (da, db) = saved.grads(g, need[0], need[1])?;
+                (da, db, None)
+            };
+            Ok(vec![
+                da.and_then(autograd::erase),
+                db.and_then(autograd::erase),
+                dbias.and_then(autograd::erase),
+            ])
+        }))
+    }
+
     /// The product without recording, and what its backward needs.
     #[allow(clippy::type_complexity)]
     pub(crate) fn matmul_saving<R: Shape>(
