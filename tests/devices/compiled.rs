@@ -107,7 +107,8 @@ fn fused_linear_bias_gelu_is_one_product_and_one_kernel_on_a_gpu() {
         let eager = rtx::launch_count(dev) - before;
         println!("fused linear + bias + gelu on {dev}: {fused} launches (eager {eager})");
         assert_eq!(fused, 2, "one product and one kernel");
-        assert_eq!(eager, 3);
+        // The eager Linear adds its bias in the product's epilogue too: a product and a GELU.
+        assert_eq!(eager, 2);
         let (g, w) = (f64s(&y), f64s(&want));
         assert!(
             g.iter()
