@@ -238,7 +238,8 @@ pub(crate) fn matmul_bias<E: Element>(
 ) -> Result<(CudaStorage<E>, bool)> {
     let at = bias.0.ptr_at(bias.1).0;
     // A vector at an odd offset into its block would be read by the epilogue's vector loads.
-    let fits = a.1.rank() == 2 && bias.0.gpu().device() == a.0.gpu().device() && at % 16 == 0;
+    let fits =
+        a.1.rank() == 2 && bias.0.gpu().device() == a.0.gpu().device() && at.is_multiple_of(16);
     let want = if fits { Want::Bias(at) } else { Want::Nothing };
     let (out, done) = product(a, b, dense, want)?;
     Ok((out, matches!(done, Done::Bias)))
