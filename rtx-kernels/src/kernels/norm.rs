@@ -369,43 +369,19 @@ pub fn norm_param_partials<T: Float>(
     if c >= cols {
         return;
     }
-    // The most rows whose values a thread loads before it adds any of them.
-    const BATCH: usize = 16;
     let chunk = block_idx_y();
     let start = chunk * rows_per_chunk;
     let end = (start + rows_per_chunk).min(rows);
     let mut sw = 0.0;
     let mut sb = 0.0;
-    // A batch of rows at a time: all its loads in flight together (a row at a time, each sum
-    // waited for its row's loads, one memory latency per row), then the sums in row order as
-    // before. The mean stays 0 without `centered`.
-    let mut gv = [0.0; BATCH];
-    let mut xv = [0.0; BATCH];
-    let mut mv = [0.0; BATCH];
-    let mut rv = [0.0; BATCH];
-    let mut first = start;
-    while first < end {
-        let n = end - first;
-        for k in 0..BATCH {
-            if k >= n {
-                break;
-            }
-            let at = (first + k) * cols + c;
-            gv[k] = dy[at];
-            xv[k] = x[at];
-            rv[k] = rstd[first + k];
-            if centered != 0 {
-                mv[k] = mean[first + k];
-            }
-        }
-        for k in 0..BATCH {
-            if k >= n {
-                break;
-            }
-            sw += gv[k] * ((xv[k] - mv[k]) * rv[k]);
-            sb += gv[k];
-        }
-        first += BATCH;
+    // A row at a time. Loading 16 rows before adding them (to overlap their latencies)
+    // measured slower in a GPT step's profile on an H200 (258 us against 138 us for 13
+    // norms), so the plain loop stays.
+    for r in start..end {
+        let mu = if centered != 0 { mean[r] } else { 0.0 };
+        let g = dy[r * cols + c];
+        sw += g * ((x[r * cols + c] - mu) * rstd[r]);
+        sb += g;
     }
     dw[chunk * cols + c] = sw;
     db[chunk * cols + c] = sb;

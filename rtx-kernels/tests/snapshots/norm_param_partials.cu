@@ -253,47 +253,14 @@ __device__ __forceinline__ void norm_param_partials_impl(const S* dy, const S* x
   unsigned long long end = rtx_min((start + rows_per_chunk), rows);
   A sw = A(0.0);
   A sb = A(0.0);
-  const A rtx_t0 = A(0.0);
-  A gv[16];
-  #pragma unroll
-  for (int rtx_t1 = 0; rtx_t1 < 16; ++rtx_t1) gv[rtx_t1] = rtx_t0;
-  const A rtx_t2 = A(0.0);
-  A xv[16];
-  #pragma unroll
-  for (int rtx_t3 = 0; rtx_t3 < 16; ++rtx_t3) xv[rtx_t3] = rtx_t2;
-  const A rtx_t4 = A(0.0);
-  A mv[16];
-  #pragma unroll
-  for (int rtx_t5 = 0; rtx_t5 < 16; ++rtx_t5) mv[rtx_t5] = rtx_t4;
-  const A rtx_t6 = A(0.0);
-  A rv[16];
-  #pragma unroll
-  for (int rtx_t7 = 0; rtx_t7 < 16; ++rtx_t7) rv[rtx_t7] = rtx_t6;
-  unsigned long long first = start;
-  while ((first < end)) {
-    unsigned long long n = (end - first);
-    #pragma unroll
-    for (unsigned long long k = 0ull; k < 16ull; k += 1) {
-      if ((k >= n)) {
-        break;
-      }
-      unsigned long long at = (((first + k) * cols) + c);
-      gv[k] = rtx_elem<S>::widen(dy[at]);
-      xv[k] = rtx_elem<S>::widen(x[at]);
-      rv[k] = rstd[(first + k)];
-      if ((centered != 0u)) {
-        mv[k] = mean[(first + k)];
-      }
+  {
+    const unsigned long long rtx_t0 = end;
+    for (unsigned long long r = start; r < rtx_t0; r += 1) {
+      A mu = ((centered != 0u) ? mean[r] : A(0.0));
+      A g = rtx_elem<S>::widen(dy[((r * cols) + c)]);
+      sw += (g * ((rtx_elem<S>::widen(x[((r * cols) + c)]) - mu) * rstd[r]));
+      sb += g;
     }
-    #pragma unroll
-    for (unsigned long long k_1 = 0ull; k_1 < 16ull; k_1 += 1) {
-      if ((k_1 >= n)) {
-        break;
-      }
-      sw += (gv[k_1] * ((xv[k_1] - mv[k_1]) * rv[k_1]));
-      sb += gv[k_1];
-    }
-    first += 16ull;
   }
   dw[((chunk * cols) + c)] = sw;
   db[((chunk * cols) + c)] = sb;
