@@ -141,7 +141,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// `self · rhs` with `bias`, a vector as long as the product's last dim, added to every
     /// row, recorded as one node: a Linear's forward. On a GPU the bias is added by the
     /// product's epilogue, and in the backward its gradient comes with `rhs`'s product (see
-    /// [`MatmulGrad::grads_and_col_sums`]).
+    /// [`MatmulGrad::grads_with_bias`]).
     pub(crate) fn try_matmul_bias<R: Shape, V: Shape>(
         &self,
         rhs: &Tensor<R, E>,
@@ -161,15 +161,9 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             rhs.node().cloned(),
             bias.node().cloned(),
         ];
-        let bias_shape = bias.shape();
+        let bias_shape = need[2].then(|| bias.shape());
         Ok(out.record(inputs, move |g| {
-            let (da, db, dbias) = if need[2] {
-                let (da, db, sums) = saved.grads_and_col_sums(g, need[0], need[1])?;
-                (da, db, Some(Tensor::from_storage(sums, bias_shape)))
-            } else {
-                let (da, db) = saved.grads(g, need[0], need[1])?;
-                (da, db, None)
-            };
+            let (da, db, dbias) = saved.grads_with_bias(g, need[0], need[1], bias_shape)?;
             Ok(vec![
                 da.and_then(autograd::erase),
                 db.and_then(autograd::erase),
@@ -335,16 +329,26 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
         Ok((da, db))
     }
 
-    /// [`MatmulGrad::grads`], and the sums of `g` down its rows (`[N]`, dense): a Linear's
-    /// bias gradient. When B's gradient is one transposed product (`dBᵀ = Gᵀ A`, a Linear's
-    /// weight), the sums come out of that product's epilogue on a GPU.
+    /// [`MatmulGrad::grads`], and, when `bias` gives the shape of a bias added to the product
+    /// (a vector as long as its last dim), that bias's gradient: `g` summed down its rows.
+    /// When B's gradient is one transposed product (`dBᵀ = Gᵀ A`, a Linear's weight), the
+    /// sums come out of that product's epilogue on a GPU.
     #[allow(clippy::type_complexity)]
-    pub(crate) fn grads_and_col_sums<O: Shape>(
+    pub(crate) fn grads_with_bias<O: Shape, V: Shape>(
         &self,
         g: &Tensor<O, E>,
         need_a: bool,
         need_b: bool,
-    ) -> Result<(Option<Tensor<S, E>>, Option<Tensor<R, E>>, Storage<E>)> {
+        bias: Option<V>,
+    ) -> Result<(
+        Option<Tensor<S, E>>,
+        Option<Tensor<R, E>>,
+        Option<Tensor<V, E>>,
+    )> {
+        let Some(shape) = bias else {
+            let (da, db) = self.grads(g, need_a, need_b)?;
+            return Ok((da, db, None));
+        };
         let (da, db, sums) = self.grads_sums(g, need_a, need_b, true)?;
         let sums = match sums {
             Some(s) => s,
@@ -356,7 +360,7 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
                 g.storage().reduce(&l, 0, ReduceOp::Sum)?
             }
         };
-        Ok((da, db, sums))
+        Ok((da, db, Some(Tensor::from_storage(sums, shape))))
     }
 
     /// The gradients asked for and, with `sums`, `g`'s column sums when they came with B's.

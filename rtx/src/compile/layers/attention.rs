@@ -90,16 +90,11 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
             let dqkv = Tensor::from_storage(joined, qkv_shape);
             let need_w = self.qkv_weight.tracks_grad();
             // As in `Linear`: the bias's gradient comes with the weight's product.
-            let (dx3, dwt) = if self.qkv_bias.tracks_grad() {
-                let (dx3, dwt, db) = ok(saved_qkv.grads_and_col_sums(&dqkv, need_x, need_w));
-                grads.add(
-                    &self.qkv_bias,
-                    Tensor::from_storage(db, self.qkv_bias.shape()),
-                );
-                (dx3, dwt)
-            } else {
-                ok(saved_qkv.grads(&dqkv, need_x, need_w))
-            };
+            let bias = self.qkv_bias.tracks_grad().then(|| self.qkv_bias.shape());
+            let (dx3, dwt, db) = ok(saved_qkv.grads_with_bias(&dqkv, need_x, need_w, bias));
+            if let Some(db) = db {
+                grads.add(&self.qkv_bias, db);
+            }
             if let Some(dwt) = dwt {
                 grads.add(&self.qkv_weight, back1(back_wt, &dwt));
             }

@@ -119,16 +119,13 @@ where
     };
     let backward = move |dy: Tensor<LinearOut<S, I, O>, E>, grads: &mut Gradients, need_x| {
         let need_w = layer.weight.tracks_grad();
-        let (dx, dwt) = match layer.bias.as_ref().filter(|b| b.tracks_grad()) {
-            // The bias's gradient, dy summed down its rows, comes with the weight's product
-            // (in its epilogue on a GPU).
-            Some(b) => {
-                let (dx, dwt, db) = ok(saved.grads_and_col_sums(&dy, need_x, need_w));
-                grads.add(b, Tensor::from_storage(db, b.shape()));
-                (dx, dwt)
-            }
-            None => ok(saved.grads(&dy, need_x, need_w)),
-        };
+        // The bias's gradient, dy summed down its rows, comes with the weight's product (in
+        // its epilogue on a GPU).
+        let bias = layer.bias.as_ref().filter(|b| b.tracks_grad());
+        let (dx, dwt, db) = ok(saved.grads_with_bias(&dy, need_x, need_w, bias.map(|b| b.shape())));
+        if let (Some(b), Some(db)) = (bias, db) {
+            grads.add(b, db);
+        }
         if let Some(dwt) = dwt {
             grads.add(&layer.weight, dwt.t());
         }
