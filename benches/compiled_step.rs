@@ -5,7 +5,7 @@
 //! as a `TrainStep` replaying a captured CUDA graph; and in bf16 mixed precision (f32 master
 //! weights and Adam state) as a captured `MixedStep`.
 //!
-//! Build with `../shared/tools/gpu-build --bench compiled_step` and run
+//! Build with `tools/gpu-build --bench compiled_step` and run
 //! `.gpu/bin/compiled_step --json FILE`; without a GPU it prints why and exits successfully.
 //! `--profile` runs only uncaptured f32 static steps, the second inside the profiler's range,
 //! for a kernel profiler: `ncu --profile-from-start off ... compiled_step --profile`.

@@ -9,7 +9,7 @@
 //! rtx's stream after warm-up launches, on random inputs. A row that fails (an op without a
 //! kernel yet, a missing library) is reported with its error; the others still run.
 //!
-//! Build on the development machine with `../shared/tools/gpu-build --bench gpu_ops`; run on
+//! Build on the development machine with `tools/gpu-build --bench gpu_ops`; run on
 //! the GPU machine as `python3 benches/gpu_ops_torch.py` (which runs `.gpu/bin/gpu_ops --json
 //! FILE` first), or alone as `.gpu/bin/gpu_ops [--json FILE] [--reps N] [--only ID,ID]`.
 //! Without a GPU it prints a notice and exits successfully.

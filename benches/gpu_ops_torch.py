@@ -1,5 +1,5 @@
 """rtx against PyTorch on one GPU, in one run: runs the rtx side (`benches/gpu_ops.rs`, built
-with `../shared/tools/gpu-build --bench gpu_ops` into `.gpu/bin/gpu_ops`), which writes its
+with `tools/gpu-build --bench gpu_ops` into `.gpu/bin/gpu_ops`), which writes its
 timings as JSON, then times the same ops in PyTorch eager the same way (CUDA events, median of
 the runs after warm-up, random inputs), and prints one Markdown table with the ratios.
 
@@ -36,7 +36,7 @@ def run_rtx(binary, reps):
     """The rtx rows, by running the bench binary with --json."""
     if not os.path.isfile(binary):
         fail(f"{binary} does not exist: build it on the development machine with "
-             "`../shared/tools/gpu-build --bench gpu_ops` (from the repository root) and bring "
+             "`tools/gpu-build --bench gpu_ops` (from the repository root) and bring "
              ".gpu/ here, or pass --rtx PATH / --rtx-json FILE")
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "rtx.json")

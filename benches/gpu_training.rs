@@ -4,7 +4,7 @@
 //! `clip_grad_norm` over 100 parameter tensors of mixed sizes (time and launches), and the
 //! allocator's reserved bytes over 10,000 MLP steps.
 //!
-//! Build with `../shared/tools/gpu-build --bench gpu_training` and run `.gpu/bin/gpu_training`
+//! Build with `tools/gpu-build --bench gpu_training` and run `.gpu/bin/gpu_training`
 //! on a machine with an NVIDIA GPU. Without one it prints why and exits successfully. Times are
 //! host wall clock after a device synchronize, so they include launch overhead, as PyTorch's do;
 //! each figure is the median of many repeats after a warm-up.

@@ -5,7 +5,7 @@
 //! backward, f32 master weights and AdamW state, the step captured as a CUDA graph by
 //! `MixedStep`.
 //!
-//! Build with `../shared/tools/gpu-build --bench gpt_step` and run
+//! Build with `tools/gpu-build --bench gpt_step` and run
 //! `.gpu/bin/gpt_step --json FILE`; without a GPU it prints why and exits successfully.
 //! `--phases-only` runs only uncaptured steps, with the second inside the profiler's range,
 //! for a kernel profiler: `ncu --profile-from-start off ... gpt_step --phases-only`.

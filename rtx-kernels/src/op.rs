@@ -423,7 +423,7 @@ mod tests {
 
     #[test]
     fn the_primitive_list_is_small() {
-        // A number worth watching (STYLE.md 1): growth here should be a conscious choice.
+        // A number worth watching (ARCHITECTURE.md): growth here should be a conscious choice.
         let elementwise = UnaryOp::ALL.len() + BinaryOp::ALL.len() + 6;
         println!("elementwise ops: {elementwise}");
         assert_eq!(elementwise, 31);

@@ -1,4 +1,4 @@
-//! One test body for every device (STYLE.md 10): each op test runs on the CPU and on every
+//! One test body for every device (ARCHITECTURE.md): each op test runs on the CPU and on every
 //! usable CUDA GPU, in every element type the op exists for, with contiguous, strided and
 //! broadcast inputs, and each GPU's results are held to the CPU backend's: within a per-dtype
 //! tolerance for float math ([`on_every_device`]), exactly for ops that move elements, sum in

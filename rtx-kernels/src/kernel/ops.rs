@@ -1,7 +1,7 @@
 //! The marker traits `#[kernel]` implements, so a kernel can be applied to tensors on any
 //! device: each kernel's module holds a unit struct `Op` (`gelu_affine::Op`) implementing
 //! [`Elementwise`], [`Reduce`] or [`Simt`], which carries the kernel's CUDA source as a
-//! constant and its native function as a method (STYLE.md 3: an op is a marker type with its
+//! constant and its native function as a method (ARCHITECTURE.md: an op is a marker type with its
 //! kernel as a constant). `rtx::kernel` applies them; a backend picks the CUDA entry for the
 //! tensor's element type from `KERNEL`, the CPU runs the native code.
 //!

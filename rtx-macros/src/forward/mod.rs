@@ -1,6 +1,6 @@
 //! `#[model]` on the `impl` that holds `forward`: compiles a flat forward into fused kernels,
 //! a static backward and the code that builds its IR, all as an impl of
-//! `rtx::compile::StaticForward` (autograd tier 2, DESIGN.md).
+//! `rtx::compile::StaticForward` (autograd tier 2, ARCHITECTURE.md).
 //!
 //! The macro sees tokens, not types. It reads the forward into single-op steps
 //! ([`parse`]), decides from their syntax which elementwise steps share a kernel and which

@@ -1,4 +1,4 @@
-//! The backward rules of the elementwise primitives, one line each (STYLE.md 2). Composite
+//! The backward rules of the elementwise primitives, one line each (ARCHITECTURE.md). Composite
 //! ops built from primitives get their backward from the rules of their parts.
 //!
 //! Each rule maps the output gradient `g` to the input's gradient, given the input `x` and

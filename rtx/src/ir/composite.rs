@@ -1,5 +1,6 @@
 //! The builder's reductions and the composite ops made of them: mean, softmax, log-softmax,
-//! layer norm and RMS norm, each emitted as primitive ops (STYLE.md 1), never as one op.
+//! layer norm and RMS norm, each emitted as primitive ops (ARCHITECTURE.md: a small primitive
+//! core), never as one op.
 //!
 //! Invariant: a composition computes what the eager op's docs define (`Tensor::softmax`'s
 //! max-shifted exponentials, `nn::LayerNorm`'s two-pass population variance), and every

@@ -307,7 +307,7 @@ pub struct Graph {
 
 impl Graph {
     /// The number of primitive-op nodes: inputs, parameters, constants, views and sizes
-    /// are not counted (STYLE.md 1: a number worth watching).
+    /// are not counted (ARCHITECTURE.md, a small primitive core: a number worth watching).
     ///
     /// ```
     /// # use rtx::ir::Builder;

@@ -1,7 +1,7 @@
 //! Elementwise math: float functions, arithmetic with broadcasting, comparisons, `where`, and
 //! the operator traits.
 //!
-//! Broadcasting follows DESIGN.md: implicit when the smaller shape equals the trailing dims of
+//! Broadcasting (ARCHITECTURE.md): implicit when the smaller shape equals the trailing dims of
 //! the larger (or is a scalar), explicit (`broadcast_to`) for size-1 dims. Run-time dims are
 //! held to the same rule when the op runs.
 
@@ -290,7 +290,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
 }
 
 impl<S: Shape, E: Element> Tensor<S, E> {
-    /// A binary op given by its marker type, broadcasting as DESIGN.md says; the operators and
+    /// A binary op given by its marker type, broadcasting per ARCHITECTURE.md; the operators and
     /// the named methods call this.
     pub fn try_binary<O: BinaryOpT, R: Operand<E>>(
         &self,
