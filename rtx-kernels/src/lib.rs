@@ -13,5 +13,9 @@ pub mod philox;
 
 pub use dtype::{DType, Element, Float, FloatMath, Num, Signed};
 pub use half::{bf16, f16};
-pub use op::{BinaryOp, BinaryOpT, CmpOp, CmpOpT, Op, UnaryOp, UnaryOpT};
+pub use op::{BinaryOp, BinaryOpT, CmpOp, CmpOpT, Op, UnaryOp, UnaryOpT, UnaryVisitor};
 pub use philox::Philox;
+
+/// What `#[kernel]`'s output joins sources with (not part of the API).
+#[doc(hidden)]
+pub use const_format as __const_format;

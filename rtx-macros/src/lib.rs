@@ -10,6 +10,7 @@
 mod forward;
 mod kernel;
 mod model;
+mod ops;
 
 use proc_macro::TokenStream;
 
@@ -199,6 +200,16 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// type). Integer arithmetic wraps on the GPU; natively, `+`, `-` and `*` on integers panic on
 /// overflow in debug builds, so write `wrapping_*` where wrapping is meant.
 ///
+/// # Calling other kernels
+///
+/// A kernel over `T: Float` may call an elementwise kernel whose parameters are all `T`, by
+/// its path, as a plain function: `let y = gelu(x);`, `super::softplus(x)`. Natively this is a
+/// Rust call of the callee's compute-type function `name::scalar` (values stay in `T`'s
+/// compute type, f32 for f16 and bf16, across the call); in CUDA it calls the callee's device
+/// function, whose source the caller's takes in when the crate compiles. A derivative derived
+/// through a call uses the callee's derived derivative (`name::d0`, ...), so every formula is
+/// written once. The callee must be differentiable where the caller is differentiated.
+///
 /// # Paths
 ///
 /// The generated code names rtx-kernels through `::rtx::__private::rtx_kernels` by default,
@@ -208,4 +219,20 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
     kernel::expand(attr.into(), item.into()).into()
+}
+
+/// Writes `UnaryOp` and the unary marker types from the op registry (`src/ops.rs`); used once,
+/// in `rtx-kernels/src/op.rs`.
+#[doc(hidden)]
+#[proc_macro]
+pub fn unary_op_registry(_: TokenStream) -> TokenStream {
+    ops::registry().into()
+}
+
+/// Writes the float-only `Tensor` methods of the unary ops from the op registry; used once,
+/// in `rtx/src/tensor/elementwise.rs`.
+#[doc(hidden)]
+#[proc_macro]
+pub fn unary_op_methods(_: TokenStream) -> TokenStream {
+    ops::methods().into()
 }

@@ -2,7 +2,8 @@
 //! kernels, matmul, indexing and the losses, and whole training steps (SGD, Adam, AdamW,
 //! clipping), each compared with the CPU backend's.
 
-use super::elementwise::{UNARY, apply};
+use super::elementwise::apply;
+use rtx::op::UnaryOp;
 use super::*;
 use rtx::Gradients;
 
@@ -29,11 +30,12 @@ fn unary_backward_case<E: Float>() {
     let wd = values::<E>(r * c, 22, -1.0, 1.0);
     on_every_device::<E>("unary backward", |dev| {
         let w = Tensor::from_vec(wd.clone(), (r, c), dev);
-        UNARY
+        UnaryOp::ALL
             .iter()
-            .map(|&name| {
+            .map(|&op| {
+                let name = op.name();
                 let x = Tensor::from_vec(data.clone(), (r, c), dev).requires_grad();
-                let g = weighted!(apply(name, &x), &w).backward();
+                let g = weighted!(apply(op, &x), &w).backward();
                 (format!("d {name}"), grad(&g, &x, name))
             })
             .collect()

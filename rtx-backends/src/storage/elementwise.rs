@@ -13,7 +13,7 @@ use crate::cuda::Arg;
 use crate::cuda::ops::{self as gpu, input};
 use crate::{Layout, Result};
 use rtx_kernels::kernels::{
-    self as k, binary_kernel, binary_scalar_kernel, cmp_kernel, cmp_scalar_code, unary_kernel,
+    self as k, binary_kernel, binary_scalar_kernel, cmp_kernel, cmp_scalar_code,
 };
 use rtx_kernels::op::markers;
 use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Signed, UnaryOp, UnaryOpT};
@@ -29,7 +29,7 @@ impl<E: Element> Storage<E> {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, unary_fn::<E, O>))),
             Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map(
                 c.ordinal(),
-                unary_kernel(O::OP),
+                O::OP.kernel(),
                 E::DTYPE,
                 l.dims(),
                 &[input(c, l)],
@@ -53,7 +53,7 @@ impl<E: Element> Storage<E> {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, f))),
             Storage::Cuda(c) => Ok(Storage::Cuda(gpu::map(
                 c.ordinal(),
-                unary_kernel(op),
+                op.kernel(),
                 E::DTYPE,
                 l.dims(),
                 &[input(c, l)],
@@ -313,12 +313,13 @@ fn uniform<E: Element>(v: E) -> Arg {
     }
 }
 
-/// A unary op on one element through its compute type. A named `#[inline(always)]` function
-/// rather than a closure: the CPU loop is compiled twice (baseline and AVX2) and a large
-/// closure called from both would not be inlined, so the loop would not vectorize.
+/// A unary op on one element through its compute type: the op's kernel function, natively. A
+/// named `#[inline(always)]` function rather than a closure: the CPU loop is compiled twice
+/// (baseline and AVX2) and a large closure called from both would not be inlined, so the loop
+/// would not vectorize.
 #[inline(always)]
 fn unary_fn<E: Float, O: UnaryOpT>(x: E) -> E {
-    E::from_acc(O::apply(x.to_acc()))
+    E::from_acc(O::apply::<E>(x.to_acc()))
 }
 
 /// `g * step(x)`, the product computed as the `Mul` op computes it, so the fused pass gives

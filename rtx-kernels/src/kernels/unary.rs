@@ -1,11 +1,13 @@
-//! The unary ops of [`UnaryOp`](crate::UnaryOp) as elementwise kernels, one per op, each the
-//! same formula as its marker in `op.rs` (the CPU backend's definition), so the GPU and the
-//! CPU compute the same function in the same compute type; `neg` and `abs` are over `T: Num`
-//! (integers too), the rest over `T: Float`. Also `copy` and `cast`, in every element type.
+//! The unary ops of [`UnaryOp`](crate::UnaryOp) as elementwise kernels, one per op: each is
+//! the op's only formula, which the CPU backend runs natively, the GPU backend as CUDA, and
+//! other kernels (`#[model]`'s fused chains among them) call. `neg` and `abs` are over
+//! `T: Num` (integers too), the rest over `T: Float` with derivatives derived by `#[kernel]`.
+//! Also `copy` and `cast`, in every element type.
 //!
-//! Invariant: [`unary_kernel`] maps every `UnaryOp` to exactly one kernel here.
+//! Invariant: every op of the registry (`rtx-macros/src/ops.rs`) has the kernel of its name
+//! here or, for `gelu_tanh`, in `activation.rs`.
 
-use crate::{Element, Float, Num, UnaryOp, kernel::KernelSource};
+use crate::{Element, Float, Num};
 use rtx_macros::kernel;
 
 /// `-x` (integers wrap).
@@ -35,7 +37,7 @@ pub fn abs<T: Num>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::exp(0.0f32), 1.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn exp<T: Float>(x: T) -> T {
     x.exp()
 }
@@ -45,7 +47,7 @@ pub fn exp<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::log(1.0f32), 0.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn log<T: Float>(x: T) -> T {
     x.ln()
 }
@@ -55,7 +57,7 @@ pub fn log<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::log1p(0.0f32), 0.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn log1p<T: Float>(x: T) -> T {
     x.ln_1p()
 }
@@ -65,7 +67,7 @@ pub fn log1p<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::sqrt(4.0f32), 2.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn sqrt<T: Float>(x: T) -> T {
     x.sqrt()
 }
@@ -75,7 +77,7 @@ pub fn sqrt<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::rsqrt(4.0f32), 0.5);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn rsqrt<T: Float>(x: T) -> T {
     1.0 / x.sqrt()
 }
@@ -85,7 +87,7 @@ pub fn rsqrt<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::recip(4.0f32), 0.25);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn recip<T: Float>(x: T) -> T {
     1.0 / x
 }
@@ -95,7 +97,7 @@ pub fn recip<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::sin(0.0f32), 0.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn sin<T: Float>(x: T) -> T {
     x.sin()
 }
@@ -105,7 +107,7 @@ pub fn sin<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::cos(0.0f32), 1.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn cos<T: Float>(x: T) -> T {
     x.cos()
 }
@@ -115,7 +117,7 @@ pub fn cos<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::tanh(0.0f32), 0.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn tanh<T: Float>(x: T) -> T {
     x.tanh()
 }
@@ -125,7 +127,7 @@ pub fn tanh<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::erf(0.0f32), 0.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn erf<T: Float>(x: T) -> T {
     x.erf()
 }
@@ -135,7 +137,7 @@ pub fn erf<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::relu(-2.0f32), 0.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn relu<T: Float>(x: T) -> T {
     if x < 0.0 { 0.0 } else { x }
 }
@@ -145,7 +147,7 @@ pub fn relu<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::sigmoid(0.0f32), 0.5);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn sigmoid<T: Float>(x: T) -> T {
     1.0 / (1.0 + (-x).exp())
 }
@@ -155,7 +157,7 @@ pub fn sigmoid<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::gelu(0.0f32), 0.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn gelu<T: Float>(x: T) -> T {
     0.5 * x * (1.0 + (x * 0.7071067811865476).erf())
 }
@@ -165,7 +167,7 @@ pub fn gelu<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::silu(0.0f32), 0.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn silu<T: Float>(x: T) -> T {
     x / (1.0 + (-x).exp())
 }
@@ -175,38 +177,9 @@ pub fn silu<T: Float>(x: T) -> T {
 /// ```
 /// assert_eq!(rtx_kernels::kernels::softplus(30.0f32), 30.0);
 /// ```
-#[kernel(elementwise, no_grad, crate = crate)]
+#[kernel(elementwise, crate = crate)]
 pub fn softplus<T: Float>(x: T) -> T {
     if x > 20.0 { x } else { x.exp().ln_1p() }
-}
-
-/// The kernel computing a unary op (gelu's tanh form is [`gelu_tanh`](super::gelu_tanh())).
-///
-/// ```
-/// use rtx_kernels::{UnaryOp, kernels::unary_kernel};
-/// assert_eq!(unary_kernel(UnaryOp::Exp).name, "exp");
-/// ```
-pub fn unary_kernel(op: UnaryOp) -> &'static KernelSource {
-    match op {
-        UnaryOp::Neg => &neg::KERNEL,
-        UnaryOp::Abs => &abs::KERNEL,
-        UnaryOp::Exp => &exp::KERNEL,
-        UnaryOp::Log => &log::KERNEL,
-        UnaryOp::Log1p => &log1p::KERNEL,
-        UnaryOp::Sqrt => &sqrt::KERNEL,
-        UnaryOp::Rsqrt => &rsqrt::KERNEL,
-        UnaryOp::Recip => &recip::KERNEL,
-        UnaryOp::Sin => &sin::KERNEL,
-        UnaryOp::Cos => &cos::KERNEL,
-        UnaryOp::Tanh => &tanh::KERNEL,
-        UnaryOp::Erf => &erf::KERNEL,
-        UnaryOp::Relu => &relu::KERNEL,
-        UnaryOp::Sigmoid => &sigmoid::KERNEL,
-        UnaryOp::Gelu => &gelu::KERNEL,
-        UnaryOp::GeluTanh => &super::gelu_tanh::KERNEL,
-        UnaryOp::Silu => &silu::KERNEL,
-        UnaryOp::Softplus => &softplus::KERNEL,
-    }
 }
 
 /// The identity: the strided path of this kernel is the dense copy of a view (`contiguous`),

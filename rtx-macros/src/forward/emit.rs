@@ -683,7 +683,7 @@ fn ir_elem(op: &ElemOp, args: &[Operand]) -> TokenStream {
     };
     match op {
         ElemOp::Unary(u) => {
-            let variant = format_ident!("{}", camel(u));
+            let variant = format_ident!("{}", crate::ops::camel(u));
             let x = value(&args[0]);
             quote!(__rtx_b.unary(#x, ::rtx::op::UnaryOp::#variant))
         }
@@ -724,16 +724,4 @@ fn ir_elem(op: &ElemOp, args: &[Operand]) -> TokenStream {
             }
         }
     }
-}
-
-/// `gelu_tanh` as `GeluTanh`.
-fn camel(s: &str) -> String {
-    s.split('_')
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
 }

@@ -1,6 +1,7 @@
 //! The fused kernels: each chain of the plan becomes an `#[kernel(elementwise)]` function
 //! over `T: Float` whose body computes the chain's steps one `let` at a time, with the
-//! chain's tensors as inputs, its constants as uniforms and its literals inline. A chain
+//! chain's tensors as inputs, its constants as uniforms and its literals inline; a unary op is
+//! a call of the op's kernel function in `rtx_kernels::kernels`. A chain
 //! whose input comes from a deferred sub-model call also gets a variant that adds that
 //! call's bias first. `#[kernel]` then derives the derivative kernels the static backward
 //! runs.
@@ -93,8 +94,8 @@ fn key(op: &Operand) -> String {
     }
 }
 
-/// `let t = op(a..);` in the kernel language, following the scalar functions of rtx's own
-/// kernels (rtx-kernels/src/kernels/unary.rs) so the fused result matches the eager one.
+/// `let t = op(a..);` in the kernel language; unary ops call rtx's own kernels, so the fused
+/// result computes the eager op's formula.
 fn elem(t: &Ident, op: &ElemOp, a: &[TokenStream]) -> TokenStream {
     let x = a.first().cloned().unwrap_or_default();
     match op {
@@ -109,32 +110,13 @@ fn elem(t: &Ident, op: &ElemOp, a: &[TokenStream]) -> TokenStream {
                 Bin::Min => quote!(let #t = #x.min(#y);),
             }
         }
+        // A unary op is a call of its kernel function, the op's one formula; `neg` and `abs`
+        // are the kernel language's own `-x` and `x.abs()`.
+        ElemOp::Unary("neg") => quote!(let #t = -#x;),
+        ElemOp::Unary("abs") => quote!(let #t = #x.abs();),
         ElemOp::Unary(u) => {
-            let inner = format_ident!("{}_in", t);
-            match *u {
-                "neg" => quote!(let #t = -#x;),
-                "abs" => quote!(let #t = #x.abs();),
-                "exp" => quote!(let #t = #x.exp();),
-                "log" => quote!(let #t = #x.ln();),
-                "log1p" => quote!(let #t = #x.ln_1p();),
-                "sqrt" => quote!(let #t = #x.sqrt();),
-                "rsqrt" => quote!(let #t = 1.0 / #x.sqrt();),
-                "recip" => quote!(let #t = 1.0 / #x;),
-                "sin" => quote!(let #t = #x.sin();),
-                "cos" => quote!(let #t = #x.cos();),
-                "tanh" => quote!(let #t = #x.tanh();),
-                "erf" => quote!(let #t = #x.erf();),
-                "relu" => quote!(let #t = if #x < 0.0 { 0.0 } else { #x };),
-                "sigmoid" => quote!(let #t = 1.0 / (1.0 + (-#x).exp());),
-                "silu" => quote!(let #t = #x / (1.0 + (-#x).exp());),
-                "gelu" => quote!(let #t = 0.5 * #x * (1.0 + (#x * 0.7071067811865476).erf());),
-                "gelu_tanh" => quote! {
-                    let #inner = 0.7978845608028654 * (#x + 0.044715 * #x * #x * #x);
-                    let #t = 0.5 * #x * (1.0 + #inner.tanh());
-                },
-                "softplus" => quote!(let #t = if #x > 20.0 { #x } else { #x.exp().ln_1p() };),
-                other => unreachable!("`{other}` is listed in UNARY"),
-            }
+            let f = format_ident!("{}", u);
+            quote!(let #t = ::rtx::__private::rtx_kernels::kernels::#f(#x);)
         }
     }
 }

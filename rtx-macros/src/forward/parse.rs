@@ -5,7 +5,7 @@
 //! The subset: `let name = expr;` (with an optional type), then a tail expression. In an
 //! expression: a forward argument or earlier `let` by name, `self.field` (a parameter),
 //! float or integer literals, `SCREAMING_CASE` constants, `&`, parentheses, `+ - * /` and
-//! unary `-`, the elementwise methods in [`UNARY`] and `maximum`/`minimum`, a sub-model call
+//! unary `-`, the unary ops of the registry (`crate::ops::UNARY`) and `maximum`/`minimum`, a sub-model call
 //! `self.field.forward(args)`, and any other tensor method (`x.matmul(&w)`,
 //! `x.softmax::<1>()`). Anything else is an error at its span naming `#[model(eager)]`.
 
@@ -15,28 +15,6 @@ use std::collections::HashMap;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{Error, Expr, Ident, Result};
-
-/// The elementwise methods a fused kernel can compute, by tensor method name.
-pub const UNARY: [&str; 18] = [
-    "neg",
-    "abs",
-    "exp",
-    "log",
-    "log1p",
-    "sqrt",
-    "rsqrt",
-    "recip",
-    "sin",
-    "cos",
-    "tanh",
-    "erf",
-    "relu",
-    "sigmoid",
-    "gelu",
-    "gelu_tanh",
-    "silu",
-    "softplus",
-];
 
 /// An operand of a step.
 #[derive(Clone)]
@@ -65,7 +43,7 @@ pub enum Bin {
 /// An elementwise op.
 #[derive(Clone)]
 pub enum ElemOp {
-    /// One of [`UNARY`].
+    /// A unary op of the registry, by name.
     Unary(&'static str),
     /// `a op b`.
     Binary(Bin),
@@ -499,7 +477,7 @@ impl Parser {
                 span,
             ));
         }
-        if let Some(&u) = UNARY.iter().find(|&&u| u == name)
+        if let Some(u) = crate::ops::UNARY.iter().map(|u| u.name).find(|&u| u == name)
             && m.args.is_empty()
             && m.turbofish.is_none()
         {

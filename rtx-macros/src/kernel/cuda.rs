@@ -538,6 +538,14 @@ impl Writer {
                 _ => format!("{v}ull"),
             },
             ExprKind::Bool(b) => format!("{b}"),
+            ExprKind::Call(c) => {
+                let args: Vec<String> = c.args.iter().map(|a| self.expr(a)).collect();
+                let f = match c.grad {
+                    None => format!("{}_body", c.name()),
+                    Some(i) => format!("{}_d{i}", c.name()),
+                };
+                format!("{f}<A>({})", args.join(", "))
+            }
             ExprKind::Const(FConst::Inf) => "rtx_inf<A>()".into(),
             ExprKind::Const(FConst::NegInf) => "(-rtx_inf<A>())".into(),
             ExprKind::Const(FConst::Nan) => "rtx_nan<A>()".into(),

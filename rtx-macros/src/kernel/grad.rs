@@ -335,6 +335,28 @@ fn expr(e: &Expr, env: &Env) -> Option<D> {
                 D::E(Expr::new(ExprKind::Block(bl), Ty::Elem, span))
             }
         }
+        // The chain rule through a kernel function: the callee's derived `d<i>(args, da_i)` is
+        // `da_i * d callee / d arg_i`, summed over the arguments that carry a tangent.
+        ExprKind::Call(c) if c.grad.is_none() => {
+            let mut d = D::Zero;
+            for (i, a) in c.args.iter().enumerate() {
+                let da = expr(a, env)?;
+                if is_zero(&da) {
+                    continue;
+                }
+                let mut args = c.args.clone();
+                args.push(to_expr(da, span));
+                let call = Call {
+                    path: c.path.clone(),
+                    grad: Some(i),
+                    args,
+                };
+                d = add(d, D::E(Expr::new(ExprKind::Call(call), Ty::Elem, span)), span);
+            }
+            d
+        }
+        // Second derivatives through calls are not derived.
+        ExprKind::Call(_) => return None,
         ExprKind::Intrinsic(..) | ExprKind::Load(..) | ExprKind::TableLoad(..) => return None,
     })
 }

@@ -287,6 +287,8 @@ pub enum ExprKind {
     /// kind of the table's rows (`In`, `Out`, `AccIn` or `AccOut`).
     TableLoad(Ident, Buf, Box<Expr>, Box<Expr>),
     Cast(Box<Expr>),
+    /// A call of another kernel function (an elementwise kernel over `T`), see [`Call`].
+    Call(Call),
     If(Box<Expr>, Block, Block),
     Block(Block),
 }
@@ -441,6 +443,133 @@ impl ElemKind {
             ElemKind::Element => "Element",
         }
     }
+}
+
+/// A call of an elementwise kernel function from another kernel: `gelu(x)`,
+/// `super::softplus(y)`. Natively it calls the callee module's `scalar` (or `d<i>`), in CUDA
+/// its device function `<name>_body` (or `<name>_d<i>`), whose source the callee's `DEVICE`
+/// constant carries.
+#[derive(Clone)]
+pub struct Call {
+    /// The callee as the user wrote it; it resolves in the user's scope.
+    pub path: syn::Path,
+    /// `Some(i)`: the callee's derivative with respect to its argument `i`, times the extra
+    /// last argument (the tangent), as its derived `<name>_grad_<param>` kernel computes it.
+    pub grad: Option<usize>,
+    pub args: Vec<Expr>,
+}
+
+impl std::fmt::Debug for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("name", &self.name())
+            .field("grad", &self.grad)
+            .field("args", &self.args)
+            .finish()
+    }
+}
+
+impl Call {
+    /// The callee's name: the last segment of its path.
+    pub fn name(&self) -> String {
+        self.path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// The callees of a block, each once (by path), in the order first called.
+pub fn callees(b: &Block) -> Vec<syn::Path> {
+    fn walk_block(b: &Block, out: &mut Vec<syn::Path>) {
+        for s in &b.stmts {
+            match s {
+                Stmt::Let { init, .. } => init.iter().for_each(|e| walk(e, out)),
+                Stmt::LocalArray { init, .. } => walk(init, out),
+                Stmt::Assign { place, value, .. } => {
+                    match place {
+                        Place::Var(_) => {}
+                        Place::Index(_, _, _, i) => walk(i, out),
+                        Place::TableIndex(_, _, r, i) => {
+                            walk(r, out);
+                            walk(i, out);
+                        }
+                    }
+                    walk(value, out);
+                }
+                Stmt::AtomicAdd { index, value, .. } => {
+                    walk(index, out);
+                    walk(value, out);
+                }
+                Stmt::Expr(e) => walk(e, out),
+                Stmt::For {
+                    start,
+                    end,
+                    step,
+                    body,
+                    ..
+                } => {
+                    walk(start, out);
+                    walk(end, out);
+                    step.iter().for_each(|e| walk(e, out));
+                    walk_block(body, out);
+                }
+                Stmt::While { cond, body } => {
+                    walk(cond, out);
+                    walk_block(body, out);
+                }
+                Stmt::Loop(body) => walk_block(body, out),
+                Stmt::Break | Stmt::Continue | Stmt::Return => {}
+            }
+        }
+        if let Some(t) = &b.tail {
+            walk(t, out);
+        }
+    }
+    fn walk(e: &Expr, out: &mut Vec<syn::Path>) {
+        match &e.kind {
+            ExprKind::Call(c) => {
+                let p = &c.path;
+                let key = quote::quote!(#p).to_string();
+                if !out.iter().any(|q| quote::quote!(#q).to_string() == key) {
+                    out.push(c.path.clone());
+                }
+                c.args.iter().for_each(|a| walk(a, out));
+            }
+            ExprKind::Unary(_, a) | ExprKind::Cast(a) => walk(a, out),
+            ExprKind::Binary(_, a, b) => {
+                walk(a, out);
+                walk(b, out);
+            }
+            ExprKind::Math(_, args) | ExprKind::Intrinsic(_, args) => {
+                args.iter().for_each(|a| walk(a, out))
+            }
+            ExprKind::Layout(_, a, d) => {
+                walk(a, out);
+                d.iter().for_each(|d| walk(d, out));
+            }
+            ExprKind::Load(_, _, _, i) => walk(i, out),
+            ExprKind::TableLoad(_, _, r, i) => {
+                walk(r, out);
+                walk(i, out);
+            }
+            ExprKind::If(c, a, b) => {
+                walk(c, out);
+                walk_block(a, out);
+                walk_block(b, out);
+            }
+            ExprKind::Block(b) => walk_block(b, out),
+            ExprKind::Float(_)
+            | ExprKind::Int(..)
+            | ExprKind::Bool(_)
+            | ExprKind::Const(_)
+            | ExprKind::Var(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk_block(b, &mut out);
+    out
 }
 
 /// A parsed kernel function.

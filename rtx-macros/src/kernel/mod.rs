@@ -9,6 +9,7 @@
 //! Invariant: the macro never panics; everything it rejects is a `syn::Error` at the span of
 //! the offending tokens.
 
+mod call;
 mod cast;
 mod cuda;
 mod elementwise;
@@ -148,7 +149,15 @@ fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
                 .iter()
                 .map(|(_, g)| g.as_ref().map(|g| g.name.clone()))
                 .collect();
-            let mut out = elementwise::emit(&cx, &item, &k, &names)?;
+            let by_index: Vec<(usize, &ir::KernelFn)> = derived
+                .iter()
+                .filter_map(|(wrt, g)| {
+                    let i = k.params.iter().position(|p| p.name == *wrt)?;
+                    Some((i, g.as_ref()?))
+                })
+                .collect();
+            let exports = call::module_items(&cx, &k, &by_index);
+            let mut out = elementwise::emit(&cx, &item, &k, &names, exports)?;
             for (wrt, g) in &derived {
                 if let Some(g) = g {
                     out.extend(elementwise::emit_grad(&cx, &item, g, &k.name, wrt)?);

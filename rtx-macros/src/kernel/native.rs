@@ -442,6 +442,18 @@ impl NativeCx {
                     }
                 }
             }
+            ExprKind::Call(c) => {
+                let (path, t) = (&c.path, &self.t);
+                let a: Vec<TokenStream> = c.args.iter().map(|x| self.expr(x)).collect();
+                let f = match c.grad {
+                    None => quote_spanned!(span=> scalar),
+                    Some(i) => {
+                        let d = Ident::new(&format!("d{i}"), span);
+                        quote_spanned!(span=> #d)
+                    }
+                };
+                quote_spanned!(span=> #path::#f::<#t>(#(#a),*))
+            }
             ExprKind::Layout(f, recv, dim) => {
                 let r = self.expr(recv);
                 let d = dim.as_ref().map(|d| self.expr(d));

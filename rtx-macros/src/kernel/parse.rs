@@ -41,7 +41,9 @@ comparisons and `&&`/`||`, math methods (`x.exp()`, `ln`, `ln_1p`, `sqrt`, `sin`
 `st.stride(d)`), per-thread arrays (`let mut v = [x; N];`, `v[k]`, with `N` a literal or a \
 `const N: usize = 32;` of the kernel) and the intrinsics (`thread_idx_x()`, `block_idx_x()`, `block_dim_x()`, \
 `grid_dim_x()` and their `_y`/`_z` forms, `lane_id()`, `sync_threads()`, \
-`warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)`)";
+`warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)`); \
+kernels over `T: Float` may call elementwise kernel functions whose parameters are all `T` \
+(`gelu(x)`, `super::softplus(y)`)";
 
 fn unsupported(span: Span, what: &str) -> Error {
     Error::new(

@@ -212,6 +212,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
     let ident = cx.expr(&identity);
 
     let source = cuda_source(k, &identity, &map, &combine, &finish);
+    let source_tokens = super::call::source_tokens(kr, &source, &k.body);
     let desc = params_tokens(
         kr,
         &[
@@ -351,11 +352,15 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
         #[doc = #mod_doc]
         #[allow(clippy::all)]
         #vis mod #name {
+            // Calls in the body name kernels as the user's scope does.
+            #[allow(unused_imports)]
+            use super::*;
+
             /// The kernel's CUDA source and entry points.
             pub static KERNEL: #kr::kernel::KernelSource = #kr::kernel::KernelSource {
                 name: #name_s,
                 kind: #kr::kernel::KernelKind::Reduce,
-                source: #source,
+                source: #source_tokens,
                 entries: &[#(#entries),*],
             };
 

@@ -52,6 +52,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
     let body = cx.block(&k.body);
     let uses_sync = k.uses_sync;
     let source = cuda_source(k)?;
+    let source_tokens = super::call::source_tokens(kr, &source, &k.body);
     let desc: Vec<(String, PTy)> = k
         .params
         .iter()
@@ -94,11 +95,15 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
         #[doc = #mod_doc]
         #[allow(clippy::all)]
         #vis mod #name {
+            // Calls in the body name kernels as the user's scope does.
+            #[allow(unused_imports)]
+            use super::*;
+
             /// The kernel's CUDA source and entry points.
             pub static KERNEL: #kr::kernel::KernelSource = #kr::kernel::KernelSource {
                 name: #name_s,
                 kind: #kr::kernel::KernelKind::Simt { uses_sync: #uses_sync },
-                source: #source,
+                source: #source_tokens,
                 entries: &[#(#entries),*],
             };
 

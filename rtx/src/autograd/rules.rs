@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use rtx_kernels::op::markers::{Add, Cos, Div, Erf, Exp, Log, Mul, Pow, Sigmoid, Sin, Sub, Tanh};
+use rtx_kernels::op::markers::{Add, Cos, Div, Exp, Log, Mul, Pow, Sigmoid, Sin, Sub};
 use rtx_kernels::{BinaryOp, Float, Num, UnaryOp};
 
 fn c<E: Float>(v: f64) -> E {
@@ -47,59 +47,11 @@ pub(crate) fn unary<S: Shape, E: Float>(
         UnaryOp::Sigmoid => {
             g.try_same::<Mul>(&y.try_same::<Mul>(&y.try_neg()?.try_scalar::<Add>(c(1.0))?)?)
         }
-        UnaryOp::Gelu => g.try_same::<Mul>(&gelu_grad(x)?),
-        UnaryOp::GeluTanh => g.try_same::<Mul>(&gelu_tanh_grad(x)?),
-        UnaryOp::Silu => g.try_same::<Mul>(&silu_grad(x)?),
         UnaryOp::Softplus => g.try_same::<Mul>(&x.try_unary::<Sigmoid>()?),
+        // The rest (gelu, silu, ...) differentiate their kernel's formula: `#[kernel]` derives
+        // it, and the fused kernels of `#[model]` differentiate through the same derivative.
+        _ => x.try_derived_grad(op, g),
     }
-}
-
-/// Φ(x) + x φ(x).
-fn gelu_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
-    let cdf = x
-        .try_scalar::<Mul>(c(std::f64::consts::FRAC_1_SQRT_2))?
-        .try_unary::<Erf>()?
-        .try_scalar::<Add>(c(1.0))?
-        .try_scalar::<Mul>(c(0.5))?;
-    let pdf = x
-        .try_same::<Mul>(x)?
-        .try_scalar::<Mul>(c(-0.5))?
-        .try_unary::<Exp>()?
-        .try_scalar::<Mul>(c(0.398_942_280_401_432_7))?;
-    cdf.try_same::<Add>(&x.try_same::<Mul>(&pdf)?)
-}
-
-/// d/dx of x/2 (1 + tanh(k (x + a x³))) = (1 + t)/2 + x/2 (1 - t²) k (1 + 3 a x²).
-fn gelu_tanh_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
-    let (k, a) = (0.797_884_560_802_865_4, 0.044715);
-    let x2 = x.try_same::<Mul>(x)?;
-    let t = x2
-        .try_scalar::<Mul>(c(a))?
-        .try_scalar::<Add>(c(1.0))?
-        .try_same::<Mul>(x)?
-        .try_scalar::<Mul>(c(k))?
-        .try_unary::<Tanh>()?;
-    let left = t.try_scalar::<Add>(c(1.0))?.try_scalar::<Mul>(c(0.5))?;
-    let sech2 = t
-        .try_same::<Mul>(&t)?
-        .try_neg()?
-        .try_scalar::<Add>(c(1.0))?;
-    let inner = x2
-        .try_scalar::<Mul>(c(3.0 * a))?
-        .try_scalar::<Add>(c(1.0))?
-        .try_scalar::<Mul>(c(k))?;
-    left.try_same::<Add>(
-        &x.try_scalar::<Mul>(c(0.5))?
-            .try_same::<Mul>(&sech2)?
-            .try_same::<Mul>(&inner)?,
-    )
-}
-
-/// s (1 + x (1 - s)) with s = sigmoid(x).
-fn silu_grad<S: Shape, E: Float>(x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
-    let s = x.try_unary::<Sigmoid>()?;
-    let one_minus = s.try_neg()?.try_scalar::<Add>(c(1.0))?;
-    s.try_same::<Mul>(&x.try_same::<Mul>(&one_minus)?.try_scalar::<Add>(c(1.0))?)
 }
 
 /// d(clamp(x))/dx times `g`, given the output `y`: `g` where `x` is inside the bounds (both
@@ -209,7 +161,7 @@ pub(crate) fn binary_scalar<S: Shape, E: Num>(
         }
         (BinaryOp::Pow, true) => {
             // d(c^x)/dx = c^x ln c, ln c through f64 as `binary` takes it.
-            let ln_c = E::from_f64(<Log as UnaryOpT>::apply(c.to_f64()));
+            let ln_c = E::from_f64(<Log as UnaryOpT>::apply::<f64>(c.to_f64()));
             g.same::<Mul>(y).scalar::<Mul>(ln_c)
         }
     }

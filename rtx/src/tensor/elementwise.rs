@@ -7,12 +7,15 @@
 
 use super::Tensor;
 use crate::autograd::{self, rules};
-use crate::error::{Error, Result, ok};
+use crate::error::{Error, Result, bail, ok};
 use crate::shape::rules::BroadcastShapes;
 use crate::shape::{Shape, describe};
 use rtx_backends::{Device, Layout, Storage};
 use rtx_kernels::op::markers;
-use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Op, Signed, UnaryOp, UnaryOpT};
+use rtx_kernels::kernel::Elementwise;
+use rtx_kernels::{
+    BinaryOpT, CmpOpT, Element, Float, Num, Op, Signed, UnaryOp, UnaryOpT, UnaryVisitor,
+};
 
 /// A right-hand operand: a tensor (by value or reference) or a plain scalar, which broadcasts
 /// to anything. Ops pass a plain scalar to their kernel as an argument ([`Operand::scalar`]),
@@ -127,118 +130,56 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         ok(self.try_unary::<O>())
     }
 
-    /// e^x, elementwise.
-    pub fn exp(&self) -> Self
+    /// Applies a unary float op held as a value (`UnaryOp::Gelu`), as its named method does.
+    ///
+    /// ```
+    /// use rtx::prelude::*;
+    /// use rtx::op::UnaryOp;
+    /// let x: Tensor<Rank1<2>> = Tensor::from_array([0.0, 1.0], Device::Cpu);
+    /// assert_eq!(x.try_unary_op(UnaryOp::Exp).unwrap().to_vec(), x.exp().to_vec());
+    /// ```
+    pub fn try_unary_op(&self, op: UnaryOp) -> Result<Self>
     where
         E: Float,
     {
-        self.unary::<markers::Exp>()
+        struct Apply<'a, S: Shape, E: Element>(&'a Tensor<S, E>);
+        impl<S: Shape, E: Float> UnaryVisitor for Apply<'_, S, E> {
+            type Out = Result<Tensor<S, E>>;
+            fn visit<O: UnaryOpT>(self) -> Self::Out {
+                self.0.try_unary::<O>()
+            }
+        }
+        op.visit(Apply(self))
     }
-    /// The natural logarithm, elementwise.
-    pub fn log(&self) -> Self
+
+    /// `g * d op(x) / dx` through the derivative `#[kernel]` derived from the op's formula:
+    /// the tape's rule for a unary op without a rule of its own.
+    pub(crate) fn try_derived_grad(&self, op: UnaryOp, g: &Self) -> Result<Self>
     where
         E: Float,
     {
-        self.unary::<markers::Log>()
+        struct Grad<'a, S: Shape, E: Element>(&'a Tensor<S, E>, &'a Tensor<S, E>);
+        impl<S: Shape, E: Float> UnaryVisitor for Grad<'_, S, E> {
+            type Out = Result<Tensor<S, E>>;
+            fn visit<O: UnaryOpT>(self) -> Self::Out {
+                let (x, g) = (self.0, self.1);
+                let Some(src) = <O::Kernel as Elementwise<1>>::GRADS[0] else {
+                    bail!(
+                        O::OP.name(),
+                        "`#[kernel]` derived no derivative of this op's formula: give it a \
+                         rule in rtx/src/autograd/rules.rs"
+                    );
+                };
+                let f = <O::Kernel as Elementwise<1>>::scalar_grad::<E>(0, &[]);
+                let ins = [(x.storage(), x.layout()), (g.storage(), g.layout())];
+                let st = Storage::map_kernel(src, &ins, &[], f)?;
+                Ok(Tensor::from_storage(st, x.shape()))
+            }
+        }
+        op.visit(Grad(self, g))
     }
-    /// ln(1 + x), accurate near zero.
-    pub fn log1p(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Log1p>()
-    }
-    /// The square root, elementwise.
-    pub fn sqrt(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Sqrt>()
-    }
-    /// 1 / sqrt(x), elementwise.
-    pub fn rsqrt(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Rsqrt>()
-    }
-    /// 1 / x, elementwise.
-    pub fn recip(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Recip>()
-    }
-    /// The sine, elementwise.
-    pub fn sin(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Sin>()
-    }
-    /// The cosine, elementwise.
-    pub fn cos(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Cos>()
-    }
-    /// The hyperbolic tangent, elementwise.
-    pub fn tanh(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Tanh>()
-    }
-    /// The error function, elementwise.
-    pub fn erf(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Erf>()
-    }
-    /// max(x, 0), elementwise.
-    pub fn relu(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Relu>()
-    }
-    /// 1 / (1 + e^-x), elementwise.
-    pub fn sigmoid(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Sigmoid>()
-    }
-    /// GELU in its exact form, x * Φ(x) (PyTorch's `approximate='none'`).
-    pub fn gelu(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Gelu>()
-    }
-    /// GELU in its tanh form (PyTorch's `approximate='tanh'`).
-    pub fn gelu_tanh(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::GeluTanh>()
-    }
-    /// x * sigmoid(x), elementwise (also called swish).
-    pub fn silu(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Silu>()
-    }
-    /// ln(1 + e^x), elementwise; x itself above 20, as PyTorch's default threshold.
-    pub fn softplus(&self) -> Self
-    where
-        E: Float,
-    {
-        self.unary::<markers::Softplus>()
-    }
+
+    rtx_macros::unary_op_methods!();
 }
 
 impl<S: Shape, E: Element> Tensor<S, E> {

@@ -2,7 +2,7 @@
 //! of layout parameters), calls to the SIMT intrinsics, and the constants of `T`.
 
 use super::typing::{coerce, is_untyped_int, unify};
-use super::{Mode, Parser, Var, unsupported};
+use super::{Parser, Var, unsupported};
 use crate::kernel::ir::*;
 use syn::spanned::Spanned;
 use syn::{Error, Result};
@@ -223,18 +223,75 @@ impl Parser {
         ))
     }
 
+    /// A call of another kernel function, `gelu(x)` or `path::to::gelu(x)`: an elementwise
+    /// kernel over `T` whose parameters are all `T`. Its arguments are `T` values and so is its
+    /// result; whether the callee exists and takes these arguments is rustc's to check, on
+    /// the native call the macro emits at the same span.
+    fn kernel_call(&mut self, p: &syn::ExprPath, c: &syn::ExprCall) -> Result<Expr> {
+        let span = c.span();
+        if p.qself.is_some()
+            || p.path
+                .segments
+                .iter()
+                .any(|s| !matches!(s.arguments, syn::PathArguments::None))
+        {
+            return Err(Error::new(
+                p.span(),
+                "call a kernel function by its path alone: the element type is the caller's `T`",
+            ));
+        }
+        if self.elem != ElemKind::Float {
+            return Err(Error::new(
+                span,
+                format!(
+                    "calls of kernel functions need `{}: Float` (this kernel is over `{0}: {}`)",
+                    self.generic,
+                    self.elem.bound()
+                ),
+            ));
+        }
+        let mut args = Vec::new();
+        for a in &c.args {
+            let e = self.expr(a)?;
+            args.push(coerce(e, Ty::Elem).map_err(|_| {
+                Error::new(
+                    a.span(),
+                    "the arguments of a kernel function are values of the element type `T`",
+                )
+            })?);
+        }
+        if args.is_empty() {
+            return Err(Error::new(
+                span,
+                "a kernel function takes at least one `T` argument",
+            ));
+        }
+        Ok(Expr::new(
+            ExprKind::Call(Call {
+                path: p.path.clone(),
+                grad: None,
+                args,
+            }),
+            Ty::Elem,
+            span,
+        ))
+    }
+
     pub(super) fn call(&mut self, c: &syn::ExprCall) -> Result<Expr> {
         let span = c.span();
         let syn::Expr::Path(p) = &*c.func else {
             return Err(unsupported(span, "calling this expression"));
         };
-        let Some(id) = p.path.get_ident() else {
-            return Err(unsupported(
-                span,
-                "calls to functions other than the SIMT intrinsics",
-            ));
+        let intrinsic = p.path.get_ident().map(|id| id.to_string()).filter(|n| {
+            INDEX_INTRINSICS.iter().any(|(i, _)| i == n)
+                || matches!(
+                    n.as_str(),
+                    "lane_id" | "sync_threads" | "warp_shuffle_down" | "warp_shuffle_xor" | "atomic_add"
+                )
+        });
+        let Some(name) = intrinsic else {
+            return self.kernel_call(p, c);
         };
-        let name = id.to_string();
         let index = INDEX_INTRINSICS.iter().find(|(n, _)| *n == name);
         let (intr, nargs) = match name.as_str() {
             _ if index.is_some() => {
@@ -251,14 +308,7 @@ impl Parser {
                     "`atomic_add(&mut buf[i], v)` is a statement: end it with `;`",
                 ));
             }
-            _ => {
-                let hint = if self.mode == Mode::Scalar {
-                    " (math is written as methods: `x.exp()`)"
-                } else {
-                    ""
-                };
-                return Err(unsupported(span, &format!("calls to `{name}`{hint}")));
-            }
+            _ => return Err(unsupported(span, &format!("calls to `{name}`"))),
         };
         self.need_simt(span, &name)?;
         if c.args.len() != nargs {
