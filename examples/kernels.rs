@@ -19,6 +19,15 @@ pub fn gelu_affine<T: Float>(x: T, #[uniform] a: T, #[uniform] b: T) -> T {
 }
 // ANCHOR_END: elementwise
 
+// ANCHOR: call
+/// `gelu_affine` again, as a call of rtx's own `gelu_tanh` kernel: the formula stays in one
+/// place, and the derivative `#[kernel]` derives goes through the call into `gelu_tanh`'s.
+#[rtx::kernel(elementwise)]
+pub fn gelu_affine_call<T: Float>(x: T, #[uniform] a: T, #[uniform] b: T) -> T {
+    rtx::kernels::gelu_tanh(a * x + b)
+}
+// ANCHOR_END: call
+
 // ANCHOR: reduce
 /// The root mean square along an axis: `sqrt(mean(x²))`.
 #[rtx::kernel(reduce(identity = 0.0, map = |x| x * x, finish = |acc, n| (acc / n).sqrt()))]
@@ -106,6 +115,16 @@ fn elementwise(device: Device, out: &mut Results) -> rtx::Result<()> {
     // ANCHOR_END: builtin
     check("gelu_affine vs built-in ops", &y.to_vec(), &y2.to_vec())?;
     check("its gradient vs built-in ops", &dx.to_vec(), &dx2.to_vec())?;
+
+    let x3 = x.detach().requires_grad();
+    let y3 = x3.map(gelu_affine_call::Op, &[1.5, -0.25]);
+    let dx3 = y3
+        .sum_all()
+        .backward()
+        .get(&x3)
+        .ok_or_else(|| missing("dx3"))?;
+    check("gelu_affine through a call", &y3.to_vec(), &y.to_vec())?;
+    check("its gradient through a call", &dx3.to_vec(), &dx.to_vec())?;
     out.push(("gelu_affine", y.to_vec()));
     out.push(("d gelu_affine / dx", dx.to_vec()));
     Ok(())
