@@ -66,6 +66,8 @@ pub const UNARY: &[Unary] = &[
         "softplus",
         "ln(1 + e^x), elementwise; x itself above 20, as PyTorch's default threshold.",
     ),
+    op("hardswish", "x * relu6(x + 3) / 6, elementwise (PyTorch's `hardswish`)."),
+    op("mish", "x * tanh(softplus(x)), elementwise (PyTorch's `mish`)."),
 ];
 
 /// `gelu_tanh` as `GeluTanh`.

@@ -182,6 +182,38 @@ pub fn softplus<T: Float>(x: T) -> T {
     if x > 20.0 { x } else { x.exp().ln_1p() }
 }
 
+/// `x * relu6(x + 3) / 6`: 0 up to -3, `x` from 3, a parabola between (PyTorch's
+/// `hardswish`).
+///
+/// ```
+/// use rtx_kernels::kernels::hardswish;
+/// assert_eq!(hardswish(-4.0f32), 0.0);
+/// assert_eq!(hardswish(1.0f32), 1.0 * 4.0 / 6.0);
+/// assert_eq!(hardswish(5.0f64), 5.0);
+/// ```
+#[kernel(elementwise, crate = crate)]
+pub fn hardswish<T: Float>(x: T) -> T {
+    if x <= -3.0 {
+        0.0
+    } else if x >= 3.0 {
+        x
+    } else {
+        x * (x + 3.0) / 6.0
+    }
+}
+
+/// `x * tanh(softplus(x))` (PyTorch's `mish`), through [`softplus`](softplus()).
+///
+/// ```
+/// use rtx_kernels::kernels::mish;
+/// assert_eq!(mish(0.0f32), 0.0);
+/// assert!((mish(1.0f64) - 0.8650983882673103).abs() < 1e-12);
+/// ```
+#[kernel(elementwise, crate = crate)]
+pub fn mish<T: Float>(x: T) -> T {
+    x * softplus(x).tanh()
+}
+
 /// The identity: the strided path of this kernel is the dense copy of a view (`contiguous`),
 /// in every element type.
 ///
