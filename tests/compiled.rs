@@ -180,6 +180,50 @@ fn affine_gelu_chain_is_one_kernel() {
     close(&m.forward_fused(&x).to_vec(), &want, 1e-12);
 }
 
+/// `hardswish` and `mish` (which calls `softplus`'s kernel), ops added by a kernel function
+/// and a line in the op registry, in one fused chain.
+#[model]
+struct NewActivations {}
+
+#[model]
+impl NewActivations {
+    fn forward(&self, x: &X) -> X {
+        let h = x.hardswish() * 0.5;
+        h.mish()
+    }
+}
+
+#[test]
+fn registry_ops_fuse_and_differentiate_like_the_eager_ops() {
+    let m = NewActivations {};
+    // Spread over hardswish's three pieces (its kinks at -3 and 3).
+    let x = input(6) * 2.5;
+    assert_eq!(dispatches(|| m.forward(&x)), 3, "eager: hardswish, mul, mish");
+    assert_eq!(dispatches(|| m.forward_fused(&x)), 1);
+    close(&m.forward_fused(&x).to_vec(), &m.forward(&x).to_vec(), 1e-12);
+    let want: Vec<f64> = x
+        .to_vec()
+        .iter()
+        .map(|&v| {
+            let hs = v * (v + 3.0).clamp(0.0, 6.0) / 6.0;
+            let h = 0.5 * hs;
+            h * (1.0 + h.exp()).ln().tanh()
+        })
+        .collect();
+    close(&m.forward_fused(&x).to_vec(), &want, 1e-12);
+
+    let x = x.requires_grad();
+    let tape = m.forward(&x).sum_all().backward();
+    let (y, backward) = m.forward_train(&x);
+    let mut grads = Gradients::new();
+    let (dx,) = backward(y.ones_like(), &mut grads, true);
+    close(
+        &dx.unwrap().to_vec(),
+        &tape.get(&x).unwrap().to_vec(),
+        1e-12,
+    );
+}
+
 #[test]
 fn static_backward_records_nothing_and_skips_unwanted_input_gradients() {
     let mut m = Hidden::init(&Device::Cpu, 5);
