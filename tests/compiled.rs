@@ -198,9 +198,17 @@ fn registry_ops_fuse_and_differentiate_like_the_eager_ops() {
     let m = NewActivations {};
     // Spread over hardswish's three pieces (its kinks at -3 and 3).
     let x = input(6) * 2.5;
-    assert_eq!(dispatches(|| m.forward(&x)), 3, "eager: hardswish, mul, mish");
+    assert_eq!(
+        dispatches(|| m.forward(&x)),
+        3,
+        "eager: hardswish, mul, mish"
+    );
     assert_eq!(dispatches(|| m.forward_fused(&x)), 1);
-    close(&m.forward_fused(&x).to_vec(), &m.forward(&x).to_vec(), 1e-12);
+    close(
+        &m.forward_fused(&x).to_vec(),
+        &m.forward(&x).to_vec(),
+        1e-12,
+    );
     let want: Vec<f64> = x
         .to_vec()
         .iter()

@@ -60,14 +60,26 @@ pub const UNARY: &[Unary] = &[
         "gelu",
         "GELU in its exact form, x * Φ(x) (PyTorch's `approximate='none'`).",
     ),
-    op("gelu_tanh", "GELU in its tanh form (PyTorch's `approximate='tanh'`)."),
-    op("silu", "x * sigmoid(x), elementwise (SiLU, also called swish)."),
+    op(
+        "gelu_tanh",
+        "GELU in its tanh form (PyTorch's `approximate='tanh'`).",
+    ),
+    op(
+        "silu",
+        "x * sigmoid(x), elementwise (SiLU, also called swish).",
+    ),
     op(
         "softplus",
         "ln(1 + e^x), elementwise; x itself above 20, as PyTorch's default threshold.",
     ),
-    op("hardswish", "x * relu6(x + 3) / 6, elementwise (PyTorch's `hardswish`)."),
-    op("mish", "x * tanh(softplus(x)), elementwise (PyTorch's `mish`)."),
+    op(
+        "hardswish",
+        "x * relu6(x + 3) / 6, elementwise (PyTorch's `hardswish`).",
+    ),
+    op(
+        "mish",
+        "x * tanh(softplus(x)), elementwise (PyTorch's `mish`).",
+    ),
 ];
 
 /// `gelu_tanh` as `GeluTanh`.
@@ -92,27 +104,31 @@ pub fn registry() -> TokenStream {
     let kernels: Vec<syn::Ident> = UNARY.iter().map(|u| format_ident!("{}", u.name)).collect();
     let names: Vec<&str> = UNARY.iter().map(|u| u.name).collect();
     let docs: Vec<&str> = UNARY.iter().map(|u| u.doc).collect();
-    let markers = UNARY.iter().zip(&variants).zip(&kernels).map(|((u, v), k)| {
-        let apply = match u.name {
-            "neg" => quote!(-x),
-            "abs" => quote!(crate::FloatMath::abs(x)),
-            _ => quote!(crate::kernels::#k::scalar::<E>(x)),
-        };
-        let doc = format!("`{}` as a marker type: {}", u.name, u.doc);
-        quote! {
-            #[doc = #doc]
-            #[derive(Clone, Copy, Debug, Default)]
-            pub struct #v;
-            impl UnaryOpT for #v {
-                const OP: UnaryOp = UnaryOp::#v;
-                type Kernel = crate::kernels::#k::Op;
-                #[inline(always)]
-                fn apply<E: crate::Float>(x: E::Acc) -> E::Acc {
-                    #apply
+    let markers = UNARY
+        .iter()
+        .zip(&variants)
+        .zip(&kernels)
+        .map(|((u, v), k)| {
+            let apply = match u.name {
+                "neg" => quote!(-x),
+                "abs" => quote!(crate::FloatMath::abs(x)),
+                _ => quote!(crate::kernels::#k::scalar::<E>(x)),
+            };
+            let doc = format!("`{}` as a marker type: {}", u.name, u.doc);
+            quote! {
+                #[doc = #doc]
+                #[derive(Clone, Copy, Debug, Default)]
+                pub struct #v;
+                impl UnaryOpT for #v {
+                    const OP: UnaryOp = UnaryOp::#v;
+                    type Kernel = crate::kernels::#k::Op;
+                    #[inline(always)]
+                    fn apply<E: crate::Float>(x: E::Acc) -> E::Acc {
+                        #apply
+                    }
                 }
             }
-        }
-    });
+        });
     quote! {
         /// Elementwise functions of one argument. The list is the op registry in
         /// `rtx-macros/src/ops.rs`; each op's formula is the kernel of the same name in

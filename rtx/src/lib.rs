@@ -30,10 +30,10 @@ pub use autograd::{Gradients, is_grad_enabled, no_grad};
 pub use error::{Error, Result};
 pub use rtx_backends::Device;
 pub use rtx_backends::{Stats, launch_count, stats, total_launch_count};
-pub use rtx_kernels::op;
 /// rtx's own kernels, written with `#[kernel]`: call them from your kernels
 /// (`rtx::kernels::gelu_tanh(x)`), or apply their `name::Op` to tensors.
 pub use rtx_kernels::kernels;
+pub use rtx_kernels::op;
 pub use rtx_kernels::{DType, Element, Float, Num, Signed, bf16, f16};
 pub use rtx_macros::{kernel, model};
 pub use tensor::*;

@@ -3,9 +3,9 @@
 //! clipping), each compared with the CPU backend's.
 
 use super::elementwise::apply;
-use rtx::op::UnaryOp;
 use super::*;
 use rtx::Gradients;
+use rtx::op::UnaryOp;
 
 /// The gradient of `of` as f64s, panicking with the op's name when it has none.
 fn grad<S: Shape, E: Float>(grads: &Gradients, of: &Tensor<S, E>, name: &str) -> Vec<f64> {

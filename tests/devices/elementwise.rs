@@ -2,8 +2,8 @@
 //! on either side, comparisons, `where`, casts, clamp, affine maps and strided copies.
 
 use super::*;
-use rtx::op::{BinaryOpT, UnaryOp};
 use rtx::op::markers::{Add, Div, Gt, Max, Min, Mul, Pow, Sub};
+use rtx::op::{BinaryOpT, UnaryOp};
 use rtx_backends::Layout;
 
 /// Unary op `op` of `t`: every op of the registry, with no list of its own here.

@@ -477,7 +477,10 @@ impl Parser {
                 span,
             ));
         }
-        if let Some(u) = crate::ops::UNARY.iter().map(|u| u.name).find(|&u| u == name)
+        if let Some(u) = crate::ops::UNARY
+            .iter()
+            .map(|u| u.name)
+            .find(|&u| u == name)
             && m.args.is_empty()
             && m.turbofish.is_none()
         {

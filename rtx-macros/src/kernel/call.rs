@@ -29,10 +29,7 @@ pub fn callable(k: &KernelFn) -> bool {
     k.elem == ElemKind::Float
         && k.ret == Ty::Elem
         && k.out_generic.is_none()
-        && k
-            .params
-            .iter()
-            .all(|p| p.ty == ParamTy::Scalar(Ty::Elem))
+        && k.params.iter().all(|p| p.ty == ParamTy::Scalar(Ty::Elem))
 }
 
 /// The device function `template <typename A> A <name>_body(..)` of an elementwise kernel,
@@ -103,7 +100,9 @@ pub fn module_items(cx: &NativeCx, k: &KernelFn, grads: &[(usize, &KernelFn)]) -
         pub fn scalar<#t: #kr::Float>(#(#names: #acc),*) -> #acc #body
     };
     let name = k.name.to_string();
-    let slots: Vec<syn::Ident> = (0..k.params.len()).map(|i| format_ident!("p{}", i)).collect();
+    let slots: Vec<syn::Ident> = (0..k.params.len())
+        .map(|i| format_ident!("p{}", i))
+        .collect();
     let c_params: Vec<String> = (0..k.params.len()).map(|i| format!("A p{i}")).collect();
     let c_args: Vec<String> = (0..k.params.len()).map(|i| format!("p{i}")).collect();
     let mut wrappers = String::new();
@@ -132,11 +131,7 @@ pub fn module_items(cx: &NativeCx, k: &KernelFn, grads: &[(usize, &KernelFn)]) -
     }
     let (body_text, _, num) = body_function(k);
     let guard = format!("RTX_FN_{name}");
-    let prelude_num = if num {
-        cuda::PRELUDE_NUM
-    } else {
-        ""
-    };
+    let prelude_num = if num { cuda::PRELUDE_NUM } else { "" };
     let own = format!(
         "#ifndef {guard}\n#define {guard}\n{prelude_num}{body_text}{wrappers}#endif // {guard}\n"
     );

@@ -41,7 +41,15 @@ pub fn emit_grad(
          derived by `#[kernel]`; takes `{base}`'s arguments and the upstream gradient."
     );
     let exports = call::module_items(cx, g, &[]);
-    emit_kernel(cx, &item.vis, quote!(#[doc = #doc]), g, Some(base), &[], exports)
+    emit_kernel(
+        cx,
+        &item.vis,
+        quote!(#[doc = #doc]),
+        g,
+        Some(base),
+        &[],
+        exports,
+    )
 }
 
 fn emit_kernel(

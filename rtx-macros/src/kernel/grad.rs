@@ -351,7 +351,11 @@ fn expr(e: &Expr, env: &Env) -> Option<D> {
                     grad: Some(i),
                     args,
                 };
-                d = add(d, D::E(Expr::new(ExprKind::Call(call), Ty::Elem, span)), span);
+                d = add(
+                    d,
+                    D::E(Expr::new(ExprKind::Call(call), Ty::Elem, span)),
+                    span,
+                );
             }
             d
         }

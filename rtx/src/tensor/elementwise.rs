@@ -11,8 +11,8 @@ use crate::error::{Error, Result, bail, ok};
 use crate::shape::rules::BroadcastShapes;
 use crate::shape::{Shape, describe};
 use rtx_backends::{Device, Layout, Storage};
-use rtx_kernels::op::markers;
 use rtx_kernels::kernel::Elementwise;
+use rtx_kernels::op::markers;
 use rtx_kernels::{
     BinaryOpT, CmpOpT, Element, Float, Num, Op, Signed, UnaryOp, UnaryOpT, UnaryVisitor,
 };

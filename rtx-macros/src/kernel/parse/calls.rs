@@ -286,7 +286,11 @@ impl Parser {
             INDEX_INTRINSICS.iter().any(|(i, _)| i == n)
                 || matches!(
                     n.as_str(),
-                    "lane_id" | "sync_threads" | "warp_shuffle_down" | "warp_shuffle_xor" | "atomic_add"
+                    "lane_id"
+                        | "sync_threads"
+                        | "warp_shuffle_down"
+                        | "warp_shuffle_xor"
+                        | "atomic_add"
                 )
         });
         let Some(name) = intrinsic else {
