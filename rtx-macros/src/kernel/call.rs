@@ -29,10 +29,7 @@ pub fn callable(k: &KernelFn) -> bool {
     k.elem == ElemKind::Float
         && k.ret == Ty::Elem
         && k.out_generic.is_none()
-        && k
-            .params
-            .iter()
-            .all(|p| p.ty == ParamTy::Scalar(Ty::Elem))
+        && k.params.iter().all(|p| p.ty == ParamTy::Scalar(Ty::Elem))
 }
 
 /// The device function `template <typename A> A <name>_body(..)` of an elementwise kernel,
@@ -51,7 +48,7 @@ pub fn body_function(k: &KernelFn) -> (String, Vec<String>, bool) {
         .zip(&cnames)
         .map(|(p, c)| match p.ty {
             ParamTy::Scalar(t) => format!("{} {c}", cty(t)),
-            ParamTy::Slice { .. } | ParamTy::Table { .. } => String::new(),
+            ParamTy::Slice { .. } | ParamTy::Table { .. } | ParamTy::Array { .. } => String::new(),
         })
         .collect();
     let tail = w.block_body(&k.body).unwrap_or_default();
@@ -101,9 +98,24 @@ pub fn module_items(cx: &NativeCx, k: &KernelFn, grads: &[(usize, &KernelFn)]) -
         #[inline(always)]
         #[allow(unused_parens, unused_mut, unused_variables, clippy::all)]
         pub fn scalar<#t: #kr::Float>(#(#names: #acc),*) -> #acc #body
+
+        /// [`scalar`](self::scalar()) as SIMT kernels and device functions call every kernel
+        /// function, on their emulated thread (which it does not need).
+        #[inline(always)]
+        pub fn call<#t: #kr::Float>(
+            _: &#kr::kernel::block::ThreadCtx<'_>,
+            #(#names: #acc),*
+        ) -> #acc {
+            scalar::<#t>(#(#names),*)
+        }
+
+        /// Whether calling it synchronizes threads: never, for an elementwise function.
+        pub const USES_SYNC: bool = false;
     };
     let name = k.name.to_string();
-    let slots: Vec<syn::Ident> = (0..k.params.len()).map(|i| format_ident!("p{}", i)).collect();
+    let slots: Vec<syn::Ident> = (0..k.params.len())
+        .map(|i| format_ident!("p{}", i))
+        .collect();
     let c_params: Vec<String> = (0..k.params.len()).map(|i| format!("A p{i}")).collect();
     let c_args: Vec<String> = (0..k.params.len()).map(|i| format!("p{i}")).collect();
     let mut wrappers = String::new();
@@ -132,11 +144,7 @@ pub fn module_items(cx: &NativeCx, k: &KernelFn, grads: &[(usize, &KernelFn)]) -
     }
     let (body_text, _, num) = body_function(k);
     let guard = format!("RTX_FN_{name}");
-    let prelude_num = if num {
-        cuda::PRELUDE_NUM
-    } else {
-        ""
-    };
+    let prelude_num = if num { cuda::PRELUDE_NUM } else { "" };
     let own = format!(
         "#ifndef {guard}\n#define {guard}\n{prelude_num}{body_text}{wrappers}#endif // {guard}\n"
     );

@@ -41,7 +41,15 @@ pub fn emit_grad(
          derived by `#[kernel]`; takes `{base}`'s arguments and the upstream gradient."
     );
     let exports = call::module_items(cx, g, &[]);
-    emit_kernel(cx, &item.vis, quote!(#[doc = #doc]), g, Some(base), &[], exports)
+    emit_kernel(
+        cx,
+        &item.vis,
+        quote!(#[doc = #doc]),
+        g,
+        Some(base),
+        &[],
+        exports,
+    )
 }
 
 fn emit_kernel(
@@ -286,7 +294,9 @@ fn marker(cx: &NativeCx, k: &KernelFn, grads: &[Option<syn::Ident>]) -> TokenStr
                     let ty = cx.ty(s);
                     quote!(let #n: #ty = #kr::kernel::rt::uniform_f64(__rtx_uniforms, #i) as #ty;)
                 }
-                ParamTy::Slice { .. } | ParamTy::Table { .. } => TokenStream::new(),
+                ParamTy::Slice { .. } | ParamTy::Table { .. } | ParamTy::Array { .. } => {
+                    TokenStream::new()
+                }
             }
         })
         .collect();

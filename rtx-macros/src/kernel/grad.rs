@@ -350,14 +350,22 @@ fn expr(e: &Expr, env: &Env) -> Option<D> {
                     path: c.path.clone(),
                     grad: Some(i),
                     args,
+                    open: false,
                 };
-                d = add(d, D::E(Expr::new(ExprKind::Call(call), Ty::Elem, span)), span);
+                d = add(
+                    d,
+                    D::E(Expr::new(ExprKind::Call(call), Ty::Elem, span)),
+                    span,
+                );
             }
             d
         }
         // Second derivatives through calls are not derived.
         ExprKind::Call(_) => return None,
-        ExprKind::Intrinsic(..) | ExprKind::Load(..) | ExprKind::TableLoad(..) => return None,
+        ExprKind::Intrinsic(..)
+        | ExprKind::Load(..)
+        | ExprKind::TableLoad(..)
+        | ExprKind::BufArg(..) => return None,
     })
 }
 
