@@ -136,7 +136,6 @@ pub static ALL: &[&KernelSource] = &[
     &im2col::KERNEL,
     &col2im::KERNEL,
     &pool2d_forward::KERNEL,
-    &max_pool2d_argmax::KERNEL,
     &pool2d_backward::KERNEL,
     &norm_rows::KERNEL,
     &norm_backward_rows::KERNEL,
