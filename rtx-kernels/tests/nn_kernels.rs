@@ -304,17 +304,55 @@ fn pooling_forward_and_backward_match_the_window_scan() {
         let (n, c, h, w, ho, wo, k, s, pd, st) = args;
         let mut out = vec![0.0; planes * ho * wo];
         pool2d_forward(
-            launch, &x, &mut out, n, c, h, w, ho, wo, k[0], k[1], s[0], s[1], pd[0], pd[1], st[0],
-            st[1], st[2], st[3], avg,
+            launch,
+            &x,
+            &mut out,
+            &mut [],
+            n,
+            c,
+            h,
+            w,
+            ho,
+            wo,
+            k[0],
+            k[1],
+            s[0],
+            s[1],
+            pd[0],
+            pd[1],
+            st[0],
+            st[1],
+            st[2],
+            st[3],
+            avg,
         )
         .unwrap();
         out
     };
     let (max, avg) = (forward(0), forward(1));
     let mut idx = vec![0i64; planes * ho * wo];
-    max_pool2d_argmax(
-        launch, &x, &mut idx, n, c, h, w, ho, wo, p.k[0], p.k[1], p.s[0], p.s[1], p.p[0], p.p[1],
-        dense[0], dense[1], dense[2], dense[3],
+    pool2d_forward(
+        launch,
+        &x,
+        &mut [],
+        &mut idx,
+        n,
+        c,
+        h,
+        w,
+        ho,
+        wo,
+        p.k[0],
+        p.k[1],
+        p.s[0],
+        p.s[1],
+        p.p[0],
+        p.p[1],
+        dense[0],
+        dense[1],
+        dense[2],
+        dense[3],
+        2,
     )
     .unwrap();
     let mut want_max_dx = vec![0.0; x.len()];

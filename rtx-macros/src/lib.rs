@@ -210,6 +210,69 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// through a call uses the callee's derived derivative (`name::d0`, ...), so every formula is
 /// written once. The callee must be differentiable where the caller is differentiated.
 ///
+/// # Device functions
+///
+/// `#[kernel(device)]` on a function over `T` makes a *device function*: SIMT code that SIMT
+/// kernels (and other device functions) call, so kernels share their common parts (a warp
+/// reduction, a block reduction through shared memory, a row read in chunks) instead of
+/// repeating them. Its body is a SIMT body (intrinsics, barriers, shuffles, buffers, local
+/// arrays, loops, `return;` when it returns nothing); it returns nothing or a scalar (its
+/// last expression). Besides scalars and buffers (`x: &[T]`, `y: &mut [T]`, `&[T::Acc]`) it
+/// takes arrays by reference: a caller's per-thread array, `v: &mut [T; 32]` or `&[T; 32]`,
+/// and a caller's shared array, `#[shared] red: &mut [T; 32]` (lengths are literals; a device
+/// function declares no shared array of its own).
+/// ```ignore
+/// #[kernel(device)]
+/// pub fn warp_sum<T: Float>(v: T) -> T {
+///     let mut s = v;
+///     let mut mask: u32 = 16;
+///     while mask > 0 {
+///         s += warp_shuffle_xor(s, mask);
+///         mask /= 2;
+///     }
+///     s
+/// }
+///
+/// #[kernel(device)]
+/// pub fn block_sum<T: Float>(v: T, #[shared] red: &mut [T; 32]) -> T {
+///     let t = warp_sum(v);
+///     if lane_id() == 0 {
+///         red[thread_idx_x() / 32] = t;
+///     }
+///     sync_threads();
+///     let mut total = 0.0;
+///     for w in 0..(block_dim_x() + 31) / 32 {
+///         total += red[w];
+///     }
+///     total
+/// }
+///
+/// #[kernel]
+/// pub fn row_sums<T: Float>(x: &[T], out: &mut [T], cols: usize) {
+///     #[shared]
+///     let red: [T; 32];
+///     let mut s = 0.0;
+///     for c in (thread_idx_x()..cols).step_by(block_dim_x()) {
+///         s += x[block_idx_x() * cols + c];
+///     }
+///     let total = block_sum(s, &mut red);
+///     if thread_idx_x() == 0 {
+///         out[block_idx_x()] = total;
+///     }
+/// }
+/// ```
+/// A call passes values, buffers by name (`x`, `out`) and arrays by reference (`&mut red`,
+/// `&mut v`, `&v`). Its value is a `T` unless its context gives it another type
+/// (`let n: usize = f(..);`, `if f(..) {`, a statement `f(..);`); rustc checks the arguments
+/// and that type against the callee's signature, at the call. A device function is no kernel
+/// (no `KERNEL`, no launch): what `#[kernel(device)]` generates is a module of its name that
+/// exports `call` (the body natively, on the caller's emulated thread), `DEVICE` (the CUDA `template <typename A, typename S = A> __device__
+/// __forceinline__` function `<name>_body`, behind an include guard, which callers' sources
+/// take in) and `USES_SYNC` (whether the function synchronizes or shuffles, which decides how
+/// a calling kernel's blocks are emulated). Being inlined, a device function costs nothing on
+/// the GPU, and a per-thread array it indexes by constants stays in registers. Elementwise
+/// kernels export `call` too, so SIMT code calls both kinds alike.
+///
 /// # Paths
 ///
 /// The generated code names rtx-kernels through `::rtx::__private::rtx_kernels` by default,

@@ -368,7 +368,12 @@ pub(crate) fn pool2d<E: Element>(
     if total == 0 {
         return Ok(out);
     }
-    let mut args = vec![Arg::Ptr(x.ptr_at(xl.offset())), Arg::Ptr(out.device_ptr())];
+    // Modes 0 and 1 write no indices; any valid pointer stands in for them.
+    let mut args = vec![
+        Arg::Ptr(x.ptr_at(xl.offset())),
+        Arg::Ptr(out.device_ptr()),
+        Arg::Ptr(out.device_ptr()),
+    ];
     args.extend(sizes(&pool_sizes(d, (ho, wo), p)));
     args.extend(sizes(xl.strides()));
     args.push(Arg::U32((op == PoolOp::Avg) as u32));
@@ -401,12 +406,19 @@ pub(crate) fn pool2d_backward<E: Element>(
     // Average pooling reads no indices; any valid pointer stands in for them.
     let idx = match op {
         PoolOp::Max => {
-            let arg_src = &kernels::max_pool2d_argmax::KERNEL;
+            // The forward's mode 2: the windows' first maxima, no values (any valid pointer
+            // stands in for them).
+            let arg_src = &kernels::pool2d_forward::KERNEL;
             let arg_e = entry::<E>(x.ordinal(), arg_src)?;
             let idx = CudaStorage::<i64>::uninit(x.ordinal(), windows)?;
-            let mut args = vec![Arg::Ptr(x.ptr_at(xl.offset())), Arg::Ptr(idx.device_ptr())];
+            let mut args = vec![
+                Arg::Ptr(x.ptr_at(xl.offset())),
+                Arg::Ptr(idx.device_ptr()),
+                Arg::Ptr(idx.device_ptr()),
+            ];
             args.extend(sizes(&pool_sizes(d, (ho, wo), p)));
             args.extend(sizes(xl.strides()));
+            args.push(Arg::U32(2));
             // SAFETY: reads through `x`'s layout; `idx` holds one index per window.
             unsafe { launch_entry(x.ordinal(), arg_src, arg_e, grid(windows), &args)? };
             Some(idx)
@@ -746,6 +758,7 @@ mod tests {
                 launch,
                 &x[5..],
                 &mut out,
+                &mut [],
                 a[0],
                 a[1],
                 a[2],
@@ -767,9 +780,10 @@ mod tests {
             .unwrap();
             assert_close("pool", &out, &reference::pool2d(&x, &xl, op, &p));
             let mut idx = vec![-2i64; windows];
-            kernels::max_pool2d_argmax(
+            kernels::pool2d_forward(
                 launch,
                 &x[5..],
+                &mut [],
                 &mut idx,
                 a[0],
                 a[1],
@@ -787,6 +801,7 @@ mod tests {
                 s[1],
                 s[2],
                 s[3],
+                2,
             )
             .unwrap();
             let mut dx = vec![f64::NAN; n];

@@ -62,28 +62,12 @@ pub fn arg_reduce_axis<T: Num>(
                 at = k as i64;
             }
         }
-        // Combine (value, index) pairs: the better value wins, equal values (or two NaNs)
-        // keep the smaller index.
+        // Combine (value, index) pairs within each warp, then the warps' in warp 0.
         let mut off: u32 = 16;
         while off > 0 {
             let ov = warp_shuffle_down(v, off);
             let oi = warp_shuffle_down(at, off);
-            let take = if oi < 0 {
-                false
-            } else if at < 0 {
-                true
-            } else if v != v {
-                ov != ov && oi < at
-            } else if ov != ov {
-                true
-            } else if ov == v {
-                oi < at
-            } else if max != 0 {
-                ov > v
-            } else {
-                ov < v
-            };
-            if take {
+            if arg_takes(v, at, ov, oi, max) {
                 v = ov;
                 at = oi;
             }
@@ -105,22 +89,7 @@ pub fn arg_reduce_axis<T: Num>(
             while o2 > 0 {
                 let ov = warp_shuffle_down(v, o2);
                 let oi = warp_shuffle_down(at, o2);
-                let take = if oi < 0 {
-                    false
-                } else if at < 0 {
-                    true
-                } else if v != v {
-                    ov != ov && oi < at
-                } else if ov != ov {
-                    true
-                } else if ov == v {
-                    oi < at
-                } else if max != 0 {
-                    ov > v
-                } else {
-                    ov < v
-                };
-                if take {
+                if arg_takes(v, at, ov, oi, max) {
                     v = ov;
                     at = oi;
                 }
@@ -133,5 +102,28 @@ pub fn arg_reduce_axis<T: Num>(
         // The partials are reused by the next row.
         sync_threads();
         row += grid_dim_x();
+    }
+}
+
+/// Whether the pair `(ov, oi)` of another lane replaces this lane's `(v, at)` when argmax
+/// (`max != 0`) or argmin pairs combine: an index below 0 is no pair, the better value wins, a
+/// NaN counting as the extreme both ways, and equal values (or two NaNs) keep the smaller
+/// index.
+#[kernel(device, crate = crate)]
+pub fn arg_takes<T: Num>(v: T, at: i64, ov: T, oi: i64, max: u32) -> bool {
+    if oi < 0 {
+        false
+    } else if at < 0 {
+        true
+    } else if v != v {
+        ov != ov && oi < at
+    } else if ov != ov {
+        true
+    } else if ov == v {
+        oi < at
+    } else if max != 0 {
+        ov > v
+    } else {
+        ov < v
     }
 }

@@ -8,6 +8,7 @@
 //! the mask is integer arithmetic, so it is bitwise the CPU's for the same seed, and so are
 //! the values (`x * 0` and `x * 1` are exact, leaving one rounded product).
 
+use super::random::{philox_block, philox_word};
 use crate::Float;
 use rtx_macros::kernel;
 
@@ -37,41 +38,12 @@ pub fn random_dropout<T: Float>(
     let step = block_dim_x() * grid_dim_x();
     let mut b = block_idx_x() * block_dim_x() + thread_idx_x();
     while b < blocks {
-        // Philox 4x32-10 of counter (b, 0) under key (seed low, seed high).
-        let mut c0 = b as u32;
-        let mut c1 = (b >> 32) as u32;
-        let mut c2: u32 = 0;
-        let mut c3: u32 = 0;
-        let mut k0 = seed as u32;
-        let mut k1 = (seed >> 32) as u32;
-        for rnd in 0..10 {
-            if rnd > 0 {
-                k0 = k0.wrapping_add(0x9E37_79B9u32);
-                k1 = k1.wrapping_add(0xBB67_AE85u32);
-            }
-            let hi0 = 0xD251_1F53u32.mul_hi(c0);
-            let lo0 = 0xD251_1F53u32.wrapping_mul(c0);
-            let hi1 = 0xCD9E_8D57u32.mul_hi(c2);
-            let lo1 = 0xCD9E_8D57u32.wrapping_mul(c2);
-            let n0 = hi1 ^ c1 ^ k0;
-            let n2 = hi0 ^ c3 ^ k1;
-            c0 = n0;
-            c1 = lo1;
-            c2 = n2;
-            c3 = lo0;
-        }
+        let mut c = [0u32; 4];
+        philox_block(b, seed, &mut c);
         for j in 0..4 {
             let i = b * 4 + j;
             if i < n {
-                let w = if j == 0 {
-                    c0
-                } else if j == 1 {
-                    c1
-                } else if j == 2 {
-                    c2
-                } else {
-                    c3
-                };
+                let w: u32 = philox_word(&c, j);
                 let k = ((w as u64) < threshold) as i64 as T;
                 out[i] = (x[i] * k) * scale;
             }

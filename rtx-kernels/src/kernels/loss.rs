@@ -14,6 +14,7 @@
 //! losses, logsumexps and kept count stay in it (`&mut [T::Acc]`); every sum runs in an order
 //! fixed by the sizes and the block size alone (no atomics), so results repeat run to run.
 
+use super::rows::{block_max, block_sum};
 use crate::Float;
 use rtx_macros::kernel;
 
@@ -46,9 +47,6 @@ pub fn cross_entropy_rows<T: Float>(
     #[shared]
     let red_x: [T; 32];
     let tid = thread_idx_x();
-    let lane = lane_id();
-    let warp = tid / 32;
-    let warps = (block_dim_x() + 31) / 32;
     let row = block_idx_x();
     let base = row * cols;
 
@@ -56,33 +54,7 @@ pub fn cross_entropy_rows<T: Float>(
     for c in (tid..cols).step_by(block_dim_x()) {
         m = m.max(x[base + c]);
     }
-    let mut off: u32 = 16;
-    while off > 0 {
-        m = m.max(warp_shuffle_down(m, off));
-        off /= 2;
-    }
-    if lane == 0 {
-        red[warp] = m;
-    }
-    sync_threads();
-    if warp == 0 {
-        let mut v = if lane < warps {
-            red[lane]
-        } else {
-            T::NEG_INFINITY
-        };
-        let mut o: u32 = 16;
-        while o > 0 {
-            v = v.max(warp_shuffle_down(v, o));
-            o /= 2;
-        }
-        if lane == 0 {
-            red[0] = v;
-        }
-    }
-    sync_threads();
-    let row_max = red[0];
-    sync_threads();
+    let row_max = block_max(m, &mut red);
 
     // One pass gives both Σ exp(x - max) and Σ x (for the smoothing term).
     let mut s = 0.0;
@@ -92,24 +64,9 @@ pub fn cross_entropy_rows<T: Float>(
         s += (v - row_max).exp();
         sx += v;
     }
-    let mut mask: u32 = 16;
-    while mask > 0 {
-        s += warp_shuffle_xor(s, mask);
-        sx += warp_shuffle_xor(sx, mask);
-        mask /= 2;
-    }
-    if lane == 0 {
-        red[warp] = s;
-        red_x[warp] = sx;
-    }
-    sync_threads();
+    let total = block_sum(s, &mut red);
+    let total_x = block_sum(sx, &mut red_x);
     if tid == 0 {
-        let mut total = 0.0;
-        let mut total_x = 0.0;
-        for w in 0..warps {
-            total += red[w];
-            total_x += red_x[w];
-        }
         let mut l = row_max + total.ln();
         if row_max == T::INFINITY || row_max == T::NEG_INFINITY {
             l = row_max;

@@ -28,6 +28,7 @@ mod optim_multi;
 mod pool;
 mod random;
 mod reduce;
+mod rows;
 mod scalar_ops;
 mod scatter_sort;
 mod simt;
@@ -57,6 +58,7 @@ pub use optim_multi::*;
 pub use pool::*;
 pub use random::*;
 pub use reduce::*;
+pub use rows::*;
 pub use scalar_ops::*;
 pub use scatter_sort::*;
 pub use simt::*;
@@ -134,7 +136,6 @@ pub static ALL: &[&KernelSource] = &[
     &im2col::KERNEL,
     &col2im::KERNEL,
     &pool2d_forward::KERNEL,
-    &max_pool2d_argmax::KERNEL,
     &pool2d_backward::KERNEL,
     &norm_rows::KERNEL,
     &norm_backward_rows::KERNEL,

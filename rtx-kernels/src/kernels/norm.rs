@@ -15,6 +15,7 @@
 //! kernels hold up to 32 values a thread in registers, so a row that fits is read from memory
 //! once, and the second pass of the variance runs over registers.
 
+use super::rows::{row_share, row_total};
 use crate::Float;
 use rtx_macros::kernel;
 
@@ -52,147 +53,27 @@ pub fn norm_rows<T: Float>(
     has_weight: u32,
     has_bias: u32,
 ) {
-    // The most values a thread holds at once, in registers.
-    const HELD: usize = 32;
     #[shared]
     let red: [T; 32];
-    let tid = thread_idx_x();
-    let lane = lane_id();
-    let warp = tid / 32;
-    let bd = block_dim_x();
-    let warps = (bd + 31) / 32;
     let row = block_idx_x();
-    let at = row * cols + tid;
-    let span = HELD * bd;
-
-    // Chunk by chunk (`span` elements from `start`), thread `tid` holds elements
-    // `start + tid + k * bd` as `v[k]`, the first `mine` of them: each warp load reads
-    // neighbouring elements, and no load waits for another. `held` is the start of the chunk
-    // in `v` (`cols` while none is), so a pass skips reading the chunk the one before left.
-    let mut v = [0.0; HELD];
-    let mut held = cols;
-
-    // Every branch below is the same for the whole block, so its barriers are reached by all.
-    let mut mu = 0.0;
-    if centered != 0 {
-        let mut s = 0.0;
-        let mut start = 0;
-        while start < cols {
-            let mine = if start + tid < cols {
-                (cols - start - tid + bd - 1) / bd
-            } else {
-                0
-            };
-            let p = at + start;
-            for k in 0..HELD {
-                if k < mine {
-                    v[k] = x[p + k * bd];
-                }
-            }
-            held = start;
-            for k in 0..HELD {
-                if k < mine {
-                    s += v[k];
-                }
-            }
-            start += span;
-        }
-        let mut m: u32 = 16;
-        while m > 0 {
-            s += warp_shuffle_xor(s, m);
-            m /= 2;
-        }
-        if lane == 0 {
-            red[warp] = s;
-        }
-        sync_threads();
-        let mut total = 0.0;
-        for w in 0..warps {
-            total += red[w];
-        }
-        mu = total / (cols as T);
-        sync_threads();
-    }
-
-    // The variance from the held values less the mean: the composition's two passes, with
-    // the second one over registers. The chunks go last to first, so that the first is held
-    // for the write and the last, left by the sum, is not read again.
-    let mut q = 0.0;
-    let mut chunk = (cols + span - 1) / span;
-    while chunk > 0 {
-        chunk -= 1;
-        let qstart = chunk * span;
-        let mine = if qstart + tid < cols {
-            (cols - qstart - tid + bd - 1) / bd
-        } else {
-            0
-        };
-        let p = at + qstart;
-        if qstart != held {
-            for k in 0..HELD {
-                if k < mine {
-                    v[k] = x[p + k * bd];
-                }
-            }
-            held = qstart;
-        }
-        for k in 0..HELD {
-            if k < mine {
-                let d = v[k] - mu;
-                q += d * d;
-            }
-        }
-    }
-    let mut m2: u32 = 16;
-    while m2 > 0 {
-        q += warp_shuffle_xor(q, m2);
-        m2 /= 2;
-    }
-    if lane == 0 {
-        red[warp] = q;
-    }
-    sync_threads();
-    let mut sq = 0.0;
-    for w in 0..warps {
-        sq += red[w];
-    }
-    let r = 1.0 / (sq / (cols as T) + eps).sqrt();
-
-    let mut wstart = 0;
-    while wstart < cols {
-        let mine = if wstart + tid < cols {
-            (cols - wstart - tid + bd - 1) / bd
-        } else {
-            0
-        };
-        let p = at + wstart;
-        if wstart != held {
-            for k in 0..HELD {
-                if k < mine {
-                    v[k] = x[p + k * bd];
-                }
-            }
-            held = wstart;
-        }
-        let c = wstart + tid;
-        for k in 0..HELD {
-            if k < mine {
-                let mut o = (v[k] - mu) * r;
-                if has_weight != 0 {
-                    o = o * weight[c + k * bd];
-                }
-                if has_bias != 0 {
-                    o = o + bias[c + k * bd];
-                }
-                y[p + k * bd] = o;
-            }
-        }
-        wstart += span;
-    }
-    if tid == 0 {
-        mean[row] = mu;
-        rstd[row] = r;
-    }
+    norm_row(
+        x,
+        weight,
+        bias,
+        y,
+        mean,
+        rstd,
+        &mut red,
+        row,
+        cols,
+        thread_idx_x(),
+        block_dim_x(),
+        eps,
+        centered,
+        has_weight,
+        has_bias,
+        0,
+    );
 }
 
 /// The input gradient of [`norm_rows`](norm_rows()) for each row of a dense `[rows, cols]`
@@ -225,115 +106,28 @@ pub fn norm_backward_rows<T: Float>(
     centered: u32,
     has_weight: u32,
 ) {
-    // The most elements a thread holds at once (a `g` and an `xhat` each), in registers.
-    const HELD: usize = 32;
     #[shared]
     let red_g: [T; 32];
     #[shared]
     let red_gx: [T; 32];
-    let tid = thread_idx_x();
-    let lane = lane_id();
-    let warp = tid / 32;
-    let bd = block_dim_x();
-    let warps = (bd + 31) / 32;
     let row = block_idx_x();
-    let at = row * cols + tid;
-    let span = HELD * bd;
-    let mu = if centered != 0 { mean[row] } else { 0.0 };
-    let r = rstd[row];
-
-    // Thread `tid` holds `g` and `xhat` of elements `start + tid + k * bd` of a chunk as
-    // `g[k]` and `xh[k]`; the sums run over the elements in the order of their columns.
-    let mut g = [0.0; HELD];
-    let mut xh = [0.0; HELD];
-    let mut held = cols;
-    let mut sg = 0.0;
-    let mut sgx = 0.0;
-    let mut start = 0;
-    while start < cols {
-        let mine = if start + tid < cols {
-            (cols - start - tid + bd - 1) / bd
-        } else {
-            0
-        };
-        let p = at + start;
-        let c = start + tid;
-        for k in 0..HELD {
-            if k < mine {
-                xh[k] = x[p + k * bd];
-                g[k] = dy[p + k * bd];
-            }
-        }
-        for k in 0..HELD {
-            if k < mine {
-                xh[k] = (xh[k] - mu) * r;
-                if has_weight != 0 {
-                    g[k] = g[k] * weight[c + k * bd];
-                }
-                sg += g[k];
-                sgx += g[k] * xh[k];
-            }
-        }
-        held = start;
-        start += span;
-    }
-    let mut m: u32 = 16;
-    while m > 0 {
-        sg += warp_shuffle_xor(sg, m);
-        sgx += warp_shuffle_xor(sgx, m);
-        m /= 2;
-    }
-    if lane == 0 {
-        red_g[warp] = sg;
-        red_gx[warp] = sgx;
-    }
-    sync_threads();
-    let mut tg = 0.0;
-    let mut tgx = 0.0;
-    for w in 0..warps {
-        tg += red_g[w];
-        tgx += red_gx[w];
-    }
-    let n = cols as T;
-    let mean_g = if centered != 0 { tg / n } else { 0.0 };
-    let mean_gx = tgx / n;
-
-    // Last chunk first: it is still held from the sums, and every other one is read again
-    // and computed as before.
-    let mut chunk = (cols + span - 1) / span;
-    while chunk > 0 {
-        chunk -= 1;
-        let wstart = chunk * span;
-        let mine = if wstart + tid < cols {
-            (cols - wstart - tid + bd - 1) / bd
-        } else {
-            0
-        };
-        let p = at + wstart;
-        let c = wstart + tid;
-        if wstart != held {
-            for k in 0..HELD {
-                if k < mine {
-                    xh[k] = x[p + k * bd];
-                    g[k] = dy[p + k * bd];
-                }
-            }
-            for k in 0..HELD {
-                if k < mine {
-                    xh[k] = (xh[k] - mu) * r;
-                    if has_weight != 0 {
-                        g[k] = g[k] * weight[c + k * bd];
-                    }
-                }
-            }
-            held = wstart;
-        }
-        for k in 0..HELD {
-            if k < mine {
-                dx[p + k * bd] = r * (g[k] - mean_g - xh[k] * mean_gx);
-            }
-        }
-    }
+    norm_row_backward(
+        dy,
+        x,
+        weight,
+        mean,
+        rstd,
+        dx,
+        &mut red_g,
+        &mut red_gx,
+        row,
+        cols,
+        thread_idx_x(),
+        block_dim_x(),
+        centered,
+        has_weight,
+        0,
+    );
 }
 
 /// First step of the weight and bias gradients of [`norm_rows`](norm_rows()): column `c` of
@@ -442,5 +236,254 @@ pub fn norm_param_finish<T: Float>(
             db[c] = sb;
         }
         c += step;
+    }
+}
+
+/// One row of [`norm_rows`](norm_rows()) (`warp_only` 0: the block's threads, `tid` of
+/// `step = block_dim_x()`) or of [`norm_warp_rows`](super::norm_warp_rows()) (`warp_only` 1:
+/// a warp's lanes, `tid` the lane, `step` 32, `red` unused): each thread holds elements
+/// `tid + k * step` of a chunk of `32 * step` in registers and the sums meet through
+/// [`row_total`]. Every branch on `warp_only` and the sizes is the same for all the threads
+/// that meet, so every barrier is reached by all.
+#[kernel(device, crate = crate)]
+pub fn norm_row<T: Float>(
+    x: &[T],
+    weight: &[T],
+    bias: &[T],
+    y: &mut [T],
+    mean: &mut [T::Acc],
+    rstd: &mut [T::Acc],
+    #[shared] red: &mut [T; 32],
+    row: usize,
+    cols: usize,
+    tid: usize,
+    step: usize,
+    eps: T,
+    centered: u32,
+    has_weight: u32,
+    has_bias: u32,
+    warp_only: u32,
+) {
+    // The most values a thread holds at once, in registers.
+    const HELD: usize = 32;
+    let at = row * cols + tid;
+    let span = HELD * step;
+
+    // Chunk by chunk (`span` elements from `start`), thread `tid` holds elements
+    // `start + tid + k * step` as `v[k]`, the first `mine` of them: each warp load reads
+    // neighbouring elements, and no load waits for another. `held` is the start of the chunk
+    // in `v` (`cols` while none is), so a pass skips reading the chunk the one before left.
+    // Every loop over the held values stops after the thread's last one, so a short row
+    // costs only the values it has.
+    let mut v = [0.0; HELD];
+    let mut held = cols;
+
+    let mut mu = 0.0;
+    if centered != 0 {
+        let mut s = 0.0;
+        let mut start = 0;
+        while start < cols {
+            let mine: usize = row_share(start, tid, step, cols);
+            let p = at + start;
+            for k in 0..HELD {
+                if k >= mine {
+                    break;
+                }
+                v[k] = x[p + k * step];
+            }
+            held = start;
+            for k in 0..HELD {
+                if k >= mine {
+                    break;
+                }
+                s += v[k];
+            }
+            start += span;
+        }
+        mu = row_total(s, &mut red, warp_only) / (cols as T);
+        // `red` is written again by the variance's sum.
+        if warp_only == 0 {
+            sync_threads();
+        }
+    }
+
+    // The variance from the held values less the mean: the composition's two passes, with
+    // the second one over registers. The chunks go last to first, so that the first is held
+    // for the write and the last, left by the sum, is not read again.
+    let mut q = 0.0;
+    let mut chunk = (cols + span - 1) / span;
+    while chunk > 0 {
+        chunk -= 1;
+        let qstart = chunk * span;
+        let mine: usize = row_share(qstart, tid, step, cols);
+        let p = at + qstart;
+        if qstart != held {
+            for k in 0..HELD {
+                if k >= mine {
+                    break;
+                }
+                v[k] = x[p + k * step];
+            }
+            held = qstart;
+        }
+        for k in 0..HELD {
+            if k >= mine {
+                break;
+            }
+            let d = v[k] - mu;
+            q += d * d;
+        }
+    }
+    let r = 1.0 / (row_total(q, &mut red, warp_only) / (cols as T) + eps).sqrt();
+
+    let mut wstart = 0;
+    while wstart < cols {
+        let mine: usize = row_share(wstart, tid, step, cols);
+        let p = at + wstart;
+        if wstart != held {
+            for k in 0..HELD {
+                if k >= mine {
+                    break;
+                }
+                v[k] = x[p + k * step];
+            }
+            held = wstart;
+        }
+        // The outputs replace the held values before any is stored: for all the compiler
+        // knows `y` may alias the weight or the bias, so it keeps each of their loads after
+        // the store before it, which waits for the load before that (one memory latency per
+        // value). This way their loads are all in flight together.
+        let c = wstart + tid;
+        for k in 0..HELD {
+            if k >= mine {
+                break;
+            }
+            let mut o = (v[k] - mu) * r;
+            if has_weight != 0 {
+                o = o * weight[c + k * step];
+            }
+            if has_bias != 0 {
+                o = o + bias[c + k * step];
+            }
+            v[k] = o;
+        }
+        held = cols;
+        for k in 0..HELD {
+            if k >= mine {
+                break;
+            }
+            y[p + k * step] = v[k];
+        }
+        wstart += span;
+    }
+    if tid == 0 {
+        mean[row] = mu;
+        rstd[row] = r;
+    }
+}
+
+/// One row of [`norm_backward_rows`](norm_backward_rows()) (`warp_only` 0) or of
+/// [`norm_backward_warp_rows`](super::norm_backward_warp_rows()) (`warp_only` 1, `red_g` and
+/// `red_gx` unused), threads as in [`norm_row`](norm_row): each holds the `g` and `xhat` of
+/// its elements of a chunk in registers from the sums to the write.
+#[kernel(device, crate = crate)]
+pub fn norm_row_backward<T: Float>(
+    dy: &[T],
+    x: &[T],
+    weight: &[T],
+    mean: &[T::Acc],
+    rstd: &[T::Acc],
+    dx: &mut [T],
+    #[shared] red_g: &mut [T; 32],
+    #[shared] red_gx: &mut [T; 32],
+    row: usize,
+    cols: usize,
+    tid: usize,
+    step: usize,
+    centered: u32,
+    has_weight: u32,
+    warp_only: u32,
+) {
+    // The most elements a thread holds at once (a `g` and an `xhat` each), in registers.
+    const HELD: usize = 32;
+    let at = row * cols + tid;
+    let span = HELD * step;
+    let mu = if centered != 0 { mean[row] } else { 0.0 };
+    let r = rstd[row];
+
+    // Thread `tid` holds `g` and `xhat` of elements `start + tid + k * step` of a chunk as
+    // `g[k]` and `xh[k]`; each thread's sums run over its elements in the order of their
+    // columns.
+    let mut g = [0.0; HELD];
+    let mut xh = [0.0; HELD];
+    let mut held = cols;
+    let mut sg = 0.0;
+    let mut sgx = 0.0;
+    let mut start = 0;
+    while start < cols {
+        let mine: usize = row_share(start, tid, step, cols);
+        let p = at + start;
+        let c = start + tid;
+        for k in 0..HELD {
+            if k >= mine {
+                break;
+            }
+            xh[k] = x[p + k * step];
+            g[k] = dy[p + k * step];
+        }
+        for k in 0..HELD {
+            if k >= mine {
+                break;
+            }
+            xh[k] = (xh[k] - mu) * r;
+            if has_weight != 0 {
+                g[k] = g[k] * weight[c + k * step];
+            }
+            sg += g[k];
+            sgx += g[k] * xh[k];
+        }
+        held = start;
+        start += span;
+    }
+    let tg = row_total(sg, &mut red_g, warp_only);
+    let tgx = row_total(sgx, &mut red_gx, warp_only);
+    let n = cols as T;
+    let mean_g = if centered != 0 { tg / n } else { 0.0 };
+    let mean_gx = tgx / n;
+
+    // Last chunk first: it is still held from the sums, and every other one is read again
+    // and computed as before.
+    let mut chunk = (cols + span - 1) / span;
+    while chunk > 0 {
+        chunk -= 1;
+        let wstart = chunk * span;
+        let mine: usize = row_share(wstart, tid, step, cols);
+        let p = at + wstart;
+        let c = wstart + tid;
+        if wstart != held {
+            for k in 0..HELD {
+                if k >= mine {
+                    break;
+                }
+                xh[k] = x[p + k * step];
+                g[k] = dy[p + k * step];
+            }
+            for k in 0..HELD {
+                if k >= mine {
+                    break;
+                }
+                xh[k] = (xh[k] - mu) * r;
+                if has_weight != 0 {
+                    g[k] = g[k] * weight[c + k * step];
+                }
+            }
+            held = wstart;
+        }
+        for k in 0..HELD {
+            if k >= mine {
+                break;
+            }
+            dx[p + k * step] = r * (g[k] - mean_g - xh[k] * mean_gx);
+        }
     }
 }

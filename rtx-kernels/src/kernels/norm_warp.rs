@@ -11,6 +11,7 @@
 //! `0 + warp sum`), so the results are theirs bit for bit with blocks of 32 threads, the
 //! block size those kernels got for rows of at most 1024.
 
+use super::norm::{norm_row, norm_row_backward};
 use crate::Float;
 use rtx_macros::kernel;
 
@@ -51,150 +52,32 @@ pub fn norm_warp_rows<T: Float>(
     has_weight: u32,
     has_bias: u32,
 ) {
-    // The most values a lane holds at once, in registers.
-    const HELD: usize = 32;
-    let lane = lane_id();
+    // Declared for `norm_row`'s block form; a warp's sums meet through shuffles alone.
+    #[shared]
+    let red: [T; 32];
     let row = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
     // The whole warp leaves together, and no other warp waits for it.
     if row >= rows {
         return;
     }
-    let at = row * cols + lane;
-    let span = HELD * 32;
-
-    // Chunk by chunk (`span` elements from `start`), lane `l` holds elements
-    // `start + l + 32 k` as `v[k]`, the first `mine` of them. `held` is the start of the chunk
-    // in `v` (`cols` while none is), so a pass skips reading the chunk the one before left.
-    // Every loop over the held values stops after the lane's last one, so a short row costs
-    // only the values it has.
-    let mut v = [0.0; HELD];
-    let mut held = cols;
-
-    let mut mu = 0.0;
-    if centered != 0 {
-        let mut s = 0.0;
-        let mut start = 0;
-        while start < cols {
-            let mine = if start + lane < cols {
-                (cols - start - lane + 31) / 32
-            } else {
-                0
-            };
-            let p = at + start;
-            for k in 0..HELD {
-                if k >= mine {
-                    break;
-                }
-                v[k] = x[p + k * 32];
-            }
-            held = start;
-            for k in 0..HELD {
-                if k >= mine {
-                    break;
-                }
-                s += v[k];
-            }
-            start += span;
-        }
-        let mut m: u32 = 16;
-        while m > 0 {
-            s += warp_shuffle_xor(s, m);
-            m /= 2;
-        }
-        // The block kernel adds its one warp's sum to 0: so does this (a sum of -0 gives +0).
-        let mut total = 0.0;
-        total += s;
-        mu = total / (cols as T);
-    }
-
-    // The variance from the held values less the mean: the composition's two passes, with
-    // the second one over registers. The chunks go last to first, so that the first is held
-    // for the write and the last, left by the sum, is not read again.
-    let mut q = 0.0;
-    let mut chunk = (cols + span - 1) / span;
-    while chunk > 0 {
-        chunk -= 1;
-        let qstart = chunk * span;
-        let mine = if qstart + lane < cols {
-            (cols - qstart - lane + 31) / 32
-        } else {
-            0
-        };
-        let p = at + qstart;
-        if qstart != held {
-            for k in 0..HELD {
-                if k >= mine {
-                    break;
-                }
-                v[k] = x[p + k * 32];
-            }
-            held = qstart;
-        }
-        for k in 0..HELD {
-            if k >= mine {
-                break;
-            }
-            let d = v[k] - mu;
-            q += d * d;
-        }
-    }
-    let mut m2: u32 = 16;
-    while m2 > 0 {
-        q += warp_shuffle_xor(q, m2);
-        m2 /= 2;
-    }
-    let mut sq = 0.0;
-    sq += q;
-    let r = 1.0 / (sq / (cols as T) + eps).sqrt();
-
-    let mut wstart = 0;
-    while wstart < cols {
-        let mine = if wstart + lane < cols {
-            (cols - wstart - lane + 31) / 32
-        } else {
-            0
-        };
-        let p = at + wstart;
-        if wstart != held {
-            for k in 0..HELD {
-                if k >= mine {
-                    break;
-                }
-                v[k] = x[p + k * 32];
-            }
-            held = wstart;
-        }
-        // The outputs replace the held values before any is stored: for all the compiler
-        // knows `y` may alias the weight or the bias, so it keeps each of their loads after
-        // the store before it, which waits for the load before that (one memory latency per
-        // value). This way their loads are all in flight together.
-        let c = wstart + lane;
-        for k in 0..HELD {
-            if k >= mine {
-                break;
-            }
-            let mut o = (v[k] - mu) * r;
-            if has_weight != 0 {
-                o = o * weight[c + k * 32];
-            }
-            if has_bias != 0 {
-                o = o + bias[c + k * 32];
-            }
-            v[k] = o;
-        }
-        held = cols;
-        for k in 0..HELD {
-            if k >= mine {
-                break;
-            }
-            y[p + k * 32] = v[k];
-        }
-        wstart += span;
-    }
-    if lane == 0 {
-        mean[row] = mu;
-        rstd[row] = r;
-    }
+    norm_row(
+        x,
+        weight,
+        bias,
+        y,
+        mean,
+        rstd,
+        &mut red,
+        row,
+        cols,
+        lane_id(),
+        32,
+        eps,
+        centered,
+        has_weight,
+        has_bias,
+        1,
+    );
 }
 
 /// [`norm_backward_rows`](super::norm_backward_rows()) with a warp per row: the input
@@ -228,107 +111,29 @@ pub fn norm_backward_warp_rows<T: Float>(
     centered: u32,
     has_weight: u32,
 ) {
-    // The most elements a lane holds at once (a `g` and an `xhat` each), in registers.
-    const HELD: usize = 32;
-    let lane = lane_id();
+    #[shared]
+    let red_g: [T; 32];
+    #[shared]
+    let red_gx: [T; 32];
     let row = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
     if row >= rows {
         return;
     }
-    let at = row * cols + lane;
-    let span = HELD * 32;
-    let mu = if centered != 0 { mean[row] } else { 0.0 };
-    let r = rstd[row];
-
-    // Lane `l` holds `g` and `xhat` of elements `start + l + 32 k` of a chunk as `g[k]` and
-    // `xh[k]`; each lane's sums run over its elements in the order of their columns.
-    let mut g = [0.0; HELD];
-    let mut xh = [0.0; HELD];
-    let mut held = cols;
-    let mut sg = 0.0;
-    let mut sgx = 0.0;
-    let mut start = 0;
-    while start < cols {
-        let mine = if start + lane < cols {
-            (cols - start - lane + 31) / 32
-        } else {
-            0
-        };
-        let p = at + start;
-        let c = start + lane;
-        for k in 0..HELD {
-            if k >= mine {
-                break;
-            }
-            xh[k] = x[p + k * 32];
-            g[k] = dy[p + k * 32];
-        }
-        for k in 0..HELD {
-            if k >= mine {
-                break;
-            }
-            xh[k] = (xh[k] - mu) * r;
-            if has_weight != 0 {
-                g[k] = g[k] * weight[c + k * 32];
-            }
-            sg += g[k];
-            sgx += g[k] * xh[k];
-        }
-        held = start;
-        start += span;
-    }
-    let mut m: u32 = 16;
-    while m > 0 {
-        sg += warp_shuffle_xor(sg, m);
-        sgx += warp_shuffle_xor(sgx, m);
-        m /= 2;
-    }
-    // As the block kernel: its one warp's sums added to 0.
-    let mut tg = 0.0;
-    tg += sg;
-    let mut tgx = 0.0;
-    tgx += sgx;
-    let n = cols as T;
-    let mean_g = if centered != 0 { tg / n } else { 0.0 };
-    let mean_gx = tgx / n;
-
-    // Last chunk first: it is still held from the sums, and every other one is read again
-    // and computed as before.
-    let mut chunk = (cols + span - 1) / span;
-    while chunk > 0 {
-        chunk -= 1;
-        let wstart = chunk * span;
-        let mine = if wstart + lane < cols {
-            (cols - wstart - lane + 31) / 32
-        } else {
-            0
-        };
-        let p = at + wstart;
-        let c = wstart + lane;
-        if wstart != held {
-            for k in 0..HELD {
-                if k >= mine {
-                    break;
-                }
-                xh[k] = x[p + k * 32];
-                g[k] = dy[p + k * 32];
-            }
-            for k in 0..HELD {
-                if k >= mine {
-                    break;
-                }
-                xh[k] = (xh[k] - mu) * r;
-                if has_weight != 0 {
-                    g[k] = g[k] * weight[c + k * 32];
-                }
-            }
-            held = wstart;
-        }
-        for k in 0..HELD {
-            if k >= mine {
-                break;
-            }
-            dx[p + k * 32] = r * (g[k] - mean_g - xh[k] * mean_gx);
-        }
-    }
+    norm_row_backward(
+        dy,
+        x,
+        weight,
+        mean,
+        rstd,
+        dx,
+        &mut red_g,
+        &mut red_gx,
+        row,
+        cols,
+        lane_id(),
+        32,
+        centered,
+        has_weight,
+        1,
+    );
 }

@@ -11,6 +11,53 @@
 use crate::{Element, Float, Num};
 use rtx_macros::kernel;
 
+/// Philox 4x32-10 of counter `(b, 0)` under key `(seed low, seed high)`: the four words of
+/// block `b` of the stream of `seed` into `c`, as [`Philox`](crate::Philox) computes them.
+#[kernel(device, crate = crate)]
+pub fn philox_block<T: Element>(b: usize, seed: u64, c: &mut [u32; 4]) {
+    let mut c0 = b as u32;
+    let mut c1 = (b >> 32) as u32;
+    let mut c2: u32 = 0;
+    let mut c3: u32 = 0;
+    let mut k0 = seed as u32;
+    let mut k1 = (seed >> 32) as u32;
+    for rnd in 0..10 {
+        if rnd > 0 {
+            k0 = k0.wrapping_add(0x9E37_79B9u32);
+            k1 = k1.wrapping_add(0xBB67_AE85u32);
+        }
+        let hi0 = 0xD251_1F53u32.mul_hi(c0);
+        let lo0 = 0xD251_1F53u32.wrapping_mul(c0);
+        let hi1 = 0xCD9E_8D57u32.mul_hi(c2);
+        let lo1 = 0xCD9E_8D57u32.wrapping_mul(c2);
+        let n0 = hi1 ^ c1 ^ k0;
+        let n2 = hi0 ^ c3 ^ k1;
+        c0 = n0;
+        c1 = lo1;
+        c2 = n2;
+        c3 = lo0;
+    }
+    c[0] = c0;
+    c[1] = c1;
+    c[2] = c2;
+    c[3] = c3;
+}
+
+/// Word `j` (0 to 3) of a Philox block from [`philox_block`], picked by comparisons so that
+/// the block stays in registers whatever `j` is.
+#[kernel(device, crate = crate)]
+pub fn philox_word<T: Element>(c: &[u32; 4], j: usize) -> u32 {
+    if j == 0 {
+        c[0]
+    } else if j == 1 {
+        c[1]
+    } else if j == 2 {
+        c[2]
+    } else {
+        c[3]
+    }
+}
+
 /// `low + u * span` for `n` uniform draws `u` in [0, 1), rounded once to `T`, and replaced by
 /// `below` (the largest `T` under `high`) when that rounding reaches `high`. `wide != 0`
 /// (f64 tensors) uses the stream's f64 draws (53 bits from two words, two per block);
@@ -39,49 +86,22 @@ pub fn random_uniform<T: Float>(
     let step = block_dim_x() * grid_dim_x();
     let mut b = block_idx_x() * block_dim_x() + thread_idx_x();
     while b < blocks {
-        // Philox 4x32-10 of counter (b, 0) under key (seed low, seed high).
-        let mut c0 = b as u32;
-        let mut c1 = (b >> 32) as u32;
-        let mut c2: u32 = 0;
-        let mut c3: u32 = 0;
-        let mut k0 = seed as u32;
-        let mut k1 = (seed >> 32) as u32;
-        for rnd in 0..10 {
-            if rnd > 0 {
-                k0 = k0.wrapping_add(0x9E37_79B9u32);
-                k1 = k1.wrapping_add(0xBB67_AE85u32);
-            }
-            let hi0 = 0xD251_1F53u32.mul_hi(c0);
-            let lo0 = 0xD251_1F53u32.wrapping_mul(c0);
-            let hi1 = 0xCD9E_8D57u32.mul_hi(c2);
-            let lo1 = 0xCD9E_8D57u32.wrapping_mul(c2);
-            let n0 = hi1 ^ c1 ^ k0;
-            let n2 = hi0 ^ c3 ^ k1;
-            c0 = n0;
-            c1 = lo1;
-            c2 = n2;
-            c3 = lo0;
-        }
+        let mut c = [0u32; 4];
+        philox_block(b, seed, &mut c);
         for j in 0..per {
             let i = b * per + j;
             if i < n {
                 let mut u: f64 = 0.0;
                 if wide != 0 {
                     // Draw j of the block takes words 2j and 2j + 1.
-                    let hi = (if j == 0 { c0 } else { c2 }) as u64;
-                    let lo = (if j == 0 { c1 } else { c3 }) as u64;
+                    let hi: u32 = philox_word(&c, 2 * j);
+                    let lo: u32 = philox_word(&c, 2 * j + 1);
+                    let hi = hi as u64;
+                    let lo = lo as u64;
                     u = (((hi << 21) ^ (lo >> 11)) & 9_007_199_254_740_991u64) as f64
                         * (1.0 / 9_007_199_254_740_992.0);
                 } else {
-                    let w = if j == 0 {
-                        c0
-                    } else if j == 1 {
-                        c1
-                    } else if j == 2 {
-                        c2
-                    } else {
-                        c3
-                    };
+                    let w: u32 = philox_word(&c, j);
                     u = (w >> 8) as f64 * (1.0 / 16_777_216.0);
                 }
                 out[i] = (low + u * span) as T;
@@ -120,31 +140,11 @@ pub fn random_normal<T: Float>(
     let step = block_dim_x() * grid_dim_x();
     let mut b = block_idx_x() * block_dim_x() + thread_idx_x();
     while b < blocks {
-        let mut c0 = b as u32;
-        let mut c1 = (b >> 32) as u32;
-        let mut c2: u32 = 0;
-        let mut c3: u32 = 0;
-        let mut k0 = seed as u32;
-        let mut k1 = (seed >> 32) as u32;
-        for rnd in 0..10 {
-            if rnd > 0 {
-                k0 = k0.wrapping_add(0x9E37_79B9u32);
-                k1 = k1.wrapping_add(0xBB67_AE85u32);
-            }
-            let hi0 = 0xD251_1F53u32.mul_hi(c0);
-            let lo0 = 0xD251_1F53u32.wrapping_mul(c0);
-            let hi1 = 0xCD9E_8D57u32.mul_hi(c2);
-            let lo1 = 0xCD9E_8D57u32.wrapping_mul(c2);
-            let n0 = hi1 ^ c1 ^ k0;
-            let n2 = hi0 ^ c3 ^ k1;
-            c0 = n0;
-            c1 = lo1;
-            c2 = n2;
-            c3 = lo0;
-        }
+        let mut c = [0u32; 4];
+        philox_block(b, seed, &mut c);
         if wide != 0 {
-            let bits1 = (((c0 as u64) << 21) ^ ((c1 as u64) >> 11)) & 9_007_199_254_740_991u64;
-            let bits2 = (((c2 as u64) << 21) ^ ((c3 as u64) >> 11)) & 9_007_199_254_740_991u64;
+            let bits1 = (((c[0] as u64) << 21) ^ ((c[1] as u64) >> 11)) & 9_007_199_254_740_991u64;
+            let bits2 = (((c[2] as u64) << 21) ^ ((c[3] as u64) >> 11)) & 9_007_199_254_740_991u64;
             let u1 = 1.0 - bits1 as f64 * (1.0 / 9_007_199_254_740_992.0);
             let u2 = bits2 as f64 * (1.0 / 9_007_199_254_740_992.0);
             let r = (-2.0 * u1.ln()).sqrt();
@@ -158,8 +158,8 @@ pub fn random_normal<T: Float>(
             }
         } else {
             for pair in 0..2 {
-                let w0 = if pair == 0 { c0 } else { c2 };
-                let w1 = if pair == 0 { c1 } else { c3 };
+                let w0: u32 = philox_word(&c, 2 * pair);
+                let w1: u32 = philox_word(&c, 2 * pair + 1);
                 let u1 = ((w0 >> 8) as T + 1.0) * (1.0 / 16_777_216.0);
                 let u2 = (w1 >> 8) as T * (1.0 / 16_777_216.0);
                 let r = (-2.0 * u1.ln()).sqrt();
@@ -193,40 +193,12 @@ pub fn random_bernoulli<T: Element>(out: &mut [T], n: usize, seed: u64, threshol
     let step = block_dim_x() * grid_dim_x();
     let mut b = block_idx_x() * block_dim_x() + thread_idx_x();
     while b < blocks {
-        let mut c0 = b as u32;
-        let mut c1 = (b >> 32) as u32;
-        let mut c2: u32 = 0;
-        let mut c3: u32 = 0;
-        let mut k0 = seed as u32;
-        let mut k1 = (seed >> 32) as u32;
-        for rnd in 0..10 {
-            if rnd > 0 {
-                k0 = k0.wrapping_add(0x9E37_79B9u32);
-                k1 = k1.wrapping_add(0xBB67_AE85u32);
-            }
-            let hi0 = 0xD251_1F53u32.mul_hi(c0);
-            let lo0 = 0xD251_1F53u32.wrapping_mul(c0);
-            let hi1 = 0xCD9E_8D57u32.mul_hi(c2);
-            let lo1 = 0xCD9E_8D57u32.wrapping_mul(c2);
-            let n0 = hi1 ^ c1 ^ k0;
-            let n2 = hi0 ^ c3 ^ k1;
-            c0 = n0;
-            c1 = lo1;
-            c2 = n2;
-            c3 = lo0;
-        }
+        let mut c = [0u32; 4];
+        philox_block(b, seed, &mut c);
         for j in 0..4 {
             let i = b * 4 + j;
             if i < n {
-                let w = if j == 0 {
-                    c0
-                } else if j == 1 {
-                    c1
-                } else if j == 2 {
-                    c2
-                } else {
-                    c3
-                };
+                let w: u32 = philox_word(&c, j);
                 out[i] = ((w as u64) < threshold) as i64 as T;
             }
         }
@@ -250,33 +222,15 @@ pub fn random_int<T: Num>(out: &mut [T], n: usize, seed: u64, low: i64, range: u
     let step = block_dim_x() * grid_dim_x();
     let mut b = block_idx_x() * block_dim_x() + thread_idx_x();
     while b < blocks {
-        let mut c0 = b as u32;
-        let mut c1 = (b >> 32) as u32;
-        let mut c2: u32 = 0;
-        let mut c3: u32 = 0;
-        let mut k0 = seed as u32;
-        let mut k1 = (seed >> 32) as u32;
-        for rnd in 0..10 {
-            if rnd > 0 {
-                k0 = k0.wrapping_add(0x9E37_79B9u32);
-                k1 = k1.wrapping_add(0xBB67_AE85u32);
-            }
-            let hi0 = 0xD251_1F53u32.mul_hi(c0);
-            let lo0 = 0xD251_1F53u32.wrapping_mul(c0);
-            let hi1 = 0xCD9E_8D57u32.mul_hi(c2);
-            let lo1 = 0xCD9E_8D57u32.wrapping_mul(c2);
-            let n0 = hi1 ^ c1 ^ k0;
-            let n2 = hi0 ^ c3 ^ k1;
-            c0 = n0;
-            c1 = lo1;
-            c2 = n2;
-            c3 = lo0;
-        }
+        let mut c = [0u32; 4];
+        philox_block(b, seed, &mut c);
         for j in 0..2 {
             let i = b * 2 + j;
             if i < n {
-                let hi = (if j == 0 { c0 } else { c2 }) as u64;
-                let lo = (if j == 0 { c1 } else { c3 }) as u64;
+                let hi: u32 = philox_word(&c, 2 * j);
+                let lo: u32 = philox_word(&c, 2 * j + 1);
+                let hi = hi as u64;
+                let lo = lo as u64;
                 let w = (hi << 32) | lo;
                 let mut r = w;
                 if range != 0 {

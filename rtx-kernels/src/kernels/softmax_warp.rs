@@ -8,6 +8,7 @@
 //! [`logsumexp_rows`](super::logsumexp_rows()) does, so the results are theirs bit for bit;
 //! the order depends on the row length alone.
 
+use super::rows::*;
 use crate::Float;
 use rtx_macros::kernel;
 
@@ -28,8 +29,6 @@ use rtx_macros::kernel;
 /// ```
 #[kernel(crate = crate)]
 pub fn softmax_warp_rows<T: Float>(x: &[T], out: &mut [T], cols: usize, rows: usize, mode: u32) {
-    // The most values a lane holds at once, in registers.
-    const HELD: usize = 32;
     let lane = lane_id();
     let row = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
     // The whole warp leaves together, and no other warp waits for it.
@@ -37,66 +36,21 @@ pub fn softmax_warp_rows<T: Float>(x: &[T], out: &mut [T], cols: usize, rows: us
         return;
     }
     let at = row * cols + lane;
-    let held = cols <= HELD * 32;
 
-    // Chunk by chunk, lane `l` holds elements `start + l + 32 k` as `v[k]` (the first `mine`
-    // of them), with its running maximum `m` and `s = Σ exp(x - m)` over what it read. Every
-    // loop over the held values stops after the lane's last one, so a short row costs only
-    // the values it has.
-    let mut v = [T::NEG_INFINITY; HELD];
-    let mut m = T::NEG_INFINITY;
-    let mut s = 0.0;
-    let mut start = 0;
-    while start < cols {
-        let mine = if start + lane < cols {
-            (cols - start - lane + 31) / 32
-        } else {
-            0
-        };
-        let p = at + start;
-        for k in 0..HELD {
-            if k >= mine {
-                break;
-            }
-            v[k] = x[p + k * 32];
-        }
-        let mut nm = m;
-        for k in 0..HELD {
-            if k >= mine {
-                break;
-            }
-            nm = nm.max(v[k]);
-        }
-        // Nothing but negative infinities so far: nothing to add (and no `-inf - -inf`).
-        if nm != T::NEG_INFINITY {
-            s = s * (m - nm).exp();
-            for k in 0..HELD {
-                if k >= mine {
-                    break;
-                }
-                s += (v[k] - nm).exp();
-            }
-        }
-        m = nm;
-        start += HELD * 32;
-    }
-    // The row maximum in every lane, then the sum of each lane's `s` rescaled to it (the
+    // Lane `l` holds elements `l + 32 k` of each chunk, as a thread of a 32-thread block
+    // does, with its running maximum and sum.
+    let mut v = [T::NEG_INFINITY; 32];
+    let mut ms = [0.0; 2];
+    row_max_sum(x, &mut v, &mut ms, at, cols, lane, 32);
+    let m = ms[0];
+    // The row maximum in every lane, then the sum of each lane's sum rescaled to it (the
     // butterfly gives every lane the same sum, bit for bit).
-    let mut row_max = m;
-    let mut off: u32 = 16;
-    while off > 0 {
-        row_max = row_max.max(warp_shuffle_xor(row_max, off));
-        off /= 2;
-    }
+    let row_max = warp_max_xor(m);
     let mut total = 0.0;
     if m != T::NEG_INFINITY {
-        total = s * (m - row_max).exp();
+        total = ms[1] * (m - row_max).exp();
     }
-    let mut mask: u32 = 16;
-    while mask > 0 {
-        total += warp_shuffle_xor(total, mask);
-        mask /= 2;
-    }
+    let total = warp_sum_xor(total);
     if mode == 2 {
         if lane == 0 {
             if row_max == T::INFINITY || row_max == T::NEG_INFINITY {
@@ -107,57 +61,6 @@ pub fn softmax_warp_rows<T: Float>(x: &[T], out: &mut [T], cols: usize, rows: us
         }
         return;
     }
-    let inv = 1.0 / total;
-    let log_total = total.ln();
-    // A held row is written from registers; a longer one is read again, a chunk of loads
-    // before a chunk of stores.
-    let mut wstart = 0;
-    if held {
-        wstart = cols;
-        let mine = if lane < cols {
-            (cols - lane + 31) / 32
-        } else {
-            0
-        };
-        if mode == 0 {
-            for k in 0..HELD {
-                if k >= mine {
-                    break;
-                }
-                out[at + k * 32] = (v[k] - row_max).exp() * inv;
-            }
-        } else {
-            for k in 0..HELD {
-                if k >= mine {
-                    break;
-                }
-                out[at + k * 32] = (v[k] - row_max) - log_total;
-            }
-        }
-    }
-    while wstart < cols {
-        let mine = if wstart + lane < cols {
-            (cols - wstart - lane + 31) / 32
-        } else {
-            0
-        };
-        let p = at + wstart;
-        for k in 0..HELD {
-            if k >= mine {
-                break;
-            }
-            v[k] = x[p + k * 32];
-        }
-        for k in 0..HELD {
-            if k >= mine {
-                break;
-            }
-            if mode == 0 {
-                out[p + k * 32] = (v[k] - row_max).exp() * inv;
-            } else {
-                out[p + k * 32] = (v[k] - row_max) - log_total;
-            }
-        }
-        wstart += HELD * 32;
-    }
+    let scale = if mode == 0 { 1.0 / total } else { total.ln() };
+    row_softmax_write(x, out, &mut v, at, cols, lane, 32, row_max, scale, mode);
 }

@@ -48,7 +48,7 @@ pub fn body_function(k: &KernelFn) -> (String, Vec<String>, bool) {
         .zip(&cnames)
         .map(|(p, c)| match p.ty {
             ParamTy::Scalar(t) => format!("{} {c}", cty(t)),
-            ParamTy::Slice { .. } | ParamTy::Table { .. } => String::new(),
+            ParamTy::Slice { .. } | ParamTy::Table { .. } | ParamTy::Array { .. } => String::new(),
         })
         .collect();
     let tail = w.block_body(&k.body).unwrap_or_default();
@@ -98,6 +98,19 @@ pub fn module_items(cx: &NativeCx, k: &KernelFn, grads: &[(usize, &KernelFn)]) -
         #[inline(always)]
         #[allow(unused_parens, unused_mut, unused_variables, clippy::all)]
         pub fn scalar<#t: #kr::Float>(#(#names: #acc),*) -> #acc #body
+
+        /// [`scalar`](self::scalar()) as SIMT kernels and device functions call every kernel
+        /// function, on their emulated thread (which it does not need).
+        #[inline(always)]
+        pub fn call<#t: #kr::Float>(
+            _: &#kr::kernel::block::ThreadCtx<'_>,
+            #(#names: #acc),*
+        ) -> #acc {
+            scalar::<#t>(#(#names),*)
+        }
+
+        /// Whether calling it synchronizes threads: never, for an elementwise function.
+        pub const USES_SYNC: bool = false;
     };
     let name = k.name.to_string();
     let slots: Vec<syn::Ident> = (0..k.params.len())

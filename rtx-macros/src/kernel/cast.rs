@@ -224,7 +224,7 @@ fn cuda_source(k: &KernelFn, u_elem: super::ir::ElemKind) -> (String, ParamList,
         .zip(&cnames)
         .filter_map(|(p, c)| match p.ty {
             ParamTy::Scalar(t) => Some(format!("{} {c}", cty(t))),
-            ParamTy::Slice { .. } | ParamTy::Table { .. } => None,
+            ParamTy::Slice { .. } | ParamTy::Table { .. } | ParamTy::Array { .. } => None,
         })
         .collect();
     let tail = w.block_body(&k.body).unwrap_or_default();

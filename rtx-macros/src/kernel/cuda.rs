@@ -538,6 +538,8 @@ impl Writer {
                 _ => format!("{v}ull"),
             },
             ExprKind::Bool(b) => format!("{b}"),
+            // A buffer or array handed to a device function whole.
+            ExprKind::BufArg(name, ..) => self.name(&name.to_string()),
             ExprKind::Call(c) => {
                 let args: Vec<String> = c.args.iter().map(|a| self.expr(a)).collect();
                 let f = match c.grad {

@@ -294,7 +294,9 @@ fn marker(cx: &NativeCx, k: &KernelFn, grads: &[Option<syn::Ident>]) -> TokenStr
                     let ty = cx.ty(s);
                     quote!(let #n: #ty = #kr::kernel::rt::uniform_f64(__rtx_uniforms, #i) as #ty;)
                 }
-                ParamTy::Slice { .. } | ParamTy::Table { .. } => TokenStream::new(),
+                ParamTy::Slice { .. } | ParamTy::Table { .. } | ParamTy::Array { .. } => {
+                    TokenStream::new()
+                }
             }
         })
         .collect();

@@ -350,6 +350,7 @@ fn expr(e: &Expr, env: &Env) -> Option<D> {
                     path: c.path.clone(),
                     grad: Some(i),
                     args,
+                    open: false,
                 };
                 d = add(
                     d,
@@ -361,7 +362,10 @@ fn expr(e: &Expr, env: &Env) -> Option<D> {
         }
         // Second derivatives through calls are not derived.
         ExprKind::Call(_) => return None,
-        ExprKind::Intrinsic(..) | ExprKind::Load(..) | ExprKind::TableLoad(..) => return None,
+        ExprKind::Intrinsic(..)
+        | ExprKind::Load(..)
+        | ExprKind::TableLoad(..)
+        | ExprKind::BufArg(..) => return None,
     })
 }
 

@@ -287,8 +287,14 @@ pub enum ExprKind {
     /// kind of the table's rows (`In`, `Out`, `AccIn` or `AccOut`).
     TableLoad(Ident, Buf, Box<Expr>, Box<Expr>),
     Cast(Box<Expr>),
-    /// A call of another kernel function (an elementwise kernel over `T`), see [`Call`].
+    /// A call of another kernel function (an elementwise kernel over `T`, or a device
+    /// function), see [`Call`].
     Call(Call),
+    /// A buffer, shared array or per-thread array handed to a device function as a whole
+    /// (`x`, `&mut red`, `&v`): only ever an argument of a [`Call`], of type `Ty::Unit`. The
+    /// `bool` is whether it is passed `&mut` (local arrays; buffers and shared arrays pass as
+    /// they are declared).
+    BufArg(Ident, Buf, bool),
     If(Box<Expr>, Block, Block),
     Block(Block),
 }
@@ -411,6 +417,14 @@ pub enum ParamTy {
         mutable: bool,
         acc: bool,
     },
+    /// An array of a device function's caller, `&mut [E; N]` / `&[E; N]` (a per-thread array)
+    /// or `#[shared] name: &mut [E; N]` (a shared array of the block); see `device.rs`.
+    Array {
+        elem: Ty,
+        len: usize,
+        mutable: bool,
+        shared: bool,
+    },
 }
 
 /// A `#[shared] let name: [E; len];` declaration, hoisted to the block.
@@ -445,10 +459,12 @@ impl ElemKind {
     }
 }
 
-/// A call of an elementwise kernel function from another kernel: `gelu(x)`,
-/// `super::softplus(y)`. Natively it calls the callee module's `scalar` (or `d<i>`), in CUDA
-/// its device function `<name>_body` (or `<name>_d<i>`), whose source the callee's `DEVICE`
-/// constant carries.
+/// A call of another kernel function: `gelu(x)`, `super::softplus(y)`, `block_max(m, &mut
+/// red)`. In CUDA it calls the callee's device function `<name>_body<A>` (or `<name>_d<i>`),
+/// whose source the callee's `DEVICE` constant carries. Natively, an elementwise or reduce
+/// kernel calls the callee module's `scalar` (or `d<i>`), and a SIMT kernel or a device
+/// function calls its `call`, handing on the thread context: every callable module exports
+/// `call` (see `call.rs` and `device.rs`), so the caller needs to know nothing of the callee.
 #[derive(Clone)]
 pub struct Call {
     /// The callee as the user wrote it; it resolves in the user's scope.
@@ -457,6 +473,10 @@ pub struct Call {
     /// last argument (the tangent), as its derived `<name>_grad_<param>` kernel computes it.
     pub grad: Option<usize>,
     pub args: Vec<Expr>,
+    /// Whether the call's type is still open: a call in a SIMT kernel or a device function
+    /// is `T` unless its context asks for another type (`let t: bool = f(..)`, `if f(..)`, a
+    /// statement `f(..);`), which rustc then checks against the callee's signature.
+    pub open: bool,
 }
 
 impl std::fmt::Debug for Call {
@@ -465,6 +485,7 @@ impl std::fmt::Debug for Call {
             .field("name", &self.name())
             .field("grad", &self.grad)
             .field("args", &self.args)
+            .field("open", &self.open)
             .finish()
     }
 }
@@ -564,7 +585,8 @@ pub fn callees(b: &Block) -> Vec<syn::Path> {
             | ExprKind::Int(..)
             | ExprKind::Bool(_)
             | ExprKind::Const(_)
-            | ExprKind::Var(_) => {}
+            | ExprKind::Var(_)
+            | ExprKind::BufArg(..) => {}
         }
     }
     let mut out = Vec::new();

@@ -3,7 +3,8 @@
 //! The pipeline: `mod.rs` reads the attribute and the signature, `parse.rs` type-checks the
 //! body into the IR (`ir.rs`), and each kind (`elementwise.rs`, `reduce.rs`, `simt.rs`) emits
 //! its native items through `native.rs` and its CUDA entry points through `cuda.rs`;
-//! `grad.rs` derives elementwise derivative kernels. The user-facing documentation is on the
+//! `grad.rs` derives elementwise derivative kernels. Kernels call kernel functions
+//! (`call.rs`) and the device functions SIMT code shares (`device.rs`). The user-facing documentation is on the
 //! `kernel` attribute in `lib.rs`.
 //!
 //! Invariant: the macro never panics; everything it rejects is a `syn::Error` at the span of
@@ -12,6 +13,7 @@
 mod call;
 mod cast;
 mod cuda;
+mod device;
 mod elementwise;
 mod grad;
 mod ir;
@@ -22,7 +24,7 @@ mod simt;
 mod table;
 
 use ir::{ElemKind, KernelFn, Param, ParamTy, Ty};
-use parse::{Mode, Parser};
+use parse::{Mode, Parser, coerce};
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use syn::spanned::Spanned;
@@ -31,6 +33,8 @@ use syn::{Error, Ident, ItemFn, Result};
 /// Which kind the attribute asked for.
 enum Kind {
     Simt,
+    /// A device function: code SIMT kernels call, not a kernel of its own.
+    Device,
     Elementwise,
     Reduce(Box<reduce::ReduceArgs>),
 }
@@ -106,15 +110,17 @@ pub fn expand_item(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
 fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
     let args = parse_args(attr)?;
     let mode = match args.kind {
-        Kind::Simt => Mode::Simt,
+        Kind::Simt | Kind::Device => Mode::Simt,
         _ => Mode::Scalar,
     };
-    let (k, parser) = parse_kernel(&item, mode)?;
+    let device = matches!(args.kind, Kind::Device);
+    let (k, parser) = parse_kernel(&item, mode, device)?;
     let cx = native::NativeCx {
         krate: args.krate.clone(),
         t: k.generic.clone(),
         bound: element_bound(&item.sig),
         elem: k.elem,
+        simt: matches!(args.kind, Kind::Simt | Kind::Device),
     };
     match &args.kind {
         Kind::Elementwise if k.out_generic.is_some() => cast::emit(&cx, &item, &k),
@@ -167,6 +173,7 @@ fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
         }
         Kind::Reduce(r) => reduce::emit(&cx, &item, &k, r),
         Kind::Simt => simt::emit(&cx, &item, &k, &parser),
+        Kind::Device => device::emit(&cx, &item, &k),
     }
 }
 
@@ -179,6 +186,8 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
             kind = Some(Kind::Elementwise);
         } else if meta.path.is_ident("simt") {
             kind = Some(Kind::Simt);
+        } else if meta.path.is_ident("device") {
+            kind = Some(Kind::Device);
         } else if meta.path.is_ident("reduce") {
             kind = Some(Kind::Reduce(Box::new(reduce::ReduceArgs::parse(&meta)?)));
         } else if meta.path.is_ident("crate") {
@@ -196,7 +205,7 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
         } else {
             return Err(meta.error(
                 "unknown `#[kernel]` argument: expected `elementwise`, `reduce(identity = ..)`, \
-                 `simt`, `grad`, `no_grad` or `crate = path`",
+                 `simt`, `device`, `grad`, `no_grad` or `crate = path`",
             ));
         }
         Ok(())
@@ -216,8 +225,8 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
     })
 }
 
-/// Checks the signature and parses the body.
-fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
+/// Checks the signature and parses the body (`device`: of a device function).
+fn parse_kernel(item: &ItemFn, mode: Mode, device: bool) -> Result<(KernelFn, Parser)> {
     let sig = &item.sig;
     if let Some(c) = &sig.constness {
         return Err(Error::new(c.span, "a kernel cannot be `const`"));
@@ -245,6 +254,9 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
     }
     let (generic, elem, out_generic) = element_param(sig)?;
     let mut parser = Parser::new(mode, generic.clone(), elem);
+    if device {
+        parser.device = Some(Ty::Unit);
+    }
     let mut params = Vec::new();
     for input in &sig.inputs {
         let syn::FnArg::Typed(pt) = input else {
@@ -266,17 +278,48 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
             ));
         }
         let mut uniform = false;
+        let mut shared = false;
         for a in &pt.attrs {
             if a.path().is_ident("uniform") && mode == Mode::Scalar {
                 uniform = true;
+            } else if a.path().is_ident("shared") && device {
+                shared = true;
             } else {
                 return Err(Error::new(
                     a.span(),
-                    "the only parameter attribute is `#[uniform]`, on elementwise and reduce kernels",
+                    "the parameter attributes are `#[uniform]`, on elementwise and reduce kernels, \
+                     and `#[shared]`, on an array parameter of a device function",
                 ));
             }
         }
-        let ty = parser.param_ty(&pt.ty)?;
+        let mut ty = parser.param_ty(&pt.ty)?;
+        match &mut ty {
+            ParamTy::Array {
+                shared: s, elem, ..
+            } if shared => {
+                if *elem == Ty::Bool {
+                    return Err(Error::new(
+                        pt.ty.span(),
+                        "shared arrays of `bool` are not supported",
+                    ));
+                }
+                *s = true;
+            }
+            ParamTy::Table { .. } if device => {
+                return Err(Error::new(
+                    pt.ty.span(),
+                    "device functions take no buffer tables: the kernel passes them the values \
+                     of a row",
+                ));
+            }
+            _ if shared => {
+                return Err(Error::new(
+                    pt.ty.span(),
+                    "a `#[shared]` parameter is an array: `#[shared] red: &mut [T; 32]`",
+                ));
+            }
+            _ => {}
+        }
         let p = Param {
             name: pi.ident.clone(),
             ty,
@@ -300,6 +343,16 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
         (syn::ReturnType::Type(_, t), None) => parser.scalar_ty(t)?,
     };
     match (mode, ret) {
+        _ if device => {
+            if !(ret.is_value() || ret == Ty::Unit) {
+                return Err(Error::new(
+                    sig.output.span(),
+                    "a device function returns a scalar (`T`, `f64`, an integer or `bool`) or \
+                     nothing",
+                ));
+            }
+            parser.device = Some(ret);
+        }
         (Mode::Simt, Ty::Unit) | (Mode::Scalar, Ty::Elem | Ty::Bool) => {}
         (Mode::Simt, _) => {
             return Err(Error::new(
@@ -317,7 +370,23 @@ fn parse_kernel(item: &ItemFn, mode: Mode) -> Result<(KernelFn, Parser)> {
             ));
         }
     }
-    let body = parser.block(&item.block)?;
+    let mut body = parser.block(&item.block)?;
+    if device && ret != Ty::Unit {
+        let Some(tail) = body.tail.take() else {
+            return Err(Error::new(
+                item.block.span(),
+                format!(
+                    "the body must end in a `{}` value (its last expression, without `;`)",
+                    if ret == Ty::Elem {
+                        generic.to_string()
+                    } else {
+                        ret.name().to_string()
+                    }
+                ),
+            ));
+        };
+        body.tail = Some(Box::new(coerce(*tail, ret)?));
+    }
     if mode == Mode::Scalar && body.tail.as_ref().is_none_or(|t| t.ty != ret) {
         return Err(Error::new(
             item.block.span(),
@@ -526,6 +595,8 @@ fn native_params(cx: &native::NativeCx, params: &[Param]) -> Vec<TokenStream> {
                 ParamTy::Scalar(Ty::Elem) => quote!(#t),
                 ParamTy::Scalar(s) => cx.ty(s),
                 ParamTy::Table { mutable, acc } => table::native_param(cx, mutable, acc),
+                // Only device functions take arrays (`device.rs` writes their parameters).
+                ParamTy::Array { .. } => quote!(()),
                 ParamTy::Slice { elem, mutable, acc } => {
                     let e = if acc {
                         cx.acc()

@@ -23,6 +23,9 @@ pub struct NativeCx {
     pub bound: TokenStream,
     /// Which element types that bound stands for.
     pub elem: ElemKind,
+    /// Whether the code runs on an emulated thread (`__rtx_t` in scope): SIMT kernels and
+    /// device functions, whose calls hand the thread on to the callee's `call`.
+    pub simt: bool,
 }
 
 impl NativeCx {
@@ -442,6 +445,31 @@ impl NativeCx {
                     }
                 }
             }
+            ExprKind::Call(c) if self.simt && c.grad.is_none() => {
+                let (path, t) = (&c.path, &self.t);
+                let a = c.args.iter().map(|x| match &x.kind {
+                    // An integer literal takes its type from the callee's parameter.
+                    ExprKind::Int(v, true) => {
+                        let lit = Literal::u64_unsuffixed(*v);
+                        quote_spanned!(x.span=> #lit)
+                    }
+                    _ => self.expr(x),
+                });
+                let call = quote_spanned!(span=> #path::call::<#t>(__rtx_t, #(#a),*));
+                // The type the caller's code was checked against is the callee's, or rustc
+                // says where it is not.
+                if e.ty == Ty::Unit {
+                    quote_spanned!(span=> { let () = #call; })
+                } else {
+                    let ty = self.ty(e.ty);
+                    quote_spanned!(span=> ::core::convert::identity::<#ty>(#call))
+                }
+            }
+            ExprKind::BufArg(name, kind, mutable) => match kind {
+                Buf::In | Buf::AccIn => quote_spanned!(span=> #name),
+                Buf::Local if *mutable => quote_spanned!(span=> &mut #name),
+                _ => quote_spanned!(span=> &#name),
+            },
             ExprKind::Call(c) => {
                 let (path, t) = (&c.path, &self.t);
                 let a: Vec<TokenStream> = c.args.iter().map(|x| self.expr(x)).collect();

@@ -43,7 +43,9 @@ comparisons and `&&`/`||`, math methods (`x.exp()`, `ln`, `ln_1p`, `sqrt`, `sin`
 `grid_dim_x()` and their `_y`/`_z` forms, `lane_id()`, `sync_threads()`, \
 `warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)`); \
 kernels over `T: Float` may call elementwise kernel functions whose parameters are all `T` \
-(`gelu(x)`, `super::softplus(y)`)";
+(`gelu(x)`, `super::softplus(y)`), and SIMT kernels may call device functions \
+(`#[kernel(device)]`), handing them values, buffers (`x`), shared arrays (`&mut red`) and local \
+arrays (`&mut v`)";
 
 fn unsupported(span: Span, what: &str) -> Error {
     Error::new(
@@ -87,6 +89,8 @@ pub struct Parser {
     pub shared: Vec<Shared>,
     pub uses_sync: bool,
     loops: usize,
+    /// `Some(return type)` while parsing a device function (`#[kernel(device)]`).
+    pub device: Option<Ty>,
 }
 
 impl Parser {
@@ -99,6 +103,7 @@ impl Parser {
             shared: Vec::new(),
             uses_sync: false,
             loops: 0,
+            device: None,
         }
     }
 
@@ -179,8 +184,44 @@ impl Parser {
     }
 
     /// A parameter type: a scalar, or (SIMT only) `&[E]` / `&mut [E]`, `KernelShape` and
-    /// `KernelStrides`.
+    /// `KernelStrides`, or (device functions only) an array `&mut [E; N]` / `&[E; N]`.
     pub fn param_ty(&self, ty: &syn::Type) -> Result<ParamTy> {
+        if let syn::Type::Reference(r) = ty
+            && let syn::Type::Array(arr) = &*r.elem
+        {
+            if self.device.is_none() {
+                return Err(Error::new(
+                    ty.span(),
+                    "arrays are passed to device functions (`#[kernel(device)]`); a kernel takes \
+                     buffers as slices: `&[T]` to read, `&mut [T]` to write",
+                ));
+            }
+            if r.lifetime.is_some() {
+                return Err(Error::new(ty.span(), "array parameters take no lifetime"));
+            }
+            let elem = self.scalar_ty(&arr.elem)?;
+            let len = match &arr.len {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Int(i),
+                    ..
+                }) if matches!(i.suffix(), "" | "usize") => i.base10_parse::<usize>()?,
+                other => {
+                    return Err(Error::new(
+                        other.span(),
+                        "the length of an array parameter is an integer literal: `&mut [T; 32]`",
+                    ));
+                }
+            };
+            if len == 0 {
+                return Err(Error::new(arr.len.span(), "an array length is at least 1"));
+            }
+            return Ok(ParamTy::Array {
+                elem,
+                len,
+                mutable: r.mutability.is_some(),
+                shared: false,
+            });
+        }
         if let syn::Type::Path(p) = ty
             && p.qself.is_none()
             && let Some(last) = p.path.segments.last()
@@ -267,6 +308,12 @@ impl Parser {
             ParamTy::Table { mutable, acc } => {
                 self.declare_table(&p.name, Buf::table_row(mutable, acc))
             }
+            ParamTy::Array {
+                elem, shared: true, ..
+            } => self.declare_buf(&p.name, Buf::Shared, elem),
+            ParamTy::Array { elem, mutable, .. } => {
+                self.declare(&p.name, Var::Local { elem, mutable })
+            }
         }
     }
 
@@ -296,7 +343,16 @@ impl Parser {
                             other => out.stmts.push(other),
                         }
                     } else {
-                        out.stmts.push(self.stmt_expr(e)?);
+                        let mut s = self.stmt_expr(e)?;
+                        // A call as a statement: its value, if any, is not used.
+                        if let Stmt::Expr(e) = &mut s
+                            && let ExprKind::Call(c) = &mut e.kind
+                            && c.open
+                        {
+                            c.open = false;
+                            e.ty = Ty::Unit;
+                        }
+                        out.stmts.push(s);
                     }
                 }
                 syn::Stmt::Item(syn::Item::Const(c)) => self.const_item(c)?,
@@ -396,6 +452,15 @@ impl Parser {
             return Err(Error::new(
                 local.span(),
                 "`#[shared]` arrays belong to SIMT kernels",
+            ));
+        }
+        if self.device.is_some() {
+            return Err(Error::new(
+                local.span(),
+                format!(
+                    "a device function declares no shared array: the kernel does, and passes \
+                     it as a parameter (`#[shared] {name}: &mut [T; 32]`, called with `&mut {name}`)"
+                ),
             ));
         }
         if self.scopes.len() != 2 {
@@ -511,6 +576,17 @@ impl Parser {
                         r.span(),
                         "`return` is not supported in elementwise and reduce kernels: the \
                          value is the body's final expression",
+                    ));
+                }
+                if let Some(ret) = self.device.filter(|t| *t != Ty::Unit) {
+                    return Err(Error::new(
+                        r.span(),
+                        format!(
+                            "a device function returning `{}` gives its value as the body's final \
+                             expression; `return;` belongs to SIMT kernels and device functions \
+                             returning nothing",
+                            ret.name()
+                        ),
                     ));
                 }
                 if let Some(v) = &r.expr {
@@ -829,6 +905,13 @@ impl Parser {
             syn::Expr::Cast(c) => {
                 let to = self.scalar_ty(&c.ty)?;
                 let mut from = self.expr(&c.expr)?;
+                if matches!(&from.kind, ExprKind::Call(k) if k.open) {
+                    return Err(Error::new(
+                        c.expr.span(),
+                        "a call's type is `T` unless its context says otherwise: name its value \
+                         with a type before converting it (`let w: u32 = f(..);`, then `w as u64`)",
+                    ));
+                }
                 if to == Ty::F64 && is_untyped_float(&from) {
                     retype_float(&mut from);
                     return Ok(from);

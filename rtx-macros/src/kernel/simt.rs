@@ -50,7 +50,10 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
         quote!(let #n = #kr::kernel::block::SharedArray::<#ty, #len>::new();)
     });
     let body = cx.block(&k.body);
-    let uses_sync = k.uses_sync;
+    // A kernel synchronizes when its body does or a device function it calls does.
+    let own_sync = k.uses_sync;
+    let deps = super::ir::callees(&k.body);
+    let uses_sync = quote!((#own_sync #(|| #deps::USES_SYNC)*));
     let source = cuda_source(k)?;
     let source_tokens = super::call::source_tokens(kr, &source, &k.body);
     let desc: Vec<(String, PTy)> = k
@@ -66,6 +69,8 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
                 ParamTy::Scalar(Ty::Shape) => PTy::Shape,
                 ParamTy::Scalar(Ty::Strides) => PTy::Strides,
                 ParamTy::Scalar(t) => PTy::Value(t),
+                // Only device functions take arrays (the parser rejects them here).
+                ParamTy::Array { elem, .. } => PTy::Value(elem),
             };
             (p.name.to_string(), ty)
         })
@@ -167,6 +172,8 @@ fn marker(cx: &NativeCx, k: &KernelFn) -> TokenStream {
                         )
                     }
                     ParamTy::Scalar(t) => (t.name().to_string(), cx.ty(t)),
+                    // Only device functions take arrays (the parser rejects them here).
+                    ParamTy::Array { .. } => ("an array".to_string(), quote!(())),
                 };
                 quote!(let #n: #rust = return ::core::result::Result::Err(
                     #kr::kernel::simt_unsupported(#name_s, #s, #ty)
@@ -231,6 +238,8 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
             ParamTy::Table { mutable, acc } => {
                 super::table::cuda_param(Buf::table_row(mutable, acc), &c)
             }
+            // Only device functions take arrays (the parser rejects them here).
+            ParamTy::Array { .. } => String::new(),
         });
     }
     for s in &k.shared {

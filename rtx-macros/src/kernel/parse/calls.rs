@@ -2,7 +2,7 @@
 //! of layout parameters), calls to the SIMT intrinsics, and the constants of `T`.
 
 use super::typing::{coerce, is_untyped_int, unify};
-use super::{Parser, Var, unsupported};
+use super::{Mode, Parser, Var, unsupported};
 use crate::kernel::ir::*;
 use syn::spanned::Spanned;
 use syn::{Error, Result};
@@ -223,10 +223,14 @@ impl Parser {
         ))
     }
 
-    /// A call of another kernel function, `gelu(x)` or `path::to::gelu(x)`: an elementwise
-    /// kernel over `T` whose parameters are all `T`. Its arguments are `T` values and so is its
-    /// result; whether the callee exists and takes these arguments is rustc's to check, on
-    /// the native call the macro emits at the same span.
+    /// A call of another kernel function, `gelu(x)` or `path::to::gelu(x)`. In an
+    /// elementwise or reduce kernel the callee is an elementwise kernel over `T` whose
+    /// parameters are all `T`: its arguments are `T` values and so is its result. In a SIMT
+    /// kernel or a device function it may also be a device function: arguments are values,
+    /// buffer parameters by name (`x`), and shared or local arrays by reference (`&mut red`,
+    /// `&v`); the result is `T` unless the context asks for another type. Whether the callee
+    /// exists and takes these arguments is rustc's to check, on the native call the macro
+    /// emits at the same span.
     fn kernel_call(&mut self, p: &syn::ExprPath, c: &syn::ExprCall) -> Result<Expr> {
         let span = c.span();
         if p.qself.is_some()
@@ -238,6 +242,22 @@ impl Parser {
             return Err(Error::new(
                 p.span(),
                 "call a kernel function by its path alone: the element type is the caller's `T`",
+            ));
+        }
+        if self.mode == Mode::Simt {
+            let mut args = Vec::new();
+            for a in &c.args {
+                args.push(self.call_arg(a)?);
+            }
+            return Ok(Expr::new(
+                ExprKind::Call(Call {
+                    path: p.path.clone(),
+                    grad: None,
+                    args,
+                    open: true,
+                }),
+                Ty::Elem,
+                span,
             ));
         }
         if self.elem != ElemKind::Float {
@@ -271,10 +291,87 @@ impl Parser {
                 path: p.path.clone(),
                 grad: None,
                 args,
+                open: false,
             }),
             Ty::Elem,
             span,
         ))
+    }
+
+    /// An argument of a call in a SIMT kernel or a device function: a buffer parameter by
+    /// name, a shared or local array by reference, or a value.
+    fn call_arg(&mut self, a: &syn::Expr) -> Result<Expr> {
+        let span = a.span();
+        let (named, by_ref) = match super::strip_parens(a) {
+            syn::Expr::Reference(r) => match super::strip_parens(&r.expr) {
+                syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+                    (p.path.get_ident().cloned(), Some(r.mutability.is_some()))
+                }
+                _ => {
+                    return Err(Error::new(
+                        span,
+                        "a reference passed to a device function names a shared or local array \
+                         as a whole: `&mut red`, `&v`",
+                    ));
+                }
+            },
+            syn::Expr::Path(p) if p.qself.is_none() => (p.path.get_ident().cloned(), None),
+            _ => (None, None),
+        };
+        let Some(id) = named else {
+            let e = self.expr(a)?;
+            if !e.ty.is_value() && e.ty != Ty::Shape && e.ty != Ty::Strides {
+                return Err(Error::new(span, "this argument has no value"));
+            }
+            return Ok(e);
+        };
+        let var = self.lookup(&id)?;
+        let arg = |buf: Buf, m: bool| {
+            Ok(Expr::new(
+                ExprKind::BufArg(id.clone(), buf, m),
+                Ty::Unit,
+                span,
+            ))
+        };
+        match (var, by_ref) {
+            (Var::Buf { kind, .. }, None) if kind != Buf::Shared => arg(kind, false),
+            (
+                Var::Buf {
+                    kind: Buf::Shared, ..
+                },
+                Some(_),
+            ) => arg(Buf::Shared, false),
+            (Var::Buf { .. }, Some(_)) => Err(Error::new(
+                span,
+                format!("pass the buffer `{id}` as it is: `{id}`, without `&`"),
+            )),
+            (Var::Buf { .. }, None) => Err(Error::new(
+                span,
+                format!("pass the shared array `{id}` by reference: `&mut {id}`"),
+            )),
+            (Var::Local { mutable, .. }, Some(m)) => {
+                if m && !mutable {
+                    return Err(Error::new(
+                        span,
+                        format!("cannot pass `{id}` as `&mut`: declare it `let mut {id}`"),
+                    ));
+                }
+                arg(Buf::Local, m)
+            }
+            (Var::Local { .. }, None) => Err(Error::new(
+                span,
+                format!("pass the local array `{id}` by reference: `&mut {id}` or `&{id}`"),
+            )),
+            (Var::Table { .. }, _) => Err(Error::new(
+                span,
+                "buffer tables are not passed to device functions; pass the values of a row",
+            )),
+            (Var::Scalar { .. } | Var::Const { .. }, Some(_)) => Err(Error::new(
+                span,
+                format!("pass the value `{id}` as it is, without `&`"),
+            )),
+            (Var::Scalar { .. } | Var::Const { .. }, None) => self.expr(a),
+        }
     }
 
     pub(super) fn call(&mut self, c: &syn::ExprCall) -> Result<Expr> {

@@ -177,8 +177,26 @@ pub(super) fn retype(e: &mut Expr, ty: Ty) {
     }
 }
 
+/// Gives an open call (see `Call::open`) the type of the other operand `y`, when that has one.
+fn close_call(x: &mut Expr, y: &Expr) {
+    let y_open = matches!(&y.kind, ExprKind::Call(d) if d.open);
+    if let ExprKind::Call(c) = &mut x.kind
+        && c.open
+        && !y_open
+        && y.ty.is_value()
+        && !is_untyped_int(y)
+        && !is_untyped_float(y)
+    {
+        c.open = false;
+        x.ty = y.ty;
+    }
+}
+
 /// Gives two operands one type, typing an integer literal by the other side.
 pub(super) fn unify(a: &mut Expr, b: &mut Expr, span: Span) -> Result<Ty> {
+    // A call whose type is open takes the other side's (rustc checks it on the callee).
+    close_call(a, b);
+    close_call(b, a);
     if is_untyped_int(a) && b.ty.is_int() && !is_untyped_int(b) {
         retype(a, b.ty);
     } else if is_untyped_int(b) && a.ty.is_int() && !is_untyped_int(a) {
@@ -213,6 +231,16 @@ pub(super) fn unify(a: &mut Expr, b: &mut Expr, span: Span) -> Result<Ty> {
 
 /// `e` as a value of type `ty` (typing an integer literal), or an error at `e`.
 pub fn coerce(mut e: Expr, ty: Ty) -> Result<Expr> {
+    if let ExprKind::Call(c) = &mut e.kind
+        && c.open
+        && ty != Ty::Unit
+    {
+        // The context decides the type of a call to a device function; rustc checks it
+        // against the callee's signature.
+        c.open = false;
+        e.ty = ty;
+        return Ok(e);
+    }
     if is_untyped_int(&e) && ty.is_int() {
         retype(&mut e, ty);
         return Ok(e);
