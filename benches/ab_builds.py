@@ -82,19 +82,26 @@ def main():
                     for name, ms in timings(bench, run(d, bench, log)).items():
                         key = (name, side)
                         best[key] = min(best.get(key, float("inf")), ms)
+            # The table so far, after every round, so a run cut short still reports.
+            report(best, r + 1, args.out)
+
+
+def report(best, rounds, out):
     names = sorted({n for n, _ in best})
     lines = [
-        f"| timing (best of {args.rounds} runs, ms) | A | B | B / A |",
+        f"| timing (best of {rounds} runs, ms) | A | B | B / A |",
         "|---|---|---|---|",
     ]
     for n in names:
         a, b = best.get((n, "A")), best.get((n, "B"))
-        ratio = f"{b / a:.3f}" if a and b else "-"
-        lines.append(f"| {n} | {a:.4f} | {b:.4f} | {ratio} |" if a and b else f"| {n} | {a} | {b} | - |")
+        if a and b:
+            lines.append(f"| {n} | {a:.4f} | {b:.4f} | {b / a:.3f} |")
+        else:
+            lines.append(f"| {n} | {a} | {b} | - |")
     table = "\n".join(lines)
-    print(table)
-    if args.out:
-        with open(args.out, "w") as f:
+    print(table, flush=True)
+    if out:
+        with open(out, "w") as f:
             f.write(table + "\n")
 
 

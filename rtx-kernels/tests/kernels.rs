@@ -5,7 +5,7 @@
 
 use rtx_kernels::kernel::{KernelKind, KernelShape, KernelStrides, LaunchConfig, Variant};
 use rtx_kernels::kernels::*;
-use rtx_kernels::{DType, bf16, f16};
+use rtx_kernels::{DType, UnaryOp, bf16, f16};
 
 /// Deterministic test values in [-4, 4).
 fn values(n: usize, seed: u64) -> Vec<f64> {
@@ -324,13 +324,20 @@ fn log_softmax_and_logsumexp_rows_match_reference_for_several_block_sizes() {
 
 #[test]
 fn descriptors_list_one_entry_per_dtype_and_variant() {
-    // The examples, the foundation's ops, and one derivative per differentiable example input.
-    assert_eq!(ALL.len(), 101);
-    let mut names: Vec<&str> = ALL.iter().map(|k| k.name).collect();
+    // The examples, the foundation's ops, and one derivative per differentiable example input;
+    // the unary ops come from the registry, each with its kernel and its derivative (but `neg`
+    // and `abs`, over integers too, which have none).
+    assert_eq!(ALL.len(), 84);
+    let all = every_kernel();
+    assert_eq!(all.len(), ALL.len() + 2 * UnaryOp::ALL.len() - 2 - 2);
+    for op in UnaryOp::ALL {
+        assert!(all.iter().any(|k| k.name == op.name()), "{}", op.name());
+    }
+    let mut names: Vec<&str> = all.iter().map(|k| k.name).collect();
     names.sort_unstable();
     names.dedup();
-    assert_eq!(names.len(), ALL.len(), "kernel names are unique");
-    for k in ALL {
+    assert_eq!(names.len(), all.len(), "kernel names are unique");
+    for k in all {
         let variants: &[Variant] = match k.kind {
             KernelKind::Elementwise { .. } => &[Variant::Contiguous, Variant::Strided],
             KernelKind::Reduce => &[

@@ -69,6 +69,49 @@ fn compiled_forward_and_static_backward_match_the_cpu() {
     compiled_case::<bf16>();
 }
 
+/// `hardswish` and `mish` (which calls `softplus`'s kernel), ops added through the registry, in
+/// one fused chain after a product.
+#[model]
+struct NewActivations<E: Float> {
+    fc: Linear<12, 32, E>,
+}
+
+#[model]
+impl<E: Float> NewActivations<E> {
+    fn forward(&self, x: &Tensor<(usize, Const<12>), E>) -> Tensor<(usize, Const<32>), E> {
+        let h = self.fc.forward(x);
+        let h = (h * 3.0).hardswish();
+        h.mish()
+    }
+}
+
+fn registry_ops_case<E: Float>() {
+    on_every_device::<E>("fused hardswish and mish", |dev| {
+        let mut m = NewActivations::<E>::init(&Device::Cpu, 12);
+        m.move_to(dev);
+        m.track_gradients();
+        let x = Tensor::from_vec(values::<E>(ROWS * 12, 5, -2.0, 2.0), (ROWS, Const), dev);
+        let (y, backward) = m.forward_train(&x);
+        let dy = Tensor::from_vec(values::<E>(ROWS * 32, 6, -1.0, 1.0), (ROWS, Const), dev);
+        let mut grads = Gradients::new();
+        let (dx,) = backward(dy, &mut grads, true);
+        vec![
+            ("fused".into(), f64s(&m.forward_fused(&x))),
+            ("train".into(), f64s(&y)),
+            ("eager".into(), f64s(&m.forward(&x).detach())),
+            ("dx".into(), opt(dx)),
+            ("dw".into(), opt(grads.get(&m.fc.weight))),
+        ]
+    });
+}
+
+#[test]
+fn registry_ops_fuse_and_differentiate_on_every_device() {
+    registry_ops_case::<f32>();
+    registry_ops_case::<f64>();
+    registry_ops_case::<bf16>();
+}
+
 #[model]
 struct Hidden {
     fc: Linear<64, 256>,

@@ -1,11 +1,12 @@
 //! Kernels written with `#[kernel]`: each exists natively (call it like any Rust function)
-//! and as CUDA C source in its module's `KERNEL`. [`ALL`] lists every kernel's source so a
+//! and as CUDA C source in its module's `KERNEL`. [`every_kernel`] lists every kernel's source so a
 //! backend, a test or a script can compile them all with NVRTC.
 //!
 //! ```
-//! use rtx_kernels::kernels::{ALL, gelu_tanh};
+//! use rtx_kernels::kernels::{every_kernel, gelu_tanh};
 //! assert!((gelu_tanh(1.0f64) - 0.8411919906082768).abs() < 1e-12);
-//! assert!(ALL.iter().any(|k| k.name == "softmax_rows"));
+//! assert!(every_kernel().iter().any(|k| k.name == "softmax_rows"));
+//! assert!(every_kernel().iter().any(|k| k.name == "mish_grad_x"));
 //! ```
 
 mod activation;
@@ -68,9 +69,32 @@ pub use softmax_warp::*;
 pub use unary::*;
 pub use variance::*;
 
-use crate::kernel::KernelSource;
+use crate::kernel::{Elementwise, KernelSource};
+use crate::{UnaryOp, UnaryOpT, UnaryVisitor};
 
-/// Every kernel of this crate, derivative kernels included.
+/// Every kernel of this crate: [`ALL`], then each unary op's kernel and its derived derivative,
+/// taken from the op registry (so a new op needs no line here), each kernel once.
+pub fn every_kernel() -> Vec<&'static KernelSource> {
+    struct Grad;
+    impl UnaryVisitor for Grad {
+        type Out = Option<&'static KernelSource>;
+        fn visit<O: UnaryOpT>(self) -> Self::Out {
+            <O::Kernel as Elementwise<1>>::GRADS[0]
+        }
+    }
+    let mut out: Vec<&'static KernelSource> = ALL.to_vec();
+    for op in UnaryOp::ALL {
+        for k in [Some(op.kernel()), op.visit(Grad)].into_iter().flatten() {
+            if !out.iter().any(|o| o.name == k.name) {
+                out.push(k);
+            }
+        }
+    }
+    out
+}
+
+/// The kernels of this crate other than the unary ops' (which [`every_kernel`] adds from the
+/// op registry), derivative kernels included.
 pub static ALL: &[&KernelSource] = &[
     &gelu_tanh::KERNEL,
     &gelu_tanh_grad_x::KERNEL,
@@ -86,23 +110,6 @@ pub static ALL: &[&KernelSource] = &[
     &axpy::KERNEL,
     &softmax_rows::KERNEL,
     &dot::KERNEL,
-    &neg::KERNEL,
-    &abs::KERNEL,
-    &exp::KERNEL,
-    &log::KERNEL,
-    &log1p::KERNEL,
-    &sqrt::KERNEL,
-    &rsqrt::KERNEL,
-    &recip::KERNEL,
-    &sin::KERNEL,
-    &cos::KERNEL,
-    &tanh::KERNEL,
-    &erf::KERNEL,
-    &relu::KERNEL,
-    &sigmoid::KERNEL,
-    &gelu::KERNEL,
-    &silu::KERNEL,
-    &softplus::KERNEL,
     &copy::KERNEL,
     &cast::KERNEL,
     &add::KERNEL,
