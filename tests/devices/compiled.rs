@@ -80,7 +80,7 @@ struct NewActivations<E: Float> {
 impl<E: Float> NewActivations<E> {
     fn forward(&self, x: &Tensor<(usize, Const<12>), E>) -> Tensor<(usize, Const<32>), E> {
         let h = self.fc.forward(x);
-        let h = (h * 3.0).hardswish();
+        let h = h.hardswish();
         h.mish()
     }
 }
@@ -90,7 +90,7 @@ fn registry_ops_case<E: Float>() {
         let mut m = NewActivations::<E>::init(&Device::Cpu, 12);
         m.move_to(dev);
         m.track_gradients();
-        let x = Tensor::from_vec(values::<E>(ROWS * 12, 5, -2.0, 2.0), (ROWS, Const), dev);
+        let x = Tensor::from_vec(values::<E>(ROWS * 12, 5, -4.0, 4.0), (ROWS, Const), dev);
         let (y, backward) = m.forward_train(&x);
         let dy = Tensor::from_vec(values::<E>(ROWS * 32, 6, -1.0, 1.0), (ROWS, Const), dev);
         let mut grads = Gradients::new();
