@@ -37,8 +37,11 @@ use proc_macro::TokenStream;
 /// (`summary`, `freeze`, `train`/`eval`, moving between devices) comes from
 /// `rtx::nn::ModelExt`, written once against `Module`.
 ///
-/// On an `impl` block, `#[model]` will compile the forward pass; that half is not implemented
-/// yet, and using it is a compile error that says so.
+/// On the `impl` block holding `forward`, `#[model]` compiles the forward pass: it reads the
+/// flat forward (one op per `let`), fuses maximal elementwise chains into generated kernels
+/// that call each op's own kernel function, and emits `forward_fused`, the static backward
+/// `forward_train` and the graph builder `ir` (book: "How #[model] compiles your model").
+/// Syntax outside that subset is an error at its span that names `#[model(eager)]`.
 #[proc_macro_attribute]
 pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
     model::expand(attr.into(), item.into()).into()
