@@ -82,6 +82,17 @@ pub const UNARY: &[Unary] = &[
     ),
 ];
 
+/// The formula of a signed op (`neg`, `abs`), which is the kernel language's own syntax and,
+/// over a `FloatMath` value, Rust's too: the marker's function and `#[model]`'s fused kernels
+/// both write it from here.
+pub fn signed_formula(name: &str, x: &TokenStream) -> Option<TokenStream> {
+    match name {
+        "neg" => Some(quote!((-#x))),
+        "abs" => Some(quote!(#x.abs())),
+        _ => None,
+    }
+}
+
 /// `gelu_tanh` as `GeluTanh`.
 pub fn camel(s: &str) -> String {
     s.split('_')
@@ -109,11 +120,8 @@ pub fn registry() -> TokenStream {
         .zip(&variants)
         .zip(&kernels)
         .map(|((u, v), k)| {
-            let apply = match u.name {
-                "neg" => quote!(-x),
-                "abs" => quote!(crate::FloatMath::abs(x)),
-                _ => quote!(crate::kernels::#k::scalar::<E>(x)),
-            };
+            let apply = signed_formula(u.name, &quote!(x))
+                .unwrap_or_else(|| quote!(crate::kernels::#k::scalar::<E>(x)));
             let doc = format!("`{}` as a marker type: {}", u.name, u.doc);
             quote! {
                 #[doc = #doc]
@@ -168,6 +176,8 @@ pub fn registry() -> TokenStream {
         /// The unary marker types, re-exported by [`markers`].
         pub mod unary_markers {
             use super::{UnaryOp, UnaryOpT};
+            #[allow(unused_imports)]
+            use crate::FloatMath;
             #(#markers)*
         }
     }

@@ -78,6 +78,7 @@ pub fn block_max<T: Float>(v: T, #[shared] red: &mut [T; 32]) -> T {
     m
 }
 
+// ANCHOR: block_sum
 /// The sum of `v` over the block, in every thread: each warp's sum ([`warp_sum_xor`]) goes to
 /// `red`, and every thread adds them in warp order from 0. `red` is still being read when it
 /// returns: a caller that writes it again synchronizes first.
@@ -97,6 +98,7 @@ pub fn block_sum<T: Float>(v: T, #[shared] red: &mut [T; 32]) -> T {
     }
     total
 }
+// ANCHOR_END: block_sum
 
 /// How many of the elements `start + tid + k * step` (`k = 0, 1, ..`) lie before `cols`.
 #[kernel(device, crate = crate)]

@@ -25,6 +25,7 @@ use rtx_macros::kernel;
 /// softmax_rows(LaunchConfig::new(1, 32), &[0.0, 0.0], &mut out, 2).unwrap();
 /// assert_eq!(out, vec![0.5, 0.5]);
 /// ```
+// ANCHOR: softmax_rows
 #[kernel(crate = crate)]
 pub fn softmax_rows<T: Float>(x: &[T], out: &mut [T], cols: usize) {
     #[shared]
@@ -41,3 +42,4 @@ pub fn softmax_rows<T: Float>(x: &[T], out: &mut [T], cols: usize) {
     // One division per thread; each element is then scaled by the reciprocal.
     row_softmax_write(x, out, &mut v, at, cols, tid, bd, st[0], 1.0 / st[1], 0);
 }
+// ANCHOR_END: softmax_rows

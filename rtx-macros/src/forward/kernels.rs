@@ -112,11 +112,12 @@ fn elem(t: &Ident, op: &ElemOp, a: &[TokenStream]) -> TokenStream {
         }
         // A unary op is a call of its kernel function, the op's one formula; `neg` and `abs`
         // are the kernel language's own `-x` and `x.abs()`.
-        ElemOp::Unary("neg") => quote!(let #t = -#x;),
-        ElemOp::Unary("abs") => quote!(let #t = #x.abs();),
-        ElemOp::Unary(u) => {
-            let f = format_ident!("{}", u);
-            quote!(let #t = ::rtx::__private::rtx_kernels::kernels::#f(#x);)
-        }
+        ElemOp::Unary(u) => match crate::ops::signed_formula(u, &x) {
+            Some(f) => quote!(let #t = #f;),
+            None => {
+                let f = format_ident!("{}", u);
+                quote!(let #t = ::rtx::__private::rtx_kernels::kernels::#f(#x);)
+            }
+        },
     }
 }

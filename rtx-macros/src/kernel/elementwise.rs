@@ -95,7 +95,13 @@ fn emit_kernel(
     let name_s = name.to_string();
     let params = super::native_params(cx, &k.params);
     let widen = super::widen_params(cx, &k.params);
-    let body = cx.block(&k.body);
+    // A callable kernel's body is written once, as its module's `scalar`, and called here.
+    let body = if call::callable(k) {
+        let names = k.params.iter().map(|p| &p.name);
+        quote!(#name::scalar::<#t>(#(#names),*))
+    } else {
+        cx.block(&k.body)
+    };
     // A predicate returns its `bool` as is; a `T` result is rounded to the storage type.
     let (ret, ret_ty) = if k.ret == Ty::Bool {
         (body, quote!(bool))
