@@ -1,0 +1,2 @@
+//! Pretrained model families for rtx, with their loaders and tokenizers: the crate that keeps
+//! `tokenizers` and model-specific code out of the core `rtx` crate.
