@@ -4,7 +4,7 @@
 //! been validated (bytes inside the buffer, length equal to dtype size times element count).
 
 use super::safetensors::{self as st, Entry, View, dims_str, error};
-use super::state_dict::{self, Owned, key};
+use super::state_dict::{self, Owned, Stored, key};
 use super::{atomic, codec};
 use crate::error::Result;
 use crate::nn::short_type_name;
@@ -400,13 +400,25 @@ impl Checkpoint {
             .flat_map(|(p, part)| part.tensors.iter().chain(&part.scalars).map(|n| key(p, n)))
             .collect();
         let under = format!("{prefix}.");
-        let available = self
+        let stored: BTreeMap<String, Stored> = self
             .entries
+            .iter()
+            .map(|(k, e)| {
+                let s = Stored {
+                    dtype: e.dtype,
+                    dims: &e.dims,
+                    bytes: &self.data[e.bytes.clone()],
+                    file_key: k,
+                };
+                (k.clone(), s)
+            })
+            .collect();
+        let available = stored
             .keys()
             .filter(|k| prefix.is_empty() || k.starts_with(&under))
             .filter(|k| !owned_by_optimizers.contains(*k))
             .collect();
-        state_dict::import(prefix, model, &self.entries, &self.data, available)
+        state_dict::import(prefix, model, &stored, available)
             .map_err(|m| error(&self.file, m))
     }
 

@@ -69,12 +69,22 @@
 //! read; a truncated or corrupt file is an [`Error::Checkpoint`](crate::Error) naming the file
 //! and, where known, the tensor, never a panic and never wrong numbers.
 //!
+//! **Other people's checkpoints.** [`HfCheckpoint`] opens a Hugging Face checkpoint (one
+//! `model.safetensors`, or the shards a `model.safetensors.index.json` lists), memory-mapped
+//! and validated shard by shard, and loads it into a model through a [`KeyMap`] that renames
+//! the checkpoint's keys to the model's (and leaves out the ones the model has no use for).
+//! Loading is as strict as above; errors name both the model's and the file's key.
+//!
 //! [safetensors]: https://huggingface.co/docs/safetensors
 
 pub(crate) mod atomic;
 mod checkpoint;
 mod codec;
+mod hf;
+mod key_map;
 mod safetensors;
 mod state_dict;
 
 pub use checkpoint::Checkpoint;
+pub use hf::HfCheckpoint;
+pub use key_map::KeyMap;

@@ -7,13 +7,33 @@
 //! model's value, and one the model lacks is skipped.
 
 use super::codec;
-use super::safetensors::{Entry, dims_str};
+use super::safetensors::dims_str;
 use crate::nn::{Module, TensorKind, Visitor, VisitorMut};
 use crate::shape::{Shape, describe};
 use crate::tensor::Tensor;
 use ::safetensors::Dtype;
 use rtx_kernels::{DType, Float};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// One tensor as [`import`] reads it: its dtype, dims and bytes, and the key it has in the
+/// file, which differs from the model's name when a [`KeyMap`](super::KeyMap) renamed it.
+pub(crate) struct Stored<'a> {
+    pub dtype: Dtype,
+    pub dims: &'a [usize],
+    pub bytes: &'a [u8],
+    pub file_key: &'a str,
+}
+
+impl Stored<'_> {
+    /// `` `name` `` and, when the file calls it something else, `` (`file.key` in the file) ``.
+    fn named(&self, name: &str) -> String {
+        if self.file_key == name {
+            format!("`{name}`")
+        } else {
+            format!("`{name}` (`{}` in the file)", self.file_key)
+        }
+    }
+}
 
 /// One tensor ready to store: its name, dtype, dims and bytes.
 pub(crate) struct Owned {
@@ -94,20 +114,18 @@ pub(crate) fn export<M: Module + ?Sized>(prefix: &str, model: &M) -> Result<Vec<
     }
 }
 
-/// Sets every tensor of `model` from `entries` (keys under `prefix`), strictly: `available`
-/// is the set of keys the model must use up. Returns the problems found, or nothing when the
-/// model has been loaded.
+/// Sets every tensor of `model` from `entries` (keyed by the model's names, under `prefix`),
+/// strictly: `available` is the set of keys the model must use up. Returns the problems
+/// found, or nothing when the model has been loaded.
 pub(crate) fn import<M: Module + ?Sized>(
     prefix: &str,
     model: &mut M,
-    entries: &BTreeMap<String, Entry>,
-    data: &[u8],
+    entries: &BTreeMap<String, Stored>,
     available: BTreeSet<&String>,
 ) -> Result<(), String> {
     let mut check = Import {
         prefix,
         entries,
-        data,
         apply: false,
         seen: BTreeSet::new(),
         missing: Vec::new(),
@@ -120,7 +138,7 @@ pub(crate) fn import<M: Module + ?Sized>(
         .into_iter()
         .filter(|k| !check.seen.contains(*k))
         .filter(|k| !(is_count_name(k) && entries.get(*k).is_some_and(|e| e.dims.is_empty())))
-        .cloned()
+        .map(|k| entries[k].file_key.to_string())
         .collect();
     let mut report = Vec::new();
     if !check.missing.is_empty() {
@@ -157,8 +175,7 @@ fn list(names: &[String]) -> String {
 /// Checks each tensor against its entry and, when `apply`, replaces it.
 struct Import<'a> {
     prefix: &'a str,
-    entries: &'a BTreeMap<String, Entry>,
-    data: &'a [u8],
+    entries: &'a BTreeMap<String, Stored<'a>>,
     apply: bool,
     seen: BTreeSet<String>,
     missing: Vec<String>,
@@ -183,6 +200,7 @@ impl VisitorMut for Import<'_> {
         };
         let file_dtype = codec::name(entry.dtype);
         let here = format!("{} {}", E::DTYPE, describe(&t.shape()));
+        let named = entry.named(&name);
         let fits_dtype = match codec::from_st(entry.dtype) {
             Some(d) if d.is_float() => true,
             Some(DType::I64 | DType::I32 | DType::U8) => is_batch_count(&name, kind, t.dims()),
@@ -190,23 +208,22 @@ impl VisitorMut for Import<'_> {
         };
         if !fits_dtype {
             self.problems.push(format!(
-                "`{name}` is {file_dtype} in the file, not a float type, but {here} in the model"
+                "{named} is {file_dtype} in the file, not a float type, but {here} in the model"
             ));
         } else if entry.dims != t.dims() {
             self.problems.push(format!(
-                "`{name}` is {file_dtype} {} in the file but {here} in the model",
-                dims_str(&entry.dims)
+                "{named} is {file_dtype} {} in the file but {here} in the model",
+                dims_str(entry.dims)
             ));
         }
         self.seen.insert(name.clone());
         if !self.apply {
             return;
         }
-        let bytes = &self.data[entry.bytes.clone()];
-        let new = codec::decode_as::<E>(entry.dtype, bytes)
-            .ok_or_else(|| format!("`{name}`: cannot decode its {file_dtype} bytes"))
+        let new = codec::decode_as::<E>(entry.dtype, entry.bytes)
+            .ok_or_else(|| format!("{named}: cannot decode its {file_dtype} bytes"))
             .and_then(|v| {
-                Tensor::try_from_vec(v, t.shape(), t.device()).map_err(|e| format!("`{name}`: {e}"))
+                Tensor::try_from_vec(v, t.shape(), t.device()).map_err(|e| format!("{named}: {e}"))
             });
         match new {
             Ok(new) if t.tracks_grad() => *t = new.requires_grad(),
