@@ -28,6 +28,7 @@ pub struct BertEmbeddings<const V: usize, const P: usize, const D: usize, E: Flo
     pub norm: LayerNorm<D, E>,
 }
 
+// ANCHOR: layer
 /// One encoder layer: self-attention and a GELU feed-forward block, each added to its input
 /// and then layer-normalized (BERT's post-norm order).
 #[model]
@@ -49,6 +50,7 @@ pub struct BertLayer<const D: usize, const FF: usize, const H: usize, E: Float =
     /// Layer norm after the feed-forward block's residual sum.
     pub ff_norm: LayerNorm<D, E>,
 }
+// ANCHOR_END: layer
 
 /// A BERT encoder: embeddings and `L` layers (no pooler: sentence encoders pool the tokens).
 #[model]
@@ -81,6 +83,7 @@ impl<const V: usize, const P: usize, const D: usize, const FF: usize, const H: u
     /// theirs to rtx's; the pooler, which mean-pooling encoders do not use, and the
     /// `position_ids` buffer are left out.
     pub fn hf_key_map() -> KeyMap {
+        // ANCHOR: key_map
         KeyMap::new()
             .ignore("pooler")
             .ignore("embeddings.position_ids")
@@ -96,6 +99,7 @@ impl<const V: usize, const P: usize, const D: usize, const FF: usize, const H: u
             .rename("encoder.layer.*.intermediate.dense", "layers.*.ff_in")
             .rename("encoder.layer.*.output.dense", "layers.*.ff_out")
             .rename("encoder.layer.*.output.LayerNorm", "layers.*.ff_norm")
+        // ANCHOR_END: key_map
     }
 
     /// Loads a Hugging Face BERT checkpoint directory (`config.json` and `model.safetensors`,
@@ -120,8 +124,10 @@ impl<const V: usize, const P: usize, const D: usize, const FF: usize, const H: u
         }
     }
 
-    /// The last layer's hidden states, `[B, T, D]`, for token ids and an attention mask
-    /// (`[B, T]`, 1 for tokens and 0 for padding; padded keys get no attention).
+    /// The last layer's hidden states, `[B, T, D]`, for token ids and, when the batch is
+    /// padded, its attention mask (`[B, T]`, 1 for tokens and 0 for padding; padded keys get
+    /// no attention). `None` means every token is real, which spares the masking (as
+    /// transformers drops an all-ones mask).
     ///
     /// # Panics
     /// When `T` exceeds the `P` positions, or a token id is not below `V`.
@@ -129,23 +135,23 @@ impl<const V: usize, const P: usize, const D: usize, const FF: usize, const H: u
     pub fn forward<B: Dim, T: Dim>(
         &self,
         ids: &Ids<B, T>,
-        mask: &Ids<B, T>,
+        mask: Option<&Ids<B, T>>,
     ) -> Tensor<(B, T, Const<D>), E> {
         let (b, t) = (ids.dims()[0], ids.dims()[1]);
         assert!(
             t <= P,
             "BERT forward: {t} tokens, but the model has only {P} positions"
         );
-        let x = self.embeddings.forward(&ids.reshape((b, t)));
         // Padded keys are filled with -inf before the softmax: `[B, 1, 1, T]` repeated over
         // heads and queries as a stride-0 view.
-        let padding = mask
-            .eq(0)
-            .reshape((b, 1usize, 1usize, t))
-            .broadcast_to((b, H, t, t));
-        let mut x = x;
+        let padding = mask.map(|m| {
+            m.eq(0)
+                .reshape((b, 1usize, 1usize, t))
+                .broadcast_to((b, H, t, t))
+        });
+        let mut x = self.embeddings.forward(&ids.reshape((b, t)));
         for layer in &self.layers {
-            x = layer.forward(&x, &padding);
+            x = layer.forward(&x, padding.as_ref());
         }
         x.reshape((ids.dim::<0>(), ids.dim::<1>(), Const::<D>))
     }
@@ -169,12 +175,13 @@ impl<const V: usize, const P: usize, const D: usize, E: Float> BertEmbeddings<V,
 }
 
 impl<const D: usize, const FF: usize, const H: usize, E: Float> BertLayer<D, FF, H, E> {
-    /// One layer over `[B, T, D]`; `padding` is `[B, H, T, T]`, true where the key is padding.
+    /// One layer over `[B, T, D]`; `padding`, when the batch has any, is `[B, H, T, T]`,
+    /// true where the key is padding.
     #[track_caller]
     pub fn forward(
         &self,
         x: &Tensor<(usize, usize, Const<D>), E>,
-        padding: &Tensor<(usize, usize, usize, usize), bool>,
+        padding: Option<&Tensor<(usize, usize, usize, usize), bool>>,
     ) -> Tensor<(usize, usize, Const<D>), E> {
         let (b, t) = (x.dims()[0], x.dims()[1]);
         let hd = D / H;
@@ -184,10 +191,11 @@ impl<const D: usize, const FF: usize, const H: usize, E: Float> BertLayer<D, FF,
         let q = heads(self.query.forward(x) * E::from_f64(1.0 / (hd as f64).sqrt()));
         let k = heads(self.key.forward(x));
         let v = heads(self.value.forward(x));
-        let att = q
-            .matmul(&k.transpose::<2, 3>())
-            .masked_fill(padding, E::from_f64(f64::NEG_INFINITY))
-            .softmax::<3>();
+        let mut scores = q.matmul(&k.transpose::<2, 3>());
+        if let Some(padding) = padding {
+            scores = scores.masked_fill(padding, E::from_f64(f64::NEG_INFINITY));
+        }
+        let att = scores.softmax::<3>();
         let y = att
             .matmul(&v)
             .permute::<Axes4<0, 2, 1, 3>>()

@@ -2,3 +2,6 @@
 //! `tokenizers` and model-specific code out of the core `rtx` crate.
 
 pub mod bert;
+// pub mod sentence;
+
+// pub use sentence::SentenceEncoder;

@@ -733,15 +733,11 @@ fn softmax_rows<E: Float>(src: &[E], l: &Layout, axis: usize, log: bool) -> Vec<
             {
                 let row = &src[base..base + k_len];
                 let m = lanes(row, E::Acc::c(f64::NEG_INFINITY), E::to_acc, fmax);
+                // The exponentials as one map over the row, which the compiler vectorizes
+                // (a push per element would not be), then summed in order.
                 scratch.clear();
-                let mut s = E::Acc::c(0.0);
-                for &x in row {
-                    let e = (x.to_acc() - m).exp();
-                    if !log {
-                        scratch.push(e);
-                    }
-                    s = s + e;
-                }
+                scratch.extend(row.iter().map(|&x| (x.to_acc() - m).exp()));
+                let s = scratch.iter().fold(E::Acc::c(0.0), |s, &e| s + e);
                 if log {
                     let ls = s.ln();
                     for (o, &x) in dst.iter_mut().zip(row) {
