@@ -1,5 +1,6 @@
 //! Checkpoints: models, optimizer state and metadata in [safetensors] files that PyTorch reads
-//! and writes, saved atomically and read with every byte checked.
+//! and writes, saved atomically and read with every byte checked; and [`Gguf`], llama.cpp's
+//! files of pretrained (often quantized) weights, read the same way.
 //!
 //! ```
 //! use rtx::prelude::*;
@@ -74,7 +75,9 @@
 pub(crate) mod atomic;
 mod checkpoint;
 mod codec;
+mod gguf;
 mod safetensors;
 mod state_dict;
 
 pub use checkpoint::Checkpoint;
+pub use gguf::{Gguf, GgufTensorInfo, GgufValue};
