@@ -374,35 +374,50 @@ pub(crate) fn build(v: GgufVocab, path: &Path) -> Result<Tokenizer> {
 
 /// The post-processor that adds BOS before and EOS after a text, as asked.
 fn template(v: &GgufVocab, bos: bool, eos: bool, path: &Path) -> Result<PostProcessorWrapper> {
-    let mut single = Vec::new();
-    let mut specials = serde_json::Map::new();
-    let mut piece = |key: &str, id: Option<u32>| -> Result<()> {
+    // The token of `key` ("bos", "eos"), which must be named when it is to be added.
+    let token = |key: &str, id: Option<u32>| -> Result<(String, u32)> {
         let id = id.ok_or_else(|| {
             data(
                 path,
                 format!("tokenizer.ggml.add_{key}_token is set but {key}_token_id is missing"),
             )
         })?;
-        let token = &v.tokens[id as usize];
-        single.push(serde_json::json!({"SpecialToken": {"id": token, "type_id": 0}}));
-        specials.insert(
-            token.clone(),
-            serde_json::json!({"id": token, "ids": [id], "tokens": [token]}),
-        );
-        Ok(())
+        Ok((v.tokens[id as usize].clone(), id))
     };
+    let mut ends = Vec::new();
     if bos {
-        piece("bos", v.specials.bos)?;
+        ends.push((0, token("bos", v.specials.bos)?));
     }
-    single.push(serde_json::json!({"Sequence": {"id": "A", "type_id": 0}}));
     if eos {
-        piece("eos", v.specials.eos)?;
+        ends.push((1, token("eos", v.specials.eos)?));
     }
+    let sequence = |seq: &str, type_id: u32| {
+        let mut pieces = Vec::new();
+        for (end, (t, _)) in &ends {
+            if *end == 0 {
+                pieces.push(serde_json::json!({"SpecialToken": {"id": t, "type_id": type_id}}));
+            }
+        }
+        pieces.push(serde_json::json!({"Sequence": {"id": seq, "type_id": type_id}}));
+        for (end, (t, _)) in &ends {
+            if *end == 1 {
+                pieces.push(serde_json::json!({"SpecialToken": {"id": t, "type_id": type_id}}));
+            }
+        }
+        pieces
+    };
+    let single = sequence("A", 0);
     let mut pair = single.clone();
-    pair.extend(single.iter().map(|p| match p.get("Sequence") {
-        Some(_) => serde_json::json!({"Sequence": {"id": "B", "type_id": 1}}),
-        None => p.clone(),
-    }));
+    pair.extend(sequence("B", 1));
+    let specials: serde_json::Map<String, serde_json::Value> = ends
+        .iter()
+        .map(|(_, (t, id))| {
+            (
+                t.clone(),
+                serde_json::json!({"id": t, "ids": [id], "tokens": [t]}),
+            )
+        })
+        .collect();
     serde_json::from_value(serde_json::json!({
         "type": "TemplateProcessing",
         "single": single,
