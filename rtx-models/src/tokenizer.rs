@@ -265,10 +265,12 @@ impl Tokenizer {
     /// As for [`Tokenizer::encode`].
     pub fn encode_batch<S: AsRef<str>>(&self, texts: &[S]) -> Result<Batch> {
         let inputs: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
-        let encodings = self
-            .inner
-            .encode_batch(inputs, true)
-            .map_err(|e| self.error(format!("encoding a batch of {} texts failed: {e}", texts.len())))?;
+        let encodings = self.inner.encode_batch(inputs, true).map_err(|e| {
+            self.error(format!(
+                "encoding a batch of {} texts failed: {e}",
+                texts.len()
+            ))
+        })?;
         let seq_len = encodings.first().map_or(0, |e| e.get_ids().len());
         let mut batch = Batch {
             len: encodings.len(),

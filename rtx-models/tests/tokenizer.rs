@@ -65,7 +65,11 @@ fn assert_all_equal(what: &str, texts: &[String], got: &[Vec<u32>], want: &[Vec<
 fn minilm_matches_sentence_transformers() {
     let texts = sentences();
     let want: MiniLmRef = fixture("minilm_tokens.json");
-    assert_eq!(want.sentences, texts.len(), "fixtures made from these texts");
+    assert_eq!(
+        want.sentences,
+        texts.len(),
+        "fixtures made from these texts"
+    );
     let files = pretrained::all_minilm_l6_v2().unwrap();
     assert_eq!(files.max_seq_length().unwrap(), want.max_seq_length);
     let tok = files.tokenizer().unwrap();
@@ -91,7 +95,11 @@ fn minilm_matches_sentence_transformers() {
     assert_eq!(batch.ids_i64().len(), batch.len * batch.seq_len);
 
     for (i, ids) in want.ids.iter().enumerate() {
-        assert_eq!(tok.decode(ids, true).unwrap(), want.decoded[i], "decoding text {i}");
+        assert_eq!(
+            tok.decode(ids, true).unwrap(),
+            want.decoded[i],
+            "decoding text {i}"
+        );
     }
 }
 
@@ -111,7 +119,11 @@ fn minilm_tokenizer_json_alone_truncates_at_128() {
 fn smollm2_matches_llama_cpp_splitting() {
     let texts = sentences();
     let want: SmolLm2Ref = fixture("smollm2_tokens.json");
-    assert_eq!(want.sentences, texts.len(), "fixtures made from these texts");
+    assert_eq!(
+        want.sentences,
+        texts.len(),
+        "fixtures made from these texts"
+    );
     let gguf = rtx::io::Gguf::open(pretrained::smollm2_135m_instruct().unwrap()).unwrap();
     assert_eq!(gguf.get_str("tokenizer.ggml.pre").unwrap(), want.pre);
     let tok = Tokenizer::from_gguf(&gguf).unwrap();
@@ -131,11 +143,21 @@ fn smollm2_matches_llama_cpp_splitting() {
     assert_eq!(batch.seq_len, longest);
 
     for (i, ids) in want.ids.iter().enumerate() {
-        assert_eq!(tok.decode(ids, true).unwrap(), want.decoded[i], "decoding text {i}");
+        assert_eq!(
+            tok.decode(ids, true).unwrap(),
+            want.decoded[i],
+            "decoding text {i}"
+        );
     }
     // Without skipping, control tokens come back: the chat template round-trips.
-    let chat = texts.iter().find(|t| t.starts_with("<|im_start|>")).unwrap();
-    assert_eq!(&tok.decode(&tok.encode(chat).unwrap(), false).unwrap(), chat);
+    let chat = texts
+        .iter()
+        .find(|t| t.starts_with("<|im_start|>"))
+        .unwrap();
+    assert_eq!(
+        &tok.decode(&tok.encode(chat).unwrap(), false).unwrap(),
+        chat
+    );
 }
 
 #[test]
@@ -145,20 +167,30 @@ fn a_missing_or_malformed_tokenizer_json_is_named() {
     let missing = dir.join("missing.json");
     let err = Tokenizer::from_file(&missing).unwrap_err().to_string();
     assert!(
-        err.starts_with(&format!("{}: cannot be read as a tokenizer.json", missing.display())),
+        err.starts_with(&format!(
+            "{}: cannot be read as a tokenizer.json",
+            missing.display()
+        )),
         "{err}"
     );
     let bad = dir.join("bad.json");
     std::fs::write(&bad, r#"{"version": "1.0"}"#).unwrap();
     let err = Tokenizer::from_file(&bad).unwrap_err().to_string();
-    assert!(err.starts_with(&format!("{}: cannot be read", bad.display())), "{err}");
+    assert!(
+        err.starts_with(&format!("{}: cannot be read", bad.display())),
+        "{err}"
+    );
 }
 
 #[test]
 fn max_len_must_leave_room_for_text() {
     let files = pretrained::all_minilm_l6_v2().unwrap();
     let tok = Tokenizer::from_file(&files.tokenizer).unwrap();
-    let err = tok.clone().try_with_max_len(Some(2)).unwrap_err().to_string();
+    let err = tok
+        .clone()
+        .try_with_max_len(Some(2))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("max_len 2 leaves no room"), "{err}");
     let three = tok.with_max_len(Some(3));
     assert_eq!(three.encode("hello world").unwrap(), [101, 7592, 102]);

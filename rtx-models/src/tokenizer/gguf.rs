@@ -272,7 +272,10 @@ pub(crate) fn build(v: GgufVocab, path: &Path) -> Result<Tokenizer> {
     }
     let pre_name = v.pre.as_deref().unwrap_or("default");
     let Some(pre) = PRE_TYPES.iter().find(|p| p.names.contains(&pre_name)) else {
-        let known: Vec<&str> = PRE_TYPES.iter().flat_map(|p| p.names.iter().copied()).collect();
+        let known: Vec<&str> = PRE_TYPES
+            .iter()
+            .flat_map(|p| p.names.iter().copied())
+            .collect();
         return Err(data(
             path,
             format!(
@@ -488,7 +491,12 @@ mod tests {
         assert_eq!(ids(&smollm, "  12"), ["ĠĠ", "1", "2"]);
         let gpt2 = build(tiny(Some("gpt-2")), path).unwrap();
         assert_eq!(ids(&gpt2, "  12"), ["Ġ", "Ġ", "12"]);
-        assert_eq!(smollm.decode(&smollm.encode(" the<|im_start|>").unwrap(), true).unwrap(), " the");
+        assert_eq!(
+            smollm
+                .decode(&smollm.encode(" the<|im_start|>").unwrap(), true)
+                .unwrap(),
+            " the"
+        );
     }
 
     #[test]
@@ -500,7 +508,10 @@ mod tests {
         // llama-bpe adds one by default.
         let mut v = tiny(Some("llama-bpe"));
         v.add_bos = None;
-        assert_eq!(ids(&build(v, Path::new("t")).unwrap(), "he"), ["<|im_start|>", "he"]);
+        assert_eq!(
+            ids(&build(v, Path::new("t")).unwrap(), "he"),
+            ["<|im_start|>", "he"]
+        );
     }
 
     #[test]
@@ -520,10 +531,16 @@ mod tests {
         let mut v = tiny(None);
         v.merges.push("x y".into());
         let err = build(v, Path::new("m.gguf")).unwrap_err().to_string();
-        assert!(err.contains("the vocabulary and merges do not fit"), "{err}");
+        assert!(
+            err.contains("the vocabulary and merges do not fit"),
+            "{err}"
+        );
         let mut v = tiny(None);
         v.merges.push("nospace".into());
         let err = build(v, Path::new("m.gguf")).unwrap_err().to_string();
-        assert!(err.contains("tokenizer.ggml.merges[5] is \"nospace\""), "{err}");
+        assert!(
+            err.contains("tokenizer.ggml.merges[5] is \"nospace\""),
+            "{err}"
+        );
     }
 }
