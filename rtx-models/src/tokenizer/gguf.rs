@@ -150,7 +150,7 @@ impl Tokenizer {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Data`] naming the file when a key is missing or of the wrong type, the model
+    /// [`Error::Gguf`] naming the file when a key is missing or of the wrong type, the model
     /// is not "gpt2", the pre-tokenizer type is not one llama.cpp's list this crate knows
     /// (the message names it and the known ones), a merge names a token the vocabulary lacks,
     /// or a special token id is outside the vocabulary.
@@ -235,8 +235,8 @@ fn read_vocab(gguf: &Gguf) -> Result<GgufVocab> {
 
 /// An error about the GGUF file at `path`.
 fn data(path: &Path, msg: String) -> Error {
-    Error::Data {
-        path: path.display().to_string(),
+    Error::Gguf {
+        file: path.to_path_buf(),
         msg,
     }
 }
@@ -520,7 +520,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.starts_with("m.gguf: tokenizer.ggml.pre is \"klingon\", a pre-tokenizer type"),
+            err.starts_with(
+                "GGUF file m.gguf: tokenizer.ggml.pre is \"klingon\", a pre-tokenizer type"
+            ),
             "{err}"
         );
         assert!(err.contains("smollm"), "{err}");
