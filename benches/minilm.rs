@@ -8,19 +8,21 @@
 //! network to fetch them.
 
 use rtx::prelude::*;
-use rtx_models::bert::{MiniLmL6, mean_pool, normalize};
+use rtx_models::bert::{Ids, MiniLmL6, mean_pool, normalize};
 use std::time::Instant;
 
 const BATCH: usize = 64;
 const TOKENS: usize = 128;
 
 /// Token ids as a tokenizer makes them: `[CLS]`, words, `[SEP]`; every token real.
-fn inputs(device: Device) -> (Tensor<(usize, usize), i64>, Tensor<(usize, usize), i64>) {
+fn inputs(device: Device) -> (Ids<usize, usize>, Ids<usize, usize>) {
     let mut ids = Vec::with_capacity(BATCH * TOKENS);
     let mut state = 12345u64;
     for _ in 0..BATCH {
         for t in 0..TOKENS {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ids.push(match t {
                 0 => 101,
                 t if t == TOKENS - 1 => 102,

@@ -34,7 +34,10 @@ struct Args {
 fn run<E: Float>(sentences: &[String], device: Device) -> rtx::Result<()> {
     let start = Instant::now();
     let encoder = SentenceEncoder::<E>::all_minilm_l6_v2(device)?;
-    println!("loaded all-MiniLM-L6-v2 on {device:?} in {:.2?}", start.elapsed());
+    println!(
+        "loaded all-MiniLM-L6-v2 on {device:?} in {:.2?}",
+        start.elapsed()
+    );
     let start = Instant::now();
     let embeddings: Vec<Vec<f32>> = encoder
         .encode(sentences)?
@@ -42,7 +45,11 @@ fn run<E: Float>(sentences: &[String], device: Device) -> rtx::Result<()> {
         .chunks(384)
         .map(|row| row.iter().map(|x| x.to_f64() as f32).collect())
         .collect();
-    println!("embedded {} sentences in {:.2?}\n", sentences.len(), start.elapsed());
+    println!(
+        "embedded {} sentences in {:.2?}\n",
+        sentences.len(),
+        start.elapsed()
+    );
     for (s, e) in sentences.iter().zip(&embeddings) {
         let head: Vec<String> = e[..6].iter().map(|x| format!("{x:+.4}")).collect();
         println!("[{}, ...]  {s}", head.join(", "));

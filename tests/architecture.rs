@@ -13,6 +13,7 @@ fn every_path_in_the_architecture_page_exists() {
                 "rtx-kernels/",
                 "rtx-backends/",
                 "rtx-macros/",
+                "rtx-models/",
                 "tests/",
                 "benches/",
             ]

@@ -47,11 +47,21 @@ fn write_sharded(dir: &Path, f64_file: bool) -> Small {
     let mut weight_map = serde_json::Map::new();
     for (i, layer) in src.enc.iter().enumerate() {
         let k = format!("encoder.layer.{i}");
-        put(&mut shards[i], &format!("{k}.weight"), &layer.weight, f64_file);
+        put(
+            &mut shards[i],
+            &format!("{k}.weight"),
+            &layer.weight,
+            f64_file,
+        );
         let bias = layer.bias.as_ref().expect("Linear has a bias");
         put(&mut shards[i], &format!("{k}.bias"), bias, f64_file);
     }
-    put(&mut shards[1], "final_norm.weight", &src.norm.weight, f64_file);
+    put(
+        &mut shards[1],
+        "final_norm.weight",
+        &src.norm.weight,
+        f64_file,
+    );
     put(&mut shards[1], "final_norm.bias", &src.norm.bias, f64_file);
     let pooler = Tensor::<Rank2<2, 2>>::ones((Const, Const), Device::Cpu);
     put(&mut shards[1], "pooler.dense.weight", &pooler, f64_file);
@@ -116,7 +126,11 @@ fn errors_name_both_keys_and_both_shapes() {
     let before = m.enc[0].weight.to_vec();
     let e = ck.load_model(&mut m, &strict).unwrap_err().to_string();
     assert!(e.contains("unexpected keys: `pooler.dense.weight`"), "{e}");
-    assert_eq!(m.enc[0].weight.to_vec(), before, "a failed load changes nothing");
+    assert_eq!(
+        m.enc[0].weight.to_vec(),
+        before,
+        "a failed load changes nothing"
+    );
     // A model whose first layer is wider: both names and both shapes.
     #[model]
     struct Wider {
@@ -137,11 +151,16 @@ fn errors_name_both_keys_and_both_shapes() {
     let e = ck
         .load_model(
             &mut Small::<f32>::init(&Device::Cpu, 0),
-            &KeyMap::new().rename("encoder.layer", "enc").ignore("pooler"),
+            &KeyMap::new()
+                .rename("encoder.layer", "enc")
+                .ignore("pooler"),
         )
         .unwrap_err()
         .to_string();
-    assert!(e.contains("missing keys: `norm.weight`, `norm.bias`"), "{e}");
+    assert!(
+        e.contains("missing keys: `norm.weight`, `norm.bias`"),
+        "{e}"
+    );
     assert!(e.contains("unexpected keys: `final_norm.bias`"), "{e}");
     // Two keys sent to one name.
     let clash = KeyMap::new()
@@ -171,7 +190,10 @@ fn a_corrupt_index_is_named() {
     let e = open(&text.replace("model-00001-of-00002", "../model-00001-of-00002"));
     assert!(e.contains("not a file beside the index"), "{e}");
     let e = open(&text.replace("\"encoder.layer.0.bias\"", "\"encoder.layer.0.other\""));
-    assert!(e.contains("holds `encoder.layer.0.bias`, which the index does not list"), "{e}");
+    assert!(
+        e.contains("holds `encoder.layer.0.bias`, which the index does not list"),
+        "{e}"
+    );
     let e = open(&text.replace("model-00001-of-00002", "model-00003-of-00002"));
     assert!(e.contains("model-00003-of-00002.safetensors"), "{e}");
     let e = open("{\"weight_map\": 3}");

@@ -76,8 +76,18 @@ pub type MiniLmL6<E = f32> = Bert<30522, 512, 384, 1536, 12, 6, E>;
 /// Token ids and their attention mask, `[B, T]` each: 1 for a real token, 0 for padding.
 pub type Ids<B, T> = Tensor<(B, T), i64>;
 
-impl<const V: usize, const P: usize, const D: usize, const FF: usize, const H: usize, const L: usize, E: Float>
-    Bert<V, P, D, FF, H, L, E>
+/// Where attention must not look, `[B, H, T, T]`: true where the key is padding.
+pub type Padding = Tensor<(usize, usize, usize, usize), bool>;
+
+impl<
+    const V: usize,
+    const P: usize,
+    const D: usize,
+    const FF: usize,
+    const H: usize,
+    const L: usize,
+    E: Float,
+> Bert<V, P, D, FF, H, L, E>
 {
     /// The names Hugging Face's `BertModel` gives this model's tensors, as a [`KeyMap`] from
     /// theirs to rtx's; the pooler, which mean-pooling encoders do not use, and the
@@ -94,8 +104,14 @@ impl<const V: usize, const P: usize, const D: usize, const FF: usize, const H: u
             .rename("encoder.layer.*.attention.self.query", "layers.*.query")
             .rename("encoder.layer.*.attention.self.key", "layers.*.key")
             .rename("encoder.layer.*.attention.self.value", "layers.*.value")
-            .rename("encoder.layer.*.attention.output.dense", "layers.*.attn_out")
-            .rename("encoder.layer.*.attention.output.LayerNorm", "layers.*.attn_norm")
+            .rename(
+                "encoder.layer.*.attention.output.dense",
+                "layers.*.attn_out",
+            )
+            .rename(
+                "encoder.layer.*.attention.output.LayerNorm",
+                "layers.*.attn_norm",
+            )
             .rename("encoder.layer.*.intermediate.dense", "layers.*.ff_in")
             .rename("encoder.layer.*.output.dense", "layers.*.ff_out")
             .rename("encoder.layer.*.output.LayerNorm", "layers.*.ff_norm")
@@ -181,7 +197,7 @@ impl<const D: usize, const FF: usize, const H: usize, E: Float> BertLayer<D, FF,
     pub fn forward(
         &self,
         x: &Tensor<(usize, usize, Const<D>), E>,
-        padding: Option<&Tensor<(usize, usize, usize, usize), bool>>,
+        padding: Option<&Padding>,
     ) -> Tensor<(usize, usize, Const<D>), E> {
         let (b, t) = (x.dims()[0], x.dims()[1]);
         let hd = D / H;
@@ -280,7 +296,9 @@ impl BertConfig {
         let mut wrong: Vec<String> = fields
             .iter()
             .filter(|(_, file, ty)| file != ty)
-            .map(|(name, file, ty)| format!("{name} is {file} in the file but {ty} in the model type"))
+            .map(|(name, file, ty)| {
+                format!("{name} is {file} in the file but {ty} in the model type")
+            })
             .collect();
         if self.hidden_act != "gelu" {
             wrong.push(format!(
@@ -316,7 +334,9 @@ pub fn mean_pool<B: Dim, T: Dim, const D: usize, E: Float>(
 /// Each row scaled to unit length, as `torch.nn.functional.normalize` (lengths below 1e-12
 /// are taken as 1e-12).
 #[track_caller]
-pub fn normalize<B: Dim, const D: usize, E: Float>(x: &Tensor<(B, Const<D>), E>) -> Tensor<(B, Const<D>), E> {
+pub fn normalize<B: Dim, const D: usize, E: Float>(
+    x: &Tensor<(B, Const<D>), E>,
+) -> Tensor<(B, Const<D>), E> {
     let b = x.dims()[0];
     let x2 = x.reshape((b, D));
     let norms = (&x2 * &x2)

@@ -63,6 +63,14 @@ pub enum Error {
         /// What is wrong, naming the tensor, shapes and dtypes involved.
         msg: String,
     },
+    /// A GGUF file is malformed, or lacks a metadata key or tensor asked for.
+    #[error("GGUF file {}: {msg}", file.display())]
+    Gguf {
+        /// The GGUF file.
+        file: PathBuf,
+        /// What is wrong, naming the field: the metadata key, or the tensor.
+        msg: String,
+    },
     /// An IR graph, or its serialized form, is malformed or of a version this rtx cannot read.
     #[error("{origin}: {msg}")]
     Ir {

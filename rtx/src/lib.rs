@@ -23,6 +23,7 @@ pub mod ir;
 pub mod kernel;
 pub mod nn;
 pub mod optim;
+pub mod quant;
 pub mod shape;
 mod tensor;
 

@@ -4,12 +4,12 @@
 //! GELU, layer norms, pooling), so the tolerance is on the result, not per op.
 
 use super::*;
-use rtx_models::bert::{Bert, mean_pool, normalize};
+use rtx_models::bert::{Bert, Ids, mean_pool, normalize};
 
 type Small<E> = Bert<1000, 64, 64, 128, 4, 2, E>;
 
 /// Ids and mask of 3 texts of 9, 5 and 1 tokens, padded to 9.
-fn batch(dev: Device) -> (Tensor<(usize, usize), i64>, Tensor<(usize, usize), i64>) {
+fn batch(dev: Device) -> (Ids<usize, usize>, Ids<usize, usize>) {
     let lens = [9usize, 5, 1];
     let ids = indices(27, 90, 1000);
     let mask: Vec<i64> = lens
@@ -57,7 +57,10 @@ fn bert_encoder_on_every_device() {
             for (row, (g, w)) in got.chunks(64).zip(want.chunks(64)).enumerate() {
                 let c = cosine(g, w);
                 println!("bert encoder {label} on {dev}, text {row}: cosine {c}");
-                assert!(c >= min_cos, "bert {label} on {dev}, text {row}: cosine {c}");
+                assert!(
+                    c >= min_cos,
+                    "bert {label} on {dev}, text {row}: cosine {c}"
+                );
             }
         }
     }

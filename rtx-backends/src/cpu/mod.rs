@@ -15,6 +15,7 @@ pub mod norm;
 pub mod optim;
 pub mod pool;
 mod pool_simd;
+pub mod quant;
 pub mod random;
 pub mod reduce;
 pub mod softmax_back;

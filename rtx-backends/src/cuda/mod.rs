@@ -33,6 +33,7 @@ pub(crate) mod ops_loss;
 pub(crate) mod ops_norm;
 pub(crate) mod ops_optim;
 pub(crate) mod ops_optim_multi;
+pub(crate) mod ops_quant;
 pub(crate) mod ops_random;
 pub(crate) mod ops_softmax;
 mod probe;

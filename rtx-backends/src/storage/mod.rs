@@ -12,6 +12,7 @@ mod matmul;
 mod norm;
 mod optim;
 mod optim_multi;
+mod quant;
 mod random;
 mod reduce;
 

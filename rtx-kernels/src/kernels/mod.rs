@@ -15,6 +15,7 @@ mod binary;
 mod cast_multi;
 mod compare;
 mod conv;
+mod dequant;
 mod dropout;
 mod gather;
 mod index;
@@ -45,6 +46,7 @@ pub use binary::*;
 pub use cast_multi::*;
 pub use compare::*;
 pub use conv::*;
+pub use dequant::*;
 pub use dropout::*;
 pub use gather::*;
 pub use index::*;
@@ -180,4 +182,5 @@ pub static ALL: &[&KernelSource] = &[
     &softmax_backward_rows::KERNEL,
     &norm_warp_rows::KERNEL,
     &norm_backward_warp_rows::KERNEL,
+    &dequantize_ggml::KERNEL,
 ];

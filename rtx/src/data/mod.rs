@@ -55,6 +55,7 @@ pub mod idx;
 mod loader;
 mod shuffle;
 mod tarball;
+mod wheel;
 
 pub use collate::{Collate, TensorBuffer};
 pub use loader::{Batches, DataLoader};

@@ -418,8 +418,7 @@ impl Checkpoint {
             .filter(|k| prefix.is_empty() || k.starts_with(&under))
             .filter(|k| !owned_by_optimizers.contains(*k))
             .collect();
-        state_dict::import(prefix, model, &stored, available)
-            .map_err(|m| error(&self.file, m))
+        state_dict::import(prefix, model, &stored, available).map_err(|m| error(&self.file, m))
     }
 
     /// Loads an optimizer's state from the part saved under `prefix` (see

@@ -103,7 +103,11 @@ impl HfCheckpoint {
         } else {
             let shard = map(&file)?;
             let header = st::read(&file, &shard.bytes)?;
-            let entries = header.entries.into_iter().map(|(k, e)| (k, (0, e))).collect();
+            let entries = header
+                .entries
+                .into_iter()
+                .map(|(k, e)| (k, (0, e)))
+                .collect();
             Ok(HfCheckpoint {
                 path: file,
                 shards: vec![shard],
@@ -137,7 +141,9 @@ impl HfCheckpoint {
             if file.is_empty() || file.contains(['/', '\\']) || file == ".." {
                 return Err(error(
                     index,
-                    format!("`weight_map.{key}` names `{file}`, which is not a file beside the index"),
+                    format!(
+                        "`weight_map.{key}` names `{file}`, which is not a file beside the index"
+                    ),
                 ));
             }
             let i = match shard_of.get(file) {
@@ -212,7 +218,9 @@ impl HfCheckpoint {
 
     /// The element type of tensor `name`, if rtx has that type.
     pub fn dtype(&self, name: &str) -> Option<DType> {
-        self.entries.get(name).and_then(|(_, e)| codec::from_st(e.dtype))
+        self.entries
+            .get(name)
+            .and_then(|(_, e)| codec::from_st(e.dtype))
     }
 
     /// The bytes of an entry.
@@ -280,8 +288,8 @@ impl HfCheckpoint {
 
 /// Memory-maps `path`.
 fn map(path: &Path) -> Result<Shard> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| super::atomic::io_error(path, "cannot open", &e))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| super::atomic::io_error(path, "cannot open", &e))?;
     // SAFETY: the map is read only, and every read is bounds-checked against its length,
     // which was validated with the header. The one hazard of any file map remains: another
     // process truncating or rewriting the file while it is open, which the docs of `open`

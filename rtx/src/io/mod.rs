@@ -1,5 +1,6 @@
 //! Checkpoints: models, optimizer state and metadata in [safetensors] files that PyTorch reads
-//! and writes, saved atomically and read with every byte checked.
+//! and writes, saved atomically and read with every byte checked; and [`Gguf`], llama.cpp's
+//! files of pretrained (often quantized) weights, read the same way.
 //!
 //! ```
 //! use rtx::prelude::*;
@@ -80,11 +81,13 @@
 pub(crate) mod atomic;
 mod checkpoint;
 mod codec;
+mod gguf;
 mod hf;
 mod key_map;
 mod safetensors;
 mod state_dict;
 
 pub use checkpoint::Checkpoint;
+pub use gguf::{Gguf, GgufTensorInfo, GgufValue};
 pub use hf::HfCheckpoint;
 pub use key_map::KeyMap;

