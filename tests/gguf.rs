@@ -43,7 +43,11 @@ fn expected(name: &str) -> Tensor<(usize, usize)> {
 fn same_bits(what: &str, got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert_eq!(g.to_bits(), w.to_bits(), "{what}, element {i}: got {g:e}, want {w:e}");
+        assert_eq!(
+            g.to_bits(),
+            w.to_bits(),
+            "{what}, element {i}: got {g:e}, want {w:e}"
+        );
     }
 }
 
@@ -87,7 +91,10 @@ fn metadata_of_every_value_type_reads_back() {
         let u64s = g.get_array("test.u64s").unwrap();
         assert_eq!(u64s, [GgufValue::U64(1), GgufValue::U64(1 << 40)]);
         let e = g.get_u32("test.string").unwrap_err().to_string();
-        assert!(e.contains(file) && e.contains("`test.string`: expected"), "{e}");
+        assert!(
+            e.contains(file) && e.contains("`test.string`: expected"),
+            "{e}"
+        );
     }
 }
 
@@ -118,7 +125,11 @@ fn every_type_dequantizes_bitwise_as_gguf_does_on_the_cpu() {
             assert_eq!(q.to_bytes(), g.tensor_bytes(name).unwrap());
             let got: Tensor<(usize, usize)> = q.dequantize().unwrap();
             assert_eq!(got.dims(), dims);
-            same_bits(&format!("{file} {name}"), &got.to_vec(), &expected(name).to_vec());
+            same_bits(
+                &format!("{file} {name}"),
+                &got.to_vec(),
+                &expected(name).to_vec(),
+            );
         }
     }
 }
@@ -132,8 +143,14 @@ fn other_float_types_are_the_f32_values_rounded_once() {
     assert_eq!(h.to_vec(), want.cast::<f16>().to_vec());
     let d: Tensor<(Dyn<'R'>, usize), f64> = q.dequantize().unwrap();
     assert_eq!(d.to_vec(), want.cast::<f64>().to_vec());
-    let e = q.dequantize::<Rank2<4, 256>, f32>().unwrap_err().to_string();
-    assert!(e.contains("[4, 512] (Q6_K)") && e.contains("[4, 256]"), "{e}");
+    let e = q
+        .dequantize::<Rank2<4, 256>, f32>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[4, 512] (Q6_K)") && e.contains("[4, 256]"),
+        "{e}"
+    );
     let e = q.dequantize::<(usize,), f32>().unwrap_err().to_string();
     assert!(e.contains("[4, 512] (Q6_K) vs [_]"), "{e}");
 }
@@ -143,7 +160,11 @@ fn qtensors_check_their_bytes_and_move_between_devices() {
     let e = QTensor::from_bytes(&[0; 34], &[2, 16], GgmlType::Q8_0, Device::Cpu).unwrap_err();
     assert!(e.to_string().contains("rows of 16 elements"), "{e}");
     let e = QTensor::from_bytes(&[0; 33], &[32], GgmlType::Q8_0, Device::Cpu).unwrap_err();
-    assert!(e.to_string().contains("33 bytes given, but [32] of Q8_0 take 34"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("33 bytes given, but [32] of Q8_0 take 34"),
+        "{e}"
+    );
     let g = Gguf::open(fixture("gguf_quants.gguf")).unwrap();
     let q = g.tensor("q5_1", Device::Cpu).unwrap();
     let back = q.to_device(Device::Cpu).unwrap();
@@ -161,7 +182,11 @@ fn the_gpu_gives_the_same_bits_where_there_is_one() {
     for (name, ..) in TENSORS {
         let q = g.tensor(name, Device::Cuda(0)).unwrap();
         let got: Tensor<(usize, usize)> = q.dequantize().unwrap();
-        same_bits(&format!("{name} on cuda:0"), &got.to_vec(), &expected(name).to_vec());
+        same_bits(
+            &format!("{name} on cuda:0"),
+            &got.to_vec(),
+            &expected(name).to_vec(),
+        );
     }
 }
 
@@ -227,7 +252,9 @@ fn dequantize_any(q: &QTensor) -> rtx::Result<Vec<f32>> {
         1 => q.dequantize::<(usize,), f32>()?.to_vec(),
         2 => q.dequantize::<(usize, usize), f32>()?.to_vec(),
         3 => q.dequantize::<(usize, usize, usize), f32>()?.to_vec(),
-        _ => q.dequantize::<(usize, usize, usize, usize), f32>()?.to_vec(),
+        _ => q
+            .dequantize::<(usize, usize, usize, usize), f32>()?
+            .to_vec(),
     })
 }
 

@@ -211,6 +211,7 @@ mod norm;
 mod oom;
 mod optim;
 mod perf;
+mod quant;
 mod random;
 mod reduce;
 mod softmax;
