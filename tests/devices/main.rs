@@ -212,6 +212,7 @@ mod norm;
 mod oom;
 mod optim;
 mod perf;
+mod quant;
 mod random;
 mod reduce;
 mod softmax;

@@ -19,7 +19,10 @@ impl Storage<i32> {
         n: usize,
     ) -> Result<Storage<f32>> {
         let bytes = (n / block.max(1)).checked_mul(type_size);
-        if block == 0 || n % block != 0 || bytes.is_none_or(|b| b.div_ceil(4) > self.len()) {
+        if block == 0
+            || !n.is_multiple_of(block)
+            || bytes.is_none_or(|b| b.div_ceil(4) > self.len())
+        {
             return Err(BackendError::BadArgument {
                 op: "dequantize_ggml",
                 msg: format!(

@@ -9,9 +9,11 @@
 //! // One Q8_0 block: an f16 scale of 0.5 (0x3800), then 32 signed bytes.
 //! let mut block = vec![0x00, 0x38];
 //! block.extend((0..32).map(|i| (i as i8 - 16) as u8));
-//! let q = QTensor::from_bytes(&block, &[2, 16], GgmlType::Q8_0, Device::Cpu)?;
-//! let w: Tensor<Rank2<2, 16>> = q.dequantize()?;
+//! let q = QTensor::from_bytes(&block, &[1, 32], GgmlType::Q8_0, Device::Cpu)?;
+//! let w: Tensor<Rank2<1, 32>> = q.dequantize()?;
 //! assert_eq!(w.to_vec()[..3], [-8.0, -7.5, -7.0]);
+//! let w16: Tensor<(usize, Const<32>), f16> = q.dequantize()?; // rounded once from f32
+//! assert_eq!(w16.dims(), &[1, 32]);
 //! # Ok(())
 //! # }
 //! ```
@@ -66,7 +68,7 @@ impl QTensor {
             })
         };
         let row = dims.last().copied().unwrap_or(1);
-        if row % ty.block_size() != 0 {
+        if !row.is_multiple_of(ty.block_size()) {
             return bad(format!(
                 "dims {dims:?}: rows of {row} elements are not a whole number of {ty} blocks of {}",
                 ty.block_size()

@@ -193,6 +193,17 @@ impl Gguf {
         self.alignment
     }
 
+    /// Where the data section starts in the file: the end of the header, padded to the
+    /// alignment. Tensor offsets count from here.
+    pub fn data_offset(&self) -> usize {
+        self.data_start
+    }
+
+    /// The length of the file in bytes.
+    pub fn file_len(&self) -> usize {
+        self.map.len()
+    }
+
     /// Every metadata entry, by key.
     pub fn metadata(&self) -> &BTreeMap<String, GgufValue> {
         &self.metadata

@@ -19,6 +19,10 @@ use std::path::Path;
 const MAX_DIMS: u32 = 4;
 /// The deepest nesting of arrays read; deeper is corruption (and would exhaust the stack).
 const MAX_DEPTH: usize = 16;
+/// The longest metadata array read (16M elements, far above any tokenizer's vocabulary): an
+/// element in memory takes up to 32 times its smallest encoding, so a corrupt count over a
+/// large file could otherwise ask for many times the file's size.
+const MAX_ARRAY: u64 = 1 << 24;
 /// The alignment of the data section when the file does not set `general.alignment`.
 pub(crate) const DEFAULT_ALIGNMENT: usize = 32;
 
@@ -174,6 +178,16 @@ fn value(
                 ));
             };
             let count = c.u64(what)?;
+            if count > MAX_ARRAY {
+                return Err(error(
+                    c.file,
+                    format!(
+                        "{}: an array of {count} elements, more than the {MAX_ARRAY} rtx reads \
+                         (corrupt?)",
+                        what()
+                    ),
+                ));
+            }
             let fits = c.remaining() / size;
             if count > fits as u64 {
                 return Err(error(
@@ -279,7 +293,8 @@ pub(crate) fn read(file: &Path, bytes: &[u8]) -> Result<Header> {
             ));
         }
     };
-    let mut tensors = Vec::with_capacity(n_tensors as usize);
+    // Bounded by the bytes left, and further: entries in memory are larger than on disk.
+    let mut tensors = Vec::with_capacity((n_tensors as usize).min(1 << 12));
     let mut names = BTreeMap::new();
     for i in 0..n_tensors as usize {
         let name = c.string(&|| format!("tensor {i}: the name"))?;
@@ -320,7 +335,7 @@ pub(crate) fn read(file: &Path, bytes: &[u8]) -> Result<Header> {
             ));
         };
         let row = dims.first().copied().unwrap_or(1);
-        if row % block != 0 {
+        if !row.is_multiple_of(block) {
             return fail(format!(
                 "tensor `{name}`: its rows of {row} elements are not a whole number of \
                  {type_name} blocks of {block} (corrupt)"
@@ -332,7 +347,7 @@ pub(crate) fn read(file: &Path, bytes: &[u8]) -> Result<Header> {
                  (corrupt)"
             ));
         };
-        if offset % alignment as u64 != 0 {
+        if !offset.is_multiple_of(alignment as u64) {
             return fail(format!(
                 "tensor `{name}`: data offset {offset} is not a multiple of the alignment \
                  {alignment} (corrupt)"

@@ -135,6 +135,13 @@ fn absurd_counts_and_lengths_are_errors() {
         &file(3, &[kv("k", 9, &big)], &[], 0),
         "metadata key `k`: an array of 1152921504606846976 elements",
     );
+    let mut long = 0u32.to_le_bytes().to_vec();
+    long.extend((1u64 << 25).to_le_bytes());
+    long.resize(long.len() + (1 << 25), 0);
+    fails(
+        &file(3, &[kv("k", 9, &long)], &[], 0),
+        "metadata key `k`: an array of 33554432 elements, more than the 16777216",
+    );
     let mut key = file(3, &[name_kv()], &[], 0);
     key[24..32].copy_from_slice(&(1u64 << 60).to_le_bytes());
     fails(&key, "metadata entry 0: the key: string length");
