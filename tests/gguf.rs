@@ -330,3 +330,32 @@ proptest! {
         std::fs::remove_file(&clean).ok();
     }
 }
+
+/// The book's tour of a GGUF file (book/src/pretrained-models.md).
+#[test]
+fn a_tour_of_a_gguf_file() -> rtx::Result<()> {
+    // ANCHOR: tour
+    let gguf = Gguf::open(fixture("gguf_quants.gguf"))?;
+    let arch = gguf.get_str("general.architecture")?;
+    println!(
+        "GGUF v{}, `{arch}`, {} tensors",
+        gguf.version(),
+        gguf.tensors().len()
+    );
+    let info = gguf.tensor_info("q4_k")?;
+    println!(
+        "`{}`: {} {:?}, {} bytes",
+        info.name(),
+        info.type_name(),
+        info.dims(),
+        info.size_bytes()
+    );
+    // The blocks stay quantized, on the device, until values are asked for.
+    let q: QTensor = gguf.tensor("q4_k", Device::Cpu)?;
+    let w: Tensor<(usize, Const<512>)> = q.dequantize()?;
+    // ANCHOR_END: tour
+    assert_eq!(arch, "tiny");
+    assert_eq!(w.dims(), &[4, 512]);
+    assert_eq!(info.size_bytes(), 4 * 2 * 144);
+    Ok(())
+}

@@ -259,7 +259,7 @@ impl FloatMath for f32 {
     }
     #[inline(always)]
     fn erf(self) -> Self {
-        libm::erff(self)
+        crate::fastmath::erf_f32(self)
     }
     #[inline(always)]
     fn abs(self) -> Self {

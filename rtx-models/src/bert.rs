@@ -76,8 +76,8 @@ pub type MiniLmL6<E = f32> = Bert<30522, 512, 384, 1536, 12, 6, E>;
 /// Token ids and their attention mask, `[B, T]` each: 1 for a real token, 0 for padding.
 pub type Ids<B, T> = Tensor<(B, T), i64>;
 
-/// Where attention must not look, `[B, H, T, T]`: true where the key is padding.
-pub type Padding = Tensor<(usize, usize, usize, usize), bool>;
+/// Where attention must not look, `[B, T]`: true where the key is padding.
+pub type Padding = Tensor<(usize, usize), bool>;
 
 impl<
     const V: usize,
@@ -158,13 +158,7 @@ impl<
             t <= P,
             "BERT forward: {t} tokens, but the model has only {P} positions"
         );
-        // Padded keys are filled with -inf before the softmax: `[B, 1, 1, T]` repeated over
-        // heads and queries as a stride-0 view.
-        let padding = mask.map(|m| {
-            m.eq(0)
-                .reshape((b, 1usize, 1usize, t))
-                .broadcast_to((b, H, t, t))
-        });
+        let padding = mask.map(|m| m.eq(0).reshape((b, t)));
         let mut x = self.embeddings.forward(&ids.reshape((b, t)));
         for layer in &self.layers {
             x = layer.forward(&x, padding.as_ref());
@@ -191,8 +185,8 @@ impl<const V: usize, const P: usize, const D: usize, E: Float> BertEmbeddings<V,
 }
 
 impl<const D: usize, const FF: usize, const H: usize, E: Float> BertLayer<D, FF, H, E> {
-    /// One layer over `[B, T, D]`; `padding`, when the batch has any, is `[B, H, T, T]`,
-    /// true where the key is padding.
+    /// One layer over `[B, T, D]`; `padding`, when the batch has any, is `[B, T]`, true
+    /// where the key is padding.
     #[track_caller]
     pub fn forward(
         &self,
@@ -204,16 +198,13 @@ impl<const D: usize, const FF: usize, const H: usize, E: Float> BertLayer<D, FF,
         let heads = |y: Tensor<(usize, usize, Const<D>), E>| {
             y.reshape((b, t, H, hd)).permute::<Axes4<0, 2, 1, 3>>()
         };
-        let q = heads(self.query.forward(x) * E::from_f64(1.0 / (hd as f64).sqrt()));
-        let k = heads(self.key.forward(x));
-        let v = heads(self.value.forward(x));
-        let mut scores = q.matmul(&k.transpose::<2, 3>());
-        if let Some(padding) = padding {
-            scores = scores.masked_fill(padding, E::from_f64(f64::NEG_INFINITY));
-        }
-        let att = scores.softmax::<3>();
-        let y = att
-            .matmul(&v)
+        let (q, k, v) = (
+            heads(self.query.forward(x)),
+            heads(self.key.forward(x)),
+            heads(self.value.forward(x)),
+        );
+        let y = q
+            .attention(&k, &v, padding, 1.0 / (hd as f64).sqrt())
             .permute::<Axes4<0, 2, 1, 3>>()
             .reshape((b, t, Const::<D>));
         let x = self.attn_norm.forward(&(self.attn_out.forward(&y) + x));

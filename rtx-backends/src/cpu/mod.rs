@@ -4,6 +4,7 @@
 //! to steal, so every result (float sums included) is the same run to run and on any number
 //! of threads.
 
+pub mod attention;
 pub mod cast_multi;
 pub mod conv;
 mod conv_direct;

@@ -2,6 +2,7 @@
 //! device. Each op family's entry points live in their own file below; the tensor layer calls
 //! only these, so adding a device means adding an arm here, not touching `rtx`.
 
+mod attention;
 mod cast_multi;
 mod conv;
 mod elementwise;
