@@ -91,7 +91,8 @@ impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
         let q = self.try_reshape((b, h, t, dh))?;
         let k = k.try_reshape((b, h, s, dh))?;
         let v = v.try_reshape((b, h, s, dh))?;
-        let mut scores = q.try_matmul(&k.transpose::<2, 3>())? * E::from_f64(scale);
+        // Scaling the queries touches T x Dh values per head rather than T x S scores.
+        let mut scores = (q * E::from_f64(scale)).try_matmul(&k.transpose::<2, 3>())?;
         if let Some(m) = key_padding {
             let m = m.try_reshape((b, 1usize, 1usize, s))?;
             scores = scores.try_masked_fill(
