@@ -33,7 +33,7 @@ pub(crate) fn member_path(dir: &Path, member: &str) -> Result<PathBuf> {
 /// Each member is written under a temporary name beside its final path and renamed into place
 /// only after it was read whole (zip checks its CRC-32), so an interrupted extraction never
 /// leaves a partial file at a member's path. The archive itself is not checked against a hash:
-/// [`PackageFile::members`] verifies it first.
+/// [`PackageFile::members`](super::cache::PackageFile::members) verifies it first.
 ///
 /// ```
 /// use std::io::Write;
