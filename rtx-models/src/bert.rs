@@ -252,11 +252,7 @@ fn default_types() -> usize {
 impl BertConfig {
     /// Reads a `config.json`; errors name the file.
     pub fn read(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Data {
-            path: path.display().to_string(),
-            msg: format!("cannot read the model config: {e}"),
-        })?;
-        serde_json::from_str(&text).map_err(|e| Error::Data {
+        serde_json::from_value(crate::pretrained::read_json(path)?).map_err(|e| Error::Data {
             path: path.display().to_string(),
             msg: format!("not a BERT config.json: {e}"),
         })
