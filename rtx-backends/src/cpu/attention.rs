@@ -58,9 +58,7 @@ pub fn attention<E: Float>(
                     cs: ks[2],
                 };
                 gemm_into((t, s, dh), &mut scores, qm, kt, false, false);
-                for row in scores.chunks_mut(s) {
-                    softmax_row(row, scale, &skip);
-                }
+                softmax_rows(&mut scores, s, scale, &skip);
                 let sm = MatRef::row_major(&scores, s);
                 let vm = MatRef {
                     data: v,
@@ -77,8 +75,50 @@ pub fn attention<E: Float>(
     out
 }
 
-/// One row of scores scaled, masked and turned into probabilities in place. Each step is a
-/// plain map over the row, which the compiler vectorizes (the exponential included).
+/// Every `s`-long row of `scores` scaled, masked and turned into probabilities in place,
+/// compiled for AVX-512 or AVX2 where the CPU has it (the exponential is plain arithmetic, so the loops
+/// vectorize at the full width; only `+ - * /`, comparisons and bit operations are used, so
+/// the results are the same bits at every width).
+fn softmax_rows<E: Float>(scores: &mut [E], s: usize, scale: E::Acc, skip: &[bool]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU supports AVX-512F, checked just above.
+        return unsafe { softmax_rows_avx512(scores, s, scale, skip) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { softmax_rows_avx2(scores, s, scale, skip) };
+    }
+    for row in scores.chunks_mut(s) {
+        softmax_row(row, scale, skip);
+    }
+}
+
+/// [`softmax_rows`] compiled with AVX2 enabled.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn softmax_rows_avx2<E: Float>(scores: &mut [E], s: usize, scale: E::Acc, skip: &[bool]) {
+    for row in scores.chunks_mut(s) {
+        softmax_row(row, scale, skip);
+    }
+}
+
+/// [`softmax_rows`] compiled with AVX-512F enabled.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn softmax_rows_avx512<E: Float>(scores: &mut [E], s: usize, scale: E::Acc, skip: &[bool]) {
+    for row in scores.chunks_mut(s) {
+        softmax_row(row, scale, skip);
+    }
+}
+
+/// Lanes of the row's maximum and sum: independent partial results, so the loops run as SIMD
+/// rather than as one chain of dependent operations.
+const LANES: usize = 16;
+
+/// One row of scores scaled, masked and turned into probabilities in place.
+#[inline(always)]
 fn softmax_row<E: Float>(row: &mut [E], scale: E::Acc, skip: &[bool]) {
     let neg_inf = E::Acc::c(f64::NEG_INFINITY);
     for x in row.iter_mut() {
@@ -87,11 +127,34 @@ fn softmax_row<E: Float>(row: &mut [E], scale: E::Acc, skip: &[bool]) {
     for (x, _) in row.iter_mut().zip(skip).filter(|(_, s)| **s) {
         *x = E::from_acc(neg_inf);
     }
-    let m = row.iter().fold(neg_inf, |m, x| m.max(x.to_acc()));
-    for x in row.iter_mut() {
-        *x = E::from_acc((x.to_acc() - m).exp());
+    let mut lanes = [neg_inf; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (m, x) in lanes.iter_mut().zip(c) {
+            *m = m.max(x.to_acc());
+        }
     }
-    let sum = row.iter().fold(E::Acc::c(0.0), |s, x| s + x.to_acc());
+    let m = chunks
+        .remainder()
+        .iter()
+        .fold(neg_inf, |m, x| m.max(x.to_acc()));
+    let m = lanes.iter().fold(m, |a, &b| a.max(b));
+    let mut lanes = [E::Acc::c(0.0); LANES];
+    let mut chunks = row.chunks_exact_mut(LANES);
+    for c in &mut chunks {
+        for (s, x) in lanes.iter_mut().zip(c.iter_mut()) {
+            let e = (x.to_acc() - m).exp();
+            *x = E::from_acc(e);
+            *s = *s + e;
+        }
+    }
+    let mut sum = E::Acc::c(0.0);
+    for x in chunks.into_remainder() {
+        let e = (x.to_acc() - m).exp();
+        *x = E::from_acc(e);
+        sum = sum + e;
+    }
+    let sum = lanes.iter().fold(sum, |a, &b| a + b);
     let inv = E::Acc::c(1.0) / sum;
     for x in row.iter_mut() {
         *x = E::from_acc(x.to_acc() * inv);

@@ -36,21 +36,34 @@ pub fn build<U: Send>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<U>]) + Sy
     out
 }
 
-/// Defines a contiguous loop twice, as an `#[inline(always)]` generic function and as an
-/// AVX2 copy of it, plus a dispatcher that picks the AVX2 copy when the CPU has it (std
-/// detects this once and caches it). The element function `f` must be `#[inline(always)]`
-/// (or small) so that it is inlined into both copies: a closure called from two places is not
-/// inlined when it is large, and the loop then does not vectorize.
+/// Defines a contiguous loop three times, as an `#[inline(always)]` generic function and as
+/// AVX2 and AVX-512 copies of it, plus a dispatcher that picks the widest copy the CPU runs
+/// (std detects this once and caches it). The element function `f` must be
+/// `#[inline(always)]` (or small) so that it is inlined into every copy: a closure called from
+/// several places is not inlined when it is large, and the loop then does not vectorize. The
+/// copies give the same bits: element functions use only operations that round the same way
+/// at every vector width.
 macro_rules! dispatched_loop {
-    ($name:ident, $avx2:ident, $body:ident, <$($g:ident),*>, ($($arg:ident: $ty:ty),*)) => {
+    ($name:ident, $avx2:ident, $avx512:ident, $body:ident, <$($g:ident),*>, ($($arg:ident: $ty:ty),*)) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2")]
         fn $avx2<$($g: Copy,)* U, F: Fn($($g),*) -> U>(out: &mut [MaybeUninit<U>], f: &F, $($arg: $ty),*) {
             $body(out, f, $($arg),*)
         }
 
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f")]
+        fn $avx512<$($g: Copy,)* U, F: Fn($($g),*) -> U>(out: &mut [MaybeUninit<U>], f: &F, $($arg: $ty),*) {
+            $body(out, f, $($arg),*)
+        }
+
         #[inline(always)]
         fn $name<$($g: Copy,)* U, F: Fn($($g),*) -> U>(out: &mut [MaybeUninit<U>], f: &F, $($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU supports AVX-512F, checked just above.
+                return unsafe { $avx512(out, f, $($arg),*) };
+            }
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx2") {
                 // SAFETY: the CPU supports AVX2, checked just above.
@@ -68,7 +81,7 @@ fn map_body<A: Copy, U, F: Fn(A) -> U>(out: &mut [MaybeUninit<U>], f: &F, a: &[A
         o.write(f(x));
     }
 }
-dispatched_loop!(map_slice, map_slice_avx2, map_body, <A>, (a: &[A]));
+dispatched_loop!(map_slice, map_slice_avx2, map_slice_avx512, map_body, <A>, (a: &[A]));
 
 /// `out[i] = f(a[i], b[i])`.
 #[inline(always)]
@@ -82,7 +95,7 @@ fn zip_body<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(
         o.write(f(x, y));
     }
 }
-dispatched_loop!(zip_slice, zip_slice_avx2, zip_body, <A, B>, (a: &[A], b: &[B]));
+dispatched_loop!(zip_slice, zip_slice_avx2, zip_slice_avx512, zip_body, <A, B>, (a: &[A], b: &[B]));
 
 /// `out[i] = f(a[i], y)`: a scalar right-hand side.
 #[inline(always)]
@@ -96,7 +109,7 @@ fn scalar_body<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(
         o.write(f(x, y));
     }
 }
-dispatched_loop!(scalar_slice, scalar_slice_avx2, scalar_body, <A, B>, (a: &[A], y: B));
+dispatched_loop!(scalar_slice, scalar_slice_avx2, scalar_slice_avx512, scalar_body, <A, B>, (a: &[A], y: B));
 
 /// Asks Linux to back the 2 MiB-aligned interior of a large fresh buffer with transparent huge
 /// pages (`madvise(MADV_HUGEPAGE)`, which PyTorch does under `THP_MEM_ALLOC_ENABLE`). Writing

@@ -368,6 +368,29 @@ fn unit_strided(rows: usize, cols: usize, rs: usize, cs: usize) -> bool {
 /// have the same rank (at least 2) and the same batch sizes (broadcast batch dims have stride
 /// 0), as a dense row-major `[batch.., M, N]` vector.
 pub fn matmul<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout) -> Vec<E> {
+    matmul_onto(a, la, b, lb, None)
+}
+
+/// One `[M, K]` by `[K, N]` product with `bias` (`[N]`, viewed by `bl`) added to every row:
+/// a Linear's forward. The output's rows start as copies of the bias and the product
+/// accumulates onto them, so the bias costs no second pass over the output (the sum's order
+/// differs from a product followed by an add in the last bits, never between runs).
+pub fn matmul_bias<E: Num>(
+    a: &[E],
+    la: &Layout,
+    b: &[E],
+    lb: &Layout,
+    bias: &[E],
+    bl: &Layout,
+) -> Vec<E> {
+    debug_assert!(la.rank() == 2 && bl.dims() == [lb.dims()[1]]);
+    let row: Vec<E> = map(bias, bl, |x| x);
+    matmul_onto(a, la, b, lb, Some(&row))
+}
+
+/// [`matmul`], or with `row` (as long as the product's last dim) the product added onto
+/// copies of that row.
+fn matmul_onto<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout, row: Option<&[E]>) -> Vec<E> {
     let r = la.rank();
     debug_assert!(r >= 2 && lb.rank() == r && la.dims()[..r - 2] == lb.dims()[..r - 2]);
     let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
@@ -399,10 +422,40 @@ pub fn matmul<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout) -> Vec<E> {
     let (b_rs, b_cs) = (lb.strides()[r - 2], lb.strides()[r - 1]);
 
     let total = a_offsets.len() * m * n;
-    let mut out: Vec<E> = Vec::with_capacity(total);
     if total == 0 {
+        return Vec::new();
+    }
+    if let Some(row) = row {
+        debug_assert!(a_offsets.len() == 1 && row.len() == n);
+        let mut out: Vec<E> = Vec::with_capacity(total);
+        // Filled by all cores: this first touch of a large fresh output is where its pages
+        // fault in.
+        let rows_per_task = (1 << 14) / n.max(1) + 1;
+        out.spare_capacity_mut()[..total]
+            .par_chunks_mut(rows_per_task * n)
+            .for_each(|rows| {
+                for (d, s) in rows.iter_mut().zip(row.iter().cycle()) {
+                    d.write(*s);
+                }
+            });
+        // SAFETY: the loop above wrote all m rows of n elements.
+        unsafe { out.set_len(total) };
+        let lhs = MatRef {
+            data: a,
+            offset: a_offsets[0],
+            rs: a_rs,
+            cs: a_cs,
+        };
+        let rhs = MatRef {
+            data: b,
+            offset: b_offsets[0],
+            rs: b_rs,
+            cs: b_cs,
+        };
+        gemm_into((m, n, k), &mut out, lhs, rhs, true, true);
         return out;
     }
+    let mut out: Vec<E> = Vec::with_capacity(total);
     let spare = &mut out.spare_capacity_mut()[..total];
     let one = |i: usize, dst: &mut [MaybeUninit<E>], parallel: bool| {
         let lhs = MatRef {
@@ -499,6 +552,57 @@ mod tests {
         assert_eq!(run::<bf16>(&a, &b, m, k, n), want);
         assert_eq!(run::<i32>(&a, &b, m, k, n), want);
         assert_eq!(run::<i64>(&a, &b, m, k, n), want);
+    }
+
+    /// A Linear's product with its bias, read through a strided view, against the naive
+    /// product plus the bias; small integers, so every type must match exactly.
+    #[test]
+    fn products_with_a_bias_add_it_to_every_row() {
+        fn run<E: Num>(m: usize, k: usize, n: usize, transposed_rhs: bool) {
+            let a: Vec<f64> = (0..m * k).map(|i| (i % 5) as f64 - 2.0).collect();
+            let b: Vec<f64> = (0..k * n).map(|i| (i % 7) as f64 - 3.0).collect();
+            // Strided and offset, as a view into a larger tensor would be; integers, so i64 holds it.
+            let bias: Vec<f64> = (0..2 * n).map(|i| i as f64 - 3.0).collect();
+            let conv = |x: &[f64]| x.iter().map(|&v| E::from_f64(v)).collect::<Vec<E>>();
+            let (bv, lb) = if transposed_rhs {
+                let mut t = vec![0.0; k * n];
+                for i in 0..k {
+                    for j in 0..n {
+                        t[j * k + i] = b[i * n + j];
+                    }
+                }
+                (conv(&t), Layout::contiguous(&[n, k]).transpose(0, 1))
+            } else {
+                (conv(&b), Layout::contiguous(&[k, n]))
+            };
+            let bias_layout = Layout::new(&[n], &[2], 1);
+            let got: Vec<f64> = matmul_bias(
+                &conv(&a),
+                &Layout::contiguous(&[m, k]),
+                &bv,
+                &lb,
+                &conv(&bias),
+                &bias_layout,
+            )
+            .iter()
+            .map(|x| x.to_f64())
+            .collect();
+            let mut want = naive(&a, &b, m, k, n);
+            for (i, w) in want.iter_mut().enumerate() {
+                *w += bias[1 + 2 * (i % n)];
+            }
+            assert_eq!(got, want, "{m}x{k}x{n}, transposed rhs {transposed_rhs}");
+        }
+        for (m, k, n) in [(37, 19, 41), (3, 4, 5), (130, 70, 20), (0, 3, 4), (4, 0, 3)] {
+            for t in [false, true] {
+                run::<f32>(m, k, n, t);
+                run::<f64>(m, k, n, t);
+                run::<i64>(m, k, n, t);
+            }
+        }
+        // bf16 holds these sums exactly only while they stay small.
+        run::<bf16>(3, 4, 5, false);
+        run::<bf16>(3, 4, 5, true);
     }
 
     /// Products large enough to skip zero-filling the output (each side at least

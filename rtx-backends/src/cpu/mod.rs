@@ -34,7 +34,9 @@ pub const CHUNK: usize = 1 << 14;
 /// just gave back (measured here: the MNIST MLP step at batch 128 went from 7.5 to 4.4 ms, the
 /// CNN step from 107 to 64 ms, with the thresholds raised). Raising the mmap threshold to its
 /// maximum (32 MiB) and the trim threshold to 1 GiB keeps those blocks in the heap, much as a
-/// caching allocator would. Memory freed by rtx is then reused by later allocations rather
+/// caching allocator would. Blocks above 32 MiB (a BERT layer's feed-forward activations at
+/// batch 64 x 128 are 50 MB) would still be mmapped one by one, so glibc is also told to
+/// serve every block from its heap (`M_MMAP_MAX` 0). Memory freed by rtx is then reused by later allocations rather
 /// than returned to the OS until the process ends, which is what PyTorch's GPU allocator does
 /// too. Only glibc on Linux has these knobs; elsewhere this does nothing.
 pub(crate) fn keep_freed_buffers() {
@@ -47,6 +49,7 @@ pub(crate) fn keep_freed_buffers() {
             unsafe {
                 libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
                 libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
+                libc::mallopt(libc::M_MMAP_MAX, 0);
             }
         });
     }

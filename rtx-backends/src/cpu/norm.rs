@@ -1,9 +1,10 @@
-//! Fused layer norm and RMS norm over the last axis on the CPU: the same formula and order of
-//! operations as the GPU's row kernels (`rtx-kernels/src/kernels/norm.rs`), so the fused path
-//! can be run and tested on any device. (`rtx` composes the norms from primitive ops on the
-//! CPU; this is the fused path's reference and its CPU form.)
+//! Fused layer norm and RMS norm over the last axis on the CPU: the same formula as the GPU's
+//! row kernels (`rtx-kernels/src/kernels/norm.rs`), so the fused path can be run and tested on
+//! any device; `rtx` uses it for the norms at inference and in compiled steps.
 //!
-//! Invariant: each row is computed in `E::Acc` in index order and rounded to `E` once; the
+//! Invariant: each row is computed in `E::Acc`, its sums in sixteen interleaved partial sums
+//! added in a fixed order (so the loops vectorize, with the same bits at any SIMD width), and
+//! rounded to `E` once; the
 //! weight and bias gradients sum rows in order, one column per task, so results never depend
 //! on the thread count. Row statistics are kept as `f64` (both compute types widen to it
 //! exactly) so they need no type of their own.
@@ -45,35 +46,123 @@ pub fn norm_rows<E: Float>(
         .zip(rstd.par_chunks_mut(per_task))
         .enumerate()
         .for_each(|(task, ((y, mean), rstd))| {
-            let c = <E::Acc as FloatMath>::c;
-            let n = c(cols as f64);
-            for (i, y) in y.chunks_mut(cols).enumerate() {
-                let row = &x[(task * per_task + i) * cols..][..cols];
-                let mu = if centered {
-                    row.iter().fold(c(0.0), |s, v| s + v.to_acc()) / n
-                } else {
-                    c(0.0)
-                };
-                let q = row.iter().fold(c(0.0), |s, v| {
-                    let d = v.to_acc() - mu;
-                    s + d * d
-                });
-                let r = c(1.0) / (q / n + c(eps)).sqrt();
-                for (j, (out, v)) in y.iter_mut().zip(row).enumerate() {
-                    let mut t = (v.to_acc() - mu) * r;
-                    if let Some(w) = weight {
-                        t = t * w[j].to_acc();
-                    }
-                    if let Some(b) = bias {
-                        t = t + b[j].to_acc();
-                    }
-                    *out = E::from_acc(t);
-                }
-                mean[i] = mu.to_f64();
-                rstd[i] = r.to_f64();
-            }
+            let x = &x[task * per_task * cols..][..y.len()];
+            let rows = Rows {
+                x,
+                cols,
+                weight,
+                bias,
+                eps,
+                centered,
+            };
+            rows.run(y, mean, rstd);
         });
     (y, RowStats { mean, rstd })
+}
+
+/// One task's rows of [`norm_rows`].
+struct Rows<'a, E> {
+    x: &'a [E],
+    cols: usize,
+    weight: Option<&'a [E]>,
+    bias: Option<&'a [E]>,
+    eps: f64,
+    centered: bool,
+}
+
+impl<E: Float> Rows<'_, E> {
+    /// Normalizes the rows into `y`, writing each row's mean and reciprocal deviation; the
+    /// loops are compiled for AVX-512 or AVX2 where the CPU has it (the same bits at any width: the
+    /// lanes below fix the order of every sum).
+    fn run(&self, y: &mut [E], mean: &mut [f64], rstd: &mut [f64]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F, checked just above.
+            return unsafe { self.run_avx512(y, mean, rstd) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { self.run_avx2(y, mean, rstd) };
+        }
+        self.body(y, mean, rstd);
+    }
+
+    /// [`Rows::run`] compiled with AVX2 enabled.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn run_avx2(&self, y: &mut [E], mean: &mut [f64], rstd: &mut [f64]) {
+        self.body(y, mean, rstd);
+    }
+
+    /// [`Rows::run`] compiled with AVX-512F enabled.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    fn run_avx512(&self, y: &mut [E], mean: &mut [f64], rstd: &mut [f64]) {
+        self.body(y, mean, rstd);
+    }
+
+    /// The rows, normalized in the lane order that every copy above shares.
+    #[inline(always)]
+    fn body(&self, y: &mut [E], mean: &mut [f64], rstd: &mut [f64]) {
+        let c = <E::Acc as FloatMath>::c;
+        let cols = self.cols;
+        let n = c(cols as f64);
+        for (i, (y, row)) in y.chunks_mut(cols).zip(self.x.chunks(cols)).enumerate() {
+            let mu = if self.centered {
+                lane_sum(row, |v| v) / n
+            } else {
+                c(0.0)
+            };
+            let q = lane_sum(row, |v| (v - mu) * (v - mu));
+            let r = c(1.0) / (q / n + c(self.eps)).sqrt();
+            let xhat = |v: &E| (v.to_acc() - mu) * r;
+            match (self.weight, self.bias) {
+                (Some(w), Some(b)) => {
+                    for ((out, v), (w, b)) in y.iter_mut().zip(row).zip(w.iter().zip(b)) {
+                        *out = E::from_acc(xhat(v) * w.to_acc() + b.to_acc());
+                    }
+                }
+                (Some(w), None) => {
+                    for ((out, v), w) in y.iter_mut().zip(row).zip(w) {
+                        *out = E::from_acc(xhat(v) * w.to_acc());
+                    }
+                }
+                (None, Some(b)) => {
+                    for ((out, v), b) in y.iter_mut().zip(row).zip(b) {
+                        *out = E::from_acc(xhat(v) + b.to_acc());
+                    }
+                }
+                (None, None) => {
+                    for (out, v) in y.iter_mut().zip(row) {
+                        *out = E::from_acc(xhat(v));
+                    }
+                }
+            }
+            mean[i] = mu.to_f64();
+            rstd[i] = r.to_f64();
+        }
+    }
+}
+
+/// `Σ f(x)` over a row in sixteen interleaved partial sums, added up in a fixed order at the
+/// end: a SIMD-friendly order that does not depend on the vector width.
+#[inline(always)]
+fn lane_sum<E: Float>(row: &[E], f: impl Fn(E::Acc) -> E::Acc) -> E::Acc {
+    const LANES: usize = 16;
+    let zero = <E::Acc as FloatMath>::c(0.0);
+    let mut lanes = [zero; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (s, v) in lanes.iter_mut().zip(c) {
+            *s = *s + f(v.to_acc());
+        }
+    }
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(zero, |s, v| s + f(v.to_acc()));
+    lanes.iter().fold(tail, |a, &b| a + b)
 }
 
 /// The gradients of [`norm_rows`] from the output gradient `dy` (dense, like `x`): the input

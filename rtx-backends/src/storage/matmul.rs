@@ -68,6 +68,14 @@ impl<E: Element> Storage<E> {
                     (out, false) => Storage::Cuda(out),
                 }
             }
+            (Storage::Cpu(a), Storage::Cpu(b), Storage::Cpu(c)) => {
+                same_device("matmul", self, rhs)?;
+                check_shapes(l, rl)?;
+                crate::dispatch::cpu();
+                return Ok(Storage::Cpu(crate::cpu::matmul::matmul_bias(
+                    a, l, b, rl, c, bl,
+                )));
+            }
             _ => self.matmul(l, rhs, rl)?,
         };
         let dims = [l.dims()[0], n];
