@@ -20,6 +20,7 @@ mod reduce;
 mod view;
 
 pub use conv::*;
+pub(crate) use conv::conv_check;
 pub use elementwise::Operand;
 pub use matmul::*;
 pub use random::*;
