@@ -4,8 +4,8 @@
 use super::init;
 use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut, join};
-use crate::shape::conv::ConvOptions;
 use crate::error::ok;
+use crate::shape::conv::ConvOptions;
 use crate::shape::{Const, Dim, Shape};
 use crate::tensor::{Conv, Tensor, conv_check};
 use rtx_backends::Device;

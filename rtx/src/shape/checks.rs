@@ -163,13 +163,21 @@ pub const fn last_dim<S: Shape, const D: usize>(op: &str) {
 #[track_caller]
 pub const fn channels<S: Shape, const C: usize>() {
     if S::RANK < 2 {
-        concat_panic!("batch_norm: a rank-", S::RANK, " input has no channel axis (axis 1)");
+        concat_panic!(
+            "batch_norm: a rank-",
+            S::RANK,
+            " input has no channel axis (axis 1)"
+        );
     }
     if let Some(c) = S::STATIC_DIMS[1]
         && c != C
     {
         concat_panic!(
-            "batch_norm: axis 1 has ", c, " channels, not the norm's ", C, " (they must be equal)"
+            "batch_norm: axis 1 has ",
+            c,
+            " channels, not the norm's ",
+            C,
+            " (they must be equal)"
         );
     }
 }

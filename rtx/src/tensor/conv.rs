@@ -48,7 +48,9 @@ impl<'a, E: Float> ConvInput<'a, E> {
 /// The const check of a convolution's sizes, named after its rank: short enough that each
 /// method's `const` block stays on the one line rustc quotes in the error.
 #[track_caller]
-pub(crate) const fn conv_check<X: Shape, W: Shape, Y: Shape>(settings: (usize, usize, usize, usize)) {
+pub(crate) const fn conv_check<X: Shape, W: Shape, Y: Shape>(
+    settings: (usize, usize, usize, usize),
+) {
     let op = if X::RANK == 3 { "conv1d" } else { "conv2d" };
     check_conv::<X, W, Y>(op, X::RANK - 2, settings);
 }
@@ -494,9 +496,19 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
         Opt: ConvOptions<C, CG>,
     {
         let p = conv_params::<C, CG, Opt>(2);
-        let (x, w, b) = (ConvInput::new(self), ConvInput::new(weight), bias.map(ConvInput::new));
+        let (x, w, b) = (
+            ConvInput::new(self),
+            ConvInput::new(weight),
+            bias.map(ConvInput::new),
+        );
         let (s, shape) = run_conv("conv2d", x, w, b, &p, 2)?;
-        Ok(track_conv(Tensor::from_storage(s, shape), self, weight, bias, p))
+        Ok(track_conv(
+            Tensor::from_storage(s, shape),
+            self,
+            weight,
+            bias,
+            p,
+        ))
     }
 
     /// The body of the pooling methods and layers after their const checks.
@@ -662,9 +674,19 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
         E: Float,
     {
         let p = conv_params::<C, CG, Opt>(1);
-        let (x, w, b) = (ConvInput::new(self), ConvInput::new(weight), bias.map(ConvInput::new));
+        let (x, w, b) = (
+            ConvInput::new(self),
+            ConvInput::new(weight),
+            bias.map(ConvInput::new),
+        );
         let (s, shape) = run_conv("conv1d", x, w, b, &p, 1)?;
-        Ok(track_conv(Tensor::from_storage(s, shape), self, weight, bias, p))
+        Ok(track_conv(
+            Tensor::from_storage(s, shape),
+            self,
+            weight,
+            bias,
+            p,
+        ))
     }
 
     /// The body of the unbatched pooling methods after their const checks.

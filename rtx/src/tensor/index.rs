@@ -160,7 +160,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 
     /// The body of `gather` and `try_gather` after their const check.
-    fn gather_run<const I: usize, S2: Shape>(&self, index: &Tensor<S2, i64>) -> Result<Tensor<S2, E>>
+    pub(crate) fn gather_run<const I: usize, S2: Shape>(
+        &self,
+        index: &Tensor<S2, i64>,
+    ) -> Result<Tensor<S2, E>>
     where
         S: HasAxis<I>,
     {
@@ -223,7 +226,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 
     /// The body of `scatter` and `try_scatter` after their const checks.
-    fn scatter_run<const I: usize>(
+    pub(crate) fn scatter_run<const I: usize>(
         &self,
         index: &Tensor<impl Shape, i64>,
         src: &Tensor<impl Shape, E>,
@@ -365,7 +368,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 
     /// The body of `scatter_add` and `try_scatter_add` after their const checks.
-    fn scatter_add_run<const I: usize>(
+    pub(crate) fn scatter_add_run<const I: usize>(
         &self,
         index: &Tensor<impl Shape, i64>,
         src: &Tensor<impl Shape, E>,
@@ -492,7 +495,7 @@ where
             g.clone()
         } else {
             let zeros = Tensor::try_full(idx.shape(), E::default(), g.device())?;
-            g.try_scatter::<I>(&idx, &zeros)?
+            g.scatter_run::<I>(&idx, &zeros)?
         };
         let dsrc = autograd::index::gather_into::<I, S, S2, S3, E>(g, &idx, src_shape)?;
         Ok(vec![autograd::erase(dx), autograd::erase(dsrc)])

@@ -19,8 +19,8 @@ mod range;
 mod reduce;
 mod view;
 
-pub use conv::*;
 pub(crate) use conv::conv_check;
+pub use conv::*;
 pub use elementwise::Operand;
 pub use matmul::*;
 pub use random::*;
