@@ -538,6 +538,7 @@ impl Element for bool {
 
 macro_rules! num_int {
     ($t:ty) => {
+        #[diagnostic::do_not_recommend]
         impl Num for $t {
             const ZERO: Self = 0;
             const ONE: Self = 1;
@@ -576,6 +577,7 @@ num_int!(u8);
 
 macro_rules! signed_int {
     ($t:ty) => {
+        #[diagnostic::do_not_recommend]
         impl Signed for $t {
             #[inline]
             fn neg(self) -> Self {
@@ -593,6 +595,7 @@ signed_int!(i64);
 
 macro_rules! num_float {
     ($t:ty, $acc:ty, $to:expr, $from:expr, $zero:expr, $one:expr, $eps:expr) => {
+        #[diagnostic::do_not_recommend]
         impl Num for $t {
             const ZERO: Self = $zero;
             const ONE: Self = $one;
@@ -619,6 +622,7 @@ macro_rules! num_float {
                 Self::from_acc(self.to_acc().powf(b.to_acc()))
             }
         }
+        #[diagnostic::do_not_recommend]
         impl Signed for $t {
             #[inline]
             fn neg(self) -> Self {
@@ -629,6 +633,7 @@ macro_rules! num_float {
                 Self::from_acc(FloatMath::abs(self.to_acc()))
             }
         }
+        #[diagnostic::do_not_recommend]
         impl Float for $t {
             type Acc = $acc;
             #[inline]

@@ -79,7 +79,7 @@ where
         orig: S,
         index: &Tensor<S2, i64>,
     ) -> Result<Tensor<S, F>> {
-        Tensor::try_zeros(orig, g.device())?.try_scatter_add::<I>(index, g)
+        Tensor::try_zeros(orig, g.device())?.scatter_add_run::<I>(index, g)
     }
     by_float!(E, F => Ok(from_float(place::<I, S, S2, F>(as_float(g), orig, index)?)))
 }
@@ -97,7 +97,7 @@ where
     S3: Shape,
     E: Element,
 {
-    let picked = g.try_gather::<I, S2>(index)?;
+    let picked = g.gather_run::<I, S2>(index)?;
     if picked.dims() == &src.dims()[..] {
         return Ok(picked.view(*picked.layout(), src));
     }

@@ -17,6 +17,21 @@ use crate::tensor::Tensor;
 use rtx_backends::Device;
 use rtx_kernels::Float;
 
+/// `H` heads must divide the `D` features (checked when compiling, in each constructor: see
+/// `crate::shape::checks` for why the `const` block sits in the method the user calls).
+#[track_caller]
+const fn heads_divide<const D: usize, const H: usize>() {
+    if H == 0 || !D.is_multiple_of(H) {
+        const_panic::concat_panic!(
+            "attention: ",
+            H,
+            " heads do not divide the width ",
+            D,
+            " (the head count must divide d_model)"
+        );
+    }
+}
+
 /// Causal self-attention over `D` features split into `H` heads of `D / H`.
 ///
 /// ```
@@ -40,7 +55,8 @@ impl<const D: usize, const H: usize, E: Float> CausalSelfAttention<D, H, E> {
     /// `qkv.weight`, `qkv.bias`, `proj.weight` and `proj.bias`. `H` must divide `D` (checked
     /// when compiling).
     pub fn new(device: Device, seed: u64) -> Self {
-        Self::init_named(&device, seed, "")
+        const { heads_divide::<D, H>() };
+        Self::build(&device, seed, "")
     }
 
     /// Attends over a `[B, T, D]` input: per head, `softmax((q / sqrt(D/H)) kᵀ)` with the
@@ -85,18 +101,15 @@ impl<const D: usize, const H: usize, E: Float> CausalSelfAttention<D, H, E> {
 
 impl<const D: usize, const H: usize, E: Float> Init for CausalSelfAttention<D, H, E> {
     fn init_named(device: &Device, seed: u64, prefix: &str) -> Self {
+        const { heads_divide::<D, H>() };
+        Self::build(device, seed, prefix)
+    }
+}
+
+impl<const D: usize, const H: usize, E: Float> CausalSelfAttention<D, H, E> {
+    /// The body of `new` and `init_named` after their const check.
+    fn build(device: &Device, seed: u64, prefix: &str) -> Self {
         let device = *device;
-        const {
-            if H == 0 || !D.is_multiple_of(H) {
-                const_panic::concat_panic!(
-                    "attention: ",
-                    H,
-                    " heads do not divide the width ",
-                    D,
-                    ": the head count must divide d_model"
-                );
-            }
-        };
         let (qkv_weight, qkv_bias) = init::default_weight_bias(
             (3 * D, Const),
             (3 * D,),

@@ -9,7 +9,7 @@
 use super::init::Init;
 use super::module::{Module, TensorKind, Visitor, VisitorMut, join};
 use crate::error::{Result, bail, ok};
-use crate::shape::{Axes3, Const, Shape, describe};
+use crate::shape::{Axes3, Const, Shape, checks, describe};
 use crate::tensor::Tensor;
 use rtx_backends::Device;
 use rtx_kernels::Float;
@@ -119,7 +119,8 @@ impl<const C: usize, E: Float> BatchNorm<C, E> {
     /// [`BatchNorm::try_forward`]).
     #[track_caller]
     pub fn forward<S: Shape>(&self, x: &Tensor<S, E>) -> Tensor<S, E> {
-        ok(self.try_forward(x))
+        const { checks::channels::<S, C>() };
+        ok(self.forward_run(x))
     }
 
     /// [`BatchNorm::forward`], returning an error naming the shape when it does not fit.
@@ -127,11 +128,18 @@ impl<const C: usize, E: Float> BatchNorm<C, E> {
     /// ```
     /// # use rtx::prelude::*;
     /// let bn = BatchNorm1d::<3>::new(Device::Cpu);
-    /// let x: Tensor<Rank2<4, 2>> = Tensor::zeros((Const, Const), Device::Cpu);
+    /// let x: Tensor<(usize, usize)> = Tensor::zeros((4, 2), Device::Cpu);
     /// let err = bn.try_forward(&x).err().unwrap();
     /// assert_eq!(err.to_string(), "batch_norm: input [4, 2] does not have 3 channels on axis 1");
     /// ```
     pub fn try_forward<S: Shape>(&self, x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
+        const { checks::channels::<S, C>() };
+        self.forward_run(x)
+    }
+
+    /// The body of `forward` and `try_forward` after their const check (see
+    /// `crate::shape::checks` for why the check sits in each of them).
+    pub(crate) fn forward_run<S: Shape>(&self, x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
         let d = x.dims();
         if d.len() < 2 || d[1] != C {
             bail!(

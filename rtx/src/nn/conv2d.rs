@@ -4,12 +4,22 @@
 use super::init;
 use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut, join};
+use crate::error::ok;
 use crate::shape::conv::ConvOptions;
-use crate::shape::{Const, Dim};
-use crate::tensor::{Conv, Tensor};
+use crate::shape::{Const, Dim, Shape};
+use crate::tensor::{Conv, Tensor, conv_check};
 use rtx_backends::Device;
 use rtx_kernels::Float;
 use std::marker::PhantomData;
+
+/// The layer's const check: the convolution's, with the weight's shape spelled out here so
+/// the `const` line in `forward` stays short.
+#[track_caller]
+const fn check<X: Shape, Y: Shape, const I: usize, const O: usize, const K: usize>(
+    settings: (usize, usize, usize, usize),
+) {
+    conv_check::<X, (Const<O>, Const<I>, Const<K>, Const<K>), Y>(settings);
+}
 
 /// A 2-d convolution (PyTorch's `nn.Conv2d`) with `I` weight input channels (the input's
 /// channels divided by the groups), `O` output channels, a `K x K` kernel and settings `Opt`
@@ -67,10 +77,10 @@ impl<const I: usize, const O: usize, const K: usize, Opt, E: Float> Conv2d<I, O,
     where
         Opt: ConvOptions<C, Const<I>> + Default,
     {
-        match &self.bias {
-            Some(b) => x.conv2d_bias(&self.weight, b, Opt::default()),
-            None => x.conv2d(&self.weight, Opt::default()),
-        }
+        // The check sits here, not only in `conv2d`: rustc's note then names the caller's
+        // line (see `crate::shape::checks`).
+        const { check::<(N, C, H, W), (N, Const<O>, HO, WO), I, O, K>(Opt::SETTINGS) };
+        ok(x.conv2d_run(&self.weight, self.bias.as_ref(), Opt::default()))
     }
 }
 

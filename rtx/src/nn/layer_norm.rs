@@ -5,7 +5,7 @@
 use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut, join};
 use crate::error::{Result, bail, ok};
-use crate::shape::{Const, Shape, describe};
+use crate::shape::{Const, Shape, checks, describe};
 use crate::tensor::Tensor;
 use rtx_backends::Device;
 use rtx_kernels::Float;
@@ -46,7 +46,8 @@ impl<const D: usize, E: Float> LayerNorm<D, E> {
     /// When the last axis is not `D` long (see [`LayerNorm::try_forward`]).
     #[track_caller]
     pub fn forward<S: Shape>(&self, x: &Tensor<S, E>) -> Tensor<S, E> {
-        ok(self.try_forward(x))
+        const { checks::last_dim::<S, D>("layer_norm") };
+        ok(self.forward_run(x))
     }
 
     /// [`LayerNorm::forward`], returning an error naming the shape when it does not fit. On a
@@ -57,11 +58,18 @@ impl<const D: usize, E: Float> LayerNorm<D, E> {
     /// ```
     /// # use rtx::prelude::*;
     /// let ln = LayerNorm::<4>::new(Device::Cpu);
-    /// let x: Tensor<Rank2<4, 2>> = Tensor::zeros((Const, Const), Device::Cpu);
+    /// let x: Tensor<(usize, usize)> = Tensor::zeros((4, 2), Device::Cpu);
     /// let err = ln.try_forward(&x).err().unwrap();
     /// assert_eq!(err.to_string(), "layer_norm: the last axis of input [4, 2] is not 4 long");
     /// ```
     pub fn try_forward<S: Shape>(&self, x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
+        const { checks::last_dim::<S, D>("layer_norm") };
+        self.forward_run(x)
+    }
+
+    /// The body of `forward` and `try_forward` after their const check (see
+    /// `crate::shape::checks` for why the check sits in each of them).
+    pub(crate) fn forward_run<S: Shape>(&self, x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
         let rows = rows_of::<S, E, D>("layer_norm", x)?;
         // Inference on the CPU takes the fused rows too (one pass instead of eight); with a
         // tape to record, the CPU runs the composition that defines the norm.

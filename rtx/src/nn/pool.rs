@@ -3,10 +3,13 @@
 
 use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut};
+use crate::error::ok;
 use crate::shape::Dim;
+use crate::shape::conv::pool;
 use crate::tensor::{Pool, Tensor};
 use rtx_backends::Device;
 use rtx_kernels::Float;
+use rtx_kernels::op::PoolOp;
 
 /// Max pooling over `K x K` windows with stride `S` and padding `P` (PyTorch's
 /// `nn.MaxPool2d(K, S, P)`).
@@ -31,7 +34,8 @@ impl<const K: usize, const S: usize, const P: usize> MaxPool2d<K, S, P> {
         &self,
         x: &Tensor<(N, C, H, W), E>,
     ) -> Tensor<(N, C, HO, WO), E> {
-        x.max_pool2d(Pool::<K, S, P>)
+        const { pool::<(N, C, H, W), (N, C, HO, WO)>("max_pool2d", (K, S, P)) };
+        ok(x.pool2d_run(PoolOp::Max, Pool::<K, S, P>))
     }
 }
 
@@ -57,7 +61,8 @@ impl<const K: usize, const S: usize, const P: usize> AvgPool2d<K, S, P> {
         &self,
         x: &Tensor<(N, C, H, W), E>,
     ) -> Tensor<(N, C, HO, WO), E> {
-        x.avg_pool2d(Pool::<K, S, P>)
+        const { pool::<(N, C, H, W), (N, C, HO, WO)>("avg_pool2d", (K, S, P)) };
+        ok(x.pool2d_run(PoolOp::Avg, Pool::<K, S, P>))
     }
 }
 

@@ -6,7 +6,7 @@ use super::init::Init;
 use super::layer_norm::rows_of;
 use super::module::{Module, Visitor, VisitorMut, join};
 use crate::error::{Result, ok};
-use crate::shape::{Const, Shape};
+use crate::shape::{Const, Shape, checks};
 use crate::tensor::Tensor;
 use rtx_backends::Device;
 use rtx_kernels::{DType, Float};
@@ -45,13 +45,21 @@ impl<const D: usize, E: Float> RMSNorm<D, E> {
     /// When the last axis is not `D` long (see [`RMSNorm::try_forward`]).
     #[track_caller]
     pub fn forward<S: Shape>(&self, x: &Tensor<S, E>) -> Tensor<S, E> {
-        ok(self.try_forward(x))
+        const { checks::last_dim::<S, D>("rms_norm") };
+        ok(self.forward_run(x))
     }
 
     /// [`RMSNorm::forward`], returning an error naming the shape when it does not fit. On a
     /// GPU this is one fused launch (and one tape node); on the CPU, the composition below while
     /// gradients are recorded, and the fused rows otherwise.
     pub fn try_forward<S: Shape>(&self, x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
+        const { checks::last_dim::<S, D>("rms_norm") };
+        self.forward_run(x)
+    }
+
+    /// The body of `forward` and `try_forward` after their const check (see
+    /// `crate::shape::checks` for why the check sits in each of them).
+    pub(crate) fn forward_run<S: Shape>(&self, x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
         let rows = rows_of::<S, E, D>("rms_norm", x)?;
         let eps = self.resolved_eps();
         // As for LayerNorm: fused on a GPU, and on the CPU when nothing is recorded.

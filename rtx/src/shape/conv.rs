@@ -11,6 +11,9 @@
 //! `cargo build`; `cargo check` and rust-analyzer do not run it). Run-time sizes are checked
 //! when the op runs.
 //!
+//! The checks are `#[track_caller]`, so rustc's error shows the op's `const` line and the
+//! user's call rather than these frames (see [`super::checks`]).
+//!
 //! Channels: a plain [`Conv`] requires the weight's input channels to be the input's
 //! channels through the [`ChannelsAgree`] rule, so a mismatch of static or named dims is a
 //! compile error. A grouped convolution ([`GroupedConv`]) has weights of `C / G` input
@@ -75,6 +78,9 @@ pub trait ConvOptions<C: Dim, CG: Dim>: Copy + Send + Sync + 'static {
     const DILATION: usize;
     /// The number of channel groups.
     const GROUPS: usize;
+    /// Stride, padding, dilation and groups, in that order (what [`conv`] takes).
+    const SETTINGS: (usize, usize, usize, usize) =
+        (Self::STRIDE, Self::PADDING, Self::DILATION, Self::GROUPS);
 }
 
 // No `do_not_recommend` here: rustc then reports the failing `ChannelsAgree` rule, naming
@@ -102,6 +108,7 @@ impl<C: Dim, CG: Dim, const G: usize, const S: usize, const P: usize, const D: u
 /// Checks a convolution's settings, channels and output sizes where they are static.
 /// `X`, `W` and `Y` are the input `[N, C, spatial..]`, weight `[O, C/G, kernel..]` and output
 /// `[N, O, out..]` shapes; the last `SPATIAL` axes are spatial.
+#[track_caller]
 pub const fn conv<X: Shape, W: Shape, Y: Shape>(
     op: &str,
     spatial: usize,
@@ -150,6 +157,7 @@ pub const fn conv<X: Shape, W: Shape, Y: Shape>(
 }
 
 /// Checks a pooling window and the output sizes of a `[.., H, W]` input where static.
+#[track_caller]
 pub const fn pool<X: Shape, Y: Shape>(op: &str, (kernel, stride, padding): (usize, usize, usize)) {
     if kernel == 0 || stride == 0 {
         concat_panic!({}: op, ": kernel ", kernel, " and stride ", stride, " must be at least 1");
@@ -173,6 +181,7 @@ pub const fn pool<X: Shape, Y: Shape>(op: &str, (kernel, stride, padding): (usiz
 
 /// One spatial axis: the dilated kernel must fit the padded input, and a static output size
 /// must be PyTorch's `(I + 2P - D(K - 1) - 1) / S + 1`.
+#[track_caller]
 const fn out_size(
     op: &str,
     axis: &str,

@@ -186,24 +186,28 @@ pub fn describe<S: Shape>(s: &S) -> String {
 
 use rtx_kernels::Element;
 
+#[diagnostic::do_not_recommend]
 impl<E: Element> ArrayLiteral<(), E> for E {
     fn flatten(self) -> Vec<E> {
         vec![self]
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: Element, const A: usize> ArrayLiteral<Rank1<A>, E> for [E; A] {
     fn flatten(self) -> Vec<E> {
         self.to_vec()
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: Element, const A: usize, const B: usize> ArrayLiteral<Rank2<A, B>, E> for [[E; B]; A] {
     fn flatten(self) -> Vec<E> {
         self.into_iter().flatten().collect()
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: Element, const A: usize, const B: usize, const C: usize> ArrayLiteral<Rank3<A, B, C>, E>
     for [[[E; C]; B]; A]
 {
@@ -212,6 +216,7 @@ impl<E: Element, const A: usize, const B: usize, const C: usize> ArrayLiteral<Ra
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: Element, const A: usize, const B: usize, const C: usize, const D: usize>
     ArrayLiteral<Rank4<A, B, C, D>, E> for [[[[E; D]; C]; B]; A]
 {
@@ -220,6 +225,7 @@ impl<E: Element, const A: usize, const B: usize, const C: usize, const D: usize>
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: Element, const A: usize, const B: usize, const C: usize, const D: usize, const F: usize>
     ArrayLiteral<Rank5<A, B, C, D, F>, E> for [[[[[E; F]; D]; C]; B]; A]
 {
@@ -233,6 +239,7 @@ impl<E: Element, const A: usize, const B: usize, const C: usize, const D: usize,
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<
     E: Element,
     const A: usize,

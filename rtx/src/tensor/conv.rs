@@ -10,7 +10,7 @@
 use super::Tensor;
 use crate::autograd;
 use crate::error::{Error, Result, bail, ok};
-use crate::shape::conv::ConvOptions;
+use crate::shape::conv::{ConvOptions, conv as check_conv, pool};
 use crate::shape::{Dim, Shape, describe};
 use rtx_backends::cpu::conv::{Conv2dParams, Pool2dParams};
 use rtx_backends::{Layout, Storage};
@@ -43,6 +43,16 @@ impl<'a, E: Float> ConvInput<'a, E> {
             desc: describe(&t.shape()),
         }
     }
+}
+
+/// The const check of a convolution's sizes, named after its rank: short enough that each
+/// method's `const` block stays on the one line rustc quotes in the error.
+#[track_caller]
+pub(crate) const fn conv_check<X: Shape, W: Shape, Y: Shape>(
+    settings: (usize, usize, usize, usize),
+) {
+    let op = if X::RANK == 3 { "conv1d" } else { "conv2d" };
+    check_conv::<X, W, Y>(op, X::RANK - 2, settings);
 }
 
 /// The settings of a convolution over `spatial` axes (a 1-d one runs as height 1).
@@ -307,7 +317,8 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
     where
         E: Float,
     {
-        ok(self.try_conv2d(weight, opts))
+        const { conv_check::<(N, C, H, W), (O, CG, KH, KW), (N, O, HO, WO)>(Opt::SETTINGS) };
+        ok(self.conv2d_run(weight, None, opts))
     }
 
     /// [`Tensor::conv2d`], returning an error naming the shapes when run-time sizes do not fit.
@@ -335,30 +346,8 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
     where
         E: Float,
     {
-        let _ = opts;
-        const {
-            crate::shape::conv::conv::<(N, C, H, W), (O, CG, KH, KW), (N, O, HO, WO)>(
-                "conv2d",
-                2,
-                (Opt::STRIDE, Opt::PADDING, Opt::DILATION, Opt::GROUPS),
-            )
-        };
-        let p = conv_params::<C, CG, Opt>(2);
-        let (s, shape) = run_conv(
-            "conv2d",
-            ConvInput::new(self),
-            ConvInput::new(weight),
-            None,
-            &p,
-            2,
-        )?;
-        Ok(track_conv(
-            Tensor::from_storage(s, shape),
-            self,
-            weight,
-            None::<&Tensor<(O,), E>>,
-            p,
-        ))
+        const { conv_check::<(N, C, H, W), (O, CG, KH, KW), (N, O, HO, WO)>(Opt::SETTINGS) };
+        self.conv2d_run(weight, None, opts)
     }
 
     /// [`Tensor::conv2d`] plus a per-output-channel bias `[O]`, added inside the convolution.
@@ -392,7 +381,8 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
     where
         E: Float,
     {
-        ok(self.try_conv2d_bias(weight, bias, opts))
+        const { conv_check::<(N, C, H, W), (O, CG, KH, KW), (N, O, HO, WO)>(Opt::SETTINGS) };
+        ok(self.conv2d_run(weight, Some(bias), opts))
     }
 
     /// [`Tensor::conv2d_bias`], returning an error naming the shapes when run-time sizes do
@@ -414,31 +404,8 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
     where
         E: Float,
     {
-        let _ = opts;
-        const {
-            crate::shape::conv::conv::<(N, C, H, W), (O, CG, KH, KW), (N, O, HO, WO)>(
-                "conv2d",
-                2,
-                (Opt::STRIDE, Opt::PADDING, Opt::DILATION, Opt::GROUPS),
-            )
-        };
-        let p = conv_params::<C, CG, Opt>(2);
-        let b = Some(ConvInput::new(bias));
-        let (s, shape) = run_conv(
-            "conv2d",
-            ConvInput::new(self),
-            ConvInput::new(weight),
-            b,
-            &p,
-            2,
-        )?;
-        Ok(track_conv(
-            Tensor::from_storage(s, shape),
-            self,
-            weight,
-            Some(bias),
-            p,
-        ))
+        const { conv_check::<(N, C, H, W), (O, CG, KH, KW), (N, O, HO, WO)>(Opt::SETTINGS) };
+        self.conv2d_run(weight, Some(bias), opts)
     }
 
     /// Max pooling over `KERNEL x KERNEL` windows, `[N, C, H, W] -> [N, C, HO, WO]` (output
@@ -462,31 +429,21 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
     where
         E: Float,
     {
-        ok(self.try_max_pool2d(window))
+        const { pool::<(N, C, H, W), (N, C, HO, WO)>("max_pool2d", (K, S, P)) };
+        ok(self.pool2d_run(PoolOp::Max, window))
     }
 
     /// [`Tensor::max_pool2d`], returning an error naming the shape when run-time sizes do not
     /// fit.
     pub fn try_max_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
-        _window: Pool<K, S, P>,
+        window: Pool<K, S, P>,
     ) -> Result<Tensor<(N, C, HO, WO), E>>
     where
         E: Float,
     {
-        const { crate::shape::conv::pool::<(N, C, H, W), (N, C, HO, WO)>("max_pool2d", (K, S, P)) };
-        let (s, shape) = run_pool(
-            PoolOp::Max,
-            ConvInput::new(self),
-            &pool_params::<K, S, P>(),
-            true,
-        )?;
-        Ok(track_pool(
-            Tensor::from_storage(s, shape),
-            self,
-            PoolOp::Max,
-            pool_params::<K, S, P>(),
-        ))
+        const { pool::<(N, C, H, W), (N, C, HO, WO)>("max_pool2d", (K, S, P)) };
+        self.pool2d_run(PoolOp::Max, window)
     }
 
     /// Average pooling over `KERNEL x KERNEL` windows, `[N, C, H, W] -> [N, C, HO, WO]`;
@@ -509,31 +466,63 @@ impl<N: Dim, C: Dim, H: Dim, W: Dim, E: Element> Tensor<(N, C, H, W), E> {
     where
         E: Float,
     {
-        ok(self.try_avg_pool2d(window))
+        const { pool::<(N, C, H, W), (N, C, HO, WO)>("avg_pool2d", (K, S, P)) };
+        ok(self.pool2d_run(PoolOp::Avg, window))
     }
 
     /// [`Tensor::avg_pool2d`], returning an error naming the shape when run-time sizes do not
     /// fit.
     pub fn try_avg_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
+        window: Pool<K, S, P>,
+    ) -> Result<Tensor<(N, C, HO, WO), E>>
+    where
+        E: Float,
+    {
+        const { pool::<(N, C, H, W), (N, C, HO, WO)>("avg_pool2d", (K, S, P)) };
+        self.pool2d_run(PoolOp::Avg, window)
+    }
+
+    /// The body of `conv2d`, `conv2d_bias`, their `try_` twins and [`crate::nn::Conv2d`],
+    /// after their const checks: run-time size checks, the convolution and its tape entry.
+    pub(crate) fn conv2d_run<O: Dim, CG: Dim, KH: Dim, KW: Dim, HO: Dim, WO: Dim, Opt>(
+        &self,
+        weight: &Tensor<(O, CG, KH, KW), E>,
+        bias: Option<&Tensor<(O,), E>>,
+        _opts: Opt,
+    ) -> Result<Tensor<(N, O, HO, WO), E>>
+    where
+        E: Float,
+        Opt: ConvOptions<C, CG>,
+    {
+        let p = conv_params::<C, CG, Opt>(2);
+        let (x, w, b) = (
+            ConvInput::new(self),
+            ConvInput::new(weight),
+            bias.map(ConvInput::new),
+        );
+        let (s, shape) = run_conv("conv2d", x, w, b, &p, 2)?;
+        Ok(track_conv(
+            Tensor::from_storage(s, shape),
+            self,
+            weight,
+            bias,
+            p,
+        ))
+    }
+
+    /// The body of the pooling methods and layers after their const checks.
+    pub(crate) fn pool2d_run<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
+        &self,
+        op: PoolOp,
         _window: Pool<K, S, P>,
     ) -> Result<Tensor<(N, C, HO, WO), E>>
     where
         E: Float,
     {
-        const { crate::shape::conv::pool::<(N, C, H, W), (N, C, HO, WO)>("avg_pool2d", (K, S, P)) };
-        let (s, shape) = run_pool(
-            PoolOp::Avg,
-            ConvInput::new(self),
-            &pool_params::<K, S, P>(),
-            true,
-        )?;
-        Ok(track_pool(
-            Tensor::from_storage(s, shape),
-            self,
-            PoolOp::Avg,
-            pool_params::<K, S, P>(),
-        ))
+        let p = pool_params::<K, S, P>();
+        let (s, shape) = run_pool(op, ConvInput::new(self), &p, true)?;
+        Ok(track_pool(Tensor::from_storage(s, shape), self, op, p))
     }
 }
 
@@ -560,7 +549,8 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
     where
         E: Float,
     {
-        ok(self.try_conv1d(weight, opts))
+        const { conv_check::<(N, C, L), (O, CG, K), (N, O, LO)>(Opt::SETTINGS) };
+        ok(self.conv1d_run(weight, None, opts))
     }
 
     /// [`Tensor::conv1d`], returning an error naming the shapes when run-time sizes do not fit.
@@ -572,30 +562,8 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
     where
         E: Float,
     {
-        let _ = opts;
-        const {
-            crate::shape::conv::conv::<(N, C, L), (O, CG, K), (N, O, LO)>(
-                "conv1d",
-                1,
-                (Opt::STRIDE, Opt::PADDING, Opt::DILATION, Opt::GROUPS),
-            )
-        };
-        let p = conv_params::<C, CG, Opt>(1);
-        let (s, shape) = run_conv(
-            "conv1d",
-            ConvInput::new(self),
-            ConvInput::new(weight),
-            None,
-            &p,
-            1,
-        )?;
-        Ok(track_conv(
-            Tensor::from_storage(s, shape),
-            self,
-            weight,
-            None::<&Tensor<(O,), E>>,
-            p,
-        ))
+        const { conv_check::<(N, C, L), (O, CG, K), (N, O, LO)>(Opt::SETTINGS) };
+        self.conv1d_run(weight, None, opts)
     }
 
     /// [`Tensor::conv1d`] plus a per-output-channel bias `[O]`, added inside the convolution.
@@ -612,7 +580,8 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
     where
         E: Float,
     {
-        ok(self.try_conv1d_bias(weight, bias, opts))
+        const { conv_check::<(N, C, L), (O, CG, K), (N, O, LO)>(Opt::SETTINGS) };
+        ok(self.conv1d_run(weight, Some(bias), opts))
     }
 
     /// [`Tensor::conv1d_bias`], returning an error naming the shapes when run-time sizes do
@@ -626,31 +595,8 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
     where
         E: Float,
     {
-        let _ = opts;
-        const {
-            crate::shape::conv::conv::<(N, C, L), (O, CG, K), (N, O, LO)>(
-                "conv1d",
-                1,
-                (Opt::STRIDE, Opt::PADDING, Opt::DILATION, Opt::GROUPS),
-            )
-        };
-        let p = conv_params::<C, CG, Opt>(1);
-        let b = Some(ConvInput::new(bias));
-        let (s, shape) = run_conv(
-            "conv1d",
-            ConvInput::new(self),
-            ConvInput::new(weight),
-            b,
-            &p,
-            1,
-        )?;
-        Ok(track_conv(
-            Tensor::from_storage(s, shape),
-            self,
-            weight,
-            Some(bias),
-            p,
-        ))
+        const { conv_check::<(N, C, L), (O, CG, K), (N, O, LO)>(Opt::SETTINGS) };
+        self.conv1d_run(weight, Some(bias), opts)
     }
 
     /// Max pooling of an unbatched `[C, H, W]` tensor: see the `[N, C, H, W]` form.
@@ -672,26 +618,20 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
     where
         E: Float,
     {
-        ok(self.try_max_pool2d(window))
+        const { pool::<(N, C, L), (N, HO, WO)>("max_pool2d", (K, S, P)) };
+        ok(self.pool2d_run(PoolOp::Max, window))
     }
 
     /// Max pooling of an unbatched `[C, H, W]` tensor, returning run-time size errors.
     pub fn try_max_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
-        _window: Pool<K, S, P>,
+        window: Pool<K, S, P>,
     ) -> Result<Tensor<(N, HO, WO), E>>
     where
         E: Float,
     {
-        const { crate::shape::conv::pool::<(N, C, L), (N, HO, WO)>("max_pool2d", (K, S, P)) };
-        let x = self.unbatched_operand();
-        let (s, shape) = run_pool(PoolOp::Max, x, &pool_params::<K, S, P>(), false)?;
-        Ok(track_pool(
-            Tensor::from_storage(s, shape),
-            self,
-            PoolOp::Max,
-            pool_params::<K, S, P>(),
-        ))
+        const { pool::<(N, C, L), (N, HO, WO)>("max_pool2d", (K, S, P)) };
+        self.pool2d_run(PoolOp::Max, window)
     }
 
     /// Average pooling of an unbatched `[C, H, W]` tensor: see the `[N, C, H, W]` form.
@@ -706,26 +646,61 @@ impl<N: Dim, C: Dim, L: Dim, E: Element> Tensor<(N, C, L), E> {
     where
         E: Float,
     {
-        ok(self.try_avg_pool2d(window))
+        const { pool::<(N, C, L), (N, HO, WO)>("avg_pool2d", (K, S, P)) };
+        ok(self.pool2d_run(PoolOp::Avg, window))
     }
 
     /// Average pooling of an unbatched `[C, H, W]` tensor, returning run-time size errors.
     pub fn try_avg_pool2d<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
         &self,
+        window: Pool<K, S, P>,
+    ) -> Result<Tensor<(N, HO, WO), E>>
+    where
+        E: Float,
+    {
+        const { pool::<(N, C, L), (N, HO, WO)>("avg_pool2d", (K, S, P)) };
+        self.pool2d_run(PoolOp::Avg, window)
+    }
+
+    /// The body of `conv1d`, `conv1d_bias`, their `try_` twins and [`crate::nn::Conv1d`],
+    /// after their const checks.
+    pub(crate) fn conv1d_run<O: Dim, CG: Dim, K: Dim, LO: Dim, Opt: ConvOptions<C, CG>>(
+        &self,
+        weight: &Tensor<(O, CG, K), E>,
+        bias: Option<&Tensor<(O,), E>>,
+        _opts: Opt,
+    ) -> Result<Tensor<(N, O, LO), E>>
+    where
+        E: Float,
+    {
+        let p = conv_params::<C, CG, Opt>(1);
+        let (x, w, b) = (
+            ConvInput::new(self),
+            ConvInput::new(weight),
+            bias.map(ConvInput::new),
+        );
+        let (s, shape) = run_conv("conv1d", x, w, b, &p, 1)?;
+        Ok(track_conv(
+            Tensor::from_storage(s, shape),
+            self,
+            weight,
+            bias,
+            p,
+        ))
+    }
+
+    /// The body of the unbatched pooling methods after their const checks.
+    fn pool2d_run<HO: Dim, WO: Dim, const K: usize, const S: usize, const P: usize>(
+        &self,
+        op: PoolOp,
         _window: Pool<K, S, P>,
     ) -> Result<Tensor<(N, HO, WO), E>>
     where
         E: Float,
     {
-        const { crate::shape::conv::pool::<(N, C, L), (N, HO, WO)>("avg_pool2d", (K, S, P)) };
-        let x = self.unbatched_operand();
-        let (s, shape) = run_pool(PoolOp::Avg, x, &pool_params::<K, S, P>(), false)?;
-        Ok(track_pool(
-            Tensor::from_storage(s, shape),
-            self,
-            PoolOp::Avg,
-            pool_params::<K, S, P>(),
-        ))
+        let p = pool_params::<K, S, P>();
+        let (s, shape) = run_pool(op, self.unbatched_operand(), &p, false)?;
+        Ok(track_pool(Tensor::from_storage(s, shape), self, op, p))
     }
 
     /// A `[C, H, W]` tensor as a batch of one `[1, C, H, W]`.

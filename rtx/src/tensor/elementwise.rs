@@ -45,6 +45,7 @@ pub trait Operand<E: Element> {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<E: Element> Operand<E> for E {
     type Shape = ();
     fn into_tensor(self, device: Device) -> Result<Tensor<(), E>> {
@@ -55,6 +56,7 @@ impl<E: Element> Operand<E> for E {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<S: Shape, E: Element> Operand<E> for &Tensor<S, E> {
     type Shape = S;
     fn into_tensor(self, _: Device) -> Result<Tensor<S, E>> {
@@ -62,6 +64,7 @@ impl<S: Shape, E: Element> Operand<E> for &Tensor<S, E> {
     }
 }
 
+#[diagnostic::do_not_recommend]
 impl<S: Shape, E: Element> Operand<E> for Tensor<S, E> {
     type Shape = S;
     fn into_tensor(self, _: Device) -> Result<Tensor<S, E>> {

@@ -14,13 +14,22 @@ use crate::shape::{Dim, HasAxis, InsertAxis, ReduceAxis, Shape, describe};
 use const_panic::concat_panic;
 use rtx_backends::Layout;
 use rtx_kernels::{Element, Num};
+use std::marker::PhantomData;
 
 /// Gather and scatter index with a tensor of the data's own rank (checked when compiling).
-const fn same_rank<A: Shape, B: Shape>(op: &str, what: &str) {
+/// Returns a marker of `B`, so a method whose operand is an unnameable `impl Shape` can run the
+/// check in its own `const` block, `B` inferred through [`operand_is`] (the block must sit in
+/// the method the user calls: see `crate::shape::checks`).
+#[track_caller]
+const fn same_rank<A: Shape, B: Shape>(op: &str, what: &str) -> PhantomData<B> {
     if A::RANK != B::RANK {
-        concat_panic!({}: op, ": the ", {}: what, " has rank ", B::RANK, " but the input has rank ", A::RANK);
+        concat_panic!({}: op, ": the ", {}: what, " has rank ", B::RANK, " but the input has rank ", A::RANK, " (they must be equal)");
     }
+    PhantomData
 }
+
+/// Ties the marker a `const` block returns to the shape of `operand`.
+fn operand_is<B: Shape, E: Element>(_operand: &Tensor<B, E>, _marker: PhantomData<B>) {}
 
 /// Checks that the index shape is no larger than `big` (named `what`) on every axis but
 /// `skip`, naming both shapes.
@@ -126,7 +135,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         S: HasAxis<I>,
     {
-        ok(self.try_gather::<I, S2>(index))
+        const { same_rank::<S, S2>("gather", "index") };
+        ok(self.gather_run::<I, S2>(index))
     }
 
     /// [`Tensor::gather`], returning an error naming the bad index or both shapes.
@@ -146,6 +156,17 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         S: HasAxis<I>,
     {
         const { same_rank::<S, S2>("gather", "index") };
+        self.gather_run::<I, S2>(index)
+    }
+
+    /// The body of `gather` and `try_gather` after their const check.
+    pub(crate) fn gather_run<const I: usize, S2: Shape>(
+        &self,
+        index: &Tensor<S2, i64>,
+    ) -> Result<Tensor<S2, E>>
+    where
+        S: HasAxis<I>,
+    {
         check_fits("gather", &index.shape(), "input", &self.shape(), Some(I))?;
         let out = self
             .storage()
@@ -185,11 +206,27 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         S: HasAxis<I>,
     {
-        ok(self.try_scatter::<I>(index, src))
+        operand_is(index, const { same_rank::<S, _>("scatter", "index") });
+        operand_is(src, const { same_rank::<S, _>("scatter", "source") });
+        ok(self.scatter_run::<I>(index, src))
     }
 
     /// [`Tensor::scatter`], returning an error naming the bad index or the shapes.
     pub fn try_scatter<const I: usize>(
+        &self,
+        index: &Tensor<impl Shape, i64>,
+        src: &Tensor<impl Shape, E>,
+    ) -> Result<Self>
+    where
+        S: HasAxis<I>,
+    {
+        operand_is(index, const { same_rank::<S, _>("scatter", "index") });
+        operand_is(src, const { same_rank::<S, _>("scatter", "source") });
+        self.scatter_run::<I>(index, src)
+    }
+
+    /// The body of `scatter` and `try_scatter` after their const checks.
+    pub(crate) fn scatter_run<const I: usize>(
         &self,
         index: &Tensor<impl Shape, i64>,
         src: &Tensor<impl Shape, E>,
@@ -278,9 +315,6 @@ fn scatter_checks<const I: usize, const ADD: bool, S: Shape, S2: Shape, S3: Shap
     index: &Tensor<S2, i64>,
     src: &Tensor<S3, E>,
 ) -> Result<(Layout, Layout)> {
-    const OPS: [&str; 2] = ["scatter", "scatter_add"];
-    const { same_rank::<S, S2>(OPS[ADD as usize], "index") };
-    const { same_rank::<S, S3>(OPS[ADD as usize], "source") };
     let op = if ADD { "scatter_add" } else { "scatter" };
     check_fits(op, &index.shape(), "input", &x.shape(), Some(I))?;
     check_fits(op, &index.shape(), "source", &src.shape(), None)?;
@@ -313,11 +347,28 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: HasAxis<I>,
     {
-        ok(self.try_scatter_add::<I>(index, src))
+        operand_is(index, const { same_rank::<S, _>("scatter_add", "index") });
+        operand_is(src, const { same_rank::<S, _>("scatter_add", "source") });
+        ok(self.scatter_add_run::<I>(index, src))
     }
 
     /// [`Tensor::scatter_add`], returning an error naming the bad index or the shapes.
     pub fn try_scatter_add<const I: usize>(
+        &self,
+        index: &Tensor<impl Shape, i64>,
+        src: &Tensor<impl Shape, E>,
+    ) -> Result<Self>
+    where
+        E: Num,
+        S: HasAxis<I>,
+    {
+        operand_is(index, const { same_rank::<S, _>("scatter_add", "index") });
+        operand_is(src, const { same_rank::<S, _>("scatter_add", "source") });
+        self.scatter_add_run::<I>(index, src)
+    }
+
+    /// The body of `scatter_add` and `try_scatter_add` after their const checks.
+    pub(crate) fn scatter_add_run<const I: usize>(
         &self,
         index: &Tensor<impl Shape, i64>,
         src: &Tensor<impl Shape, E>,
@@ -444,7 +495,7 @@ where
             g.clone()
         } else {
             let zeros = Tensor::try_full(idx.shape(), E::default(), g.device())?;
-            g.try_scatter::<I>(&idx, &zeros)?
+            g.scatter_run::<I>(&idx, &zeros)?
         };
         let dsrc = autograd::index::gather_into::<I, S, S2, S3, E>(g, &idx, src_shape)?;
         Ok(vec![autograd::erase(dx), autograd::erase(dsrc)])

@@ -17,9 +17,14 @@ use crate::shape::{Const, Dim, InsertAxis, ReduceAxis, Shape, describe};
 use const_panic::concat_panic;
 use rtx_backends::{Layout, Storage};
 use rtx_kernels::Element;
+use std::marker::PhantomData;
 
 /// Concat of `A` and `B` along `I` into `T`: the sizes must add up when all three are static.
-const fn concat_sizes<A: Shape, B: Shape, T: Dim, const I: usize>() {
+/// It returns a marker of `B` so that a method whose second operand is an unnameable
+/// `impl ConcatWith` can still run it in its own `const` block, with `B` inferred through
+/// [`operand_is`] (see `crate::shape::checks` for why the block must sit in that method).
+#[track_caller]
+const fn concat_sizes<A: Shape, B: Shape, T: Dim, const I: usize>() -> PhantomData<B> {
     if let (Some(a), Some(b), Some(t)) = (A::STATIC_DIMS[I], B::STATIC_DIMS[I], T::STATIC)
         && a + b != t
     {
@@ -31,12 +36,18 @@ const fn concat_sizes<A: Shape, B: Shape, T: Dim, const I: usize>() {
             " elements along axis ",
             I,
             " cannot become ",
-            t
+            t,
+            " (the sizes must add up)"
         );
     }
+    PhantomData
 }
 
+/// Ties the marker a `const` block returns to the shape of `other`.
+fn operand_is<B: Shape, E: Element>(_other: &Tensor<B, E>, _marker: PhantomData<B>) {}
+
 /// Split of `S` along `I` into `A` and `B`: the sizes must add up when all three are static.
+#[track_caller]
 const fn split_sizes<S: Shape, A: Dim, B: Dim, const I: usize>() {
     if let (Some(n), Some(a), Some(b)) = (S::STATIC_DIMS[I], A::STATIC, B::STATIC)
         && a + b != n
@@ -49,12 +60,14 @@ const fn split_sizes<S: Shape, A: Dim, B: Dim, const I: usize>() {
             " cannot become ",
             a,
             " + ",
-            b
+            b,
+            " (the sizes must add up)"
         );
     }
 }
 
 /// Stacking needs at least one tensor, to know the sizes and the device.
+#[track_caller]
 const fn stack_count<const N: usize>() {
     if N == 0 {
         concat_panic!("stack: at least one tensor is needed, not ", N);
@@ -128,7 +141,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         S: ReduceAxis<I>,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
     {
-        ok(self.try_concat::<I, D>(other))
+        operand_is(other, const { concat_sizes::<S, _, D, I>() });
+        ok(concat_two::<I, D, S, _, E>(self, other))
     }
 
     /// [`Tensor::concat`], returning an error naming the shapes or the sizes along `I`.
@@ -148,6 +162,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         S: ReduceAxis<I>,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
     {
+        operand_is(other, const { concat_sizes::<S, _, D, I>() });
         concat_two::<I, D, S, _, E>(self, other)
     }
 
@@ -270,7 +285,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         S: ReduceAxis<I>,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, A> + InsertAxis<I, B>,
     {
-        ok(self.try_split2::<I, A, B>(a, b))
+        const { split_sizes::<S, A, B, I>() };
+        ok(self.split2_run::<I, A, B>(a, b))
     }
 
     /// [`Tensor::split2`], returning an error naming the sizes.
@@ -292,6 +308,20 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, A> + InsertAxis<I, B>,
     {
         const { split_sizes::<S, A, B, I>() };
+        self.split2_run::<I, A, B>(a, b)
+    }
+
+    /// The body of `split2` and `try_split2` after their const check.
+    #[allow(clippy::type_complexity)]
+    fn split2_run<const I: usize, A: Dim, B: Dim>(
+        &self,
+        a: A,
+        b: B,
+    ) -> Result<(Tensor<Replaced<S, I, A>, E>, Tensor<Replaced<S, I, B>, E>)>
+    where
+        S: ReduceAxis<I>,
+        <S as ReduceAxis<I>>::Reduced: InsertAxis<I, A> + InsertAxis<I, B>,
+    {
         let n = self.dims()[I];
         if a.size() + b.size() != n {
             bail!(
@@ -308,7 +338,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 }
 
-/// The two-tensor concat, generic over the second shape so the const check can name it.
+/// The body of `concat` and `try_concat` after their const check.
 fn concat_two<const I: usize, D: Dim, S, T: Shape, E: Element>(
     a: &Tensor<S, E>,
     b: &Tensor<T, E>,
@@ -317,7 +347,6 @@ where
     S: ReduceAxis<I>,
     <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
 {
-    const { concat_sizes::<S, T, D, I>() };
     agree_off_axis("concat", &a.shape(), &b.shape(), I)?;
     let d: D = joined_dim("concat", &[a.dims()[I], b.dims()[I]], I)?;
     let out = Storage::concat(&[(a.storage(), a.layout()), (b.storage(), b.layout())], I)?;
@@ -437,7 +466,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         S: InsertAxis<I, Const<N>>,
     {
-        ok(Self::try_stack::<I, N>(tensors))
+        const { stack_count::<N>() };
+        ok(Self::stack_run::<I, N>(tensors))
     }
 
     /// [`Tensor::stack`], returning an error naming the first two shapes that differ.
@@ -456,6 +486,16 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         S: InsertAxis<I, Const<N>>,
     {
         const { stack_count::<N>() };
+        Self::stack_run::<I, N>(tensors)
+    }
+
+    /// The body of `stack` and `try_stack` after their const check.
+    fn stack_run<const I: usize, const N: usize>(
+        tensors: [&Tensor<S, E>; N],
+    ) -> Result<Tensor<<S as InsertAxis<I, Const<N>>>::Output, E>>
+    where
+        S: InsertAxis<I, Const<N>>,
+    {
         let first = tensors[0];
         if let Some(t) = tensors.iter().find(|t| t.dims() != first.dims()) {
             return Err(Error::ShapeMismatch {

@@ -19,6 +19,7 @@ mod range;
 mod reduce;
 mod view;
 
+pub(crate) use conv::conv_check;
 pub use conv::*;
 pub use elementwise::Operand;
 pub use matmul::*;

@@ -29,12 +29,19 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// ```
     #[track_caller]
     pub fn reshape<T: Shape>(&self, shape: T) -> Tensor<T, E> {
-        ok(self.try_reshape(shape))
+        const { checks::reshape::<S, T>() };
+        ok(self.reshape_run(shape))
     }
 
     /// [`Tensor::reshape`], returning an error naming both shapes.
     pub fn try_reshape<T: Shape>(&self, shape: T) -> Result<Tensor<T, E>> {
         const { checks::reshape::<S, T>() };
+        self.reshape_run(shape)
+    }
+
+    /// The body of `reshape` and `try_reshape` after their const check, for rtx's own callers:
+    /// a const check in them would fail a second time, at rtx's line, for the user's mistake.
+    pub(crate) fn reshape_run<T: Shape>(&self, shape: T) -> Result<Tensor<T, E>> {
         if shape.numel() != self.numel() {
             return Err(Error::ShapeMismatch {
                 op: "reshape",
@@ -71,7 +78,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// ```
     #[track_caller]
     pub fn flatten<const START: usize, const END: usize, T: Shape>(&self) -> Tensor<T, E> {
-        ok(self.try_flatten::<START, END, T>())
+        const { checks::flatten::<S, T, START, END>() };
+        ok(self.flatten_run::<START, END, T>())
     }
 
     /// [`Tensor::flatten`], returning run-time size errors.
@@ -79,6 +87,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         &self,
     ) -> Result<Tensor<T, E>> {
         const { checks::flatten::<S, T, START, END>() };
+        self.flatten_run::<START, END, T>()
+    }
+
+    /// The body of `flatten` and `try_flatten` after their const check.
+    fn flatten_run<const START: usize, const END: usize, T: Shape>(&self) -> Result<Tensor<T, E>> {
         let d = self.dims();
         let mut dims: Vec<usize> = d[..START].to_vec();
         dims.push(d[START..=END].iter().product());
@@ -89,7 +102,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             rhs: format!("{dims:?}"),
             rule: "the result type does not match the flattened sizes",
         })?;
-        self.try_reshape(shape)
+        self.reshape_run(shape)
     }
 
     /// Reorders the axes: `permute::<Axes3<2, 0, 1>>()` puts axis 2 first.
@@ -154,12 +167,18 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// ```
     #[track_caller]
     pub fn broadcast_to<T: Shape>(&self, shape: T) -> Tensor<T, E> {
-        ok(self.try_broadcast_to(shape))
+        const { checks::broadcast::<S, T>() };
+        ok(self.broadcast_run(shape))
     }
 
     /// [`Tensor::broadcast_to`], returning an error naming both shapes.
     pub fn try_broadcast_to<T: Shape>(&self, shape: T) -> Result<Tensor<T, E>> {
         const { checks::broadcast::<S, T>() };
+        self.broadcast_run(shape)
+    }
+
+    /// The body of `broadcast_to`, `try_broadcast_to` and `expand` after their const check.
+    pub(crate) fn broadcast_run<T: Shape>(&self, shape: T) -> Result<Tensor<T, E>> {
         let layout =
             self.layout()
                 .broadcast_to(&shape.dims())
@@ -178,7 +197,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// PyTorch's name for [`Tensor::broadcast_to`].
     #[track_caller]
     pub fn expand<T: Shape>(&self, shape: T) -> Tensor<T, E> {
-        self.broadcast_to(shape)
+        const { checks::broadcast::<S, T>() };
+        ok(self.broadcast_run(shape))
     }
 
     /// Removes axis `I`, which must have size 1.
@@ -194,7 +214,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         S: ReduceAxis<I>,
     {
-        ok(self.try_squeeze::<I>())
+        const { checks::squeeze::<S, I>() };
+        ok(self.squeeze_run::<I>())
     }
 
     /// [`Tensor::squeeze`], returning an error when a run-time axis is not 1.
@@ -203,6 +224,14 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         S: ReduceAxis<I>,
     {
         const { checks::squeeze::<S, I>() };
+        self.squeeze_run::<I>()
+    }
+
+    /// The body of `squeeze` and `try_squeeze` after their const check.
+    fn squeeze_run<const I: usize>(&self) -> Result<Tensor<<S as ReduceAxis<I>>::Reduced, E>>
+    where
+        S: ReduceAxis<I>,
+    {
         if self.dims()[I] != 1 {
             crate::error::bail!(
                 "squeeze",

@@ -1,0 +1,8 @@
+// index_select::<2> of a rank-2 tensor: there is no axis 2.
+use rtx::prelude::*;
+
+fn main() {
+    let x: Tensor<Rank2<2, 3>> = Tensor::zeros((Const, Const), Device::Cpu);
+    let idx: Tensor<Rank1<2>, i64> = Tensor::zeros((Const,), Device::Cpu);
+    let _ = x.index_select::<2, _>(&idx);
+}

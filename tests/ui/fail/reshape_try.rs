@@ -1,0 +1,7 @@
+// try_reshape checks the element count too: 12 elements cannot become 10.
+use rtx::prelude::*;
+
+fn main() {
+    let x: Tensor<Rank2<3, 4>> = Tensor::zeros((Const, Const), Device::Cpu);
+    let _y: Result<Tensor<Rank2<2, 5>>> = x.try_reshape((Const, Const));
+}
