@@ -300,19 +300,24 @@ impl<S: Shape, E: Element> IrMethods<S, E> for Value<S, E> {
 /// A random argument for a `#[model(check)]` test: normal floats, or zeros for integer and
 /// boolean arguments (a valid index for any embedding), with every run-time dim 3.
 pub fn check_input<T: CheckInput>(seed: u64) -> T {
-    T::random(seed)
+    T::random(seed, 3)
+}
+
+/// [`check_input`] with every run-time dim `size`.
+pub fn check_input_sized<T: CheckInput>(seed: u64, size: usize) -> T {
+    T::random(seed, size)
 }
 
 /// What [`check_input`] can make.
 pub trait CheckInput {
-    /// A random value from `seed`.
-    fn random(seed: u64) -> Self;
+    /// A random value from `seed`, with every run-time dim `size`.
+    fn random(seed: u64, size: usize) -> Self;
 }
 
 impl<S: Shape, E: Element> CheckInput for Tensor<S, E> {
-    fn random(seed: u64) -> Self {
+    fn random(seed: u64, size: usize) -> Self {
         let dims: Vec<usize> = (0..S::RANK)
-            .map(|i| S::STATIC_DIMS[i].unwrap_or(3))
+            .map(|i| S::STATIC_DIMS[i].unwrap_or(size))
             .collect();
         let shape = S::from_dims(&dims).unwrap_or_else(|| unreachable!("static dims fit"));
         let cpu = crate::Device::Cpu;
@@ -365,7 +370,8 @@ where
     assert_close("forward", &fused, &want);
 
     m.track_gradients();
-    let r: Tensor<S, E> = CheckInput::random(99);
+    // The output's run-time dims are the eager output's.
+    let r: Tensor<S, E> = Tensor::<S, f64>::randn(want.shape(), 99, crate::Device::Cpu).cast();
     let tape = (&eager(&m) * &r).sum_all().backward();
     let (_, backward) = m.forward_train(args);
     let mut grads = super::Gradients::new();
