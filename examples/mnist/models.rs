@@ -16,9 +16,9 @@ pub type Logits<B> = Tensor<(B, Const<10>)>;
 // ANCHOR: normalize
 /// The training set's pixel mean: the forwards shift the pixels (in [0, 1]) by it and scale
 /// them by [`STD`], as the usual PyTorch recipe does (`Normalize((0.1307,), (0.3081,))`).
-pub const MEAN: f64 = 0.1307;
+pub const MEAN: f32 = 0.1307;
 /// The training set's pixel standard deviation.
-pub const STD: f64 = 0.3081;
+pub const STD: f32 = 0.3081;
 // ANCHOR_END: normalize
 
 // ANCHOR: mlp

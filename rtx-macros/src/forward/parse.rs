@@ -74,6 +74,8 @@ pub enum Kind {
         scope: String,
         args: Vec<Operand>,
         each: Option<usize>,
+        /// The user's `forward` token: the generated call is spanned by it.
+        method: Ident,
     },
     /// Any other tensor method.
     Method {
@@ -352,6 +354,7 @@ impl Parser {
                 scope,
                 args,
                 each: Some(each),
+                method: m.method.clone(),
             },
             ty: None,
             span: l.span(),
@@ -512,6 +515,7 @@ impl Parser {
                     scope,
                     args,
                     each: None,
+                    method: m.method.clone(),
                 },
                 span,
             ));

@@ -12,6 +12,7 @@ use crate::tensor::{MatmulShapes, Reduced};
 use rtx_kernels::{DType, Element};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Adds a gradient into a slot: the first fills it, later ones add. A sub-model's `()`
@@ -295,6 +296,90 @@ impl<S: Shape, E: Element> IrMethods<S, E> for Value<S, E> {
     fn cast<U: Element>(self, b: &mut Builder) -> Value<S, U> {
         b.cast::<U, S, E>(self)
     }
+}
+
+/// What a generated step's operand is as a tensor of the eager forward: a tensor itself, a
+/// deferred call's output, or an IR value.
+pub trait AsEager {
+    /// The tensor type.
+    type Tensor;
+}
+
+impl<S: Shape, E: Element> AsEager for Tensor<S, E> {
+    type Tensor = Tensor<S, E>;
+}
+
+impl<T> AsEager for super::Deferred<T> {
+    type Tensor = T;
+}
+
+impl<S: Shape, E: Element> AsEager for Value<S, E> {
+    type Tensor = Tensor<S, E>;
+}
+
+/// A tensor of `v`'s eager type, for the closures `#[model]` generates only to be
+/// type-checked (they restate the user's sub-model calls, so a wrong width is reported once,
+/// at the user's line) and never calls.
+///
+/// # Panics
+/// Always: nothing calls it.
+pub fn eager_of<T: AsEager>(_v: &T) -> T::Tensor {
+    unreachable!("only in closures that are type-checked and never called")
+}
+
+/// The output type of the user's own sub-model call, restated in a closure that is never
+/// called (`#[model]`'s witness of the eager forward's types).
+pub fn witness<O, W: FnOnce() -> O>(_call: &W) -> PhantomData<O> {
+    PhantomData
+}
+
+/// Ties the output type of the user's own call, restated in a closure never called, to the
+/// generated call's output `out` (a tensor, a `Deferred` or an IR value), so the closure's
+/// types are inferred as the eager forward's are.
+pub fn same_output<T: AsEager, W: FnOnce() -> T::Tensor>(_call: &W, _out: &T) {}
+
+/// A sub-model's `forward_train` with its output typed `O`, the output of the user's own call
+/// (from [`witness`]): the backward then takes an `O`.
+#[allow(clippy::type_complexity)]
+pub fn train_call<M, A, X, O>(
+    m: &M,
+    args: A,
+    _witness: PhantomData<O>,
+) -> (
+    O,
+    impl FnOnce(O, &mut super::Gradients, bool) -> M::ArgGrads,
+)
+where
+    M: StaticForward<A, X, Output = O>,
+    A: IrArgs,
+    O: IrValue,
+{
+    let (y, backward) = m.forward_train(args);
+    (y, move |dy: O, g: &mut super::Gradients, need: bool| {
+        backward(dy, g, need)
+    })
+}
+
+/// [`train_call`] that may leave the sub-model's bias add to the caller
+/// (`StaticForward::forward_train_deferred`).
+#[allow(clippy::type_complexity)]
+pub fn train_call_deferred<M, A, X, O>(
+    m: &M,
+    args: A,
+    _witness: PhantomData<O>,
+) -> (
+    super::Deferred<O>,
+    impl FnOnce(O, &mut super::Gradients, bool) -> M::ArgGrads,
+)
+where
+    M: StaticForward<A, X, Output = O>,
+    A: IrArgs,
+    O: IrValue,
+{
+    let (y, backward) = m.forward_train_deferred(args);
+    (y, move |dy: O, g: &mut super::Gradients, need: bool| {
+        backward(dy, g, need)
+    })
 }
 
 /// A random argument for a `#[model(check)]` test: normal floats, or zeros for integer and
