@@ -373,13 +373,16 @@ impl Wide {
     }
 }
 
+/// A batch of any size of [`Wide`]'s outputs.
+type Outs = Tensor<(usize, Const<4>), f64>;
+
 /// `sum((y - t)²)` and its static backward, for a batch of any size.
 fn sse_any(
-    y: &Tensor<(usize, Const<4>), f64>,
-    t: &Tensor<(usize, Const<4>), f64>,
+    y: &Outs,
+    t: &Outs,
 ) -> (
     Tensor<(), f64>,
-    impl FnOnce(&Tensor<(), f64>) -> Tensor<(usize, Const<4>), f64> + use<>,
+    impl FnOnce(&Tensor<(), f64>) -> Outs + use<>,
 ) {
     let d = y - t;
     let loss = (&d * &d).sum_all();
