@@ -1,6 +1,7 @@
 //! GPU training benchmarks (benches/README.md sets them beside PyTorch's, from
 //! `benches/gpu_training_torch.py` run in the same call): the MNIST MLP 784-256-10 and
-//! LeNet-style CNN training steps at batch 128 with Adam, one Adam update and one
+//! LeNet-style CNN training steps at batch 128 with Adam, eager (tape) and compiled (the
+//! example's `TrainStep`, replaying a captured CUDA graph), one Adam update and one
 //! `clip_grad_norm` over 100 parameter tensors of mixed sizes (time and launches), and the
 //! allocator's reserved bytes over 10,000 MLP steps.
 //!
@@ -14,6 +15,7 @@ mod models;
 
 use models::{Images, Lenet, Mlp};
 use rtx::Gradients;
+use rtx::compile::TrainStep;
 use rtx::prelude::*;
 use rtx_backends::{cuda, launch_count};
 use std::time::Instant;
@@ -125,6 +127,41 @@ fn main() {
     println!("cnn step launches: {}", launch_count(dev) - before);
     let ms = time_ms(10, 200, &mut cnn_step);
     println!("cnn_step_b128_ms {ms:.4}");
+
+    // The compiled steps: captured on their second run, replayed after.
+    let mut mlp = Mlp::init(&Device::Cpu, 0);
+    mlp.move_to(dev);
+    mlp.track_gradients();
+    let mut opt = Adam::new(1e-3);
+    let mut step = TrainStep::new(rtx::compile::loss::cross_entropy);
+    let mut mlp_step = || {
+        step.run(&mut mlp, &mut opt, (x.clone(),), &y)
+            .unwrap_or_else(|e| panic!("{e}"));
+    };
+    mlp_step();
+    mlp_step();
+    let before = launch_count(dev);
+    mlp_step();
+    println!("mlp compiled step launches: {}", launch_count(dev) - before);
+    let ms = time_ms(20, 300, &mut mlp_step);
+    println!("mlp_compiled_step_b128_ms {ms:.4}");
+
+    let mut cnn = Lenet::init(&Device::Cpu, 0);
+    cnn.move_to(dev);
+    cnn.track_gradients();
+    let mut opt = Adam::new(1e-3);
+    let mut step = TrainStep::new(rtx::compile::loss::cross_entropy);
+    let mut cnn_step = || {
+        step.run(&mut cnn, &mut opt, (x.clone(),), &y)
+            .unwrap_or_else(|e| panic!("{e}"));
+    };
+    cnn_step();
+    cnn_step();
+    let before = launch_count(dev);
+    cnn_step();
+    println!("cnn compiled step launches: {}", launch_count(dev) - before);
+    let ms = time_ms(10, 200, &mut cnn_step);
+    println!("cnn_compiled_step_b128_ms {ms:.4}");
 
     let mut many = Many::init(&Device::Cpu, 0);
     many.move_to(dev);

@@ -1,6 +1,8 @@
 //! CPU training-step benchmarks of the MNIST models (benches/README.md compares them with
 //! PyTorch): one step of forward, cross-entropy, backward and Adam (lr 1e-3) at batch 128, for
-//! the MLP 784-256-10 and the LeNet-5-style CNN of `examples/mnist`.
+//! the MLP 784-256-10 and the LeNet-5-style CNN of `examples/mnist`, each two ways: eager
+//! (the forward with the tape, `backward()`, `opt.step`) and compiled (the example's
+//! `TrainStep`: fused forward, static backward and the update in one call).
 //!
 //! Run with `cargo bench --bench training`; `python3 benches/training_torch.py` times PyTorch's
 //! step on the same machine. Besides criterion's estimates, each model's step is also timed as
@@ -12,6 +14,8 @@ mod models;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use models::{Images, Lenet, Mlp};
+use rtx::compile::TrainStep;
+use rtx::compile::loss::cross_entropy as compiled_loss;
 use rtx::prelude::*;
 use std::time::Instant;
 
@@ -58,6 +62,25 @@ fn medians() {
         opt.step(&mut cnn, &grads);
     });
     println!("lenet5_adam: {ms:.3} ms/step (median of 100 single steps)");
+
+    let mut mlp = Mlp::init(&Device::Cpu, 0);
+    let mut opt = Adam::new(1e-3);
+    mlp.track_gradients();
+    let mut step = TrainStep::new(compiled_loss);
+    let ms = median_ms(500, || {
+        step.run(&mut mlp, &mut opt, (x.clone(),), &y)
+            .unwrap_or_else(|e| panic!("{e}"));
+    });
+    println!("mlp_784_256_10_adam_compiled: {ms:.3} ms/step (median of 500 single steps)");
+    let mut cnn = Lenet::init(&Device::Cpu, 0);
+    let mut opt = Adam::new(1e-3);
+    cnn.track_gradients();
+    let mut step = TrainStep::new(compiled_loss);
+    let ms = median_ms(100, || {
+        step.run(&mut cnn, &mut opt, (x.clone(),), &y)
+            .unwrap_or_else(|e| panic!("{e}"));
+    });
+    println!("lenet5_adam_compiled: {ms:.3} ms/step (median of 100 single steps)");
 }
 
 fn steps(c: &mut Criterion) {
@@ -86,6 +109,17 @@ fn steps(c: &mut Criterion) {
         b.iter(|| {
             let grads = cross_entropy(&cnn.forward(&x), &y).backward();
             opt.step(&mut cnn, &grads);
+        })
+    });
+
+    let mut mlp = Mlp::init(&Device::Cpu, 0);
+    let mut opt = Adam::new(1e-3);
+    mlp.track_gradients();
+    let mut step = TrainStep::new(compiled_loss);
+    g.bench_function("mlp_784_256_10_adam_compiled", |b| {
+        b.iter(|| {
+            step.run(&mut mlp, &mut opt, (x.clone(),), &y)
+                .unwrap_or_else(|e| panic!("{e}"))
         })
     });
     g.finish();

@@ -356,3 +356,70 @@ fn train_step_equals_forward_backward_and_update() {
     close(&got.fc1.weight.to_vec(), &want.fc1.weight.to_vec(), 1e-10);
     close(&got.fc2.weight.to_vec(), &want.fc2.weight.to_vec(), 1e-10);
 }
+
+#[model]
+struct Wide {
+    fc1: Linear<8, 16, f64>,
+    fc2: Linear<16, 4, f64>,
+}
+
+/// [`Mlp`]'s forward, generic over the batch dim.
+#[model(check)]
+impl Wide {
+    fn forward<B: Dim>(&self, x: &Tensor<(B, Const<8>), f64>) -> Tensor<(B, Const<4>), f64> {
+        let h = self.fc1.forward(x);
+        let h = (h * 1.5 - 0.25).gelu_tanh();
+        self.fc2.forward(&h)
+    }
+}
+
+/// A batch of any size of [`Wide`]'s outputs.
+type Outs = Tensor<(usize, Const<4>), f64>;
+
+/// `sum((y - t)²)` and its static backward, for a batch of any size.
+fn sse_any(
+    y: &Outs,
+    t: &Outs,
+) -> (
+    Tensor<(), f64>,
+    impl FnOnce(&Tensor<(), f64>) -> Outs + use<>,
+) {
+    let d = y - t;
+    let loss = (&d * &d).sum_all();
+    (loss, move |g: &Tensor<(), f64>| &(&d * 2.0) * g)
+}
+
+#[test]
+fn one_train_step_runs_batches_of_several_sizes_and_keeps_a_bounded_few() {
+    let batch = |n: usize, seed: u64| {
+        let x: Tensor<(usize, Const<8>), f64> = Tensor::randn((n, Const), seed, Device::Cpu);
+        let t: Tensor<(usize, Const<4>), f64> = Tensor::randn((n, Const), seed + 1, Device::Cpu);
+        (x, t)
+    };
+    let sizes = [5, 3, 5, 3, 2, 7, 5];
+    // By hand, with the tape.
+    let mut want = Wide::init(&Device::Cpu, 9);
+    want.track_gradients();
+    let mut opt = Adam::new(1e-2);
+    for (k, &n) in sizes.iter().enumerate() {
+        let (x, t) = batch(n, k as u64);
+        let d = &want.forward(&x) - &t;
+        let grads = (&d * &d).sum_all().backward();
+        opt.step(&mut want, &grads);
+    }
+    // The same batches through one step that keeps at most two sizes.
+    let mut got = Wide::init(&Device::Cpu, 9);
+    got.track_gradients();
+    let mut opt = Adam::new(1e-2);
+    let mut step = rtx::compile::TrainStep::new(sse_any).max_sizes(2);
+    for (k, &n) in sizes.iter().enumerate() {
+        let (x, t) = batch(n, k as u64);
+        step.run(&mut got, &mut opt, (x,), &t).unwrap();
+        assert!(step.sizes().len() <= 2, "{:?}", step.sizes());
+    }
+    // The two most recently used sizes, each the input's sizes then the target's.
+    assert_eq!(step.sizes(), vec![vec![7, 8, 7, 4], vec![5, 8, 5, 4]]);
+    assert_eq!(step.captured_graphs(), 0, "nothing is captured on the CPU");
+    close(&got.fc1.weight.to_vec(), &want.fc1.weight.to_vec(), 1e-10);
+    close(&got.fc2.weight.to_vec(), &want.fc2.weight.to_vec(), 1e-10);
+}

@@ -57,6 +57,87 @@ impl<E: Float> Block<E> {
 }
 // ANCHOR_END: block
 
+/// A batch of 8x8 images whose batch dim is the caller's: `Const<N>`, `Dyn<'B'>` or `usize`.
+type Images<B, E> = Tensor<(B, Const<1>, Const<8>, Const<8>), E>;
+
+// ANCHOR: generic_cnn
+/// [`Cnn`] with a forward generic over the batch dim: one compiled forward and static
+/// backward for every batch type, the sizes read at run time.
+#[model]
+struct GenericCnn<E: Float> {
+    conv: Conv2d<1, 4, 3, Conv<1, 1>, E>,
+    pool: MaxPool2d<2, 2>,
+    fc1: Linear<64, 16, E>,
+    fc2: Linear<16, 5, E>,
+}
+
+#[model(check)]
+impl<E: Float> GenericCnn<E> {
+    fn forward<B: Dim>(&self, x: &Images<B, E>) -> Tensor<(B, Const<5>), E> {
+        let c: Tensor<(B, Const<4>, Const<8>, Const<8>), E> = self.conv.forward(x);
+        let c = c.relu();
+        let p: Tensor<(B, Const<4>, Const<4>, Const<4>), E> = self.pool.forward(&c);
+        let flat = p.reshape((x.dim::<0>(), Const::<64>));
+        let h = self.fc1.forward(&flat).relu();
+        self.fc2.forward(&h)
+    }
+}
+// ANCHOR_END: generic_cnn
+
+/// A block generic over the batch whose tokens are flattened for its MLP: the token count
+/// `B * T` is a run-time `usize` computed in the body, declared nowhere.
+#[model]
+struct FlatBlock<E: Float> {
+    ln: LayerNorm<16, E>,
+    attn: CausalSelfAttention<16, 2, E>,
+    fc: Linear<16, 16, E>,
+}
+
+#[model(check)]
+impl<E: Float> FlatBlock<E> {
+    fn forward<B: Dim>(
+        &self,
+        x: &Tensor<(B, Const<4>, Const<16>), E>,
+    ) -> Tensor<(B, Const<4>, Const<16>), E> {
+        let h = self.ln.forward(x);
+        let a = self.attn.forward(&h);
+        let x1 = x + &a;
+        let tokens = x1.reshape((x.dim::<0>().size() * 4, Const::<16>));
+        let f = self.fc.forward(&tokens).gelu_tanh();
+        let f = f.reshape((x.dim::<0>(), Const::<4>, Const::<16>));
+        x1 + f
+    }
+}
+
+#[test]
+fn a_generic_forward_runs_every_batch_type() {
+    let m = GenericCnn::<f32>::init(&Device::Cpu, 5);
+    // A static batch, a named run-time batch and a plain run-time one, of different sizes.
+    let a: Images<Const<2>, f32> = Tensor::randn((Const, Const, Const, Const), 1, Device::Cpu);
+    let b: Images<Dyn<'B'>, f32> = Tensor::randn((Dyn(3), Const, Const, Const), 2, Device::Cpu);
+    let c: Images<usize, f32> = Tensor::randn((7, Const, Const, Const), 3, Device::Cpu);
+    assert_close(&m.forward_fused(&a).to_vec(), &m.forward(&a).to_vec());
+    assert_close(&m.forward_fused(&b).to_vec(), &m.forward(&b).to_vec());
+    assert_close(&m.forward_fused(&c).to_vec(), &m.forward(&c).to_vec());
+    f32_check::<GenericCnn<f32>, _, _>(c.clone(), |m| m.forward(&c));
+    let seq: Tensor<(usize, Const<4>, Const<16>)> =
+        Tensor::randn((6, Const, Const), 4, Device::Cpu);
+    f32_check::<FlatBlock<f32>, _, _>(seq.clone(), |m| m.forward(&seq));
+    // One graph per instance of the generic forward.
+    assert_eq!(m.ir::<usize>().outputs.len(), 1);
+    assert!(!std::sync::Arc::ptr_eq(
+        &m.ir::<usize>(),
+        &m.ir::<Const<2>>()
+    ));
+}
+
+fn assert_close(got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{g} against {w}");
+    }
+}
+
 /// Compares a model's compiled forward and static backward with the eager forward and the
 /// tape in f32, as the generated check does in f64.
 fn f32_check<M, X, S>(x: X, eager: impl Fn(&M) -> Tensor<S>)

@@ -67,6 +67,18 @@ fn one_forward_serves_both_batch_types() {
 }
 
 #[test]
+fn the_compiled_forwards_hold_to_the_eager_ones_at_two_batch_sizes() {
+    // The example trains through the compiled forward and static backward: both models',
+    // against the eager forward and the tape, at a full and a partial batch size.
+    for n in [3, 5] {
+        let x: Images<usize> =
+            Tensor::rand_uniform((n, Const, Const, Const), 0.0, 1.0, n as u64, Device::Cpu);
+        rtx::compile::glue::check_model::<Mlp, _, _, f32>((x.clone(),), |m| m.forward(&x));
+        rtx::compile::glue::check_model::<Lenet, _, _, f32>((x.clone(),), |m| m.forward(&x));
+    }
+}
+
+#[test]
 fn gradients_have_their_parameters_types() {
     // ANCHOR: grads
     let mut layer = Linear::<784, 256>::init(&Device::Cpu, 0);

@@ -28,7 +28,7 @@ const VOCAB: usize = 8192;
 
 /// The size: vocabulary 8192, context 256, width 512, 8 heads, MLP 2048, 6 blocks,
 /// batch 32 (8192 tokens).
-type Bench<E> = Gpt<VOCAB, SEQ, 512, 8, 2048, 6, BATCH, { BATCH * SEQ }, E>;
+type Bench<E> = Gpt<VOCAB, SEQ, 512, 8, 2048, 6, E>;
 
 #[path = "../common/step_timing.rs"]
 mod step_timing;

@@ -1,7 +1,8 @@
 //! The two MNIST models of the `mnist` example (and of `benches/training.rs`): an MLP
 //! 784-256-10 with ReLU, and a LeNet-5-style CNN (widened). Both take a batch of `[B, 1, 28, 28]`
 //! images, with the batch dim `B` either static (full batches) or known at run time (the
-//! final partial batch), and give `[B, 10]` logits.
+//! final partial batch), and give `[B, 10]` logits. `#[model]` compiles each forward, for
+//! every batch type at once, into fused kernels and a static backward.
 
 use rtx::prelude::*;
 
@@ -13,11 +14,11 @@ pub type Logits<B> = Tensor<(B, Const<10>)>;
 // ANCHOR_END: types
 
 // ANCHOR: normalize
-/// Pixels (in [0, 1]) shifted and scaled by the training set's mean and standard deviation,
-/// as the usual PyTorch recipe does (`Normalize((0.1307,), (0.3081,))`).
-pub fn normalize<B: Dim>(x: &Images<B>) -> Images<B> {
-    (x - 0.1307) * (1.0 / 0.3081)
-}
+/// The training set's pixel mean: the forwards shift the pixels (in [0, 1]) by it and scale
+/// them by [`STD`], as the usual PyTorch recipe does (`Normalize((0.1307,), (0.3081,))`).
+pub const MEAN: f32 = 0.1307;
+/// The training set's pixel standard deviation.
+pub const STD: f32 = 0.3081;
 // ANCHOR_END: normalize
 
 // ANCHOR: mlp
@@ -30,10 +31,12 @@ pub struct Mlp {
 // ANCHOR_END: mlp
 
 // ANCHOR: mlp_forward
+#[model]
 impl Mlp {
-    /// Logits for a batch of images (flattened to 784 features).
+    /// Logits for a batch of images (normalized, then flattened to 784 features).
     pub fn forward<B: Dim>(&self, x: &Images<B>) -> Logits<B> {
-        let x = normalize(x).reshape((x.dim::<0>(), Const::<784>));
+        let x = (x - MEAN) / STD;
+        let x = x.reshape((x.dim::<0>(), Const::<784>));
         let h = self.fc1.forward(&x).relu();
         self.fc2.forward(&h)
     }
@@ -56,12 +59,13 @@ pub struct Lenet {
 }
 // ANCHOR_END: lenet
 
+#[model]
 impl Lenet {
     // ANCHOR: lenet_forward
     /// Logits for a batch of images.
     pub fn forward<B: Dim>(&self, x: &Images<B>) -> Logits<B> {
-        let c1: Tensor<(B, Const<16>, Const<28>, Const<28>)> =
-            self.conv1.forward(&normalize(x)).relu();
+        let x = (x - MEAN) / STD;
+        let c1: Tensor<(B, Const<16>, Const<28>, Const<28>)> = self.conv1.forward(&x).relu();
         let p1: Tensor<(B, Const<16>, Const<14>, Const<14>)> = self.pool.forward(&c1);
         let c2: Tensor<(B, Const<32>, Const<10>, Const<10>)> = self.conv2.forward(&p1).relu();
         let p2: Tensor<(B, Const<32>, Const<5>, Const<5>)> = self.pool.forward(&c2);

@@ -282,3 +282,60 @@ fn dropout_in_training_refuses_capture_and_eval_captures() {
         assert!(step.is_captured());
     }
 }
+
+/// Steps of one `TrainStep` keeping at most 2 sizes on `dev`, over batches of the given row
+/// counts: the parameters after, the losses, and the captured graphs kept at the end.
+fn train_sizes(dev: Device, rows: &[usize]) -> (Vec<f64>, Vec<f64>, usize) {
+    let mut m = mlp::<f32>(dev);
+    let mut opt = Adam::new(1e-2);
+    let mut step = rtx::compile::TrainStep::new(sse).max_sizes(2);
+    let mut losses = Vec::new();
+    for (k, &n) in rows.iter().enumerate() {
+        let k = k as u64;
+        let x = Tensor::from_vec(values::<f32>(n * 12, 60 + k, -1.0, 1.0), (n, Const), dev);
+        let t = Tensor::from_vec(values::<f32>(n * 5, 80 + k, -1.0, 1.0), (n, Const), dev);
+        let loss = step.run(&mut m, &mut opt, (x,), &t).unwrap();
+        losses.push(loss.item() as f64);
+        assert!(step.sizes().len() <= 2, "{:?}", step.sizes());
+    }
+    let mut params = f64s(&m.fc1.weight);
+    params.extend(f64s(&m.fc2.weight));
+    (params, losses, step.captured_graphs())
+}
+
+/// A step keeps one captured graph per batch size, at most as many as it is told, and every
+/// size's replays match the CPU's steps.
+#[test]
+fn a_captured_step_is_kept_per_batch_size() {
+    // 6 and 4 are each run, captured and replayed; 3 then drops 4, the least recently used,
+    // and is captured; 4, back, drops 6 and runs uncaptured again.
+    let rows = [6, 6, 4, 6, 4, 4, 6, 3, 3, 3, 4];
+    let (want, want_losses, graphs) = train_sizes(Device::Cpu, &rows);
+    assert_eq!(graphs, 0);
+    let gpus = match gpus() {
+        Ok(g) => g,
+        Err(why) => {
+            println!("per-size captured step: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    for dev in gpus {
+        let (got, losses, graphs) = train_sizes(dev, &rows);
+        assert_eq!(
+            graphs, 1,
+            "3 keeps its graph; 4 is new again, 6 was dropped"
+        );
+        for (i, (g, w)) in losses.iter().zip(&want_losses).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-3 * (1.0 + w.abs()),
+                "loss {i}: {g} vs {w}"
+            );
+        }
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                "parameter {i}: {g} vs {w}"
+            );
+        }
+    }
+}

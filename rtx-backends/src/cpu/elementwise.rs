@@ -290,6 +290,9 @@ pub fn zip_n_map<A: Copy + Sync, U: Send>(
             }
         });
     }
+    if let Some(row) = row_strides(inputs) {
+        return build(n, |start, out| zip_rows(inputs, &row, start, out, &f));
+    }
     build(n, |start, out| {
         let mut offsets: Vec<_> = inputs.iter().map(|(_, l)| l.offsets_from(start)).collect();
         let mut xs: Vec<A> = Vec::with_capacity(inputs.len());
@@ -306,6 +309,49 @@ pub fn zip_n_map<A: Copy + Sync, U: Send>(
     })
 }
 
+/// The row length and each input's stride along it, when every input's last dim is contiguous
+/// or broadcast (stride 1 or 0): a bias or a per-row value broadcast over a batch, the common
+/// case of a fused chain. `None` otherwise.
+fn row_strides<A>(inputs: &[(&[A], &Layout)]) -> Option<(usize, Vec<usize>)> {
+    let (_, first) = inputs.first()?;
+    let len = *first.dims().last()?;
+    let strides: Option<Vec<usize>> = inputs
+        .iter()
+        .map(|(_, l)| l.strides().last().copied().filter(|&s| s <= 1))
+        .collect();
+    strides.filter(|_| len > 1).map(|s| (len, s))
+}
+
+/// [`zip_n_map`]'s chunk `out` (from logical element `start`) row by row: each input's offset is
+/// found once per row, then stepped by its stride along the row, instead of walking a strided
+/// iterator per element.
+fn zip_rows<A: Copy, U>(
+    inputs: &[(&[A], &Layout)],
+    (len, strides): &(usize, Vec<usize>),
+    start: usize,
+    out: &mut [MaybeUninit<U>],
+    f: &impl Fn(&[A]) -> U,
+) {
+    let mut xs: Vec<A> = Vec::with_capacity(inputs.len());
+    let mut bases: Vec<usize> = vec![0; inputs.len()];
+    let mut i = 0;
+    while i < out.len() {
+        let pos = start + i;
+        let run = (len - pos % len).min(out.len() - i);
+        for (b, (_, l)) in bases.iter_mut().zip(inputs) {
+            *b = l.offsets_from(pos).next().unwrap_or(0);
+        }
+        for (j, o) in out[i..i + run].iter_mut().enumerate() {
+            xs.clear();
+            for (((s, _), b), st) in inputs.iter().zip(&bases).zip(strides) {
+                xs.push(s[b + j * st]);
+            }
+            o.write(f(&xs));
+        }
+        i += run;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,6 +365,24 @@ mod tests {
         let t = Layout::contiguous(&[n / 7, 7]).transpose(0, 1);
         let got = map(&data, &t, |x| x);
         let want: Vec<f32> = t.offsets_from(0).map(|o| o as f32).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn zip_n_walks_rows_of_a_broadcast_bias_across_chunks() {
+        // Rows of 37 over several chunks, so rows straddle chunk boundaries.
+        let (rows, cols) = (3 * CHUNK / 37 + 5, 37);
+        let a: Vec<f32> = (0..rows * cols).map(|i| i as f32).collect();
+        let b: Vec<f32> = (0..cols).map(|j| 1000.0 * j as f32).collect();
+        let la = Layout::contiguous(&[rows, cols]);
+        let lb = Layout::contiguous(&[cols])
+            .broadcast_to(&[rows, cols])
+            .unwrap();
+        assert!(row_strides(&[(&a[..], &la), (&b[..], &lb)]).is_some());
+        let got = zip_n_map(&[(&a[..], &la), (&b[..], &lb)], |x| x[0] + x[1]);
+        let want: Vec<f32> = (0..rows * cols)
+            .map(|i| i as f32 + 1000.0 * (i % cols) as f32)
+            .collect();
         assert_eq!(got, want);
     }
 

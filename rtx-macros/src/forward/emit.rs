@@ -161,7 +161,15 @@ pub fn fused_body(cx: &Cx) -> TokenStream {
                     };
                 }
             }
-            (Kind::Call { callee, args, .. }, _) => {
+            (
+                Kind::Call {
+                    callee,
+                    args,
+                    method: user,
+                    ..
+                },
+                _,
+            ) => {
                 let a: Vec<TokenStream> = args
                     .iter()
                     .map(|o| {
@@ -174,8 +182,13 @@ pub fn fused_body(cx: &Cx) -> TokenStream {
                 } else {
                     quote!(forward_fused)
                 };
-                quote_spanned! {sp=>
+                let refs: Vec<TokenStream> = args.iter().map(|o| tensor_ref(cx, o)).collect();
+                let w = eager_witness(callee, user, &refs);
+                let msp = user.span();
+                quote_spanned! {msp=>
+                    let __rtx_w = #w;
                     let #t = ::rtx::compile::StaticForward::#method(&#callee, (#(#a,)*));
+                    ::rtx::compile::glue::same_output(&__rtx_w, &#t);
                 }
             }
             (
@@ -198,6 +211,24 @@ pub fn fused_body(cx: &Cx) -> TokenStream {
     }
     let o = &cx.f.output;
     quote!(#(#out)* #o)
+}
+
+/// A closure, never called, that makes the user's own call of a sub-model (`self.fc.forward(&h)`)
+/// beside the generated one, on the same types and with the user's `forward` token: when the
+/// user's call does not type-check (a layer of the wrong width), rustc reports the same error
+/// for it as for the eager forward, which it then shows once, and leaves out the generated
+/// call's error at the same place for the same unmet bound. So one mistake is one error, at
+/// the user's line. `args` are references to tensors, `Deferred`s or IR values.
+fn eager_witness(callee: &TokenStream, method: &Ident, args: &[TokenStream]) -> TokenStream {
+    let names: Vec<Ident> = (0..args.len())
+        .map(|k| format_ident!("__rtx_w{}", k))
+        .collect();
+    quote_spanned! {method.span()=>
+        || {
+            #(let #names = ::rtx::compile::glue::eager_of(#args);)*
+            (#callee).#method(#(&#names),*)
+        }
+    }
 }
 
 /// The arguments of each call in a loop over sub-models: the carried value, moved, at `k`.
@@ -294,7 +325,15 @@ pub fn train_body(cx: &Cx) -> TokenStream {
                     };
                 }
             }
-            (Kind::Call { callee, args, .. }, _) => {
+            (
+                Kind::Call {
+                    callee,
+                    args,
+                    method: user,
+                    ..
+                },
+                _,
+            ) => {
                 let a: Vec<TokenStream> = args
                     .iter()
                     .map(|o| {
@@ -303,12 +342,24 @@ pub fn train_body(cx: &Cx) -> TokenStream {
                     })
                     .collect();
                 let method = if cx.plan.deferred_calls.contains(&i) {
-                    quote!(forward_train_deferred)
+                    quote!(train_call_deferred)
                 } else {
-                    quote!(forward_train)
+                    quote!(train_call)
                 };
-                quote_spanned! {sp=>
-                    let (#t, #b) = ::rtx::compile::StaticForward::#method(&#callee, (#(#a,)*));
+                let refs: Vec<TokenStream> = args.iter().map(|o| tensor_ref(cx, o)).collect();
+                let w = eager_witness(callee, user, &refs);
+                let msp = user.span();
+                // The backward is typed by the user's call's output (the witness's), so a
+                // sub-model that does not take these arguments leaves no closure whose
+                // signature rustc cannot work out (E0618 at the attribute).
+                quote_spanned! {msp=>
+                    let __rtx_w = #w;
+                    let (#t, #b) = ::rtx::compile::glue::#method(
+                        &#callee,
+                        (#(#a,)*),
+                        ::rtx::compile::glue::witness(&__rtx_w),
+                    );
+                    ::rtx::compile::glue::same_output(&__rtx_w, &#t);
                 }
             }
             (
@@ -596,6 +647,7 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
                     scope,
                     args,
                     each: Some(k),
+                    ..
                 },
                 _,
             ) => {
@@ -624,14 +676,27 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
                     scope,
                     args,
                     each: None,
+                    method,
                 },
                 _,
             ) => {
                 let a: Vec<TokenStream> = args.iter().map(&value).collect();
-                out.push(quote! {
+                let refs: Vec<TokenStream> = args
+                    .iter()
+                    .map(|o| match o {
+                        Operand::Var(v) => quote!(&#v),
+                        Operand::Field(t, _) => quote!(&#t),
+                        _ => quote!(compile_error!("a scalar where a tensor was expected")),
+                    })
+                    .collect();
+                let w = eager_witness(callee, method, &refs);
+                let msp = method.span();
+                out.push(quote_spanned! {msp=>
+                    let __rtx_w = #w;
                     let #t = __rtx_b.scope(#scope, |__rtx_b| {
                         ::rtx::compile::glue::emit_call(&#callee, __rtx_b, (#(#a,)*))
                     });
+                    ::rtx::compile::glue::same_output(&__rtx_w, &#t);
                 });
             }
             (

@@ -7,7 +7,10 @@
 //! sub-model leaves its bias to that kernel ([`plan`]), writes those kernels as
 //! `#[kernel(elementwise)]` functions ([`kernels`]), and emits the three methods that run the
 //! steps ([`emit`]). Everything it emits is generic code that rustc type-checks against the
-//! forward's own signature: shapes and element types are never the macro's business.
+//! forward's own signature: shapes and element types are never the macro's business. A
+//! forward generic over dims (`fn forward<B: Dim>(&self, x: &Tensor<(B, ..)>)`) gives one
+//! `StaticForward` impl generic over them too, so run-time and static sizes alike reach the
+//! fused kernels and the static backward, which read sizes from their tensors.
 //!
 //! `#[model(eager)]` keeps the impl as written (the forward runs eagerly, with the tape).
 //! `#[model(check)]` also emits a test comparing the compiled forward and backward with the
@@ -115,15 +118,46 @@ fn expand_impl(attr: TokenStream, imp: &ItemImpl) -> Result<TokenStream> {
     let train = emit::train_body(&cx);
     let ir = emit::ir_body(&cx);
 
-    let (impl_generics, _, where_clause) = imp.generics.split_for_impl();
     let arg_tys: Vec<&syn::Type> = f.args.iter().map(|a| &a.ty).collect();
     let users: Vec<&syn::Ident> = f.args.iter().map(|a| &a.user).collect();
     let ssa: Vec<&syn::Ident> = f.args.iter().map(|a| &a.name).collect();
     let user_names: Vec<String> = users.iter().map(|u| u.to_string()).collect();
     let ret = &f.ret;
     let args_ty = quote!((#(#arg_tys,)*));
+
+    // A forward generic over dims (`fn forward<B: Dim>`) is one trait impl for every `B`:
+    // the impl's parameters and the forward's together. The inherent methods keep the
+    // forward's own parameters, so a call infers them from its arguments as `forward` does.
+    let all = merged(&imp.generics, &f.generics);
+    let (impl_generics, _, where_clause) = all.split_for_impl();
+    let (own_impl_generics, _, own_where) = imp.generics.split_for_impl();
+    let fwd_params = &f.generics.params;
+    let fwd_generics = if fwd_params.is_empty() {
+        quote!()
+    } else {
+        quote!(<#fwd_params>)
+    };
+    let fwd_where: Vec<&syn::WherePredicate> = f
+        .generics
+        .where_clause
+        .iter()
+        .flat_map(|w| w.predicates.iter())
+        .collect();
+    // The inherent methods' where clause: the impl's, then the forward's.
+    let own_preds: Vec<&syn::WherePredicate> = own_where
+        .iter()
+        .flat_map(|w| w.predicates.iter())
+        .chain(fwd_where.iter().copied())
+        .collect();
+    let method_where = quote!(where #(#own_preds,)*);
+    // The IR is built once per model type, and for a generic forward once per instance.
+    let ir_key = if fwd_params.is_empty() {
+        quote!(Self)
+    } else {
+        quote!((Self, #args_ty))
+    };
     let check = if opts.check {
-        check_test(&base, self_ty, &arg_tys, &imp.generics)?
+        check_test(&base, self_ty, &arg_tys, &imp.generics, &f.generics)?
     } else {
         quote!()
     };
@@ -172,10 +206,12 @@ fn expand_impl(attr: TokenStream, imp: &ItemImpl) -> Result<TokenStream> {
             }
         }
 
-        impl #impl_generics #self_ty #where_clause {
+        impl #own_impl_generics #self_ty #own_where {
             /// The forward with fused kernels (what `#[model]` compiled from `forward`).
             #[allow(dead_code)]
-            pub fn forward_fused(&self, #(#users: &#arg_tys),*) -> #ret {
+            pub fn forward_fused #fwd_generics (&self, #(#users: &#arg_tys),*) -> #ret
+            #method_where
+            {
                 ::rtx::compile::StaticForward::forward_fused(self, (#(#users.clone(),)*))
             }
 
@@ -183,23 +219,27 @@ fn expand_impl(attr: TokenStream, imp: &ItemImpl) -> Result<TokenStream> {
             /// the backward from the output's gradient to the arguments' gradients, adding
             /// the parameters' gradients to a `Gradients`.
             #[allow(dead_code)]
-            pub fn forward_train(
+            pub fn forward_train #fwd_generics (
                 &self,
                 #(#users: &#arg_tys),*
             ) -> (
                 #ret,
                 impl FnOnce(#ret, &mut ::rtx::Gradients, bool) -> (#(Option<#arg_tys>,)*) + '_,
-            ) {
+            )
+            #method_where
+            {
                 ::rtx::compile::StaticForward::forward_train(self, (#(#users.clone(),)*))
             }
 
-            /// The forward's IR, built once per model type.
+            /// The forward's IR, built once per model type (for a forward generic over dims,
+            /// once per instance: name its parameters, `m.ir::<usize>()`).
             #[allow(dead_code)]
-            pub fn ir(&self) -> ::std::sync::Arc<::rtx::ir::Graph>
+            pub fn ir #fwd_generics (&self) -> ::std::sync::Arc<::rtx::ir::Graph>
             where
                 Self: 'static,
+                #(#own_preds,)*
             {
-                ::rtx::compile::glue::ir_cached::<Self>(|| {
+                ::rtx::compile::glue::ir_cached::<#ir_key>(|| {
                     let mut __rtx_b = ::rtx::ir::Builder::new(&::rtx::compile::glue::type_label::<Self>());
                     #(let #users = ::rtx::compile::glue::ir_input::<#arg_tys>(&mut __rtx_b, #user_names);)*
                     let __rtx_y = <Self as ::rtx::compile::StaticForward<(#(#arg_tys,)*)>>::emit_ir(
@@ -215,6 +255,19 @@ fn expand_impl(attr: TokenStream, imp: &ItemImpl) -> Result<TokenStream> {
 
         #check
     })
+}
+
+/// The impl's generic parameters followed by the forward's, and both where clauses.
+fn merged(imp: &syn::Generics, fwd: &syn::Generics) -> syn::Generics {
+    let mut all = imp.clone();
+    // Lifetimes first, as Rust requires; the forward has none (the parser refuses them).
+    all.params.extend(fwd.params.iter().cloned());
+    if let Some(w) = &fwd.where_clause {
+        all.make_where_clause()
+            .predicates
+            .extend(w.predicates.iter().cloned());
+    }
+    all
 }
 
 /// Runs `#[kernel(elementwise)]` on a generated kernel function.
@@ -250,12 +303,15 @@ fn type_name(ty: &syn::Type) -> String {
 
 /// `#[model(check)]`: a test that builds the model from a seed, runs the compiled and the
 /// eager forward on random inputs and compares them, then compares the static backward's
-/// gradients with the tape's. An impl generic over the element type is checked in f64.
+/// gradients with the tape's. An impl generic over the element type is checked in f64; a
+/// forward generic over dims, with those dims `usize`, at two run-time sizes (3 and 5), so
+/// one compiled forward is held to the eager one at two batch sizes.
 fn check_test(
     base: &str,
     self_ty: &syn::Type,
     arg_tys: &[&syn::Type],
     generics: &syn::Generics,
+    fwd: &syn::Generics,
 ) -> Result<TokenStream> {
     let name = format_ident!("__rtx_check_{}", base);
     let idx: Vec<u64> = (0..arg_tys.len() as u64).collect();
@@ -263,30 +319,44 @@ fn check_test(
         .map(|k| format_ident!("a{}", k))
         .collect();
     let mut fill = Vec::new();
-    for p in &generics.params {
+    let params = generics
+        .params
+        .iter()
+        .map(|p| (p, quote!(f64)))
+        .chain(fwd.params.iter().map(|p| (p, quote!(usize))));
+    for (p, with) in params {
         match p {
-            syn::GenericParam::Type(_) => fill.push(quote!(f64)),
+            syn::GenericParam::Type(_) => fill.push(with),
             syn::GenericParam::Lifetime(_) => {}
             syn::GenericParam::Const(c) => {
                 return Err(Error::new(
                     c.span(),
-                    "`#[model(check)]` checks an impl generic over its element type only: fix \
-                     this const parameter, or check a concrete instance by hand",
+                    "`#[model(check)]` checks an impl generic over its element type and a \
+                     forward generic over dims only: fix this const parameter, or check a \
+                     concrete instance by hand",
                 ));
             }
         }
     }
-    let (impl_generics, _, where_clause) = generics.split_for_impl();
+    let all = merged(generics, fwd);
+    let (impl_generics, _, where_clause) = all.split_for_impl();
+    let sizes = if fwd.params.is_empty() {
+        quote!([3usize])
+    } else {
+        quote!([3usize, 5])
+    };
     Ok(quote! {
         #[cfg(test)]
         #[test]
         fn #name() {
             fn check #impl_generics () #where_clause {
-                #(let #vars: #arg_tys = ::rtx::compile::glue::check_input(#idx);)*
-                ::rtx::compile::glue::check_model::<#self_ty, _, _, _>(
-                    (#(::core::clone::Clone::clone(&#vars),)*),
-                    |m: &#self_ty| m.forward(#(&#vars),*),
-                );
+                for __rtx_size in #sizes {
+                    #(let #vars: #arg_tys = ::rtx::compile::glue::check_input_sized(#idx, __rtx_size);)*
+                    ::rtx::compile::glue::check_model::<#self_ty, _, _, _>(
+                        (#(::core::clone::Clone::clone(&#vars),)*),
+                        |m: &#self_ty| m.forward(#(&#vars),*),
+                    );
+                }
             }
             check::<#(#fill),*>();
         }

@@ -8,6 +8,10 @@
 //! unary `-`, the unary ops of the registry (`crate::ops::UNARY`) and `maximum`/`minimum`, a sub-model call
 //! `self.field.forward(args)`, and any other tensor method (`x.matmul(&w)`,
 //! `x.softmax::<1>()`). Anything else is an error at its span naming `#[model(eager)]`.
+//!
+//! The forward may be generic over dims (`fn forward<B: Dim>`): its parameters are kept for
+//! the emitter, which makes the compiled forward one impl for every instance, and each must
+//! appear in an argument's type, where a call infers it from.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
@@ -70,6 +74,8 @@ pub enum Kind {
         scope: String,
         args: Vec<Operand>,
         each: Option<usize>,
+        /// The user's `forward` token: the generated call is spanned by it.
+        method: Ident,
     },
     /// Any other tensor method.
     Method {
@@ -100,6 +106,8 @@ pub struct Arg {
 
 /// The parsed forward.
 pub struct Forward {
+    /// The forward's own generic parameters (`<B: Dim>`), each named in an argument's type.
+    pub generics: syn::Generics,
     pub args: Vec<Arg>,
     pub ret: syn::Type,
     pub steps: Vec<Step>,
@@ -123,11 +131,8 @@ pub fn outside(span: Span, what: &str) -> Error {
 /// Parses `fn forward(&self, x: &Tensor<..>, ..) -> Tensor<..> { .. }`.
 pub fn forward(f: &syn::ImplItemFn) -> Result<Forward> {
     let sig = &f.sig;
-    if !sig.generics.params.is_empty() {
-        return Err(outside(
-            sig.generics.span(),
-            "a generic `forward` (its dims must be written out)",
-        ));
+    if let Some(l) = sig.generics.lifetimes().next() {
+        return Err(outside(l.span(), "a lifetime parameter on `forward`"));
     }
     let mut inputs = sig.inputs.iter();
     match inputs.next() {
@@ -156,6 +161,9 @@ pub fn forward(f: &syn::ImplItemFn) -> Result<Forward> {
             user: name,
             ty: (*r.elem).clone(),
         });
+    }
+    for p in &sig.generics.params {
+        check_generic_in_args(p, &args)?;
     }
     let ret = match &sig.output {
         syn::ReturnType::Type(_, t) => (**t).clone(),
@@ -204,11 +212,44 @@ pub fn forward(f: &syn::ImplItemFn) -> Result<Forward> {
     let out = format_ident!("__rtx_out");
     p.finish_let(out.clone(), value, None, tail.span());
     Ok(Forward {
+        generics: sig.generics.clone(),
         args,
         ret,
         steps: p.steps,
         output: out,
     })
+}
+
+/// An error unless the forward's generic parameter `p` appears in an argument's type: the
+/// compiled forward is an impl for the arguments' types, so a parameter they do not name
+/// could not be inferred from a call (rustc's E0207 on generated code).
+fn check_generic_in_args(p: &syn::GenericParam, args: &[Arg]) -> Result<()> {
+    let name = match p {
+        syn::GenericParam::Type(t) => &t.ident,
+        syn::GenericParam::Const(c) => &c.ident,
+        syn::GenericParam::Lifetime(l) => return Err(outside(l.span(), "a lifetime parameter")),
+    };
+    fn names(ts: TokenStream, name: &Ident) -> bool {
+        ts.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Ident(i) => i == *name,
+            proc_macro2::TokenTree::Group(g) => names(g.stream(), name),
+            _ => false,
+        })
+    }
+    if args.iter().any(|a| {
+        let ty = &a.ty;
+        names(quote!(#ty), name)
+    }) {
+        return Ok(());
+    }
+    Err(Error::new(
+        name.span(),
+        format!(
+            "`{name}` must appear in the type of an argument of `forward`: the compiled forward \
+             learns its generic parameters from its arguments (a dim derived from them, such \
+             as a token count `B * T`, is a run-time `usize` computed in the body)"
+        ),
+    ))
 }
 
 /// The lowering state: the steps so far and the current name of each user variable.
@@ -313,6 +354,7 @@ impl Parser {
                 scope,
                 args,
                 each: Some(each),
+                method: m.method.clone(),
             },
             ty: None,
             span: l.span(),
@@ -473,6 +515,7 @@ impl Parser {
                     scope,
                     args,
                     each: None,
+                    method: m.method.clone(),
                 },
                 span,
             ));

@@ -12,6 +12,7 @@ use crate::tensor::{MatmulShapes, Reduced};
 use rtx_kernels::{DType, Element};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Adds a gradient into a slot: the first fills it, later ones add. A sub-model's `()`
@@ -297,22 +298,111 @@ impl<S: Shape, E: Element> IrMethods<S, E> for Value<S, E> {
     }
 }
 
+/// What a generated step's operand is as a tensor of the eager forward: a tensor itself, a
+/// deferred call's output, or an IR value.
+pub trait AsEager {
+    /// The tensor type.
+    type Tensor;
+}
+
+impl<S: Shape, E: Element> AsEager for Tensor<S, E> {
+    type Tensor = Tensor<S, E>;
+}
+
+impl<T> AsEager for super::Deferred<T> {
+    type Tensor = T;
+}
+
+impl<S: Shape, E: Element> AsEager for Value<S, E> {
+    type Tensor = Tensor<S, E>;
+}
+
+/// A tensor of `v`'s eager type, for the closures `#[model]` generates only to be
+/// type-checked (they restate the user's sub-model calls, so a wrong width is reported once,
+/// at the user's line) and never calls.
+///
+/// # Panics
+/// Always: nothing calls it.
+pub fn eager_of<T: AsEager>(_v: &T) -> T::Tensor {
+    unreachable!("only in closures that are type-checked and never called")
+}
+
+/// The output type of the user's own sub-model call, restated in a closure that is never
+/// called (`#[model]`'s witness of the eager forward's types).
+pub fn witness<O, W: FnOnce() -> O>(_call: &W) -> PhantomData<O> {
+    PhantomData
+}
+
+/// Ties the output type of the user's own call, restated in a closure never called, to the
+/// generated call's output `out` (a tensor, a `Deferred` or an IR value), so the closure's
+/// types are inferred as the eager forward's are.
+pub fn same_output<T: AsEager, W: FnOnce() -> T::Tensor>(_call: &W, _out: &T) {}
+
+/// A sub-model's `forward_train` with its output typed `O`, the output of the user's own call
+/// (from [`witness`]): the backward then takes an `O`.
+#[allow(clippy::type_complexity)]
+pub fn train_call<M, A, X, O>(
+    m: &M,
+    args: A,
+    _witness: PhantomData<O>,
+) -> (
+    O,
+    impl FnOnce(O, &mut super::Gradients, bool) -> M::ArgGrads,
+)
+where
+    M: StaticForward<A, X, Output = O>,
+    A: IrArgs,
+    O: IrValue,
+{
+    let (y, backward) = m.forward_train(args);
+    (y, move |dy: O, g: &mut super::Gradients, need: bool| {
+        backward(dy, g, need)
+    })
+}
+
+/// [`train_call`] that may leave the sub-model's bias add to the caller
+/// (`StaticForward::forward_train_deferred`).
+#[allow(clippy::type_complexity)]
+pub fn train_call_deferred<M, A, X, O>(
+    m: &M,
+    args: A,
+    _witness: PhantomData<O>,
+) -> (
+    super::Deferred<O>,
+    impl FnOnce(O, &mut super::Gradients, bool) -> M::ArgGrads,
+)
+where
+    M: StaticForward<A, X, Output = O>,
+    A: IrArgs,
+    O: IrValue,
+{
+    let (y, backward) = m.forward_train_deferred(args);
+    (y, move |dy: O, g: &mut super::Gradients, need: bool| {
+        backward(dy, g, need)
+    })
+}
+
 /// A random argument for a `#[model(check)]` test: normal floats, or zeros for integer and
 /// boolean arguments (a valid index for any embedding), with every run-time dim 3.
 pub fn check_input<T: CheckInput>(seed: u64) -> T {
-    T::random(seed)
+    T::random(seed, 3)
+}
+
+/// [`check_input`] with every run-time dim `size`.
+pub fn check_input_sized<T: CheckInput>(seed: u64, size: usize) -> T {
+    T::random(seed, size)
 }
 
 /// What [`check_input`] can make.
 pub trait CheckInput {
-    /// A random value from `seed`.
-    fn random(seed: u64) -> Self;
+    /// A random value from `seed`, with every run-time dim `size`.
+    fn random(seed: u64, size: usize) -> Self;
 }
 
 impl<S: Shape, E: Element> CheckInput for Tensor<S, E> {
-    fn random(seed: u64) -> Self {
+    fn random(seed: u64, size: usize) -> Self {
         let dims: Vec<usize> = (0..S::RANK)
-            .map(|i| S::STATIC_DIMS[i].unwrap_or(3))
+            .map(|i| S::STATIC_DIMS[i].unwrap_or(size))
             .collect();
         let shape = S::from_dims(&dims).unwrap_or_else(|| unreachable!("static dims fit"));
         let cpu = crate::Device::Cpu;
@@ -365,7 +455,8 @@ where
     assert_close("forward", &fused, &want);
 
     m.track_gradients();
-    let r: Tensor<S, E> = CheckInput::random(99);
+    // The output's run-time dims are the eager output's.
+    let r: Tensor<S, E> = Tensor::<S, f64>::randn(want.shape(), 99, crate::Device::Cpu).cast();
     let tape = (&eager(&m) * &r).sum_all().backward();
     let (_, backward) = m.forward_train(args);
     let mut grads = super::Gradients::new();

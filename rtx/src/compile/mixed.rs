@@ -19,7 +19,8 @@
 //! needs no scale.
 
 use super::mixed_cast::{Caches, GradCast, Keep, copy_weights};
-use super::step::{StepInputs, check_in_place, grads_by_name, param_places};
+use super::sizes::{DEFAULT_MAX_SIZES, PerSize};
+use super::step::{StepInputs, check_in_place, grads_by_name, param_places, size_key};
 use super::{Gradients, StaticForward};
 use crate::autograd::Erased;
 use crate::error::Result;
@@ -116,8 +117,8 @@ struct Captured<Args, Y, W: Float> {
 /// ```
 pub struct MixedStep<L, Args, Y, W: Float> {
     loss: L,
-    runs: u64,
-    captured: Option<Captured<Args, Y, W>>,
+    /// Per input size: `None` once seen, the graph once captured (as `TrainStep` keeps it).
+    sizes: PerSize<Option<Captured<Args, Y, W>>>,
     scaler: Option<LossScale>,
     skipped: u64,
     /// The tables of the uncaptured weights' cast.
@@ -134,8 +135,7 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
         });
         MixedStep {
             loss,
-            runs: 0,
-            captured: None,
+            sizes: PerSize::new(DEFAULT_MAX_SIZES),
             scaler,
             skipped: 0,
             tables: Caches::new(),
@@ -170,15 +170,26 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
         opt.try_step(master, grads)
     }
 
-    /// Whether the step runs as a replayed CUDA graph.
+    /// Keeps at most `n` input sizes (at least 1), as [`TrainStep::max_sizes`](super::TrainStep::max_sizes).
+    pub fn max_sizes(mut self, n: usize) -> Self {
+        self.sizes.set_cap(n);
+        self
+    }
+
+    /// Whether the most recent run's input size runs as a replayed CUDA graph.
     pub fn is_captured(&self) -> bool {
-        self.captured.is_some()
+        matches!(self.sizes.last(), Some(Some(_)))
+    }
+
+    /// The input sizes the step keeps, least recently used first.
+    pub fn sizes(&self) -> Vec<Vec<usize>> {
+        self.sizes.keys()
     }
 
     /// One step: `working` takes `master`'s weights (cast), runs forward, loss and backward on
     /// `args` and `targets`, and `opt` updates `master` with the gradients cast to f32.
-    /// Returns the loss (in the working type; on a GPU from the third run on, the graph's
-    /// own buffer, overwritten by the next run).
+    /// Returns the loss (in the working type; on a GPU from a size's third run on, the
+    /// graph's own buffer, overwritten by the next run of that size).
     pub fn run<M, N, O, B>(
         &mut self,
         master: &mut M,
@@ -196,23 +207,31 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
         L: Fn(&N::Output, &Y) -> (Tensor<(), W>, B),
         B: FnOnce(&Tensor<(), W>) -> N::Output,
     {
-        self.runs += 1;
-        let device = args.device();
-        let Device::Cuda(ordinal) = device else {
+        let key = size_key(&args, targets);
+        let Some(slot) = self.sizes.get_mut(&key) else {
+            // A new size: run uncaptured, capture on its next run.
+            self.sizes.insert(key, None);
             return self.eager(master, working, opt, args, targets);
         };
-        if self.runs == 1 {
+        let captured = slot.is_some();
+        let Device::Cuda(ordinal) = args.device() else {
             return self.eager(master, working, opt, args, targets);
-        }
-        if self.captured.is_none() {
-            self.capture(ordinal, master, working, args, targets)?;
-        } else if let Some(c) = &mut self.captured {
-            args.copy_into(&mut c.inputs)?;
-            targets.copy_into(&mut c.targets)?;
+        };
+        if captured {
+            if let Some(Some(c)) = self.sizes.get_mut(&key) {
+                args.copy_into(&mut c.inputs)?;
+                targets.copy_into(&mut c.targets)?;
+            }
+        } else {
+            let c = self.capture(ordinal, master, working, args, targets)?;
+            if let Some(slot) = self.sizes.get_mut(&key) {
+                *slot = Some(c);
+            }
         }
         let scale = self.loss_scale();
         let scaled = self.scaler.is_some();
-        let Some(c) = &mut self.captured else {
+        // The entry of `key` is the most recently used.
+        let Some(Some(c)) = self.sizes.get_mut(&key) else {
             unreachable!("captured above")
         };
         if scaled {
@@ -293,13 +312,13 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
 
     /// Captures the traced part on fixed copies of the inputs.
     fn capture<M, N, B>(
-        &mut self,
+        &self,
         ordinal: usize,
         master: &M,
         working: &mut N,
         args: Args,
         targets: &Y,
-    ) -> Result<()>
+    ) -> Result<Captured<Args, Y, W>>
     where
         M: Module,
         N: StaticForward<Args> + Module,
@@ -329,7 +348,7 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
         let graph = graph?;
         let grad_cast = GradCast::<W>::new(master, &working_grads)?;
         let grads = grad_cast.shared()?;
-        self.captured = Some(Captured {
+        Ok(Captured {
             graph,
             inputs,
             targets: tgt,
@@ -341,8 +360,7 @@ impl<L, Args, Y, W: Float> MixedStep<L, Args, Y, W> {
             params: param_places(master),
             _copy_tables: tables,
             _copy_buffers: keep,
-        });
-        Ok(())
+        })
     }
 }
 

@@ -20,6 +20,7 @@ mod mixed;
 mod mixed_cast;
 #[cfg(test)]
 mod mixed_tests;
+mod sizes;
 mod step;
 
 pub use mixed::MixedStep;

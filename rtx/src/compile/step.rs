@@ -8,6 +8,12 @@
 //! this step's scalars (learning rate, bias corrections) as arguments, so schedules need
 //! nothing special. On the CPU every run simply executes the step.
 //!
+//! A graph holds the sizes it was captured with, so a step keeps one graph per input size
+//! (the run-time sizes of the inputs and targets, for a model generic over its batch dim):
+//! a size's first run is uncaptured, its second captures, later ones replay. At most
+//! [`TrainStep::DEFAULT_MAX_SIZES`] sizes are kept (see [`TrainStep::max_sizes`]), the least
+//! recently used dropped first (`sizes.rs`).
+//!
 //! Invariants of a captured step: its inputs and targets are copied into buffers the graph
 //! owns; the gradients and the loss live in buffers the graph writes on each replay; the
 //! parameters are updated in place (a replay reads them where the capture found them, which
@@ -19,6 +25,7 @@
 //! not checked against their axis inside a replay: the kernels clamp (lookups) or skip
 //! (gradient sums) an out-of-range index instead, and the uncaptured first run checks.
 
+use super::sizes::{DEFAULT_MAX_SIZES, PerSize};
 use super::{Gradients, StaticForward};
 use crate::autograd::Erased;
 use crate::error::{Error, Result};
@@ -40,6 +47,8 @@ pub trait StepInputs: Sized {
     fn fresh_copy(&self) -> Result<Self>;
     /// Overwrites `dst`'s buffers with these tensors' values.
     fn copy_into(&self, dst: &mut Self) -> Result<()>;
+    /// Appends every tensor's sizes to `out`: what a captured step is kept per.
+    fn sizes(&self, out: &mut Vec<usize>);
 }
 
 impl<S: Shape, E: Element> StepInputs for Tensor<S, E> {
@@ -58,7 +67,7 @@ impl<S: Shape, E: Element> StepInputs for Tensor<S, E> {
                 op: "TrainStep::run",
                 msg: format!(
                     "an input of shape {:?} does not fit the captured step's {:?}: a captured \
-                     step keeps its shapes (start a new TrainStep for another batch size)",
+                     graph keeps the shapes it was captured with",
                     self.dims(),
                     dst.dims()
                 ),
@@ -69,6 +78,10 @@ impl<S: Shape, E: Element> StepInputs for Tensor<S, E> {
             msg: "the captured step's input buffer is shared; it cannot be refilled".into(),
         })?;
         Ok(self.storage().copy_into(self.layout(), storage)?)
+    }
+
+    fn sizes(&self, out: &mut Vec<usize>) {
+        out.extend_from_slice(self.dims());
     }
 }
 
@@ -81,6 +94,9 @@ impl<A: StepInputs> StepInputs for (A,) {
     }
     fn copy_into(&self, dst: &mut Self) -> Result<()> {
         self.0.copy_into(&mut dst.0)
+    }
+    fn sizes(&self, out: &mut Vec<usize>) {
+        self.0.sizes(out)
     }
 }
 
@@ -95,6 +111,18 @@ impl<A: StepInputs, B: StepInputs> StepInputs for (A, B) {
         self.0.copy_into(&mut dst.0)?;
         self.1.copy_into(&mut dst.1)
     }
+    fn sizes(&self, out: &mut Vec<usize>) {
+        self.0.sizes(out);
+        self.1.sizes(out);
+    }
+}
+
+/// The key of a step's per-size cache: the sizes of every input and target tensor.
+pub(super) fn size_key<A: StepInputs, Y: StepInputs>(args: &A, targets: &Y) -> Vec<usize> {
+    let mut key = Vec::new();
+    args.sizes(&mut key);
+    targets.sizes(&mut key);
+    key
 }
 
 /// What a captured step keeps between runs.
@@ -152,28 +180,50 @@ struct Captured<Args, Y, E: Element> {
 /// ```
 pub struct TrainStep<L, Args, Y, E: Element> {
     loss: L,
-    runs: u64,
-    captured: Option<Captured<Args, Y, E>>,
+    /// Per input size: `None` once seen, the graph once captured.
+    sizes: PerSize<Option<Captured<Args, Y, E>>>,
 }
 
 impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
+    /// How many input sizes a step keeps by default: a training and an evaluation batch
+    /// size, each with its smaller last batch.
+    pub const DEFAULT_MAX_SIZES: usize = DEFAULT_MAX_SIZES;
+
     /// A step computing `loss(output, targets)`.
     pub fn new(loss: L) -> Self {
         TrainStep {
             loss,
-            runs: 0,
-            captured: None,
+            sizes: PerSize::new(Self::DEFAULT_MAX_SIZES),
         }
     }
 
-    /// Whether the step runs as a replayed CUDA graph.
+    /// Keeps at most `n` input sizes (at least 1), each with its captured graph on a GPU,
+    /// dropping the least recently used when a new size comes.
+    pub fn max_sizes(mut self, n: usize) -> Self {
+        self.sizes.set_cap(n);
+        self
+    }
+
+    /// Whether the most recent run's input size runs as a replayed CUDA graph.
     pub fn is_captured(&self) -> bool {
-        self.captured.is_some()
+        matches!(self.sizes.last(), Some(Some(_)))
+    }
+
+    /// The input sizes the step keeps, least recently used first: each the sizes of every
+    /// input and target tensor, in order.
+    pub fn sizes(&self) -> Vec<Vec<usize>> {
+        self.sizes.keys()
+    }
+
+    /// How many captured graphs the step keeps (one per size, on a GPU).
+    pub fn captured_graphs(&self) -> usize {
+        self.sizes.values().filter(|c| c.is_some()).count()
     }
 
     /// Runs one step on `args` and `targets`: forward, loss, backward, and `opt`'s update of
-    /// `model`. Returns the loss. On a GPU, from the third run on, the returned loss is the
-    /// graph's own buffer, overwritten by the next run: read it (or copy it) before then.
+    /// `model`. Returns the loss. On a GPU, from a size's third run on, the returned loss is
+    /// the graph's own buffer, overwritten by the next run of that size: read it (or copy
+    /// it) before then.
     pub fn run<M, O, B>(
         &mut self,
         model: &mut M,
@@ -189,21 +239,29 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
         L: Fn(&M::Output, &Y) -> (Tensor<(), E>, B),
         B: FnOnce(&Tensor<(), E>) -> M::Output,
     {
-        self.runs += 1;
-        let device = args.device();
-        let Device::Cuda(ordinal) = device else {
+        let key = size_key(&args, targets);
+        let Some(slot) = self.sizes.get_mut(&key) else {
+            // A new size: run uncaptured, capture on its next run.
+            self.sizes.insert(key, None);
             return self.eager(model, opt, args, targets);
         };
-        if self.runs == 1 {
+        let captured = slot.is_some();
+        let Device::Cuda(ordinal) = args.device() else {
             return self.eager(model, opt, args, targets);
+        };
+        if captured {
+            if let Some(Some(c)) = self.sizes.get_mut(&key) {
+                args.copy_into(&mut c.inputs)?;
+                targets.copy_into(&mut c.targets)?;
+            }
+        } else {
+            let c = self.capture(ordinal, model, args, targets)?;
+            if let Some(slot) = self.sizes.get_mut(&key) {
+                *slot = Some(c);
+            }
         }
-        if self.captured.is_none() {
-            self.capture(ordinal, model, args, targets)?;
-        } else if let Some(c) = &mut self.captured {
-            args.copy_into(&mut c.inputs)?;
-            targets.copy_into(&mut c.targets)?;
-        }
-        let Some(c) = &self.captured else {
+        // The entry of `key` is the most recently used.
+        let Some(Some(c)) = self.sizes.last() else {
             unreachable!("captured above")
         };
         c.graph.replay()?;
@@ -241,7 +299,13 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
     }
 
     /// Captures forward, loss and backward on fixed copies of the inputs.
-    fn capture<M, B>(&mut self, ordinal: usize, model: &M, args: Args, targets: &Y) -> Result<()>
+    fn capture<M, B>(
+        &self,
+        ordinal: usize,
+        model: &M,
+        args: Args,
+        targets: &Y,
+    ) -> Result<Captured<Args, Y, E>>
     where
         M: StaticForward<Args> + Module,
         Args: IrArgs + StepInputs + Clone,
@@ -266,15 +330,14 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
         let graph = cuda::end_capture(ordinal);
         let (loss, grads) = traced.map_err(capture_failed)?;
         let graph = graph?;
-        self.captured = Some(Captured {
+        Ok(Captured {
             graph,
             inputs,
             targets: tgt,
             loss,
             grads: grads_by_name(model, &grads),
             params: param_places(model),
-        });
-        Ok(())
+        })
     }
 }
 

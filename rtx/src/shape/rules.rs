@@ -17,12 +17,10 @@ use super::{Const, Dim, Dyn, ReduceAxis, Shape};
 )]
 pub trait DimEq<D: Dim>: Dim {}
 
+// Every dim equals itself: one blanket impl, so a generic dim (`B` in `fn forward<B: Dim>`)
+// equals itself too, as concrete ones do.
 #[diagnostic::do_not_recommend]
-impl<const N: usize> DimEq<Const<N>> for Const<N> {}
-#[diagnostic::do_not_recommend]
-impl<const C: char> DimEq<Dyn<C>> for Dyn<C> {}
-#[diagnostic::do_not_recommend]
-impl DimEq<usize> for usize {}
+impl<D: Dim> DimEq<D> for D {}
 #[diagnostic::do_not_recommend]
 impl<const N: usize> DimEq<usize> for Const<N> {}
 #[diagnostic::do_not_recommend]
