@@ -134,7 +134,8 @@ impl ThreadCtx<'_> {
             "cp_async: element {index} is not on a 16-byte boundary (a multiple of 8 elements)"
         );
         let mut words = [0u32; 4];
-        for (e, x) in src[index..index + n].iter().enumerate() {
+        let read = if n == 0 { &[] } else { &src[index..index + n] };
+        for (e, x) in read.iter().enumerate() {
             words[e / 2] |= u32::from(bits16(*x)) << (16 * (e % 2));
         }
         self.copies.borrow_mut().open.push(Copy16 {

@@ -23,6 +23,7 @@ mod join;
 mod log_softmax;
 mod logsumexp;
 mod loss;
+mod tensor_gemm;
 mod norm;
 mod norm_warp;
 mod optim;
@@ -54,6 +55,7 @@ pub use join::*;
 pub use log_softmax::*;
 pub use logsumexp::*;
 pub use loss::*;
+pub use tensor_gemm::*;
 pub use norm::*;
 pub use norm_warp::*;
 pub use optim::*;
@@ -112,6 +114,7 @@ pub static ALL: &[&KernelSource] = &[
     &axpy::KERNEL,
     &softmax_rows::KERNEL,
     &dot::KERNEL,
+    &matmul_tc::KERNEL,
     &copy::KERNEL,
     &cast::KERNEL,
     &add::KERNEL,

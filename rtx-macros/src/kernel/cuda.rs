@@ -750,17 +750,27 @@ impl Writer {
 /// (`f[at + 0ull]`), so once the loops around it are unrolled they are constants and the
 /// fragment stays in registers.
 fn tensor_call(intr: Intrinsic, a: &[String]) -> String {
+    // The shared-window address of word `word` of a tile.
+    let smem = |tile: &str, word: &str| {
+        format!("(rtx_smem_addr({tile}) + 4u * (unsigned int)({word}))")
+    };
     let regs = |f: &str, at: &str, n: usize| -> Vec<String> {
         (0..n).map(|i| format!("{f}[({at}) + {i}ull]")).collect()
     };
     match intr {
-        Intrinsic::CpAsync => format!("rtx_cp_async16(&{}[{}], {}, {}, {})", a[0], a[1], a[2], a[3], a[4]),
+        Intrinsic::CpAsync => format!(
+            "rtx_cp_async16<S>({}, rtx_global_addr({}), {}, {})",
+            smem(&a[0], &a[1]),
+            a[2],
+            a[3],
+            a[4]
+        ),
         Intrinsic::CpAsyncCommit => "rtx_cp_async_commit()".into(),
         Intrinsic::CpAsyncWait(n) => format!("rtx_cp_async_wait<{n}>()"),
         Intrinsic::Ldmatrix(count, trans) => {
             let t = if trans { "_trans" } else { "" };
             let mut args = regs(&a[0], &a[1], usize::from(count));
-            args.push(format!("&{}[{}]", a[2], a[3]));
+            args.push(smem(&a[2], &a[3]));
             format!("rtx_ldmatrix_x{count}{t}({})", args.join(", "))
         }
         Intrinsic::Mma => {

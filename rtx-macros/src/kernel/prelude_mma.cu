@@ -10,17 +10,24 @@ __device__ __forceinline__ unsigned int rtx_smem_addr(const void* p) {
   asm("{ .reg .u64 rtx_s; cvta.to.shared.u64 rtx_s, %1; cvt.u32.u64 %0, rtx_s; }" : "=r"(a) : "l"(p));
   return a;
 }
+// The global-window address of a generic pointer into global memory.
+__device__ __forceinline__ unsigned long long rtx_global_addr(const void* p) {
+  unsigned long long g;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(p));
+  return g;
+}
+// Callers pass a tile's address as rtx_smem_addr(tile) + 4 * word, and a source's as
+// rtx_global_addr(src) plus the byte offset, so the conversions (opaque to the compiler, as
+// inline PTX) are computed once per array rather than once per instruction.
 // cp.async of 16 bytes (.cg: cached in L2 only, the tile goes to shared memory anyway): n
 // elements of src from index on (at most 16 bytes' worth), the rest of the 16 bytes zeroed.
 // With n = 0 nothing is read, and the address given is src itself, in bounds.
 template <typename S>
-__device__ __forceinline__ void rtx_cp_async16(unsigned int* dst, const S* src, unsigned long long index, unsigned long long n) {
+__device__ __forceinline__ void rtx_cp_async16(unsigned int dst, unsigned long long src, unsigned long long index, unsigned long long n) {
   const unsigned long long most = 16ull / sizeof(S);
   const unsigned int bytes = (unsigned int)((n < most ? n : most) * sizeof(S));
-  const S* from = bytes != 0u ? src + index : src;
-  unsigned long long g;
-  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(from));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(rtx_smem_addr(dst)), "l"(g), "r"(bytes) : "memory");
+  const unsigned long long from = bytes != 0u ? src + index * sizeof(S) : src;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(from), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void rtx_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // PTX takes the count of groups left pending as an immediate.
@@ -29,27 +36,27 @@ template <int N> __device__ __forceinline__ void rtx_cp_async_wait() {
 }
 // ldmatrix: each lane gives one 16-byte row (lanes 8m..8m+7 the rows of matrix m) and receives
 // one 32-bit word of each matrix.
-__device__ __forceinline__ void rtx_ldmatrix_x1(unsigned int& r0, const unsigned int* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(rtx_smem_addr(row)));
+__device__ __forceinline__ void rtx_ldmatrix_x1(unsigned int& r0, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(row));
 }
-__device__ __forceinline__ void rtx_ldmatrix_x2(unsigned int& r0, unsigned int& r1, const unsigned int* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(rtx_smem_addr(row)));
+__device__ __forceinline__ void rtx_ldmatrix_x2(unsigned int& r0, unsigned int& r1, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
 }
-__device__ __forceinline__ void rtx_ldmatrix_x4(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, const unsigned int* row) {
+__device__ __forceinline__ void rtx_ldmatrix_x4(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, unsigned int row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(rtx_smem_addr(row)));
+               : "r"(row));
 }
-__device__ __forceinline__ void rtx_ldmatrix_x1_trans(unsigned int& r0, const unsigned int* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(rtx_smem_addr(row)));
+__device__ __forceinline__ void rtx_ldmatrix_x1_trans(unsigned int& r0, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(row));
 }
-__device__ __forceinline__ void rtx_ldmatrix_x2_trans(unsigned int& r0, unsigned int& r1, const unsigned int* row) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(rtx_smem_addr(row)));
+__device__ __forceinline__ void rtx_ldmatrix_x2_trans(unsigned int& r0, unsigned int& r1, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
 }
-__device__ __forceinline__ void rtx_ldmatrix_x4_trans(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, const unsigned int* row) {
+__device__ __forceinline__ void rtx_ldmatrix_x4_trans(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, unsigned int row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(rtx_smem_addr(row)));
+               : "r"(row));
 }
 // D = A B + C on a 16 x 8 x 16 tile, in place on the accumulator (D is C), f32 accumulation;
 // the element type of A and B is the storage type S.
