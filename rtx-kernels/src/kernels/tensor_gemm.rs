@@ -74,6 +74,7 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     let mut bf = [0u32; 8];
     // Step `kt` loads tile `kt` and multiplies tile `kt - (STAGES - 1)`, so STAGES - 1 tiles
     // are being copied while one is multiplied.
+    // ANCHOR: tc_pipeline
     let mut kt = 0;
     while kt < tiles + STAGES - 1 {
         // The oldest group (the tile multiplied below) has landed, for every thread; and every
@@ -81,6 +82,7 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
         cp_async_wait(IN_FLIGHT);
         sync_threads();
         if kt < tiles {
+            // ANCHOR_END: tc_pipeline
             let stage = (kt % STAGES) * STAGE_WORDS;
             let k0 = kt * 32;
             for i in 0..2 {
@@ -117,6 +119,7 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
             }
         }
         cp_async_commit();
+        // ANCHOR: tc_compute
         if kt >= STAGES - 1 {
             let stage = ((kt - (STAGES - 1)) % STAGES) * STAGE_WORDS;
             for ks in 0..2 {
@@ -136,6 +139,7 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
                 }
             }
         }
+        // ANCHOR_END: tc_compute
         kt += 1;
     }
     // Accumulator element i of fragment (mi, nt): row g + 8 (i / 2), column 2 t + i % 2.

@@ -246,3 +246,78 @@ fn usage(name: &str) -> &'static str {
               lane giving the first word of one 16-byte row of `tile`",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    /// The expansion of `#[kernel(<attr>)]` on `item`, as text.
+    fn expand(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> String {
+        crate::kernel::expand(attr, item).to_string()
+    }
+
+    #[test]
+    fn a_tensor_core_kernel_is_half_only_and_includes_the_ptx() {
+        let out = expand(
+            quote!(crate = crate),
+            quote! {
+                pub fn k<T: Float>(x: &[T], y: &mut [T]) {
+                    #[shared]
+                    let t: [u32; 64];
+                    cp_async(&mut t, 0, x, 0, 8);
+                    cp_async_commit();
+                    cp_async_wait(0);
+                    let mut f = [0u32; 4];
+                    ldmatrix_x4(&mut f, 0, &t, thread_idx_x() % 16 * 4);
+                    let mut acc = [0.0; 4];
+                    mma_m16n8k16(&mut acc, 0, &f, 0, &f, 2);
+                    y[0] = acc[0];
+                }
+            },
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(out.contains("half_only"), "{out}");
+        assert!(out.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+        assert!(out.contains("k_bf16") && out.contains("k_f16") && !out.contains("k_f32"));
+        assert!(out.contains("__attribute__((aligned(16)))"));
+    }
+
+    #[test]
+    fn misuse_is_an_error_at_the_call() {
+        for (body, message) in [
+            (
+                quote! { #[shared] let t: [T; 64]; cp_async(&mut t, 0, x, 0, 8); },
+                "a `#[shared]` array of `u32` words",
+            ),
+            (
+                quote! { let n = 1; cp_async_wait(n); },
+                "integer literal or a kernel `const`",
+            ),
+            (
+                quote! { let f = [0u32; 4]; #[shared] let t: [u32; 64]; ldmatrix_x4(&mut f, 0, &t, 0); },
+                "declare it `let mut f`",
+            ),
+            (
+                quote! { let mut acc = [0u32; 4]; let a = [0u32; 4]; mma_m16n8k16(&mut acc, 0, &a, 0, &a, 0); },
+                "a per-thread array of `T`",
+            ),
+            (quote! { cp_async_commit(1); }, "takes 0 argument(s)"),
+        ] {
+            let out = expand(
+                quote!(crate = crate),
+                quote! { pub fn k<T: Float>(x: &[T], y: &mut [T]) { #body } },
+            );
+            assert!(out.contains(message), "expected `{message}` in {out}");
+        }
+        let out = expand(
+            quote!(device, crate = crate),
+            quote! { pub fn d<T: Float>(v: T) -> T { cp_async_commit(); v } },
+        );
+        assert!(out.contains("not to device functions"), "{out}");
+        let out = expand(
+            quote!(crate = crate),
+            quote! { pub fn k<T: Num>(y: &mut [T]) { cp_async_commit(); } },
+        );
+        assert!(out.contains("needs `T: Float`"), "{out}");
+    }
+}
