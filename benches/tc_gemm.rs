@@ -37,10 +37,14 @@ fn median_ms(warmup: usize, reps: usize, mut f: impl FnMut()) -> Result<f64, Str
 
 /// Uniform values in [-1, 1) from a fixed-seed LCG.
 fn random(len: usize, seed: u64) -> Vec<bf16> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..len)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             bf16::from_f32((s >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
         })
         .collect()
@@ -61,7 +65,10 @@ fn run() -> Result<(), String> {
     let a: Tensor<(usize, usize), bf16> = Tensor::from_vec(random(n * n, 1), (n, n), dev);
     let b: Tensor<(usize, usize), bf16> = Tensor::from_vec(random(n * n, 2), (n, n), dev);
     let mut c: Tensor<(usize, usize), bf16> = Tensor::zeros((n, n), dev);
-    let grid = (n.div_ceil(MATMUL_TC_TILE) as u32, n.div_ceil(MATMUL_TC_TILE) as u32);
+    let grid = (
+        n.div_ceil(MATMUL_TC_TILE) as u32,
+        n.div_ceil(MATMUL_TC_TILE) as u32,
+    );
     let mut tc = |c: &mut Tensor<(usize, usize), bf16>| {
         // SAFETY: `matmul_tc` checks every index against n, the tensors' sizes.
         unsafe {

@@ -36,7 +36,12 @@ fn check<T: Float>(m: usize, n: usize, k: usize, from: fn(f32) -> T, to: fn(T) -
             let want: f32 = (0..k).map(|p| a32[i * k + p] * b32[p * n + j]).sum();
             // One rounding, to T, of the exact sum.
             let want = to(from(want));
-            assert_eq!(to(c[i * n + j]), want, "{:?} {m}x{n}x{k}: c[{i}][{j}]", T::DTYPE);
+            assert_eq!(
+                to(c[i * n + j]),
+                want,
+                "{:?} {m}x{n}x{k}: c[{i}][{j}]",
+                T::DTYPE
+            );
         }
     }
 }

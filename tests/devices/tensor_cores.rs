@@ -29,7 +29,12 @@ fn warp_mma<T: Float>(a: &[T], b: &[T], d: &mut [T]) {
     let quad = lane / 8;
     let mut af = [0u32; 4];
     let mut bf = [0u32; 2];
-    ldmatrix_x4(&mut af, 0, &sa, ((quad % 2) * 8 + lane % 8) * 8 + (quad / 2) * 4);
+    ldmatrix_x4(
+        &mut af,
+        0,
+        &sa,
+        ((quad % 2) * 8 + lane % 8) * 8 + (quad / 2) * 4,
+    );
     ldmatrix_x2_trans(&mut bf, 0, &sb, ((quad % 2) * 8 + lane % 8) * 4);
     let mut acc = [0.5; 4];
     mma_m16n8k16(&mut acc, 0, &af, 0, &bf, 0);
@@ -60,8 +65,10 @@ fn tensor_core_case<E: Float>() {
     on_every_device::<E>("tensor-core intrinsics", |dev| {
         let mut out = Vec::new();
         let (a64, b64) = (eighths(256, 1), eighths(128, 2));
-        let a: Tensor<(usize,), E> = Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (256,), dev);
-        let b: Tensor<(usize,), E> = Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (128,), dev);
+        let a: Tensor<(usize,), E> =
+            Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (256,), dev);
+        let b: Tensor<(usize,), E> =
+            Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (128,), dev);
         let mut d: Tensor<(usize,), E> = Tensor::zeros((128,), dev);
         // SAFETY: one warp reads 256 and 128 elements and writes 128, the tensors' lengths.
         unsafe {
@@ -72,15 +79,23 @@ fn tensor_core_case<E: Float>() {
             )
         }
         .unwrap_or_else(|e| panic!("{e}"));
-        let want: Vec<f64> = plain_product(&a64, &b64, 16, 8, 16).iter().map(|x| x + 0.5).collect();
+        let want: Vec<f64> = plain_product(&a64, &b64, 16, 8, 16)
+            .iter()
+            .map(|x| x + 0.5)
+            .collect();
         assert_eq!(f64s(&d), want, "warp_mma on {dev}");
         out.push(("warp_mma".to_string(), f64s(&d)));
         for (m, n, k) in [(130, 136, 72), (33, 40, 9), (256, 128, 512)] {
             let (a64, b64) = (eighths(m * k, 3), eighths(k * n, 4));
-            let a: Tensor<(usize, usize), E> = Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (m, k), dev);
-            let b: Tensor<(usize, usize), E> = Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (k, n), dev);
+            let a: Tensor<(usize, usize), E> =
+                Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (m, k), dev);
+            let b: Tensor<(usize, usize), E> =
+                Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (k, n), dev);
             let mut c: Tensor<(usize, usize), E> = Tensor::zeros((m, n), dev);
-            let grid = (n.div_ceil(MATMUL_TC_TILE) as u32, m.div_ceil(MATMUL_TC_TILE) as u32);
+            let grid = (
+                n.div_ceil(MATMUL_TC_TILE) as u32,
+                m.div_ceil(MATMUL_TC_TILE) as u32,
+            );
             // SAFETY: `matmul_tc` checks every index against m, n and k, the tensors' sizes.
             unsafe {
                 kernel::launch(

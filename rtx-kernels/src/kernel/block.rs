@@ -13,11 +13,11 @@
 //! behavior in Rust.
 
 use super::LaunchError;
+use super::tensor_core::AsyncCopies;
 use crate::{Element, FloatMath};
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, transmute_copy};
-use super::tensor_core::AsyncCopies;
-use std::cell::RefCell;
 use std::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 

@@ -106,7 +106,8 @@ impl ThreadCtx<'_> {
             warp.wide[lane * WIDE + i].store(*w, Relaxed);
         }
         warp.barrier.wait();
-        let all = std::array::from_fn(|l| std::array::from_fn(|i| warp.wide[l * WIDE + i].load(Relaxed)));
+        let all =
+            std::array::from_fn(|l| std::array::from_fn(|i| warp.wide[l * WIDE + i].load(Relaxed)));
         // Nobody may overwrite a slot before every lane has read it.
         warp.barrier.wait();
         all
@@ -234,9 +235,8 @@ impl ThreadCtx<'_> {
         // Register `r` of lane `l`: A's are 0..4, B's 4 and 5.
         let reg = |l: usize, r: usize| (all[l][r / 2] >> (32 * (r % 2))) as u32;
         let half = |w: u32, k: usize| value16::<T>((w >> (16 * (k % 2))) as u16);
-        let a_at = |row: usize, k: usize| {
-            half(reg(4 * (row % 8) + (k % 8) / 2, row / 8 + 2 * (k / 8)), k)
-        };
+        let a_at =
+            |row: usize, k: usize| half(reg(4 * (row % 8) + (k % 8) / 2, row / 8 + 2 * (k / 8)), k);
         let b_at = |k: usize, n: usize| half(reg(4 * n + (k % 8) / 2, 4 + k / 8), k);
         let lane = self.linear % WARP_SIZE;
         for i in 0..4 {
@@ -286,12 +286,18 @@ mod tests {
                 if lane == 0 {
                     for r in 0..16 {
                         for w in 0..8 {
-                            sa.set(r * 8 + w, bits(a_val(r, 2 * w)) | bits(a_val(r, 2 * w + 1)) << 16);
+                            sa.set(
+                                r * 8 + w,
+                                bits(a_val(r, 2 * w)) | bits(a_val(r, 2 * w + 1)) << 16,
+                            );
                         }
                     }
                     for k in 0..16 {
                         for w in 0..4 {
-                            sb.set(k * 4 + w, bits(b_val(k, 2 * w)) | bits(b_val(k, 2 * w + 1)) << 16);
+                            sb.set(
+                                k * 4 + w,
+                                bits(b_val(k, 2 * w)) | bits(b_val(k, 2 * w + 1)) << 16,
+                            );
                         }
                     }
                 }
@@ -299,7 +305,14 @@ mod tests {
                 let (gid, tig) = (lane / 4, lane % 4);
                 let m = lane / 8;
                 let mut a = [0u32; 4];
-                t.ldmatrix(4, false, &mut a, 0, &sa, (m % 2 * 8 + lane % 8) * 8 + m / 2 * 4);
+                t.ldmatrix(
+                    4,
+                    false,
+                    &mut a,
+                    0,
+                    &sa,
+                    (m % 2 * 8 + lane % 8) * 8 + m / 2 * 4,
+                );
                 let mut b = [0u32; 2];
                 t.ldmatrix(2, true, &mut b, 0, &sb, (m % 2 * 8 + lane % 8) * 4);
                 let by_hand_a: [u32; 4] = std::array::from_fn(|r| {

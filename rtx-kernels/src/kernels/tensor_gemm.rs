@@ -108,11 +108,23 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
                     for p in 0..4 {
                         let e = gk + 2 * p;
                         let lo = if gr < m && e < k { a[gr * k + e] } else { 0.0 };
-                        let hi = if gr < m && e + 1 < k { a[gr * k + e + 1] } else { 0.0 };
+                        let hi = if gr < m && e + 1 < k {
+                            a[gr * k + e + 1]
+                        } else {
+                            0.0
+                        };
                         sa[dst + p] = pack2(lo, hi);
                         let f = gn + 2 * p;
-                        let lo = if gkb < k && f < n { b[gkb * n + f] } else { 0.0 };
-                        let hi = if gkb < k && f + 1 < n { b[gkb * n + f + 1] } else { 0.0 };
+                        let lo = if gkb < k && f < n {
+                            b[gkb * n + f]
+                        } else {
+                            0.0
+                        };
+                        let hi = if gkb < k && f + 1 < n {
+                            b[gkb * n + f + 1]
+                        } else {
+                            0.0
+                        };
                         sb[bdst + p] = pack2(lo, hi);
                     }
                 }

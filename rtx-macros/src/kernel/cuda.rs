@@ -751,9 +751,8 @@ impl Writer {
 /// fragment stays in registers.
 fn tensor_call(intr: Intrinsic, a: &[String]) -> String {
     // The shared-window address of word `word` of a tile.
-    let smem = |tile: &str, word: &str| {
-        format!("(rtx_smem_addr({tile}) + 4u * (unsigned int)({word}))")
-    };
+    let smem =
+        |tile: &str, word: &str| format!("(rtx_smem_addr({tile}) + 4u * (unsigned int)({word}))");
     let regs = |f: &str, at: &str, n: usize| -> Vec<String> {
         (0..n).map(|i| format!("{f}[({at}) + {i}ull]")).collect()
     };

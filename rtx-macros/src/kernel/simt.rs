@@ -261,7 +261,11 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
         } else {
             ""
         };
-        w.line(&format!("__shared__ {align}{} {c}[{}];", cty(s.elem), s.len));
+        w.line(&format!(
+            "__shared__ {align}{} {c}[{}];",
+            cty(s.elem),
+            s.len
+        ));
     }
     if let Some(t) = w.block_body(&k.body)
         && !t.is_empty()

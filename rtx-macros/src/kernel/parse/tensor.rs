@@ -178,7 +178,9 @@ impl Parser {
             _ => (None, None),
         };
         let what = match want {
-            Want::Tile => "a `#[shared]` array of `u32` words, by reference: `&mut tile`".to_string(),
+            Want::Tile => {
+                "a `#[shared]` array of `u32` words, by reference: `&mut tile`".to_string()
+            }
             Want::Source => format!("a `&[{}]` buffer parameter, by name: `x`", self.generic),
             Want::Local(ty, m) => format!(
                 "a per-thread array of `{}`, by reference: `{}v`",
@@ -228,22 +230,32 @@ impl Parser {
             }
             _ => return Err(bad()),
         };
-        Ok(Expr::new(ExprKind::BufArg(id, kind, mutable), Ty::Unit, span))
+        Ok(Expr::new(
+            ExprKind::BufArg(id, kind, mutable),
+            Ty::Unit,
+            span,
+        ))
     }
 }
 
 /// How an intrinsic is called, for its error messages.
 fn usage(name: &str) -> &'static str {
     match name {
-        "cp_async" => "`cp_async(&mut tile, word, x, index, n)` copies `x[index..index + n]` (n \
-                       at most 8) into words `word..word + 4` of the `u32` tile",
+        "cp_async" => {
+            "`cp_async(&mut tile, word, x, index, n)` copies `x[index..index + n]` (n \
+                       at most 8) into words `word..word + 4` of the `u32` tile"
+        }
         "cp_async_commit" => "`cp_async_commit()`",
         "cp_async_wait" => "`cp_async_wait(1)`",
-        "mma_m16n8k16" => "`mma_m16n8k16(&mut acc, ci, &a, ai, &b, bi)` adds A B to `acc[ci..ci + \
-                           4]`, A in `a[ai..ai + 4]`, B in `b[bi..bi + 2]`",
+        "mma_m16n8k16" => {
+            "`mma_m16n8k16(&mut acc, ci, &a, ai, &b, bi)` adds A B to `acc[ci..ci + \
+                           4]`, A in `a[ai..ai + 4]`, B in `b[bi..bi + 2]`"
+        }
         "pack2" => "`pack2(lo, hi)` packs two `T` values into a `u32`",
-        _ => "`ldmatrix_x4(&mut frag, at, &tile, word)` loads into `frag[at..at + 4]`, this \
-              lane giving the first word of one 16-byte row of `tile`",
+        _ => {
+            "`ldmatrix_x4(&mut frag, at, &tile, word)` loads into `frag[at..at + 4]`, this \
+              lane giving the first word of one 16-byte row of `tile`"
+        }
     }
 }
 
