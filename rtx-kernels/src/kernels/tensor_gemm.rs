@@ -10,9 +10,9 @@
 use crate::Float;
 use rtx_macros::kernel;
 
-/// Threads per block of [`matmul_tc`]: 8 warps.
+/// Threads per block of [`matmul_tc()`]: 8 warps.
 pub const MATMUL_TC_THREADS: u32 = 256;
-/// Rows and columns of C per block of [`matmul_tc`].
+/// Rows and columns of C per block of [`matmul_tc()`].
 pub const MATMUL_TC_TILE: usize = 128;
 
 /// `c = a b` for row-major `a` (`m x k`), `b` (`k x n`) and `c` (`m x n`), f16 or bf16, on
