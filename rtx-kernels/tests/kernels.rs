@@ -327,7 +327,7 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
     // The examples, the foundation's ops, and one derivative per differentiable example input;
     // the unary ops come from the registry, each with its kernel and its derivative (but `neg`
     // and `abs`, over integers too, which have none).
-    assert_eq!(ALL.len(), 85);
+    assert_eq!(ALL.len(), 86);
     let all = every_kernel();
     assert_eq!(all.len(), ALL.len() + 2 * UnaryOp::ALL.len() - 2 - 2);
     for op in UnaryOp::ALL {
@@ -373,7 +373,16 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
             assert!(all[n..].iter().all(|&d| !has(d)), "{}", k.name);
             all[..n].to_vec()
         };
-        let ins = span(&|d| k.entries.iter().any(|e| e.dtype == d));
+        // A kernel on the tensor cores exists for the 16-bit floats only.
+        let half_only = k
+            .entries
+            .iter()
+            .all(|e| matches!(e.dtype, DType::F16 | DType::BF16));
+        let ins = if half_only {
+            vec![DType::F16, DType::BF16]
+        } else {
+            span(&|d| k.entries.iter().any(|e| e.dtype == d))
+        };
         let outs_all = if pairs {
             span(&|d| k.entries.iter().any(|e| e.out_dtype == d))
         } else {

@@ -21,6 +21,7 @@ fn generated_cuda_matches_snapshots() {
         "log_softmax_rows",
         "logsumexp_rows",
         "dot",
+        "matmul_tc",
         "norm_rows",
         "norm_param_partials",
         "norm_param_finish",

@@ -140,7 +140,12 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// in the body; natively a Rust array, whose indexing panics out of bounds; in CUDA a local
 /// array `A v[N];`, unchecked). A `for` over a constant range (`0..N`, at most 256 steps) is
 /// emitted with `#pragma unroll`, so indices that are constants after unrolling keep such
-/// an array in registers.
+/// an array in registers. The tensor cores (f16 and bf16 only; the kernel then has no f32 or
+/// f64 instantiation): `cp_async(&mut tile, word, x, i, n)`, `cp_async_commit()`,
+/// `cp_async_wait(n)`, `ldmatrix_x4(&mut frag, at, &tile, word)` (and `_x1`, `_x2`, `_trans`),
+/// `mma_m16n8k16(&mut acc, ci, &a, ai, &b, bi)` and `pack2(lo, hi)`, with tiles as
+/// `#[shared]` arrays of `u32` words and fragments as per-thread arrays, in PTX's layouts
+/// (the book's chapter "Writing kernels" and `rtx_kernels::kernel::tensor_core` document them).
 /// ```ignore
 /// #[kernel]
 /// pub fn axpy<T: Float>(a: T, x: &[T], y: &mut [T], n: usize) {

@@ -216,4 +216,5 @@ mod quant;
 mod random;
 mod reduce;
 mod softmax;
+mod tensor_cores;
 mod user_kernels;

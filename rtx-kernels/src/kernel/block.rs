@@ -13,11 +13,13 @@
 //! behavior in Rust.
 
 use super::LaunchError;
+use super::tensor_core::AsyncCopies;
 use crate::{Element, FloatMath};
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, transmute_copy};
 use std::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Threads per warp, as on every NVIDIA GPU.
 pub const WARP_SIZE: usize = 32;
@@ -136,7 +138,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A reusable barrier whose party shrinks as threads exit, like `__syncthreads` on threads
 /// that have returned.
-struct Barrier {
+pub(crate) struct Barrier {
     state: Mutex<BarrierState>,
     cv: Condvar,
 }
@@ -159,7 +161,7 @@ impl Barrier {
         }
     }
 
-    fn wait(&self) {
+    pub(crate) fn wait(&self) {
         let mut s = lock(&self.state);
         let generation = s.generation;
         s.arrived += 1;
@@ -186,11 +188,16 @@ impl Barrier {
 }
 
 /// One warp's exchange slots and the barrier its shuffles meet at.
-struct Warp {
+pub(crate) struct Warp {
     slots: [AtomicU64; WARP_SIZE],
-    len: usize,
-    barrier: Barrier,
+    /// [`WIDE`] words per lane, for the warp-wide exchanges of the tensor-core intrinsics.
+    pub(crate) wide: Box<[AtomicU64]>,
+    pub(crate) len: usize,
+    pub(crate) barrier: Barrier,
 }
+
+/// Words per lane in [`Warp::wide`].
+pub(crate) const WIDE: usize = 4;
 
 /// What the threads of one block share when they synchronize.
 struct BlockSync {
@@ -209,9 +216,11 @@ pub struct BlockCtx {
 /// One thread of a native launch: its indices, and the block's barrier and warps.
 pub struct ThreadCtx<'a> {
     thread_idx: Dim3,
-    linear: usize,
+    pub(crate) linear: usize,
     block: &'a BlockCtx,
     sync: Option<&'a BlockSync>,
+    /// The thread's `cp_async` copies not yet waited for (`tensor_core.rs`).
+    pub(crate) copies: RefCell<AsyncCopies>,
 }
 
 /// Runs `block_fn` for every block of the grid, in order (x fastest).
@@ -262,12 +271,15 @@ impl BlockCtx {
         let n = self.launch.block.count();
         if !self.uses_sync {
             for linear in 0..n {
-                body(&ThreadCtx {
+                let ctx = ThreadCtx {
                     thread_idx: self.thread_at(linear),
                     linear,
                     block: self,
                     sync: None,
-                });
+                    copies: RefCell::default(),
+                };
+                body(&ctx);
+                ctx.finish_copies();
             }
             return Ok(());
         }
@@ -278,6 +290,7 @@ impl BlockCtx {
                     let len = WARP_SIZE.min(n - w * WARP_SIZE);
                     Warp {
                         slots: std::array::from_fn(|_| AtomicU64::new(0)),
+                        wide: (0..WARP_SIZE * WIDE).map(|_| AtomicU64::new(0)).collect(),
                         len,
                         barrier: Barrier::new(len),
                     }
@@ -295,11 +308,13 @@ impl BlockCtx {
                             linear,
                             block: self,
                             sync: Some(sync),
+                            copies: RefCell::default(),
                         };
                         // Leaves the barriers when the body returns or panics, so the other
                         // threads are not left waiting for it.
                         let _exit = ExitGuard(sync, linear);
                         body(&ctx);
+                        ctx.finish_copies();
                     });
                 if let Err(e) = spawned {
                     for rest in linear..n {
@@ -385,6 +400,11 @@ impl ThreadCtx<'_> {
         self.linear % WARP_SIZE
     }
 
+    /// This thread's warp, when the block runs its threads concurrently.
+    pub(crate) fn warp(&self) -> Option<&Warp> {
+        self.sync.map(|s| &s.warps[self.linear / WARP_SIZE])
+    }
+
     /// `__syncthreads()`.
     pub fn sync_threads(&self) {
         if let Some(sync) = self.sync {
@@ -423,7 +443,9 @@ impl ThreadCtx<'_> {
 
 /// A `__shared__` array of one block.
 pub struct SharedArray<V, const N: usize> {
-    cells: Box<[AtomicU64]>,
+    /// Shared by reference count, so a `cp_async` copy can hold on to its destination until
+    /// the thread waits for it.
+    pub(crate) cells: Arc<[AtomicU64]>,
     _v: PhantomData<V>,
 }
 

@@ -21,6 +21,8 @@ mod ops;
 #[doc(hidden)]
 pub mod rt;
 mod scalar;
+#[doc(hidden)]
+pub mod tensor_core;
 
 pub use block::{Dim3, LaunchConfig};
 pub use ops::{

@@ -37,6 +37,7 @@ mod simt;
 mod softmax;
 mod softmax_backward;
 mod softmax_warp;
+mod tensor_gemm;
 mod unary;
 mod variance;
 
@@ -68,6 +69,7 @@ pub use simt::*;
 pub use softmax::*;
 pub use softmax_backward::*;
 pub use softmax_warp::*;
+pub use tensor_gemm::*;
 pub use unary::*;
 pub use variance::*;
 
@@ -112,6 +114,7 @@ pub static ALL: &[&KernelSource] = &[
     &axpy::KERNEL,
     &softmax_rows::KERNEL,
     &dot::KERNEL,
+    &matmul_tc::KERNEL,
     &copy::KERNEL,
     &cast::KERNEL,
     &add::KERNEL,

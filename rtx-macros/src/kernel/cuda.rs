@@ -17,6 +17,10 @@ pub const PRELUDE: &str = include_str!("prelude.cu");
 /// that store `f64` or `i64` values into `T` buffers.
 pub const PRELUDE_NUM: &str = include_str!("prelude_num.cu");
 
+/// The tensor-core prelude: the inline PTX of the tensor-core intrinsics, for kernels that use
+/// them ([`Writer::uses_mma`]).
+pub const PRELUDE_MMA: &str = include_str!("prelude_mma.cu");
+
 /// The preludes a source needs, with a trailing newline.
 pub fn preludes(num: bool) -> String {
     let mut s = String::from(PRELUDE);
@@ -182,6 +186,8 @@ pub struct Writer {
     pub elem: ElemKind,
     /// Whether the text uses `prelude_num.cu`.
     pub uses_num: bool,
+    /// Whether the text uses `prelude_mma.cu` (the tensor-core intrinsics).
+    pub uses_mma: bool,
     indent: usize,
     tmp: usize,
     scopes: Vec<HashMap<String, String>>,
@@ -195,6 +201,7 @@ impl Writer {
             out: String::new(),
             elem: ElemKind::Float,
             uses_num: false,
+            uses_mma: false,
             indent,
             tmp: 0,
             scopes: vec![HashMap::new()],
@@ -653,6 +660,10 @@ impl Writer {
                     Intrinsic::SyncThreads => "__syncthreads()".into(),
                     Intrinsic::ShuffleDown => format!("rtx_shfl_down({}, {})", a[0], a[1]),
                     Intrinsic::ShuffleXor => format!("rtx_shfl_xor({}, {})", a[0], a[1]),
+                    _ => {
+                        self.uses_mma = true;
+                        tensor_call(*intr, &a)
+                    }
                 }
             }
             ExprKind::Layout(f, recv, dim) => {
@@ -731,5 +742,44 @@ impl Writer {
             _ => {}
         }
         self.indent -= 1;
+    }
+}
+
+/// The CUDA call of a tensor-core intrinsic (`prelude_mma.cu`), from its arguments' C++
+/// text: arrays by name, then indices. A fragment's registers are named one by one
+/// (`f[at + 0ull]`), so once the loops around it are unrolled they are constants and the
+/// fragment stays in registers.
+fn tensor_call(intr: Intrinsic, a: &[String]) -> String {
+    // The shared-window address of word `word` of a tile.
+    let smem =
+        |tile: &str, word: &str| format!("(rtx_smem_addr({tile}) + 4u * (unsigned int)({word}))");
+    let regs = |f: &str, at: &str, n: usize| -> Vec<String> {
+        (0..n).map(|i| format!("{f}[({at}) + {i}ull]")).collect()
+    };
+    match intr {
+        Intrinsic::CpAsync => format!(
+            "rtx_cp_async16<S>({}, rtx_global_addr({}), {}, {})",
+            smem(&a[0], &a[1]),
+            a[2],
+            a[3],
+            a[4]
+        ),
+        Intrinsic::CpAsyncCommit => "rtx_cp_async_commit()".into(),
+        Intrinsic::CpAsyncWait(n) => format!("rtx_cp_async_wait<{n}>()"),
+        Intrinsic::Ldmatrix(count, trans) => {
+            let t = if trans { "_trans" } else { "" };
+            let mut args = regs(&a[0], &a[1], usize::from(count));
+            args.push(smem(&a[2], &a[3]));
+            format!("rtx_ldmatrix_x{count}{t}({})", args.join(", "))
+        }
+        Intrinsic::Mma => {
+            let mut args = regs(&a[0], &a[1], 4);
+            args.extend(regs(&a[2], &a[3], 4));
+            args.extend(regs(&a[4], &a[5], 2));
+            format!("rtx_mma<S>::m16n8k16({})", args.join(", "))
+        }
+        Intrinsic::Pack2 => format!("rtx_pack2<S>({}, {})", a[0], a[1]),
+        // The other intrinsics are written by `Writer::expr`.
+        _ => String::new(),
     }
 }

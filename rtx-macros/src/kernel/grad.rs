@@ -114,6 +114,7 @@ pub fn derive(k: &KernelFn, wrt: &Ident) -> Option<KernelFn> {
         out_generic: None,
         shared: vec![],
         uses_sync: false,
+        tensor_core: false,
     })
 }
 

@@ -210,6 +210,19 @@ pub enum Intrinsic {
     SyncThreads,
     ShuffleDown,
     ShuffleXor,
+    /// The tensor-core intrinsics (`parse/tensor.rs`; natively `kernel/tensor_core.rs` of
+    /// rtx-kernels): `cp_async(&mut tile, word, x, index, n)`.
+    CpAsync,
+    /// `cp_async_commit()`.
+    CpAsyncCommit,
+    /// `cp_async_wait(n)`, with `n` a constant.
+    CpAsyncWait(u32),
+    /// `ldmatrix_x{count}[_trans](&mut frag, at, &tile, word)`.
+    Ldmatrix(u8, bool),
+    /// `mma_m16n8k16(&mut acc, ci, &a, ai, &b, bi)`.
+    Mma,
+    /// `pack2(lo, hi)`: two `T` values as one `u32` of two 16-bit elements.
+    Pack2,
 }
 
 /// Constants of `T`: `T::INFINITY`, `T::NEG_INFINITY`, `T::NAN` (float kernels), and
@@ -610,4 +623,7 @@ pub struct KernelFn {
     pub out_generic: Option<(Ident, ElemKind)>,
     pub shared: Vec<Shared>,
     pub uses_sync: bool,
+    /// Whether the body uses the tensor-core intrinsics: the kernel then exists for f16 and
+    /// bf16 only.
+    pub tensor_core: bool,
 }

@@ -443,6 +443,24 @@ impl NativeCx {
                         let (v, o) = (&a[0], &a[1]);
                         quote!(__rtx_t.shuffle_xor(#v, #o))
                     }
+                    Intrinsic::CpAsync => quote_spanned!(span=> __rtx_t.cp_async(#(#a),*)),
+                    Intrinsic::CpAsyncCommit => quote!(__rtx_t.cp_async_commit()),
+                    Intrinsic::CpAsyncWait(n) => {
+                        let n = Literal::usize_unsuffixed(*n as usize);
+                        quote!(__rtx_t.cp_async_wait(#n))
+                    }
+                    Intrinsic::Ldmatrix(count, trans) => {
+                        let count = Literal::usize_unsuffixed(usize::from(*count));
+                        quote_spanned!(span=> __rtx_t.ldmatrix(#count, #trans, #(#a),*))
+                    }
+                    Intrinsic::Mma => {
+                        let t = &self.t;
+                        quote_spanned!(span=> __rtx_t.mma_m16n8k16::<#t>(#(#a),*))
+                    }
+                    Intrinsic::Pack2 => {
+                        let (t, lo, hi) = (&self.t, &a[0], &a[1]);
+                        quote_spanned!(span=> #k::kernel::tensor_core::pack2::<#t>(#lo, #hi))
+                    }
                 }
             }
             ExprKind::Call(c) if self.simt && c.grad.is_none() => {

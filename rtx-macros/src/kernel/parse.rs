@@ -7,6 +7,7 @@
 mod calls;
 mod local;
 mod table;
+mod tensor;
 mod typing;
 
 use typing::{
@@ -41,7 +42,9 @@ comparisons and `&&`/`||`, math methods (`x.exp()`, `ln`, `ln_1p`, `sqrt`, `sin`
 `st.stride(d)`), per-thread arrays (`let mut v = [x; N];`, `v[k]`, with `N` a literal or a \
 `const N: usize = 32;` of the kernel) and the intrinsics (`thread_idx_x()`, `block_idx_x()`, `block_dim_x()`, \
 `grid_dim_x()` and their `_y`/`_z` forms, `lane_id()`, `sync_threads()`, \
-`warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)`); \
+`warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)`, and on \
+the tensor cores `cp_async`, `cp_async_commit`, `cp_async_wait`, `ldmatrix_x4` and its `_x1`/`_x2`/\
+`_trans` forms, `mma_m16n8k16`, `pack2`); \
 kernels over `T: Float` may call elementwise kernel functions whose parameters are all `T` \
 (`gelu(x)`, `super::softplus(y)`), and SIMT kernels may call device functions \
 (`#[kernel(device)]`), handing them values, buffers (`x`), shared arrays (`&mut red`) and local \
@@ -88,6 +91,8 @@ pub struct Parser {
     scopes: Vec<HashMap<String, Var>>,
     pub shared: Vec<Shared>,
     pub uses_sync: bool,
+    /// Whether the body uses a tensor-core intrinsic (`tensor.rs`).
+    pub tensor_core: bool,
     loops: usize,
     /// `Some(return type)` while parsing a device function (`#[kernel(device)]`).
     pub device: Option<Ty>,
@@ -102,6 +107,7 @@ impl Parser {
             scopes: vec![HashMap::new()],
             shared: Vec::new(),
             uses_sync: false,
+            tensor_core: false,
             loops: 0,
             device: None,
         }

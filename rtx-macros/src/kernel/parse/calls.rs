@@ -379,6 +379,12 @@ impl Parser {
         let syn::Expr::Path(p) = &*c.func else {
             return Err(unsupported(span, "calling this expression"));
         };
+        if let Some(id) = p.path.get_ident()
+            && let name = id.to_string()
+            && super::tensor::NAMES.contains(&name.as_str())
+        {
+            return self.tensor_intrinsic(&name, c);
+        }
         let intrinsic = p.path.get_ident().map(|id| id.to_string()).filter(|n| {
             INDEX_INTRINSICS.iter().any(|(i, _)| i == n)
                 || matches!(
@@ -446,6 +452,8 @@ impl Parser {
                 args = vec![v, off];
                 args[0].ty
             }
+            // The tensor-core intrinsics are parsed by `tensor_intrinsic` above.
+            _ => Ty::Unit,
         };
         Ok(Expr::new(ExprKind::Intrinsic(intr, args), ty, span))
     }

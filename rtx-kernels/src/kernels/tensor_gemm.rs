@@ -1,0 +1,171 @@
+//! A matrix product on the tensor cores, written with `#[kernel]`: f16 or bf16 inputs, f32
+//! accumulation, tiles staged in shared memory by `cp_async` in a multi-stage pipeline, loaded
+//! into fragments by `ldmatrix` and multiplied by `mma_m16n8k16`. It shows that the kernel
+//! language reaches the tensor cores; cuBLAS stays rtx's GEMM path.
+//!
+//! Invariant: every size works. Edges of M, N and K are zero-filled in shared memory and
+//! masked on store; when K or N is not a multiple of 8, rows are not 16-byte aligned, and
+//! the tiles are filled by plain loads instead of `cp_async` (a branch uniform over the grid).
+
+use crate::Float;
+use rtx_macros::kernel;
+
+/// Threads per block of [`matmul_tc()`]: 8 warps.
+pub const MATMUL_TC_THREADS: u32 = 256;
+/// Rows and columns of C per block of [`matmul_tc()`].
+pub const MATMUL_TC_TILE: usize = 128;
+
+/// `c = a b` for row-major `a` (`m x k`), `b` (`k x n`) and `c` (`m x n`), f16 or bf16, on
+/// the tensor cores with f32 accumulation (rounded once, to `T`, on store). Launch it on
+/// [`MATMUL_TC_THREADS`] threads per block and a grid of `ceil(n / 128) x ceil(m / 128)`
+/// blocks; buffers start on 16-byte boundaries (tensors rtx allocates do).
+///
+/// Each block computes a 128 x 128 tile of C, stepping 32 along K. Three stages of A and B
+/// tiles are in flight: while the warps multiply one, `cp_async` fills the next two. Its 8 warps
+/// each hold a 64 x 32 part of the tile as 4 x 4 `mma_m16n8k16` accumulators. Shared tiles are
+/// swizzled (16-byte chunk `c` of row `r` is stored at `c ^ f(r)`), so the 8 rows an `ldmatrix`
+/// reads lie in different banks.
+///
+/// ```
+/// use half::bf16;
+/// use rtx_kernels::kernel::LaunchConfig;
+/// use rtx_kernels::kernels::{matmul_tc, MATMUL_TC_THREADS};
+/// let (m, n, k) = (3, 2, 4);
+/// let a: Vec<bf16> = (0..m * k).map(|i| bf16::from_f32(i as f32)).collect();
+/// let b: Vec<bf16> = (0..k * n).map(|i| bf16::from_f32(1.0 - i as f32)).collect();
+/// let mut c = vec![bf16::ZERO; m * n];
+/// matmul_tc(LaunchConfig::new((1, 1), MATMUL_TC_THREADS), &a, &b, &mut c, m, n, k).unwrap();
+/// assert_eq!(c[0].to_f32(), 0.0 * 1.0 + 1.0 * -1.0 + 2.0 * -3.0 + 3.0 * -5.0);
+/// ```
+#[kernel(crate = crate)]
+pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k: usize) {
+    // Stages of the pipeline, and how many of the newest copy groups may still be in flight
+    // when the oldest is used (STAGES - 2).
+    const STAGES: usize = 3;
+    const IN_FLIGHT: usize = 1;
+    // Words (two elements each) of one stage's A tile (128 x 32) and B tile (32 x 128).
+    const STAGE_WORDS: usize = 2048;
+    #[shared]
+    let sa: [u32; 6144];
+    #[shared]
+    let sb: [u32; 6144];
+    let tid = thread_idx_x();
+    let lane = tid % 32;
+    // The warp's 64 x 32 part of the block's tile.
+    let wm = tid / 32 / 4;
+    let wn = tid / 32 % 4;
+    let m0 = block_idx_y() * 128;
+    let n0 = block_idx_x() * 128;
+    let aligned = k % 8 == 0 && n % 8 == 0;
+    let tiles = (k + 31) / 32;
+    // `ldmatrix` addressing: this lane gives row `r8` of matrix `quad`.
+    let quad = lane / 8;
+    let r8 = lane % 8;
+    // A, 16 words a row: row `(quad % 2) * 8 + r8` of each 16-row fragment, chunk
+    // `2 ks + quad / 2`, swizzled by (row / 2) % 4, which is `r8 / 2` for every such row.
+    let a_row = (wm * 64 + (quad % 2) * 8 + r8) * 16;
+    let a_swizzle = r8 / 2;
+    // B, 64 words a row, read transposed: k-row `ks * 16 + (quad % 2) * 8 + r8`, chunk
+    // `wn * 4 + nj * 2 + quad / 2` along N, swizzled by the k-row mod 8, which is `r8`.
+    let b_row = ((quad % 2) * 8 + r8) * 64;
+    let b_chunk = wn * 4 + quad / 2;
+    let mut acc = [0.0; 64];
+    let mut af = [0u32; 16];
+    let mut bf = [0u32; 8];
+    // Step `kt` loads tile `kt` and multiplies tile `kt - (STAGES - 1)`, so STAGES - 1 tiles
+    // are being copied while one is multiplied.
+    // ANCHOR: tc_pipeline
+    let mut kt = 0;
+    while kt < tiles + STAGES - 1 {
+        // The oldest group (the tile multiplied below) has landed, for every thread; and every
+        // warp is done with the stage the copies below overwrite.
+        cp_async_wait(IN_FLIGHT);
+        sync_threads();
+        if kt < tiles {
+            // ANCHOR_END: tc_pipeline
+            let stage = (kt % STAGES) * STAGE_WORDS;
+            let k0 = kt * 32;
+            for i in 0..2 {
+                let q = tid + i * 256;
+                // A: row q / 4, 16-byte chunk q % 4 along K.
+                let r = q / 4;
+                let ch = q % 4;
+                let gr = m0 + r;
+                let gk = k0 + ch * 8;
+                let dst = stage + r * 16 + (ch ^ (r / 2 % 4)) * 4;
+                // B: k-row q / 16, chunk q % 16 along N.
+                let br = q / 16;
+                let bc = q % 16;
+                let gkb = k0 + br;
+                let gn = n0 + bc * 8;
+                let bdst = stage + br * 64 + (bc ^ (br % 8)) * 4;
+                if aligned {
+                    let na = if gr < m && gk < k { k - gk } else { 0 };
+                    cp_async(&mut sa, dst, a, gr * k + gk, na);
+                    let nb = if gkb < k && gn < n { n - gn } else { 0 };
+                    cp_async(&mut sb, bdst, b, gkb * n + gn, nb);
+                } else {
+                    for p in 0..4 {
+                        let e = gk + 2 * p;
+                        let lo = if gr < m && e < k { a[gr * k + e] } else { 0.0 };
+                        let hi = if gr < m && e + 1 < k {
+                            a[gr * k + e + 1]
+                        } else {
+                            0.0
+                        };
+                        sa[dst + p] = pack2(lo, hi);
+                        let f = gn + 2 * p;
+                        let lo = if gkb < k && f < n {
+                            b[gkb * n + f]
+                        } else {
+                            0.0
+                        };
+                        let hi = if gkb < k && f + 1 < n {
+                            b[gkb * n + f + 1]
+                        } else {
+                            0.0
+                        };
+                        sb[bdst + p] = pack2(lo, hi);
+                    }
+                }
+            }
+        }
+        cp_async_commit();
+        // ANCHOR: tc_compute
+        if kt >= STAGES - 1 {
+            let stage = ((kt - (STAGES - 1)) % STAGES) * STAGE_WORDS;
+            for ks in 0..2 {
+                for mi in 0..4 {
+                    let chunk = (2 * ks + quad / 2) ^ a_swizzle;
+                    ldmatrix_x4(&mut af, mi * 4, &sa, stage + a_row + mi * 256 + chunk * 4);
+                }
+                for nj in 0..2 {
+                    let chunk = (b_chunk + nj * 2) ^ r8;
+                    let word = stage + ks * 1024 + b_row + chunk * 4;
+                    ldmatrix_x4_trans(&mut bf, nj * 4, &sb, word);
+                }
+                for mi in 0..4 {
+                    for nt in 0..4 {
+                        mma_m16n8k16(&mut acc, (mi * 4 + nt) * 4, &af, mi * 4, &bf, nt * 2);
+                    }
+                }
+            }
+        }
+        // ANCHOR_END: tc_compute
+        kt += 1;
+    }
+    // Accumulator element i of fragment (mi, nt): row g + 8 (i / 2), column 2 t + i % 2.
+    let g = lane / 4;
+    let t4 = lane % 4;
+    for mi in 0..4 {
+        for nt in 0..4 {
+            for i in 0..4 {
+                let row = m0 + wm * 64 + mi * 16 + g + (i / 2) * 8;
+                let col = n0 + wn * 32 + nt * 8 + t4 * 2 + i % 2;
+                if row < m && col < n {
+                    c[row * n + col] = acc[(mi * 4 + nt) * 4 + i];
+                }
+            }
+        }
+    }
+}

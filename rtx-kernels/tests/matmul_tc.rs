@@ -1,0 +1,80 @@
+//! The tensor-core matrix product written with `#[kernel]` (`kernels::matmul_tc`), run on the
+//! CPU's block emulation against a plain product, over sizes with ragged edges in every dim:
+//! aligned ones take the `cp_async` path, the others the plain-load path. The emulation
+//! computes what the GPU computes (PTX's fragment layouts, `cp.async` landing at its wait), so
+//! this is the test of the kernel's indexing; `tests/devices/tensor_cores.rs` holds the GPU to
+//! it.
+
+use half::{bf16, f16};
+use rtx_kernels::kernel::LaunchConfig;
+use rtx_kernels::kernels::{MATMUL_TC_THREADS, MATMUL_TC_TILE, matmul_tc};
+use rtx_kernels::{DType, Element, Float};
+
+/// Small integers scaled by 1/8: exact in f16 and bf16, and every partial sum exact in f32.
+fn input(len: usize, seed: usize) -> Vec<f32> {
+    (0..len)
+        .map(|i| ((i * 7 + seed * 13) % 11) as f32 / 8.0 - 0.625)
+        .collect()
+}
+
+fn launch(m: usize, n: usize) -> LaunchConfig {
+    let t = MATMUL_TC_TILE;
+    LaunchConfig::new(
+        (n.div_ceil(t) as u32, m.div_ceil(t) as u32),
+        MATMUL_TC_THREADS,
+    )
+}
+
+fn check<T: Float>(m: usize, n: usize, k: usize, from: fn(f32) -> T, to: fn(T) -> f32) {
+    let (a32, b32) = (input(m * k, 1), input(k * n, 2));
+    let a: Vec<T> = a32.iter().map(|&x| from(x)).collect();
+    let b: Vec<T> = b32.iter().map(|&x| from(x)).collect();
+    let mut c = vec![from(-7.0); m * n];
+    matmul_tc(launch(m, n), &a, &b, &mut c, m, n, k).unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            let want: f32 = (0..k).map(|p| a32[i * k + p] * b32[p * n + j]).sum();
+            // One rounding, to T, of the exact sum.
+            let want = to(from(want));
+            assert_eq!(
+                to(c[i * n + j]),
+                want,
+                "{:?} {m}x{n}x{k}: c[{i}][{j}]",
+                T::DTYPE
+            );
+        }
+    }
+}
+
+#[test]
+fn bf16_products_match_a_plain_product_with_ragged_edges() {
+    // (m, n, k): one tile exactly, ragged M and N, K a multiple of 8 but not of 32, more
+    // K tiles than pipeline stages, and sizes whose rows are not 16-byte aligned.
+    for (m, n, k) in [
+        (128, 128, 32),
+        (130, 136, 72),
+        (17, 24, 160),
+        (1, 8, 8),
+        (33, 40, 9),
+        (20, 13, 40),
+        (5, 3, 1),
+    ] {
+        check::<bf16>(m, n, k, bf16::from_f32, bf16::to_f32);
+    }
+}
+
+#[test]
+fn f16_products_match_a_plain_product() {
+    check::<f16>(70, 48, 96, f16::from_f32, f16::to_f32);
+}
+
+#[test]
+fn f32_is_an_error_not_a_launch() {
+    let mut c = vec![0.0f32; 1];
+    let err = matmul_tc(launch(1, 1), &[1.0f32], &[1.0], &mut c, 1, 1, 1).unwrap_err();
+    assert!(err.message().contains("tensor cores"), "{err}");
+    let k = &matmul_tc::KERNEL;
+    let dtypes: Vec<DType> = k.entries.iter().map(|e| e.dtype).collect();
+    assert_eq!(dtypes, [DType::F16, DType::BF16]);
+    let _ = <f32 as Element>::DTYPE;
+}

@@ -1,0 +1,335 @@
+//! The tensor-core intrinsics of SIMT kernels: `cp_async`, `cp_async_commit`,
+//! `cp_async_wait`, the `ldmatrix_x{1,2,4}[_trans]` loads, `mma_m16n8k16` and `pack2`.
+//!
+//! Tiles are `#[shared]` arrays of `u32` words, each holding two 16-bit elements (the layout
+//! `ldmatrix` reads and `cp_async` writes); fragments are per-thread arrays (`u32` words for
+//! A and B, `T` values, f32, for the accumulator), addressed by a first index so one array
+//! holds several fragments. What PTX requires of the operands (f16 or bf16 elements, 16-byte
+//! aligned rows, a constant wait count) is checked here where the macro can see it, natively
+//! where it cannot.
+//!
+//! Invariant: every intrinsic sets `tensor_core` (the kernel is instantiated for f16 and bf16
+//! only), and the warp-wide ones set `uses_sync` (natively they exchange through the warp).
+
+use super::typing::coerce;
+use super::{Parser, Var};
+use crate::kernel::ir::*;
+use syn::spanned::Spanned;
+use syn::{Error, Result};
+
+/// The names of the tensor-core intrinsics.
+pub(super) const NAMES: &[&str] = &[
+    "cp_async",
+    "cp_async_commit",
+    "cp_async_wait",
+    "ldmatrix_x1",
+    "ldmatrix_x2",
+    "ldmatrix_x4",
+    "ldmatrix_x1_trans",
+    "ldmatrix_x2_trans",
+    "ldmatrix_x4_trans",
+    "mma_m16n8k16",
+    "pack2",
+];
+
+/// What an array argument must be.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// A `#[shared]` array of `u32` words.
+    Tile,
+    /// A `&[T]` buffer parameter.
+    Source,
+    /// A per-thread array of this type, written (`&mut v`) or read (`&v`).
+    Local(Ty, bool),
+}
+
+impl Parser {
+    /// A call of a tensor-core intrinsic `name`.
+    pub(super) fn tensor_intrinsic(&mut self, name: &str, c: &syn::ExprCall) -> Result<Expr> {
+        let span = c.span();
+        self.need_simt(span, name)?;
+        if self.device.is_some() {
+            return Err(Error::new(
+                span,
+                format!(
+                    "`{name}` belongs to SIMT kernels, not to device functions (yet): their \
+                     CUDA text does not know the element type's storage"
+                ),
+            ));
+        }
+        if self.elem != ElemKind::Float {
+            return Err(Error::new(
+                span,
+                format!(
+                    "`{name}` needs `{}: Float`: kernels on the tensor cores are instantiated \
+                     for f16 and bf16",
+                    self.generic
+                ),
+            ));
+        }
+        let arity = match name {
+            "cp_async" => 5,
+            "cp_async_commit" => 0,
+            "cp_async_wait" => 1,
+            "mma_m16n8k16" => 6,
+            "pack2" => 2,
+            _ => 4,
+        };
+        if c.args.len() != arity {
+            return Err(Error::new(
+                span,
+                format!("`{name}` takes {arity} argument(s): {}", usage(name)),
+            ));
+        }
+        self.tensor_core = true;
+        let a: Vec<&syn::Expr> = c.args.iter().collect();
+        let (intr, args, ty) = match name {
+            "cp_async" => {
+                let args = vec![
+                    self.array_arg(a[0], Want::Tile, name)?,
+                    self.index_arg(a[1])?,
+                    self.array_arg(a[2], Want::Source, name)?,
+                    self.index_arg(a[3])?,
+                    self.index_arg(a[4])?,
+                ];
+                (Intrinsic::CpAsync, args, Ty::Unit)
+            }
+            "cp_async_commit" => (Intrinsic::CpAsyncCommit, vec![], Ty::Unit),
+            "cp_async_wait" => {
+                let n = self.wait_count(a[0])?;
+                (Intrinsic::CpAsyncWait(n), vec![], Ty::Unit)
+            }
+            "mma_m16n8k16" => {
+                self.uses_sync = true;
+                let args = vec![
+                    self.array_arg(a[0], Want::Local(Ty::Elem, true), name)?,
+                    self.index_arg(a[1])?,
+                    self.array_arg(a[2], Want::Local(Ty::U32, false), name)?,
+                    self.index_arg(a[3])?,
+                    self.array_arg(a[4], Want::Local(Ty::U32, false), name)?,
+                    self.index_arg(a[5])?,
+                ];
+                (Intrinsic::Mma, args, Ty::Unit)
+            }
+            "pack2" => {
+                let lo = coerce(self.expr(a[0])?, Ty::Elem)?;
+                let hi = coerce(self.expr(a[1])?, Ty::Elem)?;
+                (Intrinsic::Pack2, vec![lo, hi], Ty::U32)
+            }
+            _ => {
+                self.uses_sync = true;
+                let count = match &name["ldmatrix_x".len()..][..1] {
+                    "1" => 1,
+                    "2" => 2,
+                    _ => 4,
+                };
+                let args = vec![
+                    self.array_arg(a[0], Want::Local(Ty::U32, true), name)?,
+                    self.index_arg(a[1])?,
+                    self.array_arg(a[2], Want::Tile, name)?,
+                    self.index_arg(a[3])?,
+                ];
+                let trans = name.ends_with("_trans");
+                (Intrinsic::Ldmatrix(count, trans), args, Ty::Unit)
+            }
+        };
+        Ok(Expr::new(ExprKind::Intrinsic(intr, args), ty, span))
+    }
+
+    fn index_arg(&mut self, a: &syn::Expr) -> Result<Expr> {
+        coerce(self.expr(a)?, Ty::Usize)
+    }
+
+    /// `cp_async_wait`'s count: PTX takes it as an immediate, so it is an integer literal or
+    /// a kernel `const`.
+    fn wait_count(&self, a: &syn::Expr) -> Result<u32> {
+        let v = match super::strip_parens(a) {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => i.base10_parse::<u64>()?,
+            syn::Expr::Path(p) if p.path.get_ident().is_some() => {
+                match p.path.get_ident().map(|id| self.lookup(id)).transpose()? {
+                    Some(Var::Const { value, .. }) => value,
+                    _ => u64::MAX,
+                }
+            }
+            _ => u64::MAX,
+        };
+        u32::try_from(v).ok().filter(|v| *v <= 7).ok_or_else(|| {
+            Error::new(
+                a.span(),
+                "`cp_async_wait(n)` takes the number of newest groups left pending as an \
+                 integer literal or a kernel `const`, 0 to 7 (PTX takes it as an immediate)",
+            )
+        })
+    }
+
+    /// A shared tile, a source buffer or a fragment, named as a whole (`&mut tile`, `x`,
+    /// `&mut acc`, `&a`).
+    fn array_arg(&mut self, a: &syn::Expr, want: Want, intr: &str) -> Result<Expr> {
+        let span = a.span();
+        let (id, by_ref) = match super::strip_parens(a) {
+            syn::Expr::Reference(r) => match super::strip_parens(&r.expr) {
+                syn::Expr::Path(p) => (p.path.get_ident().cloned(), Some(r.mutability.is_some())),
+                _ => (None, None),
+            },
+            syn::Expr::Path(p) => (p.path.get_ident().cloned(), None),
+            _ => (None, None),
+        };
+        let what = match want {
+            Want::Tile => {
+                "a `#[shared]` array of `u32` words, by reference: `&mut tile`".to_string()
+            }
+            Want::Source => format!("a `&[{}]` buffer parameter, by name: `x`", self.generic),
+            Want::Local(ty, m) => format!(
+                "a per-thread array of `{}`, by reference: `{}v`",
+                if ty == Ty::Elem {
+                    self.generic.to_string()
+                } else {
+                    ty.name().to_string()
+                },
+                if m { "&mut " } else { "&" }
+            ),
+        };
+        let bad = || {
+            Error::new(
+                span,
+                format!("this argument of `{intr}` is {what} ({})", usage(intr)),
+            )
+        };
+        let Some(id) = id else { return Err(bad()) };
+        let var = self.lookup(&id)?;
+        let (kind, mutable) = match (want, var, by_ref) {
+            (
+                Want::Tile,
+                Var::Buf {
+                    kind: Buf::Shared,
+                    elem: Ty::U32,
+                },
+                Some(_),
+            ) => (Buf::Shared, false),
+            (
+                Want::Source,
+                Var::Buf {
+                    kind: Buf::In,
+                    elem: Ty::Elem,
+                },
+                None,
+            ) => (Buf::In, false),
+            (Want::Local(ty, m), Var::Local { elem, mutable }, Some(r))
+                if elem == ty && r == m && (mutable || !m) =>
+            {
+                (Buf::Local, m)
+            }
+            (Want::Local(_, true), Var::Local { mutable: false, .. }, Some(true)) => {
+                return Err(Error::new(
+                    span,
+                    format!("`{intr}` writes `{id}`: declare it `let mut {id}`"),
+                ));
+            }
+            _ => return Err(bad()),
+        };
+        Ok(Expr::new(
+            ExprKind::BufArg(id, kind, mutable),
+            Ty::Unit,
+            span,
+        ))
+    }
+}
+
+/// How an intrinsic is called, for its error messages.
+fn usage(name: &str) -> &'static str {
+    match name {
+        "cp_async" => {
+            "`cp_async(&mut tile, word, x, index, n)` copies `x[index..index + n]` (n \
+                       at most 8) into words `word..word + 4` of the `u32` tile"
+        }
+        "cp_async_commit" => "`cp_async_commit()`",
+        "cp_async_wait" => "`cp_async_wait(1)`",
+        "mma_m16n8k16" => {
+            "`mma_m16n8k16(&mut acc, ci, &a, ai, &b, bi)` adds A B to `acc[ci..ci + \
+                           4]`, A in `a[ai..ai + 4]`, B in `b[bi..bi + 2]`"
+        }
+        "pack2" => "`pack2(lo, hi)` packs two `T` values into a `u32`",
+        _ => {
+            "`ldmatrix_x4(&mut frag, at, &tile, word)` loads into `frag[at..at + 4]`, this \
+              lane giving the first word of one 16-byte row of `tile`"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    /// The expansion of `#[kernel(<attr>)]` on `item`, as text.
+    fn expand(attr: proc_macro2::TokenStream, item: proc_macro2::TokenStream) -> String {
+        crate::kernel::expand(attr, item).to_string()
+    }
+
+    #[test]
+    fn a_tensor_core_kernel_is_half_only_and_includes_the_ptx() {
+        let out = expand(
+            quote!(crate = crate),
+            quote! {
+                pub fn k<T: Float>(x: &[T], y: &mut [T]) {
+                    #[shared]
+                    let t: [u32; 64];
+                    cp_async(&mut t, 0, x, 0, 8);
+                    cp_async_commit();
+                    cp_async_wait(0);
+                    let mut f = [0u32; 4];
+                    ldmatrix_x4(&mut f, 0, &t, thread_idx_x() % 16 * 4);
+                    let mut acc = [0.0; 4];
+                    mma_m16n8k16(&mut acc, 0, &f, 0, &f, 2);
+                    y[0] = acc[0];
+                }
+            },
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(out.contains("half_only"), "{out}");
+        assert!(out.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+        assert!(out.contains("k_bf16") && out.contains("k_f16") && !out.contains("k_f32"));
+        assert!(out.contains("__attribute__((aligned(16)))"));
+    }
+
+    #[test]
+    fn misuse_is_an_error_at_the_call() {
+        for (body, message) in [
+            (
+                quote! { #[shared] let t: [T; 64]; cp_async(&mut t, 0, x, 0, 8); },
+                "a `#[shared]` array of `u32` words",
+            ),
+            (
+                quote! { let n = 1; cp_async_wait(n); },
+                "integer literal or a kernel `const`",
+            ),
+            (
+                quote! { let f = [0u32; 4]; #[shared] let t: [u32; 64]; ldmatrix_x4(&mut f, 0, &t, 0); },
+                "declare it `let mut f`",
+            ),
+            (
+                quote! { let mut acc = [0u32; 4]; let a = [0u32; 4]; mma_m16n8k16(&mut acc, 0, &a, 0, &a, 0); },
+                "a per-thread array of `T`",
+            ),
+            (quote! { cp_async_commit(1); }, "takes 0 argument(s)"),
+        ] {
+            let out = expand(
+                quote!(crate = crate),
+                quote! { pub fn k<T: Float>(x: &[T], y: &mut [T]) { #body } },
+            );
+            assert!(out.contains(message), "expected `{message}` in {out}");
+        }
+        let out = expand(
+            quote!(device, crate = crate),
+            quote! { pub fn d<T: Float>(v: T) -> T { cp_async_commit(); v } },
+        );
+        assert!(out.contains("not to device functions"), "{out}");
+        let out = expand(
+            quote!(crate = crate),
+            quote! { pub fn k<T: Num>(y: &mut [T]) { cp_async_commit(); } },
+        );
+        assert!(out.contains("needs `T: Float`"), "{out}");
+    }
+}

@@ -1,0 +1,84 @@
+// rtx tensor-core prelude: the inline PTX behind #[kernel]'s tensor-core intrinsics (sm_80 and
+// newer), with no header. Fragment layouts are PTX's (rtx_kernels::kernel::tensor_core
+// documents them and emulates each instruction on the CPU).
+#ifndef RTX_KERNEL_PRELUDE_MMA
+#define RTX_KERNEL_PRELUDE_MMA
+// The shared-window address of a generic pointer into shared memory, as ldmatrix and cp.async
+// take it (32 bits suffice: the window is smaller than 4 GiB).
+__device__ __forceinline__ unsigned int rtx_smem_addr(const void* p) {
+  unsigned int a;
+  asm("{ .reg .u64 rtx_s; cvta.to.shared.u64 rtx_s, %1; cvt.u32.u64 %0, rtx_s; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// The global-window address of a generic pointer into global memory.
+__device__ __forceinline__ unsigned long long rtx_global_addr(const void* p) {
+  unsigned long long g;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(p));
+  return g;
+}
+// Callers pass a tile's address as rtx_smem_addr(tile) + 4 * word, and a source's as
+// rtx_global_addr(src) plus the byte offset, so the conversions (opaque to the compiler, as
+// inline PTX) are computed once per array rather than once per instruction.
+// cp.async of 16 bytes (.cg: cached in L2 only, the tile goes to shared memory anyway): n
+// elements of src from index on (at most 16 bytes' worth), the rest of the 16 bytes zeroed.
+// With n = 0 nothing is read, and the address given is src itself, in bounds.
+template <typename S>
+__device__ __forceinline__ void rtx_cp_async16(unsigned int dst, unsigned long long src, unsigned long long index, unsigned long long n) {
+  const unsigned long long most = 16ull / sizeof(S);
+  const unsigned int bytes = (unsigned int)((n < most ? n : most) * sizeof(S));
+  const unsigned long long from = bytes != 0u ? src + index * sizeof(S) : src;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(from), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void rtx_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// PTX takes the count of groups left pending as an immediate.
+template <int N> __device__ __forceinline__ void rtx_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// ldmatrix: each lane gives one 16-byte row (lanes 8m..8m+7 the rows of matrix m) and receives
+// one 32-bit word of each matrix.
+__device__ __forceinline__ void rtx_ldmatrix_x1(unsigned int& r0, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x2(unsigned int& r0, unsigned int& r1, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x4(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x1_trans(unsigned int& r0, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x2_trans(unsigned int& r0, unsigned int& r1, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x4_trans(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(row));
+}
+// D = A B + C on a 16 x 8 x 16 tile, in place on the accumulator (D is C), f32 accumulation;
+// the element type of A and B is the storage type S.
+template <typename S> struct rtx_mma;
+template <> struct rtx_mma<rtx_bf16> {
+  static __device__ __forceinline__ void m16n8k16(float& d0, float& d1, float& d2, float& d3, unsigned int a0, unsigned int a1,
+                                                  unsigned int a2, unsigned int a3, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
+template <> struct rtx_mma<rtx_f16> {
+  static __device__ __forceinline__ void m16n8k16(float& d0, float& d1, float& d2, float& d3, unsigned int a0, unsigned int a1,
+                                                  unsigned int a2, unsigned int a3, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
+// Two compute-type values rounded to S and packed into one word, lo in the low half.
+template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi) {
+  return (unsigned int)rtx_elem<S>::narrow(lo).bits | ((unsigned int)rtx_elem<S>::narrow(hi).bits << 16);
+}
+#endif // RTX_KERNEL_PRELUDE_MMA

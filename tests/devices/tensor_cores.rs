@@ -1,0 +1,130 @@
+//! The tensor-core intrinsics of `#[kernel]` on every device: one warp's `cp_async`,
+//! `ldmatrix` and `mma_m16n8k16` against a plain product, and the tensor-core GEMM written with
+//! them (`rtx::kernels::matmul_tc`) against the CPU's emulation of it and against `matmul`.
+//! Inputs are multiples of 1/8 small enough that every sum is exact in f32, so each device's
+//! result is the exact product rounded once, whatever order the tensor cores add in.
+
+use super::*;
+use rtx::kernel::{self, Arg, LaunchConfig};
+use rtx::kernels::{MATMUL_TC_THREADS, MATMUL_TC_TILE, matmul_tc};
+
+// ANCHOR: warp_mma
+/// D = A B + 1/2 for A (16 x 16) and B (16 x 8), row-major: one warp copies both into shared
+/// memory with `cp_async`, loads the fragments with `ldmatrix` (B transposed) and multiplies.
+#[rtx::kernel]
+fn warp_mma<T: Float>(a: &[T], b: &[T], d: &mut [T]) {
+    #[shared]
+    let sa: [u32; 128];
+    #[shared]
+    let sb: [u32; 64];
+    let lane = thread_idx_x();
+    // Lane l copies 16 bytes: A's row l / 2, half l % 2; B's row l.
+    cp_async(&mut sa, lane * 4, a, lane * 8, 8);
+    if lane < 16 {
+        cp_async(&mut sb, lane * 4, b, lane * 8, 8);
+    }
+    cp_async_commit();
+    cp_async_wait(0);
+    sync_threads();
+    let quad = lane / 8;
+    let mut af = [0u32; 4];
+    let mut bf = [0u32; 2];
+    ldmatrix_x4(
+        &mut af,
+        0,
+        &sa,
+        ((quad % 2) * 8 + lane % 8) * 8 + (quad / 2) * 4,
+    );
+    ldmatrix_x2_trans(&mut bf, 0, &sb, ((quad % 2) * 8 + lane % 8) * 4);
+    let mut acc = [0.5; 4];
+    mma_m16n8k16(&mut acc, 0, &af, 0, &bf, 0);
+    for i in 0..4 {
+        d[(lane / 4 + (i / 2) * 8) * 8 + (lane % 4) * 2 + i % 2] = acc[i];
+    }
+}
+// ANCHOR_END: warp_mma
+
+/// Multiples of 1/8 in [-0.625, 0.625].
+fn eighths(len: usize, seed: usize) -> Vec<f64> {
+    (0..len)
+        .map(|i| ((i * 7 + seed * 13) % 11) as f64 / 8.0 - 0.625)
+        .collect()
+}
+
+fn plain_product(a: &[f64], b: &[f64], m: usize, n: usize, k: usize) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+        }
+    }
+    c
+}
+
+fn tensor_core_case<E: Float>() {
+    on_every_device::<E>("tensor-core intrinsics", |dev| {
+        let mut out = Vec::new();
+        let (a64, b64) = (eighths(256, 1), eighths(128, 2));
+        let a: Tensor<(usize,), E> =
+            Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (256,), dev);
+        let b: Tensor<(usize,), E> =
+            Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (128,), dev);
+        let mut d: Tensor<(usize,), E> = Tensor::zeros((128,), dev);
+        // SAFETY: one warp reads 256 and 128 elements and writes 128, the tensors' lengths.
+        unsafe {
+            kernel::launch(
+                warp_mma::Op,
+                LaunchConfig::new(1, 32),
+                &mut [Arg::input(&a), Arg::input(&b), Arg::output(&mut d)],
+            )
+        }
+        .unwrap_or_else(|e| panic!("{e}"));
+        let want: Vec<f64> = plain_product(&a64, &b64, 16, 8, 16)
+            .iter()
+            .map(|x| x + 0.5)
+            .collect();
+        assert_eq!(f64s(&d), want, "warp_mma on {dev}");
+        out.push(("warp_mma".to_string(), f64s(&d)));
+        for (m, n, k) in [(130, 136, 72), (33, 40, 9), (256, 128, 512)] {
+            let (a64, b64) = (eighths(m * k, 3), eighths(k * n, 4));
+            let a: Tensor<(usize, usize), E> =
+                Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (m, k), dev);
+            let b: Tensor<(usize, usize), E> =
+                Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (k, n), dev);
+            let mut c: Tensor<(usize, usize), E> = Tensor::zeros((m, n), dev);
+            let grid = (
+                n.div_ceil(MATMUL_TC_TILE) as u32,
+                m.div_ceil(MATMUL_TC_TILE) as u32,
+            );
+            // SAFETY: `matmul_tc` checks every index against m, n and k, the tensors' sizes.
+            unsafe {
+                kernel::launch(
+                    matmul_tc::Op,
+                    LaunchConfig::new(grid, MATMUL_TC_THREADS),
+                    &mut [
+                        Arg::input(&a),
+                        Arg::input(&b),
+                        Arg::output(&mut c),
+                        Arg::usize(m),
+                        Arg::usize(n),
+                        Arg::usize(k),
+                    ],
+                )
+            }
+            .unwrap_or_else(|e| panic!("{e}"));
+            let want: Vec<f64> = plain_product(&a64, &b64, m, n, k)
+                .into_iter()
+                .map(|x| E::from_f64(x).to_f64())
+                .collect();
+            assert_eq!(f64s(&c), want, "matmul_tc {m}x{n}x{k} on {dev}");
+            out.push((format!("matmul_tc {m}x{n}x{k}"), f64s(&c)));
+        }
+        out
+    });
+}
+
+#[test]
+fn tensor_core_kernels_match_the_cpu() {
+    tensor_core_case::<bf16>();
+    tensor_core_case::<f16>();
+}
