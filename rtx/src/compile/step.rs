@@ -131,6 +131,9 @@ struct Captured<Args, Y, E: Element> {
     inputs: Args,
     targets: Y,
     loss: Tensor<(), E>,
+    /// The loss's seed gradient (1), which the graph reads: kept, or its memory would go back
+    /// to the pool and the next uncaptured step (another size's) could overwrite it.
+    _seed: Tensor<(), E>,
     /// The gradients the graph writes, by parameter name (an optimizer step gives the
     /// parameters new tape leaves, so they are matched by name on each run).
     grads: HashMap<String, Erased>,
@@ -335,6 +338,7 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
             inputs,
             targets: tgt,
             loss,
+            _seed: seed,
             grads: grads_by_name(model, &grads),
             params: param_places(model),
         })

@@ -45,6 +45,9 @@ pub trait Collate: Sized + Send + 'static {
     fn push(self, buf: &mut Self::Buffer) -> Result<()>;
     /// The batch of the items pushed, on `device`; errors unless `batch.size()` items were.
     fn finish<B: Dim>(buf: Self::Buffer, batch: B, device: Device) -> Result<Self::Batch<B>>;
+    /// A finished batch moved to `device` (the data loader's workers make batches on the host
+    /// and the thread that takes them moves them, so no upload races a captured step).
+    fn to_device<B: Dim>(batch: Self::Batch<B>, device: Device) -> Result<Self::Batch<B>>;
 
     /// Stacks `items` into one batch of size `batch` on `device`; an error names the shapes
     /// when items differ, or the counts when there are not `batch.size()` items (an empty
@@ -120,6 +123,10 @@ impl<S: PrependDim, E: Element> Collate for Tensor<S, E> {
         let storage = Storage::from_vec(buf.data, device)?;
         Ok(Tensor::from_storage(storage, buf.shape.prepend(batch)))
     }
+
+    fn to_device<B: Dim>(batch: Self::Batch<B>, device: Device) -> Result<Self::Batch<B>> {
+        batch.try_to_device(device)
+    }
 }
 
 macro_rules! scalar_collate {
@@ -140,6 +147,9 @@ macro_rules! scalar_collate {
                     return Err(count_error(buf.len(), batch.size()));
                 }
                 Ok(Tensor::from_storage(Storage::from_vec(buf, device)?, (batch,)))
+            }
+            fn to_device<B: Dim>(batch: Tensor<(B,), $t>, device: Device) -> Result<Tensor<(B,), $t>> {
+                batch.try_to_device(device)
             }
         }
     )*};
@@ -167,6 +177,12 @@ impl<T0: Collate, T1: Collate> Collate for (T0, T1) {
             T1::finish(buf.1, batch, device)?,
         ))
     }
+    fn to_device<B: Dim>(batch: Self::Batch<B>, device: Device) -> Result<Self::Batch<B>> {
+        Ok((
+            T0::to_device(batch.0, device)?,
+            T1::to_device(batch.1, device)?,
+        ))
+    }
 }
 
 /// A triple collates field by field.
@@ -190,6 +206,13 @@ impl<T0: Collate, T1: Collate, T2: Collate> Collate for (T0, T1, T2) {
             T0::finish(buf.0, batch, device)?,
             T1::finish(buf.1, batch, device)?,
             T2::finish(buf.2, batch, device)?,
+        ))
+    }
+    fn to_device<B: Dim>(batch: Self::Batch<B>, device: Device) -> Result<Self::Batch<B>> {
+        Ok((
+            T0::to_device(batch.0, device)?,
+            T1::to_device(batch.1, device)?,
+            T2::to_device(batch.2, device)?,
         ))
     }
 }

@@ -199,8 +199,8 @@ impl<D: Dataset> Plan<D>
 where
     D::Item: Collate,
 {
-    /// Batch `k`: the items at positions `k * batch ..` of the order, collated.
-    fn make<B: Dim>(&self, k: usize) -> Result<<D::Item as Collate>::Batch<B>> {
+    /// Batch `k`: the items at positions `k * batch ..` of the order, collated on `device`.
+    fn make<B: Dim>(&self, k: usize, device: Device) -> Result<<D::Item as Collate>::Batch<B>> {
         let start = k * self.batch;
         let end = (start + self.batch).min(self.order.len());
         let indices = &self.order[start..end];
@@ -213,7 +213,7 @@ where
                 ),
             });
         };
-        self.dataset.get_batch(indices, dim, self.device)
+        self.dataset.get_batch(indices, dim, device)
     }
 }
 
@@ -302,7 +302,9 @@ fn work<D: Dataset, B: Dim>(
 {
     let mut k = w;
     while k < count && !stop.load(Ordering::Relaxed) {
-        let made = catch_unwind(AssertUnwindSafe(|| plan.make::<B>(k)));
+        // On the host: the batch moves to its device on the thread that takes it, since a
+        // worker's upload could land inside a CUDA graph the training thread is capturing.
+        let made = catch_unwind(AssertUnwindSafe(|| plan.make::<B>(k, Device::Cpu)));
         let panicked = made.is_err();
         if tx.send(made).is_err() || panicked {
             break;
@@ -344,11 +346,12 @@ where
         let k = self.next;
         self.next += 1;
         match &mut self.source {
-            Source::Inline => Some(self.plan.make::<B>(k)),
+            Source::Inline => Some(self.plan.make::<B>(k, self.plan.device)),
             Source::Workers { channels, .. } => {
                 let n = channels.len();
                 match channels[k % n].recv() {
-                    Ok(Ok(made)) => Some(made),
+                    Ok(Ok(Ok(made))) => Some(D::Item::to_device(made, self.plan.device)),
+                    Ok(Ok(Err(e))) => Some(Err(e)),
                     // The data set panicked in a worker: the panic continues here, and
                     // unwinding drops `self`, which stops the other workers.
                     Ok(Err(payload)) => resume_unwind(payload),
