@@ -302,8 +302,9 @@ fn what_fusion_saves() {
     let (x, t) = (images(8, 7), labels(8, 8));
     let tape = tape_costs(&x, &t);
     let (compiled, whole) = compiled_costs(&x, &t);
-    // The normalization's two ops are one kernel, and fc1's bias add joins the ReLU's.
-    assert_eq!(compiled.forward, tape.forward - 2, "{compiled:?} {tape:?}");
+    // The normalization's two ops are one kernel. (A Linear's bias is the GEMM's starting
+    // rows on the CPU in both forms, so it costs no dispatch of its own in either.)
+    assert_eq!(compiled.forward, tape.forward - 1, "{compiled:?} {tape:?}");
     assert!(compiled.backward <= tape.backward, "{compiled:?} {tape:?}");
     assert_eq!(compiled.update, tape.update, "the same optimizer");
     assert_eq!(
