@@ -350,6 +350,8 @@ where
             Source::Workers { channels, .. } => {
                 let n = channels.len();
                 match channels[k % n].recv() {
+                    // Made on the host, so only a GPU batch needs moving.
+                    Ok(Ok(Ok(made))) if self.plan.device == Device::Cpu => Some(Ok(made)),
                     Ok(Ok(Ok(made))) => Some(D::Item::to_device(made, self.plan.device)),
                     Ok(Ok(Err(e))) => Some(Err(e)),
                     // The data set panicked in a worker: the panic continues here, and
