@@ -14,7 +14,8 @@
 //! [`ELEMENT_TYPE_CASES`]; their first error must also stay short, so that rustc's lists of
 //! other impls do not bury the message: at most 20 lines for a const-evaluation error
 //! (`E0080`), and at most 12 for a trait or type error, counted up to rustc's closing note
-//! that points at rtx's signature ("required by a bound in", "method defined here"), which
+//! that points at rtx's signature ("required by a bound in", "method defined here", "function
+//! defined here"), which
 //! rustc always adds for a bound on a method (5 to 8 lines) and rtx cannot shorten. The few
 //! cases over 12 even so are listed in [`LONG_TRAIT_ERRORS`] with the reason.
 
@@ -45,20 +46,10 @@ const ELEMENT_TYPE_CASES: &[&str] = &[
 /// Shape cases whose trait or type error runs past 12 lines (before rustc's note on rtx's
 /// signature) for reasons in rustc's layout, each held to 20 lines instead.
 const LONG_TRAIT_ERRORS: &[&str] = &[
-    // Plain `ConvOptions` does not list other impls but quotes the one that applies (7 lines);
-    // marking it `do_not_recommend` would hide the failing channel rule behind `ConvOptions`.
-    "conv2d_channels",
-    "nn_conv2d_channels",
-    // Through `Linear`'s `LinearOut` projection rustc lists the nine per-rank matmul rules
-    // (a plain `matmul` lists none).
-    "nn_linear_width",
-    // rustc's own E0308 layout for a wrong argument type: expected and found, both in full.
-    "loss_cross_entropy_batch",
-    "loss_mse_shapes",
-    // A rank-6 sample batches to rank 7: rustc explains the missing `PrependDim` impl.
+    // A rank-6 sample batches to rank 7: under the trait's message rustc quotes the one
+    // `Collate` impl for tensors (5 lines). Marking that impl `do_not_recommend` instead lists
+    // every `Collate` impl, which is longer.
     "collate_rank6_sample",
-    // E0599 (no `transpose` on a rank-1 tensor) adds a hint to import a trait.
-    "transpose_rank1",
 ];
 
 /// The issue's floor for the number of compile-fail cases.
@@ -103,6 +94,10 @@ fn first_error(stderr: &str) -> Vec<&str> {
 }
 
 fn is_shape_case(name: &str) -> bool {
+    // A wrong layer width in a compiled forward is a shape error like any other.
+    if name == "model_forward_layer_width" {
+        return true;
+    }
     !(name.starts_with("kernel_")
         || name.starts_with("model_")
         || ELEMENT_TYPE_CASES.contains(&name))
@@ -133,6 +128,7 @@ fn errors_name_the_users_line() {
                 let rtx_note = first.iter().position(|l| {
                     l.starts_with("note: required by a bound in")
                         || l.starts_with("note: method defined here")
+                        || l.starts_with("note: function defined here")
                 });
                 first.truncate(rtx_note.unwrap_or(first.len()));
                 if LONG_TRAIT_ERRORS.contains(&name.as_str()) {

@@ -6,7 +6,6 @@ use super::init::Init;
 use super::module::{Module, Visitor, VisitorMut, join};
 use crate::error::ok;
 use crate::shape::Const;
-use crate::shape::rules::BroadcastShapes;
 use crate::tensor::{MatmulShapes, Tensor};
 use rtx_backends::Device;
 use rtx_kernels::Float;
@@ -74,7 +73,6 @@ impl<const I: usize, const O: usize, E: Float> Linear<I, O, E> {
     pub fn forward<S>(&self, x: &Tensor<S, E>) -> Tensor<LinearOut<S, I, O>, E>
     where
         S: MatmulShapes<(Const<I>, Const<O>)>,
-        LinearOut<S, I, O>: BroadcastShapes<(Const<O>,), Output = LinearOut<S, I, O>>,
     {
         // With a bias, one product that adds it (in the GEMM's epilogue on a GPU), as the
         // compiled forward computes it, so the two agree bit for bit.

@@ -377,6 +377,12 @@ not_listed! {
     {
         type Output = (D0, D1, D2, D3, D4, N);
     }
+    // A vector "transposed" onto its one axis is itself, as `transpose(0, 0)` is in PyTorch.
+    // Without a rank-1 impl rustc would also answer a wrong axis of a vector with "method not
+    // found" (E0599) instead of this trait's message.
+    impl<D0: Dim> SwapAxes<0, 0> for (D0,) {
+        type Output = (D0,);
+    }
     impl<D0: Dim, D1: Dim> SwapAxes<0, 1> for (D0, D1) {
         type Output = (D1, D0);
     }

@@ -63,13 +63,12 @@ pub struct GroupedConv<
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Pool<const KERNEL: usize, const STRIDE: usize, const PADDING: usize = 0>;
 
-/// Convolution settings, and the channel rule they impose between the input's channels `C`
-/// and the weight's input channels `CG`.
+/// Convolution settings: stride, padding, dilation and groups, and which channel rule holds.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` are not convolution settings for input channels `{C}` and weight channels `{CG}`",
+    message = "`{Self}` are not convolution settings",
     label = "expected `Conv::<STRIDE, PADDING, DILATION>` or `GroupedConv::<GROUPS, ...>`"
 )]
-pub trait ConvOptions<C: Dim, CG: Dim>: Copy + Send + Sync + 'static {
+pub trait ConvSettings: Copy + Send + Sync + 'static {
     /// The step between windows.
     const STRIDE: usize;
     /// Zeros added on both sides.
@@ -81,28 +80,44 @@ pub trait ConvOptions<C: Dim, CG: Dim>: Copy + Send + Sync + 'static {
     /// Stride, padding, dilation and groups, in that order (what [`conv`] takes).
     const SETTINGS: (usize, usize, usize, usize) =
         (Self::STRIDE, Self::PADDING, Self::DILATION, Self::GROUPS);
+    /// The channel rule: [`Ungrouped`] (equal channels) or [`Grouped`] (checked by value).
+    type Groups;
 }
 
-// No `do_not_recommend` here: rustc then reports the failing `ChannelsAgree` rule, naming
-// both channel dims, instead of this trait.
-impl<C: Dim, CG: Dim, const S: usize, const P: usize, const D: usize> ConvOptions<C, CG>
-    for Conv<S, P, D>
-where
-    C: ChannelsAgree<CG>,
-{
+/// The channel rule of a plain convolution: the weight's input channels are the input's.
+#[derive(Clone, Copy, Debug)]
+pub struct Ungrouped;
+
+/// The channel rule of a grouped convolution, verified by `const` checks and at run time.
+#[derive(Clone, Copy, Debug)]
+pub struct Grouped;
+
+/// Convolution settings that accept input channels `C` and weight channels `CG`.
+///
+/// One blanket impl over [`ConvSettings`], whose only condition is the channel rule: a wrong
+/// channel count then reads as the failing [`ChannelsAgree`] rule naming both dims, and rustc
+/// has no list of settings impls to quote under it.
+pub trait ConvOptions<C: Dim, CG: Dim>: ConvSettings {}
+
+impl<T: ConvSettings, C: Dim, CG: Dim> ConvOptions<C, CG> for T where C: ChannelsAgree<CG, T::Groups>
+{}
+
+impl<const S: usize, const P: usize, const D: usize> ConvSettings for Conv<S, P, D> {
     const STRIDE: usize = S;
     const PADDING: usize = P;
     const DILATION: usize = D;
     const GROUPS: usize = 1;
+    type Groups = Ungrouped;
 }
 
-impl<C: Dim, CG: Dim, const G: usize, const S: usize, const P: usize, const D: usize>
-    ConvOptions<C, CG> for GroupedConv<G, S, P, D>
+impl<const G: usize, const S: usize, const P: usize, const D: usize> ConvSettings
+    for GroupedConv<G, S, P, D>
 {
     const STRIDE: usize = S;
     const PADDING: usize = P;
     const DILATION: usize = D;
     const GROUPS: usize = G;
+    type Groups = Grouped;
 }
 
 /// Checks a convolution's settings, channels and output sizes where they are static.

@@ -27,8 +27,11 @@ pub trait PrependDim: Shape {
     fn prepend<B: Dim>(self, dim: B) -> Self::Prepended<B>;
 }
 
+// `do_not_recommend`: a rank-6 sample then reads as the trait's own message, without rustc
+// listing the six ranks that do take a batch dim.
 macro_rules! prepend {
     ($($d:ident $i:tt),*) => {
+        #[diagnostic::do_not_recommend]
         impl<$($d: Dim),*> PrependDim for ($($d,)*) {
             type Prepended<B: Dim> = (B, $($d,)*);
             #[inline]

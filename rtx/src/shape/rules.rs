@@ -127,9 +127,13 @@ where
     message = "dimension mismatch: `{Self}` is not `{D}`: a convolution's weight must match the input channels",
     label = "these channel counts must be equal"
 )]
-pub trait ChannelsAgree<D: Dim>: Dim {}
+pub trait ChannelsAgree<D: Dim, G = super::conv::Ungrouped>: Dim {}
 #[diagnostic::do_not_recommend]
-impl<A: DimEq<B>, B: Dim> ChannelsAgree<B> for A {}
+impl<A: DimEq<B>, B: Dim> ChannelsAgree<B, super::conv::Ungrouped> for A {}
+// Grouped channels are a quotient the types cannot state: `const` checks and run-time checks
+// verify them.
+#[diagnostic::do_not_recommend]
+impl<A: Dim, B: Dim> ChannelsAgree<B, super::conv::Grouped> for A {}
 
 /// Two shapes that broadcast together, and the shape of the result.
 ///

@@ -138,6 +138,9 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// let x: Tensor<Rank3<2, 3, 4>> = Tensor::zeros((Const, Const, Const), Device::Cpu);
     /// let y: Tensor<Rank3<4, 3, 2>> = x.transpose::<0, 2>();
     /// # let _ = y;
+    /// // A vector's one axis swaps with itself, as `transpose(0, 0)` does in PyTorch.
+    /// let v: Tensor<Rank1<3>> = Tensor::from_array([1.0, 2.0, 3.0], Device::Cpu);
+    /// assert_eq!(v.transpose::<0, 0>().to_vec(), vec![1.0, 2.0, 3.0]);
     /// ```
     pub fn transpose<const A: usize, const B: usize>(
         &self,
