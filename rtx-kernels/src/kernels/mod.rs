@@ -17,6 +17,8 @@ mod compare;
 mod conv;
 mod dequant;
 mod dropout;
+mod flash_attention;
+mod flash_attention_bwd;
 mod gather;
 mod index;
 mod join;
@@ -49,6 +51,8 @@ pub use compare::*;
 pub use conv::*;
 pub use dequant::*;
 pub use dropout::*;
+pub use flash_attention::*;
+pub use flash_attention_bwd::*;
 pub use gather::*;
 pub use index::*;
 pub use join::*;
@@ -115,6 +119,10 @@ pub static ALL: &[&KernelSource] = &[
     &softmax_rows::KERNEL,
     &dot::KERNEL,
     &matmul_tc::KERNEL,
+    &flash_attn_fwd::KERNEL,
+    &flash_attn_bwd_rowdot::KERNEL,
+    &flash_attn_bwd_dkdv::KERNEL,
+    &flash_attn_bwd_dq::KERNEL,
     &copy::KERNEL,
     &cast::KERNEL,
     &add::KERNEL,

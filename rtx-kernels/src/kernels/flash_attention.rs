@@ -1,0 +1,345 @@
+//! Fused attention forward on the tensor cores, written with `#[kernel]` in the manner of
+//! FlashAttention-2: `o = softmax(scale q k^T) v` for one 64-row block of queries at a time,
+//! streaming 64-key tiles of K and V through shared memory with an online softmax, so the
+//! `t_q x t_k` score matrix never leaves registers. It also writes each row's log-sum-exp, which
+//! a backward pass needs to recompute the probabilities.
+//!
+//! Invariant: every size works. Query rows past `t_q` are zero-filled in shared memory and not
+//! stored; keys past the valid length (`t_k`, the row's padding length, the causal diagonal)
+//! are zero-filled and their scores set to -inf before the softmax, so they get probability 0
+//! exactly.
+
+use crate::Float;
+use crate::kernel::LaunchConfig;
+use rtx_macros::kernel;
+
+/// Threads per block of [`flash_attn_fwd()`]: 4 warps, each owning 16 query rows.
+pub const FLASH_ATTN_THREADS: u32 = 128;
+/// Query rows per block of [`flash_attn_fwd()`]: the grid's x extent is `ceil(t_q / 64)`.
+pub const FLASH_ATTN_BLOCK_Q: usize = 64;
+/// Keys per step of [`flash_attn_fwd()`]'s loop (one K tile and one V tile in shared memory).
+pub const FLASH_ATTN_BLOCK_K: usize = 64;
+/// The largest head dim [`flash_attn_fwd()`] takes; `d` is a multiple of 16 up to it.
+pub const FLASH_ATTN_MAX_D: usize = 128;
+
+/// The launch of [`flash_attn_fwd()`] over `bh` (batch x heads) rows of `t_q` queries: a grid
+/// of `ceil(t_q / 64) x bh` blocks of [`FLASH_ATTN_THREADS`] threads.
+pub fn flash_attn_launch(bh: usize, t_q: usize) -> LaunchConfig {
+    LaunchConfig::new(
+        (t_q.div_ceil(FLASH_ATTN_BLOCK_Q) as u32, bh as u32),
+        FLASH_ATTN_THREADS,
+    )
+}
+
+/// Attention forward, f16 or bf16, on the tensor cores: for each of the `bh` (batch x heads)
+/// rows, `o = softmax(scale q k^T) v` with `q` `[t_q, d]`, `k` and `v` `[t_k, d]` and `o`
+/// `[t_q, d]`, all contiguous row-major (`q`, `o`: `[bh, t_q, d]`; `k`, `v`: `[bh, t_k, d]`);
+/// and `lse[bh, t_q]` (f32), the natural log of the sum of `exp(scale q_i . k_j)` over the keys
+/// row `i` attends to, for the backward.
+///
+/// Masks: with `causal` non-zero, query `i` attends to keys `j <= i + t_k - t_q` (the diagonal
+/// aligned to the bottom right, as FlashAttention's; `j <= i` when `t_q == t_k`). With `padded`
+/// non-zero, `key_len[b]` (`bh` values) is row `b`'s valid key count: keys `j >= key_len[b]` are
+/// masked (a length of `t_k` or more masks nothing); with `padded` zero `key_len` is not read
+/// (pass `&[]` natively, any pointer on the GPU). A query row left with no key writes zeros to
+/// `o` and -inf to `lse`.
+///
+/// `d` is a runtime value, a multiple of 16 up to [`FLASH_ATTN_MAX_D`] (64 and 128 are the
+/// sizes it is built for): the per-thread fragments are sized for 128 and the steps past `d`
+/// skipped by branches uniform over the grid, so every index into them stays a constant after
+/// unrolling and they stay in registers. `scale` is positive (usually `1 / sqrt(d)`); it is an
+/// `f64` so that natively it is not rounded to `T` (the kernel computes with it in f32). Launch
+/// it with [`flash_attn_launch`]; buffers start on 16-byte boundaries (tensors rtx allocates
+/// do).
+///
+/// Each block of 4 warps takes 64 query rows of one `bh` row; each warp holds its 16 rows of
+/// `q` as `mma` A fragments in registers for the whole loop. Per 64-key step, a warp computes
+/// its 16 x 64 scores with `mma_m16n8k16` (K's rows read by `ldmatrix` are the B fragments of
+/// `k^T`), takes the row maximum across the 4 lanes that share a row, rescales its running
+/// output and sum, and multiplies the probabilities, rounded to `T` as FlashAttention does,
+/// by V (read transposed by `ldmatrix`): the score accumulator's layout is the A fragment's, so
+/// the probabilities never go through shared memory. Output and sums stay in f32 until the
+/// output is rounded once on store. Copies overlap the math as in FlashAttention-2: V's tile
+/// is copied while the scores are computed, the next K tile while the softmax and `P V` run.
+/// Key tiles above the causal diagonal, or past the valid length, are skipped. Shared tiles
+/// (64 rows of 128 elements, 16 KiB each for K and V; Q passes through V's before the loop)
+/// are swizzled (16-byte chunk `c` of row `r` stored at `c ^ (r % 8)`), so the 8 rows an
+/// `ldmatrix` reads lie in different banks.
+///
+/// ```
+/// use half::bf16;
+/// use rtx_kernels::kernels::{flash_attn_fwd, flash_attn_launch};
+/// let (t, d) = (2, 16);
+/// let q = vec![bf16::ZERO; t * d];
+/// let k = q.clone();
+/// // Value rows of 1s and 3s: with equal scores, each output is their mean.
+/// let v: Vec<bf16> = (0..t * d).map(|i| bf16::from_f32(1.0 + 2.0 * (i / d) as f32)).collect();
+/// let (mut o, mut lse) = (vec![bf16::ZERO; t * d], vec![0.0f32; t]);
+/// let launch = flash_attn_launch(1, t);
+/// flash_attn_fwd(launch, &q, &k, &v, &mut o, &mut lse, &[], 1, t, t, d, 0.25, 0, 0).unwrap();
+/// assert_eq!(o[0].to_f32(), 2.0);
+/// assert_eq!(lse[0], 2f32.ln());
+/// // Causal: the first query sees the first key alone.
+/// flash_attn_fwd(launch, &q, &k, &v, &mut o, &mut lse, &[], 1, t, t, d, 0.25, 1, 0).unwrap();
+/// assert_eq!((o[0].to_f32(), o[d].to_f32(), lse[0]), (1.0, 2.0, 0.0));
+/// ```
+#[kernel(crate = crate)]
+pub fn flash_attn_fwd<T: Float>(
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    o: &mut [T],
+    lse: &mut [T::Acc],
+    key_len: &[u32],
+    bh: usize,
+    t_q: usize,
+    t_k: usize,
+    d: usize,
+    scale: f64,
+    causal: u32,
+    padded: u32,
+) {
+    // One tile each of K and V: 64 rows of 64 words (128 elements, the largest d), so a row's
+    // 16-byte chunks can be swizzled within it whatever d is. Q is staged in `sv` before the
+    // first V tile needs it.
+    #[shared]
+    let sk: [u32; 4096];
+    #[shared]
+    let sv: [u32; 4096];
+    let tid = thread_idx_x();
+    let lane = tid % 32;
+    let warp = tid / 32;
+    let b = block_idx_y();
+    let m0 = block_idx_x() * 64;
+    // The whole block leaves together, before any barrier.
+    if b >= bh || m0 >= t_q {
+        return;
+    }
+    let scale = scale as T;
+    let is_causal = causal != 0;
+    // Keys this block reads: the valid ones, up to the causal limit of its last row (row `i`
+    // sees keys `j` with `j + t_q <= i + t_k`).
+    let mut kl = t_k;
+    if padded != 0 {
+        kl = kl.min(key_len[b] as usize);
+    }
+    let mut n_end = kl;
+    if is_causal {
+        let lim = (m0 + 64).min(t_q) + t_k;
+        n_end = if lim > t_q { n_end.min(lim - t_q) } else { 0 };
+    }
+    let tiles = (n_end + 63) / 64;
+
+    // Tile copies: this thread copies 16-byte chunk `cc` of rows `cr + 8 i`, whose swizzled
+    // place is chunk `cc ^ cr` of the row (the row mod 8 is `cr`). Chunks past d are not copied
+    // (and never read).
+    let cc = tid % 16;
+    let cr = tid / 16;
+    let c_on = cc * 8 < d;
+    let c_dst = cr * 64 + (cc ^ cr) * 4;
+    // Q's rows (in `sv`) and the first K tile, in one group.
+    for i in 0..8 {
+        let r = cr + 8 * i;
+        if c_on {
+            let n = if m0 + r < t_q { 8 } else { 0 };
+            let at = (b * t_q + m0 + r) * d + cc * 8;
+            cp_async(&mut sv, c_dst + i * 512, q, at, n);
+            let n = if r < n_end { 8 } else { 0 };
+            cp_async(&mut sk, c_dst + i * 512, k, (b * t_k + r) * d + cc * 8, n);
+        }
+    }
+    cp_async_commit();
+    cp_async_wait(0);
+    sync_threads();
+
+    // `ldmatrix` addressing: this lane gives row `r8` of matrix `quad`; every row it names is
+    // r8 mod 8, so its chunks are swizzled by `r8`.
+    let quad = lane / 8;
+    let r8 = lane % 8;
+    // Q, A fragments (16 x 16 per step of 16 along d): row `(quad % 2) * 8 + r8` of the warp's
+    // 16, chunk `2 ks + quad / 2`.
+    let mut qf = [0u32; 32];
+    let q_row = (warp * 16 + (quad % 2) * 8 + r8) * 64;
+    for ks in 0..8 {
+        if ks * 16 < d {
+            let ch = (2 * ks + quad / 2) ^ r8;
+            ldmatrix_x4(&mut qf, ks * 4, &sv, q_row + ch * 4);
+        }
+    }
+    // K, B fragments of k^T (16 along d x 8 keys), two key tiles per `ldmatrix_x4`: key row
+    // `np * 16 + (quad / 2) * 8 + r8`, chunk `2 ks + quad % 2`.
+    let k_row = ((quad / 2) * 8 + r8) * 64;
+    // V, B fragments (16 keys x 8 along d) read transposed, two d tiles per `ldmatrix_x4`: key
+    // row `kk * 16 + (quad % 2) * 8 + r8`, chunk `2 dp + quad / 2`.
+    let v_row = ((quad % 2) * 8 + r8) * 64;
+
+    // Accumulator element `i` of a tile is row `g + 8 (i / 2)`, column `2 t4 + i % 2`: this
+    // lane holds query rows `row0` and `row0 + 8`, and shares each with the 3 other lanes of
+    // its quad.
+    let g = lane / 4;
+    let t4 = lane % 4;
+    let row0 = m0 + warp * 16 + g;
+    let mut acc = [0.0; 64];
+    let mut s = [0.0; 32];
+    let mut kf = [0u32; 16];
+    let mut pf = [0u32; 16];
+    let mut vf = [0u32; 4];
+    // Per row: the running maximum of the raw scores, and this lane's part of the sum of
+    // exp(scale (s - max)) (the quad's parts are added once, at the end).
+    let mut row_max = [T::NEG_INFINITY; 2];
+    let mut row_sum = [0.0; 2];
+
+    let mut j = 0;
+    while j < tiles {
+        let n0 = j * 64;
+        // K tile `j` has landed, for every thread; and every warp is done reading `sv` (the Q
+        // fragments, or the last V tile), which the copies below overwrite.
+        cp_async_wait(0);
+        sync_threads();
+        for i in 0..8 {
+            let r = cr + 8 * i;
+            if c_on {
+                let n = if n0 + r < n_end { 8 } else { 0 };
+                let at = (b * t_k + n0 + r) * d + cc * 8;
+                cp_async(&mut sv, c_dst + i * 512, v, at, n);
+            }
+        }
+        cp_async_commit();
+
+        // S = Q K^T, 16 x 64 for this warp, whole (a partial tile's missing keys are zeros,
+        // masked below): a branch per `mma` would split the unrolled steps the compiler
+        // schedules together.
+        for x in 0..32 {
+            s[x] = 0.0;
+        }
+        for ks in 0..8 {
+            if ks * 16 < d {
+                for np in 0..4 {
+                    let ch = (2 * ks + quad % 2) ^ r8;
+                    ldmatrix_x4(&mut kf, np * 4, &sk, k_row + np * 1024 + ch * 4);
+                }
+                for nt in 0..8 {
+                    mma_m16n8k16(&mut s, nt * 4, &qf, ks * 4, &kf, nt * 2);
+                }
+            }
+        }
+
+        // V tile `j` has landed for every thread, and every warp is done reading `sk`: the next
+        // K tile is copied while the softmax and P V run.
+        cp_async_wait(0);
+        sync_threads();
+        if j + 1 < tiles {
+            let n1 = n0 + 64;
+            for i in 0..8 {
+                let r = cr + 8 * i;
+                if c_on {
+                    let n = if n1 + r < n_end { 8 } else { 0 };
+                    let at = (b * t_k + n1 + r) * d + cc * 8;
+                    cp_async(&mut sk, c_dst + i * 512, k, at, n);
+                }
+            }
+        }
+        cp_async_commit();
+
+        // Masks, only on tiles that cross the valid length or the diagonal (the first row of
+        // the block has the lowest causal limit).
+        if n0 + 64 > kl || (is_causal && n0 + 63 + t_q > m0 + t_k) {
+            for nt in 0..8 {
+                for i in 0..4 {
+                    let col = n0 + nt * 8 + t4 * 2 + i % 2;
+                    let row = row0 + (i / 2) * 8;
+                    if col >= kl || (is_causal && col + t_q > row + t_k) {
+                        s[nt * 4 + i] = T::NEG_INFINITY;
+                    }
+                }
+            }
+        }
+
+        // Online softmax, row by row: the new maximum over the quad, the rescale of what was
+        // summed under the old one, and the probabilities in place of the scores. Each is
+        // `exp(s scale - max scale)`, a multiply-add and an `exp`: the kernel language has no
+        // `exp2`, into which FlashAttention folds log2(e) with the scale.
+        for h in 0..2 {
+            let mut mx = row_max[h];
+            for nt in 0..8 {
+                mx = mx.max(s[nt * 4 + h * 2]).max(s[nt * 4 + h * 2 + 1]);
+            }
+            mx = mx.max(warp_shuffle_xor(mx, 1));
+            mx = mx.max(warp_shuffle_xor(mx, 2));
+            // A row with no valid key yet keeps the maximum -inf: subtract 0 instead, so each
+            // exp is of -inf (0), never of -inf + inf (NaN).
+            let base = if mx == T::NEG_INFINITY {
+                0.0
+            } else {
+                mx * scale
+            };
+            let alpha = (row_max[h] * scale - base).exp();
+            row_max[h] = mx;
+            let mut sum = 0.0;
+            for nt in 0..8 {
+                for e in 0..2 {
+                    let p = (s[nt * 4 + h * 2 + e] * scale - base).exp();
+                    s[nt * 4 + h * 2 + e] = p;
+                    sum += p;
+                }
+            }
+            row_sum[h] = row_sum[h] * alpha + sum;
+            for dt in 0..16 {
+                if dt * 8 < d {
+                    acc[dt * 4 + h * 2] *= alpha;
+                    acc[dt * 4 + h * 2 + 1] *= alpha;
+                }
+            }
+        }
+
+        // O += P V. Key step `kk`'s A fragment is score tiles 2 kk and 2 kk + 1 rounded to T:
+        // registers 0 and 1 hold rows g and g + 8 of keys 2 t4.., registers 2 and 3 the same
+        // 8 keys on.
+        for kk in 0..4 {
+            pf[kk * 4] = pack2(s[kk * 8], s[kk * 8 + 1]);
+            pf[kk * 4 + 1] = pack2(s[kk * 8 + 2], s[kk * 8 + 3]);
+            pf[kk * 4 + 2] = pack2(s[kk * 8 + 4], s[kk * 8 + 5]);
+            pf[kk * 4 + 3] = pack2(s[kk * 8 + 6], s[kk * 8 + 7]);
+        }
+        // 16-key steps wholly past `n_end` (on the last tile) have P = 0: skipped.
+        for kk in 0..4 {
+            if n0 + kk * 16 < n_end {
+                for dp in 0..8 {
+                    if dp * 16 < d {
+                        let ch = (2 * dp + quad / 2) ^ r8;
+                        ldmatrix_x4_trans(&mut vf, 0, &sv, v_row + kk * 1024 + ch * 4);
+                        mma_m16n8k16(&mut acc, dp * 8, &pf, kk * 4, &vf, 0);
+                        mma_m16n8k16(&mut acc, dp * 8 + 4, &pf, kk * 4, &vf, 2);
+                    }
+                }
+            }
+        }
+        j += 1;
+    }
+
+    // The quad's sums, then the output divided by them, rounded to T once.
+    for h in 0..2 {
+        let mut l = row_sum[h];
+        l += warp_shuffle_xor(l, 1);
+        l += warp_shuffle_xor(l, 2);
+        let row = row0 + h * 8;
+        // Every row with a valid key sums at least exp(0) = 1; a row without one sums 0.
+        let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+        if row < t_q {
+            for dt in 0..16 {
+                if dt * 8 < d {
+                    let at = (b * t_q + row) * d + dt * 8 + t4 * 2;
+                    o[at] = acc[dt * 4 + h * 2] * inv;
+                    o[at + 1] = acc[dt * 4 + h * 2 + 1] * inv;
+                }
+            }
+            if t4 == 0 {
+                lse[b * t_q + row] = if l > 0.0 {
+                    row_max[h] * scale + l.ln()
+                } else {
+                    T::NEG_INFINITY
+                };
+            }
+        }
+    }
+}

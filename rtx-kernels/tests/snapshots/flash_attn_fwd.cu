@@ -1,0 +1,563 @@
+// rtx kernel prelude: what every generated kernel needs, with no header (NVRTC finds none).
+#ifndef RTX_KERNEL_PRELUDE
+#define RTX_KERNEL_PRELUDE
+// f16 and bf16 travel as their 16-bit patterns and are computed in float.
+struct rtx_f16 { unsigned short bits; };
+struct rtx_bf16 { unsigned short bits; };
+// Layout structs of strided elementwise entries (rtx_kernels::kernel::{KernelShape, KernelStrides}).
+struct rtx_shape { unsigned int rank; unsigned int vectors; unsigned long long dims[6]; };
+struct rtx_strides { long long offset; long long strides[6]; };
+union rtx_f32_bits { float f; unsigned int u; };
+union rtx_f64_bits { double f; unsigned long long u; };
+struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
+
+__device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
+  const unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
+  const unsigned int e = ((unsigned int)h >> 10) & 0x1fu;
+  const unsigned int m = (unsigned int)h & 0x3ffu;
+  rtx_f32_bits r;
+  if (e == 0x1fu) {
+    r.u = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0u) {
+    r.u = sign | ((e + 112u) << 23) | (m << 13);
+  } else {
+    // Zero or subnormal: m * 2^-24 is exact in float.
+    r.f = (float)m * 5.9604644775390625e-8f;
+    r.u |= sign;
+  }
+  return r.f;
+}
+
+// Round to nearest, ties to even; NaN stays a (quiet) NaN.
+__device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
+  rtx_f32_bits b;
+  b.f = f;
+  const unsigned int sign = (b.u >> 16) & 0x8000u;
+  const unsigned int ax = b.u & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
+  if (ax < 0x38800000u) {
+    if (ax < 0x33000000u) return (unsigned short)sign;
+    const unsigned int m = (ax & 0x7fffffu) | 0x800000u;
+    const unsigned int s = 126u - (ax >> 23);
+    unsigned int r = m >> s;
+    const unsigned int rem = m & ((1u << s) - 1u);
+    const unsigned int half = 1u << (s - 1u);
+    if (rem > half || (rem == half && (r & 1u))) r += 1u;
+    return (unsigned short)(sign | r);
+  }
+  unsigned int r = (ax - 0x38000000u) >> 13;
+  const unsigned int rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r += 1u;
+  return (unsigned short)(sign | r);
+}
+
+__device__ __forceinline__ float rtx_bf16_to_f32(unsigned short h) {
+  rtx_f32_bits r;
+  r.u = (unsigned int)h << 16;
+  return r.f;
+}
+
+__device__ __forceinline__ unsigned short rtx_f32_to_bf16(float f) {
+  rtx_f32_bits b;
+  b.f = f;
+  if ((b.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b.u >> 16) | 0x40u);
+  return (unsigned short)((b.u + 0x7fffu + ((b.u >> 16) & 1u)) >> 16);
+}
+
+// Storage type S -> compute type acc, and back.
+template <typename S> struct rtx_elem;
+template <> struct rtx_elem<float> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(float x) { return x; }
+  static __device__ __forceinline__ float narrow(float x) { return x; }
+};
+template <> struct rtx_elem<double> {
+  typedef double acc;
+  static __device__ __forceinline__ double widen(double x) { return x; }
+  static __device__ __forceinline__ double narrow(double x) { return x; }
+};
+template <> struct rtx_elem<rtx_f16> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(rtx_f16 x) { return rtx_f16_to_f32(x.bits); }
+  static __device__ __forceinline__ rtx_f16 narrow(float x) { rtx_f16 r; r.bits = rtx_f32_to_f16(x); return r; }
+};
+template <> struct rtx_elem<rtx_bf16> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(rtx_bf16 x) { return rtx_bf16_to_f32(x.bits); }
+  static __device__ __forceinline__ rtx_bf16 narrow(float x) { rtx_bf16 r; r.bits = rtx_f32_to_bf16(x); return r; }
+};
+
+// 16 bytes of elements, loaded and stored as one vector access.
+template <typename S> union rtx_vec {
+  rtx_u4 raw;
+  S v[16 / sizeof(S)];
+};
+template <typename S> __device__ __forceinline__ bool rtx_aligned16(const S* p) {
+  return ((unsigned long long)p & 15ull) == 0ull;
+}
+template <typename S> __device__ __forceinline__ rtx_vec<S> rtx_load_vec(const S* p, unsigned long long v) {
+  rtx_vec<S> r;
+  r.raw = reinterpret_cast<const rtx_u4*>(p)[v];
+  return r;
+}
+template <typename S> __device__ __forceinline__ void rtx_store_vec(S* p, unsigned long long v, rtx_vec<S> x) {
+  reinterpret_cast<rtx_u4*>(p)[v] = x.raw;
+}
+// N elements of T moved as one access of N * sizeof(T) bytes (strided entries' vector path,
+// where bool masks travel beside 16-byte element vectors).
+template <int B> struct rtx_raw;
+template <> struct rtx_raw<16> { typedef rtx_u4 t; };
+template <> struct rtx_raw<8> { typedef unsigned long long t; };
+template <> struct rtx_raw<4> { typedef unsigned int t; };
+template <> struct rtx_raw<2> { typedef unsigned short t; };
+template <> struct rtx_raw<1> { typedef unsigned char t; };
+template <typename T, unsigned int N> union rtx_pack {
+  typename rtx_raw<sizeof(T) * N>::t raw;
+  T v[N];
+};
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_load_pack(const T* p) {
+  rtx_pack<T, N> r;
+  r.raw = *reinterpret_cast<const typename rtx_raw<sizeof(T) * N>::t*>(p);
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_splat_pack(T x) {
+  rtx_pack<T, N> r;
+  for (unsigned int k = 0; k < N; ++k) r.v[k] = x;
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ void rtx_store_pack(T* p, rtx_pack<T, N> x) {
+  *reinterpret_cast<typename rtx_raw<sizeof(T) * N>::t*>(p) = x.raw;
+}
+
+// Math in the compute type.
+__device__ __forceinline__ float rtx_exp(float x) { return expf(x); }
+__device__ __forceinline__ double rtx_exp(double x) { return exp(x); }
+__device__ __forceinline__ float rtx_ln(float x) { return logf(x); }
+__device__ __forceinline__ double rtx_ln(double x) { return log(x); }
+__device__ __forceinline__ float rtx_ln_1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double rtx_ln_1p(double x) { return log1p(x); }
+__device__ __forceinline__ float rtx_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double rtx_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float rtx_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double rtx_sin(double x) { return sin(x); }
+__device__ __forceinline__ float rtx_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double rtx_cos(double x) { return cos(x); }
+__device__ __forceinline__ float rtx_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double rtx_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float rtx_erf(float x) { return erff(x); }
+__device__ __forceinline__ double rtx_erf(double x) { return erf(x); }
+__device__ __forceinline__ float rtx_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ double rtx_abs(double x) { return fabs(x); }
+__device__ __forceinline__ float rtx_powf(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double rtx_powf(double x, double y) { return pow(x, y); }
+__device__ __forceinline__ float rtx_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double rtx_max(double a, double b) { return fmax(a, b); }
+__device__ __forceinline__ float rtx_min(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double rtx_min(double a, double b) { return fmin(a, b); }
+template <typename I> __device__ __forceinline__ I rtx_max(I a, I b) { return a < b ? b : a; }
+template <typename I> __device__ __forceinline__ I rtx_min(I a, I b) { return b < a ? b : a; }
+// Repeated squaring, the same steps as rtx_kernels::kernel::rt::powi.
+template <typename A> __device__ __forceinline__ A rtx_powi(A x, int n) {
+  A base = x;
+  unsigned int e = n < 0 ? 0u - (unsigned int)n : (unsigned int)n;
+  A acc = A(1.0);
+  while (e > 0u) {
+    if (e & 1u) acc = acc * base;
+    base = base * base;
+    e >>= 1;
+  }
+  return n < 0 ? A(1.0) / acc : acc;
+}
+template <typename A> __device__ __forceinline__ A rtx_inf();
+template <> __device__ __forceinline__ float rtx_inf<float>() { rtx_f32_bits b; b.u = 0x7f800000u; return b.f; }
+template <> __device__ __forceinline__ double rtx_inf<double>() { rtx_f64_bits b; b.u = 0x7ff0000000000000ull; return b.f; }
+template <typename A> __device__ __forceinline__ A rtx_nan();
+template <> __device__ __forceinline__ float rtx_nan<float>() { rtx_f32_bits b; b.u = 0x7fc00000u; return b.f; }
+template <> __device__ __forceinline__ double rtx_nan<double>() { rtx_f64_bits b; b.u = 0x7ff8000000000000ull; return b.f; }
+
+// Threads, warps and atomics.
+__device__ __forceinline__ unsigned int rtx_linear_tid() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+__device__ __forceinline__ float rtx_shfl_down(float v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ int rtx_shfl_down(int v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ unsigned int rtx_shfl_down(unsigned int v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ unsigned long long rtx_shfl_down(unsigned long long v, unsigned int o) {
+  unsigned int lo = __shfl_down_sync(0xffffffffu, (unsigned int)v, o);
+  unsigned int hi = __shfl_down_sync(0xffffffffu, (unsigned int)(v >> 32), o);
+  return ((unsigned long long)hi << 32) | lo;
+}
+__device__ __forceinline__ long long rtx_shfl_down(long long v, unsigned int o) {
+  return (long long)rtx_shfl_down((unsigned long long)v, o);
+}
+__device__ __forceinline__ double rtx_shfl_down(double v, unsigned int o) {
+  rtx_f64_bits b;
+  b.f = v;
+  b.u = rtx_shfl_down(b.u, o);
+  return b.f;
+}
+__device__ __forceinline__ float rtx_shfl_xor(float v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ int rtx_shfl_xor(int v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ unsigned int rtx_shfl_xor(unsigned int v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ unsigned long long rtx_shfl_xor(unsigned long long v, unsigned int m) {
+  unsigned int lo = __shfl_xor_sync(0xffffffffu, (unsigned int)v, (int)m);
+  unsigned int hi = __shfl_xor_sync(0xffffffffu, (unsigned int)(v >> 32), (int)m);
+  return ((unsigned long long)hi << 32) | lo;
+}
+__device__ __forceinline__ long long rtx_shfl_xor(long long v, unsigned int m) {
+  return (long long)rtx_shfl_xor((unsigned long long)v, m);
+}
+__device__ __forceinline__ double rtx_shfl_xor(double v, unsigned int m) {
+  rtx_f64_bits b;
+  b.f = v;
+  b.u = rtx_shfl_xor(b.u, m);
+  return b.f;
+}
+__device__ __forceinline__ void rtx_atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(unsigned int* p, unsigned int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(unsigned long long* p, unsigned long long v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(long long* p, long long v) {
+  atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}
+// 16-bit floats: compare-and-swap on the aligned 32-bit word holding the element.
+template <typename H> __device__ __forceinline__ void rtx_atomic_add_16(H* p, float v) {
+  unsigned int* w = (unsigned int*)((unsigned long long)p & ~3ull);
+  const unsigned int shift = ((unsigned long long)p & 2ull) ? 16u : 0u;
+  unsigned int old = *w;
+  unsigned int assumed;
+  do {
+    assumed = old;
+    H h;
+    h.bits = (unsigned short)(assumed >> shift);
+    const H sum = rtx_elem<H>::narrow(rtx_elem<H>::widen(h) + v);
+    const unsigned int next = (assumed & ~(0xffffu << shift)) | ((unsigned int)sum.bits << shift);
+    old = atomicCAS(w, assumed, next);
+  } while (old != assumed);
+}
+__device__ __forceinline__ void rtx_atomic_add(rtx_f16* p, float v) { rtx_atomic_add_16(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(rtx_bf16* p, float v) { rtx_atomic_add_16(p, v); }
+#endif // RTX_KERNEL_PRELUDE
+// rtx tensor-core prelude: the inline PTX behind #[kernel]'s tensor-core intrinsics (sm_80 and
+// newer), with no header. Fragment layouts are PTX's (rtx_kernels::kernel::tensor_core
+// documents them and emulates each instruction on the CPU).
+#ifndef RTX_KERNEL_PRELUDE_MMA
+#define RTX_KERNEL_PRELUDE_MMA
+// The shared-window address of a generic pointer into shared memory, as ldmatrix and cp.async
+// take it (32 bits suffice: the window is smaller than 4 GiB).
+__device__ __forceinline__ unsigned int rtx_smem_addr(const void* p) {
+  unsigned int a;
+  asm("{ .reg .u64 rtx_s; cvta.to.shared.u64 rtx_s, %1; cvt.u32.u64 %0, rtx_s; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// The global-window address of a generic pointer into global memory.
+__device__ __forceinline__ unsigned long long rtx_global_addr(const void* p) {
+  unsigned long long g;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(p));
+  return g;
+}
+// Callers pass a tile's address as rtx_smem_addr(tile) + 4 * word, and a source's as
+// rtx_global_addr(src) plus the byte offset, so the conversions (opaque to the compiler, as
+// inline PTX) are computed once per array rather than once per instruction.
+// cp.async of 16 bytes (.cg: cached in L2 only, the tile goes to shared memory anyway): n
+// elements of src from index on (at most 16 bytes' worth), the rest of the 16 bytes zeroed.
+// With n = 0 nothing is read, and the address given is src itself, in bounds.
+template <typename S>
+__device__ __forceinline__ void rtx_cp_async16(unsigned int dst, unsigned long long src, unsigned long long index, unsigned long long n) {
+  const unsigned long long most = 16ull / sizeof(S);
+  const unsigned int bytes = (unsigned int)((n < most ? n : most) * sizeof(S));
+  const unsigned long long from = bytes != 0u ? src + index * sizeof(S) : src;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(from), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void rtx_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// PTX takes the count of groups left pending as an immediate.
+template <int N> __device__ __forceinline__ void rtx_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// ldmatrix: each lane gives one 16-byte row (lanes 8m..8m+7 the rows of matrix m) and receives
+// one 32-bit word of each matrix.
+__device__ __forceinline__ void rtx_ldmatrix_x1(unsigned int& r0, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x2(unsigned int& r0, unsigned int& r1, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x4(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x1_trans(unsigned int& r0, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x2_trans(unsigned int& r0, unsigned int& r1, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x4_trans(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(row));
+}
+// D = A B + C on a 16 x 8 x 16 tile, in place on the accumulator (D is C), f32 accumulation;
+// the element type of A and B is the storage type S.
+template <typename S> struct rtx_mma;
+template <> struct rtx_mma<rtx_bf16> {
+  static __device__ __forceinline__ void m16n8k16(float& d0, float& d1, float& d2, float& d3, unsigned int a0, unsigned int a1,
+                                                  unsigned int a2, unsigned int a3, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
+template <> struct rtx_mma<rtx_f16> {
+  static __device__ __forceinline__ void m16n8k16(float& d0, float& d1, float& d2, float& d3, unsigned int a0, unsigned int a1,
+                                                  unsigned int a2, unsigned int a3, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
+// Two compute-type values rounded to S and packed into one word, lo in the low half.
+template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi) {
+  return (unsigned int)rtx_elem<S>::narrow(lo).bits | ((unsigned int)rtx_elem<S>::narrow(hi).bits << 16);
+}
+#endif // RTX_KERNEL_PRELUDE_MMA
+
+// `flash_attn_fwd`: SIMT kernel generated by #[kernel] from Rust.
+template <typename S, typename A>
+__device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, const S* v, S* o, A* lse, const unsigned int* key_len, unsigned long long bh, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+  __shared__ __attribute__((aligned(16))) unsigned int sk[4096];
+  __shared__ __attribute__((aligned(16))) unsigned int sv[4096];
+  unsigned long long tid = ((unsigned long long)threadIdx.x);
+  unsigned long long lane = (tid % 32ull);
+  unsigned long long warp = (tid / 32ull);
+  unsigned long long b = ((unsigned long long)blockIdx.y);
+  unsigned long long m0 = (((unsigned long long)blockIdx.x) * 64ull);
+  if (((b >= bh) || (m0 >= t_q))) {
+    return;
+  }
+  A scale_1 = ((A)(scale));
+  bool is_causal = (causal != 0u);
+  unsigned long long kl = t_k;
+  if ((padded != 0u)) {
+    kl = rtx_min(kl, ((unsigned long long)(key_len[b])));
+  }
+  unsigned long long n_end = kl;
+  if (is_causal) {
+    unsigned long long lim = (rtx_min((m0 + 64ull), t_q) + t_k);
+    n_end = ((lim > t_q) ? rtx_min(n_end, (lim - t_q)) : 0ull);
+  }
+  unsigned long long tiles = ((n_end + 63ull) / 64ull);
+  unsigned long long cc = (tid % 16ull);
+  unsigned long long cr = (tid / 16ull);
+  bool c_on = ((cc * 8ull) < d);
+  unsigned long long c_dst = ((cr * 64ull) + ((cc ^ cr) * 4ull));
+  #pragma unroll
+  for (unsigned long long i = 0ull; i < 8ull; i += 1) {
+    unsigned long long r = (cr + (8ull * i));
+    if (c_on) {
+      unsigned long long n = (((m0 + r) < t_q) ? 8ull : 0ull);
+      unsigned long long at = (((((b * t_q) + m0) + r) * d) + (cc * 8ull));
+      rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)((c_dst + (i * 512ull)))), rtx_global_addr(q), at, n);
+      unsigned long long n_1 = ((r < n_end) ? 8ull : 0ull);
+      rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)((c_dst + (i * 512ull)))), rtx_global_addr(k), ((((b * t_k) + r) * d) + (cc * 8ull)), n_1);
+    }
+  }
+  rtx_cp_async_commit();
+  rtx_cp_async_wait<0>();
+  __syncthreads();
+  unsigned long long quad = (lane / 8ull);
+  unsigned long long r8 = (lane % 8ull);
+  const unsigned int rtx_t0 = 0u;
+  unsigned int qf[32];
+  #pragma unroll
+  for (int rtx_t1 = 0; rtx_t1 < 32; ++rtx_t1) qf[rtx_t1] = rtx_t0;
+  unsigned long long q_row = ((((warp * 16ull) + ((quad % 2ull) * 8ull)) + r8) * 64ull);
+  #pragma unroll
+  for (unsigned long long ks = 0ull; ks < 8ull; ks += 1) {
+    if (((ks * 16ull) < d)) {
+      unsigned long long ch = (((2ull * ks) + (quad / 2ull)) ^ r8);
+      rtx_ldmatrix_x4(qf[((ks * 4ull)) + 0ull], qf[((ks * 4ull)) + 1ull], qf[((ks * 4ull)) + 2ull], qf[((ks * 4ull)) + 3ull], (rtx_smem_addr(sv) + 4u * (unsigned int)((q_row + (ch * 4ull)))));
+    }
+  }
+  unsigned long long k_row = ((((quad / 2ull) * 8ull) + r8) * 64ull);
+  unsigned long long v_row = ((((quad % 2ull) * 8ull) + r8) * 64ull);
+  unsigned long long g = (lane / 4ull);
+  unsigned long long t4 = (lane % 4ull);
+  unsigned long long row0 = ((m0 + (warp * 16ull)) + g);
+  const A rtx_t2 = A(0.0);
+  A acc[64];
+  #pragma unroll
+  for (int rtx_t3 = 0; rtx_t3 < 64; ++rtx_t3) acc[rtx_t3] = rtx_t2;
+  const A rtx_t4 = A(0.0);
+  A s[32];
+  #pragma unroll
+  for (int rtx_t5 = 0; rtx_t5 < 32; ++rtx_t5) s[rtx_t5] = rtx_t4;
+  const unsigned int rtx_t6 = 0u;
+  unsigned int kf[16];
+  #pragma unroll
+  for (int rtx_t7 = 0; rtx_t7 < 16; ++rtx_t7) kf[rtx_t7] = rtx_t6;
+  const unsigned int rtx_t8 = 0u;
+  unsigned int pf[16];
+  #pragma unroll
+  for (int rtx_t9 = 0; rtx_t9 < 16; ++rtx_t9) pf[rtx_t9] = rtx_t8;
+  const unsigned int rtx_t10 = 0u;
+  unsigned int vf[4];
+  #pragma unroll
+  for (int rtx_t11 = 0; rtx_t11 < 4; ++rtx_t11) vf[rtx_t11] = rtx_t10;
+  const A rtx_t12 = (-rtx_inf<A>());
+  A row_max[2];
+  #pragma unroll
+  for (int rtx_t13 = 0; rtx_t13 < 2; ++rtx_t13) row_max[rtx_t13] = rtx_t12;
+  const A rtx_t14 = A(0.0);
+  A row_sum[2];
+  #pragma unroll
+  for (int rtx_t15 = 0; rtx_t15 < 2; ++rtx_t15) row_sum[rtx_t15] = rtx_t14;
+  unsigned long long j = 0ull;
+  while ((j < tiles)) {
+    unsigned long long n0 = (j * 64ull);
+    rtx_cp_async_wait<0>();
+    __syncthreads();
+    #pragma unroll
+    for (unsigned long long i_1 = 0ull; i_1 < 8ull; i_1 += 1) {
+      unsigned long long r_1 = (cr + (8ull * i_1));
+      if (c_on) {
+        unsigned long long n_2 = (((n0 + r_1) < n_end) ? 8ull : 0ull);
+        unsigned long long at_1 = (((((b * t_k) + n0) + r_1) * d) + (cc * 8ull));
+        rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)((c_dst + (i_1 * 512ull)))), rtx_global_addr(v), at_1, n_2);
+      }
+    }
+    rtx_cp_async_commit();
+    #pragma unroll
+    for (unsigned long long x = 0ull; x < 32ull; x += 1) {
+      s[x] = A(0.0);
+    }
+    #pragma unroll
+    for (unsigned long long ks_1 = 0ull; ks_1 < 8ull; ks_1 += 1) {
+      if (((ks_1 * 16ull) < d)) {
+        #pragma unroll
+        for (unsigned long long np = 0ull; np < 4ull; np += 1) {
+          unsigned long long ch_1 = (((2ull * ks_1) + (quad % 2ull)) ^ r8);
+          rtx_ldmatrix_x4(kf[((np * 4ull)) + 0ull], kf[((np * 4ull)) + 1ull], kf[((np * 4ull)) + 2ull], kf[((np * 4ull)) + 3ull], (rtx_smem_addr(sk) + 4u * (unsigned int)(((k_row + (np * 1024ull)) + (ch_1 * 4ull)))));
+        }
+        #pragma unroll
+        for (unsigned long long nt = 0ull; nt < 8ull; nt += 1) {
+          rtx_mma<S>::m16n8k16(s[((nt * 4ull)) + 0ull], s[((nt * 4ull)) + 1ull], s[((nt * 4ull)) + 2ull], s[((nt * 4ull)) + 3ull], qf[((ks_1 * 4ull)) + 0ull], qf[((ks_1 * 4ull)) + 1ull], qf[((ks_1 * 4ull)) + 2ull], qf[((ks_1 * 4ull)) + 3ull], kf[((nt * 2ull)) + 0ull], kf[((nt * 2ull)) + 1ull]);
+        }
+      }
+    }
+    rtx_cp_async_wait<0>();
+    __syncthreads();
+    if (((j + 1ull) < tiles)) {
+      unsigned long long n1 = (n0 + 64ull);
+      #pragma unroll
+      for (unsigned long long i_2 = 0ull; i_2 < 8ull; i_2 += 1) {
+        unsigned long long r_2 = (cr + (8ull * i_2));
+        if (c_on) {
+          unsigned long long n_3 = (((n1 + r_2) < n_end) ? 8ull : 0ull);
+          unsigned long long at_2 = (((((b * t_k) + n1) + r_2) * d) + (cc * 8ull));
+          rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)((c_dst + (i_2 * 512ull)))), rtx_global_addr(k), at_2, n_3);
+        }
+      }
+    }
+    rtx_cp_async_commit();
+    if ((((n0 + 64ull) > kl) || (is_causal && (((n0 + 63ull) + t_q) > (m0 + t_k))))) {
+      #pragma unroll
+      for (unsigned long long nt_1 = 0ull; nt_1 < 8ull; nt_1 += 1) {
+        #pragma unroll
+        for (unsigned long long i_3 = 0ull; i_3 < 4ull; i_3 += 1) {
+          unsigned long long col = (((n0 + (nt_1 * 8ull)) + (t4 * 2ull)) + (i_3 % 2ull));
+          unsigned long long row = (row0 + ((i_3 / 2ull) * 8ull));
+          if (((col >= kl) || (is_causal && ((col + t_q) > (row + t_k))))) {
+            s[((nt_1 * 4ull) + i_3)] = (-rtx_inf<A>());
+          }
+        }
+      }
+    }
+    #pragma unroll
+    for (unsigned long long h = 0ull; h < 2ull; h += 1) {
+      A mx = row_max[h];
+      #pragma unroll
+      for (unsigned long long nt_2 = 0ull; nt_2 < 8ull; nt_2 += 1) {
+        mx = rtx_max(rtx_max(mx, s[((nt_2 * 4ull) + (h * 2ull))]), s[(((nt_2 * 4ull) + (h * 2ull)) + 1ull)]);
+      }
+      mx = rtx_max(mx, rtx_shfl_xor(mx, 1u));
+      mx = rtx_max(mx, rtx_shfl_xor(mx, 2u));
+      A base = ((mx == (-rtx_inf<A>())) ? A(0.0) : (mx * scale_1));
+      A alpha = rtx_exp(((row_max[h] * scale_1) - base));
+      row_max[h] = mx;
+      A sum = A(0.0);
+      #pragma unroll
+      for (unsigned long long nt_3 = 0ull; nt_3 < 8ull; nt_3 += 1) {
+        #pragma unroll
+        for (unsigned long long e = 0ull; e < 2ull; e += 1) {
+          A p = rtx_exp(((s[(((nt_3 * 4ull) + (h * 2ull)) + e)] * scale_1) - base));
+          s[(((nt_3 * 4ull) + (h * 2ull)) + e)] = p;
+          sum += p;
+        }
+      }
+      row_sum[h] = ((row_sum[h] * alpha) + sum);
+      #pragma unroll
+      for (unsigned long long dt = 0ull; dt < 16ull; dt += 1) {
+        if (((dt * 8ull) < d)) {
+          acc[((dt * 4ull) + (h * 2ull))] *= alpha;
+          acc[(((dt * 4ull) + (h * 2ull)) + 1ull)] *= alpha;
+        }
+      }
+    }
+    #pragma unroll
+    for (unsigned long long kk = 0ull; kk < 4ull; kk += 1) {
+      pf[(kk * 4ull)] = rtx_pack2<S>(s[(kk * 8ull)], s[((kk * 8ull) + 1ull)]);
+      pf[((kk * 4ull) + 1ull)] = rtx_pack2<S>(s[((kk * 8ull) + 2ull)], s[((kk * 8ull) + 3ull)]);
+      pf[((kk * 4ull) + 2ull)] = rtx_pack2<S>(s[((kk * 8ull) + 4ull)], s[((kk * 8ull) + 5ull)]);
+      pf[((kk * 4ull) + 3ull)] = rtx_pack2<S>(s[((kk * 8ull) + 6ull)], s[((kk * 8ull) + 7ull)]);
+    }
+    #pragma unroll
+    for (unsigned long long kk_1 = 0ull; kk_1 < 4ull; kk_1 += 1) {
+      if (((n0 + (kk_1 * 16ull)) < n_end)) {
+        #pragma unroll
+        for (unsigned long long dp = 0ull; dp < 8ull; dp += 1) {
+          if (((dp * 16ull) < d)) {
+            unsigned long long ch_2 = (((2ull * dp) + (quad / 2ull)) ^ r8);
+            rtx_ldmatrix_x4_trans(vf[(0ull) + 0ull], vf[(0ull) + 1ull], vf[(0ull) + 2ull], vf[(0ull) + 3ull], (rtx_smem_addr(sv) + 4u * (unsigned int)(((v_row + (kk_1 * 1024ull)) + (ch_2 * 4ull)))));
+            rtx_mma<S>::m16n8k16(acc[((dp * 8ull)) + 0ull], acc[((dp * 8ull)) + 1ull], acc[((dp * 8ull)) + 2ull], acc[((dp * 8ull)) + 3ull], pf[((kk_1 * 4ull)) + 0ull], pf[((kk_1 * 4ull)) + 1ull], pf[((kk_1 * 4ull)) + 2ull], pf[((kk_1 * 4ull)) + 3ull], vf[(0ull) + 0ull], vf[(0ull) + 1ull]);
+            rtx_mma<S>::m16n8k16(acc[(((dp * 8ull) + 4ull)) + 0ull], acc[(((dp * 8ull) + 4ull)) + 1ull], acc[(((dp * 8ull) + 4ull)) + 2ull], acc[(((dp * 8ull) + 4ull)) + 3ull], pf[((kk_1 * 4ull)) + 0ull], pf[((kk_1 * 4ull)) + 1ull], pf[((kk_1 * 4ull)) + 2ull], pf[((kk_1 * 4ull)) + 3ull], vf[(2ull) + 0ull], vf[(2ull) + 1ull]);
+          }
+        }
+      }
+    }
+    j += 1ull;
+  }
+  #pragma unroll
+  for (unsigned long long h_1 = 0ull; h_1 < 2ull; h_1 += 1) {
+    A l = row_sum[h_1];
+    l += rtx_shfl_xor(l, 1u);
+    l += rtx_shfl_xor(l, 2u);
+    unsigned long long row_1 = (row0 + (h_1 * 8ull));
+    A inv = ((l > A(0.0)) ? (A(1.0) / l) : A(0.0));
+    if ((row_1 < t_q)) {
+      #pragma unroll
+      for (unsigned long long dt_1 = 0ull; dt_1 < 16ull; dt_1 += 1) {
+        if (((dt_1 * 8ull) < d)) {
+          unsigned long long at_3 = (((((b * t_q) + row_1) * d) + (dt_1 * 8ull)) + (t4 * 2ull));
+          const unsigned long long rtx_t16 = at_3;
+          o[rtx_t16] = rtx_elem<S>::narrow((acc[((dt_1 * 4ull) + (h_1 * 2ull))] * inv));
+          const unsigned long long rtx_t17 = (at_3 + 1ull);
+          o[rtx_t17] = rtx_elem<S>::narrow((acc[(((dt_1 * 4ull) + (h_1 * 2ull)) + 1ull)] * inv));
+        }
+      }
+      if ((t4 == 0ull)) {
+        lse[((b * t_q) + row_1)] = ((l > A(0.0)) ? ((row_max[h_1] * scale_1) + rtx_ln(l)) : (-rtx_inf<A>()));
+      }
+    }
+  }
+}
+
+extern "C" __global__ void flash_attn_fwd_f16(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, rtx_f16* o, float* lse, const unsigned int* key_len, unsigned long long bh, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+  flash_attn_fwd_impl<rtx_f16, float>(q, k, v, o, lse, key_len, bh, t_q, t_k, d, scale, causal, padded);
+}
+extern "C" __global__ void flash_attn_fwd_bf16(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, rtx_bf16* o, float* lse, const unsigned int* key_len, unsigned long long bh, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+  flash_attn_fwd_impl<rtx_bf16, float>(q, k, v, o, lse, key_len, bh, t_q, t_k, d, scale, causal, padded);
+}
