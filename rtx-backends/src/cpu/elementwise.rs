@@ -116,7 +116,7 @@ dispatched_loop!(scalar_slice, scalar_slice_avx2, scalar_slice_avx512, scalar_bo
 /// a new 64 MiB output otherwise takes 16384 page faults, about half the time of a simple
 /// elementwise op; with huge pages it takes 32. Only the paging policy changes, never the
 /// contents; where THP is disabled the call fails and is ignored.
-fn advise_huge_pages<U>(buf: &mut Vec<U>) {
+pub(crate) fn advise_huge_pages<U>(buf: &mut Vec<U>) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 1 << 21;

@@ -22,7 +22,7 @@
 //! them), and a parallel product started outside the rayon pool runs inside it, so that gemm's
 //! several handoffs per product do not each wait for a pool thread to wake.
 
-use super::elementwise::map;
+use super::elementwise::{advise_huge_pages, map};
 use crate::Layout;
 use rayon::prelude::*;
 use rtx_kernels::{DType, Num, f16};
@@ -427,19 +427,6 @@ fn matmul_onto<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout, row: Option<&
     }
     if let Some(row) = row {
         debug_assert!(a_offsets.len() == 1 && row.len() == n);
-        let mut out: Vec<E> = Vec::with_capacity(total);
-        // Filled by all cores: this first touch of a large fresh output is where its pages
-        // fault in.
-        let rows_per_task = (1 << 14) / n.max(1) + 1;
-        out.spare_capacity_mut()[..total]
-            .par_chunks_mut(rows_per_task * n)
-            .for_each(|rows| {
-                for (d, s) in rows.iter_mut().zip(row.iter().cycle()) {
-                    d.write(*s);
-                }
-            });
-        // SAFETY: the loop above wrote all m rows of n elements.
-        unsafe { out.set_len(total) };
         let lhs = MatRef {
             data: a,
             offset: a_offsets[0],
@@ -452,10 +439,10 @@ fn matmul_onto<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout, row: Option<&
             rs: b_rs,
             cs: b_cs,
         };
-        gemm_into((m, n, k), &mut out, lhs, rhs, true, true);
-        return out;
+        return bias_product((m, n, k), lhs, rhs, row);
     }
     let mut out: Vec<E> = Vec::with_capacity(total);
+    advise_huge_pages(&mut out);
     let spare = &mut out.spare_capacity_mut()[..total];
     let one = |i: usize, dst: &mut [MaybeUninit<E>], parallel: bool| {
         let lhs = MatRef {
@@ -484,6 +471,71 @@ fn matmul_onto<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout, row: Option<&
     }
     // SAFETY: `gemm_uninit` wrote every element of each of the batch matrices, which cover
     // 0..total.
+    unsafe { out.set_len(total) };
+    out
+}
+
+/// Output bytes per block of rows of [`bias_product`]: about what stays in a core's L2 cache
+/// while gemm adds the product onto the block's bias rows (1.5 MiB; on the 2-core Xeon of
+/// benches/README.md, blocks of 256 to 1024 rows of the MiniLM products run at the speed of one
+/// parallel gemm call).
+const BIAS_BLOCK_BYTES: usize = 3 << 19;
+
+/// The fewest rows of a block of [`bias_product`]: shorter blocks would leave gemm's
+/// microkernel too little to do per packing of the weights.
+const BIAS_BLOCK_MIN_ROWS: usize = 64;
+
+/// `lhs · rhs + row` (m×k by k×n, `row` added to every output row) into fresh memory, by blocks
+/// of rows in parallel: each block's bias rows are written and the product added onto them by a
+/// one-thread gemm while the block is in cache, rather than the whole output written once and
+/// read back by the product. The blocks depend only on the sizes, so results do not depend on
+/// the number of threads.
+fn bias_product<E: Num>(
+    (m, n, k): (usize, usize, usize),
+    lhs: MatRef<'_, E>,
+    rhs: MatRef<'_, E>,
+    row: &[E],
+) -> Vec<E> {
+    let total = m * n;
+    let mut out: Vec<E> = Vec::with_capacity(total);
+    advise_huge_pages(&mut out);
+    let by_cache = (BIAS_BLOCK_BYTES / (n * std::mem::size_of::<E>()).max(1)).max(1);
+    // Enough blocks for every core to take two (so a slow core holds up the rest less), but not
+    // shorter than BIAS_BLOCK_MIN_ROWS.
+    let by_cores = m.div_ceil(2 * rayon::current_num_threads()).max(1);
+    let rows = by_cache.min(by_cores).max(BIAS_BLOCK_MIN_ROWS).min(m.max(1));
+    if rows >= m {
+        // One block: the product with gemm's own threads over the columns.
+        for dst in out.spare_capacity_mut()[..total].chunks_mut(n) {
+            for (d, s) in dst.iter_mut().zip(row) {
+                d.write(*s);
+            }
+        }
+        // SAFETY: the loop above wrote all m rows of n elements.
+        unsafe { out.set_len(total) };
+        gemm_into((m, n, k), &mut out, lhs, rhs, true, true);
+        return out;
+    }
+    out.spare_capacity_mut()[..total]
+        .par_chunks_mut(rows * n)
+        .enumerate()
+        .for_each(|(blk, dst)| {
+            for d in dst.chunks_mut(n) {
+                for (d, s) in d.iter_mut().zip(row) {
+                    d.write(*s);
+                }
+            }
+            // SAFETY: every element of the block was just written, and `MaybeUninit<E>` has
+            // `E`'s layout.
+            let dst = unsafe { &mut *(dst as *mut [MaybeUninit<E>] as *mut [E]) };
+            let first = blk * rows;
+            let lhs = MatRef {
+                offset: lhs.offset + first * lhs.rs,
+                ..lhs
+            };
+            gemm_into((dst.len() / n, n, k), dst, lhs, rhs, true, false);
+        });
+    // SAFETY: the blocks cover all m rows, and each wrote all of its elements.
     unsafe { out.set_len(total) };
     out
 }
