@@ -485,6 +485,9 @@ const BIAS_BLOCK_BYTES: usize = 3 << 19;
 /// microkernel too little to do per packing of the weights.
 const BIAS_BLOCK_MIN_ROWS: usize = 64;
 
+/// The number of blocks [`bias_product`] aims for, when the rows allow it.
+const BIAS_BLOCK_BLOCKS: usize = 32;
+
 /// `lhs · rhs + row` (m×k by k×n, `row` added to every output row) into fresh memory, by blocks
 /// of rows in parallel: each block's bias rows are written and the product added onto them by a
 /// one-thread gemm while the block is in cache, rather than the whole output written once and
@@ -500,10 +503,13 @@ fn bias_product<E: Num>(
     let mut out: Vec<E> = Vec::with_capacity(total);
     advise_huge_pages(&mut out);
     let by_cache = (BIAS_BLOCK_BYTES / (n * std::mem::size_of::<E>()).max(1)).max(1);
-    // Enough blocks for every core to take two (so a slow core holds up the rest less), but not
-    // shorter than BIAS_BLOCK_MIN_ROWS.
-    let by_cores = m.div_ceil(2 * rayon::current_num_threads()).max(1);
-    let rows = by_cache.min(by_cores).max(BIAS_BLOCK_MIN_ROWS).min(m.max(1));
+    // At least BIAS_BLOCK_BLOCKS blocks where the rows allow, so that many cores share the
+    // work; never shorter than BIAS_BLOCK_MIN_ROWS. Sizes alone decide: the number of threads
+    // must not change which rows a gemm call computes.
+    let rows = by_cache
+        .min(m.div_ceil(BIAS_BLOCK_BLOCKS))
+        .max(BIAS_BLOCK_MIN_ROWS)
+        .min(m.max(1));
     if rows >= m {
         // One block: the product with gemm's own threads over the columns.
         for dst in out.spare_capacity_mut()[..total].chunks_mut(n) {
@@ -645,7 +651,15 @@ mod tests {
             }
             assert_eq!(got, want, "{m}x{k}x{n}, transposed rhs {transposed_rhs}");
         }
-        for (m, k, n) in [(37, 19, 41), (3, 4, 5), (130, 70, 20), (0, 3, 4), (4, 0, 3)] {
+        // 130 and 300 rows take `bias_product`'s blocks of 64 rows, the last one partial.
+        for (m, k, n) in [
+            (37, 19, 41),
+            (3, 4, 5),
+            (130, 70, 20),
+            (300, 7, 40),
+            (0, 3, 4),
+            (4, 0, 3),
+        ] {
             for t in [false, true] {
                 run::<f32>(m, k, n, t);
                 run::<f64>(m, k, n, t);
