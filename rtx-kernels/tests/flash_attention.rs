@@ -18,33 +18,8 @@ use half::{bf16, f16};
 use rtx_kernels::kernels::{flash_attn_fwd, flash_attn_launch};
 use rtx_kernels::{DType, Float};
 
-/// One attention problem.
-struct Case {
-    bh: usize,
-    t_q: usize,
-    t_k: usize,
-    d: usize,
-    causal: bool,
-    /// Valid keys per `bh` row, when padded.
-    key_len: Option<Vec<u32>>,
-}
-
-/// Reproducible values in `[-amp, amp)` rounded to `T`, with their exact values.
-fn input<T: Float>(len: usize, seed: u64, amp: f64) -> (Vec<T>, Vec<f64>) {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let vals: Vec<T> = (0..len)
-        .map(|_| {
-            // xorshift64*
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            let r = (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64;
-            T::from_f64(amp * (2.0 * r - 1.0))
-        })
-        .collect();
-    let exact = vals.iter().map(|v| v.to_f64()).collect();
-    (vals, exact)
-}
+mod flash_common;
+use flash_common::{Case, case, input, padded};
 
 /// The reference: `(o, lse)` in f64, a row without keys giving zeros and -inf.
 fn reference(c: &Case, q: &[f64], k: &[f64], v: &[f64], scale: f64) -> (Vec<f64>, Vec<f64>) {
@@ -158,17 +133,6 @@ fn check_both(cases: &[Case], seed: u64) {
     }
 }
 
-fn case(bh: usize, t_q: usize, t_k: usize, d: usize, causal: bool) -> Case {
-    Case {
-        bh,
-        t_q,
-        t_k,
-        d,
-        causal,
-        key_len: None,
-    }
-}
-
 #[test]
 fn full_attention_matches_f64_with_ragged_edges() {
     // One query and key; fewer queries than a block over keys ending mid-tile; more queries
@@ -208,10 +172,6 @@ fn causal_attention_matches_f64_with_the_diagonal_bottom_right() {
 fn key_padding_matches_f64() {
     // Per-row lengths: all keys, a partial tile, none (zeros, lse -inf), and past t_k; then
     // padding and the causal mask together.
-    let padded = |bh, t_q, t_k, d, causal, lens: &[u32]| Case {
-        key_len: Some(lens.to_vec()),
-        ..case(bh, t_q, t_k, d, causal)
-    };
     check_both(
         &[
             padded(3, 100, 100, 128, false, &[100, 37, 0]),

@@ -30,34 +30,8 @@ use rtx_kernels::kernels::{
 };
 use rtx_kernels::{DType, Float};
 
-/// One attention problem.
-#[derive(Clone, Debug)]
-struct Case {
-    bh: usize,
-    t_q: usize,
-    t_k: usize,
-    d: usize,
-    causal: bool,
-    /// Valid keys per `bh` row, when padded.
-    key_len: Option<Vec<u32>>,
-}
-
-/// Reproducible values in `[-amp, amp)` rounded to `T`, with their exact values.
-fn input<T: Float>(len: usize, seed: u64, amp: f64) -> (Vec<T>, Vec<f64>) {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let vals: Vec<T> = (0..len)
-        .map(|_| {
-            // xorshift64*
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            let r = (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64;
-            T::from_f64(amp * (2.0 * r - 1.0))
-        })
-        .collect();
-    let exact = vals.iter().map(|v| v.to_f64()).collect();
-    (vals, exact)
-}
+mod flash_common;
+use flash_common::{Case, case, input, padded};
 
 /// The f64 forward: the probabilities `[bh, t_q, t_k]` (0 where masked), `o` and `lse`, a row
 /// without keys giving zeros and -inf.
@@ -290,24 +264,6 @@ fn check_all(cases: &[(In, Case)], seed: u64) {
         if matches!(dtypes, In::F16 | In::Both) {
             check::<f16>(c, seed + 5, F16_U, F16_TINY);
         }
-    }
-}
-
-fn case(bh: usize, t_q: usize, t_k: usize, d: usize, causal: bool) -> Case {
-    Case {
-        bh,
-        t_q,
-        t_k,
-        d,
-        causal,
-        key_len: None,
-    }
-}
-
-fn padded(bh: usize, t_q: usize, t_k: usize, d: usize, causal: bool, lens: &[u32]) -> Case {
-    Case {
-        key_len: Some(lens.to_vec()),
-        ..case(bh, t_q, t_k, d, causal)
     }
 }
 
