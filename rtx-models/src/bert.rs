@@ -12,6 +12,7 @@
 
 use rtx::io::{HfCheckpoint, KeyMap};
 use rtx::nn::Init;
+use rtx::op::UnaryOp;
 use rtx::prelude::*;
 use std::path::Path;
 
@@ -208,7 +209,7 @@ impl<const D: usize, const FF: usize, const H: usize, E: Float> BertLayer<D, FF,
             .permute::<Axes4<0, 2, 1, 3>>()
             .reshape((b, t, Const::<D>));
         let x = self.attn_norm.forward(&(self.attn_out.forward(&y) + x));
-        let h = self.ff_in.forward(&x).gelu();
+        let h = self.ff_in.forward_act(&x, UnaryOp::Gelu);
         self.ff_norm.forward(&(self.ff_out.forward(&h) + &x))
     }
 }

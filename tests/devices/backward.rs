@@ -265,6 +265,59 @@ fn matmul_bias_case<E: Float>() {
     });
 }
 
+/// `Linear::forward_act` on every device: the bits of `forward` followed by the activation's
+/// method, at inference (where the CPU applies it to blocks of rows in cache; 700 rows of 100
+/// cross several blocks) and with a tape (the two ops recorded: the gradients are the
+/// composition's); the outputs close to the CPU's on a GPU.
+fn linear_act_case<E: Float>() {
+    let xv = values::<E>(7 * 100 * 40, 41, -2.0, 2.0);
+    let wd = values::<E>(7 * 100 * 100, 42, -1.0, 1.0);
+    on_every_device::<E>("linear_act", |dev| {
+        let mut fc = Linear::<40, 100, E>::new(dev, 7);
+        fc.bias = Some(fc.bias.unwrap() + E::from_f64(0.25));
+        let x: Tensor<Rank3<7, 100, 40>, E> =
+            Tensor::from_vec(xv.clone(), (Const, Const, Const), dev);
+        let mut out = Outputs::new();
+        for act in [UnaryOp::Gelu, UnaryOp::Relu, UnaryOp::Silu] {
+            let fused = fc.forward_act(&x, act);
+            let plain = fc.forward(&x).try_unary_op(act).unwrap();
+            assert_eq!(bits(&fused), bits(&plain), "{act:?} at inference on {dev}");
+            out.push((format!("{act:?}"), f64s(&fused)));
+        }
+        // With a tape: the gradients of x, the weight and the bias are the composition's.
+        let w: Tensor<Rank3<7, 100, 100>, E> =
+            Tensor::from_vec(wd.clone(), (Const, Const, Const), dev);
+        let xg = x.requires_grad();
+        let mut fg = fc.clone();
+        fg.weight = fg.weight.requires_grad();
+        fg.bias = fg.bias.map(|b| b.requires_grad());
+        let g1 = weighted!(fg.forward_act(&xg, UnaryOp::Gelu), &w).backward();
+        let g2 = weighted!(fg.forward(&xg).gelu(), &w).backward();
+        for (name, a, b) in [
+            ("x", grad(&g1, &xg, "x"), grad(&g2, &xg, "x")),
+            (
+                "weight",
+                grad(&g1, &fg.weight, "w"),
+                grad(&g2, &fg.weight, "w"),
+            ),
+            (
+                "bias",
+                grad(&g1, fg.bias.as_ref().unwrap(), "b"),
+                grad(&g2, fg.bias.as_ref().unwrap(), "b"),
+            ),
+        ] {
+            assert_eq!(a, b, "the gradient of {name} on {dev}");
+            out.push((format!("grad {name}"), a));
+        }
+        out
+    });
+}
+
+#[test]
+fn linear_act_is_the_layer_then_the_activation() {
+    every_float!(linear_act_case);
+}
+
 #[test]
 fn matmul_bias_matches_the_cpu() {
     every_float!(matmul_bias_case);

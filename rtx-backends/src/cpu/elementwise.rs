@@ -111,6 +111,40 @@ fn scalar_body<A: Copy, B: Copy, U, F: Fn(A, B) -> U>(
 }
 dispatched_loop!(scalar_slice, scalar_slice_avx2, scalar_slice_avx512, scalar_body, <A, B>, (a: &[A], y: B));
 
+/// `x[i] = f(x[i])` in place, compiled for AVX-512 or AVX2 where the CPU has it (as the
+/// loops above: `f` must inline, and gives the same bits at every width). It runs on the
+/// calling thread: callers apply it to blocks they already own, such as a product's block of
+/// rows while it is in cache.
+pub(crate) fn update_in_place<U: Copy, F: Fn(U) -> U>(x: &mut [U], f: &F) {
+    #[inline(always)]
+    fn body<U: Copy, F: Fn(U) -> U>(x: &mut [U], f: &F) {
+        for v in x.iter_mut() {
+            *v = f(*v);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn avx2<U: Copy, F: Fn(U) -> U>(x: &mut [U], f: &F) {
+        body(x, f)
+    }
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    fn avx512<U: Copy, F: Fn(U) -> U>(x: &mut [U], f: &F) {
+        body(x, f)
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU supports AVX-512F, checked just above.
+        return unsafe { avx512(x, f) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { avx2(x, f) };
+    }
+    body(x, f)
+}
+
 /// Asks Linux to back the 2 MiB-aligned interior of a large fresh buffer with transparent huge
 /// pages (`madvise(MADV_HUGEPAGE)`, which PyTorch does under `THP_MEM_ALLOC_ENABLE`). Writing
 /// a new 64 MiB output otherwise takes 16384 page faults, about half the time of a simple

@@ -22,9 +22,12 @@
 //! them), and a parallel product started outside the rayon pool runs inside it, so that gemm's
 //! several handoffs per product do not each wait for a pool thread to wake.
 
-use super::elementwise::{advise_huge_pages, map};
+use super::CHUNK;
+use super::elementwise::{INLINE, advise_huge_pages, map};
 use crate::Layout;
 use rayon::prelude::*;
+use rtx_kernels::op::BinaryOpT;
+use rtx_kernels::op::markers::Add;
 use rtx_kernels::{DType, Num, f16};
 use std::any::TypeId;
 use std::mem::MaybeUninit;
@@ -383,14 +386,39 @@ pub fn matmul_bias<E: Num>(
     bias: &[E],
     bl: &Layout,
 ) -> Vec<E> {
+    matmul_bias_then(a, la, b, lb, bias, bl, &|_| {})
+}
+
+/// What [`matmul_bias_then`] does to each block of output rows once its product is done.
+pub type BlockEpilogue<'a, E> = &'a (dyn Fn(&mut [E]) + Sync);
+
+/// [`matmul_bias`] with `then` applied to each block of whole output rows as soon as its
+/// product is done, while the block is still in cache: a Linear and its activation in one
+/// pass over the output instead of two. `then` must treat every element alike (an elementwise
+/// op), since the blocks depend on the sizes.
+pub fn matmul_bias_then<E: Num>(
+    a: &[E],
+    la: &Layout,
+    b: &[E],
+    lb: &Layout,
+    bias: &[E],
+    bl: &Layout,
+    then: BlockEpilogue<'_, E>,
+) -> Vec<E> {
     debug_assert!(la.rank() == 2 && bl.dims() == [lb.dims()[1]]);
     let row: Vec<E> = map(bias, bl, |x| x);
-    matmul_onto(a, la, b, lb, Some(&row))
+    matmul_onto(a, la, b, lb, Some((&row, then)))
 }
 
 /// [`matmul`], or with `row` (as long as the product's last dim) the product added onto
-/// copies of that row.
-fn matmul_onto<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout, row: Option<&[E]>) -> Vec<E> {
+/// copies of that row, each block of rows then passed to the epilogue.
+fn matmul_onto<E: Num>(
+    a: &[E],
+    la: &Layout,
+    b: &[E],
+    lb: &Layout,
+    row: Option<(&[E], BlockEpilogue<'_, E>)>,
+) -> Vec<E> {
     let r = la.rank();
     debug_assert!(r >= 2 && lb.rank() == r && la.dims()[..r - 2] == lb.dims()[..r - 2]);
     let (m, k, n) = (la.dims()[r - 2], la.dims()[r - 1], lb.dims()[r - 1]);
@@ -425,7 +453,7 @@ fn matmul_onto<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout, row: Option<&
     if total == 0 {
         return Vec::new();
     }
-    if let Some(row) = row {
+    if let Some((row, then)) = row {
         debug_assert!(a_offsets.len() == 1 && row.len() == n);
         let lhs = MatRef {
             data: a,
@@ -439,7 +467,7 @@ fn matmul_onto<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout, row: Option<&
             rs: b_rs,
             cs: b_cs,
         };
-        return bias_product((m, n, k), lhs, rhs, row);
+        return bias_product((m, n, k), lhs, rhs, row, then);
     }
     let mut out: Vec<E> = Vec::with_capacity(total);
     advise_huge_pages(&mut out);
@@ -475,74 +503,45 @@ fn matmul_onto<E: Num>(a: &[E], la: &Layout, b: &[E], lb: &Layout, row: Option<&
     out
 }
 
-/// Output bytes per block of rows of [`bias_product`]: about what stays in a core's L2 cache
-/// while gemm adds the product onto the block's bias rows (1.5 MiB; on the 2-core Xeon of
-/// benches/README.md, blocks of 256 to 1024 rows of the MiniLM products run at the speed of one
-/// parallel gemm call).
-const BIAS_BLOCK_BYTES: usize = 3 << 19;
-
-/// The fewest rows of a block of [`bias_product`]: shorter blocks would leave gemm's
-/// microkernel too little to do per packing of the weights.
-const BIAS_BLOCK_MIN_ROWS: usize = 64;
-
-/// The number of blocks [`bias_product`] aims for, when the rows allow it.
-const BIAS_BLOCK_BLOCKS: usize = 32;
-
-/// `lhs · rhs + row` (m×k by k×n, `row` added to every output row) into fresh memory, by blocks
-/// of rows in parallel: each block's bias rows are written and the product added onto them by a
-/// one-thread gemm while the block is in cache, rather than the whole output written once and
-/// read back by the product. The blocks depend only on the sizes, so results do not depend on
-/// the number of threads.
+/// `then(lhs · rhs + row)` (m×k by k×n, `row` added to every output row) into fresh memory:
+/// one product over all cores, then the bias and `then` over blocks of rows in parallel, each
+/// block in cache for both. One product packs the weights once per thread; a product per
+/// block of rows (the bias rows written first and the product added onto them) packs them
+/// once per block, which cost a fifth more on the MiniLM shapes of benches/README.md. Each
+/// element is `then(product + bias)`, the bits of a product followed by the two elementwise
+/// ops, and the blocks do not depend on the number of threads.
 fn bias_product<E: Num>(
     (m, n, k): (usize, usize, usize),
     lhs: MatRef<'_, E>,
     rhs: MatRef<'_, E>,
     row: &[E],
+    then: BlockEpilogue<'_, E>,
 ) -> Vec<E> {
     let total = m * n;
     let mut out: Vec<E> = Vec::with_capacity(total);
     advise_huge_pages(&mut out);
-    let by_cache = (BIAS_BLOCK_BYTES / (n * std::mem::size_of::<E>()).max(1)).max(1);
-    // At least BIAS_BLOCK_BLOCKS blocks where the rows allow, so that many cores share the
-    // work; never shorter than BIAS_BLOCK_MIN_ROWS. Sizes alone decide: the number of threads
-    // must not change which rows a gemm call computes.
-    let rows = by_cache
-        .min(m.div_ceil(BIAS_BLOCK_BLOCKS))
-        .max(BIAS_BLOCK_MIN_ROWS)
-        .min(m.max(1));
-    if rows >= m {
-        // One block: the product with gemm's own threads over the columns.
-        for dst in out.spare_capacity_mut()[..total].chunks_mut(n) {
-            for (d, s) in dst.iter_mut().zip(row) {
-                d.write(*s);
+    gemm_uninit(
+        (m, n, k),
+        &mut out.spare_capacity_mut()[..total],
+        lhs,
+        rhs,
+        true,
+    );
+    // SAFETY: `gemm_uninit` wrote all m×n elements.
+    unsafe { out.set_len(total) };
+    let finish = |rows: &mut [E]| {
+        for r in rows.chunks_mut(n) {
+            for (d, b) in r.iter_mut().zip(row) {
+                *d = Add::apply(*d, *b);
             }
         }
-        // SAFETY: the loop above wrote all m rows of n elements.
-        unsafe { out.set_len(total) };
-        gemm_into((m, n, k), &mut out, lhs, rhs, true, true);
-        return out;
+        then(rows);
+    };
+    if total <= INLINE {
+        finish(&mut out);
+    } else {
+        out.par_chunks_mut((CHUNK / n).max(1) * n).for_each(finish);
     }
-    out.spare_capacity_mut()[..total]
-        .par_chunks_mut(rows * n)
-        .enumerate()
-        .for_each(|(blk, dst)| {
-            for d in dst.chunks_mut(n) {
-                for (d, s) in d.iter_mut().zip(row) {
-                    d.write(*s);
-                }
-            }
-            // SAFETY: every element of the block was just written, and `MaybeUninit<E>` has
-            // `E`'s layout.
-            let dst = unsafe { &mut *(dst as *mut [MaybeUninit<E>] as *mut [E]) };
-            let first = blk * rows;
-            let lhs = MatRef {
-                offset: lhs.offset + first * lhs.rs,
-                ..lhs
-            };
-            gemm_into((dst.len() / n, n, k), dst, lhs, rhs, true, false);
-        });
-    // SAFETY: the blocks cover all m rows, and each wrote all of its elements.
-    unsafe { out.set_len(total) };
     out
 }
 
@@ -651,12 +650,14 @@ mod tests {
             }
             assert_eq!(got, want, "{m}x{k}x{n}, transposed rhs {transposed_rhs}");
         }
-        // 130 and 300 rows take `bias_product`'s blocks of 64 rows, the last one partial.
+        // 700 rows of 100 take `bias_product`'s parallel pass over blocks of 163 rows, the
+        // last one partial; the smaller ones its pass on the calling thread.
         for (m, k, n) in [
             (37, 19, 41),
             (3, 4, 5),
             (130, 70, 20),
             (300, 7, 40),
+            (700, 9, 100),
             (0, 3, 4),
             (4, 0, 3),
         ] {
@@ -669,6 +670,31 @@ mod tests {
         // bf16 holds these sums exactly only while they stay small.
         run::<bf16>(3, 4, 5, false);
         run::<bf16>(3, 4, 5, true);
+    }
+
+    /// The epilogue of [`matmul_bias_then`] sees every output element once, after the bias:
+    /// on the calling thread for a small output and over blocks of rows for a large one.
+    #[test]
+    fn the_epilogue_follows_the_bias_on_every_row() {
+        for (m, k, n) in [(5, 3, 4), (700, 9, 100), (1000, 2, 33)] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 5) as f32 - 2.0).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
+            let bias: Vec<f32> = (0..n).map(|i| i as f32 - 1.0).collect();
+            let (la, lb, bl) = (
+                Layout::contiguous(&[m, k]),
+                Layout::contiguous(&[k, n]),
+                Layout::contiguous(&[n]),
+            );
+            let plain = matmul_bias(&a, &la, &b, &lb, &bias, &bl);
+            let then = matmul_bias_then(&a, &la, &b, &lb, &bias, &bl, &|rows| {
+                assert_eq!(rows.len() % n, 0, "a block of whole rows");
+                for v in rows {
+                    *v = *v * 2.0 + 1.0;
+                }
+            });
+            let want: Vec<f32> = plain.iter().map(|v| v * 2.0 + 1.0).collect();
+            assert_eq!(then, want, "{m}x{k}x{n}");
+        }
     }
 
     /// Products large enough to skip zero-filling the output (each side at least

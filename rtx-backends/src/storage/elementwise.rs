@@ -318,7 +318,7 @@ fn uniform<E: Element>(v: E) -> Arg {
 /// (baseline and AVX2) and a large closure called from both would not be inlined, so the loop
 /// would not vectorize.
 #[inline(always)]
-fn unary_fn<E: Float, O: UnaryOpT>(x: E) -> E {
+pub(super) fn unary_fn<E: Float, O: UnaryOpT>(x: E) -> E {
     E::from_acc(O::apply::<E>(x.to_acc()))
 }
 

@@ -2,9 +2,10 @@
 //! GPU.
 
 use super::{Storage, same_device};
+use crate::cpu::elementwise::update_in_place;
 use crate::{BackendError, Layout, Result};
-use rtx_kernels::op::ReduceOp;
-use rtx_kernels::{Element, Num};
+use rtx_kernels::op::{ReduceOp, UnaryOp, UnaryOpT, UnaryVisitor};
+use rtx_kernels::{Element, Float, Num};
 
 impl<E: Element> Storage<E> {
     /// The batched matrix product of `self` viewed by `l` (`[batch.., M, K]`) and `rhs` viewed
@@ -86,6 +87,69 @@ impl<E: Element> Storage<E> {
                 msg: format!("bias {:?} does not broadcast to {dims:?}", bl.dims()),
             })?;
         product.binary::<rtx_kernels::op::markers::Add>(&Layout::contiguous(&dims), bias, &rows)
+    }
+
+    /// [`Storage::matmul_bias`] followed by the elementwise `act`: a Linear and its activation,
+    /// with the bits of the two ops run one after the other. The CPU applies `act` to each
+    /// block of output rows as soon as its product is done, while the block is in cache (one
+    /// pass over the output instead of two, and no second output to allocate); other devices
+    /// run the two ops.
+    pub fn matmul_bias_act(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        bias: &Self,
+        bl: &Layout,
+        act: UnaryOp,
+    ) -> Result<Self>
+    where
+        E: Float,
+    {
+        let n = rl.dims().last().copied().unwrap_or(0);
+        if let (Storage::Cpu(a), Storage::Cpu(b), Storage::Cpu(c)) = (self, rhs, bias)
+            && l.rank() == 2
+            && bl.dims() == [n]
+        {
+            check_shapes(l, rl)?;
+            crate::dispatch::cpu();
+            /// The fused CPU product, generic over the activation's marker.
+            struct Fused<'a, E> {
+                a: (&'a [E], &'a Layout),
+                b: (&'a [E], &'a Layout),
+                bias: (&'a [E], &'a Layout),
+            }
+            impl<E: Float> UnaryVisitor for Fused<'_, E> {
+                type Out = Vec<E>;
+                fn visit<O: UnaryOpT>(self) -> Vec<E> {
+                    let f = super::elementwise::unary_fn::<E, O>;
+                    crate::cpu::matmul::matmul_bias_then(
+                        self.a.0,
+                        self.a.1,
+                        self.b.0,
+                        self.b.1,
+                        self.bias.0,
+                        self.bias.1,
+                        &|rows| update_in_place(rows, &f),
+                    )
+                }
+            }
+            return Ok(Storage::Cpu(act.visit(Fused {
+                a: (a, l),
+                b: (b, rl),
+                bias: (c, bl),
+            })));
+        }
+        let y = self.matmul_bias(l, rhs, rl, bias, bl)?;
+        /// The activation of the product, generic over its marker.
+        struct Then<'a, E: Element>(&'a Storage<E>, Layout);
+        impl<E: Float> UnaryVisitor for Then<'_, E> {
+            type Out = Result<Storage<E>>;
+            fn visit<O: UnaryOpT>(self) -> Self::Out {
+                self.0.unary::<O>(&self.1)
+            }
+        }
+        act.visit(Then(&y, Layout::contiguous(&[l.dims()[0], n])))
     }
 
     /// The product of an unbatched `[M, K]` by `[K, N]` (as [`Storage::matmul`]) and the sums

@@ -10,6 +10,7 @@ use crate::cpu::norm::{self as cpu, RowStats};
 use crate::cuda::ops_norm::{self as gpu, Stats};
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::Float;
+use std::borrow::Cow;
 
 /// Per row, the mean subtracted (0 for RMS norm) and the reciprocal standard deviation, kept
 /// in the compute type on the device of the forward that computed them.
@@ -71,14 +72,15 @@ fn check_param<E: Float>(
     Ok(())
 }
 
-/// The operand's elements as a dense host vector (CPU storage only).
-fn host<E: Float>(s: &Storage<E>, l: &Layout) -> Vec<E> {
+/// The operand's elements as a dense host slice (CPU storage only): borrowed in place when
+/// the view is contiguous, copied otherwise.
+fn host<'a, E: Float>(s: &'a Storage<E>, l: &Layout) -> Cow<'a, [E]> {
     match s {
         Storage::Cpu(v) => match l.contiguous_range() {
-            Some(r) => v[r].to_vec(),
-            None => crate::cpu::elementwise::map(v, l, |x| x),
+            Some(r) => Cow::Borrowed(&v[r]),
+            None => Cow::Owned(crate::cpu::elementwise::map(v, l, |x| x)),
         },
-        Storage::Cuda(_) => Vec::new(),
+        Storage::Cuda(_) => Cow::Owned(Vec::new()),
     }
 }
 

@@ -9,6 +9,7 @@ use crate::shape::Const;
 use crate::tensor::{MatmulShapes, Tensor};
 use rtx_backends::Device;
 use rtx_kernels::Float;
+use rtx_kernels::op::UnaryOp;
 
 /// The output shape of [`Linear::forward`] on an input of shape `S`: `S` with its last dim
 /// (`I`) replaced by `O`.
@@ -79,6 +80,31 @@ impl<const I: usize, const O: usize, E: Float> Linear<I, O, E> {
         match &self.bias {
             Some(b) => ok(x.try_matmul_bias(&self.weight.t(), b)),
             None => x.matmul(&self.weight.t()),
+        }
+    }
+
+    /// `act(x Wᵀ + b)`: the layer and an elementwise activation, with the bits of
+    /// [`Linear::forward`] followed by the activation's own method. At inference on the CPU
+    /// the activation runs on each block of output rows right after its product, while the
+    /// block is in cache, which spares a second pass over the output and its allocation; with
+    /// a tape to record, without a bias or on a GPU it is the two ops.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// use rtx::op::UnaryOp;
+    /// let fc = Linear::<3, 2>::new(Device::Cpu, 0);
+    /// let x: Tensor<Rank2<2, 3>> =
+    ///     Tensor::from_array([[1.0, -2.0, 0.5], [0.0, 1.0, 3.0]], Device::Cpu);
+    /// let y = fc.forward_act(&x, UnaryOp::Gelu);
+    /// assert_eq!(y.to_vec(), fc.forward(&x).gelu().to_vec());
+    /// ```
+    pub fn forward_act<S>(&self, x: &Tensor<S, E>, act: UnaryOp) -> Tensor<LinearOut<S, I, O>, E>
+    where
+        S: MatmulShapes<(Const<I>, Const<O>)>,
+    {
+        match &self.bias {
+            Some(b) => ok(x.try_matmul_bias_act(&self.weight.t(), b, act)),
+            None => ok(x.matmul(&self.weight.t()).try_unary_op(act)),
         }
     }
 }

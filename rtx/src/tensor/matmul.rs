@@ -9,9 +9,9 @@ use crate::autograd;
 use crate::error::{Error, Result, ok};
 use crate::shape::{Shape, describe};
 use rtx_backends::{Layout, Storage};
-use rtx_kernels::op::ReduceOp;
 use rtx_kernels::op::markers::Add;
-use rtx_kernels::{Element, Num};
+use rtx_kernels::op::{ReduceOp, UnaryOp};
+use rtx_kernels::{Element, Float, Num};
 
 /// The shape rule of matmul, re-exported so generic code can state it with the prelude alone.
 pub use crate::shape::matmul::MatmulShapes;
@@ -172,6 +172,37 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }))
     }
 
+    /// `act(self · rhs + bias)`: a Linear and its activation. Without a tape to record, a
+    /// product that runs as one matrix applies `act` as the backend's epilogue (on the CPU,
+    /// to each block of rows while it is in cache), with the bits of the two ops run in turn;
+    /// otherwise it is those two ops, each recorded.
+    pub(crate) fn try_matmul_bias_act<R: Shape, V: Shape>(
+        &self,
+        rhs: &Tensor<R, E>,
+        bias: &Tensor<V, E>,
+        act: UnaryOp,
+    ) -> Result<Tensor<<S as MatmulShapes<R>>::Output, E>>
+    where
+        E: Float,
+        S: MatmulShapes<R>,
+    {
+        if !autograd::must_record(&[self.node(), rhs.node(), bias.node()]) {
+            let plan = self.plan(rhs)?;
+            if plan.la.rank() == 2 {
+                let out = self.storage().matmul_bias_act(
+                    &plan.la,
+                    rhs.storage(),
+                    &plan.lb,
+                    bias.storage(),
+                    bias.layout(),
+                    act,
+                )?;
+                return Ok(Tensor::from_storage(out, plan.shape));
+            }
+        }
+        self.try_matmul_bias(rhs, bias)?.try_unary_op(act)
+    }
+
     /// The product without recording, and what its backward needs.
     #[allow(clippy::type_complexity)]
     pub(crate) fn matmul_saving<R: Shape>(
@@ -204,6 +235,74 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: MatmulShapes<R>,
     {
+        let plan = self.plan(rhs)?;
+        let (la, lb) = (&plan.la, &plan.lb);
+        let out = match bias {
+            Some((bs, bl)) if la.rank() == 2 => {
+                self.storage().matmul_bias(la, rhs.storage(), lb, bs, bl)?
+            }
+            Some((bs, bl)) => {
+                let product = self.storage().matmul(la, rhs.storage(), lb)?;
+                let mut dims = plan.batch.clone();
+                dims.extend([plan.rows, plan.cols]);
+                let rows = bl.broadcast_to(&dims).ok_or_else(|| Error::ShapeMismatch {
+                    op: "matmul",
+                    lhs: describe(&self.shape()),
+                    rhs: describe(&rhs.shape()),
+                    rule: "a bias must be as long as the product's last dimension",
+                })?;
+                product.binary::<Add>(&Layout::contiguous(&dims), bs, &rows)?
+            }
+            None => self.storage().matmul(la, rhs.storage(), lb)?,
+        };
+        let out = Tensor::from_storage(out, plan.shape);
+        let (a_batched, b_batched) = (plan.a_batched, plan.b_batched);
+        let batch = &plan.batch[..];
+        let (la, lb) = (plan.la, plan.lb);
+        let mut full = batch.to_vec();
+        full.extend([plan.rows, plan.cols]);
+        let saved = MatmulGrad {
+            // An operand that is a transposed view (`w.t()` in `Linear`) gets its gradient in
+            // the same memory order, computed as the transposed product: the gradient then
+            // reaches the transpose's own backward as a transposed view, and leaves it dense,
+            // so no strided copy is needed anywhere downstream (the optimizer reads it as is).
+            a_t: transposed_operand(self.layout(), a_batched, full_rank(batch)),
+            b_t: transposed_operand(rhs.layout(), b_batched, full_rank(batch)),
+            x: self.detach(),
+            w: rhs.detach(),
+            la,
+            lb,
+            full,
+            a_batched,
+            b_batched,
+        };
+        Ok((out, saved))
+    }
+}
+
+/// How a product runs: the layouts handed to the backend and the output's shape.
+struct Plan<O> {
+    /// `self` as `[batch.., M, K]`, a stack folded into one matrix where its rows allow.
+    la: Layout,
+    /// `rhs` as `[batch.., K, N]`.
+    lb: Layout,
+    /// The batch sizes shared by both.
+    batch: Vec<usize>,
+    /// M and N.
+    rows: usize,
+    cols: usize,
+    a_batched: bool,
+    b_batched: bool,
+    /// The product's shape.
+    shape: O,
+}
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// The layouts and output shape of `self · rhs`, or an error naming both shapes.
+    fn plan<R: Shape>(&self, rhs: &Tensor<R, E>) -> Result<Plan<<S as MatmulShapes<R>>::Output>>
+    where
+        S: MatmulShapes<R>,
+    {
         let mismatch = |rule| Error::ShapeMismatch {
             op: "matmul",
             lhs: describe(&self.shape()),
@@ -232,22 +331,6 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         let batch = if a.batch.is_empty() { b.batch } else { a.batch };
         let la = a.layout(batch, self.layout().offset());
         let lb = b.layout(batch, rhs.layout().offset());
-        let out = match bias {
-            Some((bs, bl)) if la.rank() == 2 => {
-                self.storage()
-                    .matmul_bias(&la, rhs.storage(), &lb, bs, bl)?
-            }
-            Some((bs, bl)) => {
-                let product = self.storage().matmul(&la, rhs.storage(), &lb)?;
-                let mut dims = batch.to_vec();
-                dims.extend([a.rows, b.cols]);
-                let rows = bl.broadcast_to(&dims).ok_or_else(|| {
-                    mismatch("a bias must be as long as the product's last dimension")
-                })?;
-                product.binary::<Add>(&Layout::contiguous(&dims), bs, &rows)?
-            }
-            None => self.storage().matmul(&la, rhs.storage(), &lb)?,
-        };
 
         // The product is dense [batch.., M, N]; a vector operand's axis is dropped. A folded
         // stack's rows are its own leading dims.
@@ -262,26 +345,16 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let shape = <S as MatmulShapes<R>>::Output::from_dims(&dims)
             .ok_or_else(|| mismatch("the batch dimensions of a batched matmul must agree"))?;
-        let out = Tensor::from_storage(out, shape);
-        let (a_batched, b_batched) = (!a.batch.is_empty(), !b.batch.is_empty());
-        let mut full = batch.to_vec();
-        full.extend([a.rows, b.cols]);
-        let saved = MatmulGrad {
-            // An operand that is a transposed view (`w.t()` in `Linear`) gets its gradient in
-            // the same memory order, computed as the transposed product: the gradient then
-            // reaches the transpose's own backward as a transposed view, and leaves it dense,
-            // so no strided copy is needed anywhere downstream (the optimizer reads it as is).
-            a_t: transposed_operand(self.layout(), a_batched, full_rank(batch)),
-            b_t: transposed_operand(rhs.layout(), b_batched, full_rank(batch)),
-            x: self.detach(),
-            w: rhs.detach(),
+        Ok(Plan {
             la,
             lb,
-            full,
-            a_batched,
-            b_batched,
-        };
-        Ok((out, saved))
+            batch: batch.to_vec(),
+            rows: a.rows,
+            cols: b.cols,
+            a_batched: !a.batch.is_empty(),
+            b_batched: !b.batch.is_empty(),
+            shape,
+        })
     }
 }
 
