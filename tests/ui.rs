@@ -15,9 +15,8 @@
 //! other impls do not bury the message: at most 20 lines for a const-evaluation error
 //! (`E0080`), and at most 12 for a trait or type error, counted up to rustc's closing note
 //! that points at rtx's signature ("required by a bound in", "method defined here", "function
-//! defined here"), which
-//! rustc always adds for a bound on a method (5 to 8 lines) and rtx cannot shorten. The few
-//! cases over 12 even so are listed in [`LONG_TRAIT_ERRORS`] with the reason.
+//! defined here"), which rustc always adds for a bound on a method (5 to 8 lines) and rtx
+//! cannot shorten.
 
 use std::fs;
 use std::path::Path;
@@ -41,15 +40,6 @@ const ELEMENT_TYPE_CASES: &[&str] = &[
     "sum_on_bool",
     "var_on_int",
     "zeros_bool",
-];
-
-/// Shape cases whose trait or type error runs past 12 lines (before rustc's note on rtx's
-/// signature) for reasons in rustc's layout, each held to 20 lines instead.
-const LONG_TRAIT_ERRORS: &[&str] = &[
-    // A rank-6 sample batches to rank 7: under the trait's message rustc quotes the one
-    // `Collate` impl for tensors (5 lines). Marking that impl `do_not_recommend` instead lists
-    // every `Collate` impl, which is longer.
-    "collate_rank6_sample",
 ];
 
 /// The issue's floor for the number of compile-fail cases.
@@ -131,11 +121,7 @@ fn errors_name_the_users_line() {
                         || l.starts_with("note: function defined here")
                 });
                 first.truncate(rtx_note.unwrap_or(first.len()));
-                if LONG_TRAIT_ERRORS.contains(&name.as_str()) {
-                    20
-                } else {
-                    12
-                }
+                12
             };
             if first.len() > limit {
                 problems.push(format!(
@@ -151,7 +137,7 @@ fn errors_name_the_users_line() {
 #[test]
 fn listed_cases_exist() {
     let cases = expected_outputs();
-    for name in ELEMENT_TYPE_CASES.iter().chain(LONG_TRAIT_ERRORS) {
+    for name in ELEMENT_TYPE_CASES {
         assert!(
             cases.iter().any(|(n, _)| n == name),
             "{name} is listed in tests/ui.rs but is not a case"

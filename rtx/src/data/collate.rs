@@ -88,12 +88,61 @@ fn count_error(count: usize, batch: usize) -> Error {
     }
 }
 
-/// A tensor item stacks along a new leading axis: `[S...]` items make a `[B, S...]` batch.
-impl<S: PrependDim, E: Element> Collate for Tensor<S, E> {
-    type Batch<B: Dim> = Tensor<S::Prepended<B>, E>;
-    type Buffer = TensorBuffer<S, E>;
+/// What the blanket [`Collate`] impl for tensors sees of a tensor item.
+mod tensor_item {
+    use crate::Tensor;
+    use crate::shape::Shape;
+    use rtx_kernels::Element;
 
-    fn buffer(first: &Self, capacity: usize) -> TensorBuffer<S, E> {
+    /// A tensor, seen through its shape and element types; only `Tensor` implements it.
+    // Sealed (in a private module) so that no other type takes the tensor impl of `Collate`.
+    // It repeats `Collate`'s message because a non-tensor item that fits no other impl (a
+    // `String`) fails here, below the blanket impl, and rustc reports it with this trait's.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be collated into a batch",
+        label = "items must implement `Collate`",
+        note = "tensors of rank 0 to 5, scalars (f32, f64, f16, bf16, i32, i64, u8, bool) and \
+                pairs and triples of those collate; implement `Collate` for other item types"
+    )]
+    pub trait TensorItem: Sized + Send + 'static {
+        /// The tensor's shape.
+        type Shape: Shape;
+        /// The tensor's element type.
+        type Elem: Element;
+        /// The tensor itself.
+        fn as_tensor(&self) -> &Tensor<Self::Shape, Self::Elem>;
+    }
+
+    // `do_not_recommend`: rustc would otherwise offer this impl to a non-tensor item.
+    #[diagnostic::do_not_recommend]
+    impl<S: Shape, E: Element> TensorItem for Tensor<S, E> {
+        type Shape = S;
+        type Elem = E;
+        #[inline]
+        fn as_tensor(&self) -> &Self {
+            self
+        }
+    }
+}
+
+use tensor_item::TensorItem;
+
+/// A tensor item stacks along a new leading axis: `[S...]` items make a `[B, S...]` batch.
+// A blanket impl over the sealed `TensorItem` rather than `impl Collate for Tensor<S, E>`, and
+// `do_not_recommend` on every other impl, keep a rank-6 sample's error short: under the
+// `PrependDim` message rustc lists the `Collate` impls that could have applied, quoting an
+// impl for `Tensor<S, E>` in full, but it never lists a blanket impl or a `do_not_recommend`
+// one. The cost: a pair or triple holding a rank-6 tensor reports `Collate`'s message for the
+// tuple rather than the shape's, since the blanket impl is a second candidate for tuples.
+impl<T: TensorItem> Collate for T
+where
+    T::Shape: PrependDim,
+{
+    type Batch<B: Dim> = Tensor<<T::Shape as PrependDim>::Prepended<B>, T::Elem>;
+    type Buffer = TensorBuffer<T::Shape, T::Elem>;
+
+    fn buffer(first: &Self, capacity: usize) -> Self::Buffer {
+        let first = first.as_tensor();
         TensorBuffer {
             shape: first.shape(),
             count: 0,
@@ -101,22 +150,23 @@ impl<S: PrependDim, E: Element> Collate for Tensor<S, E> {
         }
     }
 
-    fn push(self, buf: &mut TensorBuffer<S, E>) -> Result<()> {
+    fn push(self, buf: &mut Self::Buffer) -> Result<()> {
+        let item = self.as_tensor();
         // Static shapes always agree, so only shapes with run-time dims pay for the check.
-        if S::STATIC_NUMEL.is_none() && self.dims() != &*buf.shape.dims() {
+        if <T::Shape as Shape>::STATIC_NUMEL.is_none() && item.dims() != &*buf.shape.dims() {
             return Err(Error::ShapeMismatch {
                 op: "collate",
                 lhs: describe(&buf.shape),
-                rhs: describe(&self.shape()),
+                rhs: describe(&item.shape()),
                 rule: "every item of a batch must have the same shape",
             });
         }
-        self.storage().extend_host(self.layout(), &mut buf.data)?;
+        item.storage().extend_host(item.layout(), &mut buf.data)?;
         buf.count += 1;
         Ok(())
     }
 
-    fn finish<B: Dim>(buf: TensorBuffer<S, E>, batch: B, device: Device) -> Result<Self::Batch<B>> {
+    fn finish<B: Dim>(buf: Self::Buffer, batch: B, device: Device) -> Result<Self::Batch<B>> {
         if buf.count != batch.size() {
             return Err(count_error(buf.count, batch.size()));
         }
@@ -132,6 +182,8 @@ impl<S: PrependDim, E: Element> Collate for Tensor<S, E> {
 macro_rules! scalar_collate {
     ($($t:ty),*) => {$(
         /// A scalar item (a label, a target) becomes a vector: `B` items make a `[B]` tensor.
+        // `do_not_recommend`, like the tuple impls: see the tensor impl.
+        #[diagnostic::do_not_recommend]
         impl Collate for $t {
             type Batch<B: Dim> = Tensor<(B,), $t>;
             type Buffer = Vec<$t>;
@@ -158,6 +210,8 @@ macro_rules! scalar_collate {
 scalar_collate!(f32, f64, f16, bf16, i32, i64, u8, bool);
 
 /// A pair collates field by field: `(image, label)` items make `(images, labels)`.
+// `do_not_recommend`: see the tensor impl.
+#[diagnostic::do_not_recommend]
 impl<T0: Collate, T1: Collate> Collate for (T0, T1) {
     type Batch<B: Dim> = (T0::Batch<B>, T1::Batch<B>);
     type Buffer = (T0::Buffer, T1::Buffer);
@@ -186,6 +240,8 @@ impl<T0: Collate, T1: Collate> Collate for (T0, T1) {
 }
 
 /// A triple collates field by field.
+// `do_not_recommend`: see the tensor impl.
+#[diagnostic::do_not_recommend]
 impl<T0: Collate, T1: Collate, T2: Collate> Collate for (T0, T1, T2) {
     type Batch<B: Dim> = (T0::Batch<B>, T1::Batch<B>, T2::Batch<B>);
     type Buffer = (T0::Buffer, T1::Buffer, T2::Buffer);
