@@ -16,6 +16,7 @@ pub mod norm;
 pub mod optim;
 pub mod pool;
 mod pool_simd;
+pub mod qmatmul;
 pub mod quant;
 pub mod random;
 pub mod reduce;

@@ -1,11 +1,13 @@
-//! The backend entry point for dequantizing ggml blocks (GGUF tensors) held as little-endian
-//! words: the kernel's native code on the CPU, its f32 entry on a GPU.
+//! The backend entry points for ggml blocks (GGUF tensors) held as little-endian words:
+//! dequantizing them (the kernel's native code on the CPU, its f32 entry on a GPU), and
+//! products of f32 activations with quantized weights (`cpu/qmatmul.rs`; the CPU only so far).
 //!
 //! Invariant: the words are checked to hold every block the values need before any kernel
 //! runs, so neither device reads out of bounds.
 
 use super::Storage;
-use crate::{BackendError, Result};
+use crate::cpu::qmatmul::{self, QWeight};
+use crate::{BackendError, Layout, Result};
 
 impl Storage<i32> {
     /// The first `n` values of the ggml blocks in `self` (little-endian words, zero-padded)
@@ -40,6 +42,68 @@ impl Storage<i32> {
             Storage::Cuda(c) => Ok(Storage::Cuda(crate::cuda::ops_quant::dequantize(
                 c, kind, block, type_size, n,
             )?)),
+        }
+    }
+
+    /// `x · Wᵀ` for the quantized weight `W` `[n, k]` in `self` (GGUF type id `kind`: 8 for
+    /// `Q8_0` or 3 for `Q4_1`) and f32 activations `x` viewed by `xl` as `[m, k]`, as a
+    /// dense `[m, n]` f32 storage, without dequantizing the weight: each row of `x` is
+    /// quantized to 8 bits per 32 values on the fly, as llama.cpp does.
+    pub fn qmatmul(
+        &self,
+        kind: u32,
+        (n, k): (usize, usize),
+        x: &Storage<f32>,
+        xl: &Layout,
+    ) -> Result<Storage<f32>> {
+        let bad = |msg: String| BackendError::BadArgument {
+            op: "quantized matmul",
+            msg,
+        };
+        let ty = match kind {
+            8 => QWeight::Q8_0,
+            3 => QWeight::Q4_1,
+            _ => {
+                return Err(bad(format!(
+                    "GGUF type {kind} has no quantized product (Q8_0 and Q4_1 do); dequantize it"
+                )));
+            }
+        };
+        let m = xl.dims().first().copied().unwrap_or(0);
+        if xl.dims() != [m, k] || !k.is_multiple_of(qmatmul::BLOCK) {
+            return Err(bad(format!(
+                "activations {:?} are not [M, {k}] for a [{n}, {k}] weight of whole blocks",
+                xl.dims()
+            )));
+        }
+        let bytes = n * (k / qmatmul::BLOCK) * ty.block_bytes();
+        if bytes.div_ceil(4) > self.len() {
+            return Err(bad(format!(
+                "{} words hold too few blocks for a [{n}, {k}] weight",
+                self.len()
+            )));
+        }
+        match (self, x) {
+            (Storage::Cpu(w), Storage::Cpu(xv)) => {
+                crate::dispatch::cpu();
+                // SAFETY: any initialized i32 is four initialized bytes.
+                let w: &[u8] =
+                    unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len() * 4) };
+                let dense;
+                let xs = match xl.contiguous_range() {
+                    Some(r) => &xv[r],
+                    None => {
+                        dense = crate::cpu::elementwise::map(xv, xl, |v| v);
+                        &dense[..]
+                    }
+                };
+                Ok(Storage::Cpu(qmatmul::qmatmul(&w[..bytes], ty, n, k, xs, m)))
+            }
+            _ => Err(bad(format!(
+                "runs on the CPU only so far (weight on {}, activations on {})",
+                self.device(),
+                x.device()
+            ))),
         }
     }
 }

@@ -181,6 +181,51 @@ impl QTensor {
     }
 }
 
+impl QTensor {
+    /// `x · selfᵀ` for this quantized weight `[N, K]` (a Linear's weight, ggml's layout) and
+    /// f32 activations `x` `[M, K]`, as `[M, N]`, without dequantizing the weight: each row
+    /// of `x` is quantized to 8 bits per block of 32 on the fly and every block pair is one
+    /// integer dot product, as llama.cpp does. `Q8_0` and `Q4_1` weights, on the CPU for now;
+    /// other types and devices are an error (dequantize those).
+    ///
+    /// ```
+    /// use rtx::prelude::*;
+    /// use rtx::quant::{GgmlType, QTensor};
+    ///
+    /// # fn main() -> rtx::Result<()> {
+    /// // A [1, 32] Q8_0 weight of 0.5 * (1, 1, ..., 1).
+    /// let mut block = vec![0x00, 0x38];
+    /// block.extend([1u8; 32]);
+    /// let w = QTensor::from_bytes(&block, &[1, 32], GgmlType::Q8_0, Device::Cpu)?;
+    /// let x: Tensor<(usize, usize)> = Tensor::ones((2, 32), Device::Cpu);
+    /// assert_eq!(w.matmul_t(&x)?.to_vec(), vec![16.0, 16.0]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn matmul_t(&self, x: &Tensor<(usize, usize), f32>) -> Result<Tensor<(usize, usize), f32>> {
+        let (m, k) = (x.dims()[0], x.dims()[1]);
+        let [n, wk] = self.dims[..] else {
+            return Err(Error::BadArgument {
+                op: "QTensor::matmul_t",
+                msg: format!("the weight {:?} is not a matrix [N, K]", self.dims),
+            });
+        };
+        if wk != k {
+            return Err(Error::ShapeMismatch {
+                op: "QTensor::matmul_t",
+                lhs: format!("[{m}, {k}]"),
+                rhs: format!("{:?} ({})", self.dims, self.ty),
+                rule: "the activations' last dim must be the weight's K ([M, K] by [N, K])",
+            });
+        }
+        let out = self
+            .words
+            .storage()
+            .qmatmul(self.ty.id(), (n, k), x.storage(), x.layout())?;
+        Ok(Tensor::from_storage(out, (m, n)))
+    }
+}
+
 /// A shape type as messages show it: static dims as numbers, named run-time dims by name,
 /// other run-time dims as `_` (`[_, 4096]`).
 fn describe_type<S: Shape>() -> String {
