@@ -44,7 +44,7 @@ impl QWeight {
 /// product) is still to come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
-    /// AVX2's byte dot products (`maddubs`).
+    /// AVX2's byte dot products (`maddubs`), with F16C for the scales.
     Avx2,
     /// The baseline target.
     Baseline,
@@ -65,7 +65,7 @@ impl Isa {
         match self {
             Isa::Baseline => true,
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => is_x86_feature_detected!("avx2"),
+            Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c"),
             #[cfg(not(target_arch = "x86_64"))]
             Isa::Avx2 => false,
         }
@@ -322,7 +322,7 @@ fn row_dot_avx2<'w>(
 /// [`WeightRow::decode_q4_1`] writes, so the lanes and the bits are the portable loop's. The
 /// values are 0 to 15, so they enter `maddubs` as its unsigned operand directly.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,f16c")]
 fn q4_1_dot_avx2(w: &[u8], x: &Row<'_>) -> f32 {
     use std::arch::x86_64::*;
     let ones = _mm256_set1_epi16(1);
@@ -343,9 +343,17 @@ fn q4_1_dot_avx2(w: &[u8], x: &Row<'_>) -> f32 {
         let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);
         let wv = _mm256_set_m128i(hi, lo);
         let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), ones);
-        let d = _mm256_set1_ps(scale(blk[0], blk[1]) * x.d[b]);
+        // Both f16 scales widened at once by F16C (exact, as every f16 -> f32 is).
+        let scales = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes([
+            blk[0], blk[1], blk[2], blk[3],
+        ])));
+        let (wd, wmin) = (
+            _mm_cvtss_f32(scales),
+            _mm_cvtss_f32(_mm_shuffle_ps(scales, scales, 1)),
+        );
+        let d = _mm256_set1_ps(wd * x.d[b]);
         acc = _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums)));
-        mins += scale(blk[2], blk[3]) * x.s[b];
+        mins += wmin * x.s[b];
     }
     let mut lanes = [0.0f32; 8];
     // SAFETY: `lanes` holds 8 f32, and unaligned stores are allowed.
