@@ -12,6 +12,8 @@ mod dispatch;
 mod error;
 mod layout;
 pub mod storage;
+#[cfg(test)]
+mod test_values;
 
 pub use device::Device;
 pub use dispatch::{Stats, launch_count, stats, total_launch_count};

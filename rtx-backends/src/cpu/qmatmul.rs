@@ -408,17 +408,11 @@ fn scale(lo: u8, hi: u8) -> f32 {
 mod tests {
     use super::*;
 
-    /// Reproducible values in [-1, 1) (xorshift).
+    /// Reproducible values in [-1, 1) as f32.
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s >> 12;
-                s ^= s << 25;
-                s ^= s >> 27;
-                ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32) * 2.0
-                    - 1.0
-            })
+        crate::test_values::values(n, seed)
+            .into_iter()
+            .map(|v| v as f32)
             .collect()
     }
 

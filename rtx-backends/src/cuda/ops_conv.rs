@@ -450,21 +450,9 @@ mod tests {
     use crate::cpu::conv as reference;
     use crate::cpu::elementwise::map as gather;
     use crate::cpu::matmul::matmul as product;
+    use crate::test_values::values;
     use cudarc::cublas::sys::cublasOperation_t as Op;
     use rtx_kernels::kernel::LaunchConfig as Native;
-
-    fn values(n: usize, seed: u64) -> Vec<f64> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s >> 12;
-                s ^= s << 25;
-                s ^= s >> 27;
-                ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64) * 2.0
-                    - 1.0
-            })
-            .collect()
-    }
 
     /// `dense_view` on host memory: the buffer and the start of a contiguous view, or a copy.
     fn dense_host(v: &[f64], l: &Layout) -> (Vec<f64>, usize) {
