@@ -8,7 +8,6 @@
 
 use super::matmul::{MatRef, gemm_into};
 use crate::Layout;
-use rayon::prelude::*;
 use rtx_kernels::{Float, FloatMath};
 
 /// `softmax(q kᵀ · scale, keys where `padding` holds left out) · v` for `q` `[B, H, T, Dh]`
@@ -30,48 +29,46 @@ pub fn attention<E: Float>(
         return out;
     }
     let scale = E::Acc::c(scale);
-    out.par_chunks_mut(t * h * dh)
-        .enumerate()
-        .for_each(|(bi, ob)| {
-            let mut scores = vec![E::ZERO; t * s];
-            let mut head = vec![E::ZERO; t * dh];
-            let skip: Vec<bool> = match padding {
-                Some((p, pl)) => {
-                    let (rs, cs) = (pl.strides()[0], pl.strides()[1]);
-                    (0..s).map(|j| p[pl.offset() + bi * rs + j * cs]).collect()
-                }
-                None => Vec::new(),
-            };
-            for hi in 0..h {
-                let at = |l: &Layout, st: &[usize]| l.offset() + bi * st[0] + hi * st[1];
-                let qm = MatRef {
-                    data: q,
-                    offset: at(ql, qs),
-                    rs: qs[2],
-                    cs: qs[3],
-                };
-                // kᵀ: rows over the head's features, columns over the keys.
-                let kt = MatRef {
-                    data: k,
-                    offset: at(kl, ks),
-                    rs: ks[3],
-                    cs: ks[2],
-                };
-                gemm_into((t, s, dh), &mut scores, qm, kt, false, false);
-                softmax_rows(&mut scores, s, scale, &skip);
-                let sm = MatRef::row_major(&scores, s);
-                let vm = MatRef {
-                    data: v,
-                    offset: at(vl, vs),
-                    rs: vs[2],
-                    cs: vs[3],
-                };
-                gemm_into((t, dh, s), &mut head, sm, vm, false, false);
-                for (ti, src) in head.chunks(dh).enumerate() {
-                    ob[(ti * h + hi) * dh..][..dh].copy_from_slice(src);
-                }
+    super::for_chunks_mut(&mut out, t * h * dh, &|bi, ob| {
+        let mut scores = vec![E::ZERO; t * s];
+        let mut head = vec![E::ZERO; t * dh];
+        let skip: Vec<bool> = match padding {
+            Some((p, pl)) => {
+                let (rs, cs) = (pl.strides()[0], pl.strides()[1]);
+                (0..s).map(|j| p[pl.offset() + bi * rs + j * cs]).collect()
             }
-        });
+            None => Vec::new(),
+        };
+        for hi in 0..h {
+            let at = |l: &Layout, st: &[usize]| l.offset() + bi * st[0] + hi * st[1];
+            let qm = MatRef {
+                data: q,
+                offset: at(ql, qs),
+                rs: qs[2],
+                cs: qs[3],
+            };
+            // kᵀ: rows over the head's features, columns over the keys.
+            let kt = MatRef {
+                data: k,
+                offset: at(kl, ks),
+                rs: ks[3],
+                cs: ks[2],
+            };
+            gemm_into((t, s, dh), &mut scores, qm, kt, false, false);
+            softmax_rows(&mut scores, s, scale, &skip);
+            let sm = MatRef::row_major(&scores, s);
+            let vm = MatRef {
+                data: v,
+                offset: at(vl, vs),
+                rs: vs[2],
+                cs: vs[3],
+            };
+            gemm_into((t, dh, s), &mut head, sm, vm, false, false);
+            for (ti, src) in head.chunks(dh).enumerate() {
+                ob[(ti * h + hi) * dh..][..dh].copy_from_slice(src);
+            }
+        }
+    });
     out
 }
 

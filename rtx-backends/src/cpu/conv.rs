@@ -20,7 +20,6 @@ use super::conv_direct as direct;
 use super::elementwise::map;
 use super::matmul::{MatRef, gemm_into, same_type};
 use crate::Layout;
-use rayon::prelude::*;
 use rtx_kernels::Num;
 use std::borrow::Cow;
 use std::mem::MaybeUninit;
@@ -213,26 +212,22 @@ pub fn conv2d<E: Num>(
     {
         let bf = bias.as_ref().and_then(|b| same_type::<E, f32>(b));
         let per = images_per_task(o * l * ck, n);
-        dst.par_chunks_mut(per * o * l)
-            .zip(xf.par_chunks(per * c * h * wd))
-            .for_each(|(dst, xs)| {
-                direct::forward(xs, [c, h, wd], wf, [o, kh, kw], bf, p, dst);
-            });
+        super::for_chunks_mut(dst, per * o * l, &|t, dst| {
+            let xs = &xf[t * per * c * h * wd..][..dst.len() / (o * l) * c * h * wd];
+            direct::forward(xs, [c, h, wd], wf, [o, kh, kw], bf, p, dst);
+        });
         // SAFETY: `forward` wrote every element of every image.
         unsafe { out.set_len(total) };
         return out;
     }
     if n > 1 && o * l * ck < SMALL_ITEM {
         let per = images_per_task(o * l * ck, n);
-        spare
-            .par_chunks_mut(per * o * l)
-            .enumerate()
-            .for_each(|(t, block)| {
-                let mut col = vec![E::ZERO; col_len];
-                for (i, b) in block.chunks_mut(o * l).enumerate() {
-                    image(t * per + i, b, &mut col, false);
-                }
-            });
+        super::for_chunks_mut(spare, per * o * l, &|t, block| {
+            let mut col = vec![E::ZERO; col_len];
+            for (i, b) in block.chunks_mut(o * l).enumerate() {
+                image(t * per + i, b, &mut col, false);
+            }
+        });
     } else {
         let mut col = vec![E::ZERO; col_len];
         for (ni, b) in spare.chunks_mut(o * l).enumerate() {
@@ -366,11 +361,10 @@ pub fn conv2d_backward_input<E: Num>(
         let mut dx = Vec::with_capacity(total);
         if let Some(dst) = f32_slots(&mut dx.spare_capacity_mut()[..total]) {
             let per = images_per_task(o * l * ck, n);
-            dst.par_chunks_mut(per * c * h * wd)
-                .zip(gf.par_chunks(per * o * l))
-                .for_each(|(dst, gs)| {
-                    direct::backward_input(gs, [o, ho, wo], wf, [c, kh, kw], [h, wd], p, dst);
-                });
+            super::for_chunks_mut(dst, per * c * h * wd, &|t, dst| {
+                let gs = &gf[t * per * o * l..][..dst.len() / (c * h * wd) * o * l];
+                direct::backward_input(gs, [o, ho, wo], wf, [c, kh, kw], [h, wd], p, dst);
+            });
             // SAFETY: `backward_input` wrote every element of every image.
             unsafe { dx.set_len(total) };
             return dx;
@@ -413,14 +407,12 @@ pub fn conv2d_backward_input<E: Num>(
     let col_len = if pointwise { 0 } else { ck * l };
     if n > 1 && o * l * ck < SMALL_ITEM {
         let per = images_per_task(o * l * ck, n);
-        dx.par_chunks_mut(per * c * h * wd)
-            .enumerate()
-            .for_each(|(t, block)| {
-                let mut col = vec![E::ZERO; col_len];
-                for (i, b) in block.chunks_mut(c * h * wd).enumerate() {
-                    image(t * per + i, b, &mut col, false);
-                }
-            });
+        super::for_chunks_mut(&mut dx, per * c * h * wd, &|t, block| {
+            let mut col = vec![E::ZERO; col_len];
+            for (i, b) in block.chunks_mut(c * h * wd).enumerate() {
+                image(t * per + i, b, &mut col, false);
+            }
+        });
     } else {
         let mut col = vec![E::ZERO; col_len];
         for (ni, b) in dx.chunks_mut(c * h * wd).enumerate() {
@@ -517,10 +509,7 @@ pub fn conv2d_backward_weight<E: Num>(
             return dw;
         }
         let mut parts = vec![0f32; tasks * size];
-        parts
-            .par_chunks_mut(size)
-            .enumerate()
-            .for_each(|(t, dst)| run(t, dst));
+        super::for_chunks_mut(&mut parts, size, &|t, dst| run(t, dst));
         sum_parts(&parts, dwf);
         return dw;
     }
@@ -532,7 +521,7 @@ pub fn conv2d_backward_weight<E: Num>(
         return dw;
     }
     let mut parts = vec![E::ZERO; tasks * size];
-    parts.par_chunks_mut(size).enumerate().for_each(|(t, dst)| {
+    super::for_chunks_mut(&mut parts, size, &|t, dst| {
         let first = t * per;
         task(first, per.min(n - first), dst, false, false);
     });
@@ -544,7 +533,7 @@ pub fn conv2d_backward_weight<E: Num>(
 /// (whichever chunk of `dst` it falls in, so the sum does not depend on the thread count).
 fn sum_parts<E: Num>(parts: &[E], dst: &mut [E]) {
     let size = dst.len();
-    dst.par_chunks_mut(CHUNK).enumerate().for_each(|(i, dst)| {
+    super::for_chunks_mut(dst, CHUNK, &|i, dst| {
         let range = i * CHUNK..i * CHUNK + dst.len();
         dst.copy_from_slice(&parts[range.clone()]);
         for part in parts.chunks_exact(size).skip(1) {

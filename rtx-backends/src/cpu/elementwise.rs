@@ -6,9 +6,8 @@
 //! enabled (and Rust never contracts `a * b + c` on its own), so both give bitwise the same
 //! results, and the math in `rtx_kernels::fastmath` is written to vectorize.
 
-use super::CHUNK;
+use super::{CHUNK, for_chunks_mut};
 use crate::Layout;
-use rayon::prelude::*;
 use std::mem::MaybeUninit;
 
 /// Outputs up to this many elements are written on the calling thread: waking a pool thread
@@ -17,18 +16,16 @@ use std::mem::MaybeUninit;
 pub(crate) const INLINE: usize = 2 * CHUNK;
 
 /// Fills a fresh vector of `n` elements chunk by chunk; `fill(start, chunk)` writes the output
-/// elements `start..start + chunk.len()`.
-pub fn build<U: Send>(n: usize, fill: impl Fn(usize, &mut [MaybeUninit<U>]) + Sync) -> Vec<U> {
+/// elements `start..start + chunk.len()`. `fill` is a `&dyn`, so this is compiled once per
+/// output type, not once per loop body.
+pub fn build<U: Send>(n: usize, fill: &(dyn Fn(usize, &mut [MaybeUninit<U>]) + Sync)) -> Vec<U> {
     let mut out = Vec::with_capacity(n);
     advise_huge_pages(&mut out);
     let spare = &mut out.spare_capacity_mut()[..n];
     if n <= INLINE {
         fill(0, spare);
     } else {
-        spare
-            .par_chunks_mut(CHUNK)
-            .enumerate()
-            .for_each(|(c, chunk)| fill(c * CHUNK, chunk));
+        for_chunks_mut(spare, CHUNK, &|c, chunk| fill(c * CHUNK, chunk));
     }
     // SAFETY: every `fill` call writes each slot of its chunk (all callers below write
     // through an iterator that covers the whole chunk), and the chunks cover 0..n.
@@ -177,12 +174,12 @@ pub fn map<A: Copy + Sync, U: Send>(src: &[A], l: &Layout, f: impl Fn(A) -> U + 
     let n = l.numel();
     if let Some(range) = l.contiguous_range() {
         let src = &src[range];
-        return build(n, |start, out| {
+        return build(n, &|start, out| {
             let src = &src[start..start + out.len()];
             map_slice(out, &f, src)
         });
     }
-    build(n, |start, out| {
+    build(n, &|start, out| {
         for (o, off) in out.iter_mut().zip(l.offsets_from(start)) {
             o.write(f(src[off]));
         }
@@ -203,7 +200,7 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, U: Send>(
     match (la.contiguous_range(), lb.contiguous_range()) {
         (Some(ra), Some(rb)) => {
             let (a, b) = (&a[ra], &b[rb]);
-            build(n, |start, out| {
+            build(n, &|start, out| {
                 let end = start + out.len();
                 zip_slice(out, &f, &a[start..end], &b[start..end])
             })
@@ -211,14 +208,14 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, U: Send>(
         (Some(ra), None) if lb.strides().iter().all(|&s| s == 0) => {
             // A scalar (or fully broadcast) right-hand side.
             let (a, y) = (&a[ra], b[lb.offset()]);
-            build(n, |start, out| {
+            build(n, &|start, out| {
                 scalar_slice(out, &f, &a[start..start + out.len()], y)
             })
         }
         (Some(ra), None) if let Some(inner) = repeated_row(lb) => {
             // A row repeated over leading dims (a bias added to a batch): dense segments.
             let (a, row) = (&a[ra], &b[lb.offset()..][..inner]);
-            build(n, |start, out| {
+            build(n, &|start, out| {
                 for_row_segments(start, out, inner, |pos, j, seg| {
                     zip_slice(seg, &f, &a[pos..pos + seg.len()], &row[j..j + seg.len()])
                 })
@@ -226,13 +223,13 @@ pub fn zip_map<A: Copy + Sync, B: Copy + Sync, U: Send>(
         }
         (None, Some(rb)) if let Some(inner) = repeated_row(la) => {
             let (row, b) = (&a[la.offset()..][..inner], &b[rb]);
-            build(n, |start, out| {
+            build(n, &|start, out| {
                 for_row_segments(start, out, inner, |pos, j, seg| {
                     zip_slice(seg, &f, &row[j..j + seg.len()], &b[pos..pos + seg.len()])
                 })
             })
         }
-        _ => build(n, |start, out| {
+        _ => build(n, &|start, out| {
             let offs = la.offsets_from(start).zip(lb.offsets_from(start));
             for (o, (ia, ib)) in out.iter_mut().zip(offs) {
                 o.write(f(a[ia], b[ib]));
@@ -290,7 +287,7 @@ pub fn zip3_map<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, U: Send>(
     (c, lc): (&[C], &Layout),
     f: impl Fn(A, B, C) -> U + Sync,
 ) -> Vec<U> {
-    build(la.numel(), |start, out| {
+    build(la.numel(), &|start, out| {
         let offs = la
             .offsets_from(start)
             .zip(lb.offsets_from(start))
@@ -301,72 +298,91 @@ pub fn zip3_map<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, U: Send>(
     })
 }
 
-/// `f` applied to any number of strided inputs of the same logical sizes (a user's
-/// `#[kernel]` applied through `rtx::kernel`): `f` gets one element of each input, in order.
-/// `inputs` must not be empty.
-pub fn zip_n_map<A: Copy + Sync + Default, U: Send>(
+/// `f` applied to `N + EXTRA` strided inputs of the same logical sizes (a `#[kernel]` applied
+/// through `rtx::kernel`: its `N` inputs, and for a derivative kernel `EXTRA = 1` more, the
+/// upstream gradient): `f` gets one element of each input, in order. The count is a constant
+/// so that the loop over a block is compiled for exactly that many inputs: a short loop that
+/// `f` inlines into and that can vectorize. Walking the layouts and splitting the work across
+/// threads is [`zip_blocks`], compiled once per element type, not once per `f`.
+///
+/// # Panics
+/// When `inputs` does not hold `N + EXTRA` inputs.
+pub fn zip_n_map<const N: usize, const EXTRA: usize, A: Copy + Sync + Default, U: Send>(
     inputs: &[(&[A], &Layout)],
     f: impl Fn(&[A]) -> U + Sync,
 ) -> Vec<U> {
+    let k = N + EXTRA;
+    assert_eq!(inputs.len(), k, "an elementwise kernel of {k} inputs");
     let n = inputs.first().map_or(0, |(_, l)| l.numel());
     debug_assert!(inputs.iter().all(|(_, l)| l.numel() == n));
-    match inputs.len() {
-        1 => zip_blocks::<1, A, U>(inputs, n, &f),
-        2 => zip_blocks::<2, A, U>(inputs, n, &f),
-        3 => zip_blocks::<3, A, U>(inputs, n, &f),
-        4 => zip_blocks::<4, A, U>(inputs, n, &f),
-        5 => zip_blocks::<5, A, U>(inputs, n, &f),
-        6 => zip_blocks::<6, A, U>(inputs, n, &f),
-        7 => zip_blocks::<7, A, U>(inputs, n, &f),
-        8 => zip_blocks::<8, A, U>(inputs, n, &f),
-        _ => build(n, |start, out| {
-            let mut offsets: Vec<_> = inputs.iter().map(|(_, l)| l.offsets_from(start)).collect();
-            let mut xs: Vec<A> = Vec::with_capacity(inputs.len());
-            for o in out.iter_mut() {
-                xs.clear();
-                for ((s, _), offs) in inputs.iter().zip(offsets.iter_mut()) {
-                    // Every input has `n` logical elements, so no iterator ends before `out`.
-                    if let Some(at) = offs.next() {
-                        xs.push(s[at]);
-                    }
+    let block = |srcs: &[&[A]], out: &mut [MaybeUninit<U>]| {
+        if k <= STACK_INPUTS {
+            // `k` is a constant here, so `&xs[..k]` has a known length and the copies unroll.
+            for (i, o) in out.iter_mut().enumerate() {
+                let mut xs = [A::default(); STACK_INPUTS];
+                for (x, s) in xs[..k].iter_mut().zip(srcs) {
+                    *x = s[i];
                 }
+                o.write(f(&xs[..k]));
+            }
+        } else {
+            let mut xs = Vec::with_capacity(k);
+            for (i, o) in out.iter_mut().enumerate() {
+                xs.clear();
+                xs.extend(srcs.iter().map(|s| s[i]));
                 o.write(f(&xs));
             }
-        }),
-    }
+        }
+    };
+    zip_blocks(inputs, n, &block)
 }
 
-/// Elements per block of [`zip_blocks`]: `K` buffers of this many elements stay in L1.
+/// The most inputs whose elements [`zip_n_map`] passes from the stack.
+const STACK_INPUTS: usize = 16;
+
+/// Elements per block of [`zip_blocks`]: the blocks of all inputs stay in L1.
 const ZIP_BLOCK: usize = 256;
 
-/// [`zip_n_map`] with `K` inputs, block by block: a dense input is read in place, any other is
-/// first gathered into a block buffer (a row at a time: broadcast runs filled, contiguous runs
-/// copied), and `f` then runs over the block with its inputs as a `[A; K]`, a loop with no
-/// per-element bookkeeping that the compiler inlines `f` into and can vectorize.
-fn zip_blocks<const K: usize, A: Copy + Sync + Default, U: Send>(
+/// A kernel's loop over one block: its inputs' elements (one slice per input) in, the
+/// block's outputs written.
+type BlockFn<'a, A, U> = dyn Fn(&[&[A]], &mut [MaybeUninit<U>]) + Sync + 'a;
+
+/// Runs `block` over the output in blocks of [`ZIP_BLOCK`] elements, in parallel by chunks:
+/// a dense input is handed over in place, any other is first gathered into a block buffer (a
+/// row at a time: broadcast runs filled, contiguous runs copied).
+fn zip_blocks<A: Copy + Sync + Default, U: Send>(
     inputs: &[(&[A], &Layout)],
     n: usize,
-    f: &(impl Fn(&[A]) -> U + Sync),
+    block: &BlockFn<'_, A, U>,
 ) -> Vec<U> {
-    let ins: [(&[A], &Layout); K] = std::array::from_fn(|k| inputs[k]);
-    let dense: [Option<&[A]>; K] =
-        std::array::from_fn(|k| ins[k].1.contiguous_range().map(|r| &ins[k].0[r]));
-    build(n, |start, out| {
-        let mut bufs = [[A::default(); ZIP_BLOCK]; K];
+    let dense: Vec<Option<&[A]>> = inputs
+        .iter()
+        .map(|(s, l)| l.contiguous_range().map(|r| &s[r]))
+        .collect();
+    build(n, &|start, out| {
+        let mut bufs = vec![[A::default(); ZIP_BLOCK]; inputs.len()];
         for (b, chunk) in out.chunks_mut(ZIP_BLOCK).enumerate() {
             let (pos, len) = (start + b * ZIP_BLOCK, chunk.len());
-            for k in 0..K {
+            for (k, buf) in bufs.iter_mut().enumerate() {
                 if dense[k].is_none() {
-                    gather_block(ins[k].0, ins[k].1, pos, &mut bufs[k][..len]);
+                    gather_block(inputs[k].0, inputs[k].1, pos, &mut buf[..len]);
                 }
             }
-            let srcs: [&[A]; K] = std::array::from_fn(|k| match dense[k] {
+            let bufs = &bufs;
+            let src = |k: usize| match dense[k] {
                 Some(d) => &d[pos..pos + len],
                 None => &bufs[k][..len],
-            });
-            for (i, o) in chunk.iter_mut().enumerate() {
-                let xs: [A; K] = std::array::from_fn(|k| srcs[k][i]);
-                o.write(f(&xs));
+            };
+            if inputs.len() <= 8 {
+                // On the stack: a heap vector per block would cost about what a short block does.
+                let mut srcs: [&[A]; 8] = [&[]; 8];
+                for (k, s) in srcs[..inputs.len()].iter_mut().enumerate() {
+                    *s = src(k);
+                }
+                block(&srcs[..inputs.len()], chunk);
+            } else {
+                let srcs: Vec<&[A]> = (0..inputs.len()).map(src).collect();
+                block(&srcs, chunk);
             }
         }
     })
@@ -422,7 +438,7 @@ mod tests {
         let lb = Layout::contiguous(&[cols])
             .broadcast_to(&[rows, cols])
             .unwrap();
-        let got = zip_n_map(&[(&a[..], &la), (&b[..], &lb)], |x| x[0] + x[1]);
+        let got = zip_n_map::<2, 0, _, _>(&[(&a[..], &la), (&b[..], &lb)], |x| x[0] + x[1]);
         let want: Vec<f32> = (0..rows * cols)
             .map(|i| i as f32 + 1000.0 * (i % cols) as f32)
             .collect();
@@ -432,7 +448,7 @@ mod tests {
     #[test]
     fn zip_n_blocks_match_the_per_element_walk_for_every_input_count() {
         // A transposed view, a broadcast column and a broadcast row, over sizes that are not
-        // a multiple of the block, for 1 to 9 inputs (9 takes the per-element walk).
+        // a multiple of the block, for 1 to 17 inputs (17 pass their elements in a vector).
         let (rows, cols) = (53, 29);
         let a: Vec<f64> = (0..rows * cols).map(|i| (i % 17) as f64).collect();
         let col: Vec<f64> = (0..rows).map(|i| i as f64 * 0.5).collect();
@@ -448,11 +464,18 @@ mod tests {
             ),
             (&a[..], Layout::contiguous(&[rows, cols])),
         ];
-        for k in 1..=9 {
+        for k in [1, 2, 3, 9, 16, 17] {
             let ins: Vec<(&[f64], &Layout)> =
                 (0..k).map(|i| (views[i % 4].0, &views[i % 4].1)).collect();
             let weigh = |x: &[f64]| x.iter().enumerate().map(|(i, v)| v * (i + 1) as f64).sum();
-            let got: Vec<f64> = zip_n_map(&ins, weigh);
+            let got: Vec<f64> = match k {
+                1 => zip_n_map::<1, 0, _, _>(&ins, weigh),
+                2 => zip_n_map::<1, 1, _, _>(&ins, weigh),
+                3 => zip_n_map::<3, 0, _, _>(&ins, weigh),
+                9 => zip_n_map::<8, 1, _, _>(&ins, weigh),
+                16 => zip_n_map::<15, 1, _, _>(&ins, weigh),
+                _ => zip_n_map::<17, 0, _, _>(&ins, weigh),
+            };
             let mut offsets: Vec<_> = ins.iter().map(|(_, l)| l.offsets_from(0)).collect();
             let want: Vec<f64> = (0..rows * cols)
                 .map(|_| {
@@ -469,6 +492,14 @@ mod tests {
     }
 
     #[test]
+    #[should_panic(expected = "an elementwise kernel of 3 inputs")]
+    fn zip_n_refuses_a_count_other_than_its_own() {
+        let a = [1.0f32, 2.0];
+        let l = Layout::contiguous(&[2]);
+        zip_n_map::<2, 1, _, _>(&[(&a[..], &l), (&a[..], &l)], |v| v[0]);
+    }
+
+    #[test]
     fn zip_n_matches_zip3_on_strided_and_broadcast_inputs() {
         let a: Vec<f32> = (0..12).map(|i| i as f32).collect();
         let b = [10.0f32, 20.0, 30.0];
@@ -478,11 +509,11 @@ mod tests {
         let want = zip3_map((&a, &la), (&a, &lt), (&b[..], &lb), |x, y, z| {
             x * 100.0 + y + z
         });
-        let got = zip_n_map(&[(&a, &la), (&a, &lt), (&b[..], &lb)], |v| {
+        let got = zip_n_map::<2, 1, _, _>(&[(&a, &la), (&a, &lt), (&b[..], &lb)], |v| {
             v[0] * 100.0 + v[1] + v[2]
         });
         assert_eq!(got, want);
-        let dense = zip_n_map(&[(&a, &Layout::contiguous(&[12]))], |v| v[0] * 2.0);
+        let dense = zip_n_map::<1, 0, _, _>(&[(&a, &Layout::contiguous(&[12]))], |v| v[0] * 2.0);
         assert_eq!(dense[11], 22.0);
     }
 

@@ -11,7 +11,6 @@
 use super::CHUNK;
 use super::elementwise::{build, map};
 use crate::{BackendError, Layout, Result};
-use rayon::prelude::*;
 
 /// Formats a logical position as `[i, j, ...]` for error messages.
 fn position(dims: &[usize], mut flat: usize) -> String {
@@ -87,7 +86,7 @@ pub fn index_select<E: Copy + Send + Sync>(
     let stride = l.strides()[axis];
     let d = indices.len();
     let n = outer.len() * d * inner_n;
-    Ok(build(n, |start, out| {
+    Ok(build(n, &|start, out| {
         let end = start + out.len();
         let mut p = start;
         while p < end {
@@ -153,8 +152,9 @@ pub fn gather<E: Copy + Send + Sync>(
     strides[axis] = 0;
     let base = Layout::new(il.dims(), &strides, l.offset());
     let step = l.strides()[axis];
-    Ok(build(il.numel(), |start, out| {
-        match il.contiguous_range() {
+    Ok(build(
+        il.numel(),
+        &|start, out| match il.contiguous_range() {
             Some(r) => {
                 let ks = &idx[r.start + start..r.start + start + out.len()];
                 for ((o, b), &k) in out.iter_mut().zip(base.offsets_from(start)).zip(ks) {
@@ -167,8 +167,8 @@ pub fn gather<E: Copy + Send + Sync>(
                     o.write(src[b + idx[ko] as usize * step]);
                 }
             }
-        }
-    }))
+        },
+    ))
 }
 
 /// A raw output pointer shared by the scatter tasks, which write disjoint positions.
@@ -220,34 +220,32 @@ pub fn scatter<E: Copy + Send + Sync>(
     let per_task = (CHUNK / len).max(1);
     let total = out.len();
     let shared = SharedOut(out.as_mut_ptr());
-    (0..n_lines.div_ceil(per_task))
-        .into_par_iter()
-        .for_each(|t| {
-            let first = t * per_task;
-            let count = per_task.min(n_lines - first);
-            let bases = idx_lines
-                .offsets_from(first)
-                .zip(src_lines.offsets_from(first))
-                .zip(out_lines.offsets_from(first))
-                .take(count);
-            for ((ib, sb), ob) in bases {
-                for j in 0..len {
-                    let k = idx[ib + j * istep] as usize;
-                    let v = src[sb + j * sstep];
-                    let o = ob + k * ostep;
-                    assert!(o < total);
-                    // SAFETY: `o` is in bounds (checked above). Line coordinates off `axis` are
-                    // below the output's sizes (check_fits) and `k` below its size on `axis`
-                    // (check_indices), so `o` is the dense offset of a position whose coordinates
-                    // off `axis` are this line's own; lines differ there, so no two tasks write
-                    // the same element, and nothing reads `out` during the loop.
-                    unsafe {
-                        let p = shared.get().add(o);
-                        *p = combine(*p, v);
-                    }
+    super::parallel_for(n_lines.div_ceil(per_task), &|t| {
+        let first = t * per_task;
+        let count = per_task.min(n_lines - first);
+        let bases = idx_lines
+            .offsets_from(first)
+            .zip(src_lines.offsets_from(first))
+            .zip(out_lines.offsets_from(first))
+            .take(count);
+        for ((ib, sb), ob) in bases {
+            for j in 0..len {
+                let k = idx[ib + j * istep] as usize;
+                let v = src[sb + j * sstep];
+                let o = ob + k * ostep;
+                assert!(o < total);
+                // SAFETY: `o` is in bounds (checked above). Line coordinates off `axis` are
+                // below the output's sizes (check_fits) and `k` below its size on `axis`
+                // (check_indices), so `o` is the dense offset of a position whose coordinates
+                // off `axis` are this line's own; lines differ there, so no two tasks write
+                // the same element, and nothing reads `out` during the loop.
+                unsafe {
+                    let p = shared.get().add(o);
+                    *p = combine(*p, v);
                 }
             }
-        });
+        }
+    });
     Ok(out)
 }
 
@@ -265,7 +263,7 @@ pub fn concat<E: Copy + Send + Sync>(parts: &[(&[E], &Layout)], axis: usize) -> 
         cum.push(cum[cum.len() - 1] + pl.dims()[axis] * inner_n);
     }
     let row = cum[parts.len()];
-    build(outer_n * row, |start, out| {
+    build(outer_n * row, &|start, out| {
         let end = start + out.len();
         let mut p = start;
         while p < end {
@@ -314,7 +312,7 @@ pub fn triangle<E: Copy + Send + Sync>(
             col - row <= k
         }
     };
-    build(l.numel(), |start, out| match l.contiguous_range() {
+    build(l.numel(), &|start, out| match l.contiguous_range() {
         Some(range) => {
             let src = &src[range.start + start..range.start + start + out.len()];
             for (i, (o, &v)) in out.iter_mut().zip(src).enumerate() {

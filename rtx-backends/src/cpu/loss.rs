@@ -6,7 +6,6 @@
 //! word `i` of the seed's Philox stream for element `i`, so its mask is bitwise the GPU's.
 
 use super::CHUNK;
-use rayon::prelude::*;
 use rtx_kernels::{Float, FloatMath, Philox};
 
 /// What the forward keeps for the backward: per row `ln Σ exp(x)` (as `f64`, which holds
@@ -45,9 +44,7 @@ fn for_chunks<T: Send>(
     if work <= 2 * CHUNK {
         data.chunks_mut(per).enumerate().for_each(|(i, c)| f(i, c));
     } else {
-        data.par_chunks_mut(per)
-            .enumerate()
-            .for_each(|(i, c)| f(i, c));
+        super::for_chunks_mut(data, per, &|i, c| f(i, c));
     }
 }
 

@@ -25,7 +25,6 @@
 use super::CHUNK;
 use super::elementwise::{INLINE, advise_huge_pages, map};
 use crate::Layout;
-use rayon::prelude::*;
 use rtx_kernels::op::BinaryOpT;
 use rtx_kernels::op::markers::Add;
 use rtx_kernels::{DType, Num, f16};
@@ -353,9 +352,7 @@ fn integer_gemm<E: Num>(
         }
     };
     if parallel && m * n * k >= SMALL_MATMUL {
-        dst.par_chunks_mut(INT_ROWS * n)
-            .enumerate()
-            .for_each(|(c, block)| rows(c * INT_ROWS, block));
+        super::for_chunks_mut(dst, INT_ROWS * n, &|c, block| rows(c * INT_ROWS, block));
     } else {
         rows(0, dst);
     }
@@ -488,10 +485,7 @@ fn matmul_onto<E: Num>(
         gemm_uninit((m, n, k), dst, lhs, rhs, parallel);
     };
     if a_offsets.len() > 1 && m * n * k < SMALL_MATMUL {
-        spare
-            .par_chunks_mut(m * n)
-            .enumerate()
-            .for_each(|(i, dst)| one(i, dst, false));
+        super::for_chunks_mut(spare, m * n, &|i, dst| one(i, dst, false));
     } else {
         for (i, dst) in spare.chunks_mut(m * n).enumerate() {
             one(i, dst, true);
@@ -540,7 +534,7 @@ fn bias_product<E: Num>(
     if total <= INLINE {
         finish(&mut out);
     } else {
-        out.par_chunks_mut((CHUNK / n).max(1) * n).for_each(finish);
+        super::for_chunks_mut(&mut out, (CHUNK / n).max(1) * n, &|_, rows| finish(rows));
     }
     out
 }

@@ -22,6 +22,66 @@ pub mod random;
 pub mod reduce;
 pub mod softmax_back;
 
+/// Runs `job(i)` for every `i` in `0..count` on the thread pool.
+///
+/// Not generic, so rayon's machinery (jobs, joins, the splitting of ranges) is compiled once,
+/// here. Loops generic over an element type or a closure that called rayon directly were
+/// instantiated, rayon and all, in every crate that used them at a new type: most of a user's
+/// release build went to that. Those loops hand this function a `&dyn Fn` instead.
+pub fn parallel_for(count: usize, job: &(dyn Fn(usize) + Sync)) {
+    use rayon::prelude::*;
+    (0..count).into_par_iter().for_each(job);
+}
+
+/// Runs `f(i, chunk)` on the pool for every `size`-element chunk of `data` (the last may be
+/// shorter), `i` counting from 0. Generic only over the element type; see [`parallel_for`].
+pub fn for_chunks_mut<T: Send>(data: &mut [T], size: usize, f: &(dyn Fn(usize, &mut [T]) + Sync)) {
+    let (len, base) = (data.len(), SharedMut(data.as_mut_ptr()));
+    let size = size.max(1);
+    parallel_for(len.div_ceil(size), &|i| {
+        let start = i * size;
+        // SAFETY: chunk `i` is `start..start + its length`, inside `data` and disjoint from
+        // every other chunk; `data` stays borrowed mutably for the whole call.
+        f(i, unsafe { base.slice(start, size.min(len - start)) })
+    });
+}
+
+/// `f(i)` for every `i` in `0..count`, computed on the pool, in order. Generic only over the
+/// result type; see [`parallel_for`].
+pub fn parallel_map<T: Send>(count: usize, f: &(dyn Fn(usize) -> T + Sync)) -> Vec<T> {
+    let mut out = Vec::with_capacity(count);
+    let base = SharedMut(out.spare_capacity_mut().as_mut_ptr());
+    parallel_for(count, &|i| {
+        // SAFETY: slot `i` is written by job `i` alone, and lies inside the capacity.
+        unsafe { base.slice(i, 1)[0].write(f(i)) };
+    });
+    // SAFETY: every slot `0..count` was written above (a panic in `f` unwinds past this).
+    unsafe { out.set_len(count) };
+    out
+}
+
+/// A pointer that parallel jobs may share: each job writes only its own disjoint part of the
+/// buffer behind it.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedMut<T>(pub(crate) *mut T);
+// SAFETY: users of `SharedMut` give each job a disjoint range, so no element is written by
+// two threads or read while another writes it.
+unsafe impl<T: Send> Sync for SharedMut<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for SharedMut<T> {}
+
+impl<T> SharedMut<T> {
+    /// The `len` elements from `start`.
+    ///
+    /// # Safety
+    /// The range lies inside the buffer, and no other live slice overlaps it.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn slice(&self, start: usize, len: usize) -> &mut [T] {
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(start), len) }
+    }
+}
+
 /// Elements per parallel task. Fixed, so chunk boundaries never depend on the thread count.
 pub const CHUNK: usize = 1 << 14;
 

@@ -9,8 +9,7 @@
 //! on the thread count. Row statistics are kept as `f64` (both compute types widen to it
 //! exactly) so they need no type of their own.
 
-use super::CHUNK;
-use rayon::prelude::*;
+use super::{CHUNK, SharedMut};
 use rtx_kernels::{Float, FloatMath};
 
 /// The statistics of each row: mean (0 for RMS norm) and `1 / sqrt(var + eps)`.
@@ -41,22 +40,23 @@ pub fn norm_rows<E: Float>(
         return (y, RowStats { mean, rstd });
     }
     let per_task = (CHUNK / cols).max(1);
-    y.par_chunks_mut(per_task * cols)
-        .zip(mean.par_chunks_mut(per_task))
-        .zip(rstd.par_chunks_mut(per_task))
-        .enumerate()
-        .for_each(|(task, ((y, mean), rstd))| {
-            let x = &x[task * per_task * cols..][..y.len()];
-            let rows = Rows {
-                x,
-                cols,
-                weight,
-                bias,
-                eps,
-                centered,
-            };
-            rows.run(y, mean, rstd);
-        });
+    let (mp, rp) = (SharedMut(mean.as_mut_ptr()), SharedMut(rstd.as_mut_ptr()));
+    super::for_chunks_mut(&mut y, per_task * cols, &|task, y| {
+        let x = &x[task * per_task * cols..][..y.len()];
+        let (first, count) = (task * per_task, y.len() / cols);
+        // SAFETY: task `task` alone writes rows `first..first + count` of the statistics,
+        // which hold one value per row.
+        let (mean, rstd) = unsafe { (mp.slice(first, count), rp.slice(first, count)) };
+        let rows = Rows {
+            x,
+            cols,
+            weight,
+            bias,
+            eps,
+            centered,
+        };
+        rows.run(y, mean, rstd);
+    });
     (y, RowStats { mean, rstd })
 }
 
@@ -182,33 +182,31 @@ pub fn norm_rows_backward<E: Float>(
     let rows = stats.rstd.len();
     if rows > 0 && cols > 0 {
         let per_task = (CHUNK / cols).max(1);
-        dx.par_chunks_mut(per_task * cols)
-            .enumerate()
-            .for_each(|(task, dx)| {
-                let c = <E::Acc as FloatMath>::c;
-                let n = c(cols as f64);
-                for (i, dx) in dx.chunks_mut(cols).enumerate() {
-                    let r0 = task * per_task + i;
-                    let (mu, r) = (c(stats.mean[r0]), c(stats.rstd[r0]));
-                    let (xs, gs) = (&x[r0 * cols..][..cols], &dy[r0 * cols..][..cols]);
-                    let g = |j: usize| match weight {
-                        Some(w) => gs[j].to_acc() * w[j].to_acc(),
-                        None => gs[j].to_acc(),
-                    };
-                    let (mut sg, mut sgx) = (c(0.0), c(0.0));
-                    for (j, xj) in xs.iter().enumerate() {
-                        let xhat = (xj.to_acc() - mu) * r;
-                        sg = sg + g(j);
-                        sgx = sgx + g(j) * xhat;
-                    }
-                    let mean_g = if centered { sg / n } else { c(0.0) };
-                    let mean_gx = sgx / n;
-                    for (j, out) in dx.iter_mut().enumerate() {
-                        let xhat = (xs[j].to_acc() - mu) * r;
-                        *out = E::from_acc(r * (g(j) - mean_g - xhat * mean_gx));
-                    }
+        super::for_chunks_mut(&mut dx, per_task * cols, &|task, dx| {
+            let c = <E::Acc as FloatMath>::c;
+            let n = c(cols as f64);
+            for (i, dx) in dx.chunks_mut(cols).enumerate() {
+                let r0 = task * per_task + i;
+                let (mu, r) = (c(stats.mean[r0]), c(stats.rstd[r0]));
+                let (xs, gs) = (&x[r0 * cols..][..cols], &dy[r0 * cols..][..cols]);
+                let g = |j: usize| match weight {
+                    Some(w) => gs[j].to_acc() * w[j].to_acc(),
+                    None => gs[j].to_acc(),
+                };
+                let (mut sg, mut sgx) = (c(0.0), c(0.0));
+                for (j, xj) in xs.iter().enumerate() {
+                    let xhat = (xj.to_acc() - mu) * r;
+                    sg = sg + g(j);
+                    sgx = sgx + g(j) * xhat;
                 }
-            });
+                let mean_g = if centered { sg / n } else { c(0.0) };
+                let mean_gx = sgx / n;
+                for (j, out) in dx.iter_mut().enumerate() {
+                    let xhat = (xs[j].to_acc() - mu) * r;
+                    *out = E::from_acc(r * (g(j) - mean_g - xhat * mean_gx));
+                }
+            }
+        });
     }
     let column = |j: usize| {
         let (mut sw, mut sb) = (c(0.0), c(0.0));
@@ -221,7 +219,7 @@ pub fn norm_rows_backward<E: Float>(
         (E::from_acc(sw), E::from_acc(sb))
     };
     let sums: Vec<(E, E)> = if want_weight || want_bias {
-        (0..cols).into_par_iter().map(column).collect()
+        super::parallel_map(cols, &column)
     } else {
         Vec::new()
     };

@@ -6,8 +6,7 @@
 //! PyTorch stores it. Work is split into fixed chunks, so results never depend on the thread
 //! count.
 
-use super::CHUNK;
-use rayon::prelude::*;
+use super::{CHUNK, SharedMut, parallel_for};
 use rtx_kernels::{Float, FloatMath};
 
 /// The per-step scalars of an Adam or AdamW update, computed by the caller in `f64` exactly as
@@ -158,16 +157,40 @@ pub fn adam<E: Float>(
     vmax: Option<&mut [E]>,
     s: &AdamScalars,
 ) {
-    let chunks = p
-        .par_chunks_mut(CHUNK)
-        .zip(g.par_chunks(CHUNK))
-        .zip(m.par_chunks_mut(CHUNK))
-        .zip(v.par_chunks_mut(CHUNK));
-    match vmax {
-        // AMSGrad is rare: one generic loop, its flags tested per element.
-        Some(vmax) => chunks
-            .zip(vmax.par_chunks_mut(CHUNK))
-            .for_each(|((((p, g), m), v), x)| {
+    let n = p.len();
+    assert!(
+        g.len() == n && m.len() == n && v.len() == n,
+        "adam: buffers of lengths {n}, {}, {} and {}",
+        g.len(),
+        m.len(),
+        v.len()
+    );
+    let (pp, mp, vp) = (
+        SharedMut(p.as_mut_ptr()),
+        SharedMut(m.as_mut_ptr()),
+        SharedMut(v.as_mut_ptr()),
+    );
+    let xp = vmax.map(|x| {
+        assert_eq!(x.len(), n, "adam: the AMSGrad buffer's length");
+        SharedMut(x.as_mut_ptr())
+    });
+    parallel_for(n.div_ceil(CHUNK), &|c| {
+        let (start, len) = (c * CHUNK, CHUNK.min(n - c * CHUNK));
+        let g = &g[start..start + len];
+        // SAFETY: chunk `c` of each buffer is written by this job alone; all four buffers
+        // hold `n` elements and stay borrowed mutably for the whole call.
+        let (p, m, v) = unsafe {
+            (
+                pp.slice(start, len),
+                mp.slice(start, len),
+                vp.slice(start, len),
+            )
+        };
+        match xp {
+            // AMSGrad is rare: one generic loop, its flags tested per element.
+            Some(xp) => {
+                // SAFETY: as above.
+                let x = unsafe { xp.slice(start, len) };
                 let near = (1.0 - s.beta1).abs() < 0.5;
                 for ((((p, &g), m), v), x) in p.iter_mut().zip(g).zip(m).zip(v).zip(x) {
                     match (s.decay != 1.0, s.l2 != 0.0, near) {
@@ -175,9 +198,10 @@ pub fn adam<E: Float>(
                         (d, l, false) => adam_any::<E, false>(p, g, m, v, x, s, d, l),
                     }
                 }
-            }),
-        None => chunks.for_each(|(((p, g), m), v)| adam_dispatch(p, g, m, v, s)),
-    }
+            }
+            None => adam_dispatch(p, g, m, v, s),
+        }
+    });
 }
 
 /// [`adam_one`] with AMSGrad's running maximum and the decay flags given at run time.
@@ -228,21 +252,34 @@ fn sgd_one<E: Float>(p: &mut E, g: E, buf: Option<&mut E>, s: &SgdScalars) {
 /// One SGD step over dense buffers of equal length: updates `p` (and the momentum buffer
 /// `buf`, when momentum is on) in place from the gradient `g`.
 pub fn sgd<E: Float>(p: &mut [E], g: &[E], buf: Option<&mut [E]>, s: &SgdScalars) {
-    let chunks = p.par_chunks_mut(CHUNK).zip(g.par_chunks(CHUNK));
-    match buf {
-        Some(buf) => chunks
-            .zip(buf.par_chunks_mut(CHUNK))
-            .for_each(|((p, g), b)| {
+    let n = p.len();
+    assert_eq!(g.len(), n, "sgd: the gradient's length");
+    let pp = SharedMut(p.as_mut_ptr());
+    let bp = buf.map(|b| {
+        assert_eq!(b.len(), n, "sgd: the momentum buffer's length");
+        SharedMut(b.as_mut_ptr())
+    });
+    parallel_for(n.div_ceil(CHUNK), &|c| {
+        let (start, len) = (c * CHUNK, CHUNK.min(n - c * CHUNK));
+        let g = &g[start..start + len];
+        // SAFETY: chunk `c` of each buffer is written by this job alone; both buffers hold
+        // `n` elements and stay borrowed mutably for the whole call.
+        let p = unsafe { pp.slice(start, len) };
+        match bp {
+            Some(bp) => {
+                // SAFETY: as above.
+                let b = unsafe { bp.slice(start, len) };
                 for ((p, &g), b) in p.iter_mut().zip(g).zip(b) {
                     sgd_one(p, g, Some(b), s);
                 }
-            }),
-        None => chunks.for_each(|(p, g)| {
-            for (p, &g) in p.iter_mut().zip(g) {
-                sgd_one(p, g, None, s);
             }
-        }),
-    }
+            None => {
+                for (p, &g) in p.iter_mut().zip(g) {
+                    sgd_one(p, g, None, s);
+                }
+            }
+        }
+    });
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use super::conv::{dense, out_size};
 use super::matmul::{same_type, same_type_mut};
 use super::pool_simd;
 use crate::Layout;
-use rayon::prelude::*;
 use rtx_kernels::op::PoolOp;
 use rtx_kernels::{Float, FloatMath, Num};
 use std::mem::MaybeUninit;
@@ -90,74 +89,68 @@ pub fn pool2d<E: Float>(x: &[E], xl: &Layout, op: PoolOp, p: &Pool2dParams) -> V
     // Whole output rows per task, so the window of a row is looked up once; each output is
     // written by one task, so the split cannot change results.
     let rows = (CHUNK / wo).max(1);
-    out.par_chunks_mut(rows * wo)
-        .enumerate()
-        .for_each(|(task, block)| {
-            for (i, dst) in block.chunks_mut(wo).enumerate() {
-                let r = task * rows + i;
-                let (image, oy) = (&x[r / ho * h * w..][..h * w], r % ho);
-                if tiled && (kh, kw) == (2, 2) {
-                    // Every `MaxPool2d<2, 2>`: the window's four values in the general loop's
-                    // order (rows, then columns), so even NaN payloads agree.
-                    let (top, bottom) = (2 * oy * w, (2 * oy + 1) * w);
-                    if let (true, Some(img), Some(out)) = (
-                        simd,
-                        same_type::<E, f32>(image),
-                        same_type_mut::<E, f32>(dst),
-                    ) {
-                        pool_simd::forward_row(
-                            &img[top..][..2 * wo],
-                            &img[bottom..][..2 * wo],
-                            out,
-                        );
-                        continue;
-                    }
-                    let (top, _) = image[2 * oy * w..][..2 * wo].as_chunks::<2>();
-                    let (bottom, _) = image[(2 * oy + 1) * w..][..2 * wo].as_chunks::<2>();
-                    for ((m, t), b) in dst.iter_mut().zip(top).zip(bottom) {
-                        let v = max_step(max_step(E::LOWEST, t[0]), t[1]);
-                        *m = max_step(max_step(v, b[0]), b[1]);
-                    }
+    super::for_chunks_mut(&mut out, rows * wo, &|task, block| {
+        for (i, dst) in block.chunks_mut(wo).enumerate() {
+            let r = task * rows + i;
+            let (image, oy) = (&x[r / ho * h * w..][..h * w], r % ho);
+            if tiled && (kh, kw) == (2, 2) {
+                // Every `MaxPool2d<2, 2>`: the window's four values in the general loop's
+                // order (rows, then columns), so even NaN payloads agree.
+                let (top, bottom) = (2 * oy * w, (2 * oy + 1) * w);
+                if let (true, Some(img), Some(out)) = (
+                    simd,
+                    same_type::<E, f32>(image),
+                    same_type_mut::<E, f32>(dst),
+                ) {
+                    pool_simd::forward_row(&img[top..][..2 * wo], &img[bottom..][..2 * wo], out);
                     continue;
                 }
-                if tiled {
-                    // Rows first, then the columns of each window, as above.
-                    dst.fill(E::LOWEST);
-                    for y in oy * kh..oy * kh + kh {
-                        let src = &image[y * w..][..wo * kw];
-                        for (m, win) in dst.iter_mut().zip(src.chunks_exact(kw)) {
-                            for &v in win {
-                                *m = max_step(*m, v);
-                            }
-                        }
-                    }
-                    continue;
+                let (top, _) = image[2 * oy * w..][..2 * wo].as_chunks::<2>();
+                let (bottom, _) = image[(2 * oy + 1) * w..][..2 * wo].as_chunks::<2>();
+                for ((m, t), b) in dst.iter_mut().zip(top).zip(bottom) {
+                    let v = max_step(max_step(E::LOWEST, t[0]), t[1]);
+                    *m = max_step(max_step(v, b[0]), b[1]);
                 }
-                let ys = ys[oy].clone();
-                for (o, xs) in dst.iter_mut().zip(&xs) {
-                    *o = match op {
-                        PoolOp::Max => {
-                            let mut m = E::LOWEST;
-                            for y in ys.clone() {
-                                for &v in &image[y * w + xs.start..y * w + xs.end] {
-                                    m = max_step(m, v);
-                                }
-                            }
-                            m
-                        }
-                        PoolOp::Avg => {
-                            let mut s = E::Acc::c(0.0);
-                            for y in ys.clone() {
-                                for &v in &image[y * w + xs.start..y * w + xs.end] {
-                                    s = s + v.to_acc();
-                                }
-                            }
-                            E::from_acc(s / E::Acc::c(area))
-                        }
-                    };
-                }
+                continue;
             }
-        });
+            if tiled {
+                // Rows first, then the columns of each window, as above.
+                dst.fill(E::LOWEST);
+                for y in oy * kh..oy * kh + kh {
+                    let src = &image[y * w..][..wo * kw];
+                    for (m, win) in dst.iter_mut().zip(src.chunks_exact(kw)) {
+                        for &v in win {
+                            *m = max_step(*m, v);
+                        }
+                    }
+                }
+                continue;
+            }
+            let ys = ys[oy].clone();
+            for (o, xs) in dst.iter_mut().zip(&xs) {
+                *o = match op {
+                    PoolOp::Max => {
+                        let mut m = E::LOWEST;
+                        for y in ys.clone() {
+                            for &v in &image[y * w + xs.start..y * w + xs.end] {
+                                m = max_step(m, v);
+                            }
+                        }
+                        m
+                    }
+                    PoolOp::Avg => {
+                        let mut s = E::Acc::c(0.0);
+                        for y in ys.clone() {
+                            for &v in &image[y * w + xs.start..y * w + xs.end] {
+                                s = s + v.to_acc();
+                            }
+                        }
+                        E::from_acc(s / E::Acc::c(area))
+                    }
+                };
+            }
+        }
+    });
     out
 }
 
@@ -202,47 +195,45 @@ pub fn pool2d_backward<E: Float>(
     }
     let yw: Vec<_> = (0..ho).map(|oy| window(oy * sh, kh, ph, h)).collect();
     let xw: Vec<_> = (0..wo).map(|ox| window(ox * sw, kw, pw, w)).collect();
-    dx.par_chunks_mut(h * w)
-        .enumerate()
-        .for_each(|(plane, dst)| {
-            let image = &x[plane * h * w..][..h * w];
-            let grad = &g[plane * ho * wo..][..ho * wo];
-            for oy in 0..ho {
-                for ox in 0..wo {
-                    let gv = grad[oy * wo + ox];
-                    let (ys, xs) = (yw[oy].clone(), xw[ox].clone());
-                    match op {
-                        PoolOp::Max => {
-                            let mut best: Option<(usize, E)> = None;
-                            'scan: for y in ys {
-                                for xi in xs.clone() {
-                                    let v = image[y * w + xi];
-                                    #[allow(clippy::eq_op)]
-                                    let nan = v != v;
-                                    if best.is_none_or(|(_, m)| v > m) || nan {
-                                        best = Some((y * w + xi, v));
-                                    }
-                                    if nan {
-                                        break 'scan;
-                                    }
+    super::for_chunks_mut(&mut dx, h * w, &|plane, dst| {
+        let image = &x[plane * h * w..][..h * w];
+        let grad = &g[plane * ho * wo..][..ho * wo];
+        for oy in 0..ho {
+            for ox in 0..wo {
+                let gv = grad[oy * wo + ox];
+                let (ys, xs) = (yw[oy].clone(), xw[ox].clone());
+                match op {
+                    PoolOp::Max => {
+                        let mut best: Option<(usize, E)> = None;
+                        'scan: for y in ys {
+                            for xi in xs.clone() {
+                                let v = image[y * w + xi];
+                                #[allow(clippy::eq_op)]
+                                let nan = v != v;
+                                if best.is_none_or(|(_, m)| v > m) || nan {
+                                    best = Some((y * w + xi, v));
                                 }
-                            }
-                            if let Some((at, _)) = best {
-                                dst[at] = dst[at].add(gv);
+                                if nan {
+                                    break 'scan;
+                                }
                             }
                         }
-                        PoolOp::Avg => {
-                            let share = gv.to_acc() / E::Acc::c(area);
-                            for y in ys {
-                                for d in &mut dst[y * w..][xs.clone()] {
-                                    *d = E::from_acc(d.to_acc() + share);
-                                }
+                        if let Some((at, _)) = best {
+                            dst[at] = dst[at].add(gv);
+                        }
+                    }
+                    PoolOp::Avg => {
+                        let share = gv.to_acc() / E::Acc::c(area);
+                        for y in ys {
+                            for d in &mut dst[y * w..][xs.clone()] {
+                                *d = E::from_acc(d.to_acc() + share);
                             }
                         }
                     }
                 }
             }
-        });
+        }
+    });
     dx
 }
 
@@ -261,33 +252,30 @@ fn max_backward_tiled<E: Float>(
         return dx;
     }
     let spare = &mut dx.spare_capacity_mut()[..planes * h * w];
-    spare
-        .par_chunks_mut(h * w)
-        .enumerate()
-        .for_each(|(plane, dst)| {
-            let image = &x[plane * h * w..][..h * w];
-            let grad = &g[plane * ho * wo..][..ho * wo];
-            if let (true, Some(image), Some(grad), Some(dst)) = (
-                (kh, kw) == (2, 2) && pool_simd::available(),
-                same_type::<E, f32>(image),
-                same_type::<E, f32>(grad),
-                f32_slots(dst),
-            ) {
-                for oy in 0..ho {
-                    let (top, bottom) = (&image[2 * oy * w..], &image[(2 * oy + 1) * w..]);
-                    let (out_top, out_bottom) = dst[2 * oy * w..][..2 * w].split_at_mut(w);
-                    let g = &grad[oy * wo..][..wo];
-                    pool_simd::backward_row(top, bottom, g, out_top, out_bottom);
-                    zero_slots(&mut out_top[2 * wo..]);
-                    zero_slots(&mut out_bottom[2 * wo..]);
-                }
-                zero_slots(&mut dst[2 * ho * w..]);
-            } else if (kh, kw) == (2, 2) {
-                tiled_plane_2x2(dst, image, grad, w, [ho, wo]);
-            } else {
-                tiled_plane(dst, image, grad, w, [ho, wo], [kh, kw]);
+    super::for_chunks_mut(spare, h * w, &|plane, dst| {
+        let image = &x[plane * h * w..][..h * w];
+        let grad = &g[plane * ho * wo..][..ho * wo];
+        if let (true, Some(image), Some(grad), Some(dst)) = (
+            (kh, kw) == (2, 2) && pool_simd::available(),
+            same_type::<E, f32>(image),
+            same_type::<E, f32>(grad),
+            f32_slots(dst),
+        ) {
+            for oy in 0..ho {
+                let (top, bottom) = (&image[2 * oy * w..], &image[(2 * oy + 1) * w..]);
+                let (out_top, out_bottom) = dst[2 * oy * w..][..2 * w].split_at_mut(w);
+                let g = &grad[oy * wo..][..wo];
+                pool_simd::backward_row(top, bottom, g, out_top, out_bottom);
+                zero_slots(&mut out_top[2 * wo..]);
+                zero_slots(&mut out_bottom[2 * wo..]);
             }
-        });
+            zero_slots(&mut dst[2 * ho * w..]);
+        } else if (kh, kw) == (2, 2) {
+            tiled_plane_2x2(dst, image, grad, w, [ho, wo]);
+        } else {
+            tiled_plane(dst, image, grad, w, [ho, wo], [kh, kw]);
+        }
+    });
     // SAFETY: each plane's task wrote every one of its `h * w` elements (see `tiled_plane`).
     unsafe { dx.set_len(planes * h * w) };
     dx

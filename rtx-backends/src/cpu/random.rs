@@ -32,7 +32,7 @@ pub fn generate<T: Copy + Send, const G: usize>(
     // Chunks then start on a block boundary; only the last chunk may end inside a block.
     const { assert!(CHUNK.is_multiple_of(G), "chunks must hold whole blocks") };
     let g = Philox::new(seed);
-    build(n, |start, out| {
+    build(n, &|start, out| {
         let mut b = (start / G) as u64;
         let mut batches = out.chunks_exact_mut(G * BATCH);
         for batch in &mut batches {

@@ -20,9 +20,9 @@
 
 use super::CHUNK;
 use super::elementwise::INLINE;
+use super::{for_chunks_mut, parallel_map};
 use crate::{BackendError, Layout, Result};
 use half::{bf16, f16};
-use rayon::prelude::*;
 use rtx_kernels::op::ReduceOp;
 use rtx_kernels::{DType, Element, Float, FloatMath, Num};
 use std::any::Any;
@@ -118,10 +118,7 @@ fn build_in<U: Send>(
     if n <= per_task || n.saturating_mul(reads.max(1)) <= INLINE {
         fill(0, spare);
     } else {
-        spare
-            .par_chunks_mut(per_task)
-            .enumerate()
-            .for_each(|(c, chunk)| fill(c * per_task, chunk));
+        for_chunks_mut(spare, per_task, &|c, chunk| fill(c * per_task, chunk));
     }
     // SAFETY: every `fill` below writes each slot of its chunk, and the chunks cover 0..n.
     unsafe { out.set_len(n) };
@@ -207,7 +204,7 @@ fn fold_rows<E: Copy + Sync, F: Fold<E>>(
     let states: Vec<F::State> = if m.saturating_mul(k_len) <= INLINE {
         (0..m * nb).map(block).collect()
     } else {
-        (0..m * nb).into_par_iter().map(block).collect()
+        parallel_map(m * nb, &block)
     };
     states
         .chunks(nb)
@@ -694,7 +691,7 @@ pub fn softmax<E: Float>(src: &[E], l: &Layout, axis: usize, log: bool) -> Vec<E
     }
     let stats: Vec<(E::Acc, E::Acc)> = fold_axis(src, l, axis, &LseFold);
     let inner: usize = l.dims()[axis + 1..].iter().product();
-    super::elementwise::build(n, |start, out| {
+    super::elementwise::build(n, &|start, out| {
         for ((i, o), off) in out.iter_mut().enumerate().zip(l.offsets_from(start)) {
             let p = start + i;
             let (m, s) = stats[p / (k_len * inner) * inner + p % inner];
@@ -722,35 +719,32 @@ fn softmax_rows<E: Float>(src: &[E], l: &Layout, axis: usize, log: bool) -> Vec<
     let rows_per_task = outputs_per_task(k_len);
     let mut out: Vec<E> = Vec::with_capacity(l.numel());
     let spare = &mut out.spare_capacity_mut()[..l.numel()];
-    spare
-        .par_chunks_mut(rows_per_task * k_len)
-        .enumerate()
-        .for_each(|(c, chunk)| {
-            let mut scratch: Vec<E::Acc> = Vec::with_capacity(k_len);
-            for (dst, base) in chunk
-                .chunks_mut(k_len)
-                .zip(rl.offsets_from(c * rows_per_task))
-            {
-                let row = &src[base..base + k_len];
-                let m = lanes(row, E::Acc::c(f64::NEG_INFINITY), E::to_acc, fmax);
-                // The exponentials as one map over the row, which the compiler vectorizes
-                // (a push per element would not be), then summed in order.
-                scratch.clear();
-                scratch.extend(row.iter().map(|&x| (x.to_acc() - m).exp()));
-                let s = scratch.iter().fold(E::Acc::c(0.0), |s, &e| s + e);
-                if log {
-                    let ls = s.ln();
-                    for (o, &x) in dst.iter_mut().zip(row) {
-                        o.write(E::from_acc((x.to_acc() - m) - ls));
-                    }
-                } else {
-                    let inv = E::Acc::c(1.0) / s;
-                    for (o, &e) in dst.iter_mut().zip(&scratch) {
-                        o.write(E::from_acc(e * inv));
-                    }
+    for_chunks_mut(spare, rows_per_task * k_len, &|c, chunk| {
+        let mut scratch: Vec<E::Acc> = Vec::with_capacity(k_len);
+        for (dst, base) in chunk
+            .chunks_mut(k_len)
+            .zip(rl.offsets_from(c * rows_per_task))
+        {
+            let row = &src[base..base + k_len];
+            let m = lanes(row, E::Acc::c(f64::NEG_INFINITY), E::to_acc, fmax);
+            // The exponentials as one map over the row, which the compiler vectorizes
+            // (a push per element would not be), then summed in order.
+            scratch.clear();
+            scratch.extend(row.iter().map(|&x| (x.to_acc() - m).exp()));
+            let s = scratch.iter().fold(E::Acc::c(0.0), |s, &e| s + e);
+            if log {
+                let ls = s.ln();
+                for (o, &x) in dst.iter_mut().zip(row) {
+                    o.write(E::from_acc((x.to_acc() - m) - ls));
+                }
+            } else {
+                let inv = E::Acc::c(1.0) / s;
+                for (o, &e) in dst.iter_mut().zip(&scratch) {
+                    o.write(E::from_acc(e * inv));
                 }
             }
-        });
+        }
+    });
     // SAFETY: the chunks cover 0..numel and each row of each chunk writes all its slots.
     unsafe { out.set_len(l.numel()) };
     out

@@ -7,7 +7,6 @@
 //! once, and rows are split into fixed tasks, so results never depend on the thread count.
 
 use super::CHUNK;
-use rayon::prelude::*;
 use rtx_kernels::{Float, FloatMath};
 
 /// `y (g - Σ g y)` (softmax, `log` false) or `g - exp(y) Σ g` (log-softmax) for each
@@ -23,29 +22,27 @@ pub fn softmax_backward<E: Float>(y: &[E], g: &[E], cols: usize, log: bool) -> V
         return dx;
     }
     let per_task = (CHUNK / cols).max(1);
-    dx.par_chunks_mut(per_task * cols)
-        .enumerate()
-        .for_each(|(task, dx)| {
-            let start = task * per_task * cols;
-            for (i, dx) in dx.chunks_mut(cols).enumerate() {
-                let at = start + i * cols;
-                let (y, g) = (&y[at..at + cols], &g[at..at + cols]);
-                let zero = <E::Acc as FloatMath>::c(0.0);
-                if log {
-                    let s = g.iter().fold(zero, |s, v| s + v.to_acc());
-                    for ((o, y), g) in dx.iter_mut().zip(y).zip(g) {
-                        *o = E::from_acc(g.to_acc() - y.to_acc().exp() * s);
-                    }
-                } else {
-                    let s = g
-                        .iter()
-                        .zip(y)
-                        .fold(zero, |s, (g, y)| s + g.to_acc() * y.to_acc());
-                    for ((o, y), g) in dx.iter_mut().zip(y).zip(g) {
-                        *o = E::from_acc(y.to_acc() * (g.to_acc() - s));
-                    }
+    super::for_chunks_mut(&mut dx, per_task * cols, &|task, dx| {
+        let start = task * per_task * cols;
+        for (i, dx) in dx.chunks_mut(cols).enumerate() {
+            let at = start + i * cols;
+            let (y, g) = (&y[at..at + cols], &g[at..at + cols]);
+            let zero = <E::Acc as FloatMath>::c(0.0);
+            if log {
+                let s = g.iter().fold(zero, |s, v| s + v.to_acc());
+                for ((o, y), g) in dx.iter_mut().zip(y).zip(g) {
+                    *o = E::from_acc(g.to_acc() - y.to_acc().exp() * s);
+                }
+            } else {
+                let s = g
+                    .iter()
+                    .zip(y)
+                    .fold(zero, |s, (g, y)| s + g.to_acc() * y.to_acc());
+                for ((o, y), g) in dx.iter_mut().zip(y).zip(g) {
+                    *o = E::from_acc(y.to_acc() * (g.to_acc() - s));
                 }
             }
-        });
+        }
+    });
     dx
 }

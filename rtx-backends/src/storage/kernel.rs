@@ -57,16 +57,49 @@ fn one_device<'a, E: Element + 'a>(
     Ok(found)
 }
 
+/// An elementwise kernel's CPU loop over its inputs (host slices and their layouts).
+type CpuLoop<'a, E> = dyn Fn(&[(&[E], &Layout)]) -> Vec<E> + 'a;
+
 impl<E: Float> Storage<E> {
-    /// Applies the elementwise kernel `src` to `inputs`, whose layouts are already broadcast
-    /// to the same sizes: `native` on the CPU (one element of each input in, in order), the
-    /// kernel's entry for `E` on a GPU. `uniforms` are the `#[uniform]` values in order; `T`
-    /// ones are rounded to `E` first, so both devices see the same value.
-    pub fn map_kernel(
+    /// Applies the elementwise kernel `src` to its `N` inputs, whose layouts are already
+    /// broadcast to the same sizes: `native` on the CPU (one element of each input in, in
+    /// order), the kernel's entry for `E` on a GPU. `uniforms` are the `#[uniform]` values in
+    /// order; `T` ones are rounded to `E` first, so both devices see the same value. `N` is a
+    /// constant so that the CPU loop is compiled for exactly that many inputs.
+    pub fn map_kernel<const N: usize>(
         src: &'static KernelSource,
         inputs: &[(&Storage<E>, &Layout)],
         uniforms: &[f64],
         native: impl Fn(&[E]) -> E + Sync,
+    ) -> Result<Self> {
+        let cpu = |slices: &[(&[E], &Layout)]| {
+            crate::cpu::elementwise::zip_n_map::<N, 0, _, _>(slices, &native)
+        };
+        Self::map_kernel_with(src, N, inputs, uniforms, &cpu)
+    }
+
+    /// [`Storage::map_kernel`] for a derivative kernel: the `N` inputs of the kernel it was
+    /// derived from, then the upstream gradient (`N + 1` inputs in all).
+    pub fn map_kernel_grad<const N: usize>(
+        src: &'static KernelSource,
+        inputs: &[(&Storage<E>, &Layout)],
+        uniforms: &[f64],
+        native: impl Fn(&[E]) -> E + Sync,
+    ) -> Result<Self> {
+        let cpu = |slices: &[(&[E], &Layout)]| {
+            crate::cpu::elementwise::zip_n_map::<N, 1, _, _>(slices, &native)
+        };
+        Self::map_kernel_with(src, N + 1, inputs, uniforms, &cpu)
+    }
+
+    /// [`Storage::map_kernel`] with the CPU loop as a `&dyn`: only the loop is compiled per
+    /// kernel, the checks and the launch once per element type.
+    fn map_kernel_with(
+        src: &'static KernelSource,
+        count: usize,
+        inputs: &[(&Storage<E>, &Layout)],
+        uniforms: &[f64],
+        cpu: &CpuLoop<'_, E>,
     ) -> Result<Self> {
         let Some(&(first, first_l)) = inputs.first() else {
             return Err(BackendError::BadArgument {
@@ -74,6 +107,12 @@ impl<E: Float> Storage<E> {
                 msg: "an elementwise kernel needs at least one input".into(),
             });
         };
+        if inputs.len() != count {
+            return Err(BackendError::BadArgument {
+                op: src.name,
+                msg: format!("{} inputs given to a kernel of {count}", inputs.len()),
+            });
+        }
         let dims = first_l.dims();
         if let Some((_, l)) = inputs.iter().find(|(_, l)| l.dims() != dims) {
             return Err(BackendError::BadArgument {
@@ -93,9 +132,7 @@ impl<E: Float> Storage<E> {
                     .iter()
                     .filter_map(|(s, l)| s.as_cpu_slice().map(|v| (v, *l)))
                     .collect();
-                Ok(Storage::Cpu(crate::cpu::elementwise::zip_n_map(
-                    &slices, native,
-                )))
+                Ok(Storage::Cpu(cpu(&slices)))
             }
             Storage::Cuda(c) => {
                 let ins: Vec<_> = inputs

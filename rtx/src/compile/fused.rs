@@ -59,7 +59,7 @@ fn run<K: Elementwise<N>, const N: usize, O: Shape, E: Float>(
 ) -> Result<Tensor<O, E>> {
     check_uniforms(K::KERNEL, uniforms)?;
     let ins: Vec<(&Storage<E>, &Layout)> = ops.iter().map(|o| (&*o.storage, &o.layout)).collect();
-    let storage = Storage::map_kernel(K::KERNEL, &ins, uniforms, K::scalar::<E>(uniforms))?;
+    let storage = Storage::map_kernel::<N>(K::KERNEL, &ins, uniforms, K::scalar::<E>(uniforms))?;
     Ok(Tensor::from_storage(storage, out))
 }
 
@@ -78,7 +78,7 @@ fn grad_at_output<K: Elementwise<N>, const N: usize, O: Shape, E: Float>(
         ops.iter().map(|o| (&*o.storage, &o.layout)).collect();
     ins.push((dy.storage(), dy.layout()));
     let f = K::scalar_grad::<E>(i, uniforms);
-    let storage = Storage::map_kernel(src, &ins, uniforms, f)?;
+    let storage = Storage::map_kernel_grad::<N>(src, &ins, uniforms, f)?;
     Ok(Tensor::from_storage(storage, dy.shape()))
 }
 

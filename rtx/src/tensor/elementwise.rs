@@ -175,7 +175,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
                 };
                 let f = <O::Kernel as Elementwise<1>>::scalar_grad::<E>(0, &[]);
                 let ins = [(x.storage(), x.layout()), (g.storage(), g.layout())];
-                let st = Storage::map_kernel(src, &ins, &[], f)?;
+                let st = Storage::map_kernel_grad::<1>(src, &ins, &[], f)?;
                 Ok(Tensor::from_storage(st, x.shape()))
             }
         }

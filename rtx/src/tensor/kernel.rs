@@ -143,7 +143,7 @@ where
     check_uniforms(src, uniforms)?;
     let ins: Vec<(&Storage<E>, &Layout)> =
         inputs.iter().map(|i| (&*i.storage, &i.layout)).collect();
-    let storage = Storage::map_kernel(src, &ins, uniforms, K::scalar::<E>(uniforms))?;
+    let storage = Storage::map_kernel::<N>(src, &ins, uniforms, K::scalar::<E>(uniforms))?;
     let result = Tensor::from_storage(storage, out);
     let nodes: Vec<Option<&Arc<Node>>> = inputs.iter().map(|i| i.node.as_ref()).collect();
     if !autograd::must_record(&nodes) {
@@ -174,7 +174,7 @@ where
                     saved.iter().map(|s| (&*s.storage, &s.layout)).collect();
                 ins.push((g.storage(), g.layout()));
                 let f = K::scalar_grad::<E>(i, &uniforms);
-                let st = Storage::map_kernel(grad_src, &ins, &uniforms, f)?;
+                let st = Storage::map_kernel_grad::<N>(grad_src, &ins, &uniforms, f)?;
                 (saved[i].to_input)(Tensor::from_storage(st, g.shape()))
             })
             .collect()
