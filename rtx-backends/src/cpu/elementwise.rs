@@ -315,17 +315,18 @@ pub fn zip_n_map<const N: usize, const EXTRA: usize, A: Copy + Sync + Default, U
     assert_eq!(inputs.len(), k, "an elementwise kernel of {k} inputs");
     let n = inputs.first().map_or(0, |(_, l)| l.numel());
     debug_assert!(inputs.iter().all(|(_, l)| l.numel() == n));
-    let block = |srcs: &[&[A]], out: &mut [MaybeUninit<U>]| {
-        if k <= STACK_INPUTS {
-            // `k` is a constant here, so `&xs[..k]` has a known length and the copies unroll.
-            for (i, o) in out.iter_mut().enumerate() {
-                let mut xs = [A::default(); STACK_INPUTS];
-                for (x, s) in xs[..k].iter_mut().zip(srcs) {
-                    *x = s[i];
-                }
-                o.write(f(&xs[..k]));
-            }
-        } else {
+    // A constant, so only the arm for this count is compiled (rustc skips code under a
+    // `match` on a constant when it instantiates a function).
+    let block = |srcs: &[&[A]], out: &mut [MaybeUninit<U>]| match const { N + EXTRA } {
+        1 => block_loop::<1, A, U>(srcs, out, &f),
+        2 => block_loop::<2, A, U>(srcs, out, &f),
+        3 => block_loop::<3, A, U>(srcs, out, &f),
+        4 => block_loop::<4, A, U>(srcs, out, &f),
+        5 => block_loop::<5, A, U>(srcs, out, &f),
+        6 => block_loop::<6, A, U>(srcs, out, &f),
+        7 => block_loop::<7, A, U>(srcs, out, &f),
+        8 => block_loop::<8, A, U>(srcs, out, &f),
+        _ => {
             let mut xs = Vec::with_capacity(k);
             for (i, o) in out.iter_mut().enumerate() {
                 xs.clear();
@@ -337,8 +338,28 @@ pub fn zip_n_map<const N: usize, const EXTRA: usize, A: Copy + Sync + Default, U
     zip_blocks(inputs, n, &block)
 }
 
-/// The most inputs whose elements [`zip_n_map`] passes from the stack.
-const STACK_INPUTS: usize = 16;
+/// `out[i] = f([srcs[0][i], .., srcs[K - 1][i]])` over one block. Every source is cut to the
+/// block's length first, so no index is checked inside the loop, which then has no
+/// per-element bookkeeping: the compiler inlines `f` and can vectorize.
+#[inline(always)]
+fn block_loop<const K: usize, A: Copy + Default, U>(
+    srcs: &[&[A]],
+    out: &mut [MaybeUninit<U>],
+    f: &impl Fn(&[A]) -> U,
+) {
+    let n = out.len();
+    let mut ins: [&[A]; K] = [&[]; K];
+    for (j, s) in ins.iter_mut().enumerate() {
+        *s = &srcs[j][..n];
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        let mut xs = [A::default(); K];
+        for (x, s) in xs.iter_mut().zip(&ins) {
+            *x = s[i];
+        }
+        o.write(f(&xs));
+    }
+}
 
 /// Elements per block of [`zip_blocks`]: the blocks of all inputs stay in L1.
 const ZIP_BLOCK: usize = 256;
@@ -448,7 +469,7 @@ mod tests {
     #[test]
     fn zip_n_blocks_match_the_per_element_walk_for_every_input_count() {
         // A transposed view, a broadcast column and a broadcast row, over sizes that are not
-        // a multiple of the block, for 1 to 17 inputs (17 pass their elements in a vector).
+        // a multiple of the block, for 1 to 17 inputs (over 8 pass their elements in a vector).
         let (rows, cols) = (53, 29);
         let a: Vec<f64> = (0..rows * cols).map(|i| (i % 17) as f64).collect();
         let col: Vec<f64> = (0..rows).map(|i| i as f64 * 0.5).collect();
