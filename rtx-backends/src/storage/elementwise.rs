@@ -7,6 +7,7 @@
 //! for: the kernels over `T: Num` and `T: Element` have integer (and `bool`) entries, so only
 //! float math and integer `pow` are missing for integers (a `NoKernel` error names them).
 
+use super::erased::{AnyRef, AnyStorage, ForElement, ForFloat, ForNum, ForSigned, scalar_as};
 use super::{Storage, same_device};
 use crate::cpu::elementwise::{map, zip_map, zip3_map};
 use crate::cuda::Arg;
@@ -16,11 +17,337 @@ use rtx_kernels::kernels::{
     self as k, binary_kernel, binary_scalar_kernel, cmp_kernel, cmp_scalar_code,
 };
 use rtx_kernels::op::markers;
-use rtx_kernels::{BinaryOpT, CmpOpT, Element, Float, Num, Signed, UnaryOp, UnaryOpT};
+use rtx_kernels::{
+    BinaryOp, BinaryOpT, CmpOp, CmpOpT, DType, Element, Float, Num, Signed, UnaryOp, UnaryOpT,
+    UnaryVisitor,
+};
+use std::any::Any;
 
 impl<E: Element> Storage<E> {
     /// A unary float op by its marker type (`exp`, `gelu`, ...), computed in `E::Acc`.
     pub fn unary<O: UnaryOpT>(&self, l: &Layout) -> Result<Self>
+    where
+        E: Float,
+    {
+        Ok(unary_any(O::OP, AnyRef::of(self), l)?.into_typed())
+    }
+
+    /// Negation or absolute value of a signed type (integers included). Other ops are float-only
+    /// and go through [`Storage::unary`].
+    pub fn signed_unary(&self, op: UnaryOp, l: &Layout) -> Result<Self>
+    where
+        E: Signed,
+    {
+        Ok(signed_unary_any(op, AnyRef::of(self), l)?.into_typed())
+    }
+
+    /// A binary op; both layouts already broadcast to the same sizes.
+    pub fn binary<O: BinaryOpT>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Self>
+    where
+        E: Num,
+    {
+        Ok(binary_any(O::OP, (AnyRef::of(self), l), (AnyRef::of(rhs), rl))?.into_typed())
+    }
+
+    /// `x op c` for every element `x` of `self` viewed by `l`, or `c op x` when `scalar_left`:
+    /// the scalar travels as a kernel argument, never as a tensor, so on a GPU this is one
+    /// launch with no upload (it may run while a CUDA graph is captured), reading one input
+    /// with vector loads when the view is dense. Bit for bit what [`Storage::binary`] gives
+    /// against a tensor holding `c` (integer `pow` has no GPU kernel, as there).
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage};
+    /// use rtx_kernels::op::markers::Sub;
+    /// let l = Layout::contiguous(&[3]);
+    /// let x = Storage::from_vec(vec![1.0f32, 2.0, 3.0], Device::Cpu).unwrap();
+    /// assert_eq!(x.binary_scalar::<Sub>(&l, 10.0, false).unwrap().to_vec(&l), [-9.0, -8.0, -7.0]);
+    /// assert_eq!(x.binary_scalar::<Sub>(&l, 10.0, true).unwrap().to_vec(&l), [9.0, 8.0, 7.0]);
+    /// ```
+    pub fn binary_scalar<O: BinaryOpT>(&self, l: &Layout, c: E, scalar_left: bool) -> Result<Self>
+    where
+        E: Num,
+    {
+        Ok(binary_scalar_any(O::OP, AnyRef::of(self), l, &c, scalar_left)?.into_typed())
+    }
+
+    /// `x cmp c` into booleans for every element `x` of `self` viewed by `l`, with the scalar
+    /// as a kernel argument (no upload on a GPU); the same answers as [`Storage::cmp`] against
+    /// a tensor holding `c`.
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage};
+    /// use rtx_kernels::op::markers::Gt;
+    /// let l = Layout::contiguous(&[3]);
+    /// let x = Storage::from_vec(vec![1.0f32, 2.0, f32::NAN], Device::Cpu).unwrap();
+    /// assert_eq!(x.cmp_scalar::<Gt>(&l, 1.5).unwrap().to_vec(&l), [false, true, false]);
+    /// ```
+    pub fn cmp_scalar<O: CmpOpT>(&self, l: &Layout, c: E) -> Result<Storage<bool>> {
+        Ok(cmp_scalar_any(O::OP, AnyRef::of(self), l, &c)?.into_typed())
+    }
+
+    /// A comparison into booleans; both layouts already broadcast to the same sizes.
+    pub fn cmp<O: CmpOpT>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Storage<bool>> {
+        Ok(cmp_any(O::OP, (AnyRef::of(self), l), (AnyRef::of(rhs), rl))?.into_typed())
+    }
+
+    /// `x * mul + add` in one pass (used for scalar arithmetic and scaling).
+    pub fn affine(&self, l: &Layout, mul: E, add: E) -> Result<Self>
+    where
+        E: Num,
+    {
+        Ok(affine_any(AnyRef::of(self), l, (&mul, &add), false)?.into_typed())
+    }
+
+    /// Clamps every element into `[lo, hi]` (NaN stays NaN).
+    pub fn clamp(&self, l: &Layout, lo: E, hi: E) -> Result<Self>
+    where
+        E: Num,
+    {
+        Ok(affine_any(AnyRef::of(self), l, (&lo, &hi), true)?.into_typed())
+    }
+
+    /// Converts every element to another element type.
+    pub fn cast<U: Element>(&self, l: &Layout) -> Result<Storage<U>> {
+        Ok(cast_any(AnyRef::of(self), l, U::DTYPE)?.into_typed())
+    }
+
+    /// The gradient of relu from the output gradient `self` (viewed by `l`) and relu's input
+    /// `x` (viewed by `xl`, same sizes): `g * step(x)`, where `step` is 1 for `x > 0` and 0
+    /// elsewhere (NaN included), as dense storage. One pass on the CPU; elsewhere the
+    /// composition of comparison, cast and product, which gives the same values.
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage};
+    /// let l = Layout::contiguous(&[4]);
+    /// let g = Storage::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], Device::Cpu).unwrap();
+    /// let x = Storage::from_vec(vec![-1.0f32, 0.0, 5.0, f32::NAN], Device::Cpu).unwrap();
+    /// let dx = g.relu_backward(&l, &x, &l).unwrap();
+    /// assert_eq!(dx.to_vec(&l), vec![0.0, 0.0, 3.0, 0.0]);
+    /// ```
+    pub fn relu_backward(&self, l: &Layout, x: &Self, xl: &Layout) -> Result<Self>
+    where
+        E: Num,
+    {
+        Ok(relu_backward_any((AnyRef::of(self), l), (AnyRef::of(x), xl))?.into_typed())
+    }
+
+    /// `cond ? on_true : on_false`; all three layouts already broadcast to the same sizes.
+    pub fn where_cond(
+        cond: (&Storage<bool>, &Layout),
+        on_true: (&Self, &Layout),
+        on_false: (&Self, &Layout),
+    ) -> Result<Self> {
+        let (t, f) = (
+            (AnyRef::of(on_true.0), on_true.1),
+            (AnyRef::of(on_false.0), on_false.1),
+        );
+        Ok(where_any(cond, t, f)?.into_typed())
+    }
+}
+
+// The entry points with the element type erased: not generic, so compiled once, here (see
+// `erased.rs`). Each runs its body on the storage's concrete type.
+
+/// A storage operand and its layout.
+type Operand<'a> = (AnyRef<'a>, &'a Layout);
+
+fn unary_any(op: UnaryOp, x: AnyRef, l: &Layout) -> Result<AnyStorage> {
+    struct Body<'a>(UnaryOp, &'a Layout);
+    impl ForFloat for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<F: Float>(self, s: &Storage<F>) -> Self::Out {
+            struct Op<'a, F: Element>(&'a Storage<F>, &'a Layout);
+            impl<F: Float> UnaryVisitor for Op<'_, F> {
+                type Out = Result<Storage<F>>;
+                fn visit<O: UnaryOpT>(self) -> Self::Out {
+                    self.0.unary_body::<O>(self.1)
+                }
+            }
+            self.0.visit(Op(s, self.1)).map(AnyStorage::from_typed)
+        }
+    }
+    x.floats(op.name(), Body(op, l))
+}
+
+fn signed_unary_any(op: UnaryOp, x: AnyRef, l: &Layout) -> Result<AnyStorage> {
+    struct Body<'a>(UnaryOp, &'a Layout);
+    impl ForSigned for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<S: Signed>(self, s: &Storage<S>) -> Self::Out {
+            s.signed_unary_body(self.0, self.1)
+                .map(AnyStorage::from_typed)
+        }
+    }
+    x.signeds(op.name(), Body(op, l))
+}
+
+fn binary_any(op: BinaryOp, a: Operand, b: Operand) -> Result<AnyStorage> {
+    struct Body<'a>(BinaryOp, &'a Layout, Operand<'a>);
+    impl ForNum for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<N: Num>(self, s: &Storage<N>) -> Self::Out {
+            let (op, l, (rhs, rl)) = (self.0, self.1, self.2);
+            let rhs = rhs.typed::<N>(rtx_kernels::Op::Binary(op).name())?;
+            match op {
+                BinaryOp::Add => s.binary_body::<markers::Add>(l, rhs, rl),
+                BinaryOp::Sub => s.binary_body::<markers::Sub>(l, rhs, rl),
+                BinaryOp::Mul => s.binary_body::<markers::Mul>(l, rhs, rl),
+                BinaryOp::Div => s.binary_body::<markers::Div>(l, rhs, rl),
+                BinaryOp::Max => s.binary_body::<markers::Max>(l, rhs, rl),
+                BinaryOp::Min => s.binary_body::<markers::Min>(l, rhs, rl),
+                BinaryOp::Pow => s.binary_body::<markers::Pow>(l, rhs, rl),
+            }
+            .map(AnyStorage::from_typed)
+        }
+    }
+    a.0.nums(rtx_kernels::Op::Binary(op).name(), Body(op, a.1, b))
+}
+
+fn binary_scalar_any(
+    op: BinaryOp,
+    x: AnyRef,
+    l: &Layout,
+    c: &dyn Any,
+    left: bool,
+) -> Result<AnyStorage> {
+    struct Body<'a>(BinaryOp, &'a Layout, &'a dyn Any, bool);
+    impl ForNum for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<N: Num>(self, s: &Storage<N>) -> Self::Out {
+            let (op, l, c, left) = (self.0, self.1, scalar_as::<N>(self.2), self.3);
+            match op {
+                BinaryOp::Add => s.binary_scalar_body::<markers::Add>(l, c, left),
+                BinaryOp::Sub => s.binary_scalar_body::<markers::Sub>(l, c, left),
+                BinaryOp::Mul => s.binary_scalar_body::<markers::Mul>(l, c, left),
+                BinaryOp::Div => s.binary_scalar_body::<markers::Div>(l, c, left),
+                BinaryOp::Max => s.binary_scalar_body::<markers::Max>(l, c, left),
+                BinaryOp::Min => s.binary_scalar_body::<markers::Min>(l, c, left),
+                BinaryOp::Pow => s.binary_scalar_body::<markers::Pow>(l, c, left),
+            }
+            .map(AnyStorage::from_typed)
+        }
+    }
+    x.nums(rtx_kernels::Op::Binary(op).name(), Body(op, l, c, left))
+}
+
+fn cmp_scalar_any(op: CmpOp, x: AnyRef, l: &Layout, c: &dyn Any) -> Result<AnyStorage> {
+    struct Body<'a>(CmpOp, &'a Layout, &'a dyn Any);
+    impl ForElement for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<E: Element>(self, s: &Storage<E>) -> Self::Out {
+            let (l, c) = (self.1, scalar_as::<E>(self.2));
+            match self.0 {
+                CmpOp::Eq => s.cmp_scalar_body::<markers::Eq>(l, c),
+                CmpOp::Ne => s.cmp_scalar_body::<markers::Ne>(l, c),
+                CmpOp::Lt => s.cmp_scalar_body::<markers::Lt>(l, c),
+                CmpOp::Le => s.cmp_scalar_body::<markers::Le>(l, c),
+                CmpOp::Gt => s.cmp_scalar_body::<markers::Gt>(l, c),
+                CmpOp::Ge => s.cmp_scalar_body::<markers::Ge>(l, c),
+            }
+            .map(AnyStorage::from_typed)
+        }
+    }
+    x.elements(Body(op, l, c))
+}
+
+fn cmp_any(op: CmpOp, a: Operand, b: Operand) -> Result<AnyStorage> {
+    struct Body<'a>(CmpOp, &'a Layout, Operand<'a>);
+    impl ForElement for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<E: Element>(self, s: &Storage<E>) -> Self::Out {
+            let (l, (rhs, rl)) = (self.1, self.2);
+            let rhs = rhs.typed::<E>("compare")?;
+            match self.0 {
+                CmpOp::Eq => s.cmp_body::<markers::Eq>(l, rhs, rl),
+                CmpOp::Ne => s.cmp_body::<markers::Ne>(l, rhs, rl),
+                CmpOp::Lt => s.cmp_body::<markers::Lt>(l, rhs, rl),
+                CmpOp::Le => s.cmp_body::<markers::Le>(l, rhs, rl),
+                CmpOp::Gt => s.cmp_body::<markers::Gt>(l, rhs, rl),
+                CmpOp::Ge => s.cmp_body::<markers::Ge>(l, rhs, rl),
+            }
+            .map(AnyStorage::from_typed)
+        }
+    }
+    a.0.elements(Body(op, a.1, b))
+}
+
+/// `x * a + b`, or `x` clamped into `[a, b]` when `clamp`.
+fn affine_any(
+    x: AnyRef,
+    l: &Layout,
+    (a, b): (&dyn Any, &dyn Any),
+    clamp: bool,
+) -> Result<AnyStorage> {
+    struct Body<'a>(&'a Layout, &'a dyn Any, &'a dyn Any, bool);
+    impl ForNum for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<N: Num>(self, s: &Storage<N>) -> Self::Out {
+            let (a, b) = (scalar_as::<N>(self.1), scalar_as::<N>(self.2));
+            match self.3 {
+                true => s.clamp_body(self.0, a, b),
+                false => s.affine_body(self.0, a, b),
+            }
+            .map(AnyStorage::from_typed)
+        }
+    }
+    x.nums(if clamp { "clamp" } else { "affine" }, Body(l, a, b, clamp))
+}
+
+fn cast_any(x: AnyRef, l: &Layout, to: DType) -> Result<AnyStorage> {
+    struct Body<'a>(&'a Layout, DType);
+    impl ForElement for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<E: Element>(self, s: &Storage<E>) -> Self::Out {
+            let l = self.0;
+            Ok(match self.1 {
+                DType::F32 => AnyStorage::F32(s.cast_body(l)?),
+                DType::F64 => AnyStorage::F64(s.cast_body(l)?),
+                DType::F16 => AnyStorage::F16(s.cast_body(l)?),
+                DType::BF16 => AnyStorage::BF16(s.cast_body(l)?),
+                DType::I32 => AnyStorage::I32(s.cast_body(l)?),
+                DType::I64 => AnyStorage::I64(s.cast_body(l)?),
+                DType::U8 => AnyStorage::U8(s.cast_body(l)?),
+                DType::Bool => AnyStorage::Bool(s.cast_body(l)?),
+            })
+        }
+    }
+    x.elements(Body(l, to))
+}
+
+fn relu_backward_any(g: Operand, x: Operand) -> Result<AnyStorage> {
+    struct Body<'a>(&'a Layout, Operand<'a>);
+    impl ForNum for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<N: Num>(self, s: &Storage<N>) -> Self::Out {
+            let (x, xl) = self.1;
+            let x = x.typed::<N>("relu_backward")?;
+            s.relu_backward_body(self.0, x, xl)
+                .map(AnyStorage::from_typed)
+        }
+    }
+    g.0.nums("relu_backward", Body(g.1, x))
+}
+
+fn where_any(
+    cond: (&Storage<bool>, &Layout),
+    on_true: Operand,
+    on_false: Operand,
+) -> Result<AnyStorage> {
+    struct Body<'a>((&'a Storage<bool>, &'a Layout), &'a Layout, Operand<'a>);
+    impl ForElement for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<E: Element>(self, s: &Storage<E>) -> Self::Out {
+            let (b, bl) = self.2;
+            let b = b.typed::<E>("where")?;
+            Storage::where_cond_body(self.0, (s, self.1), (b, bl)).map(AnyStorage::from_typed)
+        }
+    }
+    on_true.0.elements(Body(cond, on_true.1, on_false))
+}
+
+impl<E: Element> Storage<E> {
+    /// The body of [`Storage::unary`] for one element type.
+    fn unary_body<O: UnaryOpT>(&self, l: &Layout) -> Result<Self>
     where
         E: Float,
     {
@@ -38,9 +365,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// Negation or absolute value of a signed type (integers included). Other ops are float-only
-    /// and go through [`Storage::unary`].
-    pub fn signed_unary(&self, op: UnaryOp, l: &Layout) -> Result<Self>
+    /// The body of [`Storage::signed_unary`] for one element type.
+    fn signed_unary_body(&self, op: UnaryOp, l: &Layout) -> Result<Self>
     where
         E: Signed,
     {
@@ -62,8 +388,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// A binary op; both layouts already broadcast to the same sizes.
-    pub fn binary<O: BinaryOpT>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Self>
+    /// The body of [`Storage::binary`] for one element type.
+    fn binary_body<O: BinaryOpT>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Self>
     where
         E: Num,
     {
@@ -83,21 +409,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// `x op c` for every element `x` of `self` viewed by `l`, or `c op x` when `scalar_left`:
-    /// the scalar travels as a kernel argument, never as a tensor, so on a GPU this is one
-    /// launch with no upload (it may run while a CUDA graph is captured), reading one input
-    /// with vector loads when the view is dense. Bit for bit what [`Storage::binary`] gives
-    /// against a tensor holding `c` (integer `pow` has no GPU kernel, as there).
-    ///
-    /// ```
-    /// # use rtx_backends::{Device, Layout, Storage};
-    /// use rtx_kernels::op::markers::Sub;
-    /// let l = Layout::contiguous(&[3]);
-    /// let x = Storage::from_vec(vec![1.0f32, 2.0, 3.0], Device::Cpu).unwrap();
-    /// assert_eq!(x.binary_scalar::<Sub>(&l, 10.0, false).unwrap().to_vec(&l), [-9.0, -8.0, -7.0]);
-    /// assert_eq!(x.binary_scalar::<Sub>(&l, 10.0, true).unwrap().to_vec(&l), [9.0, 8.0, 7.0]);
-    /// ```
-    pub fn binary_scalar<O: BinaryOpT>(&self, l: &Layout, c: E, scalar_left: bool) -> Result<Self>
+    /// The body of [`Storage::binary_scalar`] for one element type.
+    fn binary_scalar_body<O: BinaryOpT>(&self, l: &Layout, c: E, scalar_left: bool) -> Result<Self>
     where
         E: Num,
     {
@@ -123,18 +436,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// `x cmp c` into booleans for every element `x` of `self` viewed by `l`, with the scalar
-    /// as a kernel argument (no upload on a GPU); the same answers as [`Storage::cmp`] against
-    /// a tensor holding `c`.
-    ///
-    /// ```
-    /// # use rtx_backends::{Device, Layout, Storage};
-    /// use rtx_kernels::op::markers::Gt;
-    /// let l = Layout::contiguous(&[3]);
-    /// let x = Storage::from_vec(vec![1.0f32, 2.0, f32::NAN], Device::Cpu).unwrap();
-    /// assert_eq!(x.cmp_scalar::<Gt>(&l, 1.5).unwrap().to_vec(&l), [false, true, false]);
-    /// ```
-    pub fn cmp_scalar<O: CmpOpT>(&self, l: &Layout, c: E) -> Result<Storage<bool>> {
+    /// The body of [`Storage::cmp_scalar`] for one element type.
+    fn cmp_scalar_body<O: CmpOpT>(&self, l: &Layout, c: E) -> Result<Storage<bool>> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, move |x| O::apply(x, c)))),
@@ -149,8 +452,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// A comparison into booleans; both layouts already broadcast to the same sizes.
-    pub fn cmp<O: CmpOpT>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Storage<bool>> {
+    /// The body of [`Storage::cmp`] for one element type.
+    fn cmp_body<O: CmpOpT>(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Storage<bool>> {
         same_device("compare", self, rhs)?;
         crate::dispatch::on_cpu(self.device());
         match (self, rhs) {
@@ -169,8 +472,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// `x * mul + add` in one pass (used for scalar arithmetic and scaling).
-    pub fn affine(&self, l: &Layout, mul: E, add: E) -> Result<Self>
+    /// The body of [`Storage::affine`] for one element type.
+    fn affine_body(&self, l: &Layout, mul: E, add: E) -> Result<Self>
     where
         E: Num,
     {
@@ -188,8 +491,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// Clamps every element into `[lo, hi]` (NaN stays NaN).
-    pub fn clamp(&self, l: &Layout, lo: E, hi: E) -> Result<Self>
+    /// The body of [`Storage::clamp`] for one element type.
+    fn clamp_body(&self, l: &Layout, lo: E, hi: E) -> Result<Self>
     where
         E: Num,
     {
@@ -215,8 +518,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// Converts every element to another element type.
-    pub fn cast<U: Element>(&self, l: &Layout) -> Result<Storage<U>> {
+    /// The body of [`Storage::cast`] for one element type.
+    fn cast_body<U: Element>(&self, l: &Layout) -> Result<Storage<U>> {
         crate::dispatch::on_cpu(self.device());
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(map(v, l, |x: E| x.cast::<U>()))),
@@ -240,20 +543,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// The gradient of relu from the output gradient `self` (viewed by `l`) and relu's input
-    /// `x` (viewed by `xl`, same sizes): `g * step(x)`, where `step` is 1 for `x > 0` and 0
-    /// elsewhere (NaN included), as dense storage. One pass on the CPU; elsewhere the
-    /// composition of comparison, cast and product, which gives the same values.
-    ///
-    /// ```
-    /// # use rtx_backends::{Device, Layout, Storage};
-    /// let l = Layout::contiguous(&[4]);
-    /// let g = Storage::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], Device::Cpu).unwrap();
-    /// let x = Storage::from_vec(vec![-1.0f32, 0.0, 5.0, f32::NAN], Device::Cpu).unwrap();
-    /// let dx = g.relu_backward(&l, &x, &l).unwrap();
-    /// assert_eq!(dx.to_vec(&l), vec![0.0, 0.0, 3.0, 0.0]);
-    /// ```
-    pub fn relu_backward(&self, l: &Layout, x: &Self, xl: &Layout) -> Result<Self>
+    /// The body of [`Storage::relu_backward`] for one element type.
+    fn relu_backward_body(&self, l: &Layout, x: &Self, xl: &Layout) -> Result<Self>
     where
         E: Num,
     {
@@ -274,8 +565,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// `cond ? on_true : on_false`; all three layouts already broadcast to the same sizes.
-    pub fn where_cond(
+    /// The body of [`Storage::where_cond`] for one element type.
+    fn where_cond_body(
         cond: (&Storage<bool>, &Layout),
         on_true: (&Self, &Layout),
         on_false: (&Self, &Layout),

@@ -6,6 +6,7 @@ mod attention;
 mod cast_multi;
 mod conv;
 mod elementwise;
+pub mod erased;
 mod index;
 mod kernel;
 mod loss;

@@ -5,6 +5,7 @@
 //! Every reduction returns fresh contiguous storage with the reduced axis removed (the tensor
 //! layer views it with the axis kept as 1 for `keepdim`); softmax keeps the input's sizes.
 
+use super::erased::{AnyRef, AnyStorage, ForFloat, ForNum};
 use super::{Storage, same_device};
 use crate::cpu::reduce as cpu;
 use crate::cuda::{CudaStorage, ops as gpu, ops_softmax};
@@ -78,6 +79,204 @@ impl<E: Element> Storage<E> {
     where
         E: Num,
     {
+        Ok(num_reduce_any(AnyRef::of(self), l, NumReduction::Axis(op, axis))?.into_typed())
+    }
+
+    /// Argmax or argmin along `axis`: the index of the first extreme, NaN counting as both.
+    pub fn arg_reduce(&self, l: &Layout, axis: usize, op: ReduceOp) -> Result<Storage<i64>>
+    where
+        E: Num,
+    {
+        Ok(num_reduce_any(AnyRef::of(self), l, NumReduction::Arg(op, axis))?.into_typed())
+    }
+
+    /// Sum, product, max or min of every element, as one element. The order of the elements
+    /// may follow storage rather than logical order, which only changes float rounding, and
+    /// never with the thread count.
+    pub fn reduce_all(&self, l: &Layout, op: ReduceOp) -> Result<Self>
+    where
+        E: Num,
+    {
+        Ok(num_reduce_any(AnyRef::of(self), l, NumReduction::All(op))?.into_typed())
+    }
+
+    /// The mean along `axis`, accumulated in `E::Acc`.
+    pub fn mean(&self, l: &Layout, axis: usize) -> Result<Self>
+    where
+        E: Float,
+    {
+        Ok(float_reduce_any(AnyRef::of(self), l, FloatReduction::Mean(axis))?.into_typed())
+    }
+
+    /// The mean of every element, as one element.
+    pub fn mean_all(&self, l: &Layout) -> Result<Self>
+    where
+        E: Float,
+    {
+        Ok(float_reduce_any(AnyRef::of(self), l, FloatReduction::MeanAll)?.into_typed())
+    }
+
+    /// The variance along `axis` divided by `size - correction` (two passes in `E::Acc`), or
+    /// the standard deviation when `sqrt` is set.
+    pub fn var(&self, l: &Layout, axis: usize, correction: usize, sqrt: bool) -> Result<Self>
+    where
+        E: Float,
+    {
+        let r = FloatReduction::Var {
+            axis,
+            correction,
+            sqrt,
+        };
+        Ok(float_reduce_any(AnyRef::of(self), l, r)?.into_typed())
+    }
+
+    /// `ln Σ exp(x)` along `axis`, shifted by the maximum.
+    pub fn logsumexp(&self, l: &Layout, axis: usize) -> Result<Self>
+    where
+        E: Float,
+    {
+        Ok(float_reduce_any(AnyRef::of(self), l, FloatReduction::LogSumExp(axis))?.into_typed())
+    }
+
+    /// Softmax along `axis`, computed in `E::Acc`; the output has the input's sizes.
+    pub fn softmax(&self, l: &Layout, axis: usize) -> Result<Self>
+    where
+        E: Float,
+    {
+        Ok(float_reduce_any(AnyRef::of(self), l, FloatReduction::Softmax(axis))?.into_typed())
+    }
+
+    /// Log-softmax along `axis`, computed as `(x - max) - ln Σ exp(x - max)` in `E::Acc`.
+    pub fn log_softmax(&self, l: &Layout, axis: usize) -> Result<Self>
+    where
+        E: Float,
+    {
+        let r = FloatReduction::LogSoftmax(axis);
+        Ok(float_reduce_any(AnyRef::of(self), l, r)?.into_typed())
+    }
+
+    /// The input gradient of softmax (`log` false) or log-softmax along the last axis, fused:
+    /// `self` viewed by `l` is the forward's output `y` and `g` its gradient (the same
+    /// sizes); returns the dense `y (g - Σ g y)` or `g - exp(y) Σ g`, each row's sum and every
+    /// output computed in `E::Acc` and rounded once. One launch on a GPU. (An optimization of
+    /// the composition of primitive ops that `rtx` also defines.)
+    ///
+    /// ```
+    /// # use rtx_backends::{Device, Layout, Storage};
+    /// let l = Layout::contiguous(&[1, 2]);
+    /// let y = Storage::from_vec(vec![0.25f32, 0.75], Device::Cpu).unwrap();
+    /// let g = Storage::from_vec(vec![1.0f32, 3.0], Device::Cpu).unwrap();
+    /// let dx = y.softmax_backward(&l, (&g, &l), false).unwrap();
+    /// assert_eq!(dx.to_vec(&l), vec![-0.375, 0.375]);
+    /// ```
+    pub fn softmax_backward(&self, l: &Layout, (g, gl): (&Self, &Layout), log: bool) -> Result<Self>
+    where
+        E: Float,
+    {
+        let r = FloatReduction::SoftmaxBackward(AnyRef::of(g), gl, log);
+        Ok(float_reduce_any(AnyRef::of(self), l, r)?.into_typed())
+    }
+}
+
+// The entry points with the element type erased: not generic, so compiled once, here (see
+// `erased.rs`).
+
+/// A reduction of any numeric type.
+#[derive(Clone, Copy)]
+enum NumReduction {
+    /// `reduce` along an axis.
+    Axis(ReduceOp, usize),
+    /// `arg_reduce` along an axis.
+    Arg(ReduceOp, usize),
+    /// `reduce_all`.
+    All(ReduceOp),
+}
+
+fn num_reduce_any(x: AnyRef, l: &Layout, r: NumReduction) -> Result<AnyStorage> {
+    struct Body<'a>(&'a Layout, NumReduction);
+    impl ForNum for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<N: Num>(self, s: &Storage<N>) -> Self::Out {
+            let l = self.0;
+            Ok(match self.1 {
+                NumReduction::Axis(op, axis) => AnyStorage::from_typed(s.reduce_body(l, axis, op)?),
+                NumReduction::Arg(op, axis) => AnyStorage::I64(s.arg_reduce_body(l, axis, op)?),
+                NumReduction::All(op) => AnyStorage::from_typed(s.reduce_all_body(l, op)?),
+            })
+        }
+    }
+    let op = match r {
+        NumReduction::Axis(op, _) | NumReduction::Arg(op, _) | NumReduction::All(op) => op,
+    };
+    x.nums(Op::Reduce(op).name(), Body(l, r))
+}
+
+/// A reduction (or a softmax) of any float type.
+#[derive(Clone, Copy)]
+enum FloatReduction<'a> {
+    /// `mean` along an axis.
+    Mean(usize),
+    /// `mean_all`.
+    MeanAll,
+    /// `var` along an axis.
+    Var {
+        axis: usize,
+        correction: usize,
+        sqrt: bool,
+    },
+    /// `logsumexp` along an axis.
+    LogSumExp(usize),
+    /// `softmax` along an axis.
+    Softmax(usize),
+    /// `log_softmax` along an axis.
+    LogSoftmax(usize),
+    /// The fused input gradient: the output gradient and its layout, and whether of
+    /// log-softmax.
+    SoftmaxBackward(AnyRef<'a>, &'a Layout, bool),
+}
+
+fn float_reduce_any(x: AnyRef, l: &Layout, r: FloatReduction) -> Result<AnyStorage> {
+    struct Body<'a>(&'a Layout, FloatReduction<'a>);
+    impl ForFloat for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<F: Float>(self, s: &Storage<F>) -> Self::Out {
+            let l = self.0;
+            match self.1 {
+                FloatReduction::Mean(axis) => s.mean_body(l, axis),
+                FloatReduction::MeanAll => s.mean_all_body(l),
+                FloatReduction::Var {
+                    axis,
+                    correction,
+                    sqrt,
+                } => s.var_body(l, axis, correction, sqrt),
+                FloatReduction::LogSumExp(axis) => s.logsumexp_body(l, axis),
+                FloatReduction::Softmax(axis) => s.softmax_body(l, axis),
+                FloatReduction::LogSoftmax(axis) => s.log_softmax_body(l, axis),
+                FloatReduction::SoftmaxBackward(g, gl, log) => {
+                    let g = g.typed::<F>("softmax_backward")?;
+                    s.softmax_backward_body(l, (g, gl), log)
+                }
+            }
+            .map(AnyStorage::from_typed)
+        }
+    }
+    let name = match r {
+        FloatReduction::Mean(_) | FloatReduction::MeanAll => "mean",
+        FloatReduction::Var { .. } => "var",
+        FloatReduction::LogSumExp(_) => "logsumexp",
+        FloatReduction::Softmax(_) => "softmax",
+        FloatReduction::LogSoftmax(_) => "log_softmax",
+        FloatReduction::SoftmaxBackward(..) => "softmax_backward",
+    };
+    x.floats(name, Body(l, r))
+}
+
+impl<E: Element> Storage<E> {
+    /// The body of [`Storage::reduce`] for one element type.
+    fn reduce_body(&self, l: &Layout, axis: usize, op: ReduceOp) -> Result<Self>
+    where
+        E: Num,
+    {
         check_axis(Op::Reduce(op).name(), l, axis)?;
         crate::dispatch::on_cpu(self.device());
         match self {
@@ -86,8 +285,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// Argmax or argmin along `axis`: the index of the first extreme, NaN counting as both.
-    pub fn arg_reduce(&self, l: &Layout, axis: usize, op: ReduceOp) -> Result<Storage<i64>>
+    /// The body of [`Storage::arg_reduce`] for one element type.
+    fn arg_reduce_body(&self, l: &Layout, axis: usize, op: ReduceOp) -> Result<Storage<i64>>
     where
         E: Num,
     {
@@ -116,10 +315,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// Sum, product, max or min of every element, as one element. The order of the elements
-    /// may follow storage rather than logical order, which only changes float rounding, and
-    /// never with the thread count.
-    pub fn reduce_all(&self, l: &Layout, op: ReduceOp) -> Result<Self>
+    /// The body of [`Storage::reduce_all`] for one element type.
+    fn reduce_all_body(&self, l: &Layout, op: ReduceOp) -> Result<Self>
     where
         E: Num,
     {
@@ -137,8 +334,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// The mean along `axis`, accumulated in `E::Acc`.
-    pub fn mean(&self, l: &Layout, axis: usize) -> Result<Self>
+    /// The body of [`Storage::mean`] for one element type.
+    fn mean_body(&self, l: &Layout, axis: usize) -> Result<Self>
     where
         E: Float,
     {
@@ -155,8 +352,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// The mean of every element, as one element.
-    pub fn mean_all(&self, l: &Layout) -> Result<Self>
+    /// The body of [`Storage::mean_all`] for one element type.
+    fn mean_all_body(&self, l: &Layout) -> Result<Self>
     where
         E: Float,
     {
@@ -182,9 +379,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// The variance along `axis` divided by `size - correction` (two passes in `E::Acc`), or
-    /// the standard deviation when `sqrt` is set.
-    pub fn var(&self, l: &Layout, axis: usize, correction: usize, sqrt: bool) -> Result<Self>
+    /// The body of [`Storage::var`] for one element type.
+    fn var_body(&self, l: &Layout, axis: usize, correction: usize, sqrt: bool) -> Result<Self>
     where
         E: Float,
     {
@@ -205,8 +401,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// `ln Σ exp(x)` along `axis`, shifted by the maximum.
-    pub fn logsumexp(&self, l: &Layout, axis: usize) -> Result<Self>
+    /// The body of [`Storage::logsumexp`] for one element type.
+    fn logsumexp_body(&self, l: &Layout, axis: usize) -> Result<Self>
     where
         E: Float,
     {
@@ -224,8 +420,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// Softmax along `axis`, computed in `E::Acc`; the output has the input's sizes.
-    pub fn softmax(&self, l: &Layout, axis: usize) -> Result<Self>
+    /// The body of [`Storage::softmax`] for one element type.
+    fn softmax_body(&self, l: &Layout, axis: usize) -> Result<Self>
     where
         E: Float,
     {
@@ -237,8 +433,8 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// Log-softmax along `axis`, computed as `(x - max) - ln Σ exp(x - max)` in `E::Acc`.
-    pub fn log_softmax(&self, l: &Layout, axis: usize) -> Result<Self>
+    /// The body of [`Storage::log_softmax`] for one element type.
+    fn log_softmax_body(&self, l: &Layout, axis: usize) -> Result<Self>
     where
         E: Float,
     {
@@ -250,21 +446,13 @@ impl<E: Element> Storage<E> {
         }
     }
 
-    /// The input gradient of softmax (`log` false) or log-softmax along the last axis, fused:
-    /// `self` viewed by `l` is the forward's output `y` and `g` its gradient (the same
-    /// sizes); returns the dense `y (g - Σ g y)` or `g - exp(y) Σ g`, each row's sum and every
-    /// output computed in `E::Acc` and rounded once. One launch on a GPU. (An optimization of
-    /// the composition of primitive ops that `rtx` also defines.)
-    ///
-    /// ```
-    /// # use rtx_backends::{Device, Layout, Storage};
-    /// let l = Layout::contiguous(&[1, 2]);
-    /// let y = Storage::from_vec(vec![0.25f32, 0.75], Device::Cpu).unwrap();
-    /// let g = Storage::from_vec(vec![1.0f32, 3.0], Device::Cpu).unwrap();
-    /// let dx = y.softmax_backward(&l, (&g, &l), false).unwrap();
-    /// assert_eq!(dx.to_vec(&l), vec![-0.375, 0.375]);
-    /// ```
-    pub fn softmax_backward(&self, l: &Layout, (g, gl): (&Self, &Layout), log: bool) -> Result<Self>
+    /// The body of [`Storage::softmax_backward`] for one element type.
+    fn softmax_backward_body(
+        &self,
+        l: &Layout,
+        (g, gl): (&Self, &Layout),
+        log: bool,
+    ) -> Result<Self>
     where
         E: Float,
     {
