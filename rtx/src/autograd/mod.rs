@@ -20,15 +20,45 @@ pub(crate) mod reduce;
 pub(crate) mod rules;
 
 use crate::error::Result;
+
+/// `$body` with the type name `$f` bound to the float type that the element type `$e` is. Each
+/// branch is an `if const`, so when the code is instantiated rustc compiles the one branch that
+/// `$e` takes and none of the others (a `match` on `E::DTYPE` compiled all four, in every
+/// crate that instantiates it). Panics for a non-float `$e`: the tape records floats only.
+macro_rules! with_float {
+    ($e:ty, $f:ident => $body:expr) => {
+        if const { matches!(<$e as rtx_kernels::Element>::DTYPE, rtx_kernels::DType::F32) } {
+            type $f = f32;
+            $body
+        } else if const { matches!(<$e as rtx_kernels::Element>::DTYPE, rtx_kernels::DType::F64) } {
+            type $f = f64;
+            $body
+        } else if const { matches!(<$e as rtx_kernels::Element>::DTYPE, rtx_kernels::DType::F16) } {
+            type $f = rtx_kernels::f16;
+            $body
+        } else if const {
+            matches!(
+                <$e as rtx_kernels::Element>::DTYPE,
+                rtx_kernels::DType::BF16
+            )
+        } {
+            type $f = rtx_kernels::bf16;
+            $body
+        } else {
+            unreachable!("only float tensors carry gradient history")
+        }
+    };
+}
 use crate::shape::{Dim, InsertAxis, ReduceAxis, Shape};
 use crate::tensor::Replaced;
 use crate::tensor::Tensor;
-use rtx_kernels::{DType, Element, Float, Num};
+use rtx_kernels::{Element, Float, Num};
 use std::any::Any;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use with_float;
 
 /// A gradient with its type erased; it is always a `Tensor<S, E>` of the node's own type.
 pub(crate) type Erased = Arc<dyn Any + Send + Sync>;
@@ -124,13 +154,7 @@ fn accumulate<S: Shape, E: Num>(a: &Erased, b: &Erased) -> Result<Erased> {
 /// The accumulator for gradients of element type `E`, chosen at run time: ops generic over
 /// any `Element` record too, but only float tensors ever carry gradient history.
 fn accumulator<S: Shape, E: Element>() -> Accumulate {
-    match E::DTYPE {
-        DType::F32 => accumulate::<S, f32>,
-        DType::F64 => accumulate::<S, f64>,
-        DType::F16 => accumulate::<S, rtx_kernels::f16>,
-        DType::BF16 => accumulate::<S, rtx_kernels::bf16>,
-        _ => unreachable!("only float tensors carry gradient history"),
-    }
+    with_float!(E, F => accumulate::<S, F>)
 }
 
 /// `t` viewed as its concrete float type `F` (which must be `E`).
@@ -174,21 +198,7 @@ where
         let idx = Tensor::try_from_vec(idx, (d,), g.device())?;
         Tensor::try_zeros(orig, g.device())?.try_index_add::<I, D>(&idx, g)
     }
-    Ok(match E::DTYPE {
-        DType::F32 => from_float(place::<I, S, D, f32>(as_float(g), orig, start)?),
-        DType::F64 => from_float(place::<I, S, D, f64>(as_float(g), orig, start)?),
-        DType::F16 => from_float(place::<I, S, D, rtx_kernels::f16>(
-            as_float(g),
-            orig,
-            start,
-        )?),
-        DType::BF16 => from_float(place::<I, S, D, rtx_kernels::bf16>(
-            as_float(g),
-            orig,
-            start,
-        )?),
-        _ => unreachable!("only float tensors carry gradient history"),
-    })
+    Ok(with_float!(E, F => from_float(place::<I, S, D, F>(as_float(g), orig, start)?)))
 }
 
 /// Sums a gradient over the dims its input was broadcast along: leading dims the input lacks
@@ -197,13 +207,7 @@ pub(crate) fn sum_to<S: Shape, T: Shape, E: Element>(
     g: &Tensor<S, E>,
     target: T,
 ) -> Result<Tensor<T, E>> {
-    Ok(match E::DTYPE {
-        DType::F32 => from_float(as_float::<S, E, f32>(g).try_sum_to_num(target)?),
-        DType::F64 => from_float(as_float::<S, E, f64>(g).try_sum_to_num(target)?),
-        DType::F16 => from_float(as_float::<S, E, rtx_kernels::f16>(g).try_sum_to_num(target)?),
-        DType::BF16 => from_float(as_float::<S, E, rtx_kernels::bf16>(g).try_sum_to_num(target)?),
-        _ => unreachable!("only float tensors carry gradient history"),
-    })
+    Ok(with_float!(E, F => from_float(as_float::<S, E, F>(g).try_sum_to_num(target)?)))
 }
 
 /// Whether an op with these input nodes must record.

@@ -2,14 +2,14 @@
 //! output gradient broadcast back along the reduced axis (a stride-0 view), scaled by the
 //! local derivative.
 
-use super::{as_float, from_float};
+use super::{as_float, from_float, with_float};
 use crate::error::Result;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use rtx_backends::Layout;
 use rtx_kernels::op::ReduceOp;
 use rtx_kernels::op::markers::{Add, Div, Exp, Mul, Sub};
-use rtx_kernels::{DType, Element, Float};
+use rtx_kernels::{Element, Float};
 
 /// Which rule a reduction records.
 #[derive(Clone, Copy, Debug)]
@@ -38,37 +38,13 @@ pub(crate) fn reduce_back<S: Shape, S2: Shape, E: Element>(
     g: &Tensor<S2, E>,
     axis: Option<usize>,
 ) -> Result<Tensor<S, E>> {
-    Ok(match E::DTYPE {
-        DType::F32 => from_float(float_rule::<S, S2, f32>(
-            kind,
-            as_float(x),
-            as_float(y),
-            as_float(g),
-            axis,
-        )?),
-        DType::F64 => from_float(float_rule::<S, S2, f64>(
-            kind,
-            as_float(x),
-            as_float(y),
-            as_float(g),
-            axis,
-        )?),
-        DType::F16 => from_float(float_rule::<S, S2, rtx_kernels::f16>(
-            kind,
-            as_float(x),
-            as_float(y),
-            as_float(g),
-            axis,
-        )?),
-        DType::BF16 => from_float(float_rule::<S, S2, rtx_kernels::bf16>(
-            kind,
-            as_float(x),
-            as_float(y),
-            as_float(g),
-            axis,
-        )?),
-        _ => unreachable!("only float tensors carry gradient history"),
-    })
+    Ok(with_float!(E, F => from_float(float_rule::<S, S2, F>(
+        kind,
+        as_float(x),
+        as_float(y),
+        as_float(g),
+        axis,
+    )?)))
 }
 
 /// `t`, whose elements are those of a reduction of a tensor shaped `like`, viewed as `like`'s
@@ -201,23 +177,7 @@ pub(crate) fn softmax_back<S: Shape, E: Element>(
         }
         softmax_back_composed(y, g, axis, log)
     }
-    Ok(match E::DTYPE {
-        DType::F32 => from_float(rule::<S, f32>(as_float(y), as_float(g), axis, log)?),
-        DType::F64 => from_float(rule::<S, f64>(as_float(y), as_float(g), axis, log)?),
-        DType::F16 => from_float(rule::<S, rtx_kernels::f16>(
-            as_float(y),
-            as_float(g),
-            axis,
-            log,
-        )?),
-        DType::BF16 => from_float(rule::<S, rtx_kernels::bf16>(
-            as_float(y),
-            as_float(g),
-            axis,
-            log,
-        )?),
-        _ => unreachable!("only float tensors carry gradient history"),
-    })
+    Ok(with_float!(E, F => from_float(rule::<S, F>(as_float(y), as_float(g), axis, log)?)))
 }
 
 /// [`softmax_back`] as a composition of primitive ops: `g - exp(y) Σ g` for log-softmax,

@@ -62,13 +62,7 @@ fn add<S: Shape, E: Element>(a: &Tensor<S, E>, b: &Tensor<S, E>) -> Tensor<S, E>
             _ => unreachable!("F is E"),
         }
     }
-    match E::DTYPE {
-        DType::F32 => typed::<S, f32, E>(a, b),
-        DType::F64 => typed::<S, f64, E>(a, b),
-        DType::F16 => typed::<S, rtx_kernels::f16, E>(a, b),
-        DType::BF16 => typed::<S, rtx_kernels::bf16, E>(a, b),
-        other => unreachable!("a gradient of {other:?}: only float tensors take gradients"),
-    }
+    crate::autograd::with_float!(E, F => typed::<S, F, E>(a, b))
 }
 
 /// The gradient a loop over sub-models carries back to the previous sub-model.
