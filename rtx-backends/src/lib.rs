@@ -11,6 +11,7 @@ mod device;
 mod dispatch;
 mod error;
 mod layout;
+mod params;
 pub mod storage;
 #[cfg(test)]
 mod test_values;
@@ -19,4 +20,5 @@ pub use device::Device;
 pub use dispatch::{Stats, launch_count, stats, total_launch_count};
 pub use error::{BackendError, Result, human_bytes};
 pub use layout::{Layout, MAX_RANK, StridedOffsets};
+pub use params::{AdamScalars, Conv2dParams, Pool2dParams, SgdScalars};
 pub use storage::Storage;

@@ -6,7 +6,8 @@
 //! 0). f32 and f64: the native kernels take `T` scalars, which for f16 and bf16 would round
 //! them to 16 bits where the GPU entry takes them in f32.
 
-use rtx_backends::cpu::optim::{self, AdamScalars, SgdScalars};
+use rtx_backends::cpu::optim;
+use rtx_backends::{AdamScalars, SgdScalars};
 use rtx_kernels::kernel::LaunchConfig;
 use rtx_kernels::kernels::{adam_multi, clip_coef, scale_multi, sgd_multi, sum_squares_multi};
 use rtx_kernels::{Element, Float};

@@ -186,8 +186,8 @@ fn clip_grad_norm_matches_the_cpu() {
 /// The multi-tensor update kernels against the per-tensor ones on each GPU, bit for bit: the
 /// same formulas in the same order, so the same roundings.
 fn multi_equals_per_tensor<E: Float>(dev: Device) {
-    use rtx_backends::cpu::optim::{AdamScalars, SgdScalars};
     use rtx_backends::storage::{AdamSlot, SgdSlot, TableCache};
+    use rtx_backends::{AdamScalars, SgdScalars};
     use rtx_backends::{Layout, Storage};
     let ok = |r: rtx_backends::Result<Storage<E>>| r.unwrap_or_else(|e| panic!("{e}"));
     let sizes = [1usize, 33, 4099, 1 << 20];

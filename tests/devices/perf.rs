@@ -258,7 +258,7 @@ fn network_ops_take_a_fixed_number_of_launches() {
         ok(r.map(drop));
     };
     let adam = || {
-        let sc = rtx_backends::cpu::optim::AdamScalars {
+        let sc = rtx_backends::AdamScalars {
             decay: 0.99,
             l2: 0.0,
             beta1: 0.9,
@@ -270,7 +270,7 @@ fn network_ops_take_a_fixed_number_of_launches() {
         ok(xs.adam_update(&l, (&gs, &l), &xs, &gs, None, &sc).map(drop));
     };
     let sgd = || {
-        let sc = rtx_backends::cpu::optim::SgdScalars {
+        let sc = rtx_backends::SgdScalars {
             lr: 0.1,
             momentum: 0.9,
             dampening: 0.0,

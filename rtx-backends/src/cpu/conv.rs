@@ -19,56 +19,12 @@ use super::CHUNK;
 use super::conv_direct as direct;
 use super::elementwise::map;
 use super::matmul::{MatRef, gemm_into, same_type};
-use crate::Layout;
+use crate::{Conv2dParams, Layout};
 use rtx_kernels::Num;
 use std::borrow::Cow;
 use std::mem::MaybeUninit;
 
-pub use super::pool::{Pool2dParams, pool2d, pool2d_backward};
-
-/// The settings of a 2-d convolution, per spatial axis `[height, width]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Conv2dParams {
-    /// The step between windows.
-    pub stride: [usize; 2],
-    /// Zeros added on both sides.
-    pub padding: [usize; 2],
-    /// The step between kernel taps.
-    pub dilation: [usize; 2],
-    /// Channel groups: input and output channels split into this many independent convolutions.
-    pub groups: usize,
-}
-
-impl Conv2dParams {
-    /// The output size along axis `axis` (0 = height, 1 = width) for an input of `input` and
-    /// a kernel of `kernel`, or `None` when the dilated kernel is larger than the padded input
-    /// (or a stride or dilation is 0).
-    pub fn output_size(&self, axis: usize, input: usize, kernel: usize) -> Option<usize> {
-        out_size(
-            input,
-            kernel,
-            self.stride[axis],
-            self.padding[axis],
-            self.dilation[axis],
-        )
-    }
-}
-
-/// `(input + 2 padding - dilation (kernel - 1) - 1) / stride + 1`, PyTorch's formula.
-pub(super) fn out_size(
-    input: usize,
-    kernel: usize,
-    stride: usize,
-    padding: usize,
-    dilation: usize,
-) -> Option<usize> {
-    if stride == 0 || dilation == 0 || kernel == 0 {
-        return None;
-    }
-    let span = dilation * (kernel - 1) + 1;
-    let padded = input + 2 * padding;
-    (padded >= span).then(|| (padded - span) / stride + 1)
-}
+pub use super::pool::{pool2d, pool2d_backward};
 
 /// The viewed elements as one dense slice, copying only when the layout is not contiguous.
 pub(super) fn dense<'a, E: Copy + Send + Sync>(data: &'a [E], l: &Layout) -> Cow<'a, [E]> {

@@ -18,7 +18,7 @@
 //! per-task partial sums are added in task order (see `conv.rs`). Machines without AVX-512 take
 //! the im2col path, whose results differ in the last bits.
 
-use super::conv::Conv2dParams;
+use crate::Conv2dParams;
 use std::mem::MaybeUninit;
 
 #[cfg(target_arch = "x86_64")]

@@ -7,45 +7,8 @@
 //! count.
 
 use super::{CHUNK, SharedMut, parallel_for};
+use crate::{AdamScalars, SgdScalars};
 use rtx_kernels::{Float, FloatMath};
-
-/// The per-step scalars of an Adam or AdamW update, computed by the caller in `f64` exactly as
-/// PyTorch computes them in Python.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AdamScalars {
-    /// `1 - lr * weight_decay` for decoupled decay (AdamW), else 1 (no multiply).
-    pub decay: f64,
-    /// L2 weight decay added to the gradient (Adam), else 0.
-    pub l2: f64,
-    /// `beta1`.
-    pub beta1: f64,
-    /// `beta2`.
-    pub beta2: f64,
-    /// `sqrt(1 - beta2^step)`.
-    pub bias_correction2_sqrt: f64,
-    /// `-lr / (1 - beta1^step)`.
-    pub neg_step_size: f64,
-    /// `eps`.
-    pub eps: f64,
-}
-
-/// The per-step scalars of an SGD update.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SgdScalars {
-    /// The learning rate.
-    pub lr: f64,
-    /// Momentum factor (0: plain SGD, and no buffer).
-    pub momentum: f64,
-    /// Dampening of the gradient added to the momentum buffer.
-    pub dampening: f64,
-    /// L2 weight decay added to the gradient.
-    pub weight_decay: f64,
-    /// Nesterov momentum.
-    pub nesterov: bool,
-    /// Whether the momentum buffer is new: it becomes the gradient itself (PyTorch's first
-    /// step).
-    pub first: bool,
-}
 
 /// `torch.lerp(a, b, w)` for a scalar weight, with its two branches (`NEAR`: `|w| < 0.5`,
 /// decided once per step by the caller so the element loop has no branch).

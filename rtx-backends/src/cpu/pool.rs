@@ -10,46 +10,14 @@
 //! task in a fixed order, so results do not depend on the thread count.
 
 use super::CHUNK;
-use super::conv::{dense, out_size};
+use super::conv::dense;
 use super::matmul::{same_type, same_type_mut};
 use super::pool_simd;
 use crate::Layout;
+use crate::Pool2dParams;
 use rtx_kernels::op::PoolOp;
 use rtx_kernels::{Float, FloatMath, Num};
 use std::mem::MaybeUninit;
-
-/// The settings of a 2-d pooling window, per spatial axis `[height, width]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Pool2dParams {
-    /// The window size.
-    pub kernel: [usize; 2],
-    /// The step between windows.
-    pub stride: [usize; 2],
-    /// Padding on both sides (max pool treats it as -inf, average pool as zeros it counts).
-    pub padding: [usize; 2],
-}
-
-impl Pool2dParams {
-    /// The output size along axis `axis` (0 = height, 1 = width), or `None` when the window is
-    /// larger than the padded input (or the stride or kernel is 0).
-    pub fn output_size(&self, axis: usize, input: usize) -> Option<usize> {
-        if self.kernel[axis] == 0 {
-            return None;
-        }
-        out_size(
-            input,
-            self.kernel[axis],
-            self.stride[axis],
-            self.padding[axis],
-            1,
-        )
-    }
-
-    /// Whether windows tile the input without overlap and without padding.
-    fn disjoint(&self) -> bool {
-        self.kernel == self.stride && self.padding == [0, 0]
-    }
-}
 
 /// `v` replaces the running maximum `m` when larger or NaN: NaN wins, like `max_of`, but as one
 /// compare-and-select the compiler keeps branch-free.

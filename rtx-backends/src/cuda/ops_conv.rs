@@ -23,7 +23,7 @@ use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::LaunchConfig;
 use super::ops::{dense, dense_view, input, map};
 use super::storage::CudaStorage;
-use crate::cpu::conv::{Conv2dParams, Pool2dParams};
+use crate::{Conv2dParams, Pool2dParams};
 use crate::{Layout, Result};
 use rtx_kernels::kernel::{KernelEntry, KernelSource, Variant};
 use rtx_kernels::op::PoolOp;

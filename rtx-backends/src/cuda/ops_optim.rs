@@ -10,7 +10,7 @@ use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::LaunchConfig;
 use super::ops::dense_view;
 use super::storage::CudaStorage;
-use crate::cpu::optim::{AdamScalars, SgdScalars};
+use crate::{AdamScalars, SgdScalars};
 use crate::{Layout, Result};
 use rtx_kernels::kernel::Variant;
 use rtx_kernels::{Element, kernels};

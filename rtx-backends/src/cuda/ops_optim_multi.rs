@@ -18,7 +18,7 @@ use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::{DevicePtr, LaunchConfig};
 use super::ops::dense_view;
 use super::storage::CudaStorage;
-use crate::cpu::optim::{AdamScalars, SgdScalars};
+use crate::{AdamScalars, SgdScalars};
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::kernel::{KernelSource, Variant};
 use rtx_kernels::{Element, kernels};

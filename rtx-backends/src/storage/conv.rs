@@ -2,9 +2,9 @@
 //! `rtx-backends/src/cuda/ops_conv.rs`).
 
 use super::{Storage, same_device};
-use crate::cpu::conv::{Conv2dParams, Pool2dParams};
 use crate::cuda::ops_conv as gpu;
 use crate::{BackendError, Layout, Result};
+use crate::{Conv2dParams, Pool2dParams};
 use rtx_kernels::op::PoolOp;
 use rtx_kernels::{Element, Float};
 

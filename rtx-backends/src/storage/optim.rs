@@ -7,7 +7,8 @@
 //! out-of-place update and keep its results.
 
 use super::{Storage, same_device};
-use crate::cpu::optim::{self, AdamScalars, SgdScalars};
+use crate::cpu::optim;
+use crate::{AdamScalars, SgdScalars};
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::Float;
 
@@ -184,7 +185,7 @@ impl<E: Float> Storage<E> {
     /// is not copied). The caller guarantees that nothing else reads these buffers.
     ///
     /// ```
-    /// # use rtx_backends::{Device, Layout, Storage, cpu::optim::AdamScalars};
+    /// # use rtx_backends::{Device, Layout, Storage, AdamScalars};
     /// let l = Layout::contiguous(&[2]);
     /// let mut p = Storage::from_vec(vec![1.0f32, -1.0], Device::Cpu).unwrap();
     /// let g = Storage::from_vec(vec![2.0f32, -2.0], Device::Cpu).unwrap();
@@ -268,7 +269,7 @@ impl<E: Float> Storage<E> {
     /// that nothing else reads these buffers.
     ///
     /// ```
-    /// # use rtx_backends::{Device, Layout, Storage, cpu::optim::SgdScalars};
+    /// # use rtx_backends::{Device, Layout, Storage, SgdScalars};
     /// let l = Layout::contiguous(&[2]);
     /// let mut p = Storage::from_vec(vec![1.0f32, 2.0], Device::Cpu).unwrap();
     /// let g = Storage::from_vec(vec![0.5f32, -0.25], Device::Cpu).unwrap();

@@ -9,9 +9,9 @@
 //! errors: the CPU updates each tensor in place, which is as fast.
 
 use super::Storage;
-use crate::cpu::optim::{AdamScalars, SgdScalars};
 use crate::cuda::CudaStorage;
 use crate::cuda::ops_optim_multi as ops;
+use crate::{AdamScalars, SgdScalars};
 use crate::{BackendError, Device, Layout, Result};
 pub use ops::TableCache;
 use rtx_kernels::Float;

@@ -9,7 +9,7 @@ use crate::error::{Result, bail};
 use crate::nn::Module;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use rtx_backends::cpu::optim::AdamScalars;
+use rtx_backends::AdamScalars;
 use rtx_backends::{Device, Layout};
 use rtx_kernels::Float;
 

@@ -10,8 +10,8 @@
 //! tensor; the queue is emptied by every `flush`, launched or not.
 
 use crate::error::Result;
-use rtx_backends::cpu::optim::{AdamScalars, SgdScalars};
 use rtx_backends::storage::{AdamSlot, SgdSlot, TableCache};
+use rtx_backends::{AdamScalars, SgdScalars};
 use rtx_backends::{Device, Layout, Storage};
 use rtx_kernels::{DType, Float};
 use std::any::Any;

@@ -12,7 +12,7 @@ use crate::autograd;
 use crate::error::{Error, Result, bail, ok};
 use crate::shape::conv::{ConvOptions, conv as check_conv, pool};
 use crate::shape::{Dim, Shape, describe};
-use rtx_backends::cpu::conv::{Conv2dParams, Pool2dParams};
+use rtx_backends::{Conv2dParams, Pool2dParams};
 use rtx_backends::{Layout, Storage};
 use rtx_kernels::op::{PoolOp, ReduceOp};
 use rtx_kernels::{Element, Float};

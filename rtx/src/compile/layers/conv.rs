@@ -13,8 +13,8 @@ use crate::nn::{Conv1d, Conv2d};
 use crate::shape::conv::ConvOptions;
 use crate::shape::{Const, Dim, Shape};
 use crate::tensor::Tensor;
+use rtx_backends::Conv2dParams;
 use rtx_backends::Layout;
-use rtx_backends::cpu::conv::Conv2dParams;
 use rtx_kernels::Float;
 use rtx_kernels::op::{Op, ReduceOp};
 

@@ -9,7 +9,7 @@ use crate::ir::{Attrs, Builder, IrOp, PoolAttrs, Value};
 use crate::nn::{AvgPool2d, MaxPool2d};
 use crate::shape::{Dim, Shape};
 use crate::tensor::Tensor;
-use rtx_backends::cpu::conv::Pool2dParams;
+use rtx_backends::Pool2dParams;
 use rtx_kernels::Float;
 use rtx_kernels::op::{Op, PoolOp};
 
