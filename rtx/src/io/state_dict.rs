@@ -189,28 +189,55 @@ impl VisitorMut for Import<'_> {
         t: &mut Tensor<S, E>,
         kind: TensorKind,
     ) {
+        // Only the shape's description and the new tensor need `S`: the checks and the
+        // decoding are one function of `E`, compiled once however many parameter shapes a
+        // model has (ARCHITECTURE.md, "Build time").
+        let here = format!("{} {}", E::DTYPE, describe(&t.shape()));
+        let Some((named, values)) = self.decode::<E>(name, t.dims(), kind, &here) else {
+            return;
+        };
+        let new = Tensor::try_from_vec(values, t.shape(), t.device())
+            .map_err(|e| format!("{named}: {e}"));
+        match new {
+            Ok(new) if t.tracks_grad() => *t = new.requires_grad(),
+            Ok(new) => *t = new,
+            Err(p) => self.problems.push(p),
+        }
+    }
+}
+
+impl Import<'_> {
+    /// Checks the entry for the parameter `name` (of `dims`, described as `here`) against
+    /// the model and decodes its values as `E` when the import applies: the entry's full name
+    /// and the values, or `None` (a missing entry, a problem recorded, or only checking).
+    fn decode<E: Float>(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        kind: TensorKind,
+        here: &str,
+    ) -> Option<(String, Vec<E>)> {
         let name = key(self.prefix, name);
         let Some(entry) = self.entries.get(&name) else {
             // A count missing from the file keeps its value, as PyTorch's BatchNorm does for
             // state dicts without one.
-            if !is_batch_count(&name, kind, t.dims()) {
+            if !is_batch_count(&name, kind, dims) {
                 self.missing.push(name);
             }
-            return;
+            return None;
         };
         let file_dtype = codec::name(entry.dtype);
-        let here = format!("{} {}", E::DTYPE, describe(&t.shape()));
         let named = entry.named(&name);
         let fits_dtype = match codec::from_st(entry.dtype) {
             Some(d) if d.is_float() => true,
-            Some(DType::I64 | DType::I32 | DType::U8) => is_batch_count(&name, kind, t.dims()),
+            Some(DType::I64 | DType::I32 | DType::U8) => is_batch_count(&name, kind, dims),
             _ => false,
         };
         if !fits_dtype {
             self.problems.push(format!(
                 "{named} is {file_dtype} in the file, not a float type, but {here} in the model"
             ));
-        } else if entry.dims != t.dims() {
+        } else if entry.dims != dims {
             self.problems.push(format!(
                 "{named} is {file_dtype} {} in the file but {here} in the model",
                 dims_str(entry.dims)
@@ -218,17 +245,15 @@ impl VisitorMut for Import<'_> {
         }
         self.seen.insert(name.clone());
         if !self.apply {
-            return;
+            return None;
         }
-        let new = codec::decode_as::<E>(entry.dtype, entry.bytes)
-            .ok_or_else(|| format!("{named}: cannot decode its {file_dtype} bytes"))
-            .and_then(|v| {
-                Tensor::try_from_vec(v, t.shape(), t.device()).map_err(|e| format!("{named}: {e}"))
-            });
-        match new {
-            Ok(new) if t.tracks_grad() => *t = new.requires_grad(),
-            Ok(new) => *t = new,
-            Err(p) => self.problems.push(p),
+        match codec::decode_as::<E>(entry.dtype, entry.bytes) {
+            Some(values) => Some((named, values)),
+            None => {
+                self.problems
+                    .push(format!("{named}: cannot decode its {file_dtype} bytes"));
+                None
+            }
         }
     }
 }

@@ -83,27 +83,9 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     where
         E: Float,
     {
-        const OP: &str = "rand_uniform";
-        if !low.is_finite() || !high.is_finite() || !(high - low).is_finite() {
-            bail!(
-                OP,
-                "low {low} and high {high} must be finite and less than f64::MAX apart"
-            );
-        }
-        if low >= high {
-            bail!(OP, "low {low} must be below high {high}");
-        }
-        let (lo_e, hi_e) = (E::from_f64(low), E::from_f64(high));
-        if lo_e >= hi_e {
-            bail!(
-                OP,
-                "[{low}, {high}) holds no {} value (the bounds round to {} and {})",
-                E::DTYPE,
-                lo_e.to_f64(),
-                hi_e.to_f64()
-            );
-        }
-        let storage = Storage::random(RandomOp::Uniform, shape.numel(), seed, [low, high], device)?;
+        // The body needs the element count only: a function of `E` alone, so a model with
+        // many parameter shapes compiles it once (see ARCHITECTURE.md, "Build time").
+        let storage = uniform_storage::<E>(shape.numel(), low, high, seed, device)?;
         Ok(Tensor::from_storage(storage, shape))
     }
 
@@ -288,6 +270,43 @@ fn bernoulli_storage<S: Shape, E: Element>(
     }
     let storage = Storage::random(RandomOp::Bernoulli, shape.numel(), seed, [p, 0.0], device)?;
     Ok(Tensor::from_storage(storage, shape))
+}
+
+/// `n` uniform draws in `[low, high)` of the float type `E`, the bounds checked.
+fn uniform_storage<E: Float>(
+    n: usize,
+    low: f64,
+    high: f64,
+    seed: u64,
+    device: Device,
+) -> Result<Storage<E>> {
+    const OP: &str = "rand_uniform";
+    if !low.is_finite() || !high.is_finite() || !(high - low).is_finite() {
+        bail!(
+            OP,
+            "low {low} and high {high} must be finite and less than f64::MAX apart"
+        );
+    }
+    if low >= high {
+        bail!(OP, "low {low} must be below high {high}");
+    }
+    let (lo_e, hi_e) = (E::from_f64(low), E::from_f64(high));
+    if lo_e >= hi_e {
+        bail!(
+            OP,
+            "[{low}, {high}) holds no {} value (the bounds round to {} and {})",
+            E::DTYPE,
+            lo_e.to_f64(),
+            hi_e.to_f64()
+        );
+    }
+    Ok(Storage::random(
+        RandomOp::Uniform,
+        n,
+        seed,
+        [low, high],
+        device,
+    )?)
 }
 
 #[cfg(test)]
