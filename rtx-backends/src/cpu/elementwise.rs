@@ -303,7 +303,7 @@ pub fn zip3_map<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, U: Send>(
 /// upstream gradient): `f` gets one element of each input, in order. The count is a constant
 /// so that the loop over a block is compiled for exactly that many inputs: a short loop that
 /// `f` inlines into and that can vectorize. Walking the layouts and splitting the work across
-/// threads is [`zip_blocks`], compiled once per element type, not once per `f`.
+/// threads is `zip_blocks`, compiled once per element type, not once per `f`.
 ///
 /// # Panics
 /// When `inputs` does not hold `N + EXTRA` inputs.
