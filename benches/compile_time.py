@@ -461,16 +461,6 @@ def main() -> int:
             r = cargo(pkg, ["run", "--quiet", *profile_flag(p), "--bin", b], env)
             print(f"  {b}: {r.stdout.strip()}")
 
-    rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
-    cores = os.cpu_count()
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     load_before = loadavg()
     results = {}
     for p in profiles:
@@ -479,7 +469,7 @@ def main() -> int:
     load_after = loadavg()
 
     lines = [
-        f"Machine: {cores} cores ({cpu}), {rustc}; load average (1/5/15 min) {load_before} "
+        f"Machine: {machine_line()}; load average (1/5/15 min) {load_before} "
         f"before, {load_after} after. Median of {a.repeats} interleaved builds each; the "
         "target applies to wall time, CPU time (user + system of cargo and rustc) is less "
         "sensitive to other load.",
