@@ -171,21 +171,6 @@ pub fn gather<E: Copy + Send + Sync>(
     ))
 }
 
-/// A raw output pointer shared by the scatter tasks, which write disjoint positions.
-struct SharedOut<E>(*mut E);
-
-// SAFETY: tasks only write through the pointer at positions no other task touches (see
-// `scatter`), and the buffer outlives the parallel loop.
-unsafe impl<E: Send> Send for SharedOut<E> {}
-unsafe impl<E: Send> Sync for SharedOut<E> {}
-
-impl<E> SharedOut<E> {
-    /// The pointer (a method, so closures capture the whole wrapper and its `Sync`).
-    fn get(&self) -> *mut E {
-        self.0
-    }
-}
-
 /// A dense copy of `dst` in which, for every position `p` of the index,
 /// `out[.., index[p], ..] = combine(out[.., index[p], ..], src[p])` along `axis`.
 ///
@@ -219,7 +204,8 @@ pub fn scatter<E: Copy + Send + Sync>(
     let n_lines = idx_lines.numel();
     let per_task = (CHUNK / len).max(1);
     let total = out.len();
-    let shared = SharedOut(out.as_mut_ptr());
+    // Tasks write disjoint positions of `out` (see above), which outlives the loop.
+    let shared = super::SharedMut(out.as_mut_ptr());
     super::parallel_for(n_lines.div_ceil(per_task), &|t| {
         let first = t * per_task;
         let count = per_task.min(n_lines - first);
@@ -240,7 +226,7 @@ pub fn scatter<E: Copy + Send + Sync>(
                 // off `axis` are this line's own; lines differ there, so no two tasks write
                 // the same element, and nothing reads `out` during the loop.
                 unsafe {
-                    let p = shared.get().add(o);
+                    let p = shared.ptr().add(o);
                     *p = combine(*p, v);
                 }
             }

@@ -71,6 +71,12 @@ unsafe impl<T: Send> Sync for SharedMut<T> {}
 unsafe impl<T: Send> Send for SharedMut<T> {}
 
 impl<T> SharedMut<T> {
+    /// The pointer (a method, so closures capture the whole wrapper and its `Sync`, not the
+    /// bare field).
+    pub(crate) fn ptr(&self) -> *mut T {
+        self.0
+    }
+
     /// The `len` elements from `start`.
     ///
     /// # Safety
