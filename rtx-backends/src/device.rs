@@ -13,6 +13,9 @@ pub enum Device {
     Cpu,
     /// The NVIDIA GPU of this ordinal (as CUDA numbers them), through the CUDA driver.
     Cuda(usize),
+    /// The device of a backend registered at run time, by its registration number (see
+    /// [`register_backend`](crate::register_backend)).
+    Backend(usize),
 }
 
 impl Device {
@@ -51,6 +54,10 @@ impl fmt::Display for Device {
         match self {
             Device::Cpu => f.write_str("cpu"),
             Device::Cuda(n) => write!(f, "cuda:{n}"),
+            Device::Backend(n) => match crate::backend::registered_name(*n) {
+                Some(name) => write!(f, "{name}:{n}"),
+                None => write!(f, "backend:{n}"),
+            },
         }
     }
 }
@@ -58,8 +65,8 @@ impl fmt::Display for Device {
 impl std::str::FromStr for Device {
     type Err = crate::BackendError;
 
-    /// Reads the forms [`Display`](fmt::Display) writes (`cpu`, `cuda:1`), plus `cuda` for
-    /// `cuda:0`, as command-line flags want.
+    /// Reads the forms [`Display`](fmt::Display) writes (`cpu`, `cuda:1`, a registered
+    /// backend's `name:n`), plus `cuda` for `cuda:0`, as command-line flags want.
     ///
     /// ```
     /// # use rtx_backends::Device;
@@ -75,11 +82,16 @@ impl std::str::FromStr for Device {
         match s.trim() {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
-            other => other
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .map(Device::Cuda)
-                .ok_or_else(bad),
+            other => match other.rsplit_once(':') {
+                Some(("cuda", n)) => n.parse().ok().map(Device::Cuda),
+                Some((name, n)) => n
+                    .parse()
+                    .ok()
+                    .filter(|&n| crate::backend::registered_name(n).as_deref() == Some(name))
+                    .map(Device::Backend),
+                None => None,
+            }
+            .ok_or_else(bad),
         }
     }
 }

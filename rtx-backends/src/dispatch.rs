@@ -8,14 +8,16 @@ use crate::Device;
 use std::cell::RefCell;
 
 thread_local! {
-    /// Index 0 counts the CPU, index `n + 1` counts `Device::Cuda(n)`.
+    /// Index 0 counts the CPU, index `2n + 1` counts `Device::Cuda(n)` and `2n + 2`
+    /// `Device::Backend(n)`.
     static COUNTS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 fn slot(device: Device) -> usize {
     match device {
         Device::Cpu => 0,
-        Device::Cuda(n) => n + 1,
+        Device::Cuda(n) => 2 * n + 1,
+        Device::Backend(n) => 2 * n + 2,
     }
 }
 
@@ -84,8 +86,8 @@ pub fn stats(device: Device) -> Stats {
     Stats {
         launches: launch_count(device),
         memory: match device {
-            Device::Cpu => None,
             Device::Cuda(n) => crate::cuda::memory_stats(n).ok(),
+            Device::Cpu | Device::Backend(_) => None,
         },
     }
 }

@@ -30,13 +30,13 @@ pub enum BackendError {
     },
     /// The op exists, but not yet on this device.
     #[error(
-        "`{op}` has no CUDA kernel yet (the tensor is on {device}); move it to the CPU with \
+        "`{op}` has no kernel on {device} yet; move the tensor to the CPU with \
          `.to_device(Device::Cpu)`"
     )]
     NoKernel {
         /// The op's name.
         op: &'static str,
-        /// The GPU the operand lives on.
+        /// The device the operand lives on.
         device: Device,
     },
     /// The CUDA runtime cannot be used: no driver library, no GPU, or a library too old.

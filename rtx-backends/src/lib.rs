@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 pub mod cpu;
 pub mod cuda;
 mod device;
@@ -16,6 +17,9 @@ pub mod storage;
 #[cfg(test)]
 mod test_values;
 
+pub use backend::{
+    Backend, Buffer, Captured, Gemm, Kernel, backend, bytes_of, register_backend, vec_from_bytes,
+};
 pub use device::Device;
 pub use dispatch::{Stats, launch_count, stats, total_launch_count};
 pub use error::{BackendError, Result, human_bytes};

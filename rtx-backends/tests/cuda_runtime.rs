@@ -219,8 +219,8 @@ fn ops_without_kernels_and_mixed_devices_are_errors() {
     assert_eq!(
         e,
         Err(
-            "`pow` has no CUDA kernel yet (the tensor is on cuda:0); move it to the CPU \
-             with `.to_device(Device::Cpu)`"
+            "`pow` has no kernel on cuda:0 yet; move the tensor to the CPU with \
+             `.to_device(Device::Cpu)`"
                 .into()
         )
     );

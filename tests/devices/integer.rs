@@ -279,7 +279,7 @@ fn integer_pow_has_no_gpu_kernel_and_says_so() {
         .unwrap_or_default();
     assert_eq!(
         msg,
-        "`pow` has no CUDA kernel yet (the tensor is on cuda:0); move it to the CPU with \
+        "`pow` has no kernel on cuda:0 yet; move the tensor to the CPU with \
          `.to_device(Device::Cpu)`"
     );
 }

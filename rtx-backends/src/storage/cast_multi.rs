@@ -63,6 +63,7 @@ impl<A: Float> Storage<A> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(vec![A::default(); len])),
             Device::Cuda(n) => Ok(Storage::Cuda(CudaStorage::uninit(n, len)?)),
+            Device::Backend(_) => Storage::full(A::default(), len, device),
         }
     }
 
@@ -129,6 +130,7 @@ impl<A: Float> Storage<A> {
         match first.device() {
             Device::Cpu => cast_cpu(src, dst, scale),
             Device::Cuda(ordinal) => cast_gpu(ordinal, src, dst, scale, cache),
+            other => Err(super::no_kernel("cast_multi", other)),
         }
     }
 }

@@ -61,7 +61,7 @@ impl<E: Element> Storage<E> {
         }
         let cuda_bias = bias.and_then(|(b, bl)| match b {
             Storage::Cuda(b) => Some((b, bl)),
-            Storage::Cpu(_) => None,
+            Storage::Cpu(_) | Storage::Backend(_) => None,
         });
         // On the CPU the bias is host storage too (checked above); on a GPU it is unused here.
         let bias = bias.and_then(|(b, bl)| Some((b.as_cpu_slice()?, bl)));
@@ -99,6 +99,7 @@ impl<E: Element> Storage<E> {
         match self {
             Storage::Cpu(x) => Ok(Storage::Cpu(crate::cpu::conv::pool2d(x, l, op, p))),
             Storage::Cuda(x) => Ok(Storage::Cuda(gpu::pool2d(x, l, op, p)?)),
+            Storage::Backend(_) => Err(super::no_kernel(name, self.device())),
         }
     }
 

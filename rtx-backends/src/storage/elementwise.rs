@@ -8,7 +8,8 @@
 //! float math and integer `pow` are missing for integers (a `NoKernel` error names them).
 
 use super::erased::{AnyRef, AnyStorage, ForElement, ForFloat, ForNum, ForSigned, scalar_as};
-use super::{Storage, same_device};
+use super::{BackendBuffer, Storage, host_only, on_host, same_device};
+use crate::backend::Kernel;
 use crate::cpu::elementwise::{map, zip_map, zip3_map};
 use crate::cuda::Arg;
 use crate::cuda::ops::{self as gpu, input};
@@ -151,7 +152,19 @@ impl<E: Element> Storage<E> {
 /// A storage operand and its layout.
 type Operand<'a> = (AnyRef<'a>, &'a Layout);
 
-fn unary_any(op: UnaryOp, x: AnyRef, l: &Layout) -> Result<AnyStorage> {
+pub(crate) fn unary_any(op: UnaryOp, x: AnyRef, l: &Layout) -> Result<AnyStorage> {
+    let native = |at: &BackendBuffer| {
+        let x = x.on_backend()?;
+        let (buffer, layout) = (&x.buffer, l);
+        at.backend.launch(&Kernel::Unary {
+            op,
+            x: buffer,
+            layout,
+        })
+    };
+    if let Some(out) = on_host(op.name(), &[x], &native, &|h| unary_any(op, h[0], l)) {
+        return out;
+    }
     struct Body<'a>(UnaryOp, &'a Layout);
     impl ForFloat for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -170,6 +183,9 @@ fn unary_any(op: UnaryOp, x: AnyRef, l: &Layout) -> Result<AnyStorage> {
 }
 
 fn signed_unary_any(op: UnaryOp, x: AnyRef, l: &Layout) -> Result<AnyStorage> {
+    if let Some(out) = host_only(op.name(), &[x], &|h| signed_unary_any(op, h[0], l)) {
+        return out;
+    }
     struct Body<'a>(UnaryOp, &'a Layout);
     impl ForSigned for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -181,7 +197,22 @@ fn signed_unary_any(op: UnaryOp, x: AnyRef, l: &Layout) -> Result<AnyStorage> {
     x.signeds(op.name(), Body(op, l))
 }
 
-fn binary_any(op: BinaryOp, a: Operand, b: Operand) -> Result<AnyStorage> {
+pub(crate) fn binary_any(op: BinaryOp, a: Operand, b: Operand) -> Result<AnyStorage> {
+    let name = rtx_kernels::Op::Binary(op).name();
+    let native = |at: &BackendBuffer| {
+        let (lhs, rhs) = (a.0.on_backend()?, b.0.on_backend()?);
+        at.backend.launch(&Kernel::Binary {
+            op,
+            lhs: &lhs.buffer,
+            lhs_layout: a.1,
+            rhs: &rhs.buffer,
+            rhs_layout: b.1,
+        })
+    };
+    let on_copies = |h: &[AnyRef]| binary_any(op, (h[0], a.1), (h[1], b.1));
+    if let Some(out) = on_host(name, &[a.0, b.0], &native, &on_copies) {
+        return out;
+    }
     struct Body<'a>(BinaryOp, &'a Layout, Operand<'a>);
     impl ForNum for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -210,6 +241,11 @@ fn binary_scalar_any(
     c: &dyn Any,
     left: bool,
 ) -> Result<AnyStorage> {
+    let name = rtx_kernels::Op::Binary(op).name();
+    let on_copies = |h: &[AnyRef]| binary_scalar_any(op, h[0], l, c, left);
+    if let Some(out) = host_only(name, &[x], &on_copies) {
+        return out;
+    }
     struct Body<'a>(BinaryOp, &'a Layout, &'a dyn Any, bool);
     impl ForNum for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -231,6 +267,9 @@ fn binary_scalar_any(
 }
 
 fn cmp_scalar_any(op: CmpOp, x: AnyRef, l: &Layout, c: &dyn Any) -> Result<AnyStorage> {
+    if let Some(out) = host_only("compare", &[x], &|h| cmp_scalar_any(op, h[0], l, c)) {
+        return out;
+    }
     struct Body<'a>(CmpOp, &'a Layout, &'a dyn Any);
     impl ForElement for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -251,6 +290,10 @@ fn cmp_scalar_any(op: CmpOp, x: AnyRef, l: &Layout, c: &dyn Any) -> Result<AnySt
 }
 
 fn cmp_any(op: CmpOp, a: Operand, b: Operand) -> Result<AnyStorage> {
+    let on_copies = |h: &[AnyRef]| cmp_any(op, (h[0], a.1), (h[1], b.1));
+    if let Some(out) = host_only("compare", &[a.0, b.0], &on_copies) {
+        return out;
+    }
     struct Body<'a>(CmpOp, &'a Layout, Operand<'a>);
     impl ForElement for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -278,6 +321,9 @@ fn affine_any(
     (a, b): (&dyn Any, &dyn Any),
     clamp: bool,
 ) -> Result<AnyStorage> {
+    if let Some(out) = host_only("affine", &[x], &|h| affine_any(h[0], l, (a, b), clamp)) {
+        return out;
+    }
     struct Body<'a>(&'a Layout, &'a dyn Any, &'a dyn Any, bool);
     impl ForNum for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -294,6 +340,9 @@ fn affine_any(
 }
 
 fn cast_any(x: AnyRef, l: &Layout, to: DType) -> Result<AnyStorage> {
+    if let Some(out) = host_only("cast", &[x], &|h| cast_any(h[0], l, to)) {
+        return out;
+    }
     struct Body<'a>(&'a Layout, DType);
     impl ForElement for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -315,6 +364,10 @@ fn cast_any(x: AnyRef, l: &Layout, to: DType) -> Result<AnyStorage> {
 }
 
 fn relu_backward_any(g: Operand, x: Operand) -> Result<AnyStorage> {
+    let on_copies = |h: &[AnyRef]| relu_backward_any((h[0], g.1), (h[1], x.1));
+    if let Some(out) = host_only("relu_backward", &[g.0, x.0], &on_copies) {
+        return out;
+    }
     struct Body<'a>(&'a Layout, Operand<'a>);
     impl ForNum for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -333,6 +386,14 @@ fn where_any(
     on_true: Operand,
     on_false: Operand,
 ) -> Result<AnyStorage> {
+    let args = [AnyRef::Bool(cond.0), on_true.0, on_false.0];
+    let on_copies = |h: &[AnyRef]| {
+        let c = h[0].typed::<bool>("where")?;
+        where_any((c, cond.1), (h[1], on_true.1), (h[2], on_false.1))
+    };
+    if let Some(out) = host_only("where", &args, &on_copies) {
+        return out;
+    }
     struct Body<'a>((&'a Storage<bool>, &'a Layout), &'a Layout, Operand<'a>);
     impl ForElement for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -362,6 +423,7 @@ impl<E: Element> Storage<E> {
                 &[input(c, l)],
                 &[],
             )?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -385,6 +447,7 @@ impl<E: Element> Storage<E> {
                 &[input(c, l)],
                 &[],
             )?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -433,6 +496,7 @@ impl<E: Element> Storage<E> {
                     &uniforms,
                 )?))
             }
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -449,6 +513,7 @@ impl<E: Element> Storage<E> {
                 &[input(s, l)],
                 &[uniform(c), Arg::U32(cmp_scalar_code(O::OP))],
             )?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -488,6 +553,7 @@ impl<E: Element> Storage<E> {
                 &[input(c, l)],
                 &[uniform(mul), uniform(add)],
             )?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -515,6 +581,7 @@ impl<E: Element> Storage<E> {
                 &[input(c, l)],
                 &[uniform(lo), uniform(hi)],
             )?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -540,6 +607,7 @@ impl<E: Element> Storage<E> {
                     &[],
                 )?))
             }
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 

@@ -19,9 +19,10 @@
 //! whose type is not on that rung gets `NoKernel`; the typed API never sends one.
 
 use super::Storage;
-use crate::{BackendError, Device, Result};
+use crate::{BackendError, Device, Layout, Result};
 use rtx_kernels::{DType, Element, Float, Num, Signed, bf16, f16};
 use std::any::Any;
+use std::ops::Range;
 
 /// A borrowed storage of any element type.
 #[derive(Clone, Copy, Debug)]
@@ -213,6 +214,103 @@ impl<'a> AnyRef<'a> {
     }
 }
 
+impl<'a> AnyRef<'a> {
+    /// The number of elements held.
+    pub fn len(self) -> usize {
+        struct Len;
+        impl ForElement for Len {
+            type Out = usize;
+            fn run<E: Element>(self, s: &Storage<E>) -> usize {
+                s.len()
+            }
+        }
+        self.elements(Len)
+    }
+
+    /// Whether no elements are held.
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+
+    /// All the elements, copied onto `device`.
+    pub fn to_device(self, device: Device) -> Result<AnyStorage> {
+        struct Move(Device);
+        impl ForElement for Move {
+            type Out = Result<AnyStorage>;
+            fn run<E: Element>(self, s: &Storage<E>) -> Self::Out {
+                let all = Layout::contiguous(&[s.len()]);
+                s.to_device(&all, self.0).map(AnyStorage::from_typed)
+            }
+        }
+        self.elements(Move(device))
+    }
+
+    /// Elements `range`, as a new storage on the same device.
+    pub fn range_to_storage(self, range: Range<usize>) -> Result<AnyStorage> {
+        struct Part(Range<usize>);
+        impl ForElement for Part {
+            type Out = Result<AnyStorage>;
+            fn run<E: Element>(self, s: &Storage<E>) -> Self::Out {
+                s.contiguous(&range_layout(s.len(), self.0)?)
+                    .map(AnyStorage::from_typed)
+            }
+        }
+        self.elements(Part(range))
+    }
+
+    /// The native bytes of elements `range`, copied to the host.
+    pub fn range_bytes(self, range: Range<usize>) -> Result<Vec<u8>> {
+        struct Bytes(Range<usize>);
+        impl ForElement for Bytes {
+            type Out = Result<Vec<u8>>;
+            fn run<E: Element>(self, s: &Storage<E>) -> Self::Out {
+                let host = s.try_to_vec(&range_layout(s.len(), self.0)?)?;
+                Ok(crate::backend::bytes_of(&host).to_vec())
+            }
+        }
+        self.elements(Bytes(range))
+    }
+
+    /// Overwrites `dst` (of this element type and length, on this device) with all elements.
+    pub fn copy_into(self, dst: &mut AnyStorage) -> Result<()> {
+        struct Into<'d>(&'d mut AnyStorage);
+        impl ForElement for Into<'_> {
+            type Out = Result<()>;
+            fn run<E: Element>(self, s: &Storage<E>) -> Self::Out {
+                let dst = self.0.typed_mut::<E>("copy")?;
+                s.copy_into(&Layout::contiguous(&[s.len()]), dst)
+            }
+        }
+        self.elements(Into(dst))
+    }
+
+    /// The backend buffer behind a storage on a registered backend, else `None`.
+    pub fn on_backend(self) -> Option<super::BackendBuffer> {
+        struct Ext;
+        impl ForElement for Ext {
+            type Out = Option<super::BackendBuffer>;
+            fn run<E: Element>(self, s: &Storage<E>) -> Self::Out {
+                match s {
+                    Storage::Backend(b) => Some(b.erased()),
+                    _ => None,
+                }
+            }
+        }
+        self.elements(Ext)
+    }
+}
+
+/// The layout of elements `range` of a storage of `len`, or an error naming both.
+fn range_layout(len: usize, range: Range<usize>) -> Result<Layout> {
+    if range.start > range.end || range.end > len {
+        return Err(BackendError::BadArgument {
+            op: "copy",
+            msg: format!("elements {range:?} are outside a buffer of {len}"),
+        });
+    }
+    Ok(Layout::contiguous(&[range.len()]).with_offset(range.start))
+}
+
 /// The error of a body asked to run on an element type it does not exist for.
 fn not_for(op: &'static str, s: AnyRef) -> BackendError {
     BackendError::BadArgument {
@@ -275,6 +373,46 @@ impl AnyStorage {
     }
 }
 
+impl AnyStorage {
+    /// The storage, borrowed.
+    pub fn as_ref(&self) -> AnyRef<'_> {
+        match self {
+            AnyStorage::F32(s) => AnyRef::F32(s),
+            AnyStorage::F64(s) => AnyRef::F64(s),
+            AnyStorage::F16(s) => AnyRef::F16(s),
+            AnyStorage::BF16(s) => AnyRef::BF16(s),
+            AnyStorage::I32(s) => AnyRef::I32(s),
+            AnyStorage::I64(s) => AnyRef::I64(s),
+            AnyStorage::U8(s) => AnyRef::U8(s),
+            AnyStorage::Bool(s) => AnyRef::Bool(s),
+        }
+    }
+
+    /// The storage as the concrete type `E`, mutably: an error naming `op` when it holds
+    /// another.
+    pub fn typed_mut<E: Element>(&mut self, op: &'static str) -> Result<&mut Storage<E>> {
+        let held = self.as_ref().dtype();
+        let a: &mut dyn Any = match self {
+            AnyStorage::F32(s) => s,
+            AnyStorage::F64(s) => s,
+            AnyStorage::F16(s) => s,
+            AnyStorage::BF16(s) => s,
+            AnyStorage::I32(s) => s,
+            AnyStorage::I64(s) => s,
+            AnyStorage::U8(s) => s,
+            AnyStorage::Bool(s) => s,
+        };
+        a.downcast_mut().ok_or_else(|| BackendError::BadArgument {
+            op,
+            msg: format!(
+                "operands of element types {} and {}",
+                E::DTYPE.name(),
+                held.name()
+            ),
+        })
+    }
+}
+
 /// The value of `slot` as the concrete storage type `Storage<T>`, where `E` is `T` (checked).
 fn take<E: Element, T: 'static>(slot: &mut Option<Storage<E>>) -> Storage<T> {
     let slot: &mut dyn Any = slot;
@@ -296,7 +434,6 @@ pub fn scalar_as<T: Element>(c: &dyn Any) -> T {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Layout;
 
     #[test]
     fn every_type_goes_through_its_tag_and_back() {

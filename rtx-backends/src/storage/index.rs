@@ -165,6 +165,7 @@ impl<E: Element> Storage<E> {
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::triangle(v, l, k, upper, E::default()))),
             Storage::Cuda(c) => Ok(Storage::Cuda(gpu::triangle(c, l, k, upper)?)),
+            Storage::Backend(_) => Err(super::no_kernel("triangle", self.device())),
         }
     }
 }

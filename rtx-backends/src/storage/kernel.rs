@@ -139,7 +139,7 @@ impl<E: Float> Storage<E> {
                     .iter()
                     .filter_map(|(s, l)| match s {
                         Storage::Cuda(c) => Some(input(c, l)),
-                        Storage::Cpu(_) => None,
+                        Storage::Cpu(_) | Storage::Backend(_) => None,
                     })
                     .collect();
                 let params = elementwise_uniforms(src);
@@ -159,6 +159,19 @@ impl<E: Float> Storage<E> {
                     &ins,
                     &rounded,
                 )?))
+            }
+            // A registered backend runs the kernel's native code on host copies.
+            Storage::Backend(b) => {
+                let hosts = inputs
+                    .iter()
+                    .map(|(s, _)| s.try_to_vec(&Layout::contiguous(&[s.len()])))
+                    .collect::<Result<Vec<_>>>()?;
+                let slices: Vec<(&[E], &Layout)> = hosts
+                    .iter()
+                    .zip(inputs)
+                    .map(|(v, (_, l))| (v.as_slice(), *l))
+                    .collect();
+                Storage::from_vec(cpu(&slices), b.device())
             }
         }
     }
@@ -194,6 +207,12 @@ impl<E: Float> Storage<E> {
                 Ok(Storage::Cpu(out))
             }
             Storage::Cuda(c) => Ok(Storage::Cuda(gpu::reduce(c, l, axis, src)?)),
+            // A registered backend runs the native reduction on a host copy.
+            Storage::Backend(b) => {
+                let host = Storage::Cpu(self.try_to_vec(&Layout::contiguous(&[self.len()]))?);
+                let out = host.reduce_kernel(l, axis, src, native)?;
+                out.to_device(&Layout::contiguous(&[out.len()]), b.device())
+            }
         }
     }
 }
@@ -291,6 +310,8 @@ pub unsafe fn launch_simt<E: Float>(
             }
             native(config, &mut native_args).map_err(|e| launch_err(src.name, e))
         }
+        // SIMT kernels write their outputs in place, which host copies would not carry back.
+        Device::Backend(_) => Err(super::no_kernel(src.name, device)),
         Device::Cuda(ordinal) => {
             let entry = cuda::kernel_entry(ordinal, src, E::DTYPE, E::DTYPE, Variant::Simt)?;
             if entry.params.len() != args.len() {
@@ -362,5 +383,7 @@ pub fn writable_in_place<E: Element>(s: &Storage<E>) -> bool {
     match s {
         Storage::Cpu(_) => true,
         Storage::Cuda(c) => !c.is_shared(),
+        // Its buffers may be shared between storages: never written in place.
+        Storage::Backend(_) => false,
     }
 }

@@ -45,7 +45,7 @@ fn host<'a, E: rtx_kernels::Element>(s: &'a Storage<E>, l: &Layout) -> Cow<'a, [
     match (s, l.contiguous_range()) {
         (Storage::Cpu(v), Some(r)) => Cow::Borrowed(&v[r]),
         (Storage::Cpu(v), None) => Cow::Owned(crate::cpu::elementwise::map(v, l, |x| x)),
-        (Storage::Cuda(_), _) => Cow::Owned(Vec::new()),
+        (Storage::Cuda(_) | Storage::Backend(_), _) => Cow::Owned(Vec::new()),
     }
 }
 
@@ -98,6 +98,9 @@ impl<E: Float> Storage<E> {
         let (rows, cols) = check(op, self, l, t, tl)?;
         crate::dispatch::on_cpu(self.device());
         let (loss, inner) = match (self, t) {
+            (Storage::Backend(_), _) | (_, Storage::Backend(_)) => {
+                return Err(super::no_kernel("cross_entropy", self.device()));
+            }
             (Storage::Cuda(x), Storage::Cuda(tc)) => {
                 let (loss, saved) = gpu::cross_entropy(op, (x, l), (tc, tl), ignore, smoothing)?;
                 (Storage::Cuda(loss), Inner::Cuda(saved))
@@ -202,6 +205,7 @@ impl<E: Float> Storage<E> {
                 scale,
             ))),
             Storage::Cuda(x) => Ok(Storage::Cuda(gpu::dropout((x, l), seed, threshold, scale)?)),
+            Storage::Backend(_) => Err(super::no_kernel("dropout", self.device())),
         }
     }
 }

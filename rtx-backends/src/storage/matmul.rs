@@ -1,7 +1,9 @@
 //! Backend entry point for (batched) matrix products: the `gemm` crate on the CPU, cuBLAS on a
 //! GPU.
 
-use super::{Storage, same_device};
+use super::erased::{AnyRef, AnyStorage, ForNum};
+use super::{BackendBuffer, Storage, on_host, same_device};
+use crate::backend::Gemm;
 use crate::cpu::elementwise::update_in_place;
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::op::{ReduceOp, UnaryOp, UnaryOpT, UnaryVisitor};
@@ -13,6 +15,14 @@ impl<E: Element> Storage<E> {
     /// the same rank (at least 2) and the same batch sizes; a broadcast batch dim has stride 0.
     /// Any strides are accepted: matrices with a unit row or column stride are read in place.
     pub fn matmul(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Self>
+    where
+        E: Num,
+    {
+        Ok(matmul_any((AnyRef::of(self), l), (AnyRef::of(rhs), rl), None)?.into_typed())
+    }
+
+    /// [`Storage::matmul`] on one element type and a built-in device.
+    fn matmul_body(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Self>
     where
         E: Num,
     {
@@ -36,6 +46,22 @@ impl<E: Element> Storage<E> {
     /// (`[N]`, viewed by `bl`) added to every row: a Linear's forward. A GPU adds it in the
     /// product's epilogue where cuBLASLt allows it, sparing a pass over the output.
     pub fn matmul_bias(
+        &self,
+        l: &Layout,
+        rhs: &Self,
+        rl: &Layout,
+        bias: &Self,
+        bl: &Layout,
+    ) -> Result<Self>
+    where
+        E: Num,
+    {
+        let (a, b, c) = (AnyRef::of(self), AnyRef::of(rhs), AnyRef::of(bias));
+        Ok(matmul_any((a, l), (b, rl), Some((c, bl)))?.into_typed())
+    }
+
+    /// [`Storage::matmul_bias`] on one element type and a built-in device.
+    fn matmul_bias_body(
         &self,
         l: &Layout,
         rhs: &Self,
@@ -77,7 +103,7 @@ impl<E: Element> Storage<E> {
                     a, l, b, rl, c, bl,
                 )));
             }
-            _ => self.matmul(l, rhs, rl)?,
+            _ => self.matmul_body(l, rhs, rl)?,
         };
         let dims = [l.dims()[0], n];
         let rows = bl
@@ -187,6 +213,49 @@ impl<E: Element> Storage<E> {
         };
         Ok((product, sums))
     }
+}
+
+/// A storage operand and its layout.
+type Operand<'a> = (AnyRef<'a>, &'a Layout);
+
+/// The (batched) product with an optional bias epilogue, the element type erased: compiled
+/// once, here. A registered backend runs it through its `gemm` or on host copies.
+pub(crate) fn matmul_any(a: Operand, b: Operand, bias: Option<Operand>) -> Result<AnyStorage> {
+    check_shapes(a.1, b.1)?;
+    let mut args = vec![a.0, b.0];
+    args.extend(bias.map(|c| c.0));
+    let native = |at: &BackendBuffer| {
+        let (lhs, rhs) = (a.0.on_backend()?, b.0.on_backend()?);
+        let bias = match bias {
+            Some((c, l)) => Some((c.on_backend()?, l)),
+            None => None,
+        };
+        at.backend.gemm(&Gemm {
+            lhs: &lhs.buffer,
+            lhs_layout: a.1,
+            rhs: &rhs.buffer,
+            rhs_layout: b.1,
+            bias: bias.as_ref().map(|(c, l)| (&c.buffer, *l)),
+        })
+    };
+    let on_copies = |h: &[AnyRef]| matmul_any((h[0], a.1), (h[1], b.1), bias.map(|c| (h[2], c.1)));
+    if let Some(out) = on_host("matmul", &args, &native, &on_copies) {
+        return out;
+    }
+    struct Body<'a>(&'a Layout, Operand<'a>, Option<Operand<'a>>);
+    impl ForNum for Body<'_> {
+        type Out = Result<AnyStorage>;
+        fn run<N: Num>(self, s: &Storage<N>) -> Self::Out {
+            let (l, (rhs, rl)) = (self.0, self.1);
+            let rhs = rhs.typed::<N>("matmul")?;
+            match self.2 {
+                None => s.matmul_body(l, rhs, rl),
+                Some((c, bl)) => s.matmul_bias_body(l, rhs, rl, c.typed::<N>("matmul")?, bl),
+            }
+            .map(AnyStorage::from_typed)
+        }
+    }
+    a.0.nums("matmul", Body(a.1, b, bias))
 }
 
 /// Checks that `l` and `rl` are `[batch.., M, K]` and `[batch.., K, N]`.

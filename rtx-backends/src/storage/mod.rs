@@ -12,13 +12,18 @@ mod kernel;
 mod loss;
 mod matmul;
 mod norm;
+mod on_backend;
 mod optim;
 mod optim_multi;
 mod quant;
 mod random;
 mod reduce;
 
+pub(crate) use elementwise::{binary_any, unary_any};
 pub use kernel::{ReduceNative, SimtBuffer, SimtNative, launch_simt, writable_in_place};
+pub(crate) use matmul::matmul_any;
+pub use on_backend::{BackendBuffer, BackendStorage};
+pub(crate) use on_backend::{host_only, on_host};
 pub use optim_multi::{AdamSlot, DeviceClip, SgdSlot, TableCache};
 
 use crate::cuda::CudaStorage;
@@ -35,7 +40,13 @@ pub enum Storage<E> {
     Cpu(Vec<E>),
     /// The memory of one GPU.
     Cuda(CudaStorage<E>),
+    /// The memory of a backend registered at run time (`Device::Backend(n)`).
+    Backend(BackendStorage<E>),
 }
+
+/// Why a typed body has no arm for a registered backend: its erased entry point sent the op
+/// to the backend's kernel or to host copies before the body was reached.
+pub(crate) const ROUTED: &str = "an op on a registered backend runs through its erased entry point";
 
 /// The error of an op that has no kernel on `device` yet.
 pub(crate) fn no_kernel(op: &'static str, device: Device) -> BackendError {
@@ -48,6 +59,7 @@ impl<E: Element> Storage<E> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
             Device::Cuda(n) => Ok(Storage::Cuda(CudaStorage::from_slice(n, &data)?)),
+            Device::Backend(_) => Ok(Storage::Backend(BackendStorage::upload(device, &data)?)),
         }
     }
 
@@ -64,6 +76,9 @@ impl<E: Element> Storage<E> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(vec![value; len])),
             Device::Cuda(n) => Ok(Storage::Cuda(CudaStorage::filled(n, len, value)?)),
+            Device::Backend(_) => Ok(Storage::Backend(BackendStorage::filled(
+                device, len, value,
+            )?)),
         }
     }
 
@@ -72,6 +87,7 @@ impl<E: Element> Storage<E> {
         match self {
             Storage::Cpu(_) => Device::Cpu,
             Storage::Cuda(c) => Device::Cuda(c.ordinal()),
+            Storage::Backend(b) => b.device(),
         }
     }
 
@@ -80,6 +96,7 @@ impl<E: Element> Storage<E> {
         match self {
             Storage::Cpu(v) => v.len(),
             Storage::Cuda(c) => c.len(),
+            Storage::Backend(b) => b.len(),
         }
     }
 
@@ -92,7 +109,7 @@ impl<E: Element> Storage<E> {
     pub fn as_cpu_slice(&self) -> Option<&[E]> {
         match self {
             Storage::Cpu(v) => Some(v),
-            Storage::Cuda(_) => None,
+            Storage::Cuda(_) | Storage::Backend(_) => None,
         }
     }
 
@@ -116,18 +133,8 @@ impl<E: Element> Storage<E> {
                 Some(r) => v[r].to_vec(),
                 None => crate::cpu::elementwise::map(v, layout, |x| x),
             }),
-            Storage::Cuda(c) => match layout.contiguous_range() {
-                Some(r) => c.range_to_host(r),
-                // Copy the span the view touches, then gather on the host: a strided copy
-                // needs no kernel this way.
-                None if layout.numel() == 0 => Ok(Vec::new()),
-                None => {
-                    // Strides are unsigned, so the view spans offset..required_len.
-                    let host = c.range_to_host(layout.offset()..layout.required_len())?;
-                    let shifted = layout.with_offset(0);
-                    Ok(crate::cpu::elementwise::map(&host, &shifted, |x| x))
-                }
-            },
+            Storage::Cuda(c) => gather_span(layout, |r| c.range_to_host(r)),
+            Storage::Backend(b) => gather_span(layout, |r| b.range_to_host(r)),
         }
     }
 
@@ -139,7 +146,7 @@ impl<E: Element> Storage<E> {
                 Some(r) => out.extend_from_slice(&v[r]),
                 None => out.extend(crate::cpu::elementwise::map(v, layout, |x| x)),
             },
-            Storage::Cuda(_) => out.extend(self.try_to_vec(layout)?),
+            Storage::Cuda(_) | Storage::Backend(_) => out.extend(self.try_to_vec(layout)?),
         }
         Ok(())
     }
@@ -152,6 +159,14 @@ impl<E: Element> Storage<E> {
                 Ok(Storage::Cpu(crate::cpu::elementwise::map(v, layout, |x| x)))
             }
             Storage::Cuda(c) => Ok(Storage::Cuda(cuda_dense(c, layout)?)),
+            Storage::Backend(b) => match layout.contiguous_range() {
+                Some(r) => {
+                    let dense = BackendStorage::filled(b.device(), r.len(), E::default())?;
+                    dense.copy_from_range(b, r)?;
+                    Ok(Storage::Backend(dense))
+                }
+                None => Storage::from_vec(self.try_to_vec(layout)?, b.device()),
+            },
         }
     }
 
@@ -183,6 +198,15 @@ impl<E: Element> Storage<E> {
                     d.copy_from_range(&dense, 0..dense.len())
                 }
             },
+            (Storage::Backend(c), Storage::Backend(d)) if c.device() == d.device() => {
+                match layout.contiguous_range() {
+                    Some(r) => d.copy_from_range(c, r),
+                    None => {
+                        let dense = BackendStorage::upload(c.device(), &self.try_to_vec(layout)?)?;
+                        d.copy_from_range(&dense, 0..dense.len())
+                    }
+                }
+            }
             (a, b) => Err(BackendError::BadArgument {
                 op: "copy",
                 msg: format!("cannot copy from {} into {}", a.device(), b.device()),
@@ -197,6 +221,25 @@ impl<E: Element> Storage<E> {
                 Ok(Storage::Cuda(c.copy_range_to(r, n)?))
             }
             _ => Storage::from_vec(self.try_to_vec(layout)?, device),
+        }
+    }
+}
+
+/// The elements a layout views, from a device that copies ranges to the host: the one range
+/// when the view is contiguous, else the span the view touches, gathered on the host (a
+/// strided copy needs no kernel this way).
+fn gather_span<E: Element>(
+    layout: &Layout,
+    range_to_host: impl FnOnce(std::ops::Range<usize>) -> Result<Vec<E>>,
+) -> Result<Vec<E>> {
+    match layout.contiguous_range() {
+        Some(r) => range_to_host(r),
+        None if layout.numel() == 0 => Ok(Vec::new()),
+        None => {
+            // Strides are unsigned, so the view spans offset..required_len.
+            let host = range_to_host(layout.offset()..layout.required_len())?;
+            let shifted = layout.with_offset(0);
+            Ok(crate::cpu::elementwise::map(&host, &shifted, |x| x))
         }
     }
 }

@@ -80,7 +80,7 @@ fn host<'a, E: Float>(s: &'a Storage<E>, l: &Layout) -> Cow<'a, [E]> {
             Some(r) => Cow::Borrowed(&v[r]),
             None => Cow::Owned(crate::cpu::elementwise::map(v, l, |x| x)),
         },
-        Storage::Cuda(_) => Cow::Owned(Vec::new()),
+        Storage::Cuda(_) | Storage::Backend(_) => Cow::Owned(Vec::new()),
     }
 }
 
@@ -90,7 +90,7 @@ fn cuda<'a, E: Float>(
 ) -> Option<(&'a crate::cuda::CudaStorage<E>, &'a Layout)> {
     p.and_then(|(s, l)| match s {
         Storage::Cuda(c) => Some((c, l)),
-        Storage::Cpu(_) => None,
+        Storage::Cpu(_) | Storage::Backend(_) => None,
     })
 }
 
@@ -137,6 +137,7 @@ impl<E: Float> Storage<E> {
                 let (y, stats) = gpu::norm_rows((c, l), cuda(weight), cuda(bias), eps, centered)?;
                 (Storage::Cuda(y), Inner::Cuda(stats))
             }
+            Storage::Backend(_) => return Err(super::no_kernel(op, self.device())),
         };
         let rows = l.numel().checked_div(cols).unwrap_or(0);
         Ok((

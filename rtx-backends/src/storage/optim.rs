@@ -24,6 +24,12 @@ fn check_len(op: &'static str, len: usize, n: usize) -> Result<()> {
     }
 }
 
+/// A dense state buffer of `n` elements on the parameter's device, copied to the host.
+fn host_state<E: Float>(op: &'static str, s: &Storage<E>, n: usize) -> Result<Vec<E>> {
+    check_len(op, s.len(), n)?;
+    s.try_to_vec(&Layout::contiguous(&[n]))
+}
+
 /// The GPU buffer of a state or gradient operand of an update on `dev`.
 fn cuda_of<'a, E: Float>(
     op: &'static str,
@@ -75,29 +81,12 @@ impl<E: Float> Storage<E> {
                 nx.map(Storage::Cuda),
             ));
         }
-        let (Some(m), Some(v)) = (m.as_cpu_slice(), v.as_cpu_slice()) else {
-            return Err(super::no_kernel("adam", self.device()));
-        };
-        check_len("adam", m.len(), n)?;
-        check_len("adam", v.len(), n)?;
-        let mut vmax = match vmax {
-            Some(x) => Some(
-                x.as_cpu_slice()
-                    .ok_or_else(|| super::no_kernel("adam", x.device()))?
-                    .to_vec(),
-            ),
-            None => None,
-        };
-        if let Some(x) = &vmax {
-            check_len("adam", x.len(), n)?;
-        }
-        if self.device() != crate::Device::Cpu {
-            return Err(super::no_kernel("adam", self.device()));
-        }
-        crate::dispatch::cpu();
+        // The CPU, and a registered backend on host copies.
+        let (mut m, mut v) = (host_state("adam", m, n)?, host_state("adam", v, n)?);
+        let mut vmax = vmax.map(|x| host_state("adam", x, n)).transpose()?;
+        crate::dispatch::on_cpu(self.device());
         let mut p = self.try_to_vec(pl)?;
         let g = grad.try_to_vec(gl)?;
-        let (mut m, mut v) = (m.to_vec(), v.to_vec());
         optim::adam(&mut p, &g, &mut m, &mut v, vmax.as_deref_mut(), s);
         let dev = self.device();
         Ok((
@@ -129,21 +118,9 @@ impl<E: Float> Storage<E> {
             let (np, nb) = crate::cuda::ops_optim::sgd((p, pl), (g, gl), b, s)?;
             return Ok((Storage::Cuda(np), nb.map(Storage::Cuda)));
         }
-        if self.device() != crate::Device::Cpu {
-            return Err(super::no_kernel("sgd", self.device()));
-        }
-        let mut buf = match buf {
-            Some(b) => Some(
-                b.as_cpu_slice()
-                    .ok_or_else(|| super::no_kernel("sgd", b.device()))?
-                    .to_vec(),
-            ),
-            None => None,
-        };
-        if let Some(b) = &buf {
-            check_len("sgd", b.len(), n)?;
-        }
-        crate::dispatch::cpu();
+        // The CPU, and a registered backend on host copies.
+        let mut buf = buf.map(|b| host_state("sgd", b, n)).transpose()?;
+        crate::dispatch::on_cpu(self.device());
         let mut p = self.try_to_vec(pl)?;
         let g = grad.try_to_vec(gl)?;
         optim::sgd(&mut p, &g, buf.as_deref_mut(), s);

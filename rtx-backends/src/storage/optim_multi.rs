@@ -76,11 +76,13 @@ fn gpu_buf<'a, E: Float>(
 fn ordinal_of<E: Float>(op: &'static str, first: &Storage<E>) -> Result<usize> {
     match first.device() {
         Device::Cuda(n) => Ok(n),
-        Device::Cpu => Err(BackendError::BadArgument {
+        Device::Cpu | Device::Backend(_) => Err(BackendError::BadArgument {
             op,
-            msg: "multi-tensor updates run on a GPU; on the CPU update each tensor in place \
-                  (`adam_update_in_place`, `sgd_update_in_place`)"
-                .into(),
+            msg: format!(
+                "multi-tensor updates run on a CUDA GPU; on {} update each tensor in place \
+                 (`adam_update_in_place`, `sgd_update_in_place`)",
+                first.device()
+            ),
         }),
     }
 }

@@ -42,6 +42,7 @@ impl Storage<i32> {
             Storage::Cuda(c) => Ok(Storage::Cuda(crate::cuda::ops_quant::dequantize(
                 c, kind, block, type_size, n,
             )?)),
+            Storage::Backend(_) => Err(super::no_kernel("dequantize", self.device())),
         }
     }
 

@@ -6,7 +6,7 @@
 //! layer views it with the axis kept as 1 for `keepdim`); softmax keeps the input's sizes.
 
 use super::erased::{AnyRef, AnyStorage, ForFloat, ForNum};
-use super::{Storage, same_device};
+use super::{Storage, host_only, same_device};
 use crate::cpu::reduce as cpu;
 use crate::cuda::{CudaStorage, ops as gpu, ops_softmax};
 use crate::{BackendError, Layout, Result};
@@ -193,6 +193,9 @@ enum NumReduction {
 }
 
 fn num_reduce_any(x: AnyRef, l: &Layout, r: NumReduction) -> Result<AnyStorage> {
+    if let Some(out) = host_only("reduce", &[x], &|h| num_reduce_any(h[0], l, r)) {
+        return out;
+    }
     struct Body<'a>(&'a Layout, NumReduction);
     impl ForNum for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -236,6 +239,15 @@ enum FloatReduction<'a> {
 }
 
 fn float_reduce_any(x: AnyRef, l: &Layout, r: FloatReduction) -> Result<AnyStorage> {
+    let host = match r {
+        FloatReduction::SoftmaxBackward(g, gl, log) => host_only("softmax", &[x, g], &|h| {
+            float_reduce_any(h[0], l, FloatReduction::SoftmaxBackward(h[1], gl, log))
+        }),
+        _ => host_only("reduce", &[x], &|h| float_reduce_any(h[0], l, r)),
+    };
+    if let Some(out) = host {
+        return out;
+    }
     struct Body<'a>(&'a Layout, FloatReduction<'a>);
     impl ForFloat for Body<'_> {
         type Out = Result<AnyStorage>;
@@ -282,6 +294,7 @@ impl<E: Element> Storage<E> {
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::reduce(v, l, axis, op)?)),
             Storage::Cuda(c) => Ok(Storage::Cuda(cuda_reduce(c, l, axis, op)?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -312,6 +325,7 @@ impl<E: Element> Storage<E> {
                     c, l, axis, max,
                 )?))
             }
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -331,6 +345,7 @@ impl<E: Element> Storage<E> {
                 let (x, fl) = flat(c, l)?;
                 Ok(Storage::Cuda(cuda_reduce(&x, &fl, 0, op)?))
             }
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -349,6 +364,7 @@ impl<E: Element> Storage<E> {
                 axis,
                 &kernels::mean::KERNEL,
             )?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -376,6 +392,7 @@ impl<E: Element> Storage<E> {
                     &kernels::mean::KERNEL,
                 )?))
             }
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -398,6 +415,7 @@ impl<E: Element> Storage<E> {
                     crate::cuda::Arg::U32(sqrt as u32),
                 ],
             )?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -417,6 +435,7 @@ impl<E: Element> Storage<E> {
                 &kernels::logsumexp_rows::KERNEL,
                 &[],
             )?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -430,6 +449,7 @@ impl<E: Element> Storage<E> {
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::softmax(v, l, axis, false))),
             Storage::Cuda(c) => Ok(Storage::Cuda(ops_softmax::softmax(c, l, axis, false)?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
@@ -443,6 +463,7 @@ impl<E: Element> Storage<E> {
         match self {
             Storage::Cpu(v) => Ok(Storage::Cpu(cpu::softmax(v, l, axis, true))),
             Storage::Cuda(c) => Ok(Storage::Cuda(ops_softmax::softmax(c, l, axis, true)?)),
+            Storage::Backend(_) => unreachable!("{}", super::ROUTED),
         }
     }
 
