@@ -3,17 +3,23 @@
 //! PyTorch's caching allocator does). Invariant: a pooled block is only reused by work queued
 //! on the GPU's one stream after the free, so stream order makes the reuse safe.
 //!
-//! While a CUDA graph is captured (`super::graph`), every block handed out belongs to that
-//! graph: the graph's replays write it whenever they run, so it must never serve anything
-//! else. Such a block, freed, goes back to its graph's own pool (reused only by later
-//! allocations of the same capture, whose order replays repeat), and returns to the common
-//! pools only when the graph is dropped.
+//! The allocator also keeps the GPU's capture state, since a capture changes where blocks
+//! come from and go to: while a CUDA graph is captured (the `graph` module drives it), every
+//! block handed out belongs to that graph: the graph's replays write it whenever they run, so
+//! it must never serve anything else. Such a block, freed, goes back to its graph's own pool
+//! (reused only by later allocations of the same capture, whose order replays repeat), and
+//! returns to the common pools only when the graph is dropped. One lock guards both, so a
+//! block's pool and the capture it belongs to never disagree.
+//!
+//! The functions here take the GPU's bare [`Context`] and its allocator; the per-ordinal
+//! entry points (`memory_stats` and the rest) look the GPU up in the registry, in the `memory`
+//! module.
 
-use super::context::{Gpu, gpu, lock, mem_info};
+use super::context::{Context, lock, mem_info};
 use crate::{BackendError, Device, Result};
 use cudarc::driver::sys::CUdeviceptr;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Requests up to this size are rounded to 512 bytes; larger ones to 2 MiB.
 const SMALL: usize = 1 << 20;
@@ -24,7 +30,7 @@ pub(crate) fn size_class(bytes: usize) -> usize {
     bytes.div_ceil(step).saturating_mul(step)
 }
 
-/// What a GPU's allocator holds and has done, as [`memory_stats`] reports it.
+/// What a GPU's allocator holds and has done, as `memory_stats` reports it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemoryStats {
     /// Bytes in blocks handed out to live buffers (block sizes, so rounding included).
@@ -33,9 +39,9 @@ pub struct MemoryStats {
     pub requested: usize,
     /// Bytes held from the driver: `allocated` plus the cache.
     pub reserved: usize,
-    /// The most `allocated` has been since the start or [`reset_peak_stats`].
+    /// The most `allocated` has been since the start or `reset_peak_stats`.
     pub peak_allocated: usize,
-    /// The most `reserved` has been since the start or [`reset_peak_stats`].
+    /// The most `reserved` has been since the start or `reset_peak_stats`.
     pub peak_reserved: usize,
     /// Blocks handed out and not yet freed.
     pub live_blocks: usize,
@@ -77,7 +83,7 @@ pub(crate) struct Allocator {
     /// Free blocks by size.
     pools: Pools,
     stats: MemoryStats,
-    /// The most bytes live buffers may hold (block sizes), set by [`set_memory_limit`].
+    /// The most bytes live buffers may hold (block sizes), set by `set_memory_limit`.
     limit: Option<usize>,
     /// The graph being captured, whose pool new blocks belong to.
     pub(crate) capturing: Option<u64>,
@@ -132,6 +138,43 @@ impl Allocator {
                 self.pools.entry(size).or_default().extend(ptrs);
             }
         }
+    }
+
+    /// An error while a graph is being captured, for work a graph cannot hold (waiting for
+    /// the GPU, copying from host memory whose contents a replay would not see).
+    pub(crate) fn not_capturing(&self, what: &str) -> Result<()> {
+        match self.capturing {
+            None => Ok(()),
+            Some(_) => Err(BackendError::BadArgument {
+                op: "cuda graph capture",
+                msg: format!(
+                    "{what} is not possible while a CUDA graph is being captured: run the \
+                     step once uncaptured first (it compiles kernels and fills caches), and \
+                     keep host reads and uploads out of the captured step"
+                ),
+            }),
+        }
+    }
+
+    /// The statistics so far.
+    pub(crate) fn stats(&self) -> MemoryStats {
+        self.stats
+    }
+
+    /// Starts the peak statistics again from the current values.
+    pub(crate) fn reset_peaks(&mut self) {
+        self.stats.peak_allocated = self.stats.allocated;
+        self.stats.peak_reserved = self.stats.reserved;
+    }
+
+    /// The most bytes live buffers may hold, if limited.
+    pub(crate) fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// Limits the bytes live buffers may hold, or lifts the limit with `None`.
+    pub(crate) fn set_limit(&mut self, limit: Option<usize>) {
+        self.limit = limit;
     }
 
     /// The out-of-memory error for a request of `bytes` (a block of `size`) that would take
@@ -193,8 +236,8 @@ pub(crate) struct DeviceBuffer {
     size: usize,
     /// The bytes asked for.
     requested: usize,
-    /// The GPU it lives on.
-    pub gpu: Arc<Gpu>,
+    /// The allocator of the GPU it lives on, which takes the block back.
+    owner: Arc<Mutex<Allocator>>,
     /// The graph whose capture allocated it (0: none).
     graph: u64,
 }
@@ -202,19 +245,24 @@ pub(crate) struct DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         if self.size > 0 {
-            lock(&self.gpu.alloc).give_back(self.ptr, self.size, self.requested, self.graph);
+            lock(&self.owner).give_back(self.ptr, self.size, self.requested, self.graph);
         }
     }
 }
 
-/// `bytes` of uninitialized memory on `g`, from the cache when a block fits.
-pub(crate) fn alloc(g: &Arc<Gpu>, bytes: usize) -> Result<DeviceBuffer> {
-    let graph = lock(&g.alloc).capturing.unwrap_or(0);
+/// `bytes` of uninitialized memory on the GPU of `cx`, whose allocator is `mem`, from the
+/// cache when a block fits.
+pub(crate) fn alloc(
+    cx: &Context,
+    mem: &Arc<Mutex<Allocator>>,
+    bytes: usize,
+) -> Result<DeviceBuffer> {
+    let graph = lock(mem).capturing.unwrap_or(0);
     let buffer = |ptr, size| DeviceBuffer {
         ptr,
         size,
         requested: bytes,
-        gpu: g.clone(),
+        owner: mem.clone(),
         graph,
     };
     if bytes == 0 {
@@ -222,8 +270,8 @@ pub(crate) fn alloc(g: &Arc<Gpu>, bytes: usize) -> Result<DeviceBuffer> {
     }
     let size = size_class(bytes);
     {
-        let mut a = lock(&g.alloc);
-        if let Some(e) = a.over_limit(g.device(), bytes, size) {
+        let mut a = lock(mem);
+        if let Some(e) = a.over_limit(cx.device(), bytes, size) {
             return Err(e);
         }
         if let Some((ptr, found)) = a.take_cached(size) {
@@ -232,27 +280,27 @@ pub(crate) fn alloc(g: &Arc<Gpu>, bytes: usize) -> Result<DeviceBuffer> {
             return Ok(buffer(ptr, found));
         }
     }
-    g.bind()?;
-    let (free, total) = mem_info(g)?;
+    cx.bind()?;
+    let (free, total) = mem_info(cx)?;
     // A request over what is free cannot succeed from the driver: return the cache first
     // (not while capturing, when waiting for the stream is not allowed).
     if size > free && graph == 0 {
-        free_cached(g)?;
+        free_cached(cx, mem)?;
     }
     let first = unsafe_malloc(size);
     let ptr = match first {
         Ok(p) => p,
         Err(_) => {
             if graph == 0 {
-                free_cached(g)?;
+                free_cached(cx, mem)?;
             }
             match unsafe_malloc(size) {
                 Ok(p) => p,
                 Err(_) => {
-                    let (free, total) = mem_info(g).unwrap_or((free, total));
-                    let s = lock(&g.alloc).stats;
+                    let (free, total) = mem_info(cx).unwrap_or((free, total));
+                    let s = lock(mem).stats;
                     return Err(BackendError::OutOfMemory {
-                        device: g.device(),
+                        device: cx.device(),
                         requested: bytes,
                         free,
                         total,
@@ -263,7 +311,7 @@ pub(crate) fn alloc(g: &Arc<Gpu>, bytes: usize) -> Result<DeviceBuffer> {
             }
         }
     };
-    let mut a = lock(&g.alloc);
+    let mut a = lock(mem);
     a.stats.driver_allocs += 1;
     a.stats.reserved += size;
     a.hand_out(size, bytes);
@@ -275,84 +323,27 @@ fn unsafe_malloc(size: usize) -> std::result::Result<CUdeviceptr, cudarc::driver
     unsafe { cudarc::driver::result::malloc_sync(size) }
 }
 
+/// Waits for all work queued on the GPU's stream; an error while a graph is being captured
+/// (see [`Allocator::not_capturing`]).
+pub(crate) fn synchronize(cx: &Context, mem: &Mutex<Allocator>) -> Result<()> {
+    lock(mem).not_capturing("waiting for the GPU (reading a value back to the host)")?;
+    cx.bind()?;
+    cx.stream
+        .synchronize()
+        .map_err(|e| cx.err("cuStreamSynchronize", e))
+}
+
 /// Waits for the GPU's stream, then returns every cached block to the driver.
-fn free_cached(g: &Gpu) -> Result<()> {
-    g.synchronize()?;
-    let blocks = lock(&g.alloc).drain();
+pub(crate) fn free_cached(cx: &Context, mem: &Mutex<Allocator>) -> Result<()> {
+    synchronize(cx, mem)?;
+    let blocks = lock(mem).drain();
     for (ptr, size) in blocks {
         // SAFETY: a cached block is owned by no buffer, and the stream that used it is idle.
-        unsafe { cudarc::driver::result::free_sync(ptr) }.map_err(|e| g.err("cuMemFree", e))?;
-        let mut a = lock(&g.alloc);
+        unsafe { cudarc::driver::result::free_sync(ptr) }.map_err(|e| cx.err("cuMemFree", e))?;
+        let mut a = lock(mem);
         a.stats.reserved -= size;
         a.stats.driver_frees += 1;
     }
-    Ok(())
-}
-
-/// The allocator statistics of GPU `ordinal`.
-///
-/// ```
-/// # use rtx_backends::cuda;
-/// if let Ok(s) = cuda::memory_stats(0) {
-///     assert!(s.allocated <= s.reserved && s.reserved <= s.peak_reserved.max(s.reserved));
-/// }
-/// ```
-pub fn memory_stats(ordinal: usize) -> Result<MemoryStats> {
-    Ok(lock(&gpu(ordinal)?.alloc).stats)
-}
-
-/// Returns every cached (freed, unused) block of GPU `ordinal` to the driver, as
-/// `torch.cuda.empty_cache`; live tensors keep their memory.
-pub fn empty_cache(ordinal: usize) -> Result<()> {
-    free_cached(&*gpu(ordinal)?)
-}
-
-/// Limits the bytes GPU `ordinal`'s live tensors may hold (counted in allocator blocks, as
-/// [`MemoryStats::allocated`]), or lifts the limit with `None`: an allocation that would go
-/// past it fails with the out-of-memory error, whose "free" and "of" figures are then measured
-/// against the limit. Like PyTorch's `torch.cuda.set_per_process_memory_fraction`, it keeps a
-/// process inside a share of the GPU and makes running out of memory testable. Cached blocks
-/// do not count; a limit below what is live already only stops new allocations.
-///
-/// ```
-/// # use rtx_backends::cuda;
-/// if cuda::is_available() {
-///     cuda::set_memory_limit(0, Some(1 << 30)).unwrap();
-///     assert_eq!(cuda::memory_limit(0).unwrap(), Some(1 << 30));
-///     cuda::set_memory_limit(0, None).unwrap();
-/// }
-/// ```
-pub fn set_memory_limit(ordinal: usize, limit: Option<usize>) -> Result<()> {
-    lock(&gpu(ordinal)?.alloc).limit = limit;
-    Ok(())
-}
-
-/// The limit [`set_memory_limit`] set on GPU `ordinal`, if any.
-pub fn memory_limit(ordinal: usize) -> Result<Option<usize>> {
-    Ok(lock(&gpu(ordinal)?.alloc).limit)
-}
-
-/// [`set_memory_limit`] as a share of the GPU's total memory (PyTorch's
-/// `set_per_process_memory_fraction`); `fraction` must lie in [0, 1].
-pub fn set_memory_fraction(ordinal: usize, fraction: f64) -> Result<()> {
-    if !(0.0..=1.0).contains(&fraction) {
-        return Err(BackendError::BadArgument {
-            op: "set_memory_fraction",
-            msg: format!("fraction must lie in [0, 1], got {fraction}"),
-        });
-    }
-    let g = gpu(ordinal)?;
-    g.bind()?;
-    let (_, total) = mem_info(&g)?;
-    set_memory_limit(ordinal, Some((total as f64 * fraction) as usize))
-}
-
-/// Starts the peak statistics of GPU `ordinal` again from the current values.
-pub fn reset_peak_stats(ordinal: usize) -> Result<()> {
-    let g = gpu(ordinal)?;
-    let mut a = lock(&g.alloc);
-    a.stats.peak_allocated = a.stats.allocated;
-    a.stats.peak_reserved = a.stats.reserved;
     Ok(())
 }
 

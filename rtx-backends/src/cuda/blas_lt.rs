@@ -11,9 +11,9 @@
 //! The operand mapping is [`super::blas`]'s: row-major `C = A B` as column-major
 //! `Cᵀ = Bᵀ Aᵀ`, transposed views through the operation flags.
 
-use super::alloc::{DeviceBuffer, alloc};
+use super::alloc::{Allocator, DeviceBuffer, alloc};
 use super::blas::{Gemm, Operand};
-use super::context::Gpu;
+use super::context::Context;
 use super::probe::{Lib, guard, require};
 use crate::{BackendError, Result};
 use cudarc::cublas::sys::cublasOperation_t;
@@ -27,7 +27,7 @@ use cudarc::cublaslt::sys::{
 use rtx_kernels::DType;
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Workspace for cuBLASLt's algorithms (the size PyTorch gives it on Hopper).
 const WORKSPACE: usize = 32 << 20;
@@ -126,23 +126,27 @@ impl Drop for Plan {
     }
 }
 
-fn lt_err(g: &Gpu, call: &'static str, e: cudarc::cublaslt::result::CublasError) -> BackendError {
+fn lt_err(
+    cx: &Context,
+    call: &'static str,
+    e: cudarc::cublaslt::result::CublasError,
+) -> BackendError {
     BackendError::Cuda {
-        device: g.device(),
+        device: cx.device(),
         call,
         msg: format!("{:?}", e.0),
     }
 }
 
-/// Creates the handle and its workspace.
-pub(crate) fn create(g: &Arc<Gpu>) -> Result<BlasLt> {
+/// Creates the handle of the GPU of `cx`, with a workspace from its allocator `mem`.
+pub(crate) fn create(cx: &Context, mem: &Arc<Mutex<Allocator>>) -> Result<BlasLt> {
     require(Lib::CublasLt)?;
-    g.bind()?;
+    cx.bind()?;
     let handle =
-        guard("cublasLtCreate", lt::create_handle)?.map_err(|e| lt_err(g, "cublasLtCreate", e))?;
+        guard("cublasLtCreate", lt::create_handle)?.map_err(|e| lt_err(cx, "cublasLtCreate", e))?;
     Ok(BlasLt {
         handle,
-        workspace: alloc(g, WORKSPACE)?,
+        workspace: alloc(cx, mem, WORKSPACE)?,
         plans: HashMap::new(),
         unsupported: HashSet::new(),
     })
@@ -319,8 +323,9 @@ fn plan(
 
 /// Runs one planned product (planning it on first sight of its shape) with its `epilogue`
 /// (which needs an unbatched product); `Ok(false)` means this cuBLASLt has no algorithm with
-/// that epilogue for the product, and nothing ran.
-pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm, epilogue: Epilogue) -> Result<bool> {
+/// that epilogue for the product, and nothing ran. The product is queued on the stream of
+/// `cx`, the GPU `s` was created for.
+pub(crate) fn run(cx: &Context, s: &mut BlasLt, call: &Gemm, epilogue: Epilogue) -> Result<bool> {
     let key = PlanKey {
         dtype: call.dtype,
         tf32: call.tf32,
@@ -357,7 +362,7 @@ pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm, epilogue: Epilogue) -> R
                 s.unsupported.insert(key);
                 return Ok(false);
             }
-            Err(e) => return Err(lt_err(g, "cublasLtMatmulAlgoGetHeuristic", e)),
+            Err(e) => return Err(lt_err(cx, "cublasLtMatmulAlgoGetHeuristic", e)),
         };
         s.plans.insert(key, p);
     }
@@ -390,7 +395,7 @@ pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm, epilogue: Epilogue) -> R
                 8,
             )
         }
-        .map_err(|e| lt_err(g, "cublasLtMatmulDescSetAttribute", e))?;
+        .map_err(|e| lt_err(cx, "cublasLtMatmulDescSetAttribute", e))?;
     }
     // SAFETY: the plan's layouts describe the views behind these pointers (see `plan`); the
     // workspace is this handle's, on the GPU's one stream.
@@ -411,9 +416,9 @@ pub(crate) fn run(g: &Gpu, s: &mut BlasLt, call: &Gemm, epilogue: Epilogue) -> R
             &p.algo,
             s.workspace.ptr as *mut c_void,
             WORKSPACE,
-            g.stream.cu_stream() as _,
+            cx.stream.cu_stream() as _,
         )
     }
-    .map_err(|e| lt_err(g, "cublasLtMatmul", e))?;
+    .map_err(|e| lt_err(cx, "cublasLtMatmul", e))?;
     Ok(true)
 }

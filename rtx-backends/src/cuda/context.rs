@@ -1,20 +1,16 @@
-//! One context per GPU, created on first use and kept in a process-wide registry: the primary
-//! context, the stream every rtx op on that GPU is queued on, the allocator, the loaded kernels
-//! and the cuBLAS handle. Invariant: all rtx work on a GPU goes through its one stream, so
-//! stream order alone makes reusing a freed block safe.
+//! The bare handle of one GPU, the bottom of the CUDA layers: its primary context, the stream
+//! every rtx op on it is queued on, and the driver calls that need nothing else. The
+//! subsystems above (allocator, kernels, cuBLAS) take this handle rather than the composed
+//! GPU, so they need not know of one another. Invariant: all rtx work on a GPU goes through
+//! its one stream, so stream order alone makes reusing a freed block safe.
 
-use super::alloc::Allocator;
-use super::blas::Blas;
-use super::blas_lt::BlasLt;
-use super::kernel::LoadedKernels;
 use super::probe::{Lib, guard, require};
 use crate::{BackendError, Device, Result};
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A GPU's live state.
-pub(crate) struct Gpu {
+/// A GPU's context and stream, with what the driver says it is.
+pub(crate) struct Context {
     /// The CUDA ordinal.
     pub ordinal: usize,
     /// The primary context.
@@ -25,17 +21,33 @@ pub(crate) struct Gpu {
     pub name: String,
     /// Compute capability (major, minor).
     pub cc: (u32, u32),
-    /// The caching allocator.
-    pub alloc: Mutex<Allocator>,
-    /// Kernels loaded into this context, by cache key.
-    pub kernels: Mutex<LoadedKernels>,
-    /// The cuBLAS handle, created on the first matrix product.
-    pub blas: Mutex<Option<Blas>>,
-    /// The cuBLASLt handle and its plans, created on the first product through cuBLASLt.
-    pub blas_lt: Mutex<Option<BlasLt>>,
 }
 
-impl Gpu {
+impl Context {
+    /// Retains GPU `ordinal`'s primary context and creates its stream (the ordinal is checked
+    /// by the caller against [`count`]).
+    pub fn open(ordinal: usize) -> Result<Context> {
+        let device = Device::Cuda(ordinal);
+        let ctx = guard("cuDevicePrimaryCtxRetain", || CudaContext::new(ordinal))?
+            .map_err(|e| driver_err(device, "cuDevicePrimaryCtxRetain", e))?;
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| driver_err(device, "cuStreamCreate", e))?;
+        let name = ctx
+            .name()
+            .map_err(|e| driver_err(device, "cuDeviceGetName", e))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| driver_err(device, "cuDeviceGetAttribute", e))?;
+        Ok(Context {
+            ordinal,
+            ctx,
+            stream,
+            name,
+            cc: (major as u32, minor as u32),
+        })
+    }
+
     /// This GPU as a [`Device`].
     pub fn device(&self) -> Device {
         Device::Cuda(self.ordinal)
@@ -48,39 +60,9 @@ impl Gpu {
             .map_err(|e| self.err("cuCtxSetCurrent", e))
     }
 
-    /// Whether a graph is being captured on this GPU.
-    pub fn capturing(&self) -> bool {
-        lock(&self.alloc).capturing.is_some()
-    }
-
-    /// An error when a graph is being captured on this GPU, for work a graph cannot hold
-    /// (waiting for the GPU, copying from host memory whose contents a replay would not see).
-    pub fn not_capturing(&self, what: &str) -> Result<()> {
-        match lock(&self.alloc).capturing {
-            None => Ok(()),
-            Some(_) => Err(BackendError::BadArgument {
-                op: "cuda graph capture",
-                msg: format!(
-                    "{what} is not possible while a CUDA graph is being captured: run the \
-                     step once uncaptured first (it compiles kernels and fills caches), and \
-                     keep host reads and uploads out of the captured step"
-                ),
-            }),
-        }
-    }
-
     /// A driver error on this GPU as a [`BackendError`].
     pub fn err(&self, call: &'static str, e: DriverError) -> BackendError {
         driver_err(self.device(), call, e)
-    }
-
-    /// Waits for all work queued on this GPU's stream.
-    pub fn synchronize(&self) -> Result<()> {
-        self.not_capturing("waiting for the GPU (reading a value back to the host)")?;
-        self.bind()?;
-        self.stream
-            .synchronize()
-            .map_err(|e| self.err("cuStreamSynchronize", e))
     }
 }
 
@@ -107,11 +89,6 @@ pub(crate) fn driver_err(device: Device, call: &'static str, e: DriverError) -> 
     }
 }
 
-fn registry() -> &'static Mutex<HashMap<usize, Arc<Gpu>>> {
-    static REGISTRY: OnceLock<Mutex<HashMap<usize, Arc<Gpu>>>> = OnceLock::new();
-    REGISTRY.get_or_init(Default::default)
-}
-
 /// The number of CUDA GPUs the driver sees (0 when the driver is missing).
 pub(crate) fn count() -> Result<usize> {
     require(Lib::Driver)?;
@@ -123,88 +100,8 @@ pub(crate) fn count() -> Result<usize> {
     Ok(n.max(0) as usize)
 }
 
-/// The state of GPU `ordinal`, creating its context on first use.
-pub(crate) fn gpu(ordinal: usize) -> Result<Arc<Gpu>> {
-    if let Some(g) = lock(registry()).get(&ordinal) {
-        return Ok(g.clone());
-    }
-    let n = count()?;
-    if ordinal >= n {
-        return Err(BackendError::CudaUnavailable {
-            msg: format!("cuda:{ordinal} does not exist: the driver sees {n} GPU(s)"),
-        });
-    }
-    let device = Device::Cuda(ordinal);
-    let ctx = guard("cuDevicePrimaryCtxRetain", || CudaContext::new(ordinal))?
-        .map_err(|e| driver_err(device, "cuDevicePrimaryCtxRetain", e))?;
-    let stream = ctx
-        .new_stream()
-        .map_err(|e| driver_err(device, "cuStreamCreate", e))?;
-    let name = ctx
-        .name()
-        .map_err(|e| driver_err(device, "cuDeviceGetName", e))?;
-    let (major, minor) = ctx
-        .compute_capability()
-        .map_err(|e| driver_err(device, "cuDeviceGetAttribute", e))?;
-    let g = Arc::new(Gpu {
-        ordinal,
-        ctx,
-        stream,
-        name,
-        cc: (major as u32, minor as u32),
-        alloc: Mutex::new(Allocator::default()),
-        kernels: Mutex::new(LoadedKernels::default()),
-        blas: Mutex::new(None),
-        blas_lt: Mutex::new(None),
-    });
-    // Two threads may race to create the same GPU; the first one stored wins and the other's
-    // context handle (the same primary context) is dropped.
-    Ok(lock(registry()).entry(ordinal).or_insert(g).clone())
-}
-
-/// What a GPU is: its name, compute capability and memory.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GpuInfo {
-    /// The CUDA ordinal.
-    pub ordinal: usize,
-    /// The device's name, e.g. `NVIDIA H200`.
-    pub name: String,
-    /// Compute capability (major, minor), e.g. (9, 0) on Hopper.
-    pub compute_capability: (u32, u32),
-    /// Bytes free now (cuMemGetInfo).
-    pub free_memory: usize,
-    /// Bytes in all.
-    pub total_memory: usize,
-}
-
-/// The name, compute capability and memory of GPU `ordinal`.
-///
-/// ```
-/// # use rtx_backends::cuda;
-/// match cuda::gpu_info(0) {
-///     Ok(info) => assert!(info.total_memory > 0),
-///     Err(e) => println!("no GPU here: {e}"),
-/// }
-/// ```
-pub fn gpu_info(ordinal: usize) -> Result<GpuInfo> {
-    let g = gpu(ordinal)?;
-    let (free, total) = mem_info(&g)?;
-    Ok(GpuInfo {
-        ordinal,
-        name: g.name.clone(),
-        compute_capability: g.cc,
-        free_memory: free,
-        total_memory: total,
-    })
-}
-
 /// (free, total) bytes of a GPU.
-pub(crate) fn mem_info(g: &Gpu) -> Result<(usize, usize)> {
-    g.bind()?;
-    cudarc::driver::result::mem_get_info().map_err(|e| g.err("cuMemGetInfo", e))
-}
-
-/// Waits until every op queued on GPU `ordinal` has finished (as `torch.cuda.synchronize`).
-pub fn synchronize(ordinal: usize) -> Result<()> {
-    gpu(ordinal)?.synchronize()
+pub(crate) fn mem_info(cx: &Context) -> Result<(usize, usize)> {
+    cx.bind()?;
+    cudarc::driver::result::mem_get_info().map_err(|e| cx.err("cuMemGetInfo", e))
 }

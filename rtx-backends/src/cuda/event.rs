@@ -1,7 +1,7 @@
 //! Events on a GPU's stream: mark a point in the queued work, wait for it, and time the work
 //! between two marks (the way to time GPU code: host clocks see only the queueing).
 
-use super::context::{Gpu, gpu};
+use super::gpu::{Gpu, gpu};
 use crate::Result;
 use cudarc::driver::CudaEvent;
 use cudarc::driver::sys::CUevent_flags;

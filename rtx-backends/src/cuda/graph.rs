@@ -6,9 +6,13 @@
 //! it is an error naming what was tried.
 //!
 //! Capture in relaxed mode: allocating from the driver stays allowed (the caching allocator
-//! may need a new block the first time), and only this thread's stream is captured.
+//! may need a new block the first time), and only this thread's stream is captured. Which
+//! graph is being captured is the allocator's state (it decides where blocks go); this module
+//! starts and ends captures, and a replay is one dispatch through the launch point.
 
-use super::context::{Gpu, gpu, lock};
+use super::context::lock;
+use super::gpu::{Gpu, gpu};
+use super::launch::submit_driver;
 use crate::{BackendError, Result};
 use cudarc::driver::safe::CudaGraph as Exec;
 use cudarc::driver::sys;
@@ -31,11 +35,7 @@ unsafe impl Send for Graph {}
 impl Graph {
     /// Queues one replay of the captured work on the GPU's stream.
     pub fn replay(&self) -> Result<()> {
-        self.gpu.bind()?;
-        crate::dispatch::count(self.gpu.device());
-        self.exec
-            .launch()
-            .map_err(|e| self.gpu.err("cuGraphLaunch", e))
+        submit_driver(&self.gpu, "cuGraphLaunch", |_| self.exec.launch())
     }
 
     /// The graph's identity in the allocator (its pool).
@@ -47,6 +47,14 @@ impl Graph {
 impl Drop for Graph {
     fn drop(&mut self) {
         lock(&self.gpu.alloc).end_graph(self.id);
+    }
+}
+
+/// A capture asked for in the wrong state.
+fn misuse(msg: String) -> BackendError {
+    BackendError::BadArgument {
+        op: "cuda graph capture",
+        msg,
     }
 }
 
@@ -67,10 +75,9 @@ pub fn begin_capture(ordinal: usize) -> Result<()> {
     {
         let mut a = lock(&g.alloc);
         if a.capturing.is_some() {
-            return Err(BackendError::BadArgument {
-                op: "cuda graph capture",
-                msg: format!("GPU {ordinal} is already capturing a graph"),
-            });
+            return Err(misuse(format!(
+                "GPU {ordinal} is already capturing a graph"
+            )));
         }
         a.start_graph(NEXT.fetch_add(1, Ordering::Relaxed));
     }
@@ -92,10 +99,7 @@ pub fn end_capture(ordinal: usize) -> Result<Graph> {
     let g = gpu(ordinal)?;
     let id = lock(&g.alloc)
         .capturing
-        .ok_or_else(|| BackendError::BadArgument {
-            op: "cuda graph capture",
-            msg: format!("GPU {ordinal} is not capturing a graph"),
-        })?;
+        .ok_or_else(|| misuse(format!("GPU {ordinal} is not capturing a graph")))?;
     // Stop handing out graph blocks before anything else can fail.
     lock(&g.alloc).capturing = None;
     let flags = sys::CUgraphInstantiate_flags(0);
@@ -103,10 +107,7 @@ pub fn end_capture(ordinal: usize) -> Result<Graph> {
         Ok(Some(exec)) => Ok(Graph { exec, gpu: g, id }),
         Ok(None) => {
             lock(&g.alloc).end_graph(id);
-            Err(BackendError::BadArgument {
-                op: "cuda graph capture",
-                msg: "the capture recorded no graph".into(),
-            })
+            Err(misuse("the capture recorded no graph".into()))
         }
         Err(e) => {
             lock(&g.alloc).end_graph(id);

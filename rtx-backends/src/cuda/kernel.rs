@@ -7,8 +7,11 @@
 //! so `--fmad` is part of a kernel's identity). The name is not part of the key: one source
 //! is compiled and loaded once per GPU as a module, and each of its functions (a generated
 //! kernel has one per element type and variant) is looked up in that module.
+//!
+//! The functions here take the GPU's bare context and its loaded kernels; the per-ordinal
+//! entry points (`load_kernel`, `forget_loaded_kernels`) sit beside the launch point.
 
-use super::context::{Gpu, gpu, lock};
+use super::context::{Context, lock};
 use super::disk_cache::{self, Format};
 use super::probe::{Lib, guard, require};
 use crate::{BackendError, Result};
@@ -18,7 +21,7 @@ use cudarc::nvrtc::{Ptx, result as nvrtc, sys as nvrtc_sys};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A CUDA kernel: its CUDA C source and the name of its `extern "C" __global__` function.
 ///
@@ -77,6 +80,14 @@ pub(crate) struct LoadedKernels {
     by_addr: HashMap<[usize; 4], usize>,
 }
 
+impl LoadedKernels {
+    /// Forgets every module and function, so the next use reads the disk cache again.
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
+        self.by_addr.clear();
+    }
+}
+
 fn addr(k: &Kernel) -> [usize; 4] {
     [
         k.name.as_ptr() as usize,
@@ -117,8 +128,8 @@ fn include_dir() -> Option<PathBuf> {
 }
 
 /// The `sm_XY` architecture of a GPU.
-pub(crate) fn arch(g: &Gpu) -> String {
-    format!("sm_{}{}", g.cc.0, g.cc.1)
+pub(crate) fn arch(cx: &Context) -> String {
+    format!("sm_{}{}", cx.cc.0, cx.cc.1)
 }
 
 /// The cache key of `k`'s source compiled for `arch` by NVRTC `version`.
@@ -134,21 +145,26 @@ fn key(k: &Kernel, arch: &str, version: (i32, i32)) -> u128 {
     ])
 }
 
-/// The launchable function of `k` on `g`, compiling or reading the disk cache on first use.
-pub(crate) fn function(g: &Arc<Gpu>, k: &Kernel) -> Result<(CUfunction, KernelOrigin)> {
-    if let Some(&f) = lock(&g.kernels).by_addr.get(&addr(k)) {
+/// The launchable function of `k` on the GPU of `cx`, whose loaded kernels are `loaded`,
+/// compiling or reading the disk cache on first use.
+pub(crate) fn function(
+    cx: &Context,
+    loaded: &Mutex<LoadedKernels>,
+    k: &Kernel,
+) -> Result<(CUfunction, KernelOrigin)> {
+    if let Some(&f) = lock(loaded).by_addr.get(&addr(k)) {
         return Ok((f as CUfunction, KernelOrigin::Loaded));
     }
-    let arch = arch(g);
+    let arch = arch(cx);
     let version = nvrtc_version()?;
     let key = key(k, &arch, version);
     {
-        let kernels = lock(&g.kernels);
+        let kernels = lock(loaded);
         let found = kernels.map.get(&key).map(|(m, _)| m.clone());
         if let Some(module) = found {
             drop(kernels);
-            let f = function_in(g, k, &module)?;
-            return Ok(remember(g, k, key, (module, f), KernelOrigin::Loaded));
+            let f = function_in(cx, k, &module)?;
+            return Ok(remember(loaded, k, key, (module, f), KernelOrigin::Loaded));
         }
     }
     if k.name.contains('\0') || k.source.contains('\0') {
@@ -161,11 +177,11 @@ pub(crate) fn function(g: &Arc<Gpu>, k: &Kernel) -> Result<(CUfunction, KernelOr
     let mut origin = KernelOrigin::Compiled;
     if let Some(p) = &path {
         match disk_cache::read(p) {
-            Some((format, bytes)) => match load(g, k, format, bytes)
-                .and_then(|m| function_in(g, k, &m).map(|f| (m, f)))
+            Some((format, bytes)) => match load(cx, k, format, bytes)
+                .and_then(|m| function_in(cx, k, &m).map(|f| (m, f)))
             {
-                Ok(loaded) => {
-                    return Ok(remember(g, k, key, loaded, KernelOrigin::DiskCache));
+                Ok(module) => {
+                    return Ok(remember(loaded, k, key, module, KernelOrigin::DiskCache));
                 }
                 Err(_) => origin = KernelOrigin::Rebuilt,
             },
@@ -174,25 +190,25 @@ pub(crate) fn function(g: &Arc<Gpu>, k: &Kernel) -> Result<(CUfunction, KernelOr
         }
     }
     let (format, bytes) = compile(k, &arch)?;
-    let module = load(g, k, format, bytes.clone())?;
-    let loaded = (module.clone(), function_in(g, k, &module)?);
+    let module = load(cx, k, format, bytes.clone())?;
+    let module = (module.clone(), function_in(cx, k, &module)?);
     if let Some(p) = &path {
         // A cache that cannot be written costs a recompile next run, nothing more.
         let _ = disk_cache::write(p, format, &bytes);
     }
-    Ok(remember(g, k, key, loaded, origin))
+    Ok(remember(loaded, k, key, module, origin))
 }
 
 fn remember(
-    g: &Gpu,
+    loaded: &Mutex<LoadedKernels>,
     k: &Kernel,
     key: u128,
-    loaded: (Arc<CudaModule>, CudaFunction),
+    module: (Arc<CudaModule>, CudaFunction),
     origin: KernelOrigin,
 ) -> (CUfunction, KernelOrigin) {
-    let (module, function) = loaded;
+    let (module, function) = module;
     let f = function.cu_function();
-    let mut kernels = lock(&g.kernels);
+    let mut kernels = lock(loaded);
     let entry = kernels
         .map
         .entry(key)
@@ -203,28 +219,28 @@ fn remember(
 }
 
 /// `k`'s function in a loaded module.
-fn function_in(g: &Gpu, k: &Kernel, module: &Arc<CudaModule>) -> Result<CudaFunction> {
+fn function_in(cx: &Context, k: &Kernel, module: &Arc<CudaModule>) -> Result<CudaFunction> {
     module
         .load_function(k.name)
-        .map_err(|e| g.err("cuModuleGetFunction", e))
+        .map_err(|e| cx.err("cuModuleGetFunction", e))
 }
 
-/// Loads compiled code into `g`'s context as a module.
-fn load(g: &Gpu, k: &Kernel, format: Format, bytes: Vec<u8>) -> Result<Arc<CudaModule>> {
+/// Loads compiled code into the context of `cx` as a module.
+fn load(cx: &Context, k: &Kernel, format: Format, bytes: Vec<u8>) -> Result<Arc<CudaModule>> {
     let image = match format {
         Format::Cubin => Ptx::from_binary(bytes),
         Format::Ptx => {
             let text = String::from_utf8(bytes).map_err(|_| BackendError::Cuda {
-                device: g.device(),
+                device: cx.device(),
                 call: "cuModuleLoadData",
                 msg: format!("the PTX of kernel `{}` is not text", k.name),
             })?;
             Ptx::from_src(text.trim_end_matches('\0').to_string())
         }
     };
-    g.ctx
+    cx.ctx
         .load_module(image)
-        .map_err(|e| g.err("cuModuleLoadData", e))
+        .map_err(|e| cx.err("cuModuleLoadData", e))
 }
 
 /// Compiles `k` for `arch` with NVRTC: a cubin when NVRTC gives one, else PTX.
@@ -315,21 +331,4 @@ unsafe fn cubin(prog: nvrtc_sys::nvrtcProgram) -> Option<Vec<u8>> {
         .result()
         .ok()?;
     Some(buf)
-}
-
-/// Makes `k` ready to launch on GPU `ordinal` (compiling it or reading the disk cache) and
-/// says where it came from; [`launch`](super::launch) does this itself on first use.
-pub fn load_kernel(ordinal: usize, k: &Kernel) -> Result<KernelOrigin> {
-    function(&gpu(ordinal)?, k).map(|(_, origin)| origin)
-}
-
-/// Forgets every kernel loaded on GPU `ordinal`, so the next use reads the disk cache again
-/// (for tests of the cache, and to free module memory).
-pub fn forget_loaded_kernels(ordinal: usize) -> Result<()> {
-    let g = gpu(ordinal)?;
-    g.synchronize()?;
-    let mut kernels = lock(&g.kernels);
-    kernels.map.clear();
-    kernels.by_addr.clear();
-    Ok(())
 }

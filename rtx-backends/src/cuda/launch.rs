@@ -1,10 +1,14 @@
-//! The one launch point: every kernel launch and every library call (cuBLAS) on a GPU goes
-//! through [`submit`], which binds the GPU's context, counts the dispatch and names the call
-//! in any error. Launches are queued on the GPU's stream and not waited for.
+//! The one launch point: every kernel launch, graph replay and library call (cuBLAS) on a
+//! GPU goes through [`submit`], which binds the GPU's context, counts the dispatch and names
+//! the call in any error. Launches are queued on the GPU's stream and not waited for. Making
+//! a kernel ready to launch ([`load_kernel`]) and forgetting the loaded ones are here too:
+//! they are the launch's first step, for GPU `ordinal`.
 
-use super::context::{Gpu, gpu};
-use super::kernel::{Kernel, function};
+use super::context::lock;
+use super::gpu::{Gpu, gpu};
+use super::kernel::{Kernel, KernelOrigin, function};
 use crate::Result;
+use cudarc::driver::DriverError;
 use half::{bf16, f16};
 use rtx_kernels::kernel::{KernelShape, KernelStrides};
 use std::ffi::c_void;
@@ -14,6 +18,15 @@ pub(crate) fn submit<T>(g: &Gpu, f: impl FnOnce(&Gpu) -> Result<T>) -> Result<T>
     g.bind()?;
     crate::dispatch::count(g.device());
     f(g)
+}
+
+/// [`submit`] of one driver call, whose error is named `call`.
+pub(crate) fn submit_driver<T>(
+    g: &Gpu,
+    call: &'static str,
+    f: impl FnOnce(&Gpu) -> std::result::Result<T, DriverError>,
+) -> Result<T> {
+    submit(g, |g| f(g).map_err(|e| g.err(call, e)))
 }
 
 /// A kernel launch's grid, block and dynamic shared memory.
@@ -158,7 +171,7 @@ pub unsafe fn launch(
     args: &LaunchArgs,
 ) -> Result<()> {
     let g = gpu(ordinal)?;
-    let (f, _) = function(&g, kernel)?;
+    let (f, _) = function(&g, &g.kernels, kernel)?;
     let mut words = args.words.clone();
     let base = words.as_mut_ptr();
     let mut params: Vec<*mut c_void> = args
@@ -168,7 +181,7 @@ pub unsafe fn launch(
         // of no bytes, which the driver never reads).
         .map(|&i| unsafe { base.add(i) } as *mut c_void)
         .collect();
-    submit(&g, |g| {
+    submit_driver(&g, "cuLaunchKernel", |g| {
         // SAFETY: the caller vouches for the arguments; `params` points into `words`, which
         // outlives the call (the driver copies arguments before returning).
         unsafe {
@@ -181,6 +194,21 @@ pub unsafe fn launch(
                 &mut params,
             )
         }
-        .map_err(|e| g.err("cuLaunchKernel", e))
     })
+}
+
+/// Makes `k` ready to launch on GPU `ordinal` (compiling it or reading the disk cache) and
+/// says where it came from; [`launch`] does this itself on first use.
+pub fn load_kernel(ordinal: usize, k: &Kernel) -> Result<KernelOrigin> {
+    let g = gpu(ordinal)?;
+    function(&g, &g.kernels, k).map(|(_, origin)| origin)
+}
+
+/// Forgets every kernel loaded on GPU `ordinal`, so the next use reads the disk cache again
+/// (for tests of the cache, and to free module memory).
+pub fn forget_loaded_kernels(ordinal: usize) -> Result<()> {
+    let g = gpu(ordinal)?;
+    g.synchronize()?;
+    lock(&g.kernels).clear();
+    Ok(())
 }

@@ -1,7 +1,9 @@
 //! The GPU side of the storage entry points: elementwise maps, axis reductions, row
 //! statistics and dense copies, each one launch of a `#[kernel]` entry (a view that a kernel
 //! cannot read directly is first made dense by the `copy` kernel; a column reduction over few
-//! columns takes two). Softmax is in `ops_softmax`.
+//! columns takes two). Softmax is in `ops_softmax`. The helpers the other `ops_*` files share
+//! (dense copies, the row kernels' launch shapes, the host check of indices) are here, so the
+//! other `ops_*` files may depend on this one and this one depends on none of them.
 //!
 //! Invariant: every result is fresh, contiguous storage on the inputs' GPU, and the
 //! arguments of each launch are built by walking the entry's parameter list, so the order is
@@ -611,6 +613,34 @@ pub(crate) fn held_row_block(cols: usize) -> u32 {
     (cols.div_ceil(HELD_PER_THREAD).div_ceil(32) * 32).clamp(32, 256) as u32
 }
 
+/// Rows at most this long take a warp each in the forward kernels: 32 values a lane, held
+/// in registers from the one read to the write.
+pub(crate) const WARP_ROW_MAX: usize = 1024;
+
+/// Rows (warps) per block of the warp-per-row launches: small blocks, so that an SM whose
+/// registers allow a few more warps can take another block.
+const WARPS_PER_BLOCK: usize = 4;
+
+/// An error naming `op` when `rows` rows, a block or warp each, are more than a grid holds.
+pub(crate) fn too_many_rows(op: &'static str, rows: usize) -> Result<()> {
+    if rows > i32::MAX as usize {
+        return Err(BackendError::BadArgument {
+            op,
+            msg: format!("{rows} rows are more than one launch's grid holds"),
+        });
+    }
+    Ok(())
+}
+
+/// The launch of a warp-per-row kernel over `rows` rows.
+pub(crate) fn warp_rows_config(rows: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid: (rows.div_ceil(WARPS_PER_BLOCK).max(1) as u32, 1, 1),
+        block: ((32 * WARPS_PER_BLOCK) as u32, 1, 1),
+        shared_mem: 0,
+    }
+}
+
 /// One statistic per row along `axis` (logsumexp, variance) with a row kernel: the axis is
 /// moved last by a dense copy unless it already is the last axis of a dense view. `extra`
 /// are the kernel's arguments after `cols`. The result has the axis removed. Logsumexp of
@@ -636,19 +666,14 @@ pub(crate) fn row_stat<E: Element>(
     if rows == 0 {
         return Ok(out);
     }
-    if rows > i32::MAX as usize {
-        return Err(bad(
-            src.name,
-            format!("{rows} rows are more than one launch's grid holds"),
-        ));
-    }
+    too_many_rows(src.name, rows)?;
     // The kept dims stay in order, so row r of the moved view is output element r.
     let mut perm: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
     perm.push(axis);
     let (x, start) = dense_view(c, &l.permute(&perm))?;
     let logsumexp = std::ptr::eq(src, &kernels::logsumexp_rows::KERNEL);
-    if logsumexp && cols <= super::ops_softmax::WARP_ROW_MAX {
-        super::ops_softmax::logsumexp_warp_rows(&x, start, &out, rows, cols)?;
+    if logsumexp && cols <= WARP_ROW_MAX {
+        logsumexp_warp_rows(&x, start, &out, rows, cols)?;
         return Ok(out);
     }
     // The logsumexp kernel keeps 32 values a thread in registers, so it takes the smaller
@@ -676,6 +701,51 @@ pub(crate) fn row_stat<E: Element>(
     Ok(out)
 }
 
+/// Logsumexp of `rows` dense rows of `cols` (at most [`WARP_ROW_MAX`]) at `x`, a warp per
+/// row, into `out` (one element per row).
+fn logsumexp_warp_rows<E: Element>(
+    x: &CudaStorage<E>,
+    start: usize,
+    out: &CudaStorage<E>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    let src = &kernels::softmax_warp_rows::KERNEL;
+    let entry = kernel_entry(x.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
+    too_many_rows(src.name, rows)?;
+    let args = [
+        Arg::Ptr(x.ptr_at(start)),
+        Arg::Ptr(out.device_ptr()),
+        Arg::U64(cols as u64),
+        Arg::U64(rows as u64),
+        Arg::U32(2),
+    ];
+    // SAFETY: `x` holds rows * cols dense elements from `start`, `out` holds `rows`; a warp
+    // per row, warps past the last row return.
+    unsafe { launch_entry(x.ordinal(), src, entry, warp_rows_config(rows), &args)? };
+    Ok(())
+}
+
+/// Checks every index the layout `il` views against `0..size`, with the CPU backend's error.
+/// Only the span the view touches comes back to the host (a broadcast index is its vector).
+pub(crate) fn check_indices(
+    op: &'static str,
+    idx: &CudaStorage<i64>,
+    il: &Layout,
+    axis: usize,
+    size: usize,
+) -> Result<()> {
+    if il.numel() == 0 {
+        return Ok(());
+    }
+    let span = idx.range_to_host(il.offset()..il.required_len())?;
+    // The span may hold elements the view skips; only the viewed ones decide.
+    if span.iter().all(|&k| k >= 0 && (k as u64) < size as u64) {
+        return Ok(());
+    }
+    crate::cpu::index::check_indices(op, &span, &il.with_offset(0), axis, size)
+}
+
 /// The slices `indices` of `axis` (PyTorch's `index_select`): the indices are read back and
 /// checked on the host (an embedding's index list is small), then one launch gathers them.
 pub(crate) fn index_select<E: Element>(
@@ -692,7 +762,7 @@ pub(crate) fn index_select<E: Element>(
     // can be read back: the kernel clamps an out-of-range index into 0..size, so it never
     // reads outside `x`.
     if !super::graph::is_capturing(c.ordinal())? {
-        super::ops_index::check_indices("index_select", indices, il, axis, size)?;
+        check_indices("index_select", indices, il, axis, size)?;
     }
     let outer: usize = l.dims()[..axis].iter().product();
     let inner: usize = l.dims()[axis + 1..].iter().product();

@@ -18,9 +18,9 @@
 //! dense storage, and every sum runs in an order fixed by the sizes (cuBLAS is deterministic
 //! for a given GPU and shape; atomics are never used).
 
-use super::blas::matmul;
 use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::LaunchConfig;
+use super::matmul::matmul;
 use super::ops::{dense, dense_view, input, map};
 use super::storage::CudaStorage;
 use crate::{Conv2dParams, Pool2dParams};

@@ -16,7 +16,7 @@
 
 use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::{DevicePtr, LaunchConfig};
-use super::ops::{dense, dense_view};
+use super::ops::{check_indices, dense, dense_view};
 use super::storage::CudaStorage;
 use crate::cpu::index as cpu;
 use crate::{BackendError, Layout, Result};
@@ -57,26 +57,6 @@ fn strides_of(op: &'static str, l: &Layout) -> Result<KernelStrides> {
 /// A grid-stride launch of `n` threads.
 fn threads(n: usize) -> LaunchConfig {
     LaunchConfig::for_elements(n.min(MAX_THREADS), BLOCK)
-}
-
-/// Checks every index the layout `il` views against `0..size`, with the CPU backend's error.
-/// Only the span the view touches comes back to the host (a broadcast index is its vector).
-pub(crate) fn check_indices(
-    op: &'static str,
-    idx: &CudaStorage<i64>,
-    il: &Layout,
-    axis: usize,
-    size: usize,
-) -> Result<()> {
-    if il.numel() == 0 {
-        return Ok(());
-    }
-    let span = idx.range_to_host(il.offset()..il.required_len())?;
-    // The span may hold elements the view skips; only the viewed ones decide.
-    if span.iter().all(|&k| k >= 0 && (k as u64) < size as u64) {
-        return Ok(());
-    }
-    cpu::check_indices(op, &span, &il.with_offset(0), axis, size)
 }
 
 /// `src[.., index[p], ..]` along `axis` for every position `p` of the index, into fresh

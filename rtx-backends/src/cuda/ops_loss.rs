@@ -11,7 +11,7 @@
 //! (no copy of the targets), and only that pair comes back; the wait it costs is the forward's
 //! two launches, which the host would wait for anyway to read the loss in a training loop.
 
-use super::context::gpu;
+use super::gpu::gpu;
 use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::LaunchConfig;
 use super::ops::dense_view;

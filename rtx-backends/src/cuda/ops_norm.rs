@@ -11,8 +11,7 @@
 
 use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::{DevicePtr, LaunchConfig};
-use super::ops::{dense_view, held_row_block};
-use super::ops_softmax::{WARP_ROW_MAX, warp_rows_config};
+use super::ops::{WARP_ROW_MAX, dense_view, held_row_block, warp_rows_config};
 use super::storage::CudaStorage;
 use crate::{BackendError, Layout, Result};
 use rtx_kernels::kernel::{KernelEntry, KernelSource, Variant};

@@ -8,41 +8,16 @@
 
 use super::kernels::{Arg, kernel_entry, launch_entry};
 use super::launch::LaunchConfig;
-use super::ops::{dense, dense_view, held_row_block};
+use super::ops::{
+    WARP_ROW_MAX, dense, dense_view, held_row_block, too_many_rows, warp_rows_config,
+};
 use super::storage::CudaStorage;
-use crate::{BackendError, Layout, Result};
+use crate::{Layout, Result};
 use rtx_kernels::kernel::Variant;
 use rtx_kernels::{Element, kernels};
 
-/// Rows at most this long take a warp each in the forward kernels: 32 values a lane, held
-/// in registers from the one read to the write.
-pub(crate) const WARP_ROW_MAX: usize = 1024;
-
 /// Values of each input a thread of `softmax_backward_rows` holds in registers.
 const BACKWARD_HELD: usize = 16;
-
-/// Rows (warps) per block of the warp-per-row launches: small blocks, so that an SM whose
-/// registers allow a few more warps can take another block.
-const WARPS_PER_BLOCK: usize = 4;
-
-fn too_many_rows(op: &'static str, rows: usize) -> Result<()> {
-    if rows > i32::MAX as usize {
-        return Err(BackendError::BadArgument {
-            op,
-            msg: format!("{rows} rows are more than one launch's grid holds"),
-        });
-    }
-    Ok(())
-}
-
-/// The launch of a warp-per-row kernel over `rows` rows.
-pub(crate) fn warp_rows_config(rows: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid: (rows.div_ceil(WARPS_PER_BLOCK).max(1) as u32, 1, 1),
-        block: ((32 * WARPS_PER_BLOCK) as u32, 1, 1),
-        shared_mem: 0,
-    }
-}
 
 /// Softmax (or log-softmax) along `axis`: one launch of a row kernel when the axis is the
 /// last of a dense view (`softmax_warp_rows` for rows of at most [`WARP_ROW_MAX`], the
@@ -106,31 +81,6 @@ pub(crate) fn softmax<E: Element>(
     // multiple of 32 and at most 256.
     unsafe { launch_entry(c.ordinal(), src, entry, config, &args)? };
     Ok(out)
-}
-
-/// Logsumexp of `rows` dense rows of `cols` (at most [`WARP_ROW_MAX`]) at `x`, a warp per
-/// row, into `out` (one element per row).
-pub(crate) fn logsumexp_warp_rows<E: Element>(
-    x: &CudaStorage<E>,
-    start: usize,
-    out: &CudaStorage<E>,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    let src = &kernels::softmax_warp_rows::KERNEL;
-    let entry = kernel_entry(x.ordinal(), src, E::DTYPE, E::DTYPE, Variant::Simt)?;
-    too_many_rows(src.name, rows)?;
-    let args = [
-        Arg::Ptr(x.ptr_at(start)),
-        Arg::Ptr(out.device_ptr()),
-        Arg::U64(cols as u64),
-        Arg::U64(rows as u64),
-        Arg::U32(2),
-    ];
-    // SAFETY: `x` holds rows * cols dense elements from `start`, `out` holds `rows`; a warp
-    // per row, warps past the last row return.
-    unsafe { launch_entry(x.ordinal(), src, entry, warp_rows_config(rows), &args)? };
-    Ok(())
 }
 
 /// The input gradient of softmax (`log` false) or log-softmax along the last axis, from the

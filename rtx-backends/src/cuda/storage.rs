@@ -3,8 +3,8 @@
 //! filled (ops make fresh storage), so sharing is safe.
 
 use super::alloc::{DeviceBuffer, alloc};
-use super::context::{Gpu, gpu};
-use super::launch::DevicePtr;
+use super::gpu::{Gpu, gpu};
+use super::launch::{DevicePtr, submit_driver};
 use crate::{BackendError, Result};
 use cudarc::driver::result as drv;
 use cudarc::driver::sys;
@@ -15,9 +15,22 @@ use std::sync::Arc;
 
 /// Elements of type `E` in the memory of one GPU.
 pub struct CudaStorage<E> {
-    buf: Arc<DeviceBuffer>,
+    buf: Arc<Buffer>,
     len: usize,
     _e: PhantomData<E>,
+}
+
+/// A block and the GPU it lives on (the block itself knows only its allocator).
+struct Buffer {
+    block: DeviceBuffer,
+    gpu: Arc<Gpu>,
+}
+
+impl Buffer {
+    /// The block's address.
+    fn ptr(&self) -> u64 {
+        self.block.ptr
+    }
 }
 
 impl<E> Clone for CudaStorage<E> {
@@ -88,8 +101,12 @@ impl<E: Element> CudaStorage<E> {
     }
 
     pub(crate) fn alloc_on(g: &Arc<Gpu>, len: usize) -> Result<Self> {
+        let block = alloc(g, &g.alloc, byte_len::<E>(len))?;
         Ok(CudaStorage {
-            buf: Arc::new(alloc(g, byte_len::<E>(len))?),
+            buf: Arc::new(Buffer {
+                block,
+                gpu: g.clone(),
+            }),
             len,
             _e: PhantomData,
         })
@@ -104,7 +121,7 @@ impl<E: Element> CudaStorage<E> {
             g.bind()?;
             // SAFETY: the block holds `data.len()` elements; a copy from pageable host memory
             // returns once the source has been staged, so `data` may go away after it.
-            unsafe { drv::memcpy_htod_async(s.buf.ptr, data, g.stream.cu_stream()) }
+            unsafe { drv::memcpy_htod_async(s.buf.ptr(), data, g.stream.cu_stream()) }
                 .map_err(|e| g.err("cuMemcpyHtoDAsync", e))?;
         }
         Ok(s)
@@ -124,20 +141,20 @@ impl<E: Element> CudaStorage<E> {
         if bytes == 0 {
             return Ok(s);
         }
-        g.bind()?;
-        crate::dispatch::count(g.device());
-        let stream = g.stream.cu_stream();
-        // SAFETY: the block holds `bytes` bytes, a multiple of the word's width (the word
-        // repeats with a period dividing the element size); the pattern written is `value`'s
-        // bytes, so every element is a valid `E`.
-        let r = unsafe {
-            match word {
-                Word::U8(b) => drv::memset_d8_async(s.buf.ptr, b, bytes, stream),
-                Word::U16(h) => sys::cuMemsetD16Async(s.buf.ptr, h, bytes / 2, stream).result(),
-                Word::U32(w) => sys::cuMemsetD32Async(s.buf.ptr, w, bytes / 4, stream).result(),
+        let ptr = s.buf.ptr();
+        submit_driver(&g, "cuMemsetAsync", |g| {
+            let stream = g.stream.cu_stream();
+            // SAFETY: the block holds `bytes` bytes, a multiple of the word's width (the word
+            // repeats with a period dividing the element size); the pattern written is
+            // `value`'s bytes, so every element is a valid `E`.
+            unsafe {
+                match word {
+                    Word::U8(b) => drv::memset_d8_async(ptr, b, bytes, stream),
+                    Word::U16(h) => sys::cuMemsetD16Async(ptr, h, bytes / 2, stream).result(),
+                    Word::U32(w) => sys::cuMemsetD32Async(ptr, w, bytes / 4, stream).result(),
+                }
             }
-        };
-        r.map_err(|e| g.err("cuMemsetAsync", e))?;
+        })?;
         Ok(s)
     }
 
@@ -155,7 +172,7 @@ impl<E: Element> CudaStorage<E> {
             unsafe {
                 drv::memcpy_dtoh_async(
                     &mut out[..],
-                    self.buf.ptr + byte_len::<E>(range.start) as u64,
+                    self.buf.ptr() + byte_len::<E>(range.start) as u64,
                     g.stream.cu_stream(),
                 )
             }
@@ -191,13 +208,15 @@ impl<E: Element> CudaStorage<E> {
         if bytes == 0 {
             return Ok(());
         }
-        g.bind()?;
-        crate::dispatch::count(g.device());
-        let from = src.buf.ptr + byte_len::<E>(range.start) as u64;
-        // SAFETY: both ranges lie inside their blocks; one stream orders the copy after the
-        // source's writes and before later reads of this buffer.
-        unsafe { drv::memcpy_dtod_async(self.buf.ptr, from, bytes, g.stream.cu_stream()) }
-            .map_err(|e| g.err("cuMemcpyDtoDAsync", e))
+        let (to, from) = (
+            self.buf.ptr(),
+            src.buf.ptr() + byte_len::<E>(range.start) as u64,
+        );
+        submit_driver(g, "cuMemcpyDtoDAsync", |g| {
+            // SAFETY: both ranges lie inside their blocks; one stream orders the copy after the
+            // source's writes and before later reads of this buffer.
+            unsafe { drv::memcpy_dtod_async(to, from, bytes, g.stream.cu_stream()) }
+        })
     }
 
     /// The elements in `range` as fresh storage on GPU `ordinal` (this GPU or another).
@@ -210,12 +229,12 @@ impl<E: Element> CudaStorage<E> {
         if bytes == 0 {
             return Ok(out);
         }
-        let from = self.buf.ptr + byte_len::<E>(range.start) as u64;
+        let from = self.buf.ptr() + byte_len::<E>(range.start) as u64;
         if dst_gpu.ordinal == src.ordinal {
             src.bind()?;
             // SAFETY: both ranges lie inside their blocks; same stream, so ordered after the
             // writes of the source.
-            unsafe { drv::memcpy_dtod_async(out.buf.ptr, from, bytes, src.stream.cu_stream()) }
+            unsafe { drv::memcpy_dtod_async(out.buf.ptr(), from, bytes, src.stream.cu_stream()) }
                 .map_err(|e| src.err("cuMemcpyDtoDAsync", e))?;
         } else {
             // The source's stream must be done writing before another GPU reads it.
@@ -225,7 +244,7 @@ impl<E: Element> CudaStorage<E> {
             unsafe {
                 drv::memcpy_peer_async(
                     dst_gpu.ctx.cu_ctx(),
-                    out.buf.ptr,
+                    out.buf.ptr(),
                     src.ctx.cu_ctx(),
                     from,
                     bytes,
@@ -260,7 +279,7 @@ impl<E: Element> CudaStorage<E> {
 
     /// The address of element `index`, for a kernel argument.
     pub fn ptr_at(&self, index: usize) -> DevicePtr {
-        DevicePtr(self.buf.ptr + byte_len::<E>(index) as u64)
+        DevicePtr(self.buf.ptr() + byte_len::<E>(index) as u64)
     }
 
     /// The address of the first element, for a kernel argument.
