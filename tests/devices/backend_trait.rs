@@ -62,10 +62,6 @@ fn the_device_trait_computes_what_the_storage_computes() {
         b.copy(&bx, 3..5, &part).unwrap();
         let bools = b.upload(DType::Bool, &[1, 0, 1]).unwrap();
         let bool_bytes = b.download(&bools, 1..3).unwrap();
-        let capture = match dev {
-            Device::Cpu => b.begin_capture().unwrap_err().to_string().len() as f64,
-            _ => 0.0,
-        };
         vec![
             (
                 "round trip".into(),
@@ -96,7 +92,6 @@ fn the_device_trait_computes_what_the_storage_computes() {
                 "bool bytes".into(),
                 bool_bytes.iter().map(|&v| v as f64).collect(),
             ),
-            ("cpu capture error".into(), vec![capture]),
         ]
     });
     // The CPU's own figures, checked once against plain arithmetic.

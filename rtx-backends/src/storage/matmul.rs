@@ -222,8 +222,18 @@ type Operand<'a> = (AnyRef<'a>, &'a Layout);
 /// once, here. A registered backend runs it through its `gemm` or on host copies.
 pub(crate) fn matmul_any(a: Operand, b: Operand, bias: Option<Operand>) -> Result<AnyStorage> {
     check_shapes(a.1, b.1)?;
-    let mut args = vec![a.0, b.0];
-    args.extend(bias.map(|c| c.0));
+    // On the stack: this runs for every product, and most run on a built-in device.
+    let (two, three);
+    let args: &[AnyRef] = match bias {
+        Some(c) => {
+            three = [a.0, b.0, c.0];
+            &three
+        }
+        None => {
+            two = [a.0, b.0];
+            &two
+        }
+    };
     let native = |at: &BackendBuffer| {
         let (lhs, rhs) = (a.0.on_backend()?, b.0.on_backend()?);
         let bias = match bias {
@@ -239,7 +249,7 @@ pub(crate) fn matmul_any(a: Operand, b: Operand, bias: Option<Operand>) -> Resul
         })
     };
     let on_copies = |h: &[AnyRef]| matmul_any((h[0], a.1), (h[1], b.1), bias.map(|c| (h[2], c.1)));
-    if let Some(out) = on_host("matmul", &args, &native, &on_copies) {
+    if let Some(out) = on_host("matmul", args, &native, &on_copies) {
         return out;
     }
     struct Body<'a>(&'a Layout, Operand<'a>, Option<Operand<'a>>);
