@@ -214,13 +214,159 @@ fn a_missing_kernel_and_a_device_mix_are_named() {
         mixed.contains("mirror:") && mixed.contains("cpu"),
         "{mixed}"
     );
-    // Dropout has neither a mirror kernel nor a host fallback yet: the error says so.
-    let s = Storage::from_vec(vec![1.0f32; 4], dev).unwrap();
+    // Statistics a norm kept on one device do not serve a backward on another.
+    let l = Layout::contiguous(&[1, 2]);
+    let on_cpu = Storage::from_vec(vec![0.5f32, -1.0], Device::Cpu).unwrap();
+    let (_, stats) = on_cpu.norm_rows(&l, None, None, 1e-5, true).unwrap();
+    let s = Storage::from_vec(vec![0.5f32, -1.0], dev).unwrap();
     let e = s
-        .dropout(&Layout::contiguous(&[4]), 0.5, 2.0, 1)
+        .norm_rows_backward(&l, (&s, &l), None, &stats, (false, false))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("`dropout` has no kernel on mirror:"), "{e}");
+    assert!(e.contains("another device than mirror:"), "{e}");
+}
+
+#[test]
+fn conv_and_pool_with_their_gradients_match_the_cpu() {
+    let (_, dev) = mirror();
+    let x: Tensor<Rank4<2, 2, 6, 6>, f32> =
+        Tensor::randn((Const, Const, Const, Const), 11, Device::Cpu);
+    let w: Tensor<Rank4<3, 2, 3, 3>, f32> =
+        Tensor::randn((Const, Const, Const, Const), 12, Device::Cpu);
+    let run = |device: Device| {
+        let x = x.to_device(device).requires_grad();
+        let w = w.to_device(device).requires_grad();
+        let y: Tensor<Rank4<2, 3, 4, 4>, f32> = x.conv2d(&w, Conv::<1>);
+        let p: Tensor<Rank4<2, 3, 2, 2>, f32> = y.max_pool2d(Pool::<2, 2>);
+        assert_eq!(p.device(), device);
+        let grads = p.sum_all().backward();
+        let (gx, gw) = (grads.get(&x).unwrap(), grads.get(&w).unwrap());
+        assert_eq!(gx.device(), device);
+        (p.to_vec(), gx.to_vec(), gw.to_vec())
+    };
+    assert_eq!(run(dev), run(Device::Cpu));
+}
+
+#[test]
+fn index_select_and_gather_with_their_gradients_match_the_cpu() {
+    let (_, dev) = mirror();
+    let x: Tensor<Rank2<4, 3>, f32> = Tensor::randn((Const, Const), 13, Device::Cpu);
+    let idx: Tensor<Rank1<3>, i64> = Tensor::from_array([3, 1, 3], Device::Cpu);
+    let at: Tensor<Rank2<4, 2>, i64> =
+        Tensor::from_array([[2, 0], [1, 1], [0, 2], [2, 2]], Device::Cpu);
+    let run = |device: Device| {
+        let x = x.to_device(device).requires_grad();
+        let (idx, at) = (idx.to_device(device), at.to_device(device));
+        let picked = x.index_select::<0, _>(&idx);
+        let gathered = x.gather::<1, _>(&at);
+        assert_eq!((picked.device(), gathered.device()), (device, device));
+        // Their gradients scatter back: index_add and scatter_add.
+        let g1 = picked.sum_all().backward().get(&x).unwrap().to_vec();
+        let g2 = gathered.sum_all().backward().get(&x).unwrap().to_vec();
+        (picked.to_vec(), gathered.to_vec(), g1, g2)
+    };
+    assert_eq!(run(dev), run(Device::Cpu));
+    // A bad index is named as on the CPU: the host copies run the same checks.
+    let bad: Tensor<Rank1<1>, i64> = Tensor::from_array([7], dev);
+    let e = x.to_device(dev).try_index_select::<0, _>(&bad).err();
+    let c = x
+        .try_index_select::<0, _>(&bad.to_device(Device::Cpu))
+        .err();
+    assert_eq!(e.map(|e| e.to_string()), c.map(|e| e.to_string()));
+}
+
+#[test]
+fn layer_norm_and_its_fused_backward_match_the_cpu() {
+    let (_, dev) = mirror();
+    let x: Tensor<Rank2<4, 3>, f32> = Tensor::randn((Const, Const), 14, Device::Cpu);
+    // Inference takes the fused rows on every device.
+    let forward = |device: Device| {
+        let mut ln = LayerNorm::<3>::new(device);
+        ln.weight = Tensor::from_array([0.5, 2.0, -1.0], device);
+        let y = ln.forward(&x.to_device(device));
+        assert_eq!(y.device(), device);
+        y.to_vec()
+    };
+    assert_eq!(forward(dev), forward(Device::Cpu));
+
+    // The fused backward, with the statistics its forward kept for the mirror.
+    let (l, pl) = (Layout::contiguous(&[4, 3]), Layout::contiguous(&[3]));
+    let g: Vec<f32> = (0..12).map(|i| i as f32 / 4.0 - 1.0).collect();
+    let run = |device: Device| {
+        let put = |v: Vec<f32>| Storage::from_vec(v, device).unwrap();
+        let (xs, gs) = (put(x.to_vec()), put(g.clone()));
+        let (w, b) = (put(vec![0.5, 2.0, -1.0]), put(vec![0.1, 0.0, -0.2]));
+        let (y, stats) = xs
+            .norm_rows(&l, Some((&w, &pl)), Some((&b, &pl)), 1e-5, true)
+            .unwrap();
+        let (dx, dw, db) = gs
+            .norm_rows_backward(&l, (&xs, &l), Some((&w, &pl)), &stats, (true, true))
+            .unwrap();
+        let (dw, db) = (dw.unwrap(), db.unwrap());
+        for s in [&y, &dx, &dw, &db] {
+            assert_eq!(s.device(), device);
+        }
+        let out = [y.to_vec(&l), dx.to_vec(&l), dw.to_vec(&pl), db.to_vec(&pl)];
+        (out, stats.mean().unwrap(), stats.rstd().unwrap())
+    };
+    assert_eq!(run(dev), run(Device::Cpu));
+}
+
+#[test]
+fn cross_entropy_and_its_gradient_match_the_cpu() {
+    let (_, dev) = mirror();
+    let logits: Tensor<Rank2<4, 5>, f32> = Tensor::randn((Const, Const), 15, Device::Cpu);
+    let targets: Tensor<Rank1<4>, i64> = Tensor::from_array([1, 4, -100, 2], Device::Cpu);
+    let run = |device: Device| {
+        let x = logits.to_device(device).requires_grad();
+        let opts = CrossEntropy {
+            ignore_index: Some(-100),
+            label_smoothing: 0.1,
+        };
+        let loss = cross_entropy_with(&x, &targets.to_device(device), opts);
+        assert_eq!(loss.device(), device);
+        let g = loss.backward().get(&x).unwrap();
+        assert_eq!(g.device(), device);
+        (loss.to_vec(), g.to_vec())
+    };
+    assert_eq!(run(dev), run(Device::Cpu));
+    // A target out of range is named as on the CPU.
+    let bad: Tensor<Rank1<4>, i64> = Tensor::from_array([1, 5, 0, 0], dev);
+    let e = try_cross_entropy_with(&logits.to_device(dev), &bad, CrossEntropy::default());
+    let e = e.err().unwrap().to_string();
+    assert!(e.contains("target 5 at [1] is outside 0..5"), "{e}");
+}
+
+#[test]
+fn dropout_and_random_draws_match_the_cpu() {
+    let (_, dev) = mirror();
+    let x: Tensor<Rank2<8, 8>, f32> = Tensor::randn((Const, Const), 16, Device::Cpu);
+    let run = |device: Device| {
+        // A fresh layer per device: each call of one layer draws a new mask.
+        let drop = Dropout::new(0.25, 5);
+        let x = x.to_device(device).requires_grad();
+        let y = drop.forward(&x);
+        assert_eq!(y.device(), device);
+        let g = (&y * &y).sum_all().backward().get(&x).unwrap();
+        (y.to_vec(), g.to_vec())
+    };
+    let (on_mirror, on_cpu) = (run(dev), run(Device::Cpu));
+    assert_eq!(on_mirror, on_cpu);
+    assert!(on_cpu.0.contains(&0.0), "some elements are dropped");
+
+    let n: Tensor<Rank2<3, 4>, f32> = Tensor::randn((Const, Const), 9, dev);
+    assert_eq!(n.device(), dev);
+    let cpu: Tensor<Rank2<3, 4>, f32> = Tensor::randn((Const, Const), 9, Device::Cpu);
+    assert_eq!(n.to_vec(), cpu.to_vec());
+    let u: Tensor<Rank1<16>, f64> = Tensor::rand((Const,), 10, dev);
+    assert_eq!(
+        u.to_vec(),
+        Tensor::<Rank1<16>, f64>::rand((Const,), 10, Device::Cpu).to_vec()
+    );
+    let i: Tensor<Rank1<16>, i64> = Tensor::randint((Const,), -3, 3, 11, dev);
+    assert_eq!(i.device(), dev);
+    let c: Tensor<Rank1<16>, i64> = Tensor::randint((Const,), -3, 3, 11, Device::Cpu);
+    assert_eq!(i.to_vec(), c.to_vec());
 }
 
 /// y = x w + b, as tests/optim.rs's model, on any device.

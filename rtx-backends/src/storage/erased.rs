@@ -421,6 +421,35 @@ fn take<E: Element, T: 'static>(slot: &mut Option<Storage<E>>) -> Storage<T> {
         .expect("the tag names the storage's element type")
 }
 
+/// A mutably borrowed storage of any element type: the operand an in-place op overwrites.
+/// Its body is reached through a shared operand's visitor and asks for it by type.
+pub struct AnyMut<'a> {
+    dtype: DType,
+    s: &'a mut dyn Any,
+}
+
+impl<'a> AnyMut<'a> {
+    /// `s` with its element type as a tag.
+    pub fn of<E: Element>(s: &'a mut Storage<E>) -> Self {
+        AnyMut { dtype: E::DTYPE, s }
+    }
+
+    /// The storage as the concrete type `E`: an error naming `op` when it holds another.
+    pub fn typed<E: Element>(self, op: &'static str) -> Result<&'a mut Storage<E>> {
+        let held = self.dtype;
+        self.s
+            .downcast_mut()
+            .ok_or_else(|| BackendError::BadArgument {
+                op,
+                msg: format!(
+                    "operands of element types {} and {}",
+                    E::DTYPE.name(),
+                    held.name()
+                ),
+            })
+    }
+}
+
 /// A scalar operand of any element type, erased as its storage is.
 pub fn scalar<E: Element>(c: &E) -> &dyn Any {
     c

@@ -23,7 +23,7 @@ pub(crate) use elementwise::{binary_any, unary_any};
 pub use kernel::{ReduceNative, SimtBuffer, SimtNative, launch_simt, writable_in_place};
 pub(crate) use matmul::matmul_any;
 pub use on_backend::{BackendBuffer, BackendStorage};
-pub(crate) use on_backend::{host_only, on_host};
+pub(crate) use on_backend::{host_only, on_host, to_host, upload};
 pub use optim_multi::{AdamSlot, DeviceClip, SgdSlot, TableCache};
 
 use crate::cuda::CudaStorage;

@@ -189,16 +189,37 @@ pub(crate) fn on_host(
             })
         }));
     }
-    let hosts = match args
-        .iter()
-        .map(|a| a.to_device(Device::Cpu))
-        .collect::<Result<Vec<_>>>()
-    {
+    let hosts = match copies(args) {
         Ok(h) => h,
         Err(e) => return Some(Err(e)),
     };
     let refs: Vec<AnyRef> = hosts.iter().map(AnyStorage::as_ref).collect();
     Some(run(&refs).and_then(|out| out.as_ref().to_device(at.device)))
+}
+
+/// Every operand, copied whole to the host.
+fn copies(args: &[AnyRef]) -> Result<Vec<AnyStorage>> {
+    args.iter().map(|a| a.to_device(Device::Cpu)).collect()
+}
+
+/// Host copies of `args` and the registered backend device they live on, for an op whose
+/// result is not one storage (several storages, or statistics kept for a backward): the
+/// caller runs the op on the copies and uploads each storage it returns. `None` when every
+/// operand is on a built-in device; an error when the operands' devices differ.
+pub(crate) fn to_host(
+    op: &'static str,
+    args: &[AnyRef],
+) -> Option<Result<(Device, Vec<AnyStorage>)>> {
+    match backend_device(op, args) {
+        Ok(None) => None,
+        Ok(Some(at)) => Some(copies(args).map(|h| (at.device, h))),
+        Err(e) => Some(Err(e)),
+    }
+}
+
+/// `s`, run on host copies, moved onto the registered backend device `device`.
+pub(crate) fn upload(s: AnyStorage, device: Device) -> Result<AnyStorage> {
+    s.as_ref().to_device(device)
 }
 
 /// A buffer a backend returned, as storage of its element type.

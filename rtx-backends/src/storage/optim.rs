@@ -6,6 +6,7 @@
 //! four buffers per step. On devices without an in-place kernel the `_in_place` forms run the
 //! out-of-place update and keep its results.
 
+use super::erased::{AnyMut, AnyRef, AnyStorage, ForFloat};
 use super::{Storage, same_device};
 use crate::cpu::optim;
 use crate::{AdamScalars, SgdScalars};
@@ -60,6 +61,166 @@ impl<E: Float> Storage<E> {
         vmax: Option<&Self>,
         s: &AdamScalars,
     ) -> Result<(Self, Self, Self, Option<Self>)> {
+        let (p, g) = ((AnyRef::of(self), pl), (AnyRef::of(grad), gl));
+        let state = [AnyRef::of(m), AnyRef::of(v)];
+        let (np, nm, nv, nx) = adam_any(p, g, state, vmax.map(AnyRef::of), s)?;
+        Ok((
+            np.into_typed(),
+            nm.into_typed(),
+            nv.into_typed(),
+            nx.map(AnyStorage::into_typed),
+        ))
+    }
+
+    /// One fused SGD step; `buf` is the dense momentum buffer when momentum is on. Returns the
+    /// new parameter (dense, in logical order) and the new buffer.
+    pub fn sgd_update(
+        &self,
+        pl: &Layout,
+        (grad, gl): (&Self, &Layout),
+        buf: Option<&Self>,
+        s: &SgdScalars,
+    ) -> Result<(Self, Option<Self>)> {
+        let (p, g) = ((AnyRef::of(self), pl), (AnyRef::of(grad), gl));
+        let (np, nb) = sgd_any(p, g, buf.map(AnyRef::of), s)?;
+        Ok((np.into_typed(), nb.map(AnyStorage::into_typed)))
+    }
+}
+
+// The entry points with the element type erased: not generic, so compiled once, here (see
+// `erased.rs`). They need no host intercept: the bodies' own host path (download, update,
+// `Storage::from_vec` onto the parameter's device) already serves a registered backend.
+
+/// A storage operand and its layout.
+type Operand<'a> = (AnyRef<'a>, &'a Layout);
+
+/// The new parameter, `m`, `v` and `vmax` of an Adam step.
+type AdamOut = (AnyStorage, AnyStorage, AnyStorage, Option<AnyStorage>);
+
+/// [`Storage::adam_update`] of any float type, erased: compiled once, here.
+fn adam_any(
+    p: Operand,
+    g: Operand,
+    [m, v]: [AnyRef; 2],
+    vmax: Option<AnyRef>,
+    s: &AdamScalars,
+) -> Result<AdamOut> {
+    /// The body, run on the concrete element type.
+    struct Body<'a>(
+        &'a Layout,
+        Operand<'a>,
+        [AnyRef<'a>; 2],
+        Option<AnyRef<'a>>,
+        &'a AdamScalars,
+    );
+    impl ForFloat for Body<'_> {
+        type Out = Result<AdamOut>;
+        fn run<F: Float>(self, p: &Storage<F>) -> Self::Out {
+            let ((g, gl), [m, v], op) = (self.1, self.2, "adam");
+            let x = self.3.map(|x| x.typed::<F>(op)).transpose()?;
+            let (m, v) = (m.typed(op)?, v.typed(op)?);
+            let (np, nm, nv, nx) =
+                p.adam_update_body(self.0, (g.typed(op)?, gl), m, v, x, self.4)?;
+            Ok((
+                AnyStorage::from_typed(np),
+                AnyStorage::from_typed(nm),
+                AnyStorage::from_typed(nv),
+                nx.map(AnyStorage::from_typed),
+            ))
+        }
+    }
+    p.0.floats("adam", Body(p.1, g, [m, v], vmax, s))
+}
+
+/// [`Storage::sgd_update`] of any float type, erased: compiled once, here.
+fn sgd_any(
+    p: Operand,
+    g: Operand,
+    buf: Option<AnyRef>,
+    s: &SgdScalars,
+) -> Result<(AnyStorage, Option<AnyStorage>)> {
+    /// The body, run on the concrete element type.
+    struct Body<'a>(&'a Layout, Operand<'a>, Option<AnyRef<'a>>, &'a SgdScalars);
+    impl ForFloat for Body<'_> {
+        type Out = Result<(AnyStorage, Option<AnyStorage>)>;
+        fn run<F: Float>(self, p: &Storage<F>) -> Self::Out {
+            let ((g, gl), op) = (self.1, "sgd");
+            let b = self.2.map(|b| b.typed::<F>(op)).transpose()?;
+            let (np, nb) = p.sgd_update_body(self.0, (g.typed(op)?, gl), b, self.3)?;
+            Ok((AnyStorage::from_typed(np), nb.map(AnyStorage::from_typed)))
+        }
+    }
+    p.0.floats("sgd", Body(p.1, g, buf, s))
+}
+
+/// [`Storage::adam_update_in_place`] of any float type, erased: compiled once, here. The
+/// gradient, the one operand borrowed shared, picks the element type.
+fn adam_in_place_any(
+    (p, pl): (AnyMut, &Layout),
+    g: Operand,
+    [m, v]: [AnyMut; 2],
+    vmax: Option<AnyMut>,
+    s: &AdamScalars,
+) -> Result<()> {
+    /// The body, run on the concrete element type.
+    struct Body<'a>(
+        (AnyMut<'a>, &'a Layout),
+        &'a Layout,
+        [AnyMut<'a>; 2],
+        Option<AnyMut<'a>>,
+        &'a AdamScalars,
+    );
+    impl ForFloat for Body<'_> {
+        type Out = Result<()>;
+        fn run<F: Float>(self, g: &Storage<F>) -> Self::Out {
+            let ((p, pl), [m, v], op) = (self.0, self.2, "adam");
+            let x = self.3.map(|x| x.typed::<F>(op)).transpose()?;
+            let (p, m, v) = (p.typed::<F>(op)?, m.typed(op)?, v.typed(op)?);
+            p.adam_update_in_place_body(pl, (g, self.1), m, v, x, self.4)
+        }
+    }
+    g.0.floats("adam", Body((p, pl), g.1, [m, v], vmax, s))
+}
+
+/// [`Storage::sgd_update_in_place`] of any float type, erased: compiled once, here. The
+/// gradient, the one operand borrowed shared, picks the element type.
+fn sgd_in_place_any(
+    (p, pl): (AnyMut, &Layout),
+    g: Operand,
+    buf: Option<AnyMut>,
+    s: &SgdScalars,
+) -> Result<()> {
+    /// The body, run on the concrete element type.
+    struct Body<'a>(
+        (AnyMut<'a>, &'a Layout),
+        &'a Layout,
+        Option<AnyMut<'a>>,
+        &'a SgdScalars,
+    );
+    impl ForFloat for Body<'_> {
+        type Out = Result<()>;
+        fn run<F: Float>(self, g: &Storage<F>) -> Self::Out {
+            let ((p, pl), op) = (self.0, "sgd");
+            let b = self.2.map(|b| b.typed::<F>(op)).transpose()?;
+            p.typed::<F>(op)?
+                .sgd_update_in_place_body(pl, (g, self.1), b, self.3)
+        }
+    }
+    g.0.floats("sgd", Body((p, pl), g.1, buf, s))
+}
+
+impl<E: Float> Storage<E> {
+    /// The body of [`Storage::adam_update`] for one element type.
+    #[allow(clippy::type_complexity)]
+    fn adam_update_body(
+        &self,
+        pl: &Layout,
+        (grad, gl): (&Self, &Layout),
+        m: &Self,
+        v: &Self,
+        vmax: Option<&Self>,
+        s: &AdamScalars,
+    ) -> Result<(Self, Self, Self, Option<Self>)> {
         same_device("adam", self, grad)?;
         let n = pl.numel();
         if let Storage::Cuda(p) = self {
@@ -97,9 +258,8 @@ impl<E: Float> Storage<E> {
         ))
     }
 
-    /// One fused SGD step; `buf` is the dense momentum buffer when momentum is on. Returns the
-    /// new parameter (dense, in logical order) and the new buffer.
-    pub fn sgd_update(
+    /// The body of [`Storage::sgd_update`] for one element type.
+    fn sgd_update_body(
         &self,
         pl: &Layout,
         (grad, gl): (&Self, &Layout),
@@ -195,6 +355,21 @@ impl<E: Float> Storage<E> {
         vmax: Option<&mut Self>,
         s: &AdamScalars,
     ) -> Result<()> {
+        let (p, g) = ((AnyMut::of(self), pl), (AnyRef::of(grad), gl));
+        let state = [AnyMut::of(m), AnyMut::of(v)];
+        adam_in_place_any(p, g, state, vmax.map(AnyMut::of), s)
+    }
+
+    /// The body of [`Storage::adam_update_in_place`] for one element type.
+    fn adam_update_in_place_body(
+        &mut self,
+        pl: &Layout,
+        (grad, gl): (&Self, &Layout),
+        m: &mut Self,
+        v: &mut Self,
+        vmax: Option<&mut Self>,
+        s: &AdamScalars,
+    ) -> Result<()> {
         same_device("adam", self, grad)?;
         check_dense("adam", pl, self.len())?;
         let n = pl.numel();
@@ -262,6 +437,18 @@ impl<E: Float> Storage<E> {
     /// assert_eq!(p.to_vec(&l), vec![0.75, 2.125]);
     /// ```
     pub fn sgd_update_in_place(
+        &mut self,
+        pl: &Layout,
+        (grad, gl): (&Self, &Layout),
+        buf: Option<&mut Self>,
+        s: &SgdScalars,
+    ) -> Result<()> {
+        let (p, g) = ((AnyMut::of(self), pl), (AnyRef::of(grad), gl));
+        sgd_in_place_any(p, g, buf.map(AnyMut::of), s)
+    }
+
+    /// The body of [`Storage::sgd_update_in_place`] for one element type.
+    fn sgd_update_in_place_body(
         &mut self,
         pl: &Layout,
         (grad, gl): (&Self, &Layout),

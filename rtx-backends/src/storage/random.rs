@@ -14,6 +14,7 @@
 //! normal ones within a few ulps (the GPU's `logf`, `sinf` and `cosf` are not the CPU's).
 
 use super::Storage;
+use super::erased::AnyStorage;
 use crate::cpu::random as cpu;
 use crate::cuda::ops_random::{self as gpu, Draw};
 use crate::{BackendError, Device, Result};
@@ -28,7 +29,28 @@ impl<E: Element> Storage<E> {
     /// `low < high` in `E` and a finite span), `[mean, std]` for [`RandomOp::Normal`] (float
     /// types) and `[p, _]` for [`RandomOp::Bernoulli`] (every type: 1 with probability `p`,
     /// else 0; `true`/`false` for bool). Other pairings are an error naming the op and dtype.
+    /// A registered backend gets the CPU's draws, uploaded.
     pub fn random(
+        op: RandomOp,
+        n: usize,
+        seed: u64,
+        params: [f64; 2],
+        device: Device,
+    ) -> Result<Self> {
+        Ok(random_any(E::DTYPE, Draws::Random(op, params), n, seed, device)?.into_typed())
+    }
+
+    /// `n` integers uniform in `[low, high)` from the Philox stream of `seed`, two raw words
+    /// each, by 64-bit multiply-shift (see [`crate::cpu::random::uniform_int`] for the method
+    /// and its bias, below `(high - low) / 2^64`). Any element type but bool; the caller checks
+    /// `low < high` and that both bounds fit `E`. A registered backend gets the CPU's draws,
+    /// uploaded.
+    pub fn randint(n: usize, seed: u64, low: i64, high: i64, device: Device) -> Result<Self> {
+        Ok(random_any(E::DTYPE, Draws::Int(low, high), n, seed, device)?.into_typed())
+    }
+
+    /// The body of [`Storage::random`] for one element type and a built-in device.
+    fn random_body(
         op: RandomOp,
         n: usize,
         seed: u64,
@@ -96,15 +118,12 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(device);
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
-            _ => Err(super::no_kernel(Op::Random(op).name(), device)),
+            _ => unreachable!("{}", super::ROUTED),
         }
     }
 
-    /// `n` integers uniform in `[low, high)` from the Philox stream of `seed`, two raw words
-    /// each, by 64-bit multiply-shift (see [`crate::cpu::random::uniform_int`] for the method
-    /// and its bias, below `(high - low) / 2^64`). Any element type but bool; the caller checks
-    /// `low < high` and that both bounds fit `E`.
-    pub fn randint(n: usize, seed: u64, low: i64, high: i64, device: Device) -> Result<Self> {
+    /// The body of [`Storage::randint`] for one element type and a built-in device.
+    fn randint_body(n: usize, seed: u64, low: i64, high: i64, device: Device) -> Result<Self> {
         unsupported_unless::<E>(RandomOp::Uniform, E::DTYPE != DType::Bool)?;
         if low >= high {
             return Err(BackendError::BadArgument {
@@ -121,8 +140,48 @@ impl<E: Element> Storage<E> {
         crate::dispatch::on_cpu(device);
         match device {
             Device::Cpu => Ok(Storage::Cpu(data)),
-            _ => Err(super::no_kernel("randint", device)),
+            _ => unreachable!("{}", super::ROUTED),
         }
+    }
+}
+
+// The entry point with the element type erased: not generic, so compiled once, here (see
+// `erased.rs`).
+
+/// What a random tensor draws.
+#[derive(Clone, Copy)]
+enum Draws {
+    /// [`Storage::random`] of the distribution and its two parameters.
+    Random(RandomOp, [f64; 2]),
+    /// [`Storage::randint`] in `[low, high)`.
+    Int(i64, i64),
+}
+
+/// `n` draws of element type `dtype` on `device`, erased: compiled once, here. A registered
+/// backend gets the CPU's draws for the same seed, uploaded (no backend draws natively, and
+/// this keeps its tensors equal to the CPU's).
+fn random_any(dtype: DType, d: Draws, n: usize, seed: u64, device: Device) -> Result<AnyStorage> {
+    if let Device::Backend(_) = device {
+        let host = random_any(dtype, d, n, seed, Device::Cpu)?;
+        return super::upload(host, device);
+    }
+    /// The draws as `E`.
+    fn run<E: Element>(d: Draws, n: usize, seed: u64, device: Device) -> Result<AnyStorage> {
+        match d {
+            Draws::Random(op, params) => Storage::<E>::random_body(op, n, seed, params, device),
+            Draws::Int(low, high) => Storage::<E>::randint_body(n, seed, low, high, device),
+        }
+        .map(AnyStorage::from_typed)
+    }
+    match dtype {
+        DType::F32 => run::<f32>(d, n, seed, device),
+        DType::F64 => run::<f64>(d, n, seed, device),
+        DType::F16 => run::<f16>(d, n, seed, device),
+        DType::BF16 => run::<bf16>(d, n, seed, device),
+        DType::I32 => run::<i32>(d, n, seed, device),
+        DType::I64 => run::<i64>(d, n, seed, device),
+        DType::U8 => run::<u8>(d, n, seed, device),
+        DType::Bool => run::<bool>(d, n, seed, device),
     }
 }
 
