@@ -307,6 +307,18 @@ fn linear_act_case<E: Float>() {
             ),
         ] {
             assert_eq!(a, b, "the gradient of {name} on {dev}");
+            // The weight and bias gradients are sums over all 700 rows, where cancellation
+            // leaves some elements far smaller than their terms: f32 accumulated in another
+            // order (cuBLAS's split of the reduction) differs there by a few ulps of the
+            // terms, not of the result. So they are compared norm-wise, as GEMM results
+            // are: each divided by the largest magnitude the device computed.
+            let a = match name {
+                "x" => a,
+                _ => {
+                    let top = a.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                    a.iter().map(|v| v / top).collect()
+                }
+            };
             out.push((format!("grad {name}"), a));
         }
         out
