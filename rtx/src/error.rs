@@ -101,6 +101,13 @@ pub(crate) use bail;
 pub(crate) fn ok<T>(r: Result<T>) -> T {
     match r {
         Ok(v) => v,
-        Err(e) => panic!("{e}"),
+        Err(e) => fail(e),
     }
+}
+
+/// The panic of [`ok`]; not generic, so the formatting is compiled once, not once per `T`.
+#[cold]
+#[track_caller]
+fn fail(e: Error) -> ! {
+    panic!("{e}")
 }

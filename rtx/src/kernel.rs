@@ -142,7 +142,7 @@ where
     )?;
     let out = out_shape::<<A as BroadcastShapes<B>>::Output>(K::KERNEL.name, &dims)?;
     apply_elementwise::<K, 2, _, E>(
-        [a.kernel_input(layouts[0]), b.kernel_input(layouts[1])],
+        vec![a.kernel_input(layouts[0]), b.kernel_input(layouts[1])],
         out,
         uniforms,
     )
@@ -215,7 +215,7 @@ where
     )?;
     let out = out_shape::<Broadcast3<A, B, C>>(K::KERNEL.name, &dims)?;
     apply_elementwise::<K, 3, _, E>(
-        [
+        vec![
             a.kernel_input(layouts[0]),
             b.kernel_input(layouts[1]),
             c.kernel_input(layouts[2]),

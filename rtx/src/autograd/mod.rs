@@ -52,6 +52,7 @@ macro_rules! with_float {
 use crate::shape::{Dim, InsertAxis, ReduceAxis, Shape};
 use crate::tensor::Replaced;
 use crate::tensor::Tensor;
+use rtx_backends::{Layout, Storage};
 use rtx_kernels::{Element, Float, Num};
 use std::any::Any;
 use std::cell::Cell;
@@ -65,7 +66,7 @@ pub(crate) type Erased = Arc<dyn Any + Send + Sync>;
 
 /// An op's backward rule: the output's gradient in, one gradient per input out (`None` for
 /// inputs that need none), or the device error of an op the rule ran.
-type Backward = Box<dyn Fn(&Erased) -> Result<Vec<Option<Erased>>> + Send + Sync>;
+pub(crate) type Backward = Box<dyn Fn(&Erased) -> Result<Vec<Option<Erased>>> + Send + Sync>;
 
 /// Adds two gradients of one node's type.
 type Accumulate = fn(&Erased, &Erased) -> Result<Erased>;
@@ -125,14 +126,27 @@ thread_local! {
 /// assert!(!y.tracks_grad());
 /// ```
 pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            GRAD_ENABLED.with(|g| g.set(self.0));
-        }
-    }
-    let _restore = Restore(GRAD_ENABLED.with(|g| g.replace(false)));
+    // The thread-local work is in the guard's functions, which are not generic: only this
+    // shell is compiled per closure.
+    let _restore = NoGrad::enter();
     f()
+}
+
+/// Recording switched off while it lives; the previous state comes back when it drops (also
+/// on a panic).
+struct NoGrad(bool);
+
+impl NoGrad {
+    /// Switches recording off.
+    fn enter() -> NoGrad {
+        NoGrad(GRAD_ENABLED.with(|g| g.replace(false)))
+    }
+}
+
+impl Drop for NoGrad {
+    fn drop(&mut self) {
+        GRAD_ENABLED.with(|g| g.set(self.0));
+    }
 }
 
 /// Whether ops record right now (false inside [`no_grad`]).
@@ -148,7 +162,25 @@ pub(crate) fn erase<S: Shape, E: Element>(t: Tensor<S, E>) -> Option<Erased> {
 fn accumulate<S: Shape, E: Num>(a: &Erased, b: &Erased) -> Result<Erased> {
     let a = a.downcast_ref::<Tensor<S, E>>().expect("gradient type");
     let b = b.downcast_ref::<Tensor<S, E>>().expect("gradient type");
-    Ok(Arc::new(a.try_same::<rtx_kernels::op::markers::Add>(b)?))
+    // The add is a function of the element type alone (compiled once, not once per shape).
+    let sum = add_storage(a.storage(), a.layout(), b.storage(), b.layout())?;
+    Ok(Arc::new(Tensor::from_storage(sum, a.shape())))
+}
+
+/// The sum of two gradients of equal dims, as dense storage.
+fn add_storage<E: Num>(
+    a: &Storage<E>,
+    al: &Layout,
+    b: &Storage<E>,
+    bl: &Layout,
+) -> Result<Storage<E>> {
+    debug_assert_eq!(al.dims(), bl.dims());
+    Ok(a.binary::<rtx_kernels::op::markers::Add>(al, b, bl)?)
+}
+
+/// The gradient `g` of a node of type `Tensor<S, E>`, as that type.
+pub(crate) fn grad_as<S: Shape, E: Element>(g: &Erased) -> &Tensor<S, E> {
+    g.downcast_ref().expect("gradient type")
 }
 
 /// The accumulator for gradients of element type `E`, chosen at run time: ops generic over
@@ -207,7 +239,22 @@ pub(crate) fn sum_to<S: Shape, T: Shape, E: Element>(
     g: &Tensor<S, E>,
     target: T,
 ) -> Result<Tensor<T, E>> {
-    Ok(with_float!(E, F => from_float(as_float::<S, E, F>(g).try_sum_to_num(target)?)))
+    // A shell: the sums need only the dims (compiled once per element type).
+    let summed = sum_to_storage(g.storage(), g.layout(), &target.dims())?;
+    Ok(Tensor::from_storage(summed, target))
+}
+
+/// [`sum_to`] on storage seen through `layout`: dense storage of `target`'s dims.
+pub(crate) fn sum_to_storage<E: Element>(
+    g: &Storage<E>,
+    layout: &Layout,
+    target: &[usize],
+) -> Result<Storage<E>> {
+    Ok(with_float!(E, F => {
+        let g: &Storage<F> = (g as &dyn Any).downcast_ref().expect("element type");
+        let summed = crate::tensor::sum_to_num(g, layout, target)?;
+        *(Box::new(summed) as Box<dyn Any>).downcast::<Storage<E>>().expect("element type")
+    }))
 }
 
 /// Whether an op with these input nodes must record.
@@ -232,9 +279,12 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         inputs: Vec<Option<Arc<Node>>>,
         rule: impl Fn(&Tensor<S, E>) -> Result<Vec<Option<Erased>>> + Send + Sync + 'static,
     ) -> Self {
-        let backward: Backward = Box::new(move |g: &Erased| {
-            rule(g.downcast_ref::<Tensor<S, E>>().expect("gradient type"))
-        });
+        // Only the boxing is compiled per rule; the node is made once per shape.
+        self.record_boxed(inputs, Box::new(move |g: &Erased| rule(grad_as::<S, E>(g))))
+    }
+
+    /// [`Tensor::record`] with the rule boxed.
+    pub(crate) fn record_boxed(self, inputs: Vec<Option<Arc<Node>>>, backward: Backward) -> Self {
         self.with_node(Some(Node::new(
             inputs,
             Some(backward),
@@ -243,11 +293,38 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 }
 
+/// A backward rule on the parts of the output's gradient (its storage and layout), without
+/// the shape type: rules built by code compiled once per element type (kernels).
+pub(crate) type PartsRule<E> =
+    Box<dyn Fn(&Storage<E>, &Layout) -> Result<Vec<Option<Erased>>> + Send + Sync>;
+
+impl<S: Shape, E: Element> Tensor<S, E> {
+    /// [`Tensor::record`] with a rule on the gradient's parts; one instance per shape, not
+    /// one per rule.
+    pub(crate) fn record_parts(self, inputs: Vec<Option<Arc<Node>>>, rule: PartsRule<E>) -> Self {
+        self.record(inputs, move |g| rule(g.storage(), g.layout()))
+    }
+}
+
 impl<S: Shape, E: Element> Tensor<S, E> {
     /// Whether this tensor carries gradient history (it is a parameter or was computed from
     /// one while recording).
     pub fn tracks_grad(&self) -> bool {
         self.node().is_some()
+    }
+
+    /// Gives this tensor fresh dense storage of its dims (loaded or moved values), keeping
+    /// whether it tracks gradients: a tensor that did becomes a fresh leaf.
+    pub(crate) fn set_storage(&mut self, storage: Storage<E>)
+    where
+        E: Float,
+    {
+        let new = Tensor::from_storage(storage, self.shape());
+        *self = if self.tracks_grad() {
+            new.requires_grad()
+        } else {
+            new
+        };
     }
 
     /// The same values without gradient history (PyTorch's `detach()`).
@@ -281,8 +358,13 @@ impl Gradients {
     /// assert_eq!(grads.get(&w).unwrap().to_vec(), vec![2.0, 4.0]);
     /// ```
     pub fn add<S: Shape, E: Float>(&mut self, param: &Tensor<S, E>, grad: Tensor<S, E>) {
-        let Some(node) = param.node() else { return };
-        let grad: Erased = Arc::new(grad.detach());
+        if let Some(node) = param.node() {
+            self.add_erased(node, Arc::new(grad.detach()));
+        }
+    }
+
+    /// [`Gradients::add`] without the types (compiled once, not once per parameter shape).
+    fn add_erased(&mut self, node: &Node, grad: Erased) {
         let merged = match self.by_node.remove(&node.id) {
             Some(prev) => crate::error::ok(no_grad(|| (node.accumulate)(&prev, &grad))),
             None => grad,
@@ -292,9 +374,13 @@ impl Gradients {
 
     /// The gradient of `param`, shaped like it; `None` when the loss does not depend on it.
     pub fn get<S: Shape, E: Float>(&self, param: &Tensor<S, E>) -> Option<Tensor<S, E>> {
-        let id = param.node()?.id;
-        let g = self.by_node.get(&id)?;
+        let g = self.get_erased(param.node()?)?;
         g.downcast_ref::<Tensor<S, E>>().cloned()
+    }
+
+    /// The gradient of the tensor with tape node `node`, its type erased.
+    pub(crate) fn get_erased(&self, node: &Node) -> Option<&Erased> {
+        self.by_node.get(&node.id)
     }
 
     /// Replaces the gradient of `param` (gradient clipping scales gradients in place); does

@@ -8,13 +8,13 @@
 //! and returns the backward as a closure, which computes the gradients of the inputs marked
 //! in its `need` flags (a chain's input that is data needs none).
 
-use crate::autograd::sum_to;
+use crate::autograd::sum_to_storage;
 use crate::error::{Error, Result, ok};
 use crate::kernel::Broadcast3;
 use crate::shape::rules::BroadcastShapes;
 use crate::shape::{Shape, describe};
 use crate::tensor::Tensor;
-use crate::tensor::kernel::{broadcast_all, check_uniforms};
+use crate::tensor::kernel::{ErasedKernel, broadcast_all, check_uniforms, erase_kernel};
 use rtx_backends::{Layout, Storage};
 use rtx_kernels::Float;
 use rtx_kernels::kernel::Elementwise;
@@ -30,72 +30,104 @@ struct Operand<E: Float> {
     layout: Layout,
 }
 
+/// A chain's kernel and its operands, ready to run forward and backward; no shape type and
+/// no kernel type, so the code on it is compiled once per element type.
+struct Chain<E: Float> {
+    kernel: ErasedKernel<E>,
+    ops: Vec<Operand<E>>,
+    uniforms: Vec<f64>,
+}
+
 /// Broadcasts the inputs' layouts to the output's sizes and checks they fit the output's
 /// shape type `O`.
-fn operands<O: Shape, E: Float, const N: usize>(
+fn operands<O: Shape, E: Float>(
     name: &'static str,
-    inputs: [(&Arc<Storage<E>>, &Layout, String); N],
-) -> Result<(O, [Operand<E>; N])> {
-    let described: Vec<(&Layout, String)> =
-        inputs.iter().map(|(_, l, d)| (*l, d.clone())).collect();
-    let (dims, layouts) = broadcast_all(name, &described)?;
+    inputs: Vec<(&Arc<Storage<E>>, &Layout, String)>,
+) -> Result<(O, Vec<Operand<E>>)> {
+    let (dims, ops) = broadcast_operands(name, inputs)?;
     let out = O::from_dims(&dims).ok_or_else(|| Error::BadArgument {
         op: name,
         msg: format!("the broadcast sizes {dims:?} do not fit the output's shape type"),
     })?;
-    let mut layouts = layouts.into_iter();
-    let ops = inputs.map(|(s, _, _)| Operand {
-        storage: s.clone(),
-        layout: layouts.next().unwrap_or_else(|| Layout::contiguous(&[])),
-    });
     Ok((out, ops))
 }
 
-/// Runs the kernel `K` over `ops` into a fresh tensor of shape `out`.
-fn run<K: Elementwise<N>, const N: usize, O: Shape, E: Float>(
-    ops: &[Operand<E>; N],
-    out: O,
-    uniforms: &[f64],
-) -> Result<Tensor<O, E>> {
-    check_uniforms(K::KERNEL, uniforms)?;
-    let ins: Vec<(&Storage<E>, &Layout)> = ops.iter().map(|o| (&*o.storage, &o.layout)).collect();
-    let storage = Storage::map_kernel::<N>(K::KERNEL, &ins, uniforms, K::scalar::<E>(uniforms))?;
-    Ok(Tensor::from_storage(storage, out))
+/// The work of [`operands`]: the output's sizes and the operands.
+fn broadcast_operands<E: Float>(
+    name: &'static str,
+    inputs: Vec<(&Arc<Storage<E>>, &Layout, String)>,
+) -> Result<(Vec<usize>, Vec<Operand<E>>)> {
+    let described: Vec<(&Layout, String)> =
+        inputs.iter().map(|(_, l, d)| (*l, d.clone())).collect();
+    let (dims, layouts) = broadcast_all(name, &described)?;
+    let ops = inputs
+        .into_iter()
+        .zip(layouts)
+        .map(|((s, _, _), layout)| Operand {
+            storage: s.clone(),
+            layout,
+        })
+        .collect();
+    Ok((dims, ops))
 }
 
-/// The gradient of input `i` at the output's shape: `dy * d out / d input_i`.
-fn grad_at_output<K: Elementwise<N>, const N: usize, O: Shape, E: Float>(
-    ops: &[Operand<E>; N],
-    dy: &Tensor<O, E>,
-    i: usize,
+impl<E: Float> Chain<E> {
+    /// Runs the kernel over the operands into fresh storage of the output's sizes.
+    fn run(&self) -> Result<Storage<E>> {
+        check_uniforms(self.kernel.src, &self.uniforms)?;
+        let ins: Vec<(&Storage<E>, &Layout)> =
+            self.ops.iter().map(|o| (&*o.storage, &o.layout)).collect();
+        (self.kernel.forward)(&ins, &self.uniforms)
+    }
+
+    /// The gradient of input `i` at the output's sizes: `dy * d out / d input_i`.
+    fn grad_at_output(&self, dy: (&Storage<E>, &Layout), i: usize) -> Result<Storage<E>> {
+        let k = self.kernel;
+        let src = k.grads[i].ok_or_else(|| Error::BadArgument {
+            op: k.src.name,
+            msg: format!("`#[kernel]` derived no derivative with respect to input {i}"),
+        })?;
+        let mut ins: Vec<(&Storage<E>, &Layout)> =
+            self.ops.iter().map(|o| (&*o.storage, &o.layout)).collect();
+        ins.push(dy);
+        (k.grad)(src, i, &ins, &self.uniforms)
+    }
+
+    /// The gradient of input `i`, summed to that input's `dims`: dense storage.
+    fn grad_to(&self, dy: (&Storage<E>, &Layout), i: usize, dims: &[usize]) -> Result<Storage<E>> {
+        let g = self.grad_at_output(dy, i)?;
+        sum_to_storage(&g, &Layout::contiguous(dy.1.dims()), dims)
+    }
+}
+
+/// Runs a chain forward: its output of shape `O`, and the chain for the backward.
+fn run<K: Elementwise<N>, const N: usize, O: Shape, E: Float>(
+    inputs: Vec<(&Arc<Storage<E>>, &Layout, String)>,
     uniforms: &[f64],
-) -> Result<Tensor<O, E>> {
-    let src = K::GRADS[i].ok_or_else(|| Error::BadArgument {
-        op: K::KERNEL.name,
-        msg: format!("`#[kernel]` derived no derivative with respect to input {i}"),
-    })?;
-    let mut ins: Vec<(&Storage<E>, &Layout)> =
-        ops.iter().map(|o| (&*o.storage, &o.layout)).collect();
-    ins.push((dy.storage(), dy.layout()));
-    let f = K::scalar_grad::<E>(i, uniforms);
-    let storage = Storage::map_kernel_grad::<N>(src, &ins, uniforms, f)?;
-    Ok(Tensor::from_storage(storage, dy.shape()))
+) -> (Tensor<O, E>, Chain<E>) {
+    let (out, ops) = ok(operands::<O, E>(K::KERNEL.name, inputs));
+    let chain = Chain {
+        kernel: erase_kernel::<K, N, E>(),
+        ops,
+        uniforms: uniforms.to_vec(),
+    };
+    let y = Tensor::from_storage(ok(chain.run()), out);
+    (y, chain)
 }
 
 /// The gradient of input `i`, summed to that input's shape, when `need[i]`.
-fn grad_of<K: Elementwise<N>, const N: usize, O: Shape, S: Shape, E: Float>(
-    ops: &[Operand<E>; N],
+fn grad_of<O: Shape, S: Shape, E: Float>(
+    chain: &Chain<E>,
     dy: &Tensor<O, E>,
-    need: [bool; N],
+    need: &[bool],
     i: usize,
-    uniforms: &[f64],
     shape: S,
 ) -> Option<Tensor<S, E>> {
     if !need[i] {
         return None;
     }
-    let g = ok(grad_at_output::<K, N, O, E>(ops, dy, i, uniforms));
-    Some(ok(sum_to(&g, shape)))
+    let g = ok(chain.grad_to((dy.storage(), dy.layout()), i, &shape.dims()));
+    Some(Tensor::from_storage(g, shape))
 }
 
 /// An input as [`operands`] takes it.
@@ -150,12 +182,10 @@ pub fn fused1_train<K: Elementwise<1>, A: Shape, E: Float>(
     impl FnOnce(&Tensor<A, E>, [bool; 1]) -> (Option<Tensor<A, E>>,) + use<K, A, E>,
 ) {
     let _ = kernel;
-    let (out, ops) = ok(operands::<A, E, 1>(K::KERNEL.name, [input(a)]));
-    let y = ok(run::<K, 1, A, E>(&ops, out, uniforms));
-    let u = uniforms.to_vec();
+    let (y, chain) = run::<K, 1, A, E>(vec![input(a)], uniforms);
     let sa = a.shape();
     (y, move |dy: &Tensor<A, E>, need: [bool; 1]| {
-        (grad_of::<K, 1, A, A, E>(&ops, dy, need, 0, &u, sa),)
+        (grad_of(&chain, dy, &need, 0, sa),)
     })
 }
 
@@ -206,17 +236,12 @@ where
 {
     type O<A, B> = <A as BroadcastShapes<B>>::Output;
     let _ = kernel;
-    let (out, ops) = ok(operands::<O<A, B>, E, 2>(
-        K::KERNEL.name,
-        [input(a), input(b)],
-    ));
-    let y = ok(run::<K, 2, O<A, B>, E>(&ops, out, uniforms));
-    let u = uniforms.to_vec();
+    let (y, chain) = run::<K, 2, O<A, B>, E>(vec![input(a), input(b)], uniforms);
     let (sa, sb) = (a.shape(), b.shape());
     (y, move |dy: &Tensor<O<A, B>, E>, need: [bool; 2]| {
         (
-            grad_of::<K, 2, _, A, E>(&ops, dy, need, 0, &u, sa),
-            grad_of::<K, 2, _, B, E>(&ops, dy, need, 1, &u, sb),
+            grad_of(&chain, dy, &need, 0, sa),
+            grad_of(&chain, dy, &need, 1, sb),
         )
     })
 }
@@ -276,20 +301,16 @@ where
     E: Float,
 {
     let _ = kernel;
-    let (out, ops) = ok(operands::<Broadcast3<A, B, C>, E, 3>(
-        K::KERNEL.name,
-        [input(a), input(b), input(c)],
-    ));
-    let y = ok(run::<K, 3, _, E>(&ops, out, uniforms));
-    let u = uniforms.to_vec();
+    let (y, chain) =
+        run::<K, 3, Broadcast3<A, B, C>, E>(vec![input(a), input(b), input(c)], uniforms);
     let (sa, sb, sc) = (a.shape(), b.shape(), c.shape());
     (
         y,
         move |dy: &Tensor<Broadcast3<A, B, C>, E>, need: [bool; 3]| {
             (
-                grad_of::<K, 3, _, A, E>(&ops, dy, need, 0, &u, sa),
-                grad_of::<K, 3, _, B, E>(&ops, dy, need, 1, &u, sb),
-                grad_of::<K, 3, _, C, E>(&ops, dy, need, 2, &u, sc),
+                grad_of(&chain, dy, &need, 0, sa),
+                grad_of(&chain, dy, &need, 1, sb),
+                grad_of(&chain, dy, &need, 2, sc),
             )
         },
     )
@@ -357,21 +378,19 @@ where
     E: Float,
 {
     let _ = kernel;
-    let (out, ops) = ok(operands::<Broadcast4<A, B, C, D>, E, 4>(
-        K::KERNEL.name,
-        [input(a), input(b), input(c), input(d)],
-    ));
-    let y = ok(run::<K, 4, _, E>(&ops, out, uniforms));
-    let u = uniforms.to_vec();
+    let (y, chain) = run::<K, 4, Broadcast4<A, B, C, D>, E>(
+        vec![input(a), input(b), input(c), input(d)],
+        uniforms,
+    );
     let (sa, sb, sc, sd) = (a.shape(), b.shape(), c.shape(), d.shape());
     (
         y,
         move |dy: &Tensor<Broadcast4<A, B, C, D>, E>, need: [bool; 4]| {
             (
-                grad_of::<K, 4, _, A, E>(&ops, dy, need, 0, &u, sa),
-                grad_of::<K, 4, _, B, E>(&ops, dy, need, 1, &u, sb),
-                grad_of::<K, 4, _, C, E>(&ops, dy, need, 2, &u, sc),
-                grad_of::<K, 4, _, D, E>(&ops, dy, need, 3, &u, sd),
+                grad_of(&chain, dy, &need, 0, sa),
+                grad_of(&chain, dy, &need, 1, sb),
+                grad_of(&chain, dy, &need, 2, sc),
+                grad_of(&chain, dy, &need, 3, sd),
             )
         },
     )

@@ -37,7 +37,6 @@ use crate::tensor::Tensor;
 use rtx_backends::{Device, cuda};
 use rtx_kernels::{Element, Float};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// The tensors a step reads: copied into the graph's own buffers before each replay.
 pub trait StepInputs: Sized {
@@ -365,10 +364,12 @@ pub(super) fn grads_by_name<M: Module>(model: &M, grads: &Gradients) -> HashMap<
     struct Collect<'a>(&'a Gradients, HashMap<String, Erased>);
     impl Visitor for Collect<'_> {
         fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
+            // The gradient is kept as the tape holds it (its type erased), so nothing here
+            // depends on the shape beyond finding the node.
             if kind == TensorKind::Parameter
-                && let Some(g) = self.0.get(t)
+                && let Some(g) = t.node().and_then(|n| self.0.get_erased(n))
             {
-                self.1.insert(name.to_string(), Arc::new(g));
+                self.1.insert(name.to_string(), g.clone());
             }
         }
     }

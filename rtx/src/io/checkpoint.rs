@@ -241,6 +241,12 @@ impl Checkpoint {
     /// # Ok::<(), rtx::Error>(())
     /// ```
     pub fn add_optimizer<O: Optimizer>(&mut self, prefix: &str, opt: &O) -> Result<&mut Self> {
+        // A shell: the work is not generic over the optimizer (compiled once, in rtx).
+        self.add_optimizer_state(prefix, opt.state_dict())
+    }
+
+    /// [`Checkpoint::add_optimizer`] with the optimizer's state exported.
+    fn add_optimizer_state(&mut self, prefix: &str, state: OptimState) -> Result<&mut Self> {
         let prefix = prefix.trim_end_matches('.');
         if self.optimizers.contains_key(prefix) {
             return Err(error(
@@ -248,7 +254,6 @@ impl Checkpoint {
                 format!("already holds an optimizer under the prefix `{prefix}`"),
             ));
         }
-        let state = opt.state_dict();
         let mut owned = Vec::new();
         let mut part = OptimizerPart::default();
         for (name, t) in &state.tensors {
@@ -394,14 +399,16 @@ impl Checkpoint {
         model: &mut M,
     ) -> Result<()> {
         let prefix = prefix.trim_end_matches('.');
-        let owned_by_optimizers: BTreeSet<String> = self
-            .optimizers
-            .iter()
-            .flat_map(|(p, part)| part.tensors.iter().chain(&part.scalars).map(|n| key(p, n)))
-            .collect();
-        let under = format!("{prefix}.");
-        let stored: BTreeMap<String, Stored> = self
-            .entries
+        // The entries are found by a function that is not generic over the model, so it is
+        // compiled once, not in every crate for every model type.
+        let stored = self.stored();
+        let available = self.model_keys(prefix, &stored);
+        state_dict::import(prefix, model, &stored, available).map_err(|m| error(&self.file, m))
+    }
+
+    /// Every entry, as [`state_dict::import`] reads it, by its key.
+    fn stored(&self) -> BTreeMap<String, Stored<'_>> {
+        self.entries
             .iter()
             .map(|(k, e)| {
                 let s = Stored {
@@ -412,13 +419,27 @@ impl Checkpoint {
                 };
                 (k.clone(), s)
             })
+            .collect()
+    }
+
+    /// The keys of `stored` that a model loaded from under `prefix` must use up: those under
+    /// the prefix that no optimizer part owns.
+    fn model_keys<'s>(
+        &self,
+        prefix: &str,
+        stored: &'s BTreeMap<String, Stored<'_>>,
+    ) -> BTreeSet<&'s String> {
+        let owned_by_optimizers: BTreeSet<String> = self
+            .optimizers
+            .iter()
+            .flat_map(|(p, part)| part.tensors.iter().chain(&part.scalars).map(|n| key(p, n)))
             .collect();
-        let available = stored
+        let under = format!("{prefix}.");
+        stored
             .keys()
             .filter(|k| prefix.is_empty() || k.starts_with(&under))
             .filter(|k| !owned_by_optimizers.contains(*k))
-            .collect();
-        state_dict::import(prefix, model, &stored, available).map_err(|m| error(&self.file, m))
+            .collect()
     }
 
     /// Loads an optimizer's state from the part saved under `prefix` (see
@@ -436,6 +457,20 @@ impl Checkpoint {
     /// # Ok::<(), rtx::Error>(())
     /// ```
     pub fn load_optimizer<O: Optimizer>(&self, prefix: &str, opt: &mut O) -> Result<()> {
+        // A shell: reading the state is not generic over the optimizer (compiled once).
+        let state = self.optimizer_state(prefix)?;
+        opt.try_load_state(state)
+            .map_err(|e| self.optimizer_error(prefix, e))
+    }
+
+    /// The error of an optimizer that refused the state saved under `prefix`.
+    fn optimizer_error(&self, prefix: &str, e: crate::Error) -> crate::Error {
+        let prefix = prefix.trim_end_matches('.');
+        error(&self.file, format!("optimizer `{prefix}`: {e}"))
+    }
+
+    /// The optimizer state saved under `prefix`, checked and decoded.
+    fn optimizer_state(&self, prefix: &str) -> Result<OptimState> {
         let prefix = prefix.trim_end_matches('.');
         let Some(part) = self.optimizers.get(prefix) else {
             let parts: Vec<&String> = self.optimizers.keys().collect();
@@ -492,8 +527,7 @@ impl Checkpoint {
             };
             state.scalars.insert(name.clone(), value);
         }
-        opt.try_load_state(state)
-            .map_err(|e| error(&self.file, format!("optimizer `{prefix}`: {e}")))
+        Ok(state)
     }
 
     /// The entry of an optimizer part's tensor, and its rtx dtype if rtx has one.

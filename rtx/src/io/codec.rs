@@ -58,7 +58,12 @@ fn le<const N: usize, T>(bytes: &[u8], f: fn([u8; N]) -> T) -> Vec<T> {
 
 /// The bytes of `values`, in their own element type, bit for bit.
 pub(crate) fn encode<E: Element>(values: Vec<E>) -> Vec<u8> {
-    let any: Box<dyn Any> = Box::new(values);
+    // A shell: the encoders are compiled once, not once per element type.
+    encode_any(Box::new(values))
+}
+
+/// [`encode`] on the values as a `Box<Vec<E>>`, whatever `E` is.
+fn encode_any(any: Box<dyn Any>) -> Vec<u8> {
     // `Element` is sealed to these eight types, so one of the arms matches.
     let any = match any.downcast::<Vec<f32>>() {
         Ok(v) => return v.iter().flat_map(|x| x.to_le_bytes()).collect(),

@@ -12,6 +12,7 @@ use crate::nn::{Module, TensorKind, Visitor, VisitorMut};
 use crate::shape::{Shape, describe};
 use crate::tensor::Tensor;
 use ::safetensors::Dtype;
+use rtx_backends::{Device, Storage};
 use rtx_kernels::{DType, Float};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -72,10 +73,18 @@ pub(crate) fn export<M: Module + ?Sized>(prefix: &str, model: &M) -> Result<Vec<
     }
     impl Visitor for Export<'_> {
         fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
+            // A shell: the body needs only the values and dims (compiled once per element
+            // type, not once per parameter shape).
+            self.push(name, t.to_vec(), t.dims(), kind);
+        }
+    }
+    impl Export<'_> {
+        /// Adds the tensor `name` holding `values` of `dims`.
+        fn push<E: Float>(&mut self, name: &str, values: Vec<E>, dims: &[usize], kind: TensorKind) {
             let name = key(self.prefix, name);
-            let dims = t.dims().to_vec();
+            let dims = dims.to_vec();
             let owned = if is_batch_count(&name, kind, &dims) {
-                let v = t.to_vec().first().map_or(0.0, |x| x.to_f64());
+                let v = values.first().map_or(0.0, |x| x.to_f64());
                 if !(v.fract() == 0.0 && v.abs() < 2f64.powi(63)) {
                     self.error.get_or_insert(format!(
                         "`{name}` holds {v}, which is not a whole batch count"
@@ -90,7 +99,7 @@ pub(crate) fn export<M: Module + ?Sized>(prefix: &str, model: &M) -> Result<Vec<
                     bytes,
                 }
             } else {
-                let bytes = codec::encode(t.to_vec());
+                let bytes = codec::encode(values);
                 let dtype = codec::to_st(E::DTYPE);
                 Owned {
                     name,
@@ -132,25 +141,7 @@ pub(crate) fn import<M: Module + ?Sized>(
         problems: Vec::new(),
     };
     model.visit_mut("", &mut check);
-    // PyTorch's BatchNorm fills in a missing count and rtx layers may not keep one, so a
-    // count the model does not have is skipped rather than unexpected.
-    let unexpected: Vec<String> = available
-        .into_iter()
-        .filter(|k| !check.seen.contains(*k))
-        .filter(|k| !(is_count_name(k) && entries.get(*k).is_some_and(|e| e.dims.is_empty())))
-        .map(|k| entries[k].file_key.to_string())
-        .collect();
-    let mut report = Vec::new();
-    if !check.missing.is_empty() {
-        report.push(format!("missing keys: {}", list(&check.missing)));
-    }
-    if !unexpected.is_empty() {
-        report.push(format!("unexpected keys: {}", list(&unexpected)));
-    }
-    report.extend(check.problems);
-    if !report.is_empty() {
-        return Err(format!("does not fit the model: {}", report.join("; ")));
-    }
+    check.report(available)?;
     let mut apply = Import {
         apply: true,
         problems: Vec::new(),
@@ -160,6 +151,35 @@ pub(crate) fn import<M: Module + ?Sized>(
     match apply.problems.first() {
         Some(p) => Err(p.clone()),
         None => Ok(()),
+    }
+}
+
+impl Import<'_> {
+    /// After the dry run: every problem found (missing keys, keys of `available` the model
+    /// did not use, and the checks' problems), or nothing when the model can be loaded. Not
+    /// generic over the model, so it is compiled once.
+    fn report(&self, available: BTreeSet<&String>) -> Result<(), String> {
+        // PyTorch's BatchNorm fills in a missing count and rtx layers may not keep one, so a
+        // count the model does not have is skipped rather than unexpected.
+        let entries = self.entries;
+        let unexpected: Vec<String> = available
+            .into_iter()
+            .filter(|k| !self.seen.contains(*k))
+            .filter(|k| !(is_count_name(k) && entries.get(*k).is_some_and(|e| e.dims.is_empty())))
+            .map(|k| entries[k].file_key.to_string())
+            .collect();
+        let mut report = Vec::new();
+        if !self.missing.is_empty() {
+            report.push(format!("missing keys: {}", list(&self.missing)));
+        }
+        if !unexpected.is_empty() {
+            report.push(format!("unexpected keys: {}", list(&unexpected)));
+        }
+        report.extend(self.problems.iter().cloned());
+        if !report.is_empty() {
+            return Err(format!("does not fit the model: {}", report.join("; ")));
+        }
+        Ok(())
     }
 }
 
@@ -192,17 +212,37 @@ impl VisitorMut for Import<'_> {
         // Only the shape's description and the new tensor need `S`: the checks and the
         // decoding are one function of `E`, compiled once however many parameter shapes a
         // model has (ARCHITECTURE.md, "Build time").
-        let here = format!("{} {}", E::DTYPE, describe(&t.shape()));
-        let Some((named, values)) = self.decode::<E>(name, t.dims(), kind, &here) else {
-            return;
-        };
-        let new = Tensor::try_from_vec(values, t.shape(), t.device())
-            .map_err(|e| format!("{named}: {e}"));
-        match new {
-            Ok(new) if t.tracks_grad() => *t = new.requires_grad(),
-            Ok(new) => *t = new,
-            Err(p) => self.problems.push(p),
+        let shape = describe(&t.shape());
+        if let Some(storage) = self.load::<E>(name, t.dims(), kind, shape, t.device()) {
+            t.set_storage(storage);
         }
+    }
+}
+
+impl Import<'_> {
+    /// [`Import::decode`] for the tensor `name` of `dims` (described as `shape`), then the
+    /// values as fresh storage on `device`; a problem is recorded instead when they do not
+    /// fill `dims` or the device fails.
+    fn load<E: Float>(
+        &mut self,
+        name: &str,
+        dims: &[usize],
+        kind: TensorKind,
+        shape: String,
+        device: Device,
+    ) -> Option<Storage<E>> {
+        let here = format!("{} {shape}", E::DTYPE);
+        let (named, values) = self.decode::<E>(name, dims, kind, &here)?;
+        let numel: usize = dims.iter().product();
+        let stored = match values.len() == numel {
+            true => Storage::from_vec(values, device)
+                .map_err(|e| format!("{named}: {}", crate::Error::from(e))),
+            false => Err(format!(
+                "{named}: from_vec: {} elements given for shape {dims:?}, which holds {numel}",
+                values.len()
+            )),
+        };
+        stored.map_err(|p| self.problems.push(p)).ok()
     }
 }
 

@@ -141,10 +141,9 @@ pub trait ModelExt: Module {
                 if self.error.is_some() || t.device() == self.device {
                     return;
                 }
-                match t.try_to_device(self.device) {
-                    Ok(moved) if t.tracks_grad() => *t = moved.requires_grad(),
-                    Ok(moved) => *t = moved,
-                    Err(e) => self.error = Some(e),
+                match t.storage().to_device(t.layout(), self.device) {
+                    Ok(moved) => t.set_storage(moved),
+                    Err(e) => self.error = Some(e.into()),
                 }
             }
         }
@@ -429,6 +428,24 @@ impl SummaryBuilder {
     }
 
     /// `full` relative to the innermost open module, without a trailing dot.
+    /// Adds the tensor `name` of shape `shape` (described) to the module open now.
+    fn add_tensor(
+        &mut self,
+        name: &str,
+        shape: String,
+        dtype: rtx_kernels::DType,
+        kind: TensorKind,
+        numel: usize,
+    ) {
+        let entry = Entry::Tensor {
+            name: self.relative(name),
+            shape: format!("{shape} {dtype}"),
+            kind,
+            numel,
+        };
+        self.top().children.push(entry);
+    }
+
     fn relative(&mut self, full: &str) -> String {
         let prefix = &self.top().prefix;
         let rel = full.strip_prefix(prefix.as_str()).unwrap_or(full);
@@ -444,13 +461,8 @@ impl SummaryBuilder {
 
 impl Visitor for SummaryBuilder {
     fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
-        let entry = Entry::Tensor {
-            name: self.relative(name),
-            shape: format!("{} {}", describe(&t.shape()), E::DTYPE),
-            kind,
-            numel: t.numel(),
-        };
-        self.top().children.push(entry);
+        // A shell over a function that is not generic (compiled once, not once per shape).
+        self.add_tensor(name, describe(&t.shape()), E::DTYPE, kind, t.numel());
     }
 
     fn enter(&mut self, prefix: &str, type_name: &'static str) {

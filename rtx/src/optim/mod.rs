@@ -34,8 +34,10 @@ use crate::error::{Error, Result, bail, ok};
 use crate::nn::{Module, TensorKind, Visitor, VisitorMut};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use rtx_backends::{Device, Storage};
-use rtx_kernels::Float;
+use rtx_backends::{Device, Layout, Storage};
+use rtx_kernels::{DType, Float};
+use std::any::Any;
+use std::sync::Arc;
 
 /// An optimizer: updates a model's parameters from the gradients of one backward pass.
 /// Parameters without a gradient and buffers are left alone.
@@ -99,16 +101,70 @@ pub(crate) trait ParamUpdate {
     ) -> Result<()>;
 }
 
-/// The storage of `t`, to be overwritten by an update: its own storage when no view, clone or
-/// recorded graph shares it, else a fresh dense copy that replaces it first (whoever shares the
-/// old storage keeps the old values, so an update never changes a tensor someone else holds).
-pub(crate) fn owned_storage<S: Shape, E: Float>(t: &mut Tensor<S, E>) -> Result<&mut Storage<E>> {
-    if t.storage_mut().is_none() {
-        let copy = t.storage().contiguous(t.layout())?;
-        let node = t.node().cloned();
-        *t = Tensor::from_storage(copy, t.shape()).with_node(node);
+/// A parameter as an update sees it, without its shape type (so that an update's body is
+/// compiled once per element type, not once per parameter shape): its storage handle and its
+/// layout, which [`owned_storage`] may replace by a dense copy of the same dims.
+pub(crate) struct Param<'a, E> {
+    pub storage: &'a mut Arc<Storage<E>>,
+    pub layout: &'a mut Layout,
+}
+
+/// A parameter and its gradient with the element type erased as well: what an update's shell
+/// hands to the update's body, a function that is not generic and runs the body for the
+/// concrete float type ([`AnyParam::typed`]). The body is then compiled once, in rtx, and a
+/// user's crate compiles only the shell.
+pub(crate) struct AnyParam<'a> {
+    dtype: DType,
+    storage: &'a mut dyn Any,
+    layout: &'a mut Layout,
+    grad: (&'a dyn Any, &'a Layout),
+}
+
+impl<'a> AnyParam<'a> {
+    /// The parameter `p` with its gradient `g`.
+    pub fn of<S: Shape, E: Float>(p: &'a mut Tensor<S, E>, g: &'a Tensor<S, E>) -> Self {
+        let (storage, layout) = p.parts_mut();
+        AnyParam {
+            dtype: E::DTYPE,
+            storage,
+            layout,
+            grad: (g.storage(), g.layout()),
+        }
     }
-    match t.storage_mut() {
+
+    /// The parameter's element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The parameter and its gradient as elements of `F`, which must be the parameter's type.
+    #[allow(clippy::type_complexity)]
+    pub fn typed<F: Float>(self) -> (Param<'a, F>, (&'a Storage<F>, &'a Layout)) {
+        let storage = self.storage.downcast_mut().expect("element type");
+        let grad = self.grad.0.downcast_ref().expect("element type");
+        let param = Param {
+            storage,
+            layout: self.layout,
+        };
+        (param, (grad, self.grad.1))
+    }
+}
+
+/// The storage behind `storage` seen through `layout`, to be overwritten by an update: its own
+/// storage when no view, clone or recorded graph shares it and `layout` is dense over all of
+/// it, else a fresh dense copy that replaces it first (`layout` becoming dense; whoever shares
+/// the old storage keeps the old values, so an update never changes a tensor someone else
+/// holds).
+pub(crate) fn owned_storage<'a, E: Float>(
+    storage: &'a mut Arc<Storage<E>>,
+    layout: &mut Layout,
+) -> Result<&'a mut Storage<E>> {
+    let whole = layout.contiguous_range() == Some(0..storage.len());
+    if !whole || Arc::get_mut(storage).is_none() {
+        *storage = Arc::new(storage.contiguous(layout)?);
+        *layout = Layout::contiguous(layout.dims());
+    }
+    match Arc::get_mut(storage) {
         Some(s) => Ok(s),
         None => bail!("optimizer", "a fresh copy of a parameter is shared"),
     }

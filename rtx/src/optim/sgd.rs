@@ -2,16 +2,16 @@
 //! (PyTorch's `torch.optim.SGD`).
 
 use super::multi::{GpuSteps, Queued, Update};
-use super::state::{Store, key};
-use super::{OptimState, Optimizer, ParamUpdate, apply, owned_storage};
+use super::state::{Store, key, zeros};
+use super::{AnyParam, OptimState, Optimizer, Param, ParamUpdate, apply, owned_storage};
 use crate::autograd::Gradients;
 use crate::error::{Result, bail};
 use crate::nn::Module;
-use crate::shape::Shape;
+use crate::shape::{Dims, Shape};
 use crate::tensor::Tensor;
 use rtx_backends::SgdScalars;
-use rtx_backends::{Device, Layout};
-use rtx_kernels::Float;
+use rtx_backends::{Device, Layout, Storage};
+use rtx_kernels::{DType, Float, bf16, f16};
 
 /// SGD, as PyTorch computes it: `g += weight_decay * p`; with momentum, the buffer starts as
 /// `g` and then becomes `momentum * buf + (1 - dampening) * g`, and the step uses `buf` (or
@@ -87,63 +87,99 @@ impl ParamUpdate for SgdStep<'_> {
         p: &mut Tensor<S, E>,
         g: &Tensor<S, E>,
     ) -> Result<()> {
-        let o = &mut *self.0;
-        let buf_key = key(name, "momentum_buffer");
-        let buf = if o.momentum != 0.0 {
-            o.store.tensor("sgd", &buf_key, p)?
-        } else {
-            None
-        };
-        let s = SgdScalars {
-            lr: o.lr,
-            momentum: o.momentum,
-            dampening: o.dampening,
-            weight_decay: o.weight_decay,
-            nesterov: o.nesterov,
-            first: buf.is_none(),
-        };
-        let mut buf = match buf {
-            Some(b) => Some(b),
-            // The kernel overwrites it with the gradient on the first step.
-            None if o.momentum != 0.0 => Some(super::state::zeros_like(p)?),
-            None => None,
-        };
-        // As in Adam: released while updated in place, taken back whatever happens.
-        o.store.release(&buf_key);
-        if let Device::Cuda(_) = p.device() {
-            // Queued for the step's multi-tensor launch, as in Adam.
-            let queued = (|| -> Result<Queued<E>> {
-                let state = match &mut buf {
-                    Some(b) => vec![owned_storage(b)?.clone()],
-                    None => Vec::new(),
-                };
-                Ok(Queued {
-                    param: owned_storage(p)?.clone(),
-                    grad: (g.storage().clone(), *g.layout()),
-                    state,
-                })
-            })();
-            if let Some(b) = buf {
-                o.store.set_tensor(buf_key, b);
-            }
-            let device = p.device();
-            o.gpu.queue(device, Update::Sgd(s), queued?);
-            return Ok(());
+        // A shell, as Adam's: the body is compiled once, in rtx.
+        sgd_any(self.0, name, AnyParam::of(p, g))
+    }
+}
+
+/// [`sgd_update`] for the parameter's concrete float type.
+fn sgd_any(o: &mut Sgd, name: &str, p: AnyParam<'_>) -> Result<()> {
+    match p.dtype() {
+        DType::F32 => {
+            let (p, g) = p.typed::<f32>();
+            sgd_update(o, name, p, g)
         }
-        let pl = Layout::contiguous(p.dims());
-        let updated = (|| -> Result<()> {
-            let b = match &mut buf {
-                Some(b) => Some(owned_storage(b)?),
-                None => None,
+        DType::F64 => {
+            let (p, g) = p.typed::<f64>();
+            sgd_update(o, name, p, g)
+        }
+        DType::F16 => {
+            let (p, g) = p.typed::<f16>();
+            sgd_update(o, name, p, g)
+        }
+        DType::BF16 => {
+            let (p, g) = p.typed::<bf16>();
+            sgd_update(o, name, p, g)
+        }
+        d => unreachable!("a {d} parameter: parameters are floats"),
+    }
+}
+
+/// One SGD update of the parameter `p` (called `name`) with the gradient `g`.
+fn sgd_update<E: Float>(
+    o: &mut Sgd,
+    name: &str,
+    p: Param<'_, E>,
+    g: (&Storage<E>, &Layout),
+) -> Result<()> {
+    let dims = Dims::new(p.layout.dims());
+    let device = p.storage.device();
+    let buf_key = key(name, "momentum_buffer");
+    let buf = if o.momentum != 0.0 {
+        o.store.tensor("sgd", &buf_key, &dims, device)?
+    } else {
+        None
+    };
+    let s = SgdScalars {
+        lr: o.lr,
+        momentum: o.momentum,
+        dampening: o.dampening,
+        weight_decay: o.weight_decay,
+        nesterov: o.nesterov,
+        first: buf.is_none(),
+    };
+    let mut buf = match buf {
+        Some(b) => Some(b),
+        // The kernel overwrites it with the gradient on the first step.
+        None if o.momentum != 0.0 => Some(zeros(&dims, device)?),
+        None => None,
+    };
+    // As in Adam: released while updated in place, taken back whatever happens.
+    o.store.release(&buf_key);
+    // State is dense: this layout views all of it.
+    let mut sl = Layout::contiguous(&dims);
+    if let Device::Cuda(_) = device {
+        // Queued for the step's multi-tensor launch, as in Adam.
+        let queued = (|| -> Result<Queued<E>> {
+            let state = match &mut buf {
+                Some(b) => vec![owned_storage(b, &mut sl)?.clone()],
+                None => Vec::new(),
             };
-            owned_storage(p)?.sgd_update_in_place(&pl, (g.storage(), g.layout()), b, &s)?;
-            Ok(())
+            Ok(Queued {
+                param: owned_storage(p.storage, p.layout)?.clone(),
+                grad: (g.0.clone(), *g.1),
+                state,
+            })
         })();
         if let Some(b) = buf {
-            o.store.set_tensor(buf_key, b);
+            o.store.set_tensor(buf_key, b, &dims);
         }
-        updated
+        o.gpu.queue(device, Update::Sgd(s), queued?);
+        return Ok(());
     }
+    let updated = (|| -> Result<()> {
+        let b = match &mut buf {
+            Some(b) => Some(owned_storage(b, &mut sl)?),
+            None => None,
+        };
+        let ps = owned_storage(p.storage, p.layout)?;
+        ps.sgd_update_in_place(p.layout, g, b, &s)?;
+        Ok(())
+    })();
+    if let Some(b) = buf {
+        o.store.set_tensor(buf_key, b, &dims);
+    }
+    updated
 }
 
 impl Optimizer for Sgd {

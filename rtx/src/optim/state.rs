@@ -8,12 +8,12 @@
 //! so export followed by import restores the state bit for bit.
 
 use crate::error::{Result, bail};
-use crate::shape::Shape;
-use crate::tensor::Tensor;
-use rtx_backends::Storage;
+use crate::shape::Dims;
+use rtx_backends::{Device, Layout, Storage};
 use rtx_kernels::{DType, Element, Float};
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// One exported state tensor: its element type, dims and values in row-major order.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,18 +48,26 @@ pub struct OptimState {
     pub scalars: BTreeMap<String, f64>,
 }
 
-/// A live state tensor of any shape and float type, exportable without knowing either.
+/// A live state tensor: dense storage of the parameter's element type and its dims. It holds
+/// no shape type, so the state code is compiled once per element type, not once per shape.
+struct Dense<E> {
+    storage: Arc<Storage<E>>,
+    dims: Dims,
+}
+
+/// A live state tensor of any float type, exportable without knowing it.
 trait Live: Send + Sync {
     fn export(&self) -> StateTensor;
     fn as_any(&self) -> &dyn Any;
 }
 
-impl<S: Shape, E: Float> Live for Tensor<S, E> {
+impl<E: Float> Live for Dense<E> {
     fn export(&self) -> StateTensor {
+        let values = self.storage.to_vec(&Layout::contiguous(&self.dims));
         StateTensor {
             dtype: E::DTYPE,
-            dims: self.dims().to_vec(),
-            values: self.to_vec().into_iter().map(Element::to_f64).collect(),
+            dims: self.dims.to_vec(),
+            values: values.into_iter().map(Element::to_f64).collect(),
         }
     }
     fn as_any(&self) -> &dyn Any {
@@ -97,40 +105,42 @@ pub(crate) fn key(param: &str, entry: &str) -> String {
 }
 
 impl Store {
-    /// The state tensor `key` for a parameter like `like`, or `None` when there is none yet.
-    /// Imported state is checked against the parameter's dims and element type here, the first
-    /// time the parameter is seen.
-    pub(crate) fn tensor<S: Shape, E: Float>(
+    /// The state tensor `key` (dense, of `dims`) for a parameter of dims `dims` on `device`,
+    /// or `None` when there is none yet. Imported state is checked against the parameter's
+    /// dims and element type here, the first time the parameter is seen.
+    pub(crate) fn tensor<E: Float>(
         &self,
         op: &'static str,
         key: &str,
-        like: &Tensor<S, E>,
-    ) -> Result<Option<Tensor<S, E>>> {
+        dims: &[usize],
+        device: Device,
+    ) -> Result<Option<Arc<Storage<E>>>> {
         match self.tensors.get(key) {
             None => Ok(None),
-            Some(Slot::Live(t)) => match t.as_any().downcast_ref::<Tensor<S, E>>() {
-                Some(t) if t.dims() == like.dims() => Ok(Some(t.clone())),
+            Some(Slot::Live(t)) => match t.as_any().downcast_ref::<Dense<E>>() {
+                Some(t) if *t.dims == *dims => Ok(Some(t.storage.clone())),
                 _ => bail!(
                     op,
                     "state `{key}` was kept for a {} tensor of dims {:?}, but the parameter is a {} tensor of dims {:?}",
                     t.export().dtype,
                     t.export().dims,
                     E::DTYPE,
-                    like.dims()
+                    dims
                 ),
             },
             Some(Slot::Loaded(s)) => {
-                if s.dtype != E::DTYPE || s.dims != like.dims() {
+                if s.dtype != E::DTYPE || s.dims != dims {
                     bail!(
                         op,
                         "loaded state `{key}` is a {} tensor of dims {:?}, but the parameter is a {} tensor of dims {:?}",
                         s.dtype,
                         s.dims,
                         E::DTYPE,
-                        like.dims()
+                        dims
                     );
                 }
-                if s.values.len() != like.numel() {
+                let numel: usize = dims.iter().product();
+                if s.values.len() != numel {
                     bail!(
                         op,
                         "loaded state `{key}` holds {} values for dims {:?}",
@@ -139,8 +149,7 @@ impl Store {
                     );
                 }
                 let data = s.values.iter().map(|&x| E::from_f64(x)).collect();
-                let storage = Storage::from_vec(data, like.device())?;
-                Ok(Some(Tensor::from_storage(storage, like.shape())))
+                Ok(Some(Arc::new(Storage::from_vec(data, device)?)))
             }
         }
     }
@@ -152,10 +161,17 @@ impl Store {
         self.tensors.remove(key);
     }
 
-    /// Stores a state tensor, which must be dense (fresh from a backend update).
-    pub(crate) fn set_tensor<S: Shape, E: Float>(&mut self, key: String, t: Tensor<S, E>) {
-        debug_assert!(t.is_contiguous());
-        self.tensors.insert(key, Slot::Live(Box::new(t)));
+    /// Stores a state tensor: dense storage of `dims` (fresh from a backend update).
+    pub(crate) fn set_tensor<E: Float>(
+        &mut self,
+        key: String,
+        storage: Arc<Storage<E>>,
+        dims: &[usize],
+    ) {
+        debug_assert_eq!(storage.len(), dims.iter().product::<usize>());
+        let dims = Dims::new(dims);
+        self.tensors
+            .insert(key, Slot::Live(Box::new(Dense { storage, dims })));
     }
 
     /// A scalar by name.
@@ -233,8 +249,8 @@ impl Store {
     }
 }
 
-/// Fresh zeros shaped like `like`, dense, on its device (a state tensor's initial value).
-pub(crate) fn zeros_like<S: Shape, E: Float>(like: &Tensor<S, E>) -> Result<Tensor<S, E>> {
-    let storage = Storage::from_vec(vec![E::ZERO; like.numel()], like.device())?;
-    Ok(Tensor::from_storage(storage, like.shape()))
+/// Fresh dense zeros of `dims` on `device` (a state tensor's initial value).
+pub(crate) fn zeros<E: Float>(dims: &[usize], device: Device) -> Result<Arc<Storage<E>>> {
+    let numel = dims.iter().product();
+    Ok(Arc::new(Storage::from_vec(vec![E::ZERO; numel], device)?))
 }

@@ -172,11 +172,16 @@ pub type Rank6<
 
 /// Describes a shape for messages: `[2, 3]`, with names for named dims (`[B=32, 784]`).
 pub fn describe<S: Shape>(s: &S) -> String {
-    let parts: Vec<String> = s
-        .dims()
+    // A shell: the formatting is compiled once, not once per shape type.
+    describe_dims(&s.dims(), &S::NAMES)
+}
+
+/// Describes dims for messages, `names[i]` naming dim `i` where it is `Some`.
+pub(crate) fn describe_dims(dims: &[usize], names: &[Option<char>]) -> String {
+    let parts: Vec<String> = dims
         .iter()
-        .enumerate()
-        .map(|(i, d)| match S::NAMES[i] {
+        .zip(names)
+        .map(|(d, name)| match name {
             Some(c) => format!("{c}={d}"),
             None => d.to_string(),
         })

@@ -3,7 +3,7 @@
 
 use super::Tensor;
 use crate::error::{Error, Result, ok};
-use crate::shape::{ArrayLiteral, ConstShape, Shape, describe};
+use crate::shape::{ArrayLiteral, ConstShape, Shape, describe_dims};
 use rtx_backends::{Device, Storage};
 use rtx_kernels::{Element, Num};
 
@@ -44,22 +44,28 @@ impl<S: Shape, E: Element> Tensor<S, E> {
 
     /// [`Tensor::from_vec`], returning an error that names the shape and the length.
     pub fn try_from_vec(data: Vec<E>, shape: S, device: Device) -> Result<Self> {
-        if data.len() != shape.numel() {
-            return Err(Error::BadArgument {
-                op: "from_vec",
-                msg: format!(
-                    "{} elements given for shape {}, which holds {}",
-                    data.len(),
-                    describe(&shape),
-                    shape.numel()
-                ),
-            });
-        }
+        check_len(data.len(), &shape.dims(), &S::NAMES)?;
         Ok(Tensor::from_storage(
             Storage::from_vec(data, device)?,
             shape,
         ))
     }
+}
+
+/// The error of `from_vec` when `len` elements do not fill `dims` (named by `names`); not
+/// generic, so the message is compiled once, not once per shape.
+fn check_len(len: usize, dims: &[usize], names: &[Option<char>]) -> Result<()> {
+    let numel: usize = dims.iter().product();
+    if len != numel {
+        return Err(Error::BadArgument {
+            op: "from_vec",
+            msg: format!(
+                "{len} elements given for shape {}, which holds {numel}",
+                describe_dims(dims, names),
+            ),
+        });
+    }
+    Ok(())
 }
 
 impl<S: Shape, E: Num> Tensor<S, E> {

@@ -694,32 +694,6 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         ok(self.try_mask_scalar::<O>(c))
     }
 
-    /// Sums over the dims `target` was broadcast along (missing leading dims, and dims where
-    /// `target` has size 1), giving a tensor of `target`'s shape.
-    pub(crate) fn try_sum_to_num<T: Shape>(&self, target: T) -> Result<Tensor<T, E>> {
-        use rtx_kernels::op::ReduceOp;
-        let dims = self.dims().to_vec();
-        let tdims = target.dims();
-        let lead = dims.len() - tdims.len();
-        let mut storage = self.try_contiguous()?.storage().clone();
-        let mut now: Vec<usize> = dims[lead..].to_vec();
-        if lead > 0 {
-            let outer: usize = dims[..lead].iter().product();
-            let mut flat = vec![outer];
-            flat.extend_from_slice(&now);
-            let l = Layout::contiguous(&flat);
-            storage = storage.reduce(&l, 0, ReduceOp::Sum)?;
-        }
-        for i in 0..now.len() {
-            if tdims[i] == 1 && now[i] != 1 {
-                let l = Layout::contiguous(&now);
-                storage = storage.reduce(&l, i, ReduceOp::Sum)?;
-                now[i] = 1;
-            }
-        }
-        Ok(Tensor::from_storage(storage, target))
-    }
-
     /// 1 where the element is positive, 0 elsewhere (the derivative of relu).
     pub(crate) fn try_step(&self) -> Result<Tensor<S, E>> {
         self.try_mask_scalar::<markers::Gt>(E::ZERO)
@@ -760,4 +734,39 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         self.try_step()?
             .try_same::<markers::Sub>(&self.try_neg()?.try_step()?)
     }
+}
+
+/// Sums `storage` (seen through `layout`) over the dims `target` was broadcast along (missing
+/// leading dims, and dims where `target` has size 1): dense storage of `target`'s dims. It
+/// needs only the dims, so it is compiled once per element type.
+pub(crate) fn sum_to_num<E: Num>(
+    storage: &Storage<E>,
+    layout: &Layout,
+    target: &[usize],
+) -> Result<Storage<E>> {
+    use rtx_kernels::op::ReduceOp;
+    let dims = layout.dims();
+    let lead = dims.len() - target.len();
+    // A dense gradient is taken as it is (on a GPU a handle, no copy); only a strided one is
+    // copied first.
+    let mut storage = match layout.is_contiguous() {
+        true => storage.clone(),
+        false => storage.contiguous(layout)?,
+    };
+    let mut now: Vec<usize> = dims[lead..].to_vec();
+    if lead > 0 {
+        let outer: usize = dims[..lead].iter().product();
+        let mut flat = vec![outer];
+        flat.extend_from_slice(&now);
+        let l = Layout::contiguous(&flat);
+        storage = storage.reduce(&l, 0, ReduceOp::Sum)?;
+    }
+    for i in 0..now.len() {
+        if target[i] == 1 && now[i] != 1 {
+            let l = Layout::contiguous(&now);
+            storage = storage.reduce(&l, i, ReduceOp::Sum)?;
+            now[i] = 1;
+        }
+    }
+    Ok(storage)
 }

@@ -8,7 +8,7 @@
 
 use super::Tensor;
 use super::reduce::Reduced;
-use crate::autograd::{self, Erased, Node};
+use crate::autograd::{self, Erased, Node, PartsRule};
 use crate::error::{Error, Result, bail, ok};
 use crate::shape::{ReduceAxis, Shape, describe};
 use rtx_backends::storage::writable_in_place;
@@ -20,30 +20,100 @@ use rtx_kernels::kernel::{
 use rtx_kernels::{Element, Float};
 use std::sync::Arc;
 
-/// Maps the gradient of a kernel's output to one input's gradient (summing broadcast dims).
-type ToInput<O, E> = Box<dyn Fn(Tensor<O, E>) -> Result<Option<Erased>> + Send + Sync>;
+/// Maps the gradient of a kernel's output (dense storage of the output's sizes) to one
+/// input's gradient (summing broadcast dims).
+type ToInput<E> = Box<dyn Fn(Storage<E>) -> Result<Option<Erased>> + Send + Sync>;
 
 /// One input of an elementwise kernel, its shape type erased: its storage, its layout
 /// broadcast to the output's sizes, its gradient history, and how to give a gradient back.
-pub(crate) struct KernelInput<O: Shape, E: Float> {
+pub(crate) struct KernelInput<E: Float> {
     storage: Arc<Storage<E>>,
     layout: Layout,
     node: Option<Arc<Node>>,
-    to_input: ToInput<O, E>,
+    to_input: ToInput<E>,
 }
 
 impl<S: Shape, E: Float> Tensor<S, E> {
-    /// This tensor as an input of a kernel whose output has shape `O`, read through `layout`
-    /// (its own layout broadcast to the output's sizes).
-    pub(crate) fn kernel_input<O: Shape>(&self, layout: Layout) -> KernelInput<O, E> {
+    /// This tensor as an input of a kernel, read through `layout` (its own layout broadcast
+    /// to the output's sizes).
+    pub(crate) fn kernel_input(&self, layout: Layout) -> KernelInput<E> {
         let shape = self.shape;
+        let out = Layout::contiguous(layout.dims());
         KernelInput {
             storage: self.storage.clone(),
             layout,
             node: self.node.clone(),
-            to_input: Box::new(move |g| Ok(autograd::erase(autograd::sum_to(&g, shape)?))),
+            to_input: Box::new(move |g| {
+                let summed = autograd::sum_to_storage(&g, &out, &shape.dims())?;
+                Ok(autograd::erase(Tensor::from_storage(summed, shape)))
+            }),
         }
     }
+}
+
+/// A kernel's CPU/GPU run over inputs (storage and layout each) with its uniforms.
+type RunFn<E> = fn(&[(&Storage<E>, &Layout)], &[f64]) -> Result<Storage<E>>;
+
+/// A derivative kernel's run: its source, the input it differentiates by, then as [`RunFn`]
+/// (the inputs followed by the output's gradient).
+type GradFn<E> =
+    fn(&'static KernelSource, usize, &[(&Storage<E>, &Layout)], &[f64]) -> Result<Storage<E>>;
+
+/// An elementwise kernel with its marker type erased: its sources, and its runs as function
+/// pointers. Only those two small functions are compiled per kernel; the code around them
+/// (checks, operands, recording, the backward) is compiled once per element type.
+pub(crate) struct ErasedKernel<E> {
+    /// The kernel's source.
+    pub src: &'static KernelSource,
+    /// The derivative kernel of each input, where `#[kernel]` derived one.
+    pub grads: &'static [Option<&'static KernelSource>],
+    /// The kernel itself.
+    pub forward: RunFn<E>,
+    /// A derivative kernel.
+    pub grad: GradFn<E>,
+}
+
+impl<E> Clone for ErasedKernel<E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for ErasedKernel<E> {}
+
+/// The kernel `K` with `N` inputs on elements `E`, erased.
+pub(crate) fn erase_kernel<K: Elementwise<N>, const N: usize, E: Float>() -> ErasedKernel<E> {
+    ErasedKernel {
+        src: K::KERNEL,
+        grads: const { &K::GRADS },
+        forward: forward::<K, N, E>,
+        grad: grad::<K, N, E>,
+    }
+}
+
+/// [`RunFn`] of the kernel `K`: its native function on the CPU (the block loop compiled for
+/// this kernel alone), its CUDA entry on a GPU.
+fn forward<K: Elementwise<N>, const N: usize, E: Float>(
+    ins: &[(&Storage<E>, &Layout)],
+    uniforms: &[f64],
+) -> Result<Storage<E>> {
+    Ok(Storage::map_kernel::<N>(
+        K::KERNEL,
+        ins,
+        uniforms,
+        K::scalar::<E>(uniforms),
+    )?)
+}
+
+/// [`GradFn`] of the kernel `K`.
+fn grad<K: Elementwise<N>, const N: usize, E: Float>(
+    src: &'static KernelSource,
+    wrt: usize,
+    ins: &[(&Storage<E>, &Layout)],
+    uniforms: &[f64],
+) -> Result<Storage<E>> {
+    let f = K::scalar_grad::<E>(wrt, uniforms);
+    Ok(Storage::map_kernel_grad::<N>(src, ins, uniforms, f)?)
 }
 
 /// The output sizes of inputs broadcast together (the longest shape; every other must equal
@@ -130,7 +200,7 @@ pub(crate) fn check_uniforms(src: &'static KernelSource, uniforms: &[f64]) -> Re
 /// Applies the elementwise kernel `K` to `inputs` (already broadcast to the shape `out`), and
 /// records a backward through its derived kernels when an input records gradients.
 pub(crate) fn apply_elementwise<K, const N: usize, O, E>(
-    inputs: [KernelInput<O, E>; N],
+    inputs: Vec<KernelInput<E>>,
     out: O,
     uniforms: &[f64],
 ) -> Result<Tensor<O, E>>
@@ -139,21 +209,36 @@ where
     O: Shape,
     E: Float,
 {
-    let src = K::KERNEL;
-    check_uniforms(src, uniforms)?;
+    // A shell: the work is one function of the element type (ARCHITECTURE.md, "Build time").
+    let (storage, backward) = run_elementwise(erase_kernel::<K, N, E>(), inputs, uniforms)?;
+    let result = Tensor::from_storage(storage, out);
+    Ok(match backward {
+        Some((nodes, rule)) => result.record_parts(nodes, rule),
+        None => result,
+    })
+}
+
+/// The work of [`apply_elementwise`]: the output's storage and, when an input records
+/// gradients, the inputs' nodes and the backward rule to record.
+#[allow(clippy::type_complexity)]
+fn run_elementwise<E: Float>(
+    k: ErasedKernel<E>,
+    inputs: Vec<KernelInput<E>>,
+    uniforms: &[f64],
+) -> Result<(Storage<E>, Option<(Vec<Option<Arc<Node>>>, PartsRule<E>)>)> {
+    check_uniforms(k.src, uniforms)?;
     let ins: Vec<(&Storage<E>, &Layout)> =
         inputs.iter().map(|i| (&*i.storage, &i.layout)).collect();
-    let storage = Storage::map_kernel::<N>(src, &ins, uniforms, K::scalar::<E>(uniforms))?;
-    let result = Tensor::from_storage(storage, out);
+    let storage = (k.forward)(&ins, uniforms)?;
     let nodes: Vec<Option<&Arc<Node>>> = inputs.iter().map(|i| i.node.as_ref()).collect();
     if !autograd::must_record(&nodes) {
-        return Ok(result);
+        return Ok((storage, None));
     }
-    let names = elementwise_inputs(src);
+    let names = elementwise_inputs(k.src);
     for (i, input) in inputs.iter().enumerate() {
-        if input.node.is_some() && K::GRADS[i].is_none() {
+        if input.node.is_some() && k.grads[i].is_none() {
             bail!(
-                src.name,
+                k.src.name,
                 "input `{}` records gradients, but `#[kernel]` derived no derivative with \
                  respect to it (bodies with loops or assignments get none): detach it, or \
                  apply the kernel under `rtx::no_grad`",
@@ -163,22 +248,23 @@ where
     }
     let node_list: Vec<Option<Arc<Node>>> = inputs.iter().map(|i| i.node.clone()).collect();
     let uniforms = uniforms.to_vec();
-    let saved: Vec<KernelInput<O, E>> = inputs.into_iter().collect();
-    Ok(result.record(node_list, move |g| {
-        (0..N)
-            .map(|i| {
-                let (Some(grad_src), Some(_)) = (K::GRADS[i], &saved[i].node) else {
-                    return Ok(None);
-                };
-                let mut ins: Vec<(&Storage<E>, &Layout)> =
-                    saved.iter().map(|s| (&*s.storage, &s.layout)).collect();
-                ins.push((g.storage(), g.layout()));
-                let f = K::scalar_grad::<E>(i, &uniforms);
-                let st = Storage::map_kernel_grad::<N>(grad_src, &ins, &uniforms, f)?;
-                (saved[i].to_input)(Tensor::from_storage(st, g.shape()))
-            })
-            .collect()
-    }))
+    let saved = inputs;
+    let rule: PartsRule<E> = Box::new(move |g: &Storage<E>, gl: &Layout| {
+        let mut grads = Vec::with_capacity(saved.len());
+        for (i, input) in saved.iter().enumerate() {
+            let (Some(src), Some(_)) = (k.grads[i], &input.node) else {
+                grads.push(None);
+                continue;
+            };
+            let mut ins: Vec<(&Storage<E>, &Layout)> =
+                saved.iter().map(|s| (&*s.storage, &s.layout)).collect();
+            ins.push((g, gl));
+            let st = (k.grad)(src, i, &ins, &uniforms)?;
+            grads.push((input.to_input)(st)?);
+        }
+        Ok(grads)
+    });
+    Ok((storage, Some((node_list, rule))))
 }
 
 impl<S: Shape, E: Float> Tensor<S, E> {
@@ -227,7 +313,7 @@ impl<S: Shape, E: Float> Tensor<S, E> {
     /// ```
     pub fn try_map<K: Elementwise<1>>(&self, kernel: K, uniforms: &[f64]) -> Result<Self> {
         let _ = kernel;
-        apply_elementwise::<K, 1, S, E>([self.kernel_input(self.layout)], self.shape, uniforms)
+        apply_elementwise::<K, 1, S, E>(vec![self.kernel_input(self.layout)], self.shape, uniforms)
     }
 
     /// Reduces axis `I` with a `#[kernel(reduce(..))]` (its marker `name::Op`): the kernel's

@@ -235,49 +235,58 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         E: Num,
         S: MatmulShapes<R>,
     {
+        // A shell: the product and what its backward keeps are functions of the element
+        // type alone; only the shapes' checks and the typed results are compiled per shape.
         let plan = self.plan(rhs)?;
-        let (la, lb) = (&plan.la, &plan.lb);
-        let out = match bias {
-            Some((bs, bl)) if la.rank() == 2 => {
-                self.storage().matmul_bias(la, rhs.storage(), lb, bs, bl)?
-            }
-            Some((bs, bl)) => {
-                let product = self.storage().matmul(la, rhs.storage(), lb)?;
-                let mut dims = plan.batch.clone();
-                dims.extend([plan.rows, plan.cols]);
-                let rows = bl.broadcast_to(&dims).ok_or_else(|| Error::ShapeMismatch {
-                    op: "matmul",
-                    lhs: describe(&self.shape()),
-                    rhs: describe(&rhs.shape()),
-                    rule: "a bias must be as long as the product's last dimension",
-                })?;
-                product.binary::<Add>(&Layout::contiguous(&dims), bs, &rows)?
-            }
-            None => self.storage().matmul(la, rhs.storage(), lb)?,
-        };
+        let out = product(self.storage(), rhs.storage(), &plan.parts(), bias)
+            .map_err(|e| e.unwrap_or_else(|| self.mismatch(rhs, BIAS_RULE)))?;
         let out = Tensor::from_storage(out, plan.shape);
-        let (a_batched, b_batched) = (plan.a_batched, plan.b_batched);
-        let batch = &plan.batch[..];
-        let (la, lb) = (plan.la, plan.lb);
-        let mut full = batch.to_vec();
-        full.extend([plan.rows, plan.cols]);
         let saved = MatmulGrad {
-            // An operand that is a transposed view (`w.t()` in `Linear`) gets its gradient in
-            // the same memory order, computed as the transposed product: the gradient then
-            // reaches the transpose's own backward as a transposed view, and leaves it dense,
-            // so no strided copy is needed anywhere downstream (the optimizer reads it as is).
-            a_t: transposed_operand(self.layout(), a_batched, full_rank(batch)),
-            b_t: transposed_operand(rhs.layout(), b_batched, full_rank(batch)),
+            raw: GradPlan::new(plan.parts(), self.layout(), rhs.layout()),
             x: self.detach(),
             w: rhs.detach(),
-            la,
-            lb,
-            full,
-            a_batched,
-            b_batched,
         };
         Ok((out, saved))
     }
+
+    /// The error of a product of `self` and `rhs` that breaks `rule`, naming both shapes.
+    fn mismatch<R: Shape>(&self, rhs: &Tensor<R, E>, rule: &'static str) -> Error {
+        Error::ShapeMismatch {
+            op: "matmul",
+            lhs: describe(&self.shape()),
+            rhs: describe(&rhs.shape()),
+            rule,
+        }
+    }
+}
+
+/// The rule a bias that does not fit breaks.
+const BIAS_RULE: &str = "a bias must be as long as the product's last dimension";
+
+/// The rule broken when the batch dims do not agree (or do not fit the output's shape type).
+const BATCH_RULE: &str = "the batch dimensions of a batched matmul must agree";
+
+/// The product of `a` and `b` as planned, with `bias` added to every row when given; the
+/// error is `None` when the bias does not fit (the caller names the shapes).
+fn product<E: Num>(
+    a: &Storage<E>,
+    b: &Storage<E>,
+    plan: &PlanParts<'_>,
+    bias: Option<(&Storage<E>, &Layout)>,
+) -> std::result::Result<Storage<E>, Option<Error>> {
+    let (la, lb) = (plan.la, plan.lb);
+    let product = match bias {
+        Some((bs, bl)) if la.rank() == 2 => a.matmul_bias(la, b, lb, bs, bl),
+        Some((bs, bl)) => {
+            let product = a.matmul(la, b, lb).map_err(|e| Some(e.into()))?;
+            let mut dims = plan.batch.to_vec();
+            dims.extend([plan.rows, plan.cols]);
+            let rows = bl.broadcast_to(&dims).ok_or(None)?;
+            product.binary::<Add>(&Layout::contiguous(&dims), bs, &rows)
+        }
+        None => a.matmul(la, b, lb),
+    };
+    product.map_err(|e| Some(e.into()))
 }
 
 /// How a product runs: the layouts handed to the backend and the output's shape.
@@ -297,65 +306,109 @@ struct Plan<O> {
     shape: O,
 }
 
+/// The parts of a [`Plan`] that do not depend on its shape type.
+struct PlanParts<'a> {
+    la: &'a Layout,
+    lb: &'a Layout,
+    batch: &'a [usize],
+    rows: usize,
+    cols: usize,
+    a_batched: bool,
+    b_batched: bool,
+}
+
+impl<O> Plan<O> {
+    /// The plan without its shape.
+    fn parts(&self) -> PlanParts<'_> {
+        PlanParts {
+            la: &self.la,
+            lb: &self.lb,
+            batch: &self.batch,
+            rows: self.rows,
+            cols: self.cols,
+            a_batched: self.a_batched,
+            b_batched: self.b_batched,
+        }
+    }
+}
+
 impl<S: Shape, E: Element> Tensor<S, E> {
     /// The layouts and output shape of `self · rhs`, or an error naming both shapes.
     fn plan<R: Shape>(&self, rhs: &Tensor<R, E>) -> Result<Plan<<S as MatmulShapes<R>>::Output>>
     where
         S: MatmulShapes<R>,
     {
-        let mismatch = |rule| Error::ShapeMismatch {
-            op: "matmul",
-            lhs: describe(&self.shape()),
-            rhs: describe(&rhs.shape()),
-            rule,
-        };
-        // A stack of matrices times one matrix runs as one taller product when the stack's
-        // rows are evenly spaced across its batch dims (a dense `[B, T, K]` into a Linear):
-        // one GEMM instead of B, and the matrix's gradient needs no sum over the batch.
-        let folded = (R::RANK == 2)
-            .then(|| fold_rows(self.dims(), self.strides()))
-            .flatten();
-        let a = match &folded {
-            Some((dims, strides)) => Stack::new(dims, strides, true),
-            None => Stack::new(self.dims(), self.strides(), true),
-        };
-        let b = Stack::new(rhs.dims(), rhs.strides(), false);
-        if a.cols != b.rows {
-            return Err(mismatch("the inner dimensions of a matmul must agree"));
-        }
-        if !a.batch.is_empty() && !b.batch.is_empty() && a.batch != b.batch {
-            return Err(mismatch(
-                "the batch dimensions of a batched matmul must agree",
-            ));
-        }
-        let batch = if a.batch.is_empty() { b.batch } else { a.batch };
-        let la = a.layout(batch, self.layout().offset());
-        let lb = b.layout(batch, rhs.layout().offset());
-
-        // The product is dense [batch.., M, N]; a vector operand's axis is dropped. A folded
-        // stack's rows are its own leading dims.
-        let mut dims = batch.to_vec();
-        if folded.is_some() {
-            dims.extend_from_slice(&self.dims()[..S::RANK - 1]);
-        } else if S::RANK > 1 {
-            dims.push(a.rows);
-        }
-        if R::RANK > 1 {
-            dims.push(b.cols);
-        }
+        // A shell: the planning needs only the layouts (compiled once, not per shape).
+        let (plan, dims) =
+            plan_layouts(self.layout(), rhs.layout()).map_err(|rule| self.mismatch(rhs, rule))?;
         let shape = <S as MatmulShapes<R>>::Output::from_dims(&dims)
-            .ok_or_else(|| mismatch("the batch dimensions of a batched matmul must agree"))?;
+            .ok_or_else(|| self.mismatch(rhs, BATCH_RULE))?;
         Ok(Plan {
-            la,
-            lb,
-            batch: batch.to_vec(),
-            rows: a.rows,
-            cols: b.cols,
-            a_batched: !a.batch.is_empty(),
-            b_batched: !b.batch.is_empty(),
+            la: plan.la,
+            lb: plan.lb,
+            batch: plan.batch,
+            rows: plan.rows,
+            cols: plan.cols,
+            a_batched: plan.a_batched,
+            b_batched: plan.b_batched,
             shape,
         })
     }
+}
+
+/// [`Tensor::plan`] on the operands' layouts `a` and `b` (their ranks are the shapes'): the
+/// plan and the product's dims, or the rule the operands break.
+fn plan_layouts(
+    a: &Layout,
+    b: &Layout,
+) -> std::result::Result<(Plan<()>, Vec<usize>), &'static str> {
+    // A stack of matrices times one matrix runs as one taller product when the stack's
+    // rows are evenly spaced across its batch dims (a dense `[B, T, K]` into a Linear):
+    // one GEMM instead of B, and the matrix's gradient needs no sum over the batch.
+    let folded = (b.rank() == 2)
+        .then(|| fold_rows(a.dims(), a.strides()))
+        .flatten();
+    let sa = match &folded {
+        Some((dims, strides)) => Stack::new(dims, strides, true),
+        None => Stack::new(a.dims(), a.strides(), true),
+    };
+    let sb = Stack::new(b.dims(), b.strides(), false);
+    if sa.cols != sb.rows {
+        return Err("the inner dimensions of a matmul must agree");
+    }
+    if !sa.batch.is_empty() && !sb.batch.is_empty() && sa.batch != sb.batch {
+        return Err(BATCH_RULE);
+    }
+    let batch = if sa.batch.is_empty() {
+        sb.batch
+    } else {
+        sa.batch
+    };
+    let la = sa.layout(batch, a.offset());
+    let lb = sb.layout(batch, b.offset());
+
+    // The product is dense [batch.., M, N]; a vector operand's axis is dropped. A folded
+    // stack's rows are its own leading dims.
+    let mut dims = batch.to_vec();
+    if folded.is_some() {
+        dims.extend_from_slice(&a.dims()[..a.rank() - 1]);
+    } else if a.rank() > 1 {
+        dims.push(sa.rows);
+    }
+    if b.rank() > 1 {
+        dims.push(sb.cols);
+    }
+    let plan = Plan {
+        la,
+        lb,
+        batch: batch.to_vec(),
+        rows: sa.rows,
+        cols: sb.cols,
+        a_batched: !sa.batch.is_empty(),
+        b_batched: !sb.batch.is_empty(),
+        shape: (),
+    };
+    Ok((plan, dims))
 }
 
 /// A stack `[batch.., M, K]` seen as one `[batch.. * M, K]` matrix, when its rows are evenly
@@ -371,11 +424,16 @@ fn fold_rows(dims: &[usize], strides: &[usize]) -> Option<([usize; 2], [usize; 2
     even.then_some(([rows, dims[r - 1]], [strides[r - 2], strides[r - 1]]))
 }
 
-/// What the backward of one product needs: its operands, the layouts the product ran in,
-/// and whether each operand's gradient is computed transposed.
+/// What the backward of one product needs: its operands, and how the product ran.
 pub(crate) struct MatmulGrad<S: Shape, R: Shape, E: Element> {
     x: Tensor<S, E>,
     w: Tensor<R, E>,
+    raw: GradPlan,
+}
+
+/// How a product ran, as its backward needs it: the layouts, and whether each operand's
+/// gradient is computed transposed.
+struct GradPlan {
     la: Layout,
     lb: Layout,
     /// The product's sizes, `[batch.., M, N]`.
@@ -385,6 +443,9 @@ pub(crate) struct MatmulGrad<S: Shape, R: Shape, E: Element> {
     a_batched: bool,
     b_batched: bool,
 }
+
+/// A gradient's storage and the layout it is seen through.
+type Viewed<E> = (Storage<E>, Layout);
 
 impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
     /// The operands' gradients from the product's gradient `g`, for those asked for.
@@ -425,13 +486,7 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
         let (da, db, sums) = self.grads_sums(g, need_a, need_b, true)?;
         let sums = match sums {
             Some(s) => s,
-            None => {
-                let g = g.try_contiguous()?;
-                let n = self.full[self.full.len() - 1];
-                let rows = g.numel() / n.max(1);
-                let l = Layout::contiguous(&[rows, n]).with_offset(g.layout().offset());
-                g.storage().reduce(&l, 0, ReduceOp::Sum)?
-            }
+            None => self.raw.bias_sums(g.storage(), g.layout())?,
         };
         Ok((da, db, Some(Tensor::from_storage(sums, shape))))
     }
@@ -449,11 +504,80 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
         Option<Tensor<R, E>>,
         Option<Storage<E>>,
     )> {
-        let (x, w, full) = (&self.x, &self.w, &self.full);
-        let (la, lb) = (&self.la, &self.lb);
-        let g = g.try_contiguous()?;
+        // A shell over [`GradPlan::grads`], which is compiled once per element type.
+        let (x, w) = (&self.x, &self.w);
+        let (da, db, col_sums) = self.raw.grads(
+            (x.storage(), x.layout()),
+            (w.storage(), w.layout()),
+            (g.storage(), g.layout()),
+            [need_a, need_b, sums],
+        )?;
+        let da = da.map(|(s, l)| Tensor::from_storage_layout(s, l, x.shape()));
+        let db = db.map(|(s, l)| Tensor::from_storage_layout(s, l, w.shape()));
+        Ok((da, db, col_sums))
+    }
+}
+
+impl GradPlan {
+    /// What the backward of a product planned as `plan`, of operands laid out as `a` and `b`,
+    /// needs.
+    fn new(plan: PlanParts<'_>, a: &Layout, b: &Layout) -> GradPlan {
+        let mut full = plan.batch.to_vec();
+        full.extend([plan.rows, plan.cols]);
+        let rank = full_rank(plan.batch);
+        GradPlan {
+            // An operand that is a transposed view (`w.t()` in `Linear`) gets its gradient in
+            // the same memory order, computed as the transposed product: the gradient then
+            // reaches the transpose's own backward as a transposed view, and leaves it dense,
+            // so no strided copy is needed anywhere downstream (the optimizer reads it as is).
+            a_t: transposed_operand(a, plan.a_batched, rank),
+            b_t: transposed_operand(b, plan.b_batched, rank),
+            la: *plan.la,
+            lb: *plan.lb,
+            full,
+            a_batched: plan.a_batched,
+            b_batched: plan.b_batched,
+        }
+    }
+
+    /// The product's gradient `g` summed down its rows (a bias's gradient).
+    fn bias_sums<E: Num>(&self, g: &Storage<E>, gl: &Layout) -> Result<Storage<E>> {
+        let dense;
+        let (g, gl) = match gl.is_contiguous() {
+            true => (g, *gl),
+            false => {
+                dense = g.contiguous(gl)?;
+                (&dense, Layout::contiguous(gl.dims()))
+            }
+        };
+        let n = self.full[self.full.len() - 1];
+        let rows = gl.numel() / n.max(1);
+        let l = Layout::contiguous(&[rows, n]).with_offset(gl.offset());
+        Ok(g.reduce(&l, 0, ReduceOp::Sum)?)
+    }
+
+    /// The gradients of the operands `x` and `w` from the product's gradient `g`, each as
+    /// storage and the layout to see it through (the operand's dims): `need` says which are
+    /// asked for and whether `g`'s column sums should come with B's when they can.
+    #[allow(clippy::type_complexity)]
+    fn grads<E: Num>(
+        &self,
+        x: (&Storage<E>, &Layout),
+        w: (&Storage<E>, &Layout),
+        g: (&Storage<E>, &Layout),
+        [need_a, need_b, sums]: [bool; 3],
+    ) -> Result<(Option<Viewed<E>>, Option<Viewed<E>>, Option<Storage<E>>)> {
+        let (full, la, lb) = (&self.full, &self.la, &self.lb);
+        let dense;
+        let (gs, gl) = match g.1.is_contiguous() {
+            true => (g.0, *g.1),
+            false => {
+                dense = g.0.contiguous(g.1)?;
+                (&dense, Layout::contiguous(g.1.dims()))
+            }
+        };
         let r = full.len();
-        let lg = Layout::contiguous(full).with_offset(g.layout().offset());
+        let lg = Layout::contiguous(full).with_offset(gl.offset());
         let lgt = lg.transpose(r - 2, r - 1);
         let batch_numel: usize = full[..r - 2].iter().product();
         let collapse = |grad: Storage<E>, batched: bool, numel: usize| -> Result<Storage<E>> {
@@ -467,14 +591,12 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
             None
         } else if self.a_t {
             // dAᵀ = B Gᵀ, dense [batch.., K, M], seen as [batch.., M, K].
-            let s = w.storage().matmul(lb, g.storage(), &lgt)?;
-            Some(transposed_grad(s, x.layout(), x.shape()))
+            let s = w.0.matmul(lb, gs, &lgt)?;
+            Some((s, transposed_layout(x.1)))
         } else {
-            let s = g
-                .storage()
-                .matmul(&lg, w.storage(), &lb.transpose(r - 2, r - 1))?;
-            let s = collapse(s, self.a_batched, x.numel())?;
-            Some(Tensor::from_storage(s, x.shape()))
+            let s = gs.matmul(&lg, w.0, &lb.transpose(r - 2, r - 1))?;
+            let s = collapse(s, self.a_batched, x.1.numel())?;
+            Some((s, Layout::contiguous(x.1.dims())))
         };
         let mut col_sums = None;
         let db = if !need_b {
@@ -482,19 +604,17 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
         } else if self.b_t {
             // dBᵀ = Gᵀ A, dense [batch.., N, K], seen as [batch.., K, N].
             let s = if sums && r == 2 {
-                let (s, c) = g.storage().matmul_row_sums(&lgt, x.storage(), la)?;
+                let (s, c) = gs.matmul_row_sums(&lgt, x.0, la)?;
                 col_sums = Some(c);
                 s
             } else {
-                g.storage().matmul(&lgt, x.storage(), la)?
+                gs.matmul(&lgt, x.0, la)?
             };
-            Some(transposed_grad(s, w.layout(), w.shape()))
+            Some((s, transposed_layout(w.1)))
         } else {
-            let s = x
-                .storage()
-                .matmul(&la.transpose(r - 2, r - 1), g.storage(), &lg)?;
-            let s = collapse(s, self.b_batched, w.numel())?;
-            Some(Tensor::from_storage(s, w.shape()))
+            let s = x.0.matmul(&la.transpose(r - 2, r - 1), gs, &lg)?;
+            let s = collapse(s, self.b_batched, w.1.numel())?;
+            Some((s, Layout::contiguous(w.1.dims())))
         };
         Ok((da, db, col_sums))
     }
@@ -517,13 +637,12 @@ fn transposed_operand(l: &Layout, batched: bool, rank: usize) -> bool {
         && l.transpose(r - 2, r - 1).is_contiguous()
 }
 
-/// A gradient computed transposed (dense over `layout`'s last two axes swapped), viewed back
-/// with the operand's own axis order.
-fn transposed_grad<S: Shape, E: Element>(s: Storage<E>, layout: &Layout, shape: S) -> Tensor<S, E> {
+/// The layout of a gradient computed transposed (dense over `layout`'s last two axes
+/// swapped), seen back in the operand's own axis order.
+fn transposed_layout(layout: &Layout) -> Layout {
     let r = layout.rank();
     let swapped = layout.transpose(r - 2, r - 1);
-    let l = Layout::contiguous(swapped.dims()).transpose(r - 2, r - 1);
-    Tensor::from_storage_layout(s, l, shape)
+    Layout::contiguous(swapped.dims()).transpose(r - 2, r - 1)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod view;
 pub(crate) use conv::conv_check;
 pub use conv::*;
 pub use elementwise::Operand;
+pub(crate) use elementwise::sum_to_num;
 pub use matmul::*;
 pub use random::*;
 pub use reduce::*;
@@ -104,6 +105,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// buffer is not a view's, so nothing else can see it while it is out).
     pub(crate) fn owned_storage_mut(&mut self) -> Option<&mut Storage<E>> {
         Arc::get_mut(&mut self.storage)
+    }
+
+    /// The storage handle and layout, for code that works on them without the shape type
+    /// (compiled once per element type, not once per shape). The caller keeps the invariant:
+    /// the layout keeps its dims and stays inside the storage.
+    pub(crate) fn parts_mut(&mut self) -> (&mut Arc<Storage<E>>, &mut Layout) {
+        (&mut self.storage, &mut self.layout)
     }
 
     /// The gradient-history node, if any.

@@ -369,9 +369,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         if !crate::autograd::must_record(&[self.node()]) {
             return out;
         }
-        out.record(vec![self.node().cloned()], move |g| {
+        // Boxed here rather than through `record`, whose own closure would be one more type
+        // (compiled in the user's crate) for every view op of every shape.
+        let rule: crate::autograd::Backward = Box::new(move |g| {
+            let g = crate::autograd::grad_as::<S2, E>(g);
             Ok(vec![crate::autograd::erase(back(g)?)])
-        })
+        });
+        out.record_boxed(vec![self.node().cloned()], rule)
     }
 }
 
