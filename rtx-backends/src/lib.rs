@@ -18,11 +18,11 @@ pub mod storage;
 mod test_values;
 
 pub use backend::{
-    Backend, Buffer, Captured, Gemm, Kernel, backend, bytes_of, register_backend, vec_from_bytes,
+    Backend, Buffer, Captured, Gemm, Kernel, bytes_of, register_backend, vec_from_bytes,
 };
 pub use device::Device;
 pub use dispatch::{Stats, launch_count, stats, total_launch_count};
 pub use error::{BackendError, Result, human_bytes};
 pub use layout::{Layout, MAX_RANK, StridedOffsets};
 pub use params::{AdamScalars, Conv2dParams, Pool2dParams, SgdScalars};
-pub use storage::Storage;
+pub use storage::{Storage, backend};

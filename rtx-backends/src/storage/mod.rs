@@ -3,6 +3,7 @@
 //! only these, so adding a device means adding an arm here, not touching `rtx`.
 
 mod attention;
+mod builtin;
 mod cast_multi;
 mod conv;
 mod elementwise;
@@ -19,6 +20,7 @@ mod quant;
 mod random;
 mod reduce;
 
+pub use builtin::backend;
 pub(crate) use elementwise::{binary_any, unary_any};
 pub use kernel::{ReduceNative, SimtBuffer, SimtNative, launch_simt, writable_in_place};
 pub(crate) use matmul::matmul_any;
