@@ -6,9 +6,15 @@
 //! - [`tokenizer`]: text to token ids and back, from a `tokenizer.json` or from the
 //!   byte-level BPE vocabulary in a GGUF file's metadata.
 //! - [`bert`]: the BERT family of encoders (MiniLM), loaded from Hugging Face checkpoints.
+//! - [`llama`]: the Llama family of decoders (SmolLM2), loaded from GGUF files, with its
+//!   key-value cache.
+//! - [`generate`]: text generation: sampling, stop conditions, a streaming iterator of
+//!   tokens, and chat templates.
 //! - [`sentence`]: sentence embeddings as sentence-transformers computes them.
 
 pub mod bert;
+pub mod generate;
+pub mod llama;
 pub mod pretrained;
 pub mod sentence;
 pub mod tokenizer;
