@@ -134,7 +134,13 @@ fn last_logits(model: &Llama, ids: &[u32]) -> Vec<f32> {
 #[test]
 fn token_ids_match_transformers() {
     let Some(tok) = tokenizer() else { return };
-    for case in reference().tokens {
+    let cases = reference().tokens;
+    assert!(
+        cases.len() >= 20,
+        "the issue asks for 20 texts; the fixture has {}",
+        cases.len()
+    );
+    for case in cases {
         let got = tok.hf().encode(case.text.as_str(), false).unwrap();
         assert_eq!(got.get_ids(), case.ids, "{:?}", case.text);
     }
@@ -473,6 +479,11 @@ fn token_ids_match_llama_cpp() {
     let (Some(tok), Some(cpp)) = (tokenizer(), reference().llama_cpp) else {
         return;
     };
+    assert_eq!(
+        cpp.tokens.len(),
+        reference().tokens.len(),
+        "one llama.cpp entry per text"
+    );
     for (case, want) in reference().tokens.iter().zip(&cpp.tokens) {
         let got = tok.hf().encode(case.text.as_str(), false).unwrap();
         assert_eq!(
