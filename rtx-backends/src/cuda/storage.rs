@@ -72,10 +72,7 @@ fn memset_word<E: Element>(value: E) -> Option<Word> {
     if size > bytes.len() {
         return None;
     }
-    // SAFETY: every `Element` is plain data of `size` bytes with no padding (floats,
-    // integers, bool, and the `half` types), so its bytes may be read as `u8`s.
-    let raw = unsafe { std::slice::from_raw_parts((&value as *const E).cast::<u8>(), size) };
-    bytes[..size].copy_from_slice(raw);
+    bytes[..size].copy_from_slice(crate::bytes_of(&[value]));
     let repeats = |p: usize| size.is_multiple_of(p) && (p..size).all(|i| bytes[i] == bytes[i - p]);
     if repeats(1) {
         Some(Word::U8(bytes[0]))
