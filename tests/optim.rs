@@ -1,26 +1,13 @@
 //! Optimizers, schedules and clipping against PyTorch: the reference numbers below are printed
 //! by tests/fixtures/optim_reference.py (PyTorch, CPU, float64) on the same tiny model.
 
+#[path = "support/lin.rs"]
+mod lin_model;
+
+use lin_model::Lin;
 use rtx::nn::{Module, TensorKind, Visitor, VisitorMut, join};
 use rtx::optim::try_clip_grad_norm;
 use rtx::prelude::*;
-
-/// y = x @ w + b, with loss sum((y - t)^2), as in the Python script.
-struct Lin {
-    w: Tensor<Rank2<3, 2>, f64>,
-    b: Tensor<Rank1<2>, f64>,
-}
-
-impl Module for Lin {
-    fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
-        self.w.visit(&join(prefix, "w."), v);
-        self.b.visit(&join(prefix, "b."), v);
-    }
-    fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
-        self.w.visit_mut(&join(prefix, "w."), v);
-        self.b.visit_mut(&join(prefix, "b."), v);
-    }
-}
 
 fn lin() -> Lin {
     let w = (0..3)

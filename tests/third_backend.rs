@@ -4,7 +4,11 @@
 //! its own loops, and leaves every other op to the host fallback. Its counters show which
 //! path ran; its results must match the CPU's.
 
-use rtx::nn::{Module, Visitor, VisitorMut, join};
+#[path = "support/lin.rs"]
+mod lin_model;
+
+use lin_model::Lin;
+use rtx::nn::Module;
 use rtx::prelude::*;
 use rtx_backends::{Backend, Buffer, Gemm, Kernel, Layout, Storage, bytes_of, register_backend};
 use std::ops::Range;
@@ -367,23 +371,6 @@ fn dropout_and_random_draws_match_the_cpu() {
     assert_eq!(i.device(), dev);
     let c: Tensor<Rank1<16>, i64> = Tensor::randint((Const,), -3, 3, 11, Device::Cpu);
     assert_eq!(i.to_vec(), c.to_vec());
-}
-
-/// y = x w + b, as tests/optim.rs's model, on any device.
-struct Lin {
-    w: Tensor<Rank2<3, 2>, f64>,
-    b: Tensor<Rank1<2>, f64>,
-}
-
-impl Module for Lin {
-    fn visit<V: Visitor>(&self, prefix: &str, v: &mut V) {
-        self.w.visit(&join(prefix, "w."), v);
-        self.b.visit(&join(prefix, "b."), v);
-    }
-    fn visit_mut<V: VisitorMut>(&mut self, prefix: &str, v: &mut V) {
-        self.w.visit_mut(&join(prefix, "w."), v);
-        self.b.visit_mut(&join(prefix, "b."), v);
-    }
 }
 
 /// Three Adam steps of the linear model on `device`; the parameters after each step.
