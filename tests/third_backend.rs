@@ -72,6 +72,7 @@ fn gather(values: &[f64], l: &Layout) -> Vec<f64> {
     l.offsets_from(0).map(|o| values[o]).collect()
 }
 
+// ANCHOR: backend
 impl Backend for Mirror {
     fn name(&self) -> String {
         "mirror".into()
@@ -99,6 +100,7 @@ impl Backend for Mirror {
         Ok(())
     }
 
+    // ANCHOR_END: backend
     fn launch(&self, kernel: &Kernel<'_>) -> Option<rtx_backends::Result<Buffer>> {
         let Kernel::Binary {
             op,
@@ -152,6 +154,7 @@ impl Backend for Mirror {
     }
 }
 
+// ANCHOR: register
 /// The mirror backend, registered once for the whole test binary.
 fn mirror() -> (&'static Mirror, Device) {
     static M: OnceLock<(Arc<Mirror>, Device)> = OnceLock::new();
@@ -162,6 +165,7 @@ fn mirror() -> (&'static Mirror, Device) {
     });
     (m, *d)
 }
+// ANCHOR_END: register
 
 #[test]
 fn a_registered_backend_is_a_device_that_prints_and_parses() {
