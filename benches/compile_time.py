@@ -31,7 +31,7 @@ DIR (default: $CARGO_TARGET_DIR/compile-time, else <repo>/target/compile-time), 
 binaries: `empty` (only touches rtx), `t6` and `t24`. Each transformer is a `#[model]` struct
 with one field per block (`b0: Block<E>, b1: Block<E>, ...`) and a `#[model]` forward with one
 `let` per block, so the macro's output grows with the depth; `Block` is the pre-norm
-transformer block of tests/compiled_models.rs (layer norm, causal self-attention, residual
+transformer block of tests/integration/compiled_models.rs (layer norm, causal self-attention, residual
 adds, Linear + gelu_tanh + Linear MLP) at width 128 with 4 heads. Each `main` runs the model's
 `forward_fused`, `forward_train` (and its backward) and `ir()` once on a CPU input of shape
 [1, 64, 128], so everything is monomorphized and linked; the first build runs each binary

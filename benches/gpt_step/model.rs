@@ -1,7 +1,7 @@
 //! A GPT-style decoder as a compiled `#[model]`: token and position embeddings, `L` pre-norm
 //! transformer blocks with causal self-attention and a GELU (tanh) MLP, a final layer norm and
 //! an untied language-model head. Every size of the model is a const parameter, so the
-//! benchmark runs the size (`Gpt<8192, 256, 512, 8, 2048, 6, bf16>`) while tests/gpt.rs
+//! benchmark runs the size (`Gpt<8192, 256, 512, 8, 2048, 6, bf16>`) while tests/integration/gpt.rs
 //! checks a small one on the CPU. The forwards are generic over the batch: the decoder takes
 //! `N` token ids of any dim type, and the batch `N / T` its blocks see is a run-time size the
 //! forward computes (checked when the reshape runs), declared nowhere.

@@ -4,8 +4,10 @@
 //! a tape to record).
 
 use super::Storage;
-use crate::{BackendError, Layout, Result};
-use rtx_kernels::{DType, Float};
+use super::erased::{AnyRef, AnyStorage};
+use crate::cpu::attention::attention;
+use crate::{BackendError, Device, Layout, Result};
+use rtx_kernels::Float;
 
 impl<E: Float> Storage<E> {
     /// `softmax(q kᵀ · scale, padded keys left out) · v` for `self` = `q` `[B, H, T, Dh]` and
@@ -20,30 +22,50 @@ impl<E: Float> Storage<E> {
         padding: Option<(&Storage<bool>, &Layout)>,
         scale: f64,
     ) -> Result<Self> {
-        let unsupported = |why: &str| BackendError::BadArgument {
-            op: "attention",
-            msg: format!("the one-pass CPU attention {why}; compose it from products and softmax"),
-        };
-        if !matches!(E::DTYPE, DType::F32 | DType::F64) {
-            return Err(unsupported("computes in f32 and f64 only"));
-        }
-        let mask = match padding {
-            Some((Storage::Cpu(m), ml)) => Some((m.as_slice(), ml)),
-            None => None,
-            Some(_) => return Err(unsupported("takes a mask on the CPU")),
-        };
-        match (self, k, v) {
-            (Storage::Cpu(q), Storage::Cpu(k), Storage::Cpu(v)) => {
-                crate::dispatch::on_cpu(crate::Device::Cpu);
-                Ok(Storage::Cpu(crate::cpu::attention::attention(
-                    (q, ql),
-                    (k, kl),
-                    (v, vl),
-                    mask,
-                    scale,
-                )))
-            }
-            _ => Err(unsupported("runs on the CPU only")),
-        }
+        let (q, k, v) = (AnyRef::of(self), AnyRef::of(k), AnyRef::of(v));
+        Ok(attention_any((q, ql), (k, kl), (v, vl), padding, scale)?.into_typed())
     }
+}
+
+/// [`Storage::attention_cpu`] with the element type erased: not generic, so the CPU loops are
+/// compiled once, here, at this crate's optimization level (see `erased.rs`).
+fn attention_any(
+    (q, ql): (AnyRef, &Layout),
+    (k, kl): (AnyRef, &Layout),
+    (v, vl): (AnyRef, &Layout),
+    padding: Option<(&Storage<bool>, &Layout)>,
+    scale: f64,
+) -> Result<AnyStorage> {
+    let unsupported = |why: &str| BackendError::BadArgument {
+        op: "attention",
+        msg: format!("the one-pass CPU attention {why}; compose it from products and softmax"),
+    };
+    let mask = match padding {
+        Some((Storage::Cpu(m), ml)) => Some((m.as_slice(), ml)),
+        None => None,
+        Some(_) => return Err(unsupported("takes a mask on the CPU")),
+    };
+    let on_cpu = |s: AnyRef| s.device() == Device::Cpu;
+    if !(on_cpu(q) && on_cpu(k) && on_cpu(v)) {
+        return Err(unsupported("runs on the CPU only"));
+    }
+    crate::dispatch::on_cpu(Device::Cpu);
+    let op = "attention";
+    Ok(match q {
+        AnyRef::F32(Storage::Cpu(q)) => {
+            let (Storage::Cpu(k), Storage::Cpu(v)) = (k.typed(op)?, v.typed(op)?) else {
+                return Err(unsupported("runs on the CPU only"));
+            };
+            let out = attention((q, ql), (k, kl), (v, vl), mask, scale);
+            AnyStorage::F32(Storage::Cpu(out))
+        }
+        AnyRef::F64(Storage::Cpu(q)) => {
+            let (Storage::Cpu(k), Storage::Cpu(v)) = (k.typed(op)?, v.typed(op)?) else {
+                return Err(unsupported("runs on the CPU only"));
+            };
+            let out = attention((q, ql), (k, kl), (v, vl), mask, scale);
+            AnyStorage::F64(Storage::Cpu(out))
+        }
+        _ => return Err(unsupported("computes in f32 and f64 only")),
+    })
 }

@@ -1,7 +1,7 @@
 //! Unit tests of the mixed step's casts (`mixed_cast.rs`) on the CPU: each way is one
 //! dispatch for a model of many tensors, gives the per-tensor casts' values bit for bit, and
 //! leaves the working tensors in their own buffers. The whole step is tested in
-//! `tests/mixed_precision.rs`, and on a GPU in `tests/devices/compiled.rs`.
+//! `tests/integration/mixed_precision.rs`, and on a GPU in `tests/devices/compiled.rs`.
 
 use super::mixed_cast::{Caches, GradCast, copy_weights};
 use super::step::param_places;

@@ -6,10 +6,8 @@
 //! input) run as element launches only. Skipped with a notice where no C++ compiler exists.
 
 // Each test binary uses a part of the shared harness.
-#[allow(dead_code)]
-mod host_run;
 
-use host_run::{HostArg, bytes, from_bytes, run};
+use crate::host_run::{HostArg, bytes, from_bytes, run};
 use rtx_kernels::kernel::{
     KernelShape, KernelSource, KernelStrides, LaunchConfig, VECTOR_LAUNCH, Variant,
 };

@@ -30,8 +30,7 @@ use rtx_kernels::kernels::{
 };
 use rtx_kernels::{DType, Float};
 
-mod flash_common;
-use flash_common::{Case, case, input, padded};
+use crate::flash_common::{Case, case, input, padded};
 
 /// The f64 forward: the probabilities `[bh, t_q, t_k]` (0 where masked), `o` and `lse`, a row
 /// without keys giving zeros and -inf.

@@ -1,10 +1,10 @@
 //! The book's "Writing kernels in Rust" chapter shows the CUDA that `#[kernel]` generates for
 //! the `kernels` example's `gelu_affine`: `book/src/generated/gelu_affine.cu`, held equal here
 //! to the kernel's own source after the shared prelude. After an intended change to the
-//! generator, rewrite it with `RTX_BLESS=1 cargo test --test writing_kernels` and review the
+//! generator, rewrite it with `RTX_BLESS=1 cargo test --test integration writing_kernels::` and review the
 //! diff. The example's kernels run on the CPU here as the chapter says they do.
 
-#[path = "../examples/kernels.rs"]
+#[path = "../../examples/kernels.rs"]
 #[allow(dead_code)]
 mod example;
 

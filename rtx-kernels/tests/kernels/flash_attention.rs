@@ -18,8 +18,7 @@ use half::{bf16, f16};
 use rtx_kernels::kernels::{flash_attn_fwd, flash_attn_launch};
 use rtx_kernels::{DType, Float};
 
-mod flash_common;
-use flash_common::{Case, case, input, padded};
+use crate::flash_common::{Case, case, input, padded};
 
 /// The reference: `(o, lse)` in f64, a row without keys giving zeros and -inf.
 fn reference(c: &Case, q: &[f64], k: &[f64], v: &[f64], scale: f64) -> (Vec<f64>, Vec<f64>) {

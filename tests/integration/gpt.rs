@@ -4,7 +4,7 @@
 //! at run time), and a few mixed-precision AdamW steps that lower the loss, over batches of
 //! two sizes through one step.
 
-#[path = "../benches/gpt_step/model.rs"]
+#[path = "../../benches/gpt_step/model.rs"]
 mod model;
 
 use model::Gpt;

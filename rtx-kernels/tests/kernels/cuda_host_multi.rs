@@ -6,10 +6,7 @@
 //! take `T`) and the entries (which take the compute type) see the same values. Skipped with a
 //! notice where no C++ compiler exists.
 
-#[allow(dead_code)]
-mod host_run;
-
-use host_run::{HostArg, bytes, from_bytes, run};
+use crate::host_run::{HostArg, bytes, from_bytes, run};
 use rtx_kernels::kernel::{KernelSource, LaunchConfig, Variant};
 use rtx_kernels::kernels::{adam_multi, scale_multi, sgd_multi};
 use rtx_kernels::{DType, Float, bf16, f16};

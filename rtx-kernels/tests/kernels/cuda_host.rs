@@ -3,9 +3,7 @@
 //! casts and integer arithmetic; within a few ulps for normal draws (whose `ln` differs).
 //! Skipped with a notice where no C++ compiler exists.
 
-mod host_run;
-
-use host_run::{HostArg, bytes, from_bytes, run};
+use crate::host_run::{HostArg, bytes, from_bytes, run};
 use rtx_kernels::kernel::{KernelShape, KernelSource, KernelStrides, LaunchConfig, Variant};
 use rtx_kernels::kernels::*;
 use rtx_kernels::{DType, Element, Float, Num, Philox, bf16, f16};

@@ -5,9 +5,7 @@
 //! (vector loads and the scalar tail) and strided entries, every element type, both sides.
 //! Skipped with a notice where no C++ compiler exists.
 
-mod host_run;
-
-use host_run::{HostArg, bytes, from_bytes, run};
+use crate::host_run::{HostArg, bytes, from_bytes, run};
 use rtx_kernels::kernel::{
     KernelEntry, KernelShape, KernelSource, KernelStrides, LaunchConfig, Variant,
 };

@@ -1,7 +1,7 @@
 //! The IR of a small MLP, built as `#[model]`'s generated code builds it: through the typed
 //! builder, with real layers' `emit_ir`. Its serialized form and its summary are compared
 //! byte for byte with the checked-in goldens in `tests/fixtures/ir/`; after an intended
-//! change, regenerate them with `RTX_BLESS=1 cargo test --test ir` and review the diff.
+//! change, regenerate them with `RTX_BLESS=1 cargo test --test integration ir::` and review the diff.
 
 use rtx::compile::StaticForward;
 use rtx::ir::{Builder, Dim, Graph, IrOp};

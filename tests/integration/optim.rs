@@ -1,10 +1,7 @@
 //! Optimizers, schedules and clipping against PyTorch: the reference numbers below are printed
 //! by tests/fixtures/optim_reference.py (PyTorch, CPU, float64) on the same tiny model.
 
-#[path = "support/lin.rs"]
-mod lin_model;
-
-use lin_model::Lin;
+use crate::lin_model::Lin;
 use rtx::nn::{Module, TensorKind, Visitor, VisitorMut, join};
 use rtx::optim::try_clip_grad_norm;
 use rtx::prelude::*;

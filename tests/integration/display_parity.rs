@@ -28,7 +28,7 @@ fn display_matches_pytorch() {
         Tensor::<Rank1<2>>::from_array([123456789.0, 1.0], cpu).to_string(),
     ];
     let ours = cases.join("\n") + "\n";
-    let torch = include_str!("fixtures/display_torch.txt");
+    let torch = include_str!("../fixtures/display_torch.txt");
     for (i, (a, b)) in ours
         .split("\ntensor")
         .zip(torch.split("\ntensor"))

@@ -8,10 +8,8 @@
 #![allow(clippy::needless_range_loop)]
 
 // Only buffers and integers are passed here; the harness's other argument kinds go unused.
-#[allow(dead_code)]
-mod host_run;
 
-use host_run::{HostArg, bytes, from_bytes, run};
+use crate::host_run::{HostArg, bytes, from_bytes, run};
 use rtx_kernels::kernel::{LaunchConfig, Variant};
 use rtx_kernels::kernels::*;
 use rtx_kernels::{DType, Float, bf16, f16};

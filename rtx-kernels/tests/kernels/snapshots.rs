@@ -1,6 +1,6 @@
 //! Snapshot tests of generated CUDA source: each kernel's `KERNEL.source` must equal its
 //! checked-in `tests/snapshots/<name>.cu` exactly. After an intended change to the generator,
-//! regenerate them with `RTX_BLESS=1 cargo test -p rtx-kernels --test snapshots` and review
+//! regenerate them with `RTX_BLESS=1 cargo test -p rtx-kernels --test kernels snapshots::` and review
 //! the diff.
 
 use rtx_kernels::kernels::every_kernel;

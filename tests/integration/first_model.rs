@@ -4,10 +4,7 @@
 //! on made-up inputs, so no data set is needed. The summary the chapter prints is
 //! `tests/fixtures/mnist_mlp_summary.txt`, held equal to `summary()` here.
 
-#[path = "../examples/mnist/models.rs"]
-mod models;
-
-use models::{Images, Lenet, Logits, Mlp};
+use crate::mnist_models::{Images, Lenet, Logits, Mlp};
 use rtx::nn::TensorKind;
 use rtx::prelude::*;
 
@@ -32,7 +29,7 @@ fn parameters_are_named_after_fields() {
     // ANCHOR_END: names
     assert_eq!(
         model.summary(),
-        include_str!("fixtures/mnist_mlp_summary.txt")
+        include_str!("../fixtures/mnist_mlp_summary.txt")
     );
 }
 

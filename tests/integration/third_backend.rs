@@ -4,10 +4,7 @@
 //! its own loops, and leaves every other op to the host fallback. Its counters show which
 //! path ran; its results must match the CPU's.
 
-#[path = "support/lin.rs"]
-mod lin_model;
-
-use lin_model::Lin;
+use crate::lin_model::Lin;
 use rtx::nn::Module;
 use rtx::prelude::*;
 use rtx_backends::{Backend, Buffer, Gemm, Kernel, Layout, Storage, bytes_of, register_backend};

@@ -331,6 +331,9 @@ fn batch_counts_are_int64_in_the_file_and_lenient_as_in_pytorch() {
     assert!(!e.contains("num_batches_tracked"), "{e}");
 }
 
+/// The test harness's name of [`crash_child`], which the crash test runs in a child process.
+const CRASH_CHILD: &str = "checkpoint::crash_child";
+
 /// Saves two alternating models to the file named by `RTX_CRASH_CHILD` until killed.
 #[test]
 fn crash_child() {
@@ -369,7 +372,7 @@ fn a_process_killed_while_saving_leaves_a_whole_checkpoint() {
     let mut killed_mid_save = 0;
     for round in 0..3 {
         let mut child = std::process::Command::new(&exe)
-            .args(["--exact", "crash_child", "--test-threads=1"])
+            .args(["--exact", CRASH_CHILD, "--test-threads=1"])
             .env("RTX_CRASH_CHILD", &path)
             .stdout(std::process::Stdio::null())
             .spawn()

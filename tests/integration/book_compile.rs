@@ -3,12 +3,10 @@
 //! Its IR summary, its DOT text and its dispatch counts are shown in the chapter from
 //! `book/src/generated/mlp_ir.txt`, `mlp.dot` and `mlp_launches.txt`, held equal here to what
 //! the code produces now; after an intended change, `RTX_BLESS=1 cargo test --test
-//! book_compile` rewrites them. The rendered `mlp.svg` is checked against `mlp.dot` (the same
+//! integration book_compile::` rewrites them. The rendered `mlp.svg` is checked against `mlp.dot` (the same
 //! nodes and edges), since CI has no Graphviz to render it again.
 
-#[path = "../examples/mnist/models.rs"]
-#[allow(dead_code)]
-mod tutorial;
+use crate::mnist_models as tutorial;
 
 use rtx::compile::{Gradients, MixedStep, TrainStep};
 use rtx::nn::TensorKind;

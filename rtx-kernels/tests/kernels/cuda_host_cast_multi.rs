@@ -7,10 +7,7 @@
 //! cast's is). Tensors of mixed sizes (an empty one included) split into several
 //! chunks, with fewer blocks than chunks. Skipped with a notice where no C++ compiler exists.
 
-#[allow(dead_code)]
-mod host_run;
-
-use host_run::{HostArg, bytes, from_bytes, run};
+use crate::host_run::{HostArg, bytes, from_bytes, run};
 use rtx_kernels::kernel::{KernelSource, LaunchConfig, Variant};
 use rtx_kernels::kernels::{cast_from_acc_multi, cast_to_acc_multi};
 use rtx_kernels::{DType, Element, Float, bf16, f16};
