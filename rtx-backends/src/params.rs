@@ -1,6 +1,6 @@
 //! The device-neutral settings of ops that take more than sizes: convolution and pooling
-//! windows, and the per-step scalars of the optimizers. Every backend reads them; they belong
-//! to none.
+//! windows, fused attention's sizes, and the per-step scalars of the optimizers. Every backend
+//! reads them; they belong to none.
 
 /// The settings of a 2-d convolution, per spatial axis `[height, width]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -115,4 +115,23 @@ pub struct SgdScalars {
     /// Whether the momentum buffer is new: it becomes the gradient itself (PyTorch's first
     /// step).
     pub first: bool,
+}
+
+/// The sizes and options of one fused attention (`Storage::flash_attention`): `bh` (batch x
+/// heads) rows of `t_q` queries over `t_k` keys, head dim `d`, scores scaled by `scale`, and
+/// the causal mask (query `i` sees keys `j <= i + t_k - t_q`) when `causal`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttentionDims {
+    /// Batch times heads.
+    pub bh: usize,
+    /// Queries per row.
+    pub t_q: usize,
+    /// Keys (and values) per row.
+    pub t_k: usize,
+    /// Head dim: a multiple of 16 up to 128.
+    pub d: usize,
+    /// The scores' scale, usually `1 / sqrt(d)`.
+    pub scale: f64,
+    /// Whether the causal mask applies.
+    pub causal: bool,
 }

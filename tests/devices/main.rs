@@ -200,6 +200,7 @@ fn indices(n: usize, seed: u64, m: usize) -> Vec<i64> {
 }
 
 // After the harness: its macros are visible only to modules declared below it.
+mod attention;
 mod backend_trait;
 mod backward;
 mod bert;

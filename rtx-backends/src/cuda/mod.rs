@@ -44,6 +44,7 @@ mod launch;
 mod matmul;
 mod memory;
 pub(crate) mod ops;
+pub(crate) mod ops_attention;
 pub(crate) mod ops_cast_multi;
 pub(crate) mod ops_conv;
 pub(crate) mod ops_index;

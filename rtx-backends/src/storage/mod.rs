@@ -20,6 +20,7 @@ mod quant;
 mod random;
 mod reduce;
 
+pub use attention::flash_attention_supported;
 pub use builtin::backend;
 pub(crate) use elementwise::{binary_any, unary_any};
 pub use kernel::{ReduceNative, SimtBuffer, SimtNative, launch_simt, writable_in_place};

@@ -1,18 +1,21 @@
 //! Scaled dot-product attention over `[B, H, T, Dh]` heads, with an optional key-padding
-//! mask: `softmax(q kᵀ · scale) v` (PyTorch's `F.scaled_dot_product_attention` with a boolean
-//! mask over the keys).
+//! mask or the causal mask: `softmax(q kᵀ · scale) v` (PyTorch's
+//! `F.scaled_dot_product_attention` with a boolean mask over the keys, or `is_causal`).
 //!
 //! Attention is a composition (two batched products and a softmax), and that composition is
-//! its definition: it runs on GPUs, in half precision and whenever gradients are recorded.
-//! On the CPU in f32 and f64 without a tape it runs in one pass per batch element
-//! (`rtx-backends/src/cpu/attention.rs`), held to the composition by the tests below.
+//! its definition: it runs wherever no faster path applies, and the tests hold each faster
+//! path to it. Two do: on a GPU in f16 and bf16 (head dims a multiple of 16 up to 128, no
+//! padding mask) the fused FlashAttention-2-style kernels forward and backward
+//! (`rtx-backends/src/cuda/ops_attention.rs`); on the CPU in f32 and f64 without a tape or
+//! causal mask, one pass per batch element (`rtx-backends/src/cpu/attention.rs`).
 
 use crate::autograd;
 use crate::error::{Error, Result, ok};
-use crate::shape::{Dim, describe};
+use crate::shape::{Dim, Shape, describe};
 use crate::tensor::Tensor;
-use rtx_backends::Layout;
-use rtx_kernels::{DType, Float};
+use rtx_backends::storage::flash_attention_supported;
+use rtx_backends::{AttentionDims, Layout};
+use rtx_kernels::{DType, Element, Float};
 
 impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
     /// Attention of these queries over the keys `k` and values `v` (`[B, H, S, Dh]`):
@@ -50,6 +53,59 @@ impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
         key_padding: Option<&Tensor<(B, S), bool>>,
         scale: f64,
     ) -> Result<Self> {
+        self.attend(k, v, key_padding, false, scale)
+    }
+
+    /// Causal attention of these queries over the keys `k` and values `v` (`[B, H, S, Dh]`):
+    /// [`Tensor::attention`] where query `i` sees only the keys `j <= i + S - T` (the diagonal
+    /// aligned to the bottom right, as PyTorch's `is_causal` and FlashAttention's; `j <= i`
+    /// when `S == T`). A decoder's self-attention.
+    ///
+    /// On a GPU in f16 or bf16 with `Dh` a multiple of 16 up to 128, it runs fused (the
+    /// kernels of `rtx::kernels::flash_attn_fwd`, FlashAttention-2's method): one launch
+    /// forward, three backward, and no `T x S` matrix in memory; elsewhere it is the
+    /// composition. A query row left with no key (only when `T > S`) is zeros when fused.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let q: Tensor<(usize, usize, usize, usize)> = Tensor::randn((1, 2, 3, 4), 0, Device::Cpu);
+    /// let y = q.causal_attention(&q, &q, 0.5);
+    /// // The first query sees the first key alone: its output is that key's value.
+    /// assert_eq!(y.to_vec()[..4], q.to_vec()[..4]);
+    /// ```
+    ///
+    /// # Panics
+    /// When a run-time size of `k` or `v` does not fit (see [`Tensor::try_causal_attention`]).
+    #[track_caller]
+    pub fn causal_attention<S: Dim>(
+        &self,
+        k: &Tensor<(B, H, S, Dh), E>,
+        v: &Tensor<(B, H, S, Dh), E>,
+        scale: f64,
+    ) -> Self {
+        ok(self.try_causal_attention(k, v, scale))
+    }
+
+    /// [`Tensor::causal_attention`], returning an error naming the shapes when they do not fit.
+    pub fn try_causal_attention<S: Dim>(
+        &self,
+        k: &Tensor<(B, H, S, Dh), E>,
+        v: &Tensor<(B, H, S, Dh), E>,
+        scale: f64,
+    ) -> Result<Self> {
+        self.attend(k, v, None, true, scale)
+    }
+
+    /// Attention with an optional key-padding mask and an optional causal mask: the fused GPU
+    /// kernels where they apply, the one-pass CPU loop where it applies, else the composition.
+    fn attend<S: Dim>(
+        &self,
+        k: &Tensor<(B, H, S, Dh), E>,
+        v: &Tensor<(B, H, S, Dh), E>,
+        key_padding: Option<&Tensor<(B, S), bool>>,
+        causal: bool,
+        scale: f64,
+    ) -> Result<Self> {
         let (q_dims, k_dims) = (self.dims(), k.dims());
         let (b, h, t, dh) = (q_dims[0], q_dims[1], q_dims[2], q_dims[3]);
         let s = k_dims[2];
@@ -73,9 +129,25 @@ impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
                 "the key-padding mask must be [B, S]",
             ));
         }
+        if self.device().is_cuda()
+            && key_padding.is_none()
+            && flash_attention_supported(E::DTYPE, dh)
+        {
+            let dims = AttentionDims {
+                bh: b * h,
+                t_q: t,
+                t_k: s,
+                d: dh,
+                scale,
+                causal,
+            };
+            return fused(self, k, v, dims);
+        }
         let recording = autograd::must_record(&[self.node(), k.node(), v.node()]);
-        let one_pass =
-            !self.device().is_cuda() && matches!(E::DTYPE, DType::F32 | DType::F64) && !recording;
+        let one_pass = !self.device().is_cuda()
+            && matches!(E::DTYPE, DType::F32 | DType::F64)
+            && !recording
+            && !causal;
         if one_pass {
             let out = self.storage().attention_cpu(
                 self.layout(),
@@ -93,6 +165,14 @@ impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
         let v = v.try_reshape((b, h, s, dh))?;
         // Scaling the queries touches T x Dh values per head rather than T x S scores.
         let mut scores = (q * E::from_f64(scale)).try_matmul(&k.transpose::<2, 3>())?;
+        if causal {
+            let future = Tensor::<(usize, usize), bool>::full((t, s), true, self.device())
+                .try_triu(1 + s as i64 - t as i64)?;
+            scores = scores.try_masked_fill(
+                &future.try_broadcast_to((b, h, t, s))?,
+                E::from_f64(f64::NEG_INFINITY),
+            )?;
+        }
         if let Some(m) = key_padding {
             let m = m.try_reshape((b, 1usize, 1usize, s))?;
             scores = scores.try_masked_fill(
@@ -103,6 +183,51 @@ impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
         let y = scores.softmax::<3>().try_matmul(&v)?;
         y.try_reshape(self.shape())
     }
+}
+
+/// `x` as a dense buffer of exactly its elements from the first (a copy unless it is one),
+/// which is what the fused kernels read.
+pub(crate) fn dense<S: Shape, E: Element>(x: &Tensor<S, E>) -> Result<Tensor<S, E>> {
+    let l = x.layout();
+    if l.is_contiguous() && l.offset() == 0 && x.storage().len() == l.numel() {
+        return Ok(x.clone());
+    }
+    Ok(Tensor::from_storage(x.storage().contiguous(l)?, x.shape()))
+}
+
+/// The fused forward (and, when recording, its backward rule) of [`Tensor::causal_attention`]
+/// and [`Tensor::attention`] on a GPU: the output and the log-sum-exp of each query row come
+/// from one launch; the rule recomputes the probabilities from them in three launches.
+fn fused<B: Dim, H: Dim, T: Dim, S: Dim, Dh: Dim, E: Float>(
+    q: &Tensor<(B, H, T, Dh), E>,
+    k: &Tensor<(B, H, S, Dh), E>,
+    v: &Tensor<(B, H, S, Dh), E>,
+    dims: AttentionDims,
+) -> Result<Tensor<(B, H, T, Dh), E>> {
+    let (qd, kd, vd) = (dense(q)?, dense(k)?, dense(v)?);
+    let (o, lse) = qd
+        .storage()
+        .flash_attention(kd.storage(), vd.storage(), dims)?;
+    let out = Tensor::from_storage(o, q.shape());
+    if !autograd::must_record(&[q.node(), k.node(), v.node()]) {
+        return Ok(out);
+    }
+    let inputs = vec![q.node().cloned(), k.node().cloned(), v.node().cloned()];
+    let (qd, kd, vd, od) = (qd.detach(), kd.detach(), vd.detach(), out.detach());
+    Ok(out.record(inputs, move |g| {
+        let g = dense(g)?;
+        let [dq, dk, dv] = qd.storage().flash_attention_backward(
+            (kd.storage(), vd.storage()),
+            (od.storage(), &lse),
+            g.storage(),
+            dims,
+        )?;
+        Ok(vec![
+            autograd::erase(Tensor::from_storage(dq, qd.shape())),
+            autograd::erase(Tensor::from_storage(dk, kd.shape())),
+            autograd::erase(Tensor::from_storage(dv, vd.shape())),
+        ])
+    }))
 }
 
 #[cfg(test)]
@@ -136,6 +261,43 @@ mod tests {
             let fast = q32.attention(&k32, &v32, mask, 0.5).to_vec();
             for (f, s) in fast.iter().zip(&slow) {
                 assert!((f64::from(*f) - s).abs() < 1e-5, "{f} vs {s}");
+            }
+        }
+    }
+
+    /// Causal attention against a plain loop in f64: query `i` of `T` weighs keys
+    /// `j <= i + S - T` only, for `T == S` and for fewer queries than keys (the diagonal aligned
+    /// to the bottom right); and the one-pass CPU path is not taken for it.
+    #[test]
+    fn causal_attention_sees_only_the_keys_up_to_the_diagonal() {
+        for (t, s) in [(5usize, 5usize), (3, 7)] {
+            let (b, h, dh) = (2usize, 3usize, 4usize);
+            let q: Heads<f64> = Tensor::randn((b, h, t, dh), 4, Device::Cpu);
+            let k: Heads<f64> = Tensor::randn((b, h, s, dh), 5, Device::Cpu);
+            let v: Heads<f64> = Tensor::randn((b, h, s, dh), 6, Device::Cpu);
+            let got = q.causal_attention(&k, &v, 0.7).to_vec();
+            let (qv, kv, vv) = (q.to_vec(), k.to_vec(), v.to_vec());
+            for bh in 0..b * h {
+                for i in 0..t {
+                    let seen = i + s - t + 1;
+                    let row = &qv[(bh * t + i) * dh..][..dh];
+                    let scores: Vec<f64> = (0..seen)
+                        .map(|j| {
+                            let key = &kv[(bh * s + j) * dh..][..dh];
+                            0.7 * row.iter().zip(key).map(|(a, b)| a * b).sum::<f64>()
+                        })
+                        .collect();
+                    let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
+                    let z: f64 = e.iter().sum();
+                    for c in 0..dh {
+                        let want: f64 = (0..seen)
+                            .map(|j| e[j] / z * vv[(bh * s + j) * dh + c])
+                            .sum();
+                        let g = got[(bh * t + i) * dh + c];
+                        assert!((g - want).abs() < 1e-12, "[{bh}, {i}, {c}]: {g} vs {want}");
+                    }
+                }
             }
         }
     }

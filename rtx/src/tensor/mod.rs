@@ -5,7 +5,7 @@
 //! Invariant: `layout.dims()` always equals `shape.dims()`, and the layout stays inside the
 //! storage. Views share storage and copy nothing; ops allocate fresh contiguous storage.
 
-mod attention;
+pub(crate) mod attention;
 mod conv;
 mod create;
 mod display;

@@ -13,7 +13,9 @@ use crate::nn::CausalSelfAttention;
 use crate::no_grad;
 use crate::shape::{Axes4, Const, Dim};
 use crate::tensor::Tensor;
-use rtx_backends::Storage;
+use crate::tensor::attention::dense;
+use rtx_backends::storage::flash_attention_supported;
+use rtx_backends::{AttentionDims, Storage};
 use rtx_kernels::Float;
 use rtx_kernels::op::{BinaryOp, Op};
 
@@ -49,24 +51,19 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
             (p, (back_r, back_p))
         });
         let [(q, back_q), (k, back_k), (v, back_v)] = heads;
-        // Keys and values are read by a batched product here and again by its backward, and
-        // cuBLAS cannot read a head view in place: one dense copy each, here, is shared by
-        // both, where the views would be copied once by each product.
-        let (k, v) = (ok(k.try_contiguous()), ok(v.try_contiguous()));
-        // The scale goes on the queries, whose dense copy the product needs anyway, rather
-        // than on the T x T scores.
-        let scale = E::from_f64(1.0 / (hd as f64).sqrt());
-        let q = &q * scale;
-        let (kt, back_kt) = StaticOps::transpose::<2, 3>(&k);
-        let (scores, back_qk) = StaticOps::matmul(&q, &kt);
-        let future = Tensor::<(usize, usize), bool>::full((t, t), true, x.device()).triu(1);
-        let ninf = E::from_f64(f64::NEG_INFINITY);
-        // The mask needs no backward: a masked score's softmax output is exactly 0 (its
-        // exp(-inf)), so the softmax backward, y (g - Σ g y), already gives it exactly 0 where
-        // the tape's masked-fill backward would write one. That spares a pass over the scores.
-        let masked = no_grad(|| scores.masked_fill(&future, ninf));
-        let (att, back_softmax) = StaticOps::softmax::<3>(&masked);
-        let (av, back_av) = StaticOps::matmul(&att, &v);
+        let dims = AttentionDims {
+            bh: b * H,
+            t_q: t,
+            t_k: t,
+            d: hd,
+            scale: 1.0 / (hd as f64).sqrt(),
+            causal: true,
+        };
+        let (av, back_attn) = if x.device().is_cuda() && flash_attention_supported(E::DTYPE, hd) {
+            fused(&q, &k, &v, dims)
+        } else {
+            composed(&q, &k, &v, dims)
+        };
         let (merged, back_merge) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&av);
         let (y, back_y) = StaticOps::reshape(&merged, (x.dim::<0>(), x.dim::<1>(), Const::<D>));
         let (out, back_proj) = linear::train(&self.proj, &y);
@@ -74,16 +71,12 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
         let backward = move |dout: Self::Output, grads: &mut Gradients, need_x: bool| {
             let dy = asked(back_proj(dout, grads, true).0);
             let dav = back1(back_merge, &back1(back_y, &dy));
-            let (datt, dv) = back2(back_av, &dav, [true, true]);
-            let dscores = back1(back_softmax, &asked(datt));
-            let (dq, dkt) = back2(back_qk, &dscores, [true, true]);
-            let dq = dq.map(|d| &d * scale);
-            let dk = back1(back_kt, &asked(dkt));
+            let [dq, dk, dv] = back_attn(&dav);
             // Each head's gradient is made dense at [B, T, D] (a vectorized copy) before the
             // join: stacking the strided [B, T, H, D/H] views straight into the fused layout
             // saves that copy but made the join's row segments 64 values long, and measured
             // 58 us a part against 15 + 28 (H200, GPT step, bf16).
-            let dheads = [(dq, back_q), (Some(dk), back_k), (dv, back_v)]
+            let dheads = [(dq, back_q), (dk, back_k), (dv, back_v)]
                 .map(|(dh, (back_r, back_p))| back1(back_r, &back1(back_p, &asked(dh))));
             let parts = dheads.each_ref().map(|d| (d.storage(), d.layout()));
             let joined = ok(Storage::concat(&parts, 2).map_err(Into::into));
@@ -144,4 +137,79 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
         let y = b.reshape::<(B, T, Const<D>), _, _>(merged);
         b.scope("proj", |b| linear::emit(&self.proj, b, y))
     }
+}
+
+/// A head view `[B, H, T, D/H]` with run-time dims.
+type Heads<E> = Tensor<(usize, usize, usize, usize), E>;
+
+/// The backward of the attention between the heads: the gradients of `q`, `k` and `v` for
+/// the gradient of its output.
+type HeadsBack<E> = Box<dyn FnOnce(&Heads<E>) -> [Option<Heads<E>>; 3]>;
+
+/// Causal attention between the heads as the eager forward composes it: the queries scaled,
+/// the scores, the mask, a softmax and the weighted values, each step's backward kept.
+fn composed<E: Float>(
+    q: &Heads<E>,
+    k: &Heads<E>,
+    v: &Heads<E>,
+    dims: AttentionDims,
+) -> (Heads<E>, HeadsBack<E>) {
+    let t = dims.t_q;
+    // Keys and values are read by a batched product here and again by its backward, and
+    // cuBLAS cannot read a head view in place: one dense copy each, here, is shared by
+    // both, where the views would be copied once by each product.
+    let (k, v) = (ok(k.try_contiguous()), ok(v.try_contiguous()));
+    // The scale goes on the queries, whose dense copy the product needs anyway, rather
+    // than on the T x T scores.
+    let scale = E::from_f64(dims.scale);
+    let q = q * scale;
+    let (kt, back_kt) = StaticOps::transpose::<2, 3>(&k);
+    let (scores, back_qk) = StaticOps::matmul(&q, &kt);
+    let future = Tensor::<(usize, usize), bool>::full((t, t), true, q.device()).triu(1);
+    let ninf = E::from_f64(f64::NEG_INFINITY);
+    // The mask needs no backward: a masked score's softmax output is exactly 0 (its
+    // exp(-inf)), so the softmax backward, y (g - Σ g y), already gives it exactly 0 where
+    // the tape's masked-fill backward would write one. That spares a pass over the scores.
+    let masked = no_grad(|| scores.masked_fill(&future, ninf));
+    let (att, back_softmax) = StaticOps::softmax::<3>(&masked);
+    let (av, back_av) = StaticOps::matmul(&att, &v);
+    let backward = move |dav: &Heads<E>| {
+        let (datt, dv) = back2(back_av, dav, [true, true]);
+        let dscores = back1(back_softmax, &asked(datt));
+        let (dq, dkt) = back2(back_qk, &dscores, [true, true]);
+        let dq = dq.map(|d| &d * scale);
+        let dk = back1(back_kt, &asked(dkt));
+        [dq, Some(dk), dv]
+    };
+    (av, Box::new(backward))
+}
+
+/// Causal attention between the heads by the fused kernels (`Storage::flash_attention`): the
+/// dense heads in, the output and each row's log-sum-exp from one launch; the backward
+/// recomputes the probabilities from them in three launches.
+fn fused<E: Float>(
+    q: &Heads<E>,
+    k: &Heads<E>,
+    v: &Heads<E>,
+    dims: AttentionDims,
+) -> (Heads<E>, HeadsBack<E>) {
+    // The head views are strided; the kernels read dense `[B H, T, D/H]` rows.
+    let [q, k, v] = [q, k, v].map(|x| ok(dense(x)));
+    let (o, lse) = ok(q
+        .storage()
+        .flash_attention(k.storage(), v.storage(), dims)
+        .map_err(Into::into));
+    let av = Tensor::from_storage(o, q.shape());
+    let out = av.clone();
+    let backward = move |dav: &Heads<E>| {
+        let g = ok(dense(dav));
+        let grads = q.storage().flash_attention_backward(
+            (k.storage(), v.storage()),
+            (out.storage(), &lse),
+            g.storage(),
+            dims,
+        );
+        ok(grads.map_err(Into::into)).map(|s| Some(Tensor::from_storage(s, q.shape())))
+    };
+    (av, Box::new(backward))
 }

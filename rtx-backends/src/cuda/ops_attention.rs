@@ -1,0 +1,136 @@
+//! The GPU side of fused attention (`rtx-backends/src/storage/attention.rs`): the `#[kernel]`
+//! FlashAttention-2-style forward and its three backward kernels
+//! (`rtx_kernels::kernels::flash_attn_*`), launched on dense `[bh, t, d]` buffers in f16 or
+//! bf16.
+//!
+//! Invariant: nothing here is generic, so this launch code is compiled once, in this crate;
+//! the buffers arrive as device addresses with their element type.
+
+use super::kernels::{Arg, launch_entry};
+use super::launch::{DevicePtr, LaunchConfig};
+use crate::{AttentionDims, BackendError, Device, Result};
+use rtx_kernels::DType;
+use rtx_kernels::kernel::{KernelSource, LaunchConfig as Grid, Variant};
+use rtx_kernels::kernels::{
+    flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
+    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_launch,
+};
+
+/// The kernels' shared trailing arguments: `bh`, `t_q`, `t_k`, `d`, scale, causal, and
+/// `padded` (0: no key-length buffer).
+fn tail(dims: &AttentionDims) -> [Arg; 7] {
+    [
+        Arg::U64(dims.bh as u64),
+        Arg::U64(dims.t_q as u64),
+        Arg::U64(dims.t_k as u64),
+        Arg::U64(dims.d as u64),
+        Arg::F64(dims.scale),
+        Arg::U32(u32::from(dims.causal)),
+        Arg::U32(0),
+    ]
+}
+
+/// Launches `source`'s `dtype` entry over the grid of one of the kernels' `*_launch` helpers.
+///
+/// # Safety
+/// As [`launch_entry`]'s: every address in `args` is valid for what the kernel reads and
+/// writes given the sizes in `args`.
+unsafe fn launch(
+    ordinal: usize,
+    source: &'static KernelSource,
+    dtype: DType,
+    grid: Grid,
+    args: &[Arg],
+) -> Result<()> {
+    // One entry per element type (the kernels are generic over `T` alone).
+    let entry = source
+        .entries
+        .iter()
+        .find(|e| e.dtype == dtype && e.variant == Variant::Simt)
+        .ok_or(BackendError::NoKernel {
+            op: source.name,
+            device: Device::Cuda(ordinal),
+        })?;
+    let config = LaunchConfig {
+        grid: (grid.grid.x, grid.grid.y, grid.grid.z),
+        block: (grid.block.x, grid.block.y, grid.block.z),
+        shared_mem: 0,
+    };
+    // SAFETY: the caller's.
+    unsafe { launch_entry(ordinal, source, entry, config, args) }
+}
+
+/// `o = softmax(scale q kᵀ, masked) v` and each query row's log-sum-exp `lse` (f32), in one
+/// launch on GPU `ordinal`.
+///
+/// # Safety
+/// `q` and `o` hold `bh t_q d` elements of `dtype`, `k` and `v` `bh t_k d`, `lse` `bh t_q`
+/// f32s, all on that GPU, 16-byte aligned, for as long as the launch runs.
+pub(crate) unsafe fn forward(
+    ordinal: usize,
+    dtype: DType,
+    [q, k, v, o, lse]: [DevicePtr; 5],
+    dims: AttentionDims,
+) -> Result<()> {
+    let mut args = vec![
+        Arg::Ptr(q),
+        Arg::Ptr(k),
+        Arg::Ptr(v),
+        Arg::Ptr(o),
+        Arg::Ptr(lse),
+        // `key_len`, never read without `padded`: any address.
+        Arg::Ptr(q),
+    ];
+    args.extend(tail(&dims));
+    let grid = flash_attn_launch(dims.bh, dims.t_q);
+    // SAFETY: the caller's promise covers the extents the arguments name.
+    unsafe { launch(ordinal, &flash_attn_fwd::KERNEL, dtype, grid, &args) }
+}
+
+/// The gradients `dq`, `dk`, `dv` of the forward's inputs for the upstream gradient `dout` of
+/// its output `o`, from its `lse`: three launches on GPU `ordinal`, using `delta` (`bh t_q`
+/// f32s) as scratch.
+///
+/// # Safety
+/// `q`, `o`, `dout` and `dq` hold `bh t_q d` elements of `dtype`; `k`, `v`, `dk` and `dv`
+/// `bh t_k d`; `lse` and `delta` `bh t_q` f32s; all on that GPU, 16-byte aligned, for as
+/// long as the launches run.
+pub(crate) unsafe fn backward(
+    ordinal: usize,
+    dtype: DType,
+    [q, k, v, o, lse, dout]: [DevicePtr; 6],
+    [dq, dk, dv, delta]: [DevicePtr; 4],
+    dims: AttentionDims,
+) -> Result<()> {
+    let rows = dims.bh * dims.t_q;
+    let rowdot = [
+        Arg::Ptr(o),
+        Arg::Ptr(dout),
+        Arg::Ptr(delta),
+        Arg::U64(rows as u64),
+        Arg::U64(dims.d as u64),
+    ];
+    let shared = [q, k, v, dout, lse, delta].map(Arg::Ptr);
+    let mut dkdv = shared.to_vec();
+    dkdv.extend([Arg::Ptr(dk), Arg::Ptr(dv), Arg::Ptr(q)]);
+    dkdv.extend(tail(&dims));
+    let mut dqa = shared.to_vec();
+    dqa.extend([Arg::Ptr(dq), Arg::Ptr(q)]);
+    dqa.extend(tail(&dims));
+    // SAFETY: the caller's promise covers the extents the arguments name; `delta` is written
+    // by the first launch before the others read it (one stream).
+    unsafe {
+        let grid = flash_attn_bwd_rowdot_launch(rows);
+        launch(
+            ordinal,
+            &flash_attn_bwd_rowdot::KERNEL,
+            dtype,
+            grid,
+            &rowdot,
+        )?;
+        let grid = flash_attn_bwd_dkdv_launch(dims.bh, dims.t_k);
+        launch(ordinal, &flash_attn_bwd_dkdv::KERNEL, dtype, grid, &dkdv)?;
+        let grid = flash_attn_bwd_dq_launch(dims.bh, dims.t_q);
+        launch(ordinal, &flash_attn_bwd_dq::KERNEL, dtype, grid, &dqa)
+    }
+}
