@@ -160,9 +160,10 @@ impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
             let layout = Layout::new(&[b, h, t, dh], &[t * h * dh, dh, h * dh, 1], 0);
             return Ok(Tensor::from_storage_layout(out, layout, self.shape()));
         }
-        let q = self.try_reshape((b, h, t, dh))?;
-        let k = k.try_reshape((b, h, s, dh))?;
-        let v = v.try_reshape((b, h, s, dh))?;
+        // Run-time dims for the broadcasts below; views, not copies, of strided heads.
+        let q = self.retype((b, h, t, dh))?;
+        let k = k.retype((b, h, s, dh))?;
+        let v = v.retype((b, h, s, dh))?;
         // Scaling the queries touches T x Dh values per head rather than T x S scores.
         let mut scores = (q * E::from_f64(scale)).try_matmul(&k.transpose::<2, 3>())?;
         if causal {
@@ -181,7 +182,7 @@ impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
             )?;
         }
         let y = scores.softmax::<3>().try_matmul(&v)?;
-        y.try_reshape(self.shape())
+        y.retype(self.shape())
     }
 }
 

@@ -56,21 +56,31 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     /// A reshape whose element count the caller has checked. Backward rules use it: going back
     /// from `T` to `S` must not instantiate the compile-time check a second time, reversed.
     pub(crate) fn reshape_unchecked<T: Shape>(&self, shape: T) -> Result<Tensor<T, E>> {
-        let orig = self.shape();
-        // The same dims under another type (static to run-time, say): a view of any layout,
-        // where a strided one would otherwise be copied.
-        if shape.dims().as_ref() == self.dims() {
-            let out = self.view(self.layout().clone(), shape);
-            return Ok(self.track_view(out, move |g| g.reshape_unchecked(orig)));
-        }
         let source = self.try_contiguous()?;
         let layout = source
             .layout()
             .reshape(&shape.dims())
             .expect("contiguous reshape");
+        let orig = self.shape();
         Ok(self.track_view(source.view(layout, shape), move |g| {
             g.reshape_unchecked(orig)
         }))
+    }
+
+    /// The same dims under another shape type (static dims as run-time ones, say): a view of
+    /// any layout, where a reshape would copy a strided one. An error when the dims differ.
+    pub(crate) fn retype<T: Shape>(&self, shape: T) -> Result<Tensor<T, E>> {
+        if shape.dims().as_ref() != self.dims() {
+            return Err(Error::ShapeMismatch {
+                op: "retype",
+                lhs: describe(&self.shape()),
+                rhs: describe(&shape),
+                rule: "the dims must be equal",
+            });
+        }
+        let orig = self.shape();
+        let out = self.view(self.layout().clone(), shape);
+        Ok(self.track_view(out, move |g| g.retype(orig)))
     }
 
     /// Merges axes `START..=END` into one; the result shape `T` is specified by the caller (or
