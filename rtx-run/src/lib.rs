@@ -48,5 +48,9 @@
 compile_error!("rtx-run supports Linux only: it uses prctl(PR_SET_PDEATHSIG) and sigtimedwait");
 
 pub mod cli;
+pub mod output;
+pub mod signals;
+pub mod supervise;
 
 pub use cli::{Args, Config};
+pub use supervise::run;
