@@ -38,7 +38,8 @@
 //! other reason).
 //!
 //! Each rank leads its own session and process group, so signals reach the processes a rank
-//! starts as well (`cargo run` and the example it runs). No rank outlives rtx-run: every way
+//! starts as well (`cargo run` and the example it runs), and what a rank leaves running in its
+//! group when it exits is SIGKILLed. No rank outlives rtx-run: every way
 //! out kills and reaps the ranks still running, and a rank is SIGKILLed by the kernel when
 //! rtx-run itself is killed. `--prefix-output` puts `[rank N] ` before each line a rank prints.
 //!

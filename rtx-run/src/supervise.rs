@@ -3,7 +3,8 @@
 //! Each rank is the leader of its own session, hence of its own process group, so a signal
 //! sent to the group reaches the rank and whatever it started (`cargo run` and the program it
 //! runs, `sh -c` and its children). A group is signalled only while its leader is unreaped:
-//! until then its id cannot belong to anyone else. Ranks left running on any way out of
+//! until then its id cannot belong to anyone else. When a rank exits, what it left running in
+//! its group is SIGKILLed before the rank is reaped. Ranks left running on any way out of
 //! [`run`], an error or a panic included, are SIGKILLed and reaped by `Job`'s `Drop`, and a
 //! rank dies with the launcher even when the launcher is SIGKILLed (`PR_SET_PDEATHSIG`).
 
@@ -155,11 +156,17 @@ impl Job {
         self.live().next().is_none()
     }
 
-    /// Reaps the ranks that have exited since the last call, returning their statuses.
+    /// Reaps the ranks that have exited since the last call, returning their statuses. What
+    /// such a rank left running in its process group is SIGKILLed first, while the unreaped
+    /// rank still holds the group's id.
     fn reap(&mut self) -> io::Result<Vec<(u64, ExitStatus)>> {
         let mut exited = Vec::new();
         for rank in self.ranks.iter_mut().filter(|r| r.status.is_none()) {
-            if let Some(status) = rank.child.try_wait()? {
+            let pid = rank.child.id();
+            if has_exited(pid)? {
+                // SAFETY: a plain system call; the group's id is still this rank's (see above).
+                unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
+                let status = rank.child.wait()?;
                 rank.status = Some(status);
                 exited.push((rank.rank, status));
             }
@@ -185,6 +192,23 @@ impl Drop for Job {
             rank.status = rank.child.wait().ok();
         }
     }
+}
+
+/// Whether the child `pid` has exited, leaving it unreaped (`WNOWAIT`).
+fn has_exited(pid: u32) -> io::Result<bool> {
+    // SAFETY: all zeros is a valid siginfo_t, and waitid writes only into it.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let options = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+    // SAFETY: as above; `pid` is our own child.
+    while unsafe { libc::waitid(libc::P_PID, pid, &mut info, options) } == -1 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    // With WNOHANG, waitid leaves si_pid 0 while the child runs.
+    // SAFETY: si_pid reads the field waitid fills for every child state.
+    Ok(unsafe { info.si_pid() } != 0)
 }
 
 /// Starts this node's `local` rank with its environment, in a session of its own.

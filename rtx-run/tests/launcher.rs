@@ -203,6 +203,58 @@ fn a_rank_killed_by_a_signal_gives_128_plus_the_signal() {
 }
 
 #[test]
+fn processes_a_rank_started_are_stopped_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Rank 0's sleep is its child, not the rank itself: it is reached through the rank's
+    // process group. Its pid goes into the pid file in place of the shell's.
+    let rest = r#"sleep 60 & echo $! > "$1/child.tmp" && mv "$1/child.tmp" "$1/child"; wait"#;
+    let script = one_fails(
+        2,
+        1,
+        r#"while [ ! -e "$1/child" ]; do sleep 0.02; done; exit 5"#,
+        rest,
+    );
+    let (child, started) = start(dir.path(), &["--nproc-per-node", "2"], &script);
+    let shell = pids(dir.path(), &[0]);
+    let run = finish(dir.path(), child, started, Duration::from_secs(10));
+    assert_eq!(run.status.code(), Some(5), "{}", run.stderr);
+    let grandchild: libc::pid_t = fs::read_to_string(dir.path().join("child"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_gone(&[shell[0], grandchild]);
+}
+
+#[test]
+fn what_a_rank_leaves_running_ends_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let script =
+        r#"sleep 60 & echo $! > "$1/child.tmp.$RANK" && mv "$1/child.tmp.$RANK" "$1/child.$RANK""#;
+    let run = launch(dir.path(), &["--nproc-per-node", "2"], script);
+    assert!(run.status.success(), "{}", run.stderr);
+    let leftovers: Vec<libc::pid_t> = (0..2)
+        .map(|r| {
+            let text = fs::read_to_string(dir.path().join(format!("child.{r}"))).unwrap();
+            text.trim().parse().unwrap()
+        })
+        .collect();
+    assert_gone(&leftovers);
+}
+
+#[test]
+fn ranks_die_with_a_launcher_that_is_sigkilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("{WRITE_PID}; exec sleep 60");
+    let (mut child, _) = start(dir.path(), &["--nproc-per-node", "2"], &script);
+    let ranks = pids(dir.path(), &[0, 1]);
+    // SIGKILL leaves the launcher no chance to clean up: the kernel's PR_SET_PDEATHSIG must.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_gone(&ranks);
+}
+
+#[test]
 fn a_rank_that_ignores_sigterm_is_killed_after_the_grace_period() {
     let dir = tempfile::tempdir().unwrap();
     // `trap '' TERM` makes the shell ignore SIGTERM, and `exec` keeps that for sleep. It
