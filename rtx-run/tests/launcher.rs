@@ -336,6 +336,41 @@ fn sigint_to_the_launcher_stops_ranks_that_do_not_catch_it() {
 }
 
 #[test]
+fn a_signal_ignored_when_the_launcher_starts_stays_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("{WRITE_PID}; exec sleep 60");
+    // As under `nohup`: the shell ignores SIGHUP, and `exec` hands that on to rtx-run.
+    let started = Instant::now();
+    let child = Command::new("sh")
+        .args(["-c", r#"trap '' HUP; exec "$0" "$@""#, RTX_RUN])
+        .args(["--nproc-per-node", "2", "--", "sh", "-c", &script, "sh"])
+        .arg(dir.path())
+        .stdout(fs::File::create(dir.path().join("launcher.out")).unwrap())
+        .stderr(fs::File::create(dir.path().join("launcher.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let ranks = pids(dir.path(), &[0, 1]);
+    let launcher = child.id() as libc::pid_t;
+    // SAFETY: plain system calls to our own child and its children.
+    unsafe {
+        assert_eq!(libc::kill(launcher, libc::SIGHUP), 0);
+        sleep(Duration::from_millis(300));
+        for &pid in &ranks {
+            assert_eq!(
+                libc::kill(pid, 0),
+                0,
+                "rank {pid} ended on an ignored SIGHUP"
+            );
+        }
+        assert_eq!(libc::kill(launcher, libc::SIGTERM), 0);
+    }
+    let run = finish(dir.path(), child, started, Duration::from_secs(10));
+    assert_eq!(run.status.code(), Some(128 + 15), "{}", run.stderr);
+    assert!(!run.stderr.contains("SIGHUP"), "{}", run.stderr);
+    assert_gone(&ranks);
+}
+
+#[test]
 fn prefixed_output_names_the_rank_on_every_line() {
     let dir = tempfile::tempdir().unwrap();
     let script = r#"echo "out $RANK"; echo "err $RANK" >&2; printf 'no newline'"#;
