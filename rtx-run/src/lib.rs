@@ -7,7 +7,8 @@
 //!
 //! For example `rtx-run --nproc-per-node 2 -- cargo run --release --example ddp` trains on two
 //! GPUs of one machine. On several nodes, run it once per node with the same `--nnodes`,
-//! `--master-addr` and `--master-port` and each node's own `--node-rank`.
+//! `--master-addr` and `--master-port` and each node's own `--node-rank`. torchrun's spellings
+//! (`--nproc_per_node`, `--node_rank`, ...) are accepted too.
 //!
 //! # What a rank sees
 //!

@@ -8,7 +8,6 @@
 //! [`run`], an error or a panic included, are SIGKILLed and reaped by `Job`'s `Drop`, and a
 //! rank dies with the launcher even when the launcher is SIGKILLed (`PR_SET_PDEATHSIG`).
 
-use std::ffi::OsStr;
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -117,7 +116,7 @@ fn start_all(config: &Config, job: &mut Job, copiers: &mut Copiers) -> Option<i3
             Err(e) => {
                 eprintln!(
                     "rtx-run: cannot start `{}` for rank {}: {e}",
-                    display(&config.program),
+                    config.program.to_string_lossy(),
                     config.rank(local)
                 );
                 // 127: not found; 126: found but not runnable.
@@ -289,11 +288,6 @@ fn describe(status: ExitStatus) -> String {
         (None, Some(signo)) => format!("was killed by {}", signals::describe(signo)),
         (None, None) => format!("ended with status {status}"),
     }
-}
-
-/// A program name for messages.
-fn display(program: &OsStr) -> String {
-    program.to_string_lossy().into_owned()
 }
 
 #[cfg(test)]
