@@ -14,6 +14,7 @@ fn every_path_in_the_architecture_page_exists() {
                 "rtx-backends/",
                 "rtx-macros/",
                 "rtx-models/",
+                "rtx-run/",
                 "tests/",
                 "benches/",
             ]
