@@ -15,6 +15,7 @@ mod checkpoint;
 mod compiled;
 mod compiled_models;
 mod data;
+mod dist;
 mod display_parity;
 mod first_model;
 mod gguf;
