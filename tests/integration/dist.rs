@@ -23,7 +23,10 @@ fn rank_child() {
         return;
     };
     let out = std::env::var("RTX_DIST_OUT").unwrap();
-    let victim: usize = std::env::var("RTX_DIST_VICTIM").map_or(usize::MAX, |v| v.parse().unwrap());
+    let victim: usize = std::env::var("RTX_DIST_VICTIM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(usize::MAX);
     let result = match scenario.as_str() {
         "collectives" => collectives(),
         "exit" | "hang" => fault(&scenario, victim),
@@ -46,7 +49,11 @@ fn input<E: Element>(rank: usize, i: usize) -> E {
         let scale = [0.001, 0.37, 1.0, 13.0][(rank + i) % 4];
         E::from_f64(k * scale + 0.25)
     } else {
-        let big = if E::DTYPE == DType::I64 { 10_000_019 } else { 1009 };
+        let big = if E::DTYPE == DType::I64 {
+            10_000_019
+        } else {
+            1009
+        };
         E::from_i64(k as i64 * big + (rank * 7 + i) as i64)
     }
 }
@@ -79,7 +86,13 @@ fn reference<E: Element>(parts: &[Vec<E>], op: ReduceOp) -> Vec<E> {
                 }
                 E::from_f64(acc)
             } else {
-                let narrow = |x: i64| if E::DTYPE == DType::I32 { x as i32 as i64 } else { x };
+                let narrow = |x: i64| {
+                    if E::DTYPE == DType::I32 {
+                        x as i32 as i64
+                    } else {
+                        x
+                    }
+                };
                 let mut acc = parts[0][i].to_i64();
                 for p in &parts[1..] {
                     let x = p[i].to_i64();
@@ -121,7 +134,11 @@ fn check_type<E: Element>(pg: &dist::ProcessGroup) -> rtx::Result<()> {
             }
             pg.all_reduce(&mut t, op)?;
             let want = reference(&all, op);
-            assert_eq!(bits(&t.to_vec()), bits(&want), "all_reduce {name} {op:?} n={n}");
+            assert_eq!(
+                bits(&t.to_vec()),
+                bits(&want),
+                "all_reduce {name} {op:?} n={n}"
+            );
             assert_eq!(t.dims(), &[n]);
 
             // reduce_scatter: rank q's block j is the input of (q, j * n + i).
@@ -133,17 +150,29 @@ fn check_type<E: Element>(pg: &dist::ProcessGroup) -> rtx::Result<()> {
                 .map(|q| (0..n).map(|i| input(q, rank * n + i)).collect())
                 .collect();
             let want = reference(&per_rank, op);
-            assert_eq!(bits(&got.to_vec()), bits(&want), "reduce_scatter {name} {op:?} n={n}");
+            assert_eq!(
+                bits(&got.to_vec()),
+                bits(&want),
+                "reduce_scatter {name} {op:?} n={n}"
+            );
         }
         for root in [0, world - 1] {
             let mut t = tensor(all[rank].clone());
             pg.broadcast(&mut t, root)?;
-            assert_eq!(bits(&t.to_vec()), bits(&all[root]), "broadcast {name} from {root}");
+            assert_eq!(
+                bits(&t.to_vec()),
+                bits(&all[root]),
+                "broadcast {name} from {root}"
+            );
         }
         let gathered = pg.all_gather(&tensor(all[rank].clone()))?;
         assert_eq!(gathered.len(), world);
         for (q, g) in gathered.iter().enumerate() {
-            assert_eq!(bits(&g.to_vec()), bits(&all[q]), "all_gather {name} from {q}");
+            assert_eq!(
+                bits(&g.to_vec()),
+                bits(&all[q]),
+                "all_gather {name} from {q}"
+            );
         }
     }
     Ok(())
@@ -162,11 +191,16 @@ fn collectives() -> rtx::Result<()> {
 
     // A strided view is sent in logical order; a 2-D tensor keeps its shape; a view sharing
     // the old storage keeps the old values.
-    let base: Tensor<Rank2<2, 3>> = Tensor::from_vec(inputs(pg.rank(), 6), (Const, Const), Device::Cpu);
+    let base: Tensor<Rank2<2, 3>> =
+        Tensor::from_vec(inputs(pg.rank(), 6), (Const, Const), Device::Cpu);
     let mut t = base.t();
     pg.all_reduce(&mut t, ReduceOp::Max)?;
     let all: Vec<Vec<f32>> = (0..pg.world_size())
-        .map(|r| Tensor::<Rank2<2, 3>>::from_vec(inputs(r, 6), (Const, Const), Device::Cpu).t().to_vec())
+        .map(|r| {
+            Tensor::<Rank2<2, 3>>::from_vec(inputs(r, 6), (Const, Const), Device::Cpu)
+                .t()
+                .to_vec()
+        })
         .collect();
     assert_eq!(t.dims(), &[3, 2]);
     assert_eq!(bits(&t.to_vec()), bits(&reference(&all, ReduceOp::Max)));
@@ -174,7 +208,11 @@ fn collectives() -> rtx::Result<()> {
 
     // Arguments every rank gets wrong alike fail before anything is sent.
     assert!(pg.broadcast(&mut t, pg.world_size()).is_err());
-    assert!(pg.reduce_scatter(&[tensor(vec![1.0f32])], ReduceOp::Sum).is_err() || pg.world_size() == 1);
+    assert!(
+        pg.reduce_scatter(&[tensor(vec![1.0f32])], ReduceOp::Sum)
+            .is_err()
+            || pg.world_size() == 1
+    );
     pg.barrier()
 }
 
@@ -212,7 +250,9 @@ fn free_port() -> u16 {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dist").join(name);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("dist")
+        .join(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -227,15 +267,24 @@ struct Outcome {
 
 impl Outcome {
     fn report(&self, rank: usize) -> &str {
-        self.reports[rank]
-            .as_deref()
-            .unwrap_or_else(|| panic!("rank {rank} reported nothing; its log:\n{}", self.logs[rank]))
+        self.reports[rank].as_deref().unwrap_or_else(|| {
+            panic!(
+                "rank {rank} reported nothing; its log:\n{}",
+                self.logs[rank]
+            )
+        })
     }
 }
 
 /// Runs `world` ranks of `scenario` with extra variables `vars` (a `None` value removes one),
 /// waits for every rank but `victim` to finish, then kills the rest.
-fn launch(name: &str, world: usize, scenario: &str, victim: Option<usize>, vars: &[(&str, Option<&str>)]) -> Outcome {
+fn launch(
+    name: &str,
+    world: usize,
+    scenario: &str,
+    victim: Option<usize>,
+    vars: &[(&str, Option<&str>)],
+) -> Outcome {
     let d = dir(name);
     let port = free_port().to_string();
     let exe = std::env::current_exe().unwrap();
@@ -252,7 +301,10 @@ fn launch(name: &str, world: usize, scenario: &str, victim: Option<usize>, vars:
                 .env("MASTER_ADDR", "127.0.0.1")
                 .env("MASTER_PORT", &port)
                 .env("RTX_DIST_TIMEOUT", "10")
-                .env("RTX_DIST_VICTIM", victim.map_or(String::new(), |v| v.to_string()))
+                .env(
+                    "RTX_DIST_VICTIM",
+                    victim.map_or(String::new(), |v| v.to_string()),
+                )
                 .stdin(Stdio::null())
                 .stdout(std::fs::File::create(d.join(format!("rank{rank}.log"))).unwrap())
                 .stderr(std::fs::File::create(d.join(format!("rank{rank}.err"))).unwrap());
@@ -272,7 +324,10 @@ fn launch(name: &str, world: usize, scenario: &str, victim: Option<usize>, vars:
             continue;
         }
         while child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "rank {rank} of {scenario} still runs after 60 s");
+            assert!(
+                Instant::now() < deadline,
+                "rank {rank} of {scenario} still runs after 60 s"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         elapsed = elapsed.max(start.elapsed());
@@ -295,9 +350,20 @@ fn launch(name: &str, world: usize, scenario: &str, victim: Option<usize>, vars:
 }
 
 fn every_collective_matches_the_reference(world: usize) {
-    let out = launch(&format!("collectives-{world}"), world, "collectives", None, &[]);
+    let out = launch(
+        &format!("collectives-{world}"),
+        world,
+        "collectives",
+        None,
+        &[],
+    );
     for rank in 0..world {
-        assert_eq!(out.report(rank), "ok", "rank {rank}; its log:\n{}", out.logs[rank]);
+        assert_eq!(
+            out.report(rank),
+            "ok",
+            "rank {rank}; its log:\n{}",
+            out.logs[rank]
+        );
     }
 }
 
@@ -317,7 +383,8 @@ fn all_blame(out: &Outcome, world: usize, victim: usize) {
     for rank in (0..world).filter(|&r| r != victim) {
         let report = out.report(rank);
         assert!(
-            report.starts_with(&format!("dist Some({victim})\n")) && report.contains(&format!("rank {victim} ")),
+            report.starts_with(&format!("dist Some({victim})\n"))
+                && report.contains(&format!("rank {victim} ")),
             "rank {rank} should blame rank {victim}: {report}\nlog:\n{}",
             out.logs[rank]
         );
@@ -329,7 +396,12 @@ fn a_rank_that_exits_makes_the_others_fail_naming_it() {
     // Fast, not after the 10 s timeout: a closed connection is noticed at once.
     let out = launch("exit-4", 4, "exit", Some(1), &[]);
     all_blame(&out, 4, 1);
-    assert!(out.reports[0].as_deref().unwrap().contains("closed its connection"));
+    assert!(
+        out.reports[0]
+            .as_deref()
+            .unwrap()
+            .contains("closed its connection")
+    );
     assert!(out.elapsed < Duration::from_secs(8), "{:?}", out.elapsed);
     let out = launch("exit-2", 2, "exit", Some(0), &[]);
     all_blame(&out, 2, 0);
@@ -337,14 +409,27 @@ fn a_rank_that_exits_makes_the_others_fail_naming_it() {
 
 #[test]
 fn a_rank_that_hangs_makes_the_others_time_out_naming_it() {
-    let out = launch("hang-4", 4, "hang", Some(2), &[("RTX_DIST_TIMEOUT", Some("1.5"))]);
+    let out = launch(
+        "hang-4",
+        4,
+        "hang",
+        Some(2),
+        &[("RTX_DIST_TIMEOUT", Some("1.5"))],
+    );
     all_blame(&out, 4, 2);
     for rank in [0, 1, 3] {
         let report = out.report(rank);
-        assert!(report.contains("1.5 s") || report.contains("because rank 2 failed"), "{report}");
+        assert!(
+            report.contains("1.5 s") || report.contains("because rank 2 failed"),
+            "{report}"
+        );
     }
     // Not before the timeout, and within it plus the quarter the ranks take to agree.
-    assert!(out.elapsed >= Duration::from_millis(1500), "{:?}", out.elapsed);
+    assert!(
+        out.elapsed >= Duration::from_millis(1500),
+        "{:?}",
+        out.elapsed
+    );
     assert!(out.elapsed < Duration::from_secs(6), "{:?}", out.elapsed);
 }
 
@@ -358,7 +443,13 @@ fn a_bad_environment_is_named() {
     let out = launch("env-addr", 1, "init", None, &[("MASTER_ADDR", None)]);
     let r = out.report(0);
     assert!(r.contains("MASTER_ADDR is not set"), "{r}");
-    let out = launch("env-timeout", 1, "init", None, &[("RTX_DIST_TIMEOUT", Some("soon"))]);
+    let out = launch(
+        "env-timeout",
+        1,
+        "init",
+        None,
+        &[("RTX_DIST_TIMEOUT", Some("soon"))],
+    );
     let r = out.report(0);
     assert!(r.contains("RTX_DIST_TIMEOUT=\"soon\""), "{r}");
 }

@@ -147,7 +147,10 @@ mod tests {
     fn shares(len: usize, world: usize, drop: bool, epoch: u64) -> Vec<Vec<usize>> {
         (0..world)
             .map(|r| {
-                let mut s = DistributedSampler::new(len, r, world).unwrap().seed(3).drop_last(drop);
+                let mut s = DistributedSampler::new(len, r, world)
+                    .unwrap()
+                    .seed(3)
+                    .drop_last(drop);
                 s.set_epoch(epoch);
                 s.indices()
             })

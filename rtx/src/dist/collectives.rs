@@ -33,8 +33,13 @@ pub(crate) trait Collectives: Send {
 
     /// Reduces `input` (`world_size` blocks of `out.len()` bytes) across ranks and leaves
     /// block `rank` of the reduction in `out`.
-    fn reduce_scatter(&mut self, input: &[u8], out: &mut [u8], dtype: DType, op: ReduceOp)
-    -> Result<()>;
+    fn reduce_scatter(
+        &mut self,
+        input: &[u8],
+        out: &mut [u8],
+        dtype: DType,
+        op: ReduceOp,
+    ) -> Result<()>;
 
     /// Returns once every rank has called it.
     fn barrier(&mut self) -> Result<()>;

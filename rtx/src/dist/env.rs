@@ -14,11 +14,11 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 ///
 /// ```
 /// use rtx::dist::Env;
-/// let vars = [("RANK", "1"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "node0"), ("MASTER_PORT", "29500")];
+/// let vars = [("RANK", "1"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "node0"), ("MASTER_PORT", "1")];
 /// let var = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
 /// let env = Env::from_lookup(var).unwrap();
 /// assert_eq!((env.rank, env.world_size, env.local_rank), (1, 2, 1));
-/// assert_eq!(env.master_port, 29500);
+/// assert_eq!(env.master_port, 1);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Env {
@@ -51,12 +51,17 @@ impl Env {
         let world_size: usize = parse(&var, "WORLD_SIZE")?;
         let rank: usize = parse(&var, "RANK")?;
         if world_size == 0 {
-            return Err(env_error(None, "WORLD_SIZE is 0: a group needs at least one rank"));
+            return Err(env_error(
+                None,
+                "WORLD_SIZE is 0: a group needs at least one rank",
+            ));
         }
         if rank >= world_size {
             return Err(env_error(
                 Some(rank),
-                &format!("RANK={rank} is not below WORLD_SIZE={world_size}: ranks are 0..{world_size}"),
+                &format!(
+                    "RANK={rank} is not below WORLD_SIZE={world_size}: ranks are 0..{world_size}"
+                ),
             ));
         }
         let local_rank = match var("LOCAL_RANK") {
@@ -89,6 +94,12 @@ impl Env {
 ///
 /// # Errors
 /// [`Error::Dist`] quoting the value when it is not a positive number of seconds.
+///
+/// ```
+/// let t = rtx::dist::timeout_from_env()?; // 300 s unless RTX_DIST_TIMEOUT says otherwise
+/// assert!(t.as_secs_f64() > 0.0);
+/// # Ok::<(), rtx::Error>(())
+/// ```
 pub fn timeout_from_env() -> Result<Duration> {
     let Ok(text) = std::env::var("RTX_DIST_TIMEOUT") else {
         return Ok(DEFAULT_TIMEOUT);
@@ -138,7 +149,11 @@ mod tests {
     use super::*;
 
     fn env(vars: &[(&str, &str)]) -> Result<Env> {
-        Env::from_lookup(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+        Env::from_lookup(|k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
     }
 
     const OK: [(&str, &str); 5] = [

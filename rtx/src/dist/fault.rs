@@ -144,7 +144,10 @@ pub(crate) fn blame(
                 };
             }
             None => {
-                let via: Vec<String> = path[1..path.len() - 1].iter().map(|r| r.to_string()).collect();
+                let via: Vec<String> = path[1..path.len() - 1]
+                    .iter()
+                    .map(|r| r.to_string())
+                    .collect();
                 return Error::Dist {
                     rank: Some(at),
                     msg: format!(
@@ -184,17 +187,45 @@ mod tests {
         note_waiting(&store, "t", 2, 3);
         note_waiting(&store, "t", 3, 1);
         let grace = Duration::from_millis(50);
-        let e = blame(&store, "t", (0, 2), "all_reduce #1", Seen::Silent, "direct".into(), grace);
+        let e = blame(
+            &store,
+            "t",
+            (0, 2),
+            "all_reduce #1",
+            Seen::Silent,
+            "direct".into(),
+            grace,
+        );
         assert!(matches!(e, Error::Dist { rank: Some(1), .. }), "{e:?}");
         assert!(e.to_string().contains("ranks 2, 3 wait on rank 1"), "{e}");
         // A rank that failed first names the origin for the ranks that see it close.
         note_failed(&store, "t", 3, 1, "rank 3: rank 1 closed its connection");
-        let e = blame(&store, "t", (0, 3), "barrier #2", Seen::Closed, "direct".into(), grace);
+        let e = blame(
+            &store,
+            "t",
+            (0, 3),
+            "barrier #2",
+            Seen::Closed,
+            "direct".into(),
+            grace,
+        );
         assert!(matches!(e, Error::Dist { rank: Some(1), .. }), "{e:?}");
-        assert!(e.to_string().contains("because rank 1 failed: rank 3: rank 1 closed"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("because rank 1 failed: rank 3: rank 1 closed"),
+            "{e}"
+        );
         // Two ranks waiting on each other are a cycle, not a hang of either.
         note_waiting(&store, "u", 1, 0);
-        let e = blame(&store, "u", (0, 1), "broadcast #1", Seen::Silent, "direct".into(), grace);
+        let e = blame(
+            &store,
+            "u",
+            (0, 1),
+            "broadcast #1",
+            Seen::Silent,
+            "direct".into(),
+            grace,
+        );
         assert!(e.to_string().contains("cycle (0 -> 1 -> 0)"), "{e}");
     }
 }

@@ -45,7 +45,12 @@ pub struct InitOptions {
 
 impl InitOptions {
     /// Rank `rank` of `world_size`, with the store at `master_addr:master_port`.
-    pub fn new(rank: usize, world_size: usize, master_addr: impl Into<String>, master_port: u16) -> Self {
+    pub fn new(
+        rank: usize,
+        world_size: usize,
+        master_addr: impl Into<String>,
+        master_port: u16,
+    ) -> Self {
         InitOptions {
             rank,
             world_size,
@@ -58,7 +63,12 @@ impl InitOptions {
     /// The options torchrun's (or `rtx-run`'s) environment gives: see [`Env::from_env`].
     pub fn from_env() -> Result<InitOptions> {
         let env = Env::from_env()?;
-        Ok(InitOptions::new(env.rank, env.world_size, env.master_addr, env.master_port))
+        Ok(InitOptions::new(
+            env.rank,
+            env.world_size,
+            env.master_addr,
+            env.master_port,
+        ))
     }
 
     /// Sets the timeout instead of reading `RTX_DIST_TIMEOUT`.
@@ -117,6 +127,12 @@ pub fn init_with(options: InitOptions) -> Result<ProcessGroup> {
         });
     }
     let timeout = match timeout {
+        Some(t) if t.is_zero() => {
+            return Err(Error::Dist {
+                rank: Some(rank),
+                msg: "the timeout is 0: every wait for another rank would fail at once".into(),
+            });
+        }
         Some(t) => t,
         None => timeout_from_env()?,
     };
@@ -233,7 +249,11 @@ impl ProcessGroup {
     /// assert!(pg.all_reduce(&mut t, ReduceOp::Avg).is_err()); // integers have no mean
     /// # Ok::<(), rtx::Error>(())
     /// ```
-    pub fn all_reduce<S: Shape, E: Element>(&self, tensor: &mut Tensor<S, E>, op: ReduceOp) -> Result<()> {
+    pub fn all_reduce<S: Shape, E: Element>(
+        &self,
+        tensor: &mut Tensor<S, E>,
+        op: ReduceOp,
+    ) -> Result<()> {
         check("all_reduce", E::DTYPE, op)?;
         let mut bytes = host_bytes(tensor)?;
         self.backend().all_reduce(&mut bytes, E::DTYPE, op)?;
@@ -251,7 +271,11 @@ impl ProcessGroup {
     /// assert!(pg.broadcast(&mut t, 1).is_err()); // no rank 1 in a group of one
     /// # Ok::<(), rtx::Error>(())
     /// ```
-    pub fn broadcast<S: Shape, E: Element>(&self, tensor: &mut Tensor<S, E>, root: usize) -> Result<()> {
+    pub fn broadcast<S: Shape, E: Element>(
+        &self,
+        tensor: &mut Tensor<S, E>,
+        root: usize,
+    ) -> Result<()> {
         self.check_rank("broadcast", root)?;
         let mut bytes = host_bytes(tensor)?;
         self.backend().broadcast(&mut bytes, root)?;
@@ -272,7 +296,10 @@ impl ProcessGroup {
     /// assert_eq!(all[pg.rank()].to_vec(), t.to_vec());
     /// # Ok::<(), rtx::Error>(())
     /// ```
-    pub fn all_gather<S: Shape, E: Element>(&self, tensor: &Tensor<S, E>) -> Result<Vec<Tensor<S, E>>> {
+    pub fn all_gather<S: Shape, E: Element>(
+        &self,
+        tensor: &Tensor<S, E>,
+    ) -> Result<Vec<Tensor<S, E>>> {
         let bytes = host_bytes(tensor)?;
         let mut out = vec![0u8; bytes.len() * self.world];
         self.backend().all_gather(&bytes, &mut out)?;
@@ -280,7 +307,10 @@ impl ProcessGroup {
         (0..self.world)
             .map(|q| {
                 let v: Vec<E> = vec_from_bytes("all_gather", &out[q * each..][..each])?;
-                Ok(Tensor::from_storage(Storage::from_vec(v, tensor.device())?, tensor.shape()))
+                Ok(Tensor::from_storage(
+                    Storage::from_vec(v, tensor.device())?,
+                    tensor.shape(),
+                ))
             })
             .collect()
     }
@@ -304,7 +334,11 @@ impl ProcessGroup {
     /// assert_eq!(out.to_vec(), [0.0, 0.0]); // rank 0's block, summed over one rank
     /// # Ok::<(), rtx::Error>(())
     /// ```
-    pub fn reduce_scatter<S: Shape, E: Element>(&self, inputs: &[Tensor<S, E>], op: ReduceOp) -> Result<Tensor<S, E>> {
+    pub fn reduce_scatter<S: Shape, E: Element>(
+        &self,
+        inputs: &[Tensor<S, E>],
+        op: ReduceOp,
+    ) -> Result<Tensor<S, E>> {
         check("reduce_scatter", E::DTYPE, op)?;
         let Some(first) = inputs.first().filter(|_| inputs.len() == self.world) else {
             return Err(Error::BadArgument {
@@ -329,9 +363,13 @@ impl ProcessGroup {
             input.extend_from_slice(&host_bytes(t)?);
         }
         let mut out = vec![0u8; input.len() / self.world];
-        self.backend().reduce_scatter(&input, &mut out, E::DTYPE, op)?;
+        self.backend()
+            .reduce_scatter(&input, &mut out, E::DTYPE, op)?;
         let v: Vec<E> = vec_from_bytes("reduce_scatter", &out)?;
-        Ok(Tensor::from_storage(Storage::from_vec(v, first.device())?, first.shape()))
+        Ok(Tensor::from_storage(
+            Storage::from_vec(v, first.device())?,
+            first.shape(),
+        ))
     }
 
     /// Returns once every rank has called it (`dist.barrier`).
@@ -351,7 +389,10 @@ impl ProcessGroup {
         }
         Err(Error::BadArgument {
             op,
-            msg: format!("root rank {root} is not below the world size {}", self.world),
+            msg: format!(
+                "root rank {root} is not below the world size {}",
+                self.world
+            ),
         })
     }
 }

@@ -65,7 +65,11 @@ pub(crate) fn check(what: &str, dtype: DType, op: ReduceOp) -> Result<()> {
     };
     Err(Error::BadArgument {
         op: "dist",
-        msg: format!("{what} of {} tensors with {}: {why}", dtype.name(), op.name()),
+        msg: format!(
+            "{what} of {} tensors with {}: {why}",
+            dtype.name(),
+            op.name()
+        ),
     })
 }
 
@@ -109,7 +113,11 @@ fn fold<L: Lane>(parts: &[&[u8]], out: &mut [u8], op: ReduceOp) {
         }
     }
     for (a, o) in acc.into_iter().zip(out.chunks_exact_mut(L::SIZE)) {
-        let a = if op == ReduceOp::Avg { L::mean(a, parts.len()) } else { a };
+        let a = if op == ReduceOp::Avg {
+            L::mean(a, parts.len())
+        } else {
+            a
+        };
         L::store(a, o);
     }
 }
@@ -198,8 +206,14 @@ mod tests {
         // 1e8 + 1 - 1e8 in f32 is 0 left to right, 1 in another order.
         let parts = [vec![1e8f32], vec![1.0], vec![-1e8]];
         assert_eq!(run(&parts, ReduceOp::Sum), [0.0]);
-        assert_eq!(run(&[vec![1.0f64, 2.0], vec![3.0, -4.0]], ReduceOp::Avg), [2.0, -1.0]);
-        assert_eq!(run(&[vec![2.0f32, 5.0], vec![3.0, -1.0]], ReduceOp::Product), [6.0, -5.0]);
+        assert_eq!(
+            run(&[vec![1.0f64, 2.0], vec![3.0, -4.0]], ReduceOp::Avg),
+            [2.0, -1.0]
+        );
+        assert_eq!(
+            run(&[vec![2.0f32, 5.0], vec![3.0, -1.0]], ReduceOp::Product),
+            [6.0, -5.0]
+        );
         let nan = run(&[vec![f32::NAN, 1.0], vec![0.0, 2.0]], ReduceOp::Max);
         assert!(nan[0].is_nan() && nan[1] == 2.0);
         assert_eq!(run(&[vec![-1.0f32], vec![-3.0]], ReduceOp::Min), [-3.0]);

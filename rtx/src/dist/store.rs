@@ -11,7 +11,9 @@
 //! TIMEOUT`; `ADD key delta -> OK new` (the counter is kept as decimal text, as PyTorch's
 //! store does); `WAIT n key.. wait_ms -> OK | TIMEOUT missing-key`.
 
-use super::wire::{get_bytes, get_u8, get_u64, is_disconnect, is_timeout, put_bytes, put_u8, put_u64};
+use super::wire::{
+    get_bytes, get_u8, get_u64, is_disconnect, is_timeout, put_bytes, put_u8, put_u64,
+};
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter, Write};
@@ -50,7 +52,11 @@ impl Table {
     }
 
     /// Waits until every key in `keys` is set or `wait` passes; returns the first missing key.
-    fn wait_for<'k>(&self, keys: &'k [String], wait: Duration) -> (MutexGuard<'_, Map>, Option<&'k String>) {
+    fn wait_for<'k>(
+        &self,
+        keys: &'k [String],
+        wait: Duration,
+    ) -> (MutexGuard<'_, Map>, Option<&'k String>) {
         let deadline = Instant::now() + wait;
         let mut map = self.lock();
         loop {
@@ -103,7 +109,10 @@ impl StoreServer {
                 "rank 0 cannot serve the store on {host}:{port} (MASTER_ADDR, MASTER_PORT): {e}"
             ),
         };
-        let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(|e| fail(&e))?.collect();
+        let addrs: Vec<SocketAddr> = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| fail(&e))?
+            .collect();
         let listener = TcpListener::bind(&addrs[..]).map_err(|e| fail(&e))?;
         let addr = listener.local_addr().map_err(|e| fail(&e))?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -211,7 +220,9 @@ fn serve(conn: TcpStream, table: &Table) -> io::Result<()> {
                 let n = get_u64(&mut r)?;
                 let mut keys = vec![key];
                 for _ in 1..n {
-                    keys.push(String::from_utf8_lossy(&get_bytes(&mut r, FIELD_LIMIT)?).into_owned());
+                    keys.push(
+                        String::from_utf8_lossy(&get_bytes(&mut r, FIELD_LIMIT)?).into_owned(),
+                    );
                 }
                 let wait = Duration::from_millis(get_u64(&mut r)?);
                 let (map, missing) = table.wait_for(&keys, wait);
@@ -225,14 +236,28 @@ fn serve(conn: TcpStream, table: &Table) -> io::Result<()> {
                     }
                 }
             }
-            _ => return Err(io::Error::new(io::ErrorKind::InvalidData, "unknown request")),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "unknown request",
+                ));
+            }
         }
         w.flush()?;
     }
 }
 
 /// A client of the store: one connection, one request at a time (callers on several threads
-/// take turns).
+/// take turns). A [`ProcessGroup`](super::ProcessGroup) holds one.
+///
+/// ```
+/// # let pg = rtx::dist::init_with(rtx::dist::InitOptions::new(0, 1, "127.0.0.1", 0))?;
+/// let store = pg.store();
+/// store.set("run/name", b"exp-7")?;
+/// assert_eq!(store.get("run/name")?, b"exp-7");
+/// assert_eq!(store.try_get("run/missing")?, None);
+/// # Ok::<(), rtx::Error>(())
+/// ```
 pub struct Store {
     conn: Mutex<(BufReader<TcpStream>, BufWriter<TcpStream>)>,
     addr: String,
@@ -303,17 +328,25 @@ impl Store {
     /// reaches rank 0, and so one the other ranks can reach too.
     pub(crate) fn local_ip(&self) -> Result<std::net::IpAddr> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.1.get_ref().local_addr().map(|a| a.ip()).map_err(|e| Error::Dist {
-            rank: None,
-            msg: format!("the store at {}: {e}", self.addr),
-        })
+        conn.1
+            .get_ref()
+            .local_addr()
+            .map(|a| a.ip())
+            .map_err(|e| Error::Dist {
+                rank: None,
+                msg: format!("the store at {}: {e}", self.addr),
+            })
     }
 
     /// Sets `key` to `value`, waking every rank waiting for it.
     pub fn set(&self, key: &str, value: &[u8]) -> Result<()> {
-        self.request((SET, "set"), key, Duration::ZERO, |w| put_bytes(w, value), |r, status| {
-            expect_ok(status, r)
-        })
+        self.request(
+            (SET, "set"),
+            key,
+            Duration::ZERO,
+            |w| put_bytes(w, value),
+            |r, status| expect_ok(status, r),
+        )
     }
 
     /// The value of `key`, waiting for it up to the store's timeout.
@@ -331,7 +364,8 @@ impl Store {
 
     /// [`Store::get`] waiting at most `wait`.
     pub fn get_within(&self, key: &str, wait: Duration) -> Result<Vec<u8>> {
-        self.fetch(key, wait)?.ok_or_else(|| self.missing(key, wait))
+        self.fetch(key, wait)?
+            .ok_or_else(|| self.missing(key, wait))
     }
 
     /// The value of `key`, or `None` when it is still unset after `wait`.
@@ -352,10 +386,16 @@ impl Store {
     /// Adds `delta` to the counter `key` (0 when unset) and returns its new value, atomically:
     /// a way to count ranks that reached a point.
     pub fn add(&self, key: &str, delta: i64) -> Result<i64> {
-        self.request((ADD, "add"), key, Duration::ZERO, |w| put_u64(w, delta as u64), |r, status| {
-            expect_ok(status, r)?;
-            Ok(get_u64(r)? as i64)
-        })
+        self.request(
+            (ADD, "add"),
+            key,
+            Duration::ZERO,
+            |w| put_u64(w, delta as u64),
+            |r, status| {
+                expect_ok(status, r)?;
+                Ok(get_u64(r)? as i64)
+            },
+        )
     }
 
     /// Waits until every key in `keys` is set, up to the store's timeout.
@@ -380,7 +420,9 @@ impl Store {
             },
             |r, status| match status {
                 OK => Ok(None),
-                TIMED_OUT => Ok(Some(String::from_utf8_lossy(&get_bytes(r, FIELD_LIMIT)?).into_owned())),
+                TIMED_OUT => Ok(Some(
+                    String::from_utf8_lossy(&get_bytes(r, FIELD_LIMIT)?).into_owned(),
+                )),
                 s => Err(failed(s, r)),
             },
         )?;
@@ -426,7 +468,10 @@ impl Store {
             let why = if is_disconnect(&e) {
                 "the server closed the connection (rank 0 exited?)".to_string()
             } else if is_timeout(&e) {
-                format!("no answer within {} (rank 0 hung?)", secs(wait + self.timeout))
+                format!(
+                    "no answer within {} (rank 0 hung?)",
+                    secs(wait + self.timeout)
+                )
             } else {
                 e.to_string()
             };
@@ -448,7 +493,10 @@ fn expect_ok(status: u8, r: &mut impl io::Read) -> io::Result<()> {
 /// The error for a reply that is not OK (the server's message when it sent one).
 fn failed(status: u8, r: &mut impl io::Read) -> io::Error {
     let msg = match status {
-        FAILED => get_bytes(r, FIELD_LIMIT).map_or_else(|e| e.to_string(), |m| String::from_utf8_lossy(&m).into_owned()),
+        FAILED => get_bytes(r, FIELD_LIMIT).map_or_else(
+            |e| e.to_string(),
+            |m| String::from_utf8_lossy(&m).into_owned(),
+        ),
         s => format!("unexpected reply {s}"),
     };
     io::Error::other(msg)
@@ -493,7 +541,9 @@ mod tests {
     #[test]
     fn missing_keys_time_out_with_their_name() {
         let (_server, store) = pair();
-        let e = store.get_within("absent", Duration::from_millis(30)).unwrap_err();
+        let e = store
+            .get_within("absent", Duration::from_millis(30))
+            .unwrap_err();
         assert!(e.to_string().contains("\"absent\" was not set"), "{e}");
         store.set("here", b"x").unwrap();
         let short = Store::connect(store.addr(), Duration::from_millis(30)).unwrap();

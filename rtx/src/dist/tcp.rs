@@ -88,7 +88,11 @@ impl Kind {
 /// Why one send or receive failed, before blame is assigned.
 enum Fault {
     /// The socket to `peer` failed (timeout, close, reset, or another I/O error).
-    Io { peer: usize, sending: bool, err: io::Error },
+    Io {
+        peer: usize,
+        sending: bool,
+        err: io::Error,
+    },
     /// `peer` sent a frame this rank did not expect.
     Mismatch { peer: usize, msg: String },
 }
@@ -112,17 +116,26 @@ impl Tcp {
         let addr = listener
             .local_addr()
             .map_err(|e| fail(Some(rank), e.to_string()))?;
-        store.set(&format!("{prefix}/addr/{rank}"), addr.to_string().as_bytes())?;
+        store.set(
+            &format!("{prefix}/addr/{rank}"),
+            addr.to_string().as_bytes(),
+        )?;
 
         let mut peers: Vec<Option<TcpStream>> = (0..world).map(|_| None).collect();
         for (q, slot) in peers.iter_mut().enumerate().take(rank) {
-            let text = store
-                .get(&format!("{prefix}/addr/{q}"))
-                .map_err(|e| fail(Some(q), format!("rank {q} never published its address: {e}")))?;
+            let text = store.get(&format!("{prefix}/addr/{q}")).map_err(|e| {
+                fail(
+                    Some(q),
+                    format!("rank {q} never published its address: {e}"),
+                )
+            })?;
             let text = String::from_utf8_lossy(&text).into_owned();
-            let at: SocketAddr = text
-                .parse()
-                .map_err(|_| fail(Some(q), format!("rank {q} published a bad address {text:?}")))?;
+            let at: SocketAddr = text.parse().map_err(|_| {
+                fail(
+                    Some(q),
+                    format!("rank {q} published a bad address {text:?}"),
+                )
+            })?;
             let mut s = TcpStream::connect_timeout(&at, timeout)
                 .map_err(|e| fail(Some(q), format!("cannot connect to rank {q} at {at}: {e}")))?;
             s.set_write_timeout(Some(timeout))
@@ -163,7 +176,10 @@ impl Tcp {
                     if q <= rank || q >= world || peers[q].is_some() {
                         return Err(fail(
                             Some(q),
-                            format!("a second or unexpected rank {q} connected from {from} (RANK set twice?)"),
+                            format!(
+                                "a second or unexpected rank {q} connected from {from} (RANK \
+                                 set twice?)"
+                            ),
                         ));
                     }
                     peers[q] = Some(s);
@@ -239,7 +255,11 @@ impl Tcp {
                 msg: format!("rank {me}: {what}: {msg}"),
             },
             Fault::Io { peer, sending, err } => {
-                let dir = if sending { "sending to" } else { "receiving from" };
+                let dir = if sending {
+                    "sending to"
+                } else {
+                    "receiving from"
+                };
                 let (seen, why) = if is_timeout(&err) {
                     let why = format!(
                         "rank {peer} did not answer within {} (RTX_DIST_TIMEOUT): it hangs or \
@@ -256,10 +276,22 @@ impl Tcp {
                 let direct = format!("rank {me}: {what}: {why}");
                 // A quarter of the timeout lets ranks that timed out together leave notes.
                 let grace = (self.timeout / 4).max(Duration::from_millis(20));
-                blame(&self.store, &self.prefix, (me, peer), &what, seen, direct, grace)
+                blame(
+                    &self.store,
+                    &self.prefix,
+                    (me, peer),
+                    &what,
+                    seen,
+                    direct,
+                    grace,
+                )
             }
         };
-        if let Error::Dist { rank: Some(origin), msg } = &err {
+        if let Error::Dist {
+            rank: Some(origin),
+            msg,
+        } = &err
+        {
             note_failed(&self.store, &self.prefix, me, *origin, msg);
         }
         for s in self.peers.iter().flatten() {
@@ -269,7 +301,9 @@ impl Tcp {
     }
 
     fn peer(&self, q: usize) -> &TcpStream {
-        self.peers[q].as_ref().expect("a connection to every other rank")
+        self.peers[q]
+            .as_ref()
+            .expect("a connection to every other rank")
     }
 
     /// Sends one frame to rank `to`.
@@ -289,7 +323,13 @@ impl Tcp {
     }
 
     /// Receives one frame from rank `from` into `out`, which must be exactly its size.
-    fn recv(&self, from: usize, kind: Kind, seq: u64, out: &mut [u8]) -> std::result::Result<(), Fault> {
+    fn recv(
+        &self,
+        from: usize,
+        kind: Kind,
+        seq: u64,
+        out: &mut [u8],
+    ) -> std::result::Result<(), Fault> {
         let mut s = self.peer(from);
         let io = |err| Fault::Io {
             peer: from,
@@ -338,7 +378,10 @@ impl Tcp {
 
     /// The ranks rank `r` sends to and receives from at step `s` of a direct exchange.
     fn partners(&self, s: usize) -> (usize, usize) {
-        ((self.rank + s) % self.world, (self.rank + self.world - s) % self.world)
+        (
+            (self.rank + s) % self.world,
+            (self.rank + self.world - s) % self.world,
+        )
     }
 }
 
@@ -442,7 +485,13 @@ impl Collectives for Tcp {
         })
     }
 
-    fn reduce_scatter(&mut self, input: &[u8], out: &mut [u8], dtype: DType, op: ReduceOp) -> Result<()> {
+    fn reduce_scatter(
+        &mut self,
+        input: &[u8],
+        out: &mut [u8],
+        dtype: DType,
+        op: ReduceOp,
+    ) -> Result<()> {
         let len = out.len();
         let world = self.world;
         let block = |q: usize| q * len..(q + 1) * len;
@@ -453,7 +502,11 @@ impl Collectives for Tcp {
                 for s in 1..world {
                     let (to, from) = me.partners(s);
                     let recv = &mut stage[block(from)];
-                    me.send_recv((Kind::ReduceScatter, seq), (to, &input[block(to)]), (from, recv))?;
+                    me.send_recv(
+                        (Kind::ReduceScatter, seq),
+                        (to, &input[block(to)]),
+                        (from, recv),
+                    )?;
                 }
                 Ok(())
             })?;

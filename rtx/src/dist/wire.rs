@@ -52,7 +52,10 @@ pub(crate) fn get_bytes(r: &mut impl Read, limit: u64) -> io::Result<Vec<u8>> {
 
 /// Whether an I/O error means the peer did not answer in time (a read or write timeout).
 pub(crate) fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 /// Whether an I/O error means the peer went away (its process exited or closed the socket).
