@@ -13,6 +13,7 @@ use crate::shape::Shape;
 use crate::tensor::Tensor;
 use rtx_backends::{Layout, Storage, bytes_of, vec_from_bytes};
 use rtx_kernels::Element;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -162,7 +163,8 @@ pub fn init_with(options: InitOptions) -> Result<ProcessGroup> {
         world,
         timeout,
         store,
-        _server: server,
+        server,
+        failed: AtomicBool::new(false),
     })
 }
 
@@ -185,7 +187,21 @@ pub struct ProcessGroup {
     world: usize,
     timeout: Duration,
     store: Arc<Store>,
-    _server: Option<StoreServer>,
+    server: Option<StoreServer>,
+    /// Whether a collective failed (then rank 0 keeps the store up for the others a while).
+    failed: AtomicBool,
+}
+
+/// On rank 0 after a failure, waits (up to the timeout) for the other ranks to disconnect from
+/// the store, which they read to agree on whom to blame.
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if let Some(server) = &mut self.server
+            && self.failed.load(Ordering::Acquire)
+        {
+            server.linger_on_drop(self.timeout);
+        }
+    }
 }
 
 impl std::fmt::Debug for ProcessGroup {
@@ -227,6 +243,14 @@ impl ProcessGroup {
         self.backend().name()
     }
 
+    /// Notes a collective's failure (see `Drop`) and passes its result on.
+    fn watch<T>(&self, r: Result<T>) -> Result<T> {
+        if r.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
+        r
+    }
+
     fn backend(&self) -> std::sync::MutexGuard<'_, Box<dyn Collectives>> {
         // A panic inside a collective leaves the backend's state as broken as an error would;
         // its sockets are what matters, and they report their own state.
@@ -256,7 +280,7 @@ impl ProcessGroup {
     ) -> Result<()> {
         check("all_reduce", E::DTYPE, op)?;
         let mut bytes = host_bytes(tensor)?;
-        self.backend().all_reduce(&mut bytes, E::DTYPE, op)?;
+        self.watch(self.backend().all_reduce(&mut bytes, E::DTYPE, op))?;
         replace(tensor, &bytes)
     }
 
@@ -278,7 +302,7 @@ impl ProcessGroup {
     ) -> Result<()> {
         self.check_rank("broadcast", root)?;
         let mut bytes = host_bytes(tensor)?;
-        self.backend().broadcast(&mut bytes, root)?;
+        self.watch(self.backend().broadcast(&mut bytes, root))?;
         replace(tensor, &bytes)
     }
 
@@ -302,7 +326,7 @@ impl ProcessGroup {
     ) -> Result<Vec<Tensor<S, E>>> {
         let bytes = host_bytes(tensor)?;
         let mut out = vec![0u8; bytes.len() * self.world];
-        self.backend().all_gather(&bytes, &mut out)?;
+        self.watch(self.backend().all_gather(&bytes, &mut out))?;
         let each = bytes.len();
         (0..self.world)
             .map(|q| {
@@ -363,8 +387,10 @@ impl ProcessGroup {
             input.extend_from_slice(&host_bytes(t)?);
         }
         let mut out = vec![0u8; input.len() / self.world];
-        self.backend()
-            .reduce_scatter(&input, &mut out, E::DTYPE, op)?;
+        self.watch(
+            self.backend()
+                .reduce_scatter(&input, &mut out, E::DTYPE, op),
+        )?;
         let v: Vec<E> = vec_from_bytes("reduce_scatter", &out)?;
         Ok(Tensor::from_storage(
             Storage::from_vec(v, first.device())?,
@@ -380,7 +406,7 @@ impl ProcessGroup {
     /// # Ok::<(), rtx::Error>(())
     /// ```
     pub fn barrier(&self) -> Result<()> {
-        self.backend().barrier()
+        self.watch(self.backend().barrier())
     }
 
     fn check_rank(&self, op: &'static str, root: usize) -> Result<()> {

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -94,6 +94,10 @@ pub struct StoreServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
+    /// The number of client connections open now.
+    open: Arc<AtomicUsize>,
+    /// How long dropping the server waits for its clients to disconnect.
+    linger: Duration,
 }
 
 impl StoreServer {
@@ -118,6 +122,8 @@ impl StoreServer {
         let stop = Arc::new(AtomicBool::new(false));
         let table = Arc::new(Table::default());
         let stopping = stop.clone();
+        let open = Arc::new(AtomicUsize::new(0));
+        let counter = open.clone();
         let accept = std::thread::Builder::new()
             .name("rtx-dist-store".into())
             .spawn(move || {
@@ -127,12 +133,18 @@ impl StoreServer {
                     }
                     let Ok(conn) = conn else { continue };
                     let table = table.clone();
+                    let mine = counter.clone();
+                    counter.fetch_add(1, Ordering::AcqRel);
                     // A client that misbehaves ends only its own connection.
-                    let _ = std::thread::Builder::new()
+                    let spawned = std::thread::Builder::new()
                         .name("rtx-dist-store-conn".into())
                         .spawn(move || {
                             let _ = serve(conn, &table);
+                            mine.fetch_sub(1, Ordering::AcqRel);
                         });
+                    if spawned.is_err() {
+                        counter.fetch_sub(1, Ordering::AcqRel);
+                    }
                 }
             })
             .map_err(|e| fail(&e))?;
@@ -140,6 +152,8 @@ impl StoreServer {
             addr,
             stop,
             accept: Some(accept),
+            open,
+            linger: Duration::ZERO,
         })
     }
 
@@ -147,10 +161,21 @@ impl StoreServer {
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
+
+    /// Makes dropping the server wait up to `max` for every client to disconnect: after a
+    /// failure the other ranks still read rank 0's store to find whom to blame, and rank 0's
+    /// process exiting would take it from them.
+    pub fn linger_on_drop(&mut self, max: Duration) {
+        self.linger = max;
+    }
 }
 
 impl Drop for StoreServer {
     fn drop(&mut self) {
+        let deadline = Instant::now() + self.linger;
+        while self.open.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
         self.stop.store(true, Ordering::Release);
         // `accept` blocks; one connection wakes it to see the flag.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
