@@ -30,6 +30,7 @@ fn rank_child() {
     let result = match scenario.as_str() {
         "collectives" => collectives(),
         "exit" | "hang" => fault(&scenario, victim),
+        "size" | "order" => disagree(&scenario),
         "init" => dist::init().map(drop),
         other => panic!("unknown scenario {other}"),
     };
@@ -238,6 +239,19 @@ fn fault(how: &str, victim: usize) -> rtx::Result<()> {
     result
 }
 
+/// Rank `RTX_DIST_ODD` passes a longer tensor (`size`) or calls another collective (`order`)
+/// than the others.
+fn disagree(how: &str) -> rtx::Result<()> {
+    let odd: usize = std::env::var("RTX_DIST_ODD").unwrap().parse().unwrap();
+    let pg = dist::init()?;
+    pg.barrier()?;
+    let mut t = tensor(vec![1.0f32; if pg.rank() == odd { 5 } else { 4 }]);
+    if how == "order" && pg.rank() == odd {
+        return pg.barrier();
+    }
+    pg.all_reduce(&mut t, ReduceOp::Sum)
+}
+
 // ---- The parent side: launching ranks ----
 
 /// A port nothing listens on right now.
@@ -420,7 +434,7 @@ fn a_rank_that_hangs_makes_the_others_time_out_naming_it() {
     for rank in [0, 1, 3] {
         let report = out.report(rank);
         assert!(
-            report.contains("1.5 s") || report.contains("because rank 2 failed"),
+            report.contains("1.5 s") || report.contains("because of rank 2"),
             "{report}"
         );
     }
@@ -431,6 +445,28 @@ fn a_rank_that_hangs_makes_the_others_time_out_naming_it() {
         out.elapsed
     );
     assert!(out.elapsed < Duration::from_secs(6), "{:?}", out.elapsed);
+}
+
+#[test]
+fn ranks_that_disagree_fail_at_once_instead_of_hanging() {
+    let out = launch("size-3", 3, "size", None, &[("RTX_DIST_ODD", Some("1"))]);
+    for rank in 0..3 {
+        let r = out.report(rank);
+        assert!(
+            r.starts_with("dist Some(") && r.contains("where this rank expects"),
+            "{r}"
+        );
+    }
+    let out = launch("order-2", 2, "order", None, &[("RTX_DIST_ODD", Some("0"))]);
+    for rank in 0..2 {
+        let r = out.report(rank);
+        assert!(
+            r.contains("call the same collectives in the same order"),
+            "{r}"
+        );
+    }
+    // Well inside the 10 s timeout: nobody waited for it.
+    assert!(out.elapsed < Duration::from_secs(8), "{:?}", out.elapsed);
 }
 
 #[test]

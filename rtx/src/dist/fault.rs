@@ -133,7 +133,7 @@ pub(crate) fn blame(
             Some(Note::Failed { origin, msg }) => {
                 return Error::Dist {
                     rank: Some(origin),
-                    msg: format!("rank {me}: {what} failed because rank {origin} failed: {msg}"),
+                    msg: format!("rank {me}: {what} failed because of rank {origin}: {msg}"),
                 };
             }
             // `at` left no note: it died or hung, and is the one to blame.
@@ -144,16 +144,13 @@ pub(crate) fn blame(
                 };
             }
             None => {
-                let via: Vec<String> = path[1..path.len() - 1]
-                    .iter()
-                    .map(|r| r.to_string())
-                    .collect();
+                let chain: Vec<String> = path[1..].iter().map(|r| format!("rank {r}")).collect();
                 return Error::Dist {
                     rank: Some(at),
                     msg: format!(
-                        "rank {me}: {what} failed because rank {at} does not answer (this rank \
-                         waited on rank {peer}; ranks {} wait on rank {at}): {direct}",
-                        via.join(", ")
+                        "rank {me}: {what} failed because rank {at} does not answer: rank {me} \
+                         waits on {} ({direct})",
+                        chain.join(", which waits on ")
                     ),
                 };
             }
@@ -197,7 +194,8 @@ mod tests {
             grace,
         );
         assert!(matches!(e, Error::Dist { rank: Some(1), .. }), "{e:?}");
-        assert!(e.to_string().contains("ranks 2, 3 wait on rank 1"), "{e}");
+        let chain = "rank 0 waits on rank 2, which waits on rank 3, which waits on rank 1";
+        assert!(e.to_string().contains(chain), "{e}");
         // A rank that failed first names the origin for the ranks that see it close.
         note_failed(&store, "t", 3, 1, "rank 3: rank 1 closed its connection");
         let e = blame(
@@ -212,7 +210,7 @@ mod tests {
         assert!(matches!(e, Error::Dist { rank: Some(1), .. }), "{e:?}");
         assert!(
             e.to_string()
-                .contains("because rank 1 failed: rank 3: rank 1 closed"),
+                .contains("because of rank 1: rank 3: rank 1 closed"),
             "{e}"
         );
         // Two ranks waiting on each other are a cycle, not a hang of either.
