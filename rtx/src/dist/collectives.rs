@@ -8,12 +8,12 @@
 //!
 //! Contract for implementations: every rank calls the same collectives in the same order with
 //! buffers of the same length (a backend should report a mismatch as an error naming the rank,
-//! not hang); reductions combine ranks in rank order (`reduce.rs`), so every rank ends with the
+//! not hang); reductions combine ranks in rank order (`rtx_backends::cpu::ranks`), so every rank ends with the
 //! same bits; a peer that dies or does not answer within the group's timeout is an
 //! [`Error::Dist`](crate::Error::Dist) naming it, never a hang.
 
-use super::ReduceOp;
 use crate::error::Result;
+use rtx_backends::cpu::ranks::ReduceOp;
 use rtx_kernels::DType;
 
 /// Collective communication over byte buffers, for one rank of a group.

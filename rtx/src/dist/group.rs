@@ -5,12 +5,12 @@
 
 use super::collectives::Collectives;
 use super::env::{Env, timeout_from_env};
-use super::reduce::{ReduceOp, check};
 use super::store::{Store, StoreServer, secs};
 use super::tcp::Tcp;
 use crate::error::{Error, Result};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
+use rtx_backends::cpu::ranks::{ReduceOp, check};
 use rtx_backends::{Layout, Storage, bytes_of, vec_from_bytes};
 use rtx_kernels::Element;
 use std::sync::atomic::{AtomicBool, Ordering};

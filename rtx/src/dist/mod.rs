@@ -43,12 +43,11 @@ mod collectives;
 mod env;
 mod fault;
 mod group;
-mod reduce;
 mod store;
 mod tcp;
 mod wire;
 
 pub use env::{DEFAULT_TIMEOUT, Env, timeout_from_env};
 pub use group::{InitOptions, ProcessGroup, init, init_with};
-pub use reduce::ReduceOp;
+pub use rtx_backends::cpu::ranks::ReduceOp;
 pub use store::{Store, StoreServer};

@@ -22,10 +22,10 @@
 
 use super::collectives::Collectives;
 use super::fault::{Seen, blame, note_failed};
-use super::reduce::{ReduceOp, reduce};
 use super::store::{Store, secs};
 use super::wire::{get_u64, is_disconnect, is_timeout, put_u64};
 use crate::error::{Error, Result};
+use rtx_backends::cpu::ranks::{ReduceOp, reduce};
 use rtx_kernels::DType;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

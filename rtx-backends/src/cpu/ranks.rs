@@ -1,4 +1,6 @@
-//! The element-wise reductions of `all_reduce` and `reduce_scatter`, on raw bytes.
+//! Reductions across ranks: the element-wise combination of every rank's buffer that
+//! `rtx::dist`'s `all_reduce` and `reduce_scatter` compute, on raw bytes (here, in the CPU
+//! backend, because rtx itself holds no loops over elements).
 //!
 //! Invariant: the ranks' contributions are combined in rank order, `((x0 ∘ x1) ∘ x2) ∘ ...`,
 //! in one fixed accumulation type per element type, so a result is a pure function of the
@@ -6,14 +8,14 @@
 //! accumulate in f32 and round once at the end; f32 and f64 in their own type; integers wrap
 //! on overflow, as PyTorch's do.
 
-use crate::error::{Error, Result};
+use crate::{BackendError, Result};
 use rtx_kernels::{DType, bf16, f16};
 
-/// How [`all_reduce`](super::ProcessGroup::all_reduce) and
-/// [`reduce_scatter`](super::ProcessGroup::reduce_scatter) combine the ranks' values.
+/// How a collective combines the ranks' values (`rtx::dist::ProcessGroup::all_reduce` and
+/// `reduce_scatter`; PyTorch's `ReduceOp`).
 ///
 /// ```
-/// use rtx::dist::ReduceOp;
+/// use rtx_backends::cpu::ranks::ReduceOp;
 /// assert_eq!(ReduceOp::ALL.len(), 5);
 /// assert_eq!(ReduceOp::Avg.name(), "avg");
 /// ```
@@ -53,9 +55,9 @@ impl ReduceOp {
     }
 }
 
-/// Whether `op` applies to elements of `dtype`: an error naming both if not, before any rank
-/// sends anything.
-pub(crate) fn check(what: &str, dtype: DType, op: ReduceOp) -> Result<()> {
+/// Whether `op` applies to elements of `dtype`: an error naming both if not, to be returned
+/// before any rank sends anything.
+pub fn check(what: &str, dtype: DType, op: ReduceOp) -> Result<()> {
     let why = match (dtype, op) {
         (DType::Bool, _) => "bool tensors cannot be reduced; cast them to an integer type",
         (d, ReduceOp::Avg) if !d.is_float() => {
@@ -63,7 +65,7 @@ pub(crate) fn check(what: &str, dtype: DType, op: ReduceOp) -> Result<()> {
         }
         _ => return Ok(()),
     };
-    Err(Error::BadArgument {
+    Err(BackendError::BadArgument {
         op: "dist",
         msg: format!(
             "{what} of {} tensors with {}: {why}",
@@ -74,8 +76,8 @@ pub(crate) fn check(what: &str, dtype: DType, op: ReduceOp) -> Result<()> {
 }
 
 /// Reduces `parts`, one per rank in rank order, each `out.len()` bytes of `dtype` elements in
-/// native byte order, into `out`. The caller has run [`check`].
-pub(crate) fn reduce(parts: &[&[u8]], out: &mut [u8], dtype: DType, op: ReduceOp) {
+/// native byte order, into `out`. The caller has run [`check`] (a bool `dtype` panics).
+pub fn reduce(parts: &[&[u8]], out: &mut [u8], dtype: DType, op: ReduceOp) {
     debug_assert!(parts.iter().all(|p| p.len() == out.len()));
     match dtype {
         DType::F32 => fold::<f32>(parts, out, op),
@@ -191,14 +193,14 @@ int_lane!(u8, 1);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtx_backends::bytes_of;
+    use crate::{bytes_of, vec_from_bytes};
 
     fn run<T: rtx_kernels::Element>(parts: &[Vec<T>], op: ReduceOp) -> Vec<T> {
         let bytes: Vec<&[u8]> = parts.iter().map(|p| bytes_of(p)).collect();
         let mut out = vec![0u8; bytes[0].len()];
         check("test", T::DTYPE, op).unwrap();
         reduce(&bytes, &mut out, T::DTYPE, op);
-        rtx_backends::vec_from_bytes("test", &out).unwrap()
+        vec_from_bytes("test", &out).unwrap()
     }
 
     #[test]
