@@ -8,9 +8,9 @@
 //!
 //! Contract for implementations: every rank calls the same collectives in the same order with
 //! buffers of the same length (a backend should report a mismatch as an error naming the rank,
-//! not hang); reductions combine ranks in rank order (`rtx_backends::cpu::ranks`), so every rank ends with the
-//! same bits; a peer that dies or does not answer within the group's timeout is an
-//! [`Error::Dist`](crate::Error::Dist) naming it, never a hang.
+//! not hang); reductions combine ranks in rank order (`rtx_backends::cpu::ranks`), so every
+//! rank ends with the same bits; a peer that dies or does not answer within the group's
+//! timeout is an [`Error::Dist`](crate::Error::Dist) naming it, never a hang.
 
 use crate::error::Result;
 use rtx_backends::cpu::ranks::ReduceOp;
