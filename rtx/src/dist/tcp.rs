@@ -11,8 +11,9 @@
 //! an all-gather: each rank owns one of `world_size` chunks, receives every rank's copy of it,
 //! reduces them in rank order and sends the result to all; every rank sends and receives about
 //! `2 (world_size - 1) / world_size` times the buffer, as in a ring, and the result is the same
-//! on every rank bit for bit because only the owner reduces each chunk. `broadcast` sends from
-//! the root to each rank.
+//! on every rank bit for bit because only the owner reduces each chunk. `broadcast` is a
+//! scatter from the root then the same all-gather, so the root sends about twice the buffer,
+//! not `world_size - 1` copies of it.
 //!
 //! Every message is a frame: the collective's code and sequence number, the payload length,
 //! the payload. A frame that does not match what this rank expects (another collective, another
@@ -376,6 +377,22 @@ impl Tcp {
         })
     }
 
+    /// Sends this rank's chunk of `data` to every rank and receives theirs in place: after it,
+    /// every rank holds every rank's chunk.
+    fn gather_chunks(
+        &self,
+        tag: (Kind, u64),
+        data: &mut [u8],
+        ranges: &[Range<usize>],
+    ) -> std::result::Result<(), Fault> {
+        for s in 1..self.world {
+            let (to, from) = self.partners(s);
+            let (send, recv) = split(data, ranges[self.rank].clone(), ranges[from].clone());
+            self.send_recv(tag, (to, send), (from, recv))?;
+        }
+        Ok(())
+    }
+
     /// The ranks rank `r` sends to and receives from at step `s` of a direct exchange.
     fn partners(&self, s: usize) -> (usize, usize) {
         (
@@ -443,14 +460,9 @@ impl Collectives for Tcp {
             }
             if len > 0 {
                 let parts: Vec<&[u8]> = stage.chunks_exact(len).collect();
-                reduce(&parts, &mut data[mine.clone()], dtype, op);
+                reduce(&parts, &mut data[mine], dtype, op);
             }
-            for s in 1..world {
-                let (to, from) = me.partners(s);
-                let (send, recv) = split(data, mine.clone(), ranges[from].clone());
-                me.send_recv(tag, (to, send), (from, recv))?;
-            }
-            Ok(())
+            me.gather_chunks(tag, data, &ranges)
         })
     }
 
@@ -459,13 +471,21 @@ impl Collectives for Tcp {
             return Ok(());
         }
         self.run(Kind::Broadcast, |me, seq| {
+            let tag = (Kind::Broadcast, seq);
+            let ranges = chunks(data.len(), 1, me.world);
             if me.rank == root {
-                (0..me.world)
-                    .filter(|&q| q != root)
-                    .try_for_each(|q| me.send(q, Kind::Broadcast, seq, data))
+                for q in (0..me.world).filter(|&q| q != root) {
+                    me.send(q, Kind::Broadcast, seq, &data[ranges[q].clone()])?;
+                }
             } else {
-                me.recv(root, Kind::Broadcast, seq, data)
+                me.recv(
+                    root,
+                    Kind::Broadcast,
+                    seq,
+                    &mut data[ranges[me.rank].clone()],
+                )?;
             }
+            me.gather_chunks(tag, data, &ranges)
         })
     }
 
