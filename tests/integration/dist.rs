@@ -517,6 +517,32 @@ fn a_group_of_one_needs_no_peers() {
     assert!(matches!(e, rtx::Error::Dist { rank: Some(3), .. }), "{e}");
 }
 
+#[test]
+fn ranks_that_never_come_and_a_store_that_is_not_there_are_named() {
+    let short = Duration::from_millis(300);
+    // Rank 0 of 3 alone: it serves the store, then waits for ranks 1 and 2 in vain.
+    let start = Instant::now();
+    let e =
+        dist::init_with(dist::InitOptions::new(0, 3, "127.0.0.1", 0).timeout(short)).unwrap_err();
+    assert!(start.elapsed() >= short);
+    assert!(matches!(e, rtx::Error::Dist { rank: Some(1), .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("ranks 1, 2 did not connect within 0.3 s"),
+        "{e}"
+    );
+    // Rank 1 with no rank 0: the store's address and the timeout are named.
+    let port = free_port();
+    let e = dist::init_with(dist::InitOptions::new(1, 2, "127.0.0.1", port).timeout(short))
+        .unwrap_err();
+    let store = format!("the store at 127.0.0.1:{port}");
+    assert!(matches!(e, rtx::Error::Dist { rank: Some(0), .. }), "{e:?}");
+    assert!(
+        e.to_string().contains(&store) && e.to_string().contains("0.3 s"),
+        "{e}"
+    );
+}
+
 // ---- The sampler ----
 
 fn shares(len: usize, world: usize, seed: u64, epoch: u64, drop_last: bool) -> Vec<Vec<usize>> {

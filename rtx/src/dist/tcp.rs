@@ -191,10 +191,15 @@ impl Tcp {
                             .filter(|&q| peers[q].is_none())
                             .map(|q| q.to_string())
                             .collect();
+                        let who = match missing.len() {
+                            1 => "rank",
+                            _ => "ranks",
+                        };
                         return Err(fail(
                             missing.first().and_then(|q| q.parse().ok()),
                             format!(
-                                "ranks {} did not connect within {} (RTX_DIST_TIMEOUT)",
+                                "{who} {} did not connect within {} (RTX_DIST_TIMEOUT): not \
+                                 started, or started with another MASTER_ADDR or MASTER_PORT?",
                                 missing.join(", "),
                                 secs(timeout)
                             ),
