@@ -489,6 +489,13 @@ impl Store {
             let status = get_u8(r)?;
             reply(r, status)
         })();
+        if let Err(e) = &result
+            && e.kind() != REFUSED
+        {
+            // A reply may be half read: later replies could not be matched to their requests,
+            // so the connection is closed and later requests fail instead.
+            let _ = w.get_ref().shutdown(std::net::Shutdown::Both);
+        }
         result.map_err(|e| {
             let why = if is_disconnect(&e) {
                 "the server closed the connection (rank 0 exited?)".to_string()
@@ -515,16 +522,19 @@ fn expect_ok(status: u8, r: &mut impl io::Read) -> io::Result<()> {
     }
 }
 
+/// The kind of the error for a request the server refused (a whole reply, read to its end).
+const REFUSED: io::ErrorKind = io::ErrorKind::InvalidInput;
+
 /// The error for a reply that is not OK (the server's message when it sent one).
 fn failed(status: u8, r: &mut impl io::Read) -> io::Error {
-    let msg = match status {
-        FAILED => get_bytes(r, FIELD_LIMIT).map_or_else(
-            |e| e.to_string(),
-            |m| String::from_utf8_lossy(&m).into_owned(),
-        ),
-        s => format!("unexpected reply {s}"),
-    };
-    io::Error::other(msg)
+    if status != FAILED {
+        let msg = format!("unexpected reply {status}");
+        return io::Error::new(io::ErrorKind::InvalidData, msg);
+    }
+    match get_bytes(r, FIELD_LIMIT) {
+        Ok(m) => io::Error::new(REFUSED, String::from_utf8_lossy(&m).into_owned()),
+        Err(e) => e,
+    }
 }
 
 fn millis(d: Duration) -> u64 {
@@ -597,7 +607,10 @@ mod tests {
         assert_eq!(store.add("n", 0).unwrap(), 100);
         assert_eq!(store.get("n").unwrap(), b"100");
         store.set("text", b"abc").unwrap();
-        assert!(store.add("text", 1).is_err());
+        let e = store.add("text", 1).unwrap_err();
+        assert!(e.to_string().contains("not a counter"), "{e}");
+        // A refused request leaves the connection usable.
+        assert_eq!(store.add("n", 1).unwrap(), 101);
     }
 
     #[test]
