@@ -80,6 +80,17 @@ pub enum Error {
         /// What is wrong, naming the node (`node 3 (matmul): ...`).
         msg: String,
     },
+    /// Distributed training failed: a bad environment, an unreachable store or peer, or a rank
+    /// that died, hung or disagreed about a collective (see [`crate::dist`]).
+    #[error("{msg}")]
+    Dist {
+        /// The rank the failure is about (the one that died, hung or sent something unexpected,
+        /// or the rank being set up), when one is known.
+        rank: Option<usize>,
+        /// What went wrong, naming this rank, the peer, and the environment variable, address or
+        /// timeout involved.
+        msg: String,
+    },
     /// The backend could not run the op.
     #[error(transparent)]
     Backend(#[from] BackendError),

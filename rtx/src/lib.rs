@@ -17,6 +17,7 @@
 pub mod autograd;
 pub mod compile;
 pub mod data;
+pub mod dist;
 mod error;
 pub mod io;
 pub mod ir;

@@ -16,6 +16,7 @@ mod compiled;
 mod compiled_models;
 mod data;
 mod display_parity;
+mod dist;
 mod first_model;
 mod gguf;
 mod gpt;

@@ -19,6 +19,7 @@ mod pool_simd;
 pub mod qmatmul;
 pub mod quant;
 pub mod random;
+pub mod ranks;
 pub mod reduce;
 pub mod softmax_back;
 

@@ -8,7 +8,7 @@
 //! channels and joins the workers, so no thread outlives it.
 
 use super::collate::Collate;
-use super::{Dataset, permutation};
+use super::{Dataset, DistributedSampler, permutation};
 use crate::error::{Error, Result};
 use crate::shape::{Const, Dim};
 use rtx_backends::Device;
@@ -35,6 +35,8 @@ pub struct DataLoader<D: Dataset, const BATCH: usize> {
     workers: usize,
     prefetch: usize,
     device: Device,
+    /// This rank's share of the items, when training data-parallel.
+    sampler: Option<DistributedSampler>,
 }
 
 /// A second handle to the same data set and settings (the data set is shared, not copied).
@@ -46,6 +48,7 @@ impl<D: Dataset, const BATCH: usize> Clone for DataLoader<D, BATCH> {
             workers: self.workers,
             prefetch: self.prefetch,
             device: self.device,
+            sampler: self.sampler.clone(),
         }
     }
 }
@@ -59,6 +62,7 @@ impl<D: Dataset, const BATCH: usize> std::fmt::Debug for DataLoader<D, BATCH> {
             .field("workers", &self.workers)
             .field("prefetch", &self.prefetch)
             .field("device", &self.device)
+            .field("sampler", &self.sampler)
             .finish()
     }
 }
@@ -85,6 +89,7 @@ where
             workers: default_workers(),
             prefetch: 2,
             device: Device::Cpu,
+            sampler: None,
         }
     }
 
@@ -114,6 +119,34 @@ where
         self
     }
 
+    /// Walks only this rank's share of the items: epoch `e` visits
+    /// [`DistributedSampler::indices_for`]`(e)`, which replaces [`DataLoader::shuffle`]'s order
+    /// (the sampler shuffles with its own seed), and the lengths count the share.
+    ///
+    /// ```
+    /// use rtx::prelude::*;
+    /// use rtx::data::DistributedSampler;
+    /// let items: Vec<i64> = (0..10).collect();
+    /// let share = DistributedSampler::new(items.len(), 1, 2).unwrap().seed(5);
+    /// let loader = DataLoader::<_, 2>::new(items).distributed(share.clone());
+    /// assert_eq!(loader.len_dyn(), 3); // 5 of the 10 items, in batches of 2
+    /// let seen: Vec<i64> = loader.epoch_dyn(4).flat_map(|y| y.to_vec()).collect();
+    /// let want: Vec<i64> = share.indices_for(4).iter().map(|&i| i as i64).collect();
+    /// assert_eq!(seen, want);
+    /// ```
+    pub fn distributed(mut self, sampler: DistributedSampler) -> Self {
+        self.sampler = Some(sampler);
+        self
+    }
+
+    /// The number of items an epoch visits: the data set's, or this rank's share.
+    fn items(&self) -> usize {
+        match &self.sampler {
+            Some(s) => s.num_samples(),
+            None => self.dataset.len(),
+        }
+    }
+
     /// The data set.
     pub fn dataset(&self) -> &D {
         &self.dataset
@@ -121,7 +154,7 @@ where
 
     /// The number of full batches in an epoch, what [`DataLoader::epoch`] yields.
     pub fn len(&self) -> usize {
-        self.dataset.len() / BATCH
+        self.items() / BATCH
     }
 
     /// Whether [`DataLoader::epoch`] yields nothing (fewer than `BATCH` items).
@@ -132,7 +165,7 @@ where
     /// The number of batches counting the final partial one, what [`DataLoader::epoch_dyn`]
     /// yields.
     pub fn len_dyn(&self) -> usize {
-        self.dataset.len().div_ceil(BATCH)
+        self.items().div_ceil(BATCH)
     }
 
     /// The order in which epoch `epoch` visits the items.
@@ -144,6 +177,9 @@ where
     /// assert_eq!(loader.shuffle(9).order(5), rtx::data::permutation(4, 9, 5));
     /// ```
     pub fn order(&self, epoch: u64) -> Vec<usize> {
+        if let Some(s) = &self.sampler {
+            return s.indices_for(epoch);
+        }
         match self.seed {
             Some(seed) => permutation(self.dataset.len(), seed, epoch),
             None => (0..self.dataset.len()).collect(),

@@ -8,7 +8,8 @@
 //!   `Tensor<(Const<28>, Const<28>)>` item becomes a `Tensor<(B, Const<28>, Const<28>)>`, an
 //!   `i64` label a `Tensor<(B,), i64>`, and a tuple of those a tuple of batches. Each batch
 //!   tensor is one allocation filled straight from the items' elements.
-//! - [`DataLoader<D, BATCH>`](DataLoader) walks a data set in batches.
+//! - [`DataLoader<D, BATCH>`](DataLoader) walks a data set in batches, or one rank's share of
+//!   it ([`DistributedSampler`]) when training data-parallel.
 //!
 //! # How batches are typed
 //! The batch size is a const parameter: `DataLoader::<_, 128>::new(ds)`. [`DataLoader::epoch`]
@@ -53,12 +54,14 @@ mod collate;
 pub mod datasets;
 pub mod idx;
 mod loader;
+mod sampler;
 mod shuffle;
 mod tarball;
 mod wheel;
 
 pub use collate::{Collate, TensorBuffer};
 pub use loader::{Batches, DataLoader};
+pub use sampler::DistributedSampler;
 pub use shuffle::permutation;
 
 use crate::error::Result;
