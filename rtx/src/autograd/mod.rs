@@ -84,6 +84,16 @@ pub(crate) struct Node {
 }
 
 impl Node {
+    /// The node's identity, the key of its gradient in [`Gradients`].
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The sum of two gradients of this node's type.
+    pub(crate) fn add_grads(&self, a: &Erased, b: &Erased) -> Result<Erased> {
+        no_grad(|| (self.accumulate)(a, b))
+    }
+
     fn new(
         inputs: Vec<Option<Arc<Node>>>,
         backward: Option<Backward>,
@@ -364,7 +374,7 @@ impl Gradients {
     }
 
     /// [`Gradients::add`] without the types (compiled once, not once per parameter shape).
-    fn add_erased(&mut self, node: &Node, grad: Erased) {
+    pub(crate) fn add_erased(&mut self, node: &Node, grad: Erased) {
         let merged = match self.by_node.remove(&node.id) {
             Some(prev) => crate::error::ok(no_grad(|| (node.accumulate)(&prev, &grad))),
             None => grad,
@@ -381,6 +391,12 @@ impl Gradients {
     /// The gradient of the tensor with tape node `node`, its type erased.
     pub(crate) fn get_erased(&self, node: &Node) -> Option<&Erased> {
         self.by_node.get(&node.id)
+    }
+
+    /// Sets the gradient of the tensor with tape node id `id` (DDP writes back the averaged
+    /// gradients by node, its type erased; it must be the node's own tensor type).
+    pub(crate) fn set_erased(&mut self, id: u64, grad: Erased) {
+        self.by_node.insert(id, grad);
     }
 
     /// Replaces the gradient of `param` (gradient clipping scales gradients in place); does
@@ -454,6 +470,21 @@ impl<E: Float> Tensor<(), E> {
     /// # Ok::<(), rtx::Error>(())
     /// ```
     pub fn try_backward(&self) -> Result<Gradients> {
+        self.try_backward_observed(None)
+    }
+
+    /// [`Tensor::try_backward`] that tells `ready` each leaf's gradient (a parameter's) as soon
+    /// as it is final: once every node of the graph that consumes the leaf has run its rule,
+    /// rather than when the walk reaches the leaf itself (which depth-first order can leave to
+    /// the very end). DDP all-reduces a bucket of gradients from here while the rest of the
+    /// backward runs. `ready` gets the leaf's node id and its gradient, at most once per leaf;
+    /// leaves that get no gradient are never reported. The gradients returned and the order
+    /// in which they are computed are exactly [`Tensor::try_backward`]'s: only the reporting is
+    /// added, and an error from `ready` stops the backward.
+    pub(crate) fn try_backward_observed(
+        &self,
+        mut ready: Option<&mut dyn FnMut(u64, &Erased) -> Result<()>>,
+    ) -> Result<Gradients> {
         let mut by_node = HashMap::new();
         let Some(root) = self.node().cloned() else {
             return Ok(Gradients { by_node });
@@ -477,14 +508,35 @@ impl<E: Float> Tensor<(), E> {
                 }
             }
         }
+        // For an observer: how many edges from graph nodes still lead into each leaf. A leaf's
+        // gradient is final when its count reaches 0 (every consumer has run or got nothing).
+        let mut consumers: HashMap<u64, usize> = HashMap::new();
+        if ready.is_some() {
+            for node in &order {
+                for input in node.inputs.iter().flatten() {
+                    if input.backward.is_none() {
+                        *consumers.entry(input.id).or_default() += 1;
+                    }
+                }
+            }
+        }
         no_grad(|| -> Result<()> {
             let mut pending: HashMap<u64, Erased> = HashMap::new();
             pending.insert(root.id, Arc::new(self.try_ones_like()?));
             for node in order.iter().rev() {
                 let Some(g) = pending.remove(&node.id) else {
+                    if let Some(ready) = ready.as_deref_mut() {
+                        consumed(node, &mut consumers, &pending, ready)?;
+                    }
                     continue;
                 };
                 let Some(rule) = &node.backward else {
+                    // A leaf no node consumes (the loss itself) is reported here.
+                    if let Some(ready) = ready.as_deref_mut()
+                        && !consumers.contains_key(&node.id)
+                    {
+                        ready(node.id, &g)?;
+                    }
                     by_node.insert(node.id, g);
                     continue;
                 };
@@ -498,11 +550,36 @@ impl<E: Float> Tensor<(), E> {
                     };
                     pending.insert(input.id, merged);
                 }
+                if let Some(ready) = ready.as_deref_mut() {
+                    consumed(node, &mut consumers, &pending, ready)?;
+                }
             }
             Ok(())
         })?;
         Ok(Gradients { by_node })
     }
+}
+
+/// Counts `node`'s rule as run for each leaf it consumes, and reports the leaves whose last
+/// consumer it was (with their final gradient, when they got one).
+fn consumed(
+    node: &Node,
+    consumers: &mut HashMap<u64, usize>,
+    pending: &HashMap<u64, Erased>,
+    ready: &mut dyn FnMut(u64, &Erased) -> Result<()>,
+) -> Result<()> {
+    for input in node.inputs.iter().flatten() {
+        let Some(left) = consumers.get_mut(&input.id) else {
+            continue;
+        };
+        *left -= 1;
+        if *left == 0
+            && let Some(g) = pending.get(&input.id)
+        {
+            ready(input.id, g)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
