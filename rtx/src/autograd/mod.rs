@@ -476,14 +476,15 @@ impl<E: Float> Tensor<(), E> {
     /// [`Tensor::try_backward`] that tells `ready` each leaf's gradient (a parameter's) as soon
     /// as it is final: once every node of the graph that consumes the leaf has run its rule,
     /// rather than when the walk reaches the leaf itself (which depth-first order can leave to
-    /// the very end). DDP all-reduces a bucket of gradients from here while the rest of the
+    /// the very end). A node whose inputs it alone consumes (a parameter's transpose) runs as
+    /// soon as its own gradient is final, for the same reason; that changes no result. DDP all-reduces a bucket of gradients from here while the rest of the
     /// backward runs. `ready` gets the leaf's node id and its gradient, at most once per leaf;
     /// leaves that get no gradient are never reported. The gradients returned and the order
     /// in which they are computed are exactly [`Tensor::try_backward`]'s: only the reporting is
     /// added, and an error from `ready` stops the backward.
     pub(crate) fn try_backward_observed(
         &self,
-        mut ready: Option<&mut dyn FnMut(u64, &Erased) -> Result<()>>,
+        ready: Option<&mut dyn FnMut(u64, &Erased) -> Result<()>>,
     ) -> Result<Gradients> {
         let mut by_node = HashMap::new();
         let Some(root) = self.node().cloned() else {
@@ -508,50 +509,22 @@ impl<E: Float> Tensor<(), E> {
                 }
             }
         }
-        // For an observer: how many edges from graph nodes still lead into each leaf. A leaf's
-        // gradient is final when its count reaches 0 (every consumer has run or got nothing).
-        let mut consumers: HashMap<u64, usize> = HashMap::new();
-        if ready.is_some() {
-            for node in &order {
-                for input in node.inputs.iter().flatten() {
-                    if input.backward.is_none() {
-                        *consumers.entry(input.id).or_default() += 1;
-                    }
-                }
-            }
-        }
+        let mut observer = ready.map(|ready| Observer::new(&order, ready));
         no_grad(|| -> Result<()> {
             let mut pending: HashMap<u64, Erased> = HashMap::new();
             pending.insert(root.id, Arc::new(self.try_ones_like()?));
+            let mut work: Vec<Arc<Node>> = Vec::new();
             for node in order.iter().rev() {
-                let Some(g) = pending.remove(&node.id) else {
-                    if let Some(ready) = ready.as_deref_mut() {
-                        consumed(node, &mut consumers, &pending, ready)?;
-                    }
+                if observer
+                    .as_ref()
+                    .is_some_and(|o| o.early.contains(&node.id))
+                {
                     continue;
-                };
-                let Some(rule) = &node.backward else {
-                    // A leaf no node consumes (the loss itself) is reported here.
-                    if let Some(ready) = ready.as_deref_mut()
-                        && !consumers.contains_key(&node.id)
-                    {
-                        ready(node.id, &g)?;
-                    }
-                    by_node.insert(node.id, g);
-                    continue;
-                };
-                for (input, grad) in node.inputs.iter().zip(rule(&g)?) {
-                    let (Some(input), Some(grad)) = (input, grad) else {
-                        continue;
-                    };
-                    let merged = match pending.remove(&input.id) {
-                        Some(prev) => (input.accumulate)(&prev, &grad)?,
-                        None => grad,
-                    };
-                    pending.insert(input.id, merged);
                 }
-                if let Some(ready) = ready.as_deref_mut() {
-                    consumed(node, &mut consumers, &pending, ready)?;
+                work.push(node.clone());
+                // Nodes the observer lets run ahead of their turn are pushed here too.
+                while let Some(n) = work.pop() {
+                    run_node(&n, &mut pending, &mut by_node, observer.as_mut(), &mut work)?;
                 }
             }
             Ok(())
@@ -560,23 +533,101 @@ impl<E: Float> Tensor<(), E> {
     }
 }
 
-/// Counts `node`'s rule as run for each leaf it consumes, and reports the leaves whose last
-/// consumer it was (with their final gradient, when they got one).
-fn consumed(
-    node: &Node,
-    consumers: &mut HashMap<u64, usize>,
-    pending: &HashMap<u64, Erased>,
-    ready: &mut dyn FnMut(u64, &Erased) -> Result<()>,
+/// What an observed backward keeps to report leaf gradients early: per node, how many
+/// consumers it has in the graph and how many have not run yet.
+struct Observer<'a> {
+    total: HashMap<u64, usize>,
+    left: HashMap<u64, usize>,
+    /// Nodes that ran ahead of their turn in the walk.
+    early: std::collections::HashSet<u64>,
+    ready: &'a mut dyn FnMut(u64, &Erased) -> Result<()>,
+}
+
+impl<'a> Observer<'a> {
+    fn new(order: &[Arc<Node>], ready: &'a mut dyn FnMut(u64, &Erased) -> Result<()>) -> Self {
+        let mut total: HashMap<u64, usize> = HashMap::new();
+        for node in order {
+            for input in node.inputs.iter().flatten() {
+                *total.entry(input.id).or_default() += 1;
+            }
+        }
+        Observer {
+            left: total.clone(),
+            total,
+            early: Default::default(),
+            ready,
+        }
+    }
+
+    /// Whether `node` (all of whose consumers have run) may run ahead of its turn without
+    /// changing any result: each of its inputs has it as its only consumer, so the order in
+    /// which gradients are added up anywhere stays the walk's. A parameter's transpose
+    /// (`w.t()` in a linear layer) is such a node, and running it early is what makes the
+    /// parameter's gradient final before the rest of the backward.
+    fn may_run_early(&self, node: &Node) -> bool {
+        node.backward.is_some()
+            && node
+                .inputs
+                .iter()
+                .flatten()
+                .all(|i| self.total.get(&i.id) == Some(&1))
+    }
+}
+
+/// Runs one node of the backward walk: a leaf's gradient is kept, any other node's rule adds
+/// its inputs' gradients to `pending`. With an observer, counts the node as run for each
+/// input, reports leaves whose last consumer it was, and queues on `work` the inputs that may
+/// run ahead of their turn.
+fn run_node(
+    node: &Arc<Node>,
+    pending: &mut HashMap<u64, Erased>,
+    by_node: &mut HashMap<u64, Erased>,
+    observer: Option<&mut Observer<'_>>,
+    work: &mut Vec<Arc<Node>>,
 ) -> Result<()> {
+    let g = pending.remove(&node.id);
+    match (&node.backward, g) {
+        (None, Some(g)) => {
+            // A leaf no node consumes (the loss itself) is reported at its turn.
+            if let Some(o) = &observer
+                && !o.total.contains_key(&node.id)
+            {
+                (o.ready)(node.id, &g)?;
+            }
+            by_node.insert(node.id, g);
+        }
+        (Some(rule), Some(g)) => {
+            for (input, grad) in node.inputs.iter().zip(rule(&g)?) {
+                let (Some(input), Some(grad)) = (input, grad) else {
+                    continue;
+                };
+                let merged = match pending.remove(&input.id) {
+                    Some(prev) => (input.accumulate)(&prev, &grad)?,
+                    None => grad,
+                };
+                pending.insert(input.id, merged);
+            }
+        }
+        // No gradient reached the node: nothing to run, but it still counts as run below.
+        (_, None) => {}
+    }
+    let Some(o) = observer else {
+        return Ok(());
+    };
     for input in node.inputs.iter().flatten() {
-        let Some(left) = consumers.get_mut(&input.id) else {
+        let Some(left) = o.left.get_mut(&input.id) else {
             continue;
         };
         *left -= 1;
-        if *left == 0
-            && let Some(g) = pending.get(&input.id)
-        {
-            ready(input.id, g)?;
+        if *left > 0 {
+            continue;
+        }
+        if input.backward.is_none() {
+            if let Some(g) = pending.get(&input.id) {
+                (o.ready)(input.id, g)?;
+            }
+        } else if o.may_run_early(input) && o.early.insert(input.id) {
+            work.push(input.clone());
         }
     }
     Ok(())
@@ -662,6 +713,45 @@ mod tests {
                 "{g} vs {exact}"
             );
         }
+    }
+
+    #[test]
+    fn an_observed_backward_reports_each_parameter_once_last_layer_first_with_equal_bits() {
+        let x: Tensor<(Const<4>, Const<3>)> = Tensor::randn((Const, Const), 1, Device::Cpu);
+        let w1: Tensor<(Const<5>, Const<3>)> =
+            Tensor::randn((Const, Const), 2, Device::Cpu).requires_grad();
+        let w2: Tensor<(Const<2>, Const<5>)> =
+            Tensor::randn((Const, Const), 3, Device::Cpu).requires_grad();
+        let h = x.matmul(&w1.t()).tanh();
+        // `h` is used twice, so its gradient is a sum whose order must not change.
+        let loss = (h.matmul(&w2.t()).sum_all() + h.sum_all()) * 0.5;
+        let plain = loss.backward();
+        let mut seen = Vec::new();
+        let observed = loss
+            .try_backward_observed(Some(&mut |id, g| {
+                seen.push((id, g.clone()));
+                Ok(())
+            }))
+            .unwrap();
+        let id = |w: u64| seen.iter().position(|(i, _)| *i == w);
+        let (n1, n2) = (w1.node().unwrap().id(), w2.node().unwrap().id());
+        assert_eq!(seen.len(), 2, "each parameter reported once");
+        // w2's gradient is final before w1's work starts: it is reported first.
+        assert_eq!((id(n2), id(n1)), (Some(0), Some(1)));
+        let bits = |g: Option<Vec<f32>>| g.unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(observed.get(&w1).map(|t| t.to_vec())),
+            bits(plain.get(&w1).map(|t| t.to_vec()))
+        );
+        assert_eq!(
+            bits(observed.get(&w2).map(|t| t.to_vec())),
+            bits(plain.get(&w2).map(|t| t.to_vec()))
+        );
+        let reported = grad_as::<(Const<2>, Const<5>), f32>(&seen[0].1).to_vec();
+        assert_eq!(
+            bits(Some(reported)),
+            bits(plain.get(&w2).map(|t| t.to_vec()))
+        );
     }
 
     #[test]
