@@ -582,14 +582,14 @@ fn run_node(
     node: &Arc<Node>,
     pending: &mut HashMap<u64, Erased>,
     by_node: &mut HashMap<u64, Erased>,
-    observer: Option<&mut Observer<'_>>,
+    mut observer: Option<&mut Observer<'_>>,
     work: &mut Vec<Arc<Node>>,
 ) -> Result<()> {
     let g = pending.remove(&node.id);
     match (&node.backward, g) {
         (None, Some(g)) => {
             // A leaf no node consumes (the loss itself) is reported at its turn.
-            if let Some(o) = &observer
+            if let Some(o) = observer.as_mut()
                 && !o.total.contains_key(&node.id)
             {
                 (o.ready)(node.id, &g)?;
