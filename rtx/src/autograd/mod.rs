@@ -68,6 +68,10 @@ pub(crate) type Erased = Arc<dyn Any + Send + Sync>;
 /// inputs that need none), or the device error of an op the rule ran.
 pub(crate) type Backward = Box<dyn Fn(&Erased) -> Result<Vec<Option<Erased>>> + Send + Sync>;
 
+/// What an observed backward ([`Tensor::try_backward_observed`]) calls with each leaf's node id
+/// and final gradient.
+pub(crate) type Ready<'a> = &'a mut dyn FnMut(u64, &Erased) -> Result<()>;
+
 /// Adds two gradients of one node's type.
 type Accumulate = fn(&Erased, &Erased) -> Result<Erased>;
 
@@ -482,10 +486,7 @@ impl<E: Float> Tensor<(), E> {
     /// leaves that get no gradient are never reported. The gradients returned and the order
     /// in which they are computed are exactly [`Tensor::try_backward`]'s: only the reporting is
     /// added, and an error from `ready` stops the backward.
-    pub(crate) fn try_backward_observed(
-        &self,
-        ready: Option<&mut dyn FnMut(u64, &Erased) -> Result<()>>,
-    ) -> Result<Gradients> {
+    pub(crate) fn try_backward_observed(&self, ready: Option<Ready<'_>>) -> Result<Gradients> {
         let mut by_node = HashMap::new();
         let Some(root) = self.node().cloned() else {
             return Ok(Gradients { by_node });
@@ -540,11 +541,11 @@ struct Observer<'a> {
     left: HashMap<u64, usize>,
     /// Nodes that ran ahead of their turn in the walk.
     early: std::collections::HashSet<u64>,
-    ready: &'a mut dyn FnMut(u64, &Erased) -> Result<()>,
+    ready: Ready<'a>,
 }
 
 impl<'a> Observer<'a> {
-    fn new(order: &[Arc<Node>], ready: &'a mut dyn FnMut(u64, &Erased) -> Result<()>) -> Self {
+    fn new(order: &[Arc<Node>], ready: Ready<'a>) -> Self {
         let mut total: HashMap<u64, usize> = HashMap::new();
         for node in order {
             for input in node.inputs.iter().flatten() {

@@ -8,7 +8,7 @@
 
 use super::ProcessGroup;
 use super::reducer::{self, DEFAULT_BUCKET_CAP_BYTES, Param, Plan};
-use crate::autograd::Gradients;
+use crate::autograd::{Gradients, Ready};
 use crate::error::{Error, Result};
 use crate::nn::{Module, TensorKind, VisitorMut};
 use crate::optim::{OptimState, Optimizer};
@@ -92,9 +92,7 @@ impl Reducer {
     fn sync(
         &mut self,
         params: &[Param],
-        feed: impl FnOnce(
-            &mut dyn FnMut(u64, &crate::autograd::Erased) -> Result<()>,
-        ) -> Result<Gradients>,
+        feed: impl FnOnce(Ready<'_>) -> Result<Gradients>,
     ) -> Result<Gradients> {
         self.plan(params);
         let accumulated = std::mem::take(&mut self.accumulated);

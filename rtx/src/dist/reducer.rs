@@ -10,7 +10,7 @@
 //! averaging a mismatch.
 
 use super::ProcessGroup;
-use crate::autograd::{Erased, Gradients, Node, grad_as};
+use crate::autograd::{Erased, Gradients, Node, Ready, grad_as};
 use crate::error::{Error, Result};
 use crate::nn::{Module, TensorKind, Visitor};
 use crate::shape::Shape;
@@ -25,6 +25,9 @@ use std::sync::mpsc;
 /// PyTorch's default bucket size, `bucket_cap_mb = 25` (MiB).
 pub const DEFAULT_BUCKET_CAP_BYTES: usize = 25 * 1024 * 1024;
 
+/// Makes a gradient of one parameter's type and device from native bytes.
+type Unpack = Box<dyn Fn(&[u8]) -> Result<Erased>>;
+
 /// One trainable parameter as the reducer sees it: its name, tape node and how to move its
 /// gradient in and out of a bucket without its shape type.
 pub(crate) struct Param {
@@ -35,7 +38,7 @@ pub(crate) struct Param {
     /// Appends the gradient's elements, in logical order, as native bytes.
     pack: fn(&Erased, &mut Vec<u8>) -> Result<()>,
     /// A gradient of the parameter's type and device from native bytes.
-    unpack: Box<dyn Fn(&[u8]) -> Result<Erased>>,
+    unpack: Unpack,
     /// The native bytes of a flag value in the parameter's element type.
     encode: fn(f64) -> Vec<u8>,
     /// A flag value from its native bytes.
@@ -262,7 +265,7 @@ pub(crate) fn all_reduce(
     params: &[Param],
     plan: &Plan,
     accumulated: &Gradients,
-    feed: impl FnOnce(&mut dyn FnMut(u64, &Erased) -> Result<()>) -> Result<Gradients>,
+    feed: impl FnOnce(Ready<'_>) -> Result<Gradients>,
 ) -> Result<(Gradients, usize)> {
     let mut launcher = Launcher::new(params, plan, accumulated);
     let dtypes: Vec<DType> = plan.buckets.iter().map(|m| params[m[0]].dtype).collect();

@@ -79,7 +79,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             });
         }
         let orig = self.shape();
-        let out = self.view(self.layout().clone(), shape);
+        let out = self.view(*self.layout(), shape);
         Ok(self.track_view(out, move |g| g.retype(orig)))
     }
 
