@@ -723,18 +723,38 @@ mod tests {
             Tensor::randn((Const, Const), 2, Device::Cpu).requires_grad();
         let w2: Tensor<(Const<2>, Const<5>)> =
             Tensor::randn((Const, Const), 3, Device::Cpu).requires_grad();
-        let h = x.matmul(&w1.t()).tanh();
+        // An identity node after the first layer that counts how often its rule has run: the
+        // first layer's backward starts there.
+        let runs = Arc::new(AtomicU64::new(0));
+        let counter = runs.clone();
+        let h0 = x.matmul(&w1.t());
+        let h0 = h0.clone().record(
+            vec![h0.node().cloned()],
+            move |g: &Tensor<(Const<4>, Const<5>)>| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(vec![erase(g.clone())])
+            },
+        );
+        let h = h0.tanh();
         // `h` is used twice, so its gradient is a sum whose order must not change.
         let loss = (h.matmul(&w2.t()).sum_all() + h.sum_all()) * 0.5;
         let plain = loss.backward();
+        runs.store(0, Ordering::SeqCst);
         let mut seen = Vec::new();
         let observed = loss
             .try_backward_observed(Some(&mut |id, g| {
-                seen.push((id, g.clone()));
+                // The second layer's weight is final before the first layer's backward starts:
+                // what lets DDP send it while the rest of the backward runs.
+                seen.push((id, g.clone(), runs.load(Ordering::SeqCst)));
                 Ok(())
             }))
             .unwrap();
-        let id = |w: u64| seen.iter().position(|(i, _)| *i == w);
+        assert_eq!(
+            seen.iter().map(|s| s.2).collect::<Vec<_>>(),
+            [0, 1],
+            "rules of the first layer run when each weight was reported"
+        );
+        let id = |w: u64| seen.iter().position(|(i, _, _)| *i == w);
         let (n1, n2) = (w1.node().unwrap().id(), w2.node().unwrap().id());
         assert_eq!(seen.len(), 2, "each parameter reported once");
         // w2's gradient is final before w1's work starts: it is reported first.
