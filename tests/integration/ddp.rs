@@ -320,3 +320,38 @@ fn a_parameter_without_gradient_is_named_on_every_rank() {
         assert!(!report.contains("`0.weight`"), "{report}");
     }
 }
+
+#[test]
+fn buckets_follow_reverse_registration_with_a_small_first_bucket() {
+    // Weights of 2 MiB (512² f64) and biases of 4 KiB.
+    let bucket_names = |cap: usize| {
+        let pg = dist::init_with(dist::InitOptions::new(0, 1, "127.0.0.1", 0)).unwrap();
+        let mut layers: [Linear<512, 512, f64>; 3] =
+            std::array::from_fn(|i| Linear::new(Device::Cpu, i as u64));
+        layers.track_gradients();
+        let options = DdpOptions::default().bucket_cap_bytes(cap);
+        Ddp::with_options(layers, pg, options).unwrap().buckets()
+    };
+    let names = |v: &[&[&str]]| -> Vec<Vec<String>> {
+        v.iter()
+            .map(|b| b.iter().map(|s| s.to_string()).collect())
+            .collect()
+    };
+    // The first bucket stops at 1 MiB (PyTorch's first bucket), the next holds up to 25 MiB.
+    assert_eq!(
+        bucket_names(DdpOptions::default().bucket_cap),
+        names(&[
+            &["2.bias"],
+            &["2.weight", "1.bias", "1.weight", "0.bias", "0.weight"]
+        ])
+    );
+    assert_eq!(
+        bucket_names(3 << 20),
+        names(&[
+            &["2.bias"],
+            &["2.weight", "1.bias"],
+            &["1.weight", "0.bias"],
+            &["0.weight"]
+        ])
+    );
+}

@@ -26,7 +26,9 @@ use std::sync::Arc;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DdpOptions {
     /// The most bytes of gradients in one bucket (25 MiB by default, PyTorch's
-    /// `bucket_cap_mb=25`); a parameter larger than that gets a bucket of its own.
+    /// `bucket_cap_mb=25`); a parameter larger than that gets a bucket of its own. The first
+    /// bucket of each element type holds at most 1 MiB (or this, if smaller), as in PyTorch,
+    /// so communication starts early in the backward.
     pub bucket_cap: usize,
 }
 
@@ -104,7 +106,7 @@ impl Reducer {
 
     /// [`Reducer::sync`] of gradients already computed (by a static backward).
     fn sync_after(&mut self, params: &[Param], grads: Gradients) -> Result<Gradients> {
-        self.sync(params, |ready| {
+        let averaged = self.sync(params, |ready| {
             // In the order a backward produces them, so the buckets launch as they fill.
             for p in params.iter().rev() {
                 if let Some(g) = grads.get_erased(&p.node) {
@@ -112,7 +114,10 @@ impl Reducer {
                 }
             }
             Ok(grads)
-        })
+        });
+        // The backward had finished before any bucket went out.
+        self.overlapped = 0;
+        averaged
     }
 }
 
@@ -296,8 +301,9 @@ impl<M: Module> Ddp<M> {
             .collect()
     }
 
-    /// How many buckets the last synced backward started all-reducing before its backward
-    /// pass had finished (the rest went out after it).
+    /// How many buckets the last synced [`Ddp::backward`] started all-reducing while its
+    /// backward pass was running (the rest went out after it); 0 after
+    /// [`Ddp::all_reduce_gradients`], which starts after the backward.
     pub fn overlapped_buckets(&self) -> usize {
         self.reducer.overlapped
     }

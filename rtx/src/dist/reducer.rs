@@ -25,6 +25,11 @@ use std::sync::mpsc;
 /// PyTorch's default bucket size, `bucket_cap_mb = 25` (MiB).
 pub const DEFAULT_BUCKET_CAP_BYTES: usize = 25 * 1024 * 1024;
 
+/// The cap of each element type's first bucket, as PyTorch's `_DEFAULT_FIRST_BUCKET_BYTES`:
+/// a small first bucket (the last layers' gradients) starts communicating early in the
+/// backward instead of waiting for 25 MiB of gradients.
+pub const FIRST_BUCKET_CAP_BYTES: usize = 1024 * 1024;
+
 /// Makes a gradient of one parameter's type and device from native bytes.
 type Unpack = Box<dyn Fn(&[u8]) -> Result<Erased>>;
 
@@ -106,20 +111,26 @@ impl Plan {
     /// Buckets of at most `cap` bytes (a parameter larger than that gets one of its own), one
     /// element type each, filled in reverse registration order: the order in which a backward
     /// pass usually produces the gradients, so the first buckets fill first. Each element
-    /// type has its own open bucket, as in PyTorch.
+    /// type has its own open bucket, the first one capped at [`FIRST_BUCKET_CAP_BYTES`] (or
+    /// `cap`, if smaller), as in PyTorch.
     pub fn new(params: &[Param], cap: usize) -> Plan {
         let mut buckets: Vec<Vec<usize>> = Vec::new();
-        // Per element type, the open bucket's index and its size in bytes.
-        let mut open: HashMap<DType, (usize, usize)> = HashMap::new();
+        // Per element type, the open bucket's index, its size in bytes and its cap.
+        let mut open: HashMap<DType, (usize, usize, usize)> = HashMap::new();
         for (i, p) in params.iter().enumerate().rev() {
             let bytes = p.numel * p.dtype.size_in_bytes();
             match open.get_mut(&p.dtype) {
-                Some((b, used)) if *used + bytes <= cap => {
+                Some((b, used, limit)) if *used + bytes <= *limit => {
                     buckets[*b].push(i);
                     *used += bytes;
                 }
-                _ => {
-                    open.insert(p.dtype, (buckets.len(), bytes));
+                Some(slot) => {
+                    *slot = (buckets.len(), bytes, cap);
+                    buckets.push(vec![i]);
+                }
+                None => {
+                    let limit = cap.min(FIRST_BUCKET_CAP_BYTES);
+                    open.insert(p.dtype, (buckets.len(), bytes, limit));
                     buckets.push(vec![i]);
                 }
             }
