@@ -32,6 +32,7 @@ fn rank_child() {
         "exit" | "hang" => fault(&scenario, victim),
         "size" | "order" => disagree(&scenario),
         "init" => dist::init().map(drop),
+        ddp if ddp.starts_with("ddp_") => crate::ddp::scenario(ddp),
         other => panic!("unknown scenario {other}"),
     };
     let text = match result {
@@ -275,15 +276,15 @@ fn dir(name: &str) -> PathBuf {
 }
 
 /// What each rank reported, and how long the slowest reporting rank took.
-struct Outcome {
+pub(crate) struct Outcome {
     dir: PathBuf,
     reports: Vec<Option<String>>,
-    logs: Vec<String>,
+    pub(crate) logs: Vec<String>,
     elapsed: Duration,
 }
 
 impl Outcome {
-    fn report(&self, rank: usize) -> &str {
+    pub(crate) fn report(&self, rank: usize) -> &str {
         self.reports[rank].as_deref().unwrap_or_else(|| {
             panic!(
                 "rank {rank} reported nothing; its log:\n{}",
@@ -295,7 +296,7 @@ impl Outcome {
 
 /// Runs `world` ranks of `scenario` with extra variables `vars` (a `None` value removes one),
 /// waits for every rank but `victim` to finish, then kills the rest.
-fn launch(
+pub(crate) fn launch(
     name: &str,
     world: usize,
     scenario: &str,

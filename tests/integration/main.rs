@@ -15,6 +15,7 @@ mod checkpoint;
 mod compiled;
 mod compiled_models;
 mod data;
+mod ddp;
 mod display_parity;
 mod dist;
 mod first_model;

@@ -68,6 +68,10 @@ pub(crate) type Erased = Arc<dyn Any + Send + Sync>;
 /// inputs that need none), or the device error of an op the rule ran.
 pub(crate) type Backward = Box<dyn Fn(&Erased) -> Result<Vec<Option<Erased>>> + Send + Sync>;
 
+/// What an observed backward ([`Tensor::try_backward_observed`]) calls with each leaf's node id
+/// and final gradient.
+pub(crate) type Ready<'a> = &'a mut dyn FnMut(u64, &Erased) -> Result<()>;
+
 /// Adds two gradients of one node's type.
 type Accumulate = fn(&Erased, &Erased) -> Result<Erased>;
 
@@ -84,6 +88,16 @@ pub(crate) struct Node {
 }
 
 impl Node {
+    /// The node's identity, the key of its gradient in [`Gradients`].
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The sum of two gradients of this node's type.
+    pub(crate) fn add_grads(&self, a: &Erased, b: &Erased) -> Result<Erased> {
+        no_grad(|| (self.accumulate)(a, b))
+    }
+
     fn new(
         inputs: Vec<Option<Arc<Node>>>,
         backward: Option<Backward>,
@@ -364,7 +378,7 @@ impl Gradients {
     }
 
     /// [`Gradients::add`] without the types (compiled once, not once per parameter shape).
-    fn add_erased(&mut self, node: &Node, grad: Erased) {
+    pub(crate) fn add_erased(&mut self, node: &Node, grad: Erased) {
         let merged = match self.by_node.remove(&node.id) {
             Some(prev) => crate::error::ok(no_grad(|| (node.accumulate)(&prev, &grad))),
             None => grad,
@@ -381,6 +395,12 @@ impl Gradients {
     /// The gradient of the tensor with tape node `node`, its type erased.
     pub(crate) fn get_erased(&self, node: &Node) -> Option<&Erased> {
         self.by_node.get(&node.id)
+    }
+
+    /// Sets the gradient of the tensor with tape node id `id` (DDP writes back the averaged
+    /// gradients by node, its type erased; it must be the node's own tensor type).
+    pub(crate) fn set_erased(&mut self, id: u64, grad: Erased) {
+        self.by_node.insert(id, grad);
     }
 
     /// Replaces the gradient of `param` (gradient clipping scales gradients in place); does
@@ -454,6 +474,19 @@ impl<E: Float> Tensor<(), E> {
     /// # Ok::<(), rtx::Error>(())
     /// ```
     pub fn try_backward(&self) -> Result<Gradients> {
+        self.try_backward_observed(None)
+    }
+
+    /// [`Tensor::try_backward`] that tells `ready` each leaf's gradient (a parameter's) as soon
+    /// as it is final: once every node of the graph that consumes the leaf has run its rule,
+    /// rather than when the walk reaches the leaf itself (which depth-first order can leave to
+    /// the very end). A node whose inputs it alone consumes (a parameter's transpose) runs as
+    /// soon as its own gradient is final, for the same reason; that changes no result. DDP all-reduces a bucket of gradients from here while the rest of the
+    /// backward runs. `ready` gets the leaf's node id and its gradient, at most once per leaf;
+    /// leaves that get no gradient are never reported. The gradients returned and the order
+    /// in which they are computed are exactly [`Tensor::try_backward`]'s: only the reporting is
+    /// added, and an error from `ready` stops the backward.
+    pub(crate) fn try_backward_observed(&self, ready: Option<Ready<'_>>) -> Result<Gradients> {
         let mut by_node = HashMap::new();
         let Some(root) = self.node().cloned() else {
             return Ok(Gradients { by_node });
@@ -477,32 +510,128 @@ impl<E: Float> Tensor<(), E> {
                 }
             }
         }
+        let mut observer = ready.map(|ready| Observer::new(&order, ready));
         no_grad(|| -> Result<()> {
             let mut pending: HashMap<u64, Erased> = HashMap::new();
             pending.insert(root.id, Arc::new(self.try_ones_like()?));
+            let mut work: Vec<Arc<Node>> = Vec::new();
             for node in order.iter().rev() {
-                let Some(g) = pending.remove(&node.id) else {
+                if observer
+                    .as_ref()
+                    .is_some_and(|o| o.early.contains(&node.id))
+                {
                     continue;
-                };
-                let Some(rule) = &node.backward else {
-                    by_node.insert(node.id, g);
-                    continue;
-                };
-                for (input, grad) in node.inputs.iter().zip(rule(&g)?) {
-                    let (Some(input), Some(grad)) = (input, grad) else {
-                        continue;
-                    };
-                    let merged = match pending.remove(&input.id) {
-                        Some(prev) => (input.accumulate)(&prev, &grad)?,
-                        None => grad,
-                    };
-                    pending.insert(input.id, merged);
+                }
+                work.push(node.clone());
+                // Nodes the observer lets run ahead of their turn are pushed here too.
+                while let Some(n) = work.pop() {
+                    run_node(&n, &mut pending, &mut by_node, observer.as_mut(), &mut work)?;
                 }
             }
             Ok(())
         })?;
         Ok(Gradients { by_node })
     }
+}
+
+/// What an observed backward keeps to report leaf gradients early: per node, how many
+/// consumers it has in the graph and how many have not run yet.
+struct Observer<'a> {
+    total: HashMap<u64, usize>,
+    left: HashMap<u64, usize>,
+    /// Nodes that ran ahead of their turn in the walk.
+    early: std::collections::HashSet<u64>,
+    ready: Ready<'a>,
+}
+
+impl<'a> Observer<'a> {
+    fn new(order: &[Arc<Node>], ready: Ready<'a>) -> Self {
+        let mut total: HashMap<u64, usize> = HashMap::new();
+        for node in order {
+            for input in node.inputs.iter().flatten() {
+                *total.entry(input.id).or_default() += 1;
+            }
+        }
+        Observer {
+            left: total.clone(),
+            total,
+            early: Default::default(),
+            ready,
+        }
+    }
+
+    /// Whether `node` (all of whose consumers have run) may run ahead of its turn without
+    /// changing any result: each of its inputs has it as its only consumer, so the order in
+    /// which gradients are added up anywhere stays the walk's. A parameter's transpose
+    /// (`w.t()` in a linear layer) is such a node, and running it early is what makes the
+    /// parameter's gradient final before the rest of the backward.
+    fn may_run_early(&self, node: &Node) -> bool {
+        node.backward.is_some()
+            && node
+                .inputs
+                .iter()
+                .flatten()
+                .all(|i| self.total.get(&i.id) == Some(&1))
+    }
+}
+
+/// Runs one node of the backward walk: a leaf's gradient is kept, any other node's rule adds
+/// its inputs' gradients to `pending`. With an observer, counts the node as run for each
+/// input, reports leaves whose last consumer it was, and queues on `work` the inputs that may
+/// run ahead of their turn.
+fn run_node(
+    node: &Arc<Node>,
+    pending: &mut HashMap<u64, Erased>,
+    by_node: &mut HashMap<u64, Erased>,
+    mut observer: Option<&mut Observer<'_>>,
+    work: &mut Vec<Arc<Node>>,
+) -> Result<()> {
+    let g = pending.remove(&node.id);
+    match (&node.backward, g) {
+        (None, Some(g)) => {
+            // A leaf no node consumes (the loss itself) is reported at its turn.
+            if let Some(o) = observer.as_mut()
+                && !o.total.contains_key(&node.id)
+            {
+                (o.ready)(node.id, &g)?;
+            }
+            by_node.insert(node.id, g);
+        }
+        (Some(rule), Some(g)) => {
+            for (input, grad) in node.inputs.iter().zip(rule(&g)?) {
+                let (Some(input), Some(grad)) = (input, grad) else {
+                    continue;
+                };
+                let merged = match pending.remove(&input.id) {
+                    Some(prev) => (input.accumulate)(&prev, &grad)?,
+                    None => grad,
+                };
+                pending.insert(input.id, merged);
+            }
+        }
+        // No gradient reached the node: nothing to run, but it still counts as run below.
+        (_, None) => {}
+    }
+    let Some(o) = observer else {
+        return Ok(());
+    };
+    for input in node.inputs.iter().flatten() {
+        let Some(left) = o.left.get_mut(&input.id) else {
+            continue;
+        };
+        *left -= 1;
+        if *left > 0 {
+            continue;
+        }
+        if input.backward.is_none() {
+            if let Some(g) = pending.get(&input.id) {
+                (o.ready)(input.id, g)?;
+            }
+        } else if o.may_run_early(input) && o.early.insert(input.id) {
+            work.push(input.clone());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -585,6 +714,65 @@ mod tests {
                 "{g} vs {exact}"
             );
         }
+    }
+
+    #[test]
+    fn an_observed_backward_reports_each_parameter_once_last_layer_first_with_equal_bits() {
+        let x: Tensor<(Const<4>, Const<3>)> = Tensor::randn((Const, Const), 1, Device::Cpu);
+        let w1: Tensor<(Const<5>, Const<3>)> =
+            Tensor::randn((Const, Const), 2, Device::Cpu).requires_grad();
+        let w2: Tensor<(Const<2>, Const<5>)> =
+            Tensor::randn((Const, Const), 3, Device::Cpu).requires_grad();
+        // An identity node after the first layer that counts how often its rule has run: the
+        // first layer's backward starts there.
+        let runs = Arc::new(AtomicU64::new(0));
+        let counter = runs.clone();
+        let h0 = x.matmul(&w1.t());
+        let h0 = h0.clone().record(
+            vec![h0.node().cloned()],
+            move |g: &Tensor<(Const<4>, Const<5>)>| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(vec![erase(g.clone())])
+            },
+        );
+        let h = h0.tanh();
+        // `h` is used twice, so its gradient is a sum whose order must not change.
+        let loss = (h.matmul(&w2.t()).sum_all() + h.sum_all()) * 0.5;
+        let plain = loss.backward();
+        runs.store(0, Ordering::SeqCst);
+        let mut seen = Vec::new();
+        let observed = loss
+            .try_backward_observed(Some(&mut |id, g| {
+                // The second layer's weight is final before the first layer's backward starts:
+                // what lets DDP send it while the rest of the backward runs.
+                seen.push((id, g.clone(), runs.load(Ordering::SeqCst)));
+                Ok(())
+            }))
+            .unwrap();
+        assert_eq!(
+            seen.iter().map(|s| s.2).collect::<Vec<_>>(),
+            [0, 1],
+            "rules of the first layer run when each weight was reported"
+        );
+        let id = |w: u64| seen.iter().position(|(i, _, _)| *i == w);
+        let (n1, n2) = (w1.node().unwrap().id(), w2.node().unwrap().id());
+        assert_eq!(seen.len(), 2, "each parameter reported once");
+        // w2's gradient is final before w1's work starts: it is reported first.
+        assert_eq!((id(n2), id(n1)), (Some(0), Some(1)));
+        let bits = |g: Option<Vec<f32>>| g.unwrap().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(observed.get(&w1).map(|t| t.to_vec())),
+            bits(plain.get(&w1).map(|t| t.to_vec()))
+        );
+        assert_eq!(
+            bits(observed.get(&w2).map(|t| t.to_vec())),
+            bits(plain.get(&w2).map(|t| t.to_vec()))
+        );
+        let reported = grad_as::<(Const<2>, Const<5>), f32>(&seen[0].1).to_vec();
+        assert_eq!(
+            bits(Some(reported)),
+            bits(plain.get(&w2).map(|t| t.to_vec()))
+        );
     }
 
     #[test]

@@ -398,6 +398,18 @@ impl ProcessGroup {
         ))
     }
 
+    /// [`ProcessGroup::all_reduce`] on a flat buffer of `dtype` elements in native bytes: what
+    /// DDP reduces its gradient buckets with, from its communication thread.
+    pub(crate) fn all_reduce_bytes(
+        &self,
+        bytes: &mut [u8],
+        dtype: rtx_kernels::DType,
+        op: ReduceOp,
+    ) -> Result<()> {
+        check("all_reduce", dtype, op)?;
+        self.watch(self.backend().all_reduce(bytes, dtype, op))
+    }
+
     /// Returns once every rank has called it (`dist.barrier`).
     ///
     /// ```

@@ -8,7 +8,8 @@
 //! others, and the [`ProcessGroup`] it returns runs collectives: [`ProcessGroup::all_reduce`]
 //! with a [`ReduceOp`], [`broadcast`](ProcessGroup::broadcast),
 //! [`all_gather`](ProcessGroup::all_gather), [`reduce_scatter`](ProcessGroup::reduce_scatter)
-//! and [`barrier`](ProcessGroup::barrier). Each rank reads its share of a data set through
+//! and [`barrier`](ProcessGroup::barrier). [`Ddp`] trains a model data-parallel on top of
+//! a group (gradient buckets averaged while the backward runs). Each rank reads its share of a data set through
 //! [`DistributedSampler`](crate::data::DistributedSampler).
 //!
 //! # Guarantees
@@ -25,7 +26,7 @@
 //! # Backends
 //! The collectives reach the network through one internal trait over byte buffers
 //! (`Collectives`, in `collectives.rs`). The CPU backend over TCP implements it now; an NCCL
-//! backend for GPU tensors implements the same trait next, and DDP builds on
+//! backend for GPU tensors implements the same trait next, and [`Ddp`] builds on
 //! [`ProcessGroup`], so neither changes this API.
 //!
 //! ```no_run
@@ -40,13 +41,16 @@
 //! ```
 
 mod collectives;
+mod ddp;
 mod env;
 mod fault;
 mod group;
+mod reducer;
 mod store;
 mod tcp;
 mod wire;
 
+pub use ddp::{Ddp, DdpOptimizer, DdpOptions};
 pub use env::{DEFAULT_TIMEOUT, Env, timeout_from_env};
 pub use group::{InitOptions, ProcessGroup, init, init_with};
 pub use rtx_backends::cpu::ranks::ReduceOp;
