@@ -259,6 +259,37 @@ impl<E: Element> CudaStorage<E> {
         Arc::strong_count(&self.buf) > 1
     }
 
+    /// The same buffer seen as bytes, for byte-level code such as the NCCL collectives.
+    pub fn into_bytes(self) -> CudaStorage<u8> {
+        CudaStorage {
+            len: byte_len::<E>(self.len),
+            buf: self.buf,
+            _e: PhantomData,
+        }
+    }
+
+    /// A byte buffer seen as elements of `E` again.
+    ///
+    /// # Errors
+    /// [`BackendError::BadArgument`] when the byte length is not a multiple of `E`'s size.
+    pub fn from_bytes(bytes: CudaStorage<u8>) -> Result<Self> {
+        let size = std::mem::size_of::<E>();
+        if bytes.len % size != 0 {
+            return Err(BackendError::BadArgument {
+                op: "CudaStorage::from_bytes",
+                msg: format!(
+                    "{} bytes are not a whole number of {size}-byte elements",
+                    bytes.len
+                ),
+            });
+        }
+        Ok(CudaStorage {
+            len: bytes.len / size,
+            buf: bytes.buf,
+            _e: PhantomData,
+        })
+    }
+
     /// The number of elements held.
     pub fn len(&self) -> usize {
         self.len
