@@ -216,6 +216,38 @@ impl<E: Element> CudaStorage<E> {
         })
     }
 
+    /// `parts` one after another in fresh storage on their GPU (all on one GPU, at least one
+    /// part).
+    pub fn concat(parts: &[Self]) -> Result<Self> {
+        let Some(first) = parts.first() else {
+            return Err(BackendError::BadArgument {
+                op: "concat",
+                msg: "no parts to join".into(),
+            });
+        };
+        let g = &first.buf.gpu;
+        if let Some(p) = parts.iter().find(|p| p.buf.gpu.ordinal != g.ordinal) {
+            return Err(BackendError::BadArgument {
+                op: "concat",
+                msg: format!("parts on GPUs {} and {}", g.ordinal, p.buf.gpu.ordinal),
+            });
+        }
+        let out = Self::alloc_on(g, parts.iter().map(|p| p.len).sum())?;
+        let mut at = out.buf.ptr();
+        for p in parts {
+            let (bytes, from) = (byte_len::<E>(p.len), p.buf.ptr());
+            if bytes > 0 {
+                submit_driver(g, "cuMemcpyDtoDAsync", |g| {
+                    // SAFETY: each part lands in its own range of the fresh block, in order on
+                    // the GPU's one stream.
+                    unsafe { drv::memcpy_dtod_async(at, from, bytes, g.stream.cu_stream()) }
+                })?;
+            }
+            at += bytes as u64;
+        }
+        Ok(out)
+    }
+
     /// The elements in `range` as fresh storage on GPU `ordinal` (this GPU or another).
     pub fn copy_range_to(&self, range: Range<usize>, ordinal: usize) -> Result<Self> {
         self.check_range("to_device", &range)?;

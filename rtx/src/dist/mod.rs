@@ -43,11 +43,12 @@ mod collectives;
 mod env;
 mod fault;
 mod group;
+mod nccl;
 mod store;
 mod tcp;
 mod wire;
 
 pub use env::{DEFAULT_TIMEOUT, Env, timeout_from_env};
-pub use group::{InitOptions, ProcessGroup, init, init_with};
+pub use group::{Backend, InitOptions, ProcessGroup, init, init_with};
 pub use rtx_backends::cpu::ranks::ReduceOp;
 pub use store::{Store, StoreServer};
