@@ -24,9 +24,11 @@
 //!
 //! # Backends
 //! The collectives reach the network through one internal trait over byte buffers
-//! (`Collectives`, in `collectives.rs`). The CPU backend over TCP implements it now; an NCCL
-//! backend for GPU tensors implements the same trait next, and DDP builds on
-//! [`ProcessGroup`], so neither changes this API.
+//! (`Collectives`, in `collectives.rs`), chosen when the group is made ([`Backend`], as PyTorch's
+//! `backend=`): TCP between hosts' memory (`tcp.rs`, the default, for tensors on any device), or
+//! NCCL on one GPU's tensors (`nccl.rs`, `Backend::Nccl(gpu)` or `RTX_DIST_BACKEND=nccl`), each
+//! call queued on the GPU's stream and waited for within the timeout. DDP builds on
+//! [`ProcessGroup`], so neither backend changes this API.
 //!
 //! ```no_run
 //! use rtx::dist::{self, ReduceOp};
