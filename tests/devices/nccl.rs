@@ -33,7 +33,7 @@ fn group(test: &str) -> Option<ProcessGroup> {
 
 /// Six values every element type holds exactly (u8 takes their absolute values).
 fn values<E: Element>() -> Vec<E> {
-    let v = [1.5, -2.0, 3.25, 0.0, 7.0, -1.0];
+    let v: [f64; 6] = [1.5, -2.0, 3.25, 0.0, 7.0, -1.0];
     v.iter()
         .map(|&x| match E::DTYPE {
             DType::U8 => E::from_f64(x.abs().floor() + 1.0),

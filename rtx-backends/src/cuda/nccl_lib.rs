@@ -22,6 +22,25 @@ pub(crate) const IN_PROGRESS: c_int = 7;
 /// A raw CUDA stream, as NCCL takes it.
 pub(crate) type Stream = *mut c_void;
 
+/// `ncclCommInitRankConfig(comm*, nranks, id, rank, config*)`.
+pub(crate) type InitFn =
+    unsafe extern "C" fn(*mut ncclComm_t, c_int, ncclUniqueId, c_int, *mut ncclConfig_t) -> c_int;
+/// `ncclAllReduce` and `ncclReduceScatter`: (send, recv, count, type, op, comm, stream).
+pub(crate) type ReduceFn = unsafe extern "C" fn(
+    *const c_void,
+    *mut c_void,
+    usize,
+    c_int,
+    c_int,
+    ncclComm_t,
+    Stream,
+) -> c_int;
+/// `ncclBroadcast`: (send, recv, count, type, root, comm, stream).
+pub(crate) type BroadcastFn = ReduceFn;
+/// `ncclAllGather`: (send, recv, send count, type, comm, stream).
+pub(crate) type GatherFn =
+    unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, ncclComm_t, Stream) -> c_int;
+
 /// The NCCL functions rtx calls, resolved from the opened library.
 pub(crate) struct Nccl {
     /// Keeps the library mapped while the pointers below are in use (for the whole process).
@@ -30,48 +49,17 @@ pub(crate) struct Nccl {
     pub name: String,
     pub get_version: unsafe extern "C" fn(*mut c_int) -> c_int,
     pub get_unique_id: unsafe extern "C" fn(*mut ncclUniqueId) -> c_int,
-    pub comm_init_rank_config: unsafe extern "C" fn(
-        *mut ncclComm_t,
-        c_int,
-        ncclUniqueId,
-        c_int,
-        *mut ncclConfig_t,
-    ) -> c_int,
+    pub comm_init_rank_config: InitFn,
     pub comm_get_async_error: unsafe extern "C" fn(ncclComm_t, *mut c_int) -> c_int,
     pub comm_abort: unsafe extern "C" fn(ncclComm_t) -> c_int,
     pub comm_finalize: unsafe extern "C" fn(ncclComm_t) -> c_int,
     pub comm_destroy: unsafe extern "C" fn(ncclComm_t) -> c_int,
     pub get_error_string: unsafe extern "C" fn(c_int) -> *const c_char,
     pub get_last_error: unsafe extern "C" fn(ncclComm_t) -> *const c_char,
-    pub all_reduce: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        c_int,
-        c_int,
-        ncclComm_t,
-        Stream,
-    ) -> c_int,
-    pub broadcast: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        c_int,
-        c_int,
-        ncclComm_t,
-        Stream,
-    ) -> c_int,
-    pub all_gather:
-        unsafe extern "C" fn(*const c_void, *mut c_void, usize, c_int, ncclComm_t, Stream) -> c_int,
-    pub reduce_scatter: unsafe extern "C" fn(
-        *const c_void,
-        *mut c_void,
-        usize,
-        c_int,
-        c_int,
-        ncclComm_t,
-        Stream,
-    ) -> c_int,
+    pub all_reduce: ReduceFn,
+    pub broadcast: BroadcastFn,
+    pub all_gather: GatherFn,
+    pub reduce_scatter: ReduceFn,
 }
 
 /// The library names tried, in order: the override, then the versioned name NCCL's packages
