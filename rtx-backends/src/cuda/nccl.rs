@@ -285,7 +285,7 @@ impl Communicator {
     ) -> Result<CudaStorage<u8>> {
         let t = self.reducible("ncclReduceScatter", dtype)?;
         let block = input.len() / self.world;
-        if block * self.world != input.len() || block % dtype.size_in_bytes() != 0 {
+        if block * self.world != input.len() || !block.is_multiple_of(dtype.size_in_bytes()) {
             return Err(BackendError::BadArgument {
                 op: "ncclReduceScatter",
                 msg: format!(

@@ -306,7 +306,7 @@ impl<E: Element> CudaStorage<E> {
     /// [`BackendError::BadArgument`] when the byte length is not a multiple of `E`'s size.
     pub fn from_bytes(bytes: CudaStorage<u8>) -> Result<Self> {
         let size = std::mem::size_of::<E>();
-        if bytes.len % size != 0 {
+        if !bytes.len.is_multiple_of(size) {
             return Err(BackendError::BadArgument {
                 op: "CudaStorage::from_bytes",
                 msg: format!(
