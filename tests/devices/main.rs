@@ -210,6 +210,7 @@ mod elementwise;
 mod index;
 mod integer;
 mod mixed;
+mod nccl;
 mod norm;
 mod oom;
 mod optim;

@@ -5,7 +5,8 @@
 //! dependencies form a stack without cycles, and the state of one GPU is composed in one
 //! place (`gpu`) rather than every subsystem reaching into every other through it.
 //!
-//! 1. `probe` (are the libraries there) and `disk_cache` (the on-disk kernel cache).
+//! 1. `probe` (are the libraries there), `nccl_lib` (NCCL opened by hand, by every name it
+//!    goes by) and `disk_cache` (the on-disk kernel cache).
 //! 2. `context`: the bare handle of one GPU, its context and the stream all its work is
 //!    queued on, and the driver calls that need nothing else.
 //! 3. The subsystems, each owning its per-GPU state and taking the bare handle: `alloc` (the
@@ -18,7 +19,8 @@
 //! 5. On the registry: `memory` (the allocator's entry points, by ordinal), `event` (timing),
 //!    `launch` (the one launch point, which counts dispatches, and making kernels ready),
 //!    then `storage` (device buffers and copies) and `graph` (capture and replay), which
-//!    dispatch through `launch`.
+//!    dispatch through `launch`, and `nccl` (communicators and their collectives on storage,
+//!    queued on the GPU's stream and waited for within a timeout).
 //! 6. `kernels` (entries of `#[kernel]` sources, launched with checked arguments) and
 //!    `matmul` (products of storage through cuBLAS or cuBLASLt).
 //! 7. `ops` (the storage entry points' GPU side, and the helpers the other `ops_*` files
@@ -43,6 +45,8 @@ mod kernels;
 mod launch;
 mod matmul;
 mod memory;
+mod nccl;
+mod nccl_lib;
 pub(crate) mod ops;
 pub(crate) mod ops_attention;
 pub(crate) mod ops_cast_multi;
@@ -73,6 +77,8 @@ pub use memory::{
     empty_cache, memory_limit, memory_stats, reset_peak_stats, set_memory_fraction,
     set_memory_limit,
 };
+pub use nccl::{Communicator, NCCL_ID_BYTES, nccl_unique_id};
+pub use nccl_lib::{nccl_available, nccl_version};
 pub use storage::CudaStorage;
 
 pub(crate) use matmul::{matmul, matmul_bias, matmul_row_sums};

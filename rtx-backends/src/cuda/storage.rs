@@ -216,6 +216,38 @@ impl<E: Element> CudaStorage<E> {
         })
     }
 
+    /// `parts` one after another in fresh storage on their GPU (all on one GPU, at least one
+    /// part).
+    pub fn concat(parts: &[Self]) -> Result<Self> {
+        let Some(first) = parts.first() else {
+            return Err(BackendError::BadArgument {
+                op: "concat",
+                msg: "no parts to join".into(),
+            });
+        };
+        let g = &first.buf.gpu;
+        if let Some(p) = parts.iter().find(|p| p.buf.gpu.ordinal != g.ordinal) {
+            return Err(BackendError::BadArgument {
+                op: "concat",
+                msg: format!("parts on GPUs {} and {}", g.ordinal, p.buf.gpu.ordinal),
+            });
+        }
+        let out = Self::alloc_on(g, parts.iter().map(|p| p.len).sum())?;
+        let mut at = out.buf.ptr();
+        for p in parts {
+            let (bytes, from) = (byte_len::<E>(p.len), p.buf.ptr());
+            if bytes > 0 {
+                submit_driver(g, "cuMemcpyDtoDAsync", |g| {
+                    // SAFETY: each part lands in its own range of the fresh block, in order on
+                    // the GPU's one stream.
+                    unsafe { drv::memcpy_dtod_async(at, from, bytes, g.stream.cu_stream()) }
+                })?;
+            }
+            at += bytes as u64;
+        }
+        Ok(out)
+    }
+
     /// The elements in `range` as fresh storage on GPU `ordinal` (this GPU or another).
     pub fn copy_range_to(&self, range: Range<usize>, ordinal: usize) -> Result<Self> {
         self.check_range("to_device", &range)?;
@@ -257,6 +289,37 @@ impl<E: Element> CudaStorage<E> {
     /// write into the buffer in place only when none does.
     pub fn is_shared(&self) -> bool {
         Arc::strong_count(&self.buf) > 1
+    }
+
+    /// The same buffer seen as bytes, for byte-level code such as the NCCL collectives.
+    pub fn into_bytes(self) -> CudaStorage<u8> {
+        CudaStorage {
+            len: byte_len::<E>(self.len),
+            buf: self.buf,
+            _e: PhantomData,
+        }
+    }
+
+    /// A byte buffer seen as elements of `E` again.
+    ///
+    /// # Errors
+    /// [`BackendError::BadArgument`] when the byte length is not a multiple of `E`'s size.
+    pub fn from_bytes(bytes: CudaStorage<u8>) -> Result<Self> {
+        let size = std::mem::size_of::<E>();
+        if !bytes.len.is_multiple_of(size) {
+            return Err(BackendError::BadArgument {
+                op: "CudaStorage::from_bytes",
+                msg: format!(
+                    "{} bytes are not a whole number of {size}-byte elements",
+                    bytes.len
+                ),
+            });
+        }
+        Ok(CudaStorage {
+            len: bytes.len / size,
+            buf: bytes.buf,
+            _e: PhantomData,
+        })
     }
 
     /// The number of elements held.

@@ -2,15 +2,19 @@
 //!
 //! Invariant: a group's collectives go through one [`Collectives`] backend behind a lock, one
 //! at a time, and a group that failed stays failed (every later call returns the first error).
+//! The backend is chosen once, when the group is made ([`Backend`]): TCP on host bytes, or NCCL
+//! on the bytes of one GPU's tensors.
 
 use super::collectives::Collectives;
 use super::env::{Env, timeout_from_env};
+use super::nccl::Nccl;
 use super::store::{Store, StoreServer, secs};
 use super::tcp::Tcp;
 use crate::error::{Error, Result};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use rtx_backends::cpu::ranks::{ReduceOp, check};
+use rtx_backends::cuda::CudaStorage;
 use rtx_backends::{Layout, Storage, bytes_of, vec_from_bytes};
 use rtx_kernels::Element;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +23,46 @@ use std::time::Duration;
 
 /// The store keys of the default group start with this.
 const PREFIX: &str = "rtx/default";
+
+/// Which communication backend a group uses: PyTorch's `backend=` argument, chosen explicitly
+/// as PyTorch users do (`backend="nccl"`), never guessed from whether a GPU exists, so the
+/// same program behaves the same on every machine.
+///
+/// ```
+/// use rtx::dist::{Backend, InitOptions};
+/// let o = InitOptions::new(0, 1, "127.0.0.1", 0).backend(Backend::Nccl(0));
+/// assert_eq!(o.backend, Backend::Nccl(0));
+/// assert_eq!(InitOptions::new(0, 1, "127.0.0.1", 0).backend, Backend::Tcp);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// Rank-to-rank TCP on host memory, in the role of PyTorch's Gloo: works everywhere, and
+    /// takes tensors on any device (GPU tensors through host copies).
+    #[default]
+    Tcp,
+    /// NCCL on GPU `Device::Cuda(n)` (usually `n` = the local rank): collectives run on that
+    /// GPU's tensors, queued on its stream, and other tensors are refused. Needs NCCL
+    /// (`libnccl.so.2` or `libnccl.so`) and the GPU; without them making the group is an error.
+    Nccl(usize),
+}
+
+impl Backend {
+    /// The backend `RTX_DIST_BACKEND` names (`tcp`, unset or empty: TCP; `nccl`: NCCL on GPU
+    /// `local_rank`), as torchrun scripts pass `backend="nccl"`.
+    ///
+    /// # Errors
+    /// [`Error::Dist`] for any other value.
+    pub fn from_env(local_rank: usize) -> Result<Backend> {
+        match std::env::var("RTX_DIST_BACKEND").unwrap_or_default().trim() {
+            "" | "tcp" | "gloo" => Ok(Backend::Tcp),
+            "nccl" => Ok(Backend::Nccl(local_rank)),
+            other => Err(Error::Dist {
+                rank: None,
+                msg: format!("RTX_DIST_BACKEND={other:?}: expected \"tcp\" or \"nccl\""),
+            }),
+        }
+    }
+}
 
 /// How to build a [`ProcessGroup`] without reading the environment (or after adjusting what
 /// was read from it).
@@ -42,6 +86,8 @@ pub struct InitOptions {
     /// How long any wait for another rank may take: connecting, a store key, one socket read or
     /// write in a collective. `None` reads `RTX_DIST_TIMEOUT` (seconds), else 300 s.
     pub timeout: Option<Duration>,
+    /// The communication backend ([`Backend::Tcp`] unless set).
+    pub backend: Backend,
 }
 
 impl InitOptions {
@@ -58,18 +104,25 @@ impl InitOptions {
             master_addr: master_addr.into(),
             master_port,
             timeout: None,
+            backend: Backend::Tcp,
         }
     }
 
-    /// The options torchrun's (or `rtx-run`'s) environment gives: see [`Env::from_env`].
+    /// The options torchrun's (or `rtx-run`'s) environment gives: see [`Env::from_env`], and
+    /// the backend from `RTX_DIST_BACKEND` ([`Backend::from_env`], on GPU `LOCAL_RANK`).
     pub fn from_env() -> Result<InitOptions> {
         let env = Env::from_env()?;
-        Ok(InitOptions::new(
-            env.rank,
-            env.world_size,
-            env.master_addr,
-            env.master_port,
-        ))
+        let backend = Backend::from_env(env.local_rank)?;
+        Ok(
+            InitOptions::new(env.rank, env.world_size, env.master_addr, env.master_port)
+                .backend(backend),
+        )
+    }
+
+    /// Sets the communication backend.
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
     }
 
     /// Sets the timeout instead of reading `RTX_DIST_TIMEOUT`.
@@ -120,6 +173,7 @@ pub fn init_with(options: InitOptions) -> Result<ProcessGroup> {
         master_addr,
         master_port,
         timeout,
+        backend,
     } = options;
     if rank >= world {
         return Err(Error::Dist {
@@ -156,9 +210,20 @@ pub fn init_with(options: InitOptions) -> Result<ProcessGroup> {
         },
         e => e,
     })?);
-    let backend = Tcp::connect(rank, world, store.clone(), PREFIX, timeout)?;
+    let comm = match backend {
+        Backend::Tcp => Comm::Host(Box::new(Tcp::connect(
+            rank,
+            world,
+            store.clone(),
+            PREFIX,
+            timeout,
+        )?)),
+        Backend::Nccl(ordinal) => Comm::Device(Nccl::connect(
+            rank, world, ordinal, &store, PREFIX, timeout,
+        )?),
+    };
     Ok(ProcessGroup {
-        backend: Mutex::new(Box::new(backend)),
+        backend: Mutex::new(comm),
         rank,
         world,
         timeout,
@@ -178,11 +243,12 @@ pub fn init_with(options: InitOptions) -> Result<ProcessGroup> {
 /// they change keeps its own.
 ///
 /// Tensors of f32, f64, f16, bf16, i32, i64 and u8 can be reduced, all element types
-/// broadcast and gathered. The CPU backend communicates over TCP; GPU tensors go through host
-/// copies until the NCCL backend arrives.
+/// broadcast and gathered. A [`Backend::Tcp`] group communicates over TCP from host memory
+/// (GPU tensors through host copies); a [`Backend::Nccl`] group through NCCL on its GPU's
+/// tensors, on the GPU's stream.
 pub struct ProcessGroup {
     // Fields drop in order: the connections first, the store's server last.
-    backend: Mutex<Box<dyn Collectives>>,
+    backend: Mutex<Comm>,
     rank: usize,
     world: usize,
     timeout: Duration,
@@ -238,9 +304,12 @@ impl ProcessGroup {
         &self.store
     }
 
-    /// The backend's name: `"tcp"`.
+    /// The backend's name: `"tcp"` or `"nccl"`.
     pub fn backend_name(&self) -> &'static str {
-        self.backend().name()
+        match &*self.backend() {
+            Comm::Host(b) => b.name(),
+            Comm::Device(n) => n.name(),
+        }
     }
 
     /// Notes a collective's failure (see `Drop`) and passes its result on.
@@ -251,7 +320,7 @@ impl ProcessGroup {
         r
     }
 
-    fn backend(&self) -> std::sync::MutexGuard<'_, Box<dyn Collectives>> {
+    fn backend(&self) -> std::sync::MutexGuard<'_, Comm> {
         // A panic inside a collective leaves the backend's state as broken as an error would;
         // its sockets are what matters, and they report their own state.
         self.backend.lock().unwrap_or_else(|p| p.into_inner())
@@ -279,9 +348,18 @@ impl ProcessGroup {
         op: ReduceOp,
     ) -> Result<()> {
         check("all_reduce", E::DTYPE, op)?;
-        let mut bytes = host_bytes(tensor)?;
-        self.watch(self.backend().all_reduce(&mut bytes, E::DTYPE, op))?;
-        replace(tensor, &bytes)
+        match &mut *self.backend() {
+            Comm::Host(b) => {
+                let mut bytes = host_bytes(tensor)?;
+                self.watch(b.all_reduce(&mut bytes, E::DTYPE, op))?;
+                replace(tensor, &bytes)
+            }
+            Comm::Device(n) => {
+                let mut buf = device_bytes(n, "all_reduce", tensor)?;
+                self.watch(n.all_reduce(&mut buf, E::DTYPE, op))?;
+                replace_device(tensor, buf)
+            }
+        }
     }
 
     /// Replaces `tensor` on every rank by rank `root`'s (`dist.broadcast`).
@@ -301,9 +379,18 @@ impl ProcessGroup {
         root: usize,
     ) -> Result<()> {
         self.check_rank("broadcast", root)?;
-        let mut bytes = host_bytes(tensor)?;
-        self.watch(self.backend().broadcast(&mut bytes, root))?;
-        replace(tensor, &bytes)
+        match &mut *self.backend() {
+            Comm::Host(b) => {
+                let mut bytes = host_bytes(tensor)?;
+                self.watch(b.broadcast(&mut bytes, root))?;
+                replace(tensor, &bytes)
+            }
+            Comm::Device(n) => {
+                let mut buf = device_bytes(n, "broadcast", tensor)?;
+                self.watch(n.broadcast(&mut buf, root))?;
+                replace_device(tensor, buf)
+            }
+        }
     }
 
     /// Every rank's `tensor`, in rank order, on every rank: a list as PyTorch's
@@ -324,9 +411,29 @@ impl ProcessGroup {
         &self,
         tensor: &Tensor<S, E>,
     ) -> Result<Vec<Tensor<S, E>>> {
+        let mut backend = self.backend();
+        let b = match &mut *backend {
+            Comm::Host(b) => b,
+            Comm::Device(n) => {
+                let buf = device_bytes(n, "all_gather", tensor)?;
+                // NCCL replaces the output with a fresh buffer; this one only holds its place.
+                let mut out = buf.clone();
+                self.watch(n.all_gather(&buf, &mut out))?;
+                let each = buf.len();
+                return (0..self.world)
+                    .map(|q| {
+                        let block = out.copy_range_to(q * each..(q + 1) * each, out.ordinal())?;
+                        Ok(Tensor::from_storage(
+                            Storage::Cuda(CudaStorage::from_bytes(block)?),
+                            tensor.shape(),
+                        ))
+                    })
+                    .collect();
+            }
+        };
         let bytes = host_bytes(tensor)?;
         let mut out = vec![0u8; bytes.len() * self.world];
-        self.watch(self.backend().all_gather(&bytes, &mut out))?;
+        self.watch(b.all_gather(&bytes, &mut out))?;
         let each = bytes.len();
         (0..self.world)
             .map(|q| {
@@ -382,15 +489,24 @@ impl ProcessGroup {
                 rule: "every rank's block must have the same size",
             });
         }
+        let mut backend = self.backend();
+        let b = match &mut *backend {
+            Comm::Host(b) => b,
+            Comm::Device(n) => {
+                let joined = join_on_device(n, inputs)?;
+                let mut out = joined.clone();
+                self.watch(n.reduce_scatter(&joined, &mut out, E::DTYPE, op))?;
+                let mut t = first.clone();
+                replace_device(&mut t, out)?;
+                return Ok(t);
+            }
+        };
         let mut input = Vec::new();
         for t in inputs {
             input.extend_from_slice(&host_bytes(t)?);
         }
         let mut out = vec![0u8; input.len() / self.world];
-        self.watch(
-            self.backend()
-                .reduce_scatter(&input, &mut out, E::DTYPE, op),
-        )?;
+        self.watch(b.reduce_scatter(&input, &mut out, E::DTYPE, op))?;
         let v: Vec<E> = vec_from_bytes("reduce_scatter", &out)?;
         Ok(Tensor::from_storage(
             Storage::from_vec(v, first.device())?,
@@ -407,7 +523,19 @@ impl ProcessGroup {
         op: ReduceOp,
     ) -> Result<()> {
         check("all_reduce", dtype, op)?;
-        self.watch(self.backend().all_reduce(bytes, dtype, op))
+        match &mut *self.backend() {
+            Comm::Host(b) => self.watch(b.all_reduce(bytes, dtype, op)),
+            // DDP's buckets are host buffers for now: through the group's GPU and back.
+            Comm::Device(n) => {
+                let rtx_backends::Device::Cuda(gpu) = n.device() else {
+                    unreachable!("an NCCL group lives on a GPU")
+                };
+                let mut buf = CudaStorage::<u8>::from_slice(gpu, bytes)?;
+                self.watch(n.all_reduce(&mut buf, dtype, op))?;
+                bytes.copy_from_slice(&buf.to_host()?);
+                Ok(())
+            }
+        }
     }
 
     /// Returns once every rank has called it (`dist.barrier`).
@@ -418,7 +546,11 @@ impl ProcessGroup {
     /// # Ok::<(), rtx::Error>(())
     /// ```
     pub fn barrier(&self) -> Result<()> {
-        self.watch(self.backend().barrier())
+        let r = match &mut *self.backend() {
+            Comm::Host(b) => b.barrier(),
+            Comm::Device(n) => n.barrier(),
+        };
+        self.watch(r)
     }
 
     fn check_rank(&self, op: &'static str, root: usize) -> Result<()> {
@@ -447,6 +579,65 @@ fn replace<S: Shape, E: Element>(t: &mut Tensor<S, E>, bytes: &[u8]) -> Result<(
     let device = t.device();
     let (storage, layout) = t.parts_mut();
     *storage = Arc::new(Storage::from_vec(values, device)?);
+    *layout = Layout::contiguous(layout.dims());
+    Ok(())
+}
+
+/// A group's backend: host bytes over TCP, or one GPU's bytes through NCCL.
+enum Comm {
+    Host(Box<dyn Collectives>),
+    Device(Nccl),
+}
+
+/// The tensor's elements as one dense device buffer on the NCCL group's GPU (the tensor's own
+/// storage when it is already one, else a copy made on the device).
+fn device_bytes<S: Shape, E: Element>(
+    n: &Nccl,
+    op: &'static str,
+    t: &Tensor<S, E>,
+) -> Result<CudaStorage<u8>> {
+    if t.device() != n.device() {
+        return Err(Error::BadArgument {
+            op,
+            msg: format!(
+                "the group communicates through NCCL on {:?}, but the tensor is on {:?}: move \
+                 it there first (a TCP group takes tensors on any device)",
+                n.device(),
+                t.device()
+            ),
+        });
+    }
+    let l = t.layout();
+    let dense = if l.is_contiguous() && l.offset() == 0 && t.storage().len() == l.numel() {
+        t.storage().clone()
+    } else {
+        t.storage().contiguous(l)?
+    };
+    match dense {
+        Storage::Cuda(c) => Ok(c.into_bytes()),
+        _ => Err(Error::BadArgument {
+            op,
+            msg: format!("a tensor on {:?} without device storage", t.device()),
+        }),
+    }
+}
+
+/// Every rank block of a reduce-scatter, joined into one device buffer in rank order.
+fn join_on_device<S: Shape, E: Element>(
+    n: &Nccl,
+    inputs: &[Tensor<S, E>],
+) -> Result<CudaStorage<u8>> {
+    let blocks = inputs
+        .iter()
+        .map(|t| device_bytes(n, "reduce_scatter", t))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(CudaStorage::concat(&blocks)?)
+}
+
+/// Gives `t` the device buffer `buf` (its own dense elements) as its storage.
+fn replace_device<S: Shape, E: Element>(t: &mut Tensor<S, E>, buf: CudaStorage<u8>) -> Result<()> {
+    let (storage, layout) = t.parts_mut();
+    *storage = Arc::new(Storage::Cuda(CudaStorage::from_bytes(buf)?));
     *layout = Layout::contiguous(layout.dims());
     Ok(())
 }

@@ -25,9 +25,11 @@
 //!
 //! # Backends
 //! The collectives reach the network through one internal trait over byte buffers
-//! (`Collectives`, in `collectives.rs`). The CPU backend over TCP implements it now; an NCCL
-//! backend for GPU tensors implements the same trait next, and [`Ddp`] builds on
-//! [`ProcessGroup`], so neither changes this API.
+//! (`Collectives`, in `collectives.rs`), chosen when the group is made ([`Backend`], as PyTorch's
+//! `backend=`): TCP between hosts' memory (`tcp.rs`, the default, for tensors on any device), or
+//! NCCL on one GPU's tensors (`nccl.rs`, `Backend::Nccl(gpu)` or `RTX_DIST_BACKEND=nccl`), each
+//! call queued on the GPU's stream and waited for within the timeout. [`Ddp`] builds on
+//! [`ProcessGroup`], so neither backend changes this API.
 //!
 //! ```no_run
 //! use rtx::dist::{self, ReduceOp};
@@ -45,6 +47,7 @@ mod ddp;
 mod env;
 mod fault;
 mod group;
+mod nccl;
 mod reducer;
 mod store;
 mod tcp;
@@ -52,6 +55,6 @@ mod wire;
 
 pub use ddp::{Ddp, DdpOptimizer, DdpOptions};
 pub use env::{DEFAULT_TIMEOUT, Env, timeout_from_env};
-pub use group::{InitOptions, ProcessGroup, init, init_with};
+pub use group::{Backend, InitOptions, ProcessGroup, init, init_with};
 pub use rtx_backends::cpu::ranks::ReduceOp;
 pub use store::{Store, StoreServer};
