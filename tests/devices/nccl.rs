@@ -1,9 +1,9 @@
 //! `rtx::dist` through the real NCCL path on GPU 0, world size 1 (NCCL 2.28 refuses two ranks
 //! on one GPU): every collective in every element type it takes, with the results held to the
-//! values they must have and left on the GPU; a rank that never joins makes init time out with
-//! an error naming the rank and the timeout; a missing NCCL is a clear error. Where no GPU or no
-//! NCCL exists, each test prints `skipped: ...` and passes.
-
+//! values they must have and left on the GPU; DDP's tape path averaging through it; a rank
+//! that never joins makes init time out with an error naming the rank and the timeout; a
+//! missing NCCL is a clear error. Where no GPU or no NCCL exists, each test prints
+//! `skipped: ...` and passes.
 use rtx::dist::{Backend, InitOptions, ProcessGroup, ReduceOp, init_with};
 use rtx::prelude::*;
 use rtx_backends::cuda;
@@ -190,4 +190,37 @@ fn nccl_unavailable_is_a_clear_error() {
         .to_string();
     println!("{why} -> {e}");
     assert!(e.contains("rank 0") && e.contains("NCCL"), "{e}");
+}
+
+/// DDP on a one-rank NCCL group, through the tape: the gradients, averaged by NCCL in buckets
+/// small enough that each parameter has its own, equal the plain backward's bit for bit (an
+/// average over one rank) and stay on the GPU.
+#[test]
+fn ddp_through_nccl_averages_like_the_plain_backward() {
+    use rtx::dist::{Ddp, DdpOptions};
+    let Some(pg) = group("ddp_through_nccl_averages_like_the_plain_backward") else {
+        return;
+    };
+    let gpu = Device::Cuda(0);
+    let mut m = Linear::<8, 4>::new(Device::Cpu, 3);
+    m.move_to(gpu);
+    m.track_gradients();
+    let x: Tensor<Rank2<5, 8>> = Tensor::randn((Const, Const), 1, gpu);
+    let plain = m.forward(&x).sum_all().backward();
+    let want_w = on_gpu("plain weight gradient", &plain.get(&m.weight).unwrap());
+    let b = m.bias.as_ref().unwrap();
+    let want_b = on_gpu("plain bias gradient", &plain.get(b).unwrap());
+    let options = DdpOptions::default().bucket_cap_bytes(64);
+    let mut ddp = Ddp::with_options(m, pg, options).unwrap();
+    assert_eq!(ddp.buckets().len(), 2, "a bucket per parameter");
+    let loss = ddp.module().forward(&x).sum_all();
+    let grads = ddp.backward(&loss).unwrap();
+    let m = ddp.module();
+    let got_w = on_gpu("DDP weight gradient", &grads.get(&m.weight).unwrap());
+    let got_b = on_gpu(
+        "DDP bias gradient",
+        &grads.get(m.bias.as_ref().unwrap()).unwrap(),
+    );
+    assert_eq!(got_w, want_w);
+    assert_eq!(got_b, want_b);
 }
