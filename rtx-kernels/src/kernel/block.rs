@@ -4,22 +4,28 @@
 //!
 //! Blocks run one after another. Within a block, a body that never synchronizes runs its
 //! threads one after another; a body that calls `sync_threads` or a warp shuffle runs each
-//! thread on its own OS thread against a real barrier. As on the GPU, a thread that has
-//! returned no longer counts at a barrier, so `if i >= n { return; }` before a barrier works.
+//! thread as a coroutine with its own stack (`corosensei`), all on the calling OS thread: a
+//! thread that reaches a barrier suspends, and a round-robin scheduler resumes the others until
+//! every live thread has arrived. A barrier therefore costs a stack switch per thread, not an OS
+//! context switch. As on the GPU, a thread that has returned no longer counts at a barrier, so
+//! `if i >= n { return; }` before a barrier works; threads that wait at different barriers
+//! forever (a hang on the GPU) are a launch error here.
 //!
 //! Invariant: everything threads share (global buffers written by the kernel, shared arrays,
-//! warp exchange slots) is accessed through atomics with relaxed ordering and ordered by the
-//! barrier's mutex, so a racy kernel gives racy numbers, as on the GPU, but never undefined
-//! behavior in Rust.
+//! warp exchange slots) is accessed through atomics with relaxed ordering; the threads of a
+//! block interleave only at barriers, on one OS thread, so a racy kernel gives the numbers of one
+//! interleaving, never undefined behavior in Rust.
 
 use super::LaunchError;
 use super::tensor_core::AsyncCopies;
 use crate::{Element, FloatMath};
-use std::cell::RefCell;
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, transmute_copy};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Threads per warp, as on every NVIDIA GPU.
 pub const WARP_SIZE: usize = 32;
@@ -131,59 +137,43 @@ impl Word for bool {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No code panics while holding these locks, so a poisoned lock still holds valid state.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A reusable barrier whose party shrinks as threads exit, like `__syncthreads` on threads
-/// that have returned.
+/// that have returned. Its threads are coroutines of one OS thread, so plain cells suffice.
 pub(crate) struct Barrier {
-    state: Mutex<BarrierState>,
-    cv: Condvar,
-}
-
-struct BarrierState {
-    live: usize,
-    arrived: usize,
-    generation: u64,
+    live: Cell<usize>,
+    arrived: Cell<usize>,
+    generation: Cell<u64>,
 }
 
 impl Barrier {
     fn new(parties: usize) -> Self {
         Barrier {
-            state: Mutex::new(BarrierState {
-                live: parties,
-                arrived: 0,
-                generation: 0,
-            }),
-            cv: Condvar::new(),
+            live: Cell::new(parties),
+            arrived: Cell::new(0),
+            generation: Cell::new(0),
         }
     }
 
-    pub(crate) fn wait(&self) {
-        let mut s = lock(&self.state);
-        let generation = s.generation;
-        s.arrived += 1;
-        if s.arrived >= s.live {
-            s.arrived = 0;
-            s.generation += 1;
-            self.cv.notify_all();
-            return;
-        }
-        while s.generation == generation {
-            s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
+    /// Counts the caller in; true when it was the last one the barrier waited for.
+    fn arrive(&self) -> bool {
+        self.arrived.set(self.arrived.get() + 1);
+        self.release_if_full()
     }
 
     fn leave(&self) {
-        let mut s = lock(&self.state);
-        s.live -= 1;
-        if s.arrived > 0 && s.arrived >= s.live {
-            s.arrived = 0;
-            s.generation += 1;
-            self.cv.notify_all();
+        self.live.set(self.live.get() - 1);
+        if self.arrived.get() > 0 {
+            self.release_if_full();
         }
+    }
+
+    fn release_if_full(&self) -> bool {
+        if self.arrived.get() < self.live.get() {
+            return false;
+        }
+        self.arrived.set(0);
+        self.generation.set(self.generation.get() + 1);
+        true
     }
 }
 
@@ -203,6 +193,8 @@ pub(crate) const WIDE: usize = 4;
 struct BlockSync {
     barrier: Barrier,
     warps: Vec<Warp>,
+    /// Arrivals at barriers and threads that returned, so the scheduler can tell a hang.
+    progress: Cell<u64>,
 }
 
 /// One block of a native launch.
@@ -219,6 +211,8 @@ pub struct ThreadCtx<'a> {
     pub(crate) linear: usize,
     block: &'a BlockCtx,
     sync: Option<&'a BlockSync>,
+    /// Suspends this thread's coroutine while it waits at a barrier.
+    yielder: Option<&'a Yielder<(), ()>>,
     /// The thread's `cp_async` copies not yet waited for (`tensor_core.rs`).
     pub(crate) copies: RefCell<AsyncCopies>,
 }
@@ -276,6 +270,7 @@ impl BlockCtx {
                     linear,
                     block: self,
                     sync: None,
+                    yielder: None,
                     copies: RefCell::default(),
                 };
                 body(&ctx);
@@ -296,39 +291,90 @@ impl BlockCtx {
                     }
                 })
                 .collect(),
+            progress: Cell::new(0),
         };
         let (sync, body) = (&sync, &body);
-        std::thread::scope(|s| {
-            for linear in 0..n {
-                let spawned = std::thread::Builder::new()
-                    .stack_size(1 << 20)
-                    .spawn_scoped(s, move || {
-                        let ctx = ThreadCtx {
-                            thread_idx: self.thread_at(linear),
-                            linear,
-                            block: self,
-                            sync: Some(sync),
-                            copies: RefCell::default(),
-                        };
-                        // Leaves the barriers when the body returns or panics, so the other
-                        // threads are not left waiting for it.
-                        let _exit = ExitGuard(sync, linear);
-                        body(&ctx);
-                        ctx.finish_copies();
-                    });
-                if let Err(e) = spawned {
+        let mut threads = Vec::with_capacity(n);
+        for linear in 0..n {
+            let stack = match take_stack() {
+                Ok(stack) => stack,
+                Err(e) => {
                     for rest in linear..n {
                         ExitGuard(sync, rest).leave();
                     }
                     return Err(LaunchError::new(format!(
-                        "kernel `{}`: could not start emulated thread {linear} of {n}: {e}",
+                        "kernel `{}`: no stack for emulated thread {linear} of {n}: {e}",
                         self.kernel
                     )));
                 }
-            }
-            Ok(())
-        })
+            };
+            let thread = move |yielder: &Yielder<(), ()>, ()| {
+                let ctx = ThreadCtx {
+                    thread_idx: self.thread_at(linear),
+                    linear,
+                    block: self,
+                    sync: Some(sync),
+                    yielder: Some(yielder),
+                    copies: RefCell::default(),
+                };
+                // Leaves the barriers when the body returns or unwinds, so the other threads
+                // are not left waiting for it.
+                let _exit = ExitGuard(sync, linear);
+                body(&ctx);
+                ctx.finish_copies();
+            };
+            // SAFETY: the closure borrows `self`, `sync` and `body`, which outlive `threads`:
+            // every coroutine is run to completion or dropped (which unwinds its stack) before
+            // this function returns, and none is forgotten.
+            threads.push(unsafe { Coroutine::with_stack_unchecked(stack, thread) });
+        }
+        schedule(self.kernel, sync, threads)
     }
+}
+
+/// A coroutine that runs one emulated thread.
+type Thread = Coroutine<(), (), (), DefaultStack>;
+
+/// Bytes of stack per emulated thread, as the OS threads this emulator once used had.
+const STACK_BYTES: usize = 1 << 20;
+
+thread_local! {
+    /// Stacks of finished emulated threads, reused by the next block run on this OS thread.
+    static STACKS: RefCell<Vec<DefaultStack>> = const { RefCell::new(Vec::new()) };
+}
+
+fn take_stack() -> std::io::Result<DefaultStack> {
+    match STACKS.with_borrow_mut(Vec::pop) {
+        Some(stack) => Ok(stack),
+        None => DefaultStack::new(STACK_BYTES),
+    }
+}
+
+/// Resumes the block's threads round-robin until all have returned. A thread suspends only
+/// while it waits at a barrier, so a full round in which no thread arrives anywhere, passes a
+/// barrier or returns means every live thread waits for one that never comes.
+fn schedule(kernel: &str, sync: &BlockSync, mut threads: Vec<Thread>) -> Result<(), LaunchError> {
+    while !threads.is_empty() {
+        let before = sync.progress.get();
+        let mut i = 0;
+        while i < threads.len() {
+            match threads[i].resume(()) {
+                CoroutineResult::Yield(()) => i += 1,
+                CoroutineResult::Return(()) => {
+                    let done = threads.swap_remove(i);
+                    STACKS.with_borrow_mut(|pool| pool.push(done.into_stack()));
+                }
+            }
+        }
+        if !threads.is_empty() && sync.progress.get() == before {
+            return Err(LaunchError::new(format!(
+                "kernel `{kernel}`: {} threads of the block wait at barriers no other thread \
+                 reaches (on a GPU this launch would hang)",
+                threads.len()
+            )));
+        }
+    }
+    Ok(())
 }
 
 struct ExitGuard<'a>(&'a BlockSync, usize);
@@ -337,6 +383,7 @@ impl ExitGuard<'_> {
     fn leave(&self) {
         self.0.barrier.leave();
         self.0.warps[self.1 / WARP_SIZE].barrier.leave();
+        self.0.progress.set(self.0.progress.get() + 1);
     }
 }
 
@@ -405,10 +452,26 @@ impl ThreadCtx<'_> {
         self.sync.map(|s| &s.warps[self.linear / WARP_SIZE])
     }
 
+    /// Waits at `barrier` until every live thread it counts has arrived, suspending this
+    /// thread's coroutine so the others run.
+    pub(crate) fn wait_at(&self, barrier: &Barrier) {
+        let (Some(sync), Some(yielder)) = (self.sync, self.yielder) else {
+            return;
+        };
+        let generation = barrier.generation.get();
+        sync.progress.set(sync.progress.get() + 1);
+        if barrier.arrive() {
+            return;
+        }
+        while barrier.generation.get() == generation {
+            yielder.suspend(());
+        }
+    }
+
     /// `__syncthreads()`.
     pub fn sync_threads(&self) {
         if let Some(sync) = self.sync {
-            sync.barrier.wait();
+            self.wait_at(&sync.barrier);
         }
     }
 
@@ -417,7 +480,7 @@ impl ThreadCtx<'_> {
         let warp = &sync.warps[self.linear / WARP_SIZE];
         let lane = self.linear % WARP_SIZE;
         warp.slots[lane].store(v.to_word(), Relaxed);
-        warp.barrier.wait();
+        self.wait_at(&warp.barrier);
         let src = src_lane(lane);
         let out = if src < warp.len {
             V::from_word(warp.slots[src].load(Relaxed))
@@ -425,7 +488,7 @@ impl ThreadCtx<'_> {
             v
         };
         // Nobody may overwrite a slot before every lane has read it.
-        warp.barrier.wait();
+        self.wait_at(&warp.barrier);
         out
     }
 
@@ -691,6 +754,40 @@ mod tests {
         .unwrap();
         assert_eq!(out[29], 58);
         assert_eq!(out[30], 0);
+    }
+
+    #[test]
+    fn threads_waiting_at_different_barriers_are_an_error_not_a_hang() {
+        let err = run_blocks("diverge", LaunchConfig::new(1, 32), true, |blk| {
+            blk.run_threads(|t| {
+                // Lane 0 waits at the warp's barrier, the others at the block's.
+                if t.lane_id() == 0 {
+                    t.shuffle_xor(1.0f32, 1);
+                } else {
+                    t.sync_threads();
+                }
+            })
+        })
+        .unwrap_err();
+        assert!(err.message().contains("kernel `diverge`"), "{err}");
+        assert!(err.message().contains("32 threads"), "{err}");
+    }
+
+    #[test]
+    fn a_panicking_thread_unwinds_the_launch_and_the_next_one_runs() {
+        let caught = std::panic::catch_unwind(|| {
+            run_blocks("boom", LaunchConfig::new(1, 64), true, |blk| {
+                blk.run_threads(|t| {
+                    t.sync_threads();
+                    assert!(t.thread_idx_x() != 40, "thread 40 fails");
+                    t.sync_threads();
+                })
+            })
+        });
+        let msg = caught.unwrap_err();
+        assert_eq!(msg.downcast_ref::<&str>(), Some(&"thread 40 fails"));
+        // The emulator is left usable: stacks and barriers of the failed launch are gone.
+        barrier_orders_shared_writes_and_shuffles_reduce_a_warp();
     }
 
     #[test]

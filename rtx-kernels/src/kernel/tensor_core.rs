@@ -105,11 +105,11 @@ impl ThreadCtx<'_> {
         for (i, w) in mine.iter().enumerate() {
             warp.wide[lane * WIDE + i].store(*w, Relaxed);
         }
-        warp.barrier.wait();
+        self.wait_at(&warp.barrier);
         let all =
             std::array::from_fn(|l| std::array::from_fn(|i| warp.wide[l * WIDE + i].load(Relaxed)));
         // Nobody may overwrite a slot before every lane has read it.
-        warp.barrier.wait();
+        self.wait_at(&warp.barrier);
         all
     }
 
