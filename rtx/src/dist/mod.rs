@@ -44,6 +44,7 @@
 
 mod collectives;
 mod ddp;
+mod device_buckets;
 mod env;
 mod fault;
 mod group;
@@ -53,7 +54,7 @@ mod store;
 mod tcp;
 mod wire;
 
-pub use ddp::{Ddp, DdpOptimizer, DdpOptions};
+pub use ddp::{Ddp, DdpOptimizer, DdpOptions, DdpSync};
 pub use env::{DEFAULT_TIMEOUT, Env, timeout_from_env};
 pub use group::{Backend, InitOptions, ProcessGroup, init, init_with};
 pub use rtx_backends::cpu::ranks::ReduceOp;
