@@ -222,9 +222,11 @@ def main():
         worker(a)
         return
 
-    import torch  # only the driver's GPU count; each rank imports its own
+    gpus = a.gpus
+    if not gpus:
+        import torch  # only the driver's GPU count; each rank imports its own
 
-    gpus = a.gpus or torch.cuda.device_count()
+        gpus = torch.cuda.device_count()
     if gpus < 1:
         sys.exit("ddp_scaling: no CUDA GPU here")
     sizes = sorted({int(s) for s in a.sizes.split(",")} if a.sizes else {1, gpus})

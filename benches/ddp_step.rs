@@ -88,7 +88,7 @@ fn parse() -> Args {
         );
         std::process::exit(2)
     };
-    let mut number = |it: &mut dyn Iterator<Item = String>, name: &str| -> usize {
+    let number = |it: &mut dyn Iterator<Item = String>, name: &str| -> usize {
         it.next()
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| usage(&format!("{name} takes a number")))

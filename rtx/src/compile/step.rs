@@ -28,7 +28,8 @@
 //! each replay the step waits for the GPU within the group's timeout (a rank that died or hung
 //! is an error, not a hang), then the optimizer updates from the averaged gradients. The first
 //! run, uncaptured, averages after its backward and checks that every rank has every
-//! gradient.
+//! gradient. `RTX_DDP_GRAPH=0` leaves the all-reduces out of the graph: the optimizer then
+//! averages after each replay, still on the GPU.
 //!
 //! What a graph cannot hold is an error from the capturing run, not a silent difference:
 //! host reads and uploads, and dropout masks in training mode (the mask's seed is a launch

@@ -5,6 +5,11 @@
 //! Invariant: after a synced backward every rank holds the same averaged gradients, bit for
 //! bit (the group reduces in rank order), so parameters that start equal (broadcast from
 //! rank 0 when the `Ddp` is made) stay equal.
+//!
+//! Where the buckets go: through host memory on a communication thread for a TCP group
+//! (`reducer.rs`); on the GPU for an NCCL group whose GPU holds the parameters
+//! (`device_buckets.rs`), where a captured `TrainStep` also puts them inside its CUDA graph,
+//! through [`DdpSync`].
 
 use super::ProcessGroup;
 use super::device_buckets::{DeviceLauncher, gpu_for};
@@ -158,8 +163,9 @@ impl Reducer {
 /// runs the tape's backward and averages the gradients over the ranks: the trainable
 /// parameters are grouped into buckets of about [`DdpOptions::bucket_cap`] bytes (25 MiB by
 /// default) in reverse registration order, and each bucket is all-reduced as one flat buffer
-/// on a communication thread as soon as the backward has produced all of its gradients,
-/// while the rest of the backward runs. [`Ddp::no_sync`] accumulates gradients locally for
+/// as soon as the backward has produced all of its gradients, while the rest of the backward
+/// runs: on a communication thread over TCP, or on the GPU by NCCL on a side stream for an
+/// NCCL group (the averaged gradients are then views of the bucket, on the GPU). [`Ddp::no_sync`] accumulates gradients locally for
 /// gradient accumulation; the next synced backward averages the sum. A compiled training
 /// step ([`crate::compile::TrainStep`]) gets its averaging from [`Ddp::optimizer`].
 ///
@@ -467,7 +473,7 @@ fn signature(params: &[Param]) -> Vec<String> {
 /// The static backward has no tape to report readiness, but it adds every gradient to a
 /// [`Gradients`], which can be observed; a parameter's gradient is final after as many
 /// additions as the step's uncaptured first run made (more than one for a weight used
-/// twice), which [`DdpSync::counting`] and [`DdpSync::learn`] record by parameter name.
+/// twice), which an uncaptured run records by parameter name.
 #[doc(hidden)]
 pub struct DdpSync {
     reducer: Reducer,
@@ -513,12 +519,19 @@ impl DdpSync {
     /// Empty gradients for the static backward of a step being captured on GPU `gpu`, whose
     /// observer packs and all-reduces each bucket as soon as it is complete; `None` when this
     /// step cannot average inside its graph (a TCP group, parameters off the group's GPU, no
-    /// uncaptured run recorded yet), and the optimizer then averages after each replay.
+    /// uncaptured run recorded yet, or `RTX_DDP_GRAPH=0`), and the optimizer then averages
+    /// after each replay.
     pub(crate) fn capturing<M: Module>(
         &mut self,
         model: &M,
         gpu: usize,
     ) -> Option<(Gradients, Shared)> {
+        // `RTX_DDP_GRAPH=0` keeps the all-reduces out of the graph (averaged after each
+        // replay instead): a switch for comparing the two, or for an NCCL that cannot be
+        // captured.
+        if std::env::var("RTX_DDP_GRAPH").is_ok_and(|v| v.trim() == "0") {
+            return None;
+        }
         let params = reducer::params(model);
         if gpu_for(&self.reducer.pg, &params) != Some(gpu) {
             return None;
