@@ -355,3 +355,59 @@ fn buckets_follow_reverse_registration_with_a_small_first_bucket() {
         ])
     );
 }
+
+/// `examples/ddp.rs` (the GPT through the compiled step, on the CPU over TCP) under the
+/// launcher, as the book runs it: `rtx-run --nproc-per-node 2 -- examples/ddp --steps 8`. Both
+/// binaries are the ones `cargo test` builds beside this one (target/<profile>/rtx-run and
+/// examples/ddp); a run that built only this test binary skips with a notice.
+#[test]
+fn the_ddp_example_trains_the_gpt_on_two_ranks_under_rtx_run() {
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/integration-<hash>
+    let profile = exe.parent().and_then(|d| d.parent()).unwrap();
+    let launcher = profile.join("rtx-run");
+    let example = profile.join("examples").join("ddp");
+    if !launcher.exists() || !example.exists() {
+        println!(
+            "skipped: {} or {} is not built (cargo test --workspace builds both; or run \
+             cargo build -p rtx-run and cargo build --example ddp)",
+            launcher.display(),
+            example.display()
+        );
+        return;
+    }
+    let out = std::process::Command::new(&launcher)
+        .args(["--nproc-per-node", "2", "--"])
+        .arg(&example)
+        .args(["--steps", "8"])
+        .env_remove("RTX_DEVICE")
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the example failed:\n{text}");
+    for rank in 0..2 {
+        assert!(
+            text.contains(&format!("rank {rank}: parameter checksum"))
+                && text.contains("ranks agree: true"),
+            "rank {rank} did not finish in agreement:\n{text}"
+        );
+    }
+    // Rank 0's mean over the ranks, first and last epoch: training lowers it.
+    let means: Vec<f64> = text
+        .lines()
+        .filter(|l| l.starts_with("rank 0/2 epoch"))
+        .filter_map(|l| {
+            l.rsplit("mean over ranks ")
+                .next()?
+                .trim_end_matches(')')
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(means.len(), 3, "three epochs:\n{text}");
+    assert!(
+        means[2] < means[0],
+        "the loss did not fall: {means:?}\n{text}"
+    );
+}

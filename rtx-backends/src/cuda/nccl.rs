@@ -10,14 +10,25 @@
 //! work until both are done or the communicator's timeout passes. A rank that died, hung or never
 //! joined therefore gives an error naming this rank and the timeout; the communicator is then
 //! aborted (`ncclCommAbort`, which also frees the GPU from the stuck kernel) and every later call
-//! fails at once. The wait makes each collective synchronous with the host: overlap with compute
-//! (DDP's communication stream) is a later layer.
+//! fails at once. The wait makes each collective synchronous with the host.
+//!
+//! DDP's buckets take another path: [`Communicator::queue_all_reduce_in_place`] queues an
+//! all-reduce on the communicator's own *side stream*, forked from the GPU's stream by an
+//! event, and returns at once, so the reduction runs while the backward goes on;
+//! [`Communicator::join`] makes the GPU's stream wait for the side stream, and
+//! [`Communicator::wait`] waits for the GPU's stream within the timeout. Both the fork and the
+//! join are events between streams, which CUDA graph capture turns into edges of the graph, so
+//! this path also runs inside a capture (NCCL 2.9 and later capture their collectives): the
+//! side stream joins the capture at its first fork and must be joined back before the capture
+//! ends. The allocator's invariant holds because the side stream touches only the bucket,
+//! which the caller keeps alive, and unread, until after the join.
 
 use super::gpu::{Gpu, gpu};
 use super::nccl_lib::{IN_PROGRESS, Nccl, SUCCESS, Stream, error_string, last_error, nccl};
 use super::storage::CudaStorage;
 use crate::cpu::ranks::ReduceOp;
 use crate::{BackendError, Device, Result};
+use cudarc::driver::CudaStream;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::nccl::sys::{ncclComm_t, ncclConfig_t, ncclUniqueId};
 use rtx_kernels::DType;
@@ -53,6 +64,8 @@ pub struct Communicator {
     comm: ncclComm_t,
     lib: &'static Nccl,
     gpu: Arc<Gpu>,
+    /// The stream DDP's queued all-reduces run on, beside the GPU's own (see the module doc).
+    side: Arc<CudaStream>,
     rank: usize,
     world: usize,
     timeout: Duration,
@@ -155,6 +168,8 @@ impl Communicator {
         let id = ncclUniqueId {
             internal: id.map(|b| b as _),
         };
+        // Made now, never while a graph is captured: creating a stream may synchronize.
+        let side = g.ctx.new_stream().map_err(|e| g.err("cuStreamCreate", e))?;
         let mut cfg = config();
         let mut comm: ncclComm_t = std::ptr::null_mut();
         // SAFETY: out-pointer to a live handle, the id by value, a config NCCL 2.28 reads.
@@ -163,6 +178,7 @@ impl Communicator {
             comm,
             lib,
             gpu: g,
+            side,
             rank,
             world,
             timeout,
@@ -315,6 +331,89 @@ impl Communicator {
         Ok(out)
     }
 
+    /// Queues the reduction under `op` of every rank's `data` (elements of `dtype`), written
+    /// back into `data`, on the side stream after all the work queued so far on the GPU's
+    /// stream, and returns without waiting: DDP's gradient buckets, reduced while the backward
+    /// goes on. Allowed while a CUDA graph is captured; the graph then holds the collective.
+    ///
+    /// The caller owns `data` (no other handle reads it) and keeps it alive until after
+    /// [`Communicator::join`], and calls `join` before reading it or ending a capture.
+    ///
+    /// # Errors
+    /// As [`Communicator::all_reduce`]; a failure here aborts the communicator.
+    pub fn queue_all_reduce_in_place(
+        &mut self,
+        data: &CudaStorage<u8>,
+        dtype: DType,
+        op: ReduceOp,
+    ) -> Result<()> {
+        let t = self.reducible("ncclAllReduce", dtype)?;
+        if data.ordinal() != self.gpu.ordinal {
+            return Err(BackendError::BadArgument {
+                op: "ncclAllReduce",
+                msg: format!(
+                    "a bucket on GPU {} for the communicator of GPU {}",
+                    data.ordinal(),
+                    self.gpu.ordinal
+                ),
+            });
+        }
+        self.gpu.bind()?;
+        // The fork: the side stream waits for what produced the bucket.
+        self.side
+            .join(&self.gpu.stream)
+            .map_err(|e| self.gpu.err("cuStreamWaitEvent", e))?;
+        let count = data.len() / dtype.size_in_bytes();
+        let (lib, comm, s) = (self.lib, self.comm, self.side.cu_stream() as Stream);
+        let start = Instant::now();
+        // SAFETY: `data` holds `count` elements on this communicator's GPU; NCCL reads and
+        // writes it in place, and the caller keeps it alive until the side stream is joined.
+        let res = unsafe {
+            (lib.all_reduce)(
+                ptr(data),
+                ptr(data) as *mut _,
+                count,
+                t,
+                nccl_op(op),
+                comm,
+                s,
+            )
+        };
+        if res != SUCCESS && res != IN_PROGRESS {
+            let msg = self.describe("ncclAllReduce", res);
+            return Err(self.fail("ncclAllReduce", msg));
+        }
+        // A non-blocking communicator may still be queueing the call.
+        self.wait_ready("ncclAllReduce", start)
+    }
+
+    /// Makes the GPU's stream wait for everything queued on the side stream (the join of
+    /// [`Communicator::queue_all_reduce_in_place`]'s fork); returns without waiting on the host.
+    /// Allowed while a graph is captured, and required before the capture ends.
+    ///
+    /// # Errors
+    /// [`BackendError::Cuda`] when the driver refuses the event.
+    pub fn join(&mut self) -> Result<()> {
+        self.gpu.bind()?;
+        self.gpu
+            .stream
+            .join(&self.side)
+            .map_err(|e| self.gpu.err("cuStreamWaitEvent", e))
+    }
+
+    /// Waits until the work queued so far on the GPU's stream has finished, within the
+    /// timeout, watching NCCL's asynchronous errors meanwhile: how a rank learns that a queued
+    /// collective (or a replayed graph holding one) failed or hung, instead of hanging itself.
+    ///
+    /// # Errors
+    /// As [`Communicator::all_reduce`]; also an error while a graph is being captured.
+    pub fn wait(&mut self, call: &'static str) -> Result<()> {
+        self.healthy(call)?;
+        self.gpu.not_capturing(call)?;
+        self.gpu.bind()?;
+        self.wait_stream(call, Instant::now())
+    }
+
     /// Returns once every rank has called it: an all-reduce of one element, waited for.
     ///
     /// # Errors
@@ -367,6 +466,12 @@ impl Communicator {
         }
         // A non-blocking communicator may still be queueing the call.
         self.wait_ready(call, start)?;
+        self.wait_stream(call, start)
+    }
+
+    /// Polls an event after the work queued on the GPU's stream, and NCCL's state, until the
+    /// event has passed or NCCL failed or the timeout has passed since `start`.
+    fn wait_stream(&mut self, call: &'static str, start: Instant) -> Result<()> {
         let event = self
             .gpu
             .ctx

@@ -352,7 +352,13 @@ impl<S: Shape, E: Element> Tensor<S, E> {
 #[derive(Default)]
 pub struct Gradients {
     by_node: HashMap<u64, Erased>,
+    /// Told of each gradient as it is added, with the sum so far: how DDP learns, during a
+    /// static backward (which has no tape to watch), that a parameter's gradient is complete.
+    observer: Option<Observe>,
 }
+
+/// What a [`Gradients`] tells of each addition: the node's id and its gradient so far.
+pub(crate) type Observe = Box<dyn FnMut(u64, &Erased) + Send>;
 
 impl Gradients {
     /// No gradients yet; a static backward adds them with [`Gradients::add`].
@@ -383,7 +389,23 @@ impl Gradients {
             Some(prev) => crate::error::ok(no_grad(|| (node.accumulate)(&prev, &grad))),
             None => grad,
         };
+        if let Some(observe) = &mut self.observer {
+            observe(node.id, &merged);
+        }
         self.by_node.insert(node.id, merged);
+    }
+
+    /// No gradients yet, with `observe` told of every later addition (see the field).
+    pub(crate) fn observed(observe: Observe) -> Self {
+        Gradients {
+            by_node: HashMap::new(),
+            observer: Some(observe),
+        }
+    }
+
+    /// Stops telling the observer (dropping it, and what it holds).
+    pub(crate) fn unobserve(&mut self) {
+        self.observer = None;
     }
 
     /// The gradient of `param`, shaped like it; `None` when the loss does not depend on it.
@@ -489,7 +511,10 @@ impl<E: Float> Tensor<(), E> {
     pub(crate) fn try_backward_observed(&self, ready: Option<Ready<'_>>) -> Result<Gradients> {
         let mut by_node = HashMap::new();
         let Some(root) = self.node().cloned() else {
-            return Ok(Gradients { by_node });
+            return Ok(Gradients {
+                by_node,
+                observer: None,
+            });
         };
         // Reverse topological order by an iterative depth-first search.
         let mut order: Vec<Arc<Node>> = Vec::new();
@@ -530,7 +555,10 @@ impl<E: Float> Tensor<(), E> {
             }
             Ok(())
         })?;
-        Ok(Gradients { by_node })
+        Ok(Gradients {
+            by_node,
+            observer: None,
+        })
     }
 }
 

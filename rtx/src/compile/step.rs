@@ -19,6 +19,18 @@
 //! parameters are updated in place (a replay reads them where the capture found them, which
 //! [`TrainStep::run`] checks after every update).
 //!
+//! Data-parallel: with a [`crate::dist::DdpOptimizer`] of an NCCL group on the step's GPU, the
+//! graph also holds the gradients' averaging. The static backward adds each gradient to a
+//! [`Gradients`] that DDP observes; once a bucket's gradients are final (after as many
+//! additions as the uncaptured first run counted) it is packed on the GPU and all-reduced by
+//! NCCL on a side stream forked from the step's stream, so the collectives overlap the rest
+//! of the backward inside the graph; the side stream is joined before the capture ends. After
+//! each replay the step waits for the GPU within the group's timeout (a rank that died or hung
+//! is an error, not a hang), then the optimizer updates from the averaged gradients. The first
+//! run, uncaptured, averages after its backward and checks that every rank has every
+//! gradient. `RTX_DDP_GRAPH=0` leaves the all-reduces out of the graph: the optimizer then
+//! averages after each replay, still on the GPU.
+//!
 //! What a graph cannot hold is an error from the capturing run, not a silent difference:
 //! host reads and uploads, and dropout masks in training mode (the mask's seed is a launch
 //! argument, so every replay would repeat it; evaluation mode captures). Index lookups are
@@ -138,6 +150,8 @@ struct Captured<Args, Y, E: Element> {
     grads: HashMap<String, Erased>,
     /// Where each parameter's storage was when the step was captured.
     params: Vec<(String, usize)>,
+    /// Whether the graph averages the gradients over a DDP group (see the module doc).
+    ddp: bool,
 }
 
 /// A training step: forward, loss, static backward and optimizer update in one call, captured
@@ -257,7 +271,7 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
                 targets.copy_into(&mut c.targets)?;
             }
         } else {
-            let c = self.capture(ordinal, model, args, targets)?;
+            let c = self.capture(ordinal, model, opt, args, targets)?;
             if let Some(slot) = self.sizes.get_mut(&key) {
                 *slot = Some(c);
             }
@@ -267,6 +281,11 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
             unreachable!("captured above")
         };
         c.graph.replay()?;
+        if c.ddp
+            && let Some(sync) = opt.ddp_sync()
+        {
+            sync.replayed()?;
+        }
         let grads = grads_for(model, &c.grads);
         opt.try_step(model, &grads)?;
         check_in_place(model, &c.params)?;
@@ -292,24 +311,34 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
             let (out, backward) = model.forward_train(args);
             let (loss, loss_backward) = (self.loss)(&out, targets);
             let seed = Tensor::try_full((), E::from_f64(1.0), loss.device())?;
-            let mut grads = Gradients::new();
+            // Under DDP, count how many additions make each gradient final, for a capture.
+            let (mut grads, counter) = match opt.ddp_sync().map(|s| s.counting()) {
+                Some((grads, counter)) => (grads, Some(counter)),
+                None => (Gradients::new(), None),
+            };
             backward(loss_backward(&seed), &mut grads, false);
+            if let (Some(counter), Some(sync)) = (counter, opt.ddp_sync()) {
+                sync.learn(model, &mut grads, counter);
+            }
             (loss, grads)
         };
         opt.try_step(model, &grads)?;
         Ok(loss)
     }
 
-    /// Captures forward, loss and backward on fixed copies of the inputs.
-    fn capture<M, B>(
+    /// Captures forward, loss and backward on fixed copies of the inputs, and under DDP on an
+    /// NCCL group the gradients' averaging.
+    fn capture<M, O, B>(
         &self,
         ordinal: usize,
         model: &M,
+        opt: &mut O,
         args: Args,
         targets: &Y,
     ) -> Result<Captured<Args, Y, E>>
     where
         M: StaticForward<Args> + Module,
+        O: Optimizer,
         Args: IrArgs + StepInputs + Clone,
         Y: StepInputs,
         L: Fn(&M::Output, &Y) -> (Tensor<(), E>, B),
@@ -320,17 +349,26 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
         // Made before capturing: filling a tensor uploads host data.
         let seed = Tensor::<(), E>::try_full((), E::from_f64(1.0), Device::Cuda(ordinal))?;
         let trace_inputs = inputs.clone();
+        let ddp = opt.ddp_sync().and_then(|s| s.capturing(model, ordinal));
+        let averages = ddp.is_some();
         cuda::begin_capture(ordinal)?;
         let traced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let (out, backward) = model.forward_train(trace_inputs);
             let (loss, loss_backward) = (self.loss)(&out, &tgt);
-            let mut grads = Gradients::new();
+            let (mut grads, launcher) = match ddp {
+                Some((grads, launcher)) => (grads, Some(launcher)),
+                None => (Gradients::new(), None),
+            };
             backward(loss_backward(&seed), &mut grads, false);
-            (loss, grads)
+            let grads = match (launcher, opt.ddp_sync()) {
+                (Some(launcher), Some(sync)) => sync.finish_capture(grads, launcher)?,
+                _ => grads,
+            };
+            Ok::<_, Error>((loss, grads))
         }));
         // Always end the capture, so the GPU's stream is usable whatever happened.
         let graph = cuda::end_capture(ordinal);
-        let (loss, grads) = traced.map_err(capture_failed)?;
+        let (loss, grads) = traced.map_err(capture_failed)??;
         let graph = graph?;
         Ok(Captured {
             graph,
@@ -340,6 +378,7 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
             _seed: seed,
             grads: grads_by_name(model, &grads),
             params: param_places(model),
+            ddp: averages,
         })
     }
 }

@@ -5,17 +5,24 @@
 //! Invariant: after a synced backward every rank holds the same averaged gradients, bit for
 //! bit (the group reduces in rank order), so parameters that start equal (broadcast from
 //! rank 0 when the `Ddp` is made) stay equal.
+//!
+//! Where the buckets go: through host memory on a communication thread for a TCP group
+//! (`reducer.rs`); on the GPU for an NCCL group whose GPU holds the parameters
+//! (`device_buckets.rs`), where a captured `TrainStep` also puts them inside its CUDA graph,
+//! through [`DdpSync`].
 
 use super::ProcessGroup;
+use super::device_buckets::{DeviceLauncher, gpu_for};
 use super::reducer::{self, DEFAULT_BUCKET_CAP_BYTES, Param, Plan};
-use crate::autograd::{Gradients, Ready};
+use crate::autograd::{Erased, Gradients, Ready};
 use crate::error::{Error, Result};
 use crate::nn::{Module, TensorKind, VisitorMut};
 use crate::optim::{OptimState, Optimizer};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use rtx_kernels::Float;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// How a [`Ddp`] groups gradients.
 ///
@@ -90,27 +97,55 @@ impl Reducer {
     }
 
     /// The averaged gradients (the accumulated ones included), with `feed` producing the
-    /// local ones as in [`reducer::all_reduce`].
+    /// local ones as in [`reducer::all_reduce`]. On an NCCL group whose GPU holds every
+    /// parameter the buckets stay on the GPU (`device_buckets.rs`); `flags` says whether they
+    /// carry the missing-gradient flags there (the host path always does).
     fn sync(
         &mut self,
-        params: &[Param],
+        params: Vec<Param>,
+        flags: bool,
         feed: impl FnOnce(Ready<'_>) -> Result<Gradients>,
     ) -> Result<Gradients> {
-        self.plan(params);
+        self.plan(&params);
         let accumulated = std::mem::take(&mut self.accumulated);
         let plan = self.plan.as_ref().expect("made above");
-        let (grads, early) = reducer::all_reduce(&self.pg, params, plan, &accumulated, feed)?;
+        if let Some(gpu) = gpu_for(&self.pg, &params) {
+            let mut launcher = DeviceLauncher::new(
+                self.pg.clone(),
+                params,
+                plan.clone(),
+                gpu,
+                accumulated,
+                None,
+                flags,
+            );
+            let grads = feed(&mut |id, g| launcher.ready(id, g))?;
+            let (grads, early) = launcher.finish(grads, false)?;
+            self.overlapped = early;
+            return Ok(grads);
+        }
+        let (grads, early) = reducer::all_reduce(&self.pg, &params, plan, &accumulated, feed)?;
         self.overlapped = early;
         Ok(grads)
     }
 
     /// [`Reducer::sync`] of gradients already computed (by a static backward).
-    fn sync_after(&mut self, params: &[Param], grads: Gradients) -> Result<Gradients> {
-        let averaged = self.sync(params, |ready| {
+    fn sync_after(
+        &mut self,
+        params: Vec<Param>,
+        grads: Gradients,
+        flags: bool,
+    ) -> Result<Gradients> {
+        let order: Vec<(u64, Option<Erased>)> = params
+            .iter()
+            .rev()
+            .map(|p| (p.node.id(), grads.get_erased(&p.node).cloned()))
+            .collect();
+        let averaged = self.sync(params, flags, |ready| {
             // In the order a backward produces them, so the buckets launch as they fill.
-            for p in params.iter().rev() {
-                if let Some(g) = grads.get_erased(&p.node) {
-                    ready(p.node.id(), g)?;
+            for (id, g) in &order {
+                if let Some(g) = g {
+                    ready(*id, g)?;
                 }
             }
             Ok(grads)
@@ -128,8 +163,9 @@ impl Reducer {
 /// runs the tape's backward and averages the gradients over the ranks: the trainable
 /// parameters are grouped into buckets of about [`DdpOptions::bucket_cap`] bytes (25 MiB by
 /// default) in reverse registration order, and each bucket is all-reduced as one flat buffer
-/// on a communication thread as soon as the backward has produced all of its gradients,
-/// while the rest of the backward runs. [`Ddp::no_sync`] accumulates gradients locally for
+/// as soon as the backward has produced all of its gradients, while the rest of the backward
+/// runs: on a communication thread over TCP, or on the GPU by NCCL on a side stream for an
+/// NCCL group (the averaged gradients are then views of the bucket, on the GPU). [`Ddp::no_sync`] accumulates gradients locally for
 /// gradient accumulation; the next synced backward averages the sum. A compiled training
 /// step ([`crate::compile::TrainStep`]) gets its averaging from [`Ddp::optimizer`].
 ///
@@ -238,8 +274,9 @@ impl<M: Module> Ddp<M> {
             self.reducer.accumulate(&params, &grads);
             return Ok(grads);
         }
-        self.reducer
-            .sync(&params, |ready| loss.try_backward_observed(Some(ready)))
+        self.reducer.sync(params, true, |ready| {
+            loss.try_backward_observed(Some(ready))
+        })
     }
 
     /// Averages gradients computed without the tape (a static backward,
@@ -254,7 +291,7 @@ impl<M: Module> Ddp<M> {
             self.reducer.accumulate(&params, &grads);
             return Ok(grads);
         }
-        self.reducer.sync_after(&params, grads)
+        self.reducer.sync_after(params, grads, true)
     }
 
     /// Runs `f` with gradient synchronization off (PyTorch's `no_sync()`): backward passes
@@ -310,13 +347,25 @@ impl<M: Module> Ddp<M> {
 
     /// An optimizer that averages the gradients it is given over the ranks before `opt`'s
     /// update: the averaging for steps that call the optimizer themselves, such as the
-    /// compiled [`crate::compile::TrainStep`] and [`crate::compile::MixedStep`]. It
-    /// all-reduces after the backward (the compiled backward has no readiness hook yet), in
-    /// the same buckets, and ignores [`Ddp::no_sync`] (a compiled step steps every time).
+    /// compiled [`crate::compile::TrainStep`] and [`crate::compile::MixedStep`], in the same
+    /// buckets. It ignores [`Ddp::no_sync`] (a compiled step steps every time).
+    ///
+    /// A [`crate::compile::TrainStep`] captured on an NCCL group's GPU puts the averaging in
+    /// its CUDA graph: each bucket is all-reduced by NCCL on the GPU as soon as the static
+    /// backward has added its last gradient, on a side stream, overlapping the rest of the
+    /// backward (see [`crate::compile::TrainStep`]). Otherwise (the CPU, a TCP group, the
+    /// uncaptured first run, [`crate::compile::MixedStep`], whose f32 gradients exist only
+    /// after its graph) the buckets are all-reduced after the backward: on the GPU for an
+    /// NCCL group, through host memory for TCP.
     pub fn optimizer<O: Optimizer>(&self, opt: O) -> DdpOptimizer<O> {
         DdpOptimizer {
             inner: opt,
-            reducer: Reducer::new(self.reducer.pg.clone(), self.reducer.options),
+            sync: DdpSync {
+                reducer: Reducer::new(self.reducer.pg.clone(), self.reducer.options),
+                counts: HashMap::new(),
+                checked: None,
+                averaged: false,
+            },
         }
     }
 }
@@ -351,7 +400,7 @@ fn broadcast<M: Module>(pg: &ProcessGroup, module: &mut M) -> Result<()> {
 /// [`Ddp::optimizer`]).
 pub struct DdpOptimizer<O> {
     inner: O,
-    reducer: Reducer,
+    sync: DdpSync,
 }
 
 impl<O> DdpOptimizer<O> {
@@ -359,10 +408,20 @@ impl<O> DdpOptimizer<O> {
     pub fn inner(&self) -> &O {
         &self.inner
     }
+
+    /// How many buckets the last captured step's graph launched while its static backward
+    /// was still running (the rest after it); 0 before a step was captured.
+    pub fn overlapped_buckets(&self) -> usize {
+        self.sync.reducer.overlapped
+    }
 }
 
 impl<O: Optimizer> Optimizer for DdpOptimizer<O> {
     fn try_step(&mut self, model: &mut impl Module, grads: &Gradients) -> Result<()> {
+        if std::mem::take(&mut self.sync.averaged) {
+            // A captured step's graph averaged these gradients already.
+            return self.inner.try_step(model, grads);
+        }
         let params = reducer::params(model);
         // A copy of the parameters' gradients (handles, not values): the reducer replaces
         // them by the averages.
@@ -372,7 +431,13 @@ impl<O: Optimizer> Optimizer for DdpOptimizer<O> {
                 local.set_erased(p.node.id(), g.clone());
             }
         }
-        let averaged = self.reducer.sync_after(&params, local)?;
+        // A compiled step's backward gives the same parameters gradients every step, so the
+        // missing-gradient flags (and the host read they cost on a GPU) are needed only on
+        // the first step of each set of parameters.
+        let signature = signature(&params);
+        let flags = self.sync.checked.as_ref() != Some(&signature);
+        let averaged = self.sync.reducer.sync_after(params, local, flags)?;
+        self.sync.checked = Some(signature);
         self.inner.try_step(model, &averaged)
     }
 
@@ -390,5 +455,146 @@ impl<O: Optimizer> Optimizer for DdpOptimizer<O> {
 
     fn try_load_state(&mut self, state: OptimState) -> Result<()> {
         self.inner.try_load_state(state)
+    }
+
+    fn ddp_sync(&mut self) -> Option<&mut DdpSync> {
+        Some(&mut self.sync)
+    }
+}
+
+/// The parameters' names, in order: what the missing-gradient check was made for.
+fn signature(params: &[Param]) -> Vec<String> {
+    params.iter().map(|p| p.name.clone()).collect()
+}
+
+/// What a compiled training step asks of a [`DdpOptimizer`] to put the gradients' averaging
+/// inside its CUDA graph (reached through `Optimizer::ddp_sync`; not for direct use).
+///
+/// The static backward has no tape to report readiness, but it adds every gradient to a
+/// [`Gradients`], which can be observed; a parameter's gradient is final after as many
+/// additions as the step's uncaptured first run made (more than one for a weight used
+/// twice), which an uncaptured run records by parameter name.
+#[doc(hidden)]
+pub struct DdpSync {
+    reducer: Reducer,
+    /// Per parameter name, how many additions make its gradient final.
+    counts: HashMap<String, usize>,
+    /// The parameters whose gradients were last checked with the missing-gradient flags.
+    checked: Option<Vec<String>>,
+    /// Whether the gradients of the next `try_step` were averaged in a graph already.
+    averaged: bool,
+}
+
+/// A launcher shared with the observer of a captured static backward.
+type Shared = Arc<Mutex<DeviceLauncher>>;
+
+/// What [`DdpSync::counting`] counts: additions per tape node id.
+type Counter = Arc<Mutex<HashMap<u64, usize>>>;
+
+impl DdpSync {
+    /// Empty gradients that count each addition, for an uncaptured run of a compiled step;
+    /// hand them to [`DdpSync::learn`] after the backward.
+    pub(crate) fn counting(&self) -> (Gradients, Counter) {
+        let counter = Counter::default();
+        let c = counter.clone();
+        let grads = Gradients::observed(Box::new(move |id, _| {
+            *c.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(id)
+                .or_default() += 1;
+        }));
+        (grads, counter)
+    }
+
+    /// Records the additions `counter` saw, per parameter of `model`, and stops observing.
+    pub(crate) fn learn<M: Module>(&mut self, model: &M, grads: &mut Gradients, counter: Counter) {
+        grads.unobserve();
+        let seen = counter.lock().unwrap_or_else(PoisonError::into_inner);
+        self.counts = reducer::params(model)
+            .iter()
+            .filter_map(|p| Some((p.name.clone(), *seen.get(&p.node.id())?)))
+            .collect();
+    }
+
+    /// Empty gradients for the static backward of a step being captured on GPU `gpu`, whose
+    /// observer packs and all-reduces each bucket as soon as it is complete; `None` when this
+    /// step cannot average inside its graph (a TCP group, parameters off the group's GPU, no
+    /// uncaptured run recorded yet, or `RTX_DDP_GRAPH=0`), and the optimizer then averages
+    /// after each replay.
+    pub(crate) fn capturing<M: Module>(
+        &mut self,
+        model: &M,
+        gpu: usize,
+    ) -> Option<(Gradients, Shared)> {
+        // `RTX_DDP_GRAPH=0` keeps the all-reduces out of the graph (averaged after each
+        // replay instead): a switch for comparing the two, or for an NCCL that cannot be
+        // captured.
+        if std::env::var("RTX_DDP_GRAPH").is_ok_and(|v| v.trim() == "0") {
+            return None;
+        }
+        let params = reducer::params(model);
+        if gpu_for(&self.reducer.pg, &params) != Some(gpu) {
+            return None;
+        }
+        let needed = params
+            .iter()
+            .map(|p| self.counts.get(&p.name).copied())
+            .collect::<Option<Vec<usize>>>()?;
+        let plan = self.reducer.plan(&params).clone();
+        let launcher = DeviceLauncher::new(
+            self.reducer.pg.clone(),
+            params,
+            plan,
+            gpu,
+            Gradients::new(),
+            Some(needed),
+            false,
+        );
+        let shared = Arc::new(Mutex::new(launcher));
+        let observer = shared.clone();
+        let grads = Gradients::observed(Box::new(move |id, g| {
+            observer
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .observe(id, g)
+        }));
+        Some((grads, shared))
+    }
+
+    /// Launches the buckets the captured backward left, joins the side stream into the
+    /// capture and returns the averaged gradients (views of the buckets, which the graph
+    /// writes on every replay).
+    ///
+    /// # Errors
+    /// As `DeviceLauncher::finish`.
+    pub(crate) fn finish_capture(
+        &mut self,
+        mut grads: Gradients,
+        shared: Shared,
+    ) -> Result<Gradients> {
+        // Dropping the observer drops its handle on the launcher.
+        grads.unobserve();
+        let launcher = Arc::try_unwrap(shared)
+            .map_err(|_| Error::BadArgument {
+                op: "Ddp",
+                msg: "the captured backward kept its gradients' observer".into(),
+            })?
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (averaged, early) = launcher.finish(grads, true)?;
+        self.reducer.overlapped = early;
+        Ok(averaged)
+    }
+
+    /// After a replay of a graph that averages: waits for it within the group's timeout (a
+    /// peer that died or hung is an error naming this rank, not a hang) and tells the next
+    /// `try_step` that its gradients are averaged already.
+    ///
+    /// # Errors
+    /// [`Error::Dist`] when NCCL failed or the timeout passed.
+    pub(crate) fn replayed(&mut self) -> Result<()> {
+        self.reducer.pg.wait_queued("Ddp captured step")?;
+        self.averaged = true;
+        Ok(())
     }
 }

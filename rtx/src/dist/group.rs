@@ -538,6 +538,57 @@ impl ProcessGroup {
         }
     }
 
+    /// The GPU of an NCCL group (`None` for TCP): DDP keeps its buckets there.
+    pub(crate) fn nccl_gpu(&self) -> Option<usize> {
+        match &*self.backend() {
+            Comm::Host(_) => None,
+            Comm::Device(n) => match n.device() {
+                rtx_backends::Device::Cuda(gpu) => Some(gpu),
+                _ => None,
+            },
+        }
+    }
+
+    /// On an NCCL group, queues an in-place all-reduce of the device bytes `data` (elements of
+    /// `dtype`) on the communicator's side stream and returns at once; may run while a CUDA
+    /// graph is captured. The caller keeps `data` alive and unread until after
+    /// [`ProcessGroup::join_queued`].
+    ///
+    /// # Errors
+    /// [`Error::BadArgument`] on a TCP group or for a dtype without `op`; [`Error::Dist`]
+    /// naming this rank when NCCL fails.
+    pub(crate) fn queue_all_reduce(
+        &self,
+        data: &CudaStorage<u8>,
+        dtype: rtx_kernels::DType,
+        op: ReduceOp,
+    ) -> Result<()> {
+        check("all_reduce", dtype, op)?;
+        match &mut *self.backend() {
+            Comm::Device(n) => self.watch(n.queue_all_reduce(data, dtype, op)),
+            Comm::Host(_) => Err(not_nccl("queue_all_reduce")),
+        }
+    }
+
+    /// Makes the GPU's stream wait for the all-reduces [`ProcessGroup::queue_all_reduce`]
+    /// queued, without waiting on the host (allowed while capturing).
+    pub(crate) fn join_queued(&self) -> Result<()> {
+        match &mut *self.backend() {
+            Comm::Device(n) => self.watch(n.join()),
+            Comm::Host(_) => Err(not_nccl("join_queued")),
+        }
+    }
+
+    /// Waits, within the group's timeout, for the work queued on the NCCL group's GPU (the
+    /// collectives among it included), so a peer that died or hung is an error here rather
+    /// than a hang in a later read.
+    pub(crate) fn wait_queued(&self, call: &'static str) -> Result<()> {
+        match &mut *self.backend() {
+            Comm::Device(n) => self.watch(n.wait(call)),
+            Comm::Host(_) => Err(not_nccl(call)),
+        }
+    }
+
     /// Returns once every rank has called it (`dist.barrier`).
     ///
     /// ```
@@ -564,6 +615,15 @@ impl ProcessGroup {
                 self.world
             ),
         })
+    }
+}
+
+/// The error for a device-only path asked of a TCP group.
+fn not_nccl(op: &'static str) -> Error {
+    Error::BadArgument {
+        op,
+        msg: "the group communicates over TCP: only an NCCL group queues collectives on a GPU"
+            .into(),
     }
 }
 

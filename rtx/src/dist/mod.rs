@@ -29,7 +29,9 @@
 //! `backend=`): TCP between hosts' memory (`tcp.rs`, the default, for tensors on any device), or
 //! NCCL on one GPU's tensors (`nccl.rs`, `Backend::Nccl(gpu)` or `RTX_DIST_BACKEND=nccl`), each
 //! call queued on the GPU's stream and waited for within the timeout. [`Ddp`] builds on
-//! [`ProcessGroup`], so neither backend changes this API.
+//! [`ProcessGroup`], so neither backend changes this API; on an NCCL group its gradient
+//! buckets stay on the GPU and are all-reduced on a side stream beside the backward, inside
+//! the CUDA graph of a captured [`TrainStep`](crate::compile::TrainStep).
 //!
 //! ```no_run
 //! use rtx::dist::{self, ReduceOp};
@@ -44,6 +46,7 @@
 
 mod collectives;
 mod ddp;
+mod device_buckets;
 mod env;
 mod fault;
 mod group;
@@ -53,7 +56,7 @@ mod store;
 mod tcp;
 mod wire;
 
-pub use ddp::{Ddp, DdpOptimizer, DdpOptions};
+pub use ddp::{Ddp, DdpOptimizer, DdpOptions, DdpSync};
 pub use env::{DEFAULT_TIMEOUT, Env, timeout_from_env};
 pub use group::{Backend, InitOptions, ProcessGroup, init, init_with};
 pub use rtx_backends::cpu::ranks::ReduceOp;

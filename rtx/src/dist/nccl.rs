@@ -4,7 +4,9 @@
 //! (within the group's timeout), and every rank then joins the communicator on its GPU. The
 //! communicator itself (`rtx_backends::cuda::Communicator`) queues each collective on the GPU's
 //! rtx stream and waits for it within the timeout, aborting on failure; this file only turns
-//! its errors into [`Error::Dist`] naming the rank.
+//! its errors into [`Error::Dist`] naming the rank. DDP's device buckets use the
+//! communicator's queued path instead (`queue_all_reduce`, `join`, `wait`): all-reduces on a
+//! side stream that return at once and may be captured in a CUDA graph.
 
 use super::collectives::Collectives;
 use super::store::{Store, secs};
@@ -79,6 +81,29 @@ impl Nccl {
     /// The GPU this rank communicates from.
     pub fn device(&self) -> Device {
         Device::Cuda(self.comm.ordinal())
+    }
+
+    /// Queues an in-place all-reduce of `data` on the communicator's side stream, without
+    /// waiting (see `Communicator::queue_all_reduce_in_place`).
+    pub fn queue_all_reduce(
+        &mut self,
+        data: &CudaStorage<u8>,
+        dtype: DType,
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.comm
+            .queue_all_reduce_in_place(data, dtype, op)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Makes the GPU's stream wait for the queued all-reduces.
+    pub fn join(&mut self) -> Result<()> {
+        self.comm.join().map_err(|e| self.err(e))
+    }
+
+    /// Waits for the GPU's queued work within the timeout, watching NCCL's errors.
+    pub fn wait(&mut self, call: &'static str) -> Result<()> {
+        self.comm.wait(call).map_err(|e| self.err(e))
     }
 
     /// A communicator error as [`Error::Dist`] naming this rank.

@@ -1,6 +1,8 @@
 //! DDP's gradient buckets: which parameters share one flat buffer, packing their gradients
 //! into it as they become ready, all-reducing each buffer on a communication thread, and
-//! writing the averages back into [`Gradients`].
+//! writing the averages back into [`Gradients`]. This is the path through host memory (the
+//! TCP backend, or parameters off an NCCL group's GPU); `device_buckets.rs` keeps the buckets
+//! on the GPU for an NCCL group, with the same plan, order and flags.
 //!
 //! Invariants: every rank forms the same buckets (they are a function of the parameters'
 //! names, sizes and element types, in registration order) and launches them in bucket order,
@@ -16,7 +18,8 @@ use crate::nn::{Module, TensorKind, Visitor};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use rtx_backends::cpu::ranks::ReduceOp;
-use rtx_backends::{Storage, bytes_of, vec_from_bytes};
+use rtx_backends::cuda::CudaStorage;
+use rtx_backends::{Device, Layout, Storage, bytes_of, vec_from_bytes};
 use rtx_kernels::{DType, Element, Float};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,7 +34,10 @@ pub const DEFAULT_BUCKET_CAP_BYTES: usize = 25 * 1024 * 1024;
 pub const FIRST_BUCKET_CAP_BYTES: usize = 1024 * 1024;
 
 /// Makes a gradient of one parameter's type and device from native bytes.
-type Unpack = Box<dyn Fn(&[u8]) -> Result<Erased>>;
+type Unpack = Box<dyn Fn(&[u8]) -> Result<Erased> + Send + Sync>;
+
+/// A gradient of one parameter's type seen in a device bucket, from its first element.
+type View = Box<dyn Fn(&CudaStorage<u8>, usize) -> Result<Erased> + Send + Sync>;
 
 /// One trainable parameter as the reducer sees it: its name, tape node and how to move its
 /// gradient in and out of a bucket without its shape type.
@@ -40,14 +46,19 @@ pub(crate) struct Param {
     pub node: Arc<Node>,
     pub numel: usize,
     pub dtype: DType,
+    pub device: Device,
     /// Appends the gradient's elements, in logical order, as native bytes.
     pack: fn(&Erased, &mut Vec<u8>) -> Result<()>,
     /// A gradient of the parameter's type and device from native bytes.
     unpack: Unpack,
+    /// The gradient's elements, in logical order, as dense bytes on its GPU.
+    pub dense: fn(&Erased) -> Result<CudaStorage<u8>>,
+    /// The gradient as a view of a device bucket, from element `at` on.
+    pub view: View,
     /// The native bytes of a flag value in the parameter's element type.
-    encode: fn(f64) -> Vec<u8>,
+    pub encode: fn(f64) -> Vec<u8>,
     /// A flag value from its native bytes.
-    decode: fn(&[u8]) -> f64,
+    pub decode: fn(&[u8]) -> f64,
 }
 
 fn pack<S: Shape, E: Float>(g: &Erased, out: &mut Vec<u8>) -> Result<()> {
@@ -55,6 +66,29 @@ fn pack<S: Shape, E: Float>(g: &Erased, out: &mut Vec<u8>) -> Result<()> {
     let values = t.storage().try_to_vec(t.layout())?;
     out.extend_from_slice(bytes_of(&values));
     Ok(())
+}
+
+fn dense<S: Shape, E: Float>(g: &Erased) -> Result<CudaStorage<u8>> {
+    let t = grad_as::<S, E>(g);
+    let l = t.layout();
+    // The gradient's own buffer when it is already dense (no copy), else a dense copy made
+    // on the device (a transposed weight gradient, a broadcast sum gradient).
+    let storage = if l.is_contiguous() && l.offset() == 0 && t.storage().len() == l.numel() {
+        t.storage().clone()
+    } else {
+        t.storage().contiguous(l)?
+    };
+    match storage {
+        Storage::Cuda(c) => Ok(c.into_bytes()),
+        _ => Err(Error::BadArgument {
+            op: "Ddp",
+            msg: format!(
+                "a gradient on {:?} in a device bucket: every parameter must be on the NCCL \
+                 group's GPU",
+                t.device()
+            ),
+        }),
+    }
 }
 
 fn encode<E: Element>(x: f64) -> Vec<u8> {
@@ -80,10 +114,18 @@ pub(crate) fn params<M: Module>(model: &M) -> Vec<Param> {
                 node: node.clone(),
                 numel: t.numel(),
                 dtype: E::DTYPE,
+                device,
                 pack: pack::<S, E>,
                 unpack: Box::new(move |bytes| {
                     let values: Vec<E> = vec_from_bytes("Ddp", bytes)?;
                     let g = Tensor::from_storage(Storage::from_vec(values, device)?, shape);
+                    Ok(Arc::new(g) as Erased)
+                }),
+                dense: dense::<S, E>,
+                view: Box::new(move |bucket, at| {
+                    let elems = CudaStorage::<E>::from_bytes(bucket.clone())?;
+                    let layout = Layout::contiguous(&shape.dims()).with_offset(at);
+                    let g = Tensor::from_storage_layout(Storage::Cuda(elems), layout, shape);
                     Ok(Arc::new(g) as Erased)
                 }),
                 encode: encode::<E>,
@@ -161,6 +203,55 @@ fn signature(params: &[Param]) -> Vec<(String, usize, DType)> {
         .collect()
 }
 
+/// Which buckets are complete and which goes out next: buckets launch strictly in order, so
+/// every rank's collectives match.
+pub(crate) struct Progress {
+    /// Per bucket, how many of its parameters have no final gradient yet.
+    left: Vec<usize>,
+    /// The next bucket to launch.
+    next: usize,
+}
+
+impl Progress {
+    pub fn new(plan: &Plan) -> Self {
+        Progress {
+            left: plan.buckets.iter().map(Vec::len).collect(),
+            next: 0,
+        }
+    }
+
+    /// Counts parameter `i`'s final gradient in; returns the buckets that may launch now.
+    pub fn arrived(&mut self, plan: &Plan, i: usize) -> std::ops::Range<usize> {
+        self.left[plan.bucket_of[i]] -= 1;
+        let from = self.next;
+        while self.next < self.left.len() && self.left[self.next] == 0 {
+            self.next += 1;
+        }
+        from..self.next
+    }
+
+    /// The buckets not launched yet (after the backward), now counted as launched.
+    pub fn rest(&mut self) -> std::ops::Range<usize> {
+        let from = self.next;
+        self.next = self.left.len();
+        from..self.next
+    }
+
+    /// How many buckets have been launched.
+    pub fn launched(&self) -> usize {
+        self.next
+    }
+}
+
+/// The trainable parameters' indices by tape node id.
+pub(crate) fn index_by_id(params: &[Param]) -> HashMap<u64, usize> {
+    params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.node.id(), i))
+        .collect()
+}
+
 /// Packs buckets as their gradients become ready and hands each, in bucket order, to `sink`.
 struct Launcher<'a> {
     params: &'a [Param],
@@ -169,10 +260,7 @@ struct Launcher<'a> {
     /// Gradients received, the accumulated ones of `no_sync` steps added.
     grads: Vec<Option<Erased>>,
     accumulated: &'a Gradients,
-    /// Per bucket, how many of its parameters have no gradient yet.
-    left: Vec<usize>,
-    /// The next bucket to launch: buckets go out in order, so every rank's collectives match.
-    next: usize,
+    progress: Progress,
 }
 
 impl<'a> Launcher<'a> {
@@ -180,15 +268,10 @@ impl<'a> Launcher<'a> {
         Launcher {
             params,
             plan,
-            by_id: params
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (p.node.id(), i))
-                .collect(),
+            by_id: index_by_id(params),
             grads: vec![None; params.len()],
             accumulated,
-            left: plan.buckets.iter().map(Vec::len).collect(),
-            next: 0,
+            progress: Progress::new(plan),
         }
     }
 
@@ -212,11 +295,9 @@ impl<'a> Launcher<'a> {
             Some(acc) => node.add_grads(acc, g)?,
             None => g.clone(),
         });
-        self.left[self.plan.bucket_of[i]] -= 1;
-        while self.next < self.left.len() && self.left[self.next] == 0 {
-            let bucket = self.pack(self.next)?;
-            sink(self.next, bucket)?;
-            self.next += 1;
+        for b in self.progress.arrived(self.plan, i) {
+            let bucket = self.pack(b)?;
+            sink(b, bucket)?;
         }
         Ok(())
     }
@@ -225,8 +306,8 @@ impl<'a> Launcher<'a> {
     /// gradient contributes its accumulated one, or zeros and a missing flag. Returns how
     /// many buckets were launched before this.
     fn finish(&mut self, sink: &mut dyn FnMut(usize, Vec<u8>) -> Result<()>) -> Result<usize> {
-        let early = self.next;
-        for b in self.next..self.left.len() {
+        let early = self.progress.launched();
+        for b in self.progress.rest() {
             for &i in &self.plan.buckets[b] {
                 if self.grads[i].is_none() {
                     self.grads[i] = self.accumulated.get_erased(&self.params[i].node).cloned();
@@ -235,7 +316,6 @@ impl<'a> Launcher<'a> {
             let bucket = self.pack(b)?;
             sink(b, bucket)?;
         }
-        self.next = self.left.len();
         Ok(early)
     }
 
@@ -330,7 +410,7 @@ pub(crate) fn all_reduce(
 }
 
 /// The error for parameters that got no gradient on some rank during a synced backward.
-fn unused_error(
+pub(crate) fn unused_error(
     pg: &ProcessGroup,
     params: &[Param],
     local: &[Option<Erased>],

@@ -87,6 +87,13 @@ pub trait Optimizer {
     fn load_state(&mut self, state: OptimState) {
         ok(self.try_load_state(state))
     }
+
+    /// DDP's hooks for a compiled step that averages gradients inside its CUDA graph:
+    /// `Some` for [`crate::dist::DdpOptimizer`] only. Not for direct use.
+    #[doc(hidden)]
+    fn ddp_sync(&mut self) -> Option<&mut crate::dist::DdpSync> {
+        None
+    }
 }
 
 /// One optimizer's update of one parameter, given its gradient: the parameter is overwritten
