@@ -25,9 +25,10 @@
 //! one type serves every Llama-shaped file.
 //!
 //! **Weights stay quantized.** With [`WeightFormat::Quantized`] each projection keeps the
-//! file's blocks and multiplies with [`QTensor::matmul_t`] (Q8_0 and Q4_1 on the CPU, which
-//! quantizes the activations to 8 bits on the fly as llama.cpp does); a type or device rtx has
-//! no quantized product for is dequantized to f32 once, when the model loads.
+//! file's blocks and multiplies with [`QTensor::matmul_t`] (Q8_0 and Q4_1: the CPU quantizes
+//! the activations to 8 bits on the fly as llama.cpp does, a GPU decodes each weight block in
+//! registers); a type rtx has no quantized product for is dequantized to f32 once, when the
+//! model loads.
 //! [`WeightFormat::F32`] dequantizes everything: the numerics of `transformers` running the
 //! same file in f32, which the parity tests compare against.
 //!

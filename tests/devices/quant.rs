@@ -103,3 +103,95 @@ fn quant_random_blocks_are_the_cpus_bits_on_every_gpu() {
         }
     }
 }
+
+/// Random `Q8_0` and `Q4_1` blocks with finite scales (f16 values in [-0.02, 0.02) and
+/// minimums in [-0.1, 0.1)), for an `[n, k]` weight.
+fn finite_blocks(ty: GgmlType, n: usize, k: usize, seed: u64) -> Vec<u8> {
+    let size = ty.bytes_for(32).unwrap();
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut bytes: Vec<u8> = (0..n * k / 32 * size)
+        .map(|_| (next() >> 24) as u8)
+        .collect();
+    let mut scale = |limit: f32| {
+        let v = ((next() % 2001) as f32 / 1000.0 - 1.0) * limit;
+        f16::from_f32(v).to_bits().to_le_bytes()
+    };
+    for blk in bytes.chunks_exact_mut(size) {
+        blk[..2].copy_from_slice(&scale(0.02));
+        if ty == GgmlType::Q4_1 {
+            blk[2..4].copy_from_slice(&scale(0.1));
+        }
+    }
+    bytes
+}
+
+/// A GPU's quantized product (`qmatmul_ggml`, the weight decoded in registers, f32
+/// activations) is the dequantized weight's product up to f32 rounding, for decoding (one
+/// row) and prefill (many), contiguous activations and a transposed view; the CPU's product
+/// (activations quantized to 8 bits, as llama.cpp) stays within its quantization error of it.
+#[test]
+fn quantized_products_on_every_gpu_are_the_dequantized_products() {
+    let gpus = match gpus() {
+        Ok(g) => g,
+        Err(why) => {
+            println!("quantized products: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_1] {
+        for (m, n, k) in [
+            (1, 576, 576),
+            (1, 1536, 576),
+            (37, 300, 1536),
+            (512, 64, 64),
+        ] {
+            let bytes = finite_blocks(ty, n, k, (m * n + k) as u64);
+            let cpu_w = QTensor::from_bytes(&bytes, &[n, k], ty, Device::Cpu).unwrap();
+            let dense: Vec<f32> = dequantized(&cpu_w);
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 37 % 1001) as f32 / 500.0 - 1.0) * 0.5)
+                .collect();
+            let cpu_x: Tensor<(usize, usize)> = Tensor::from_vec(x.clone(), (m, k), Device::Cpu);
+            let cpu = cpu_w.matmul_t(&cpu_x).unwrap().to_vec();
+            for &dev in &gpus {
+                let w = cpu_w.to_device(dev).unwrap();
+                // The same activations once as a dense tensor and once as a transposed view.
+                let xt: Tensor<(usize, usize)> = Tensor::from_vec(transpose(&x, m, k), (k, m), dev);
+                let views = [cpu_x.to_device(dev), xt.t()];
+                for (v, xs) in views.iter().enumerate() {
+                    let got = w.matmul_t(xs).unwrap().to_vec();
+                    for r in 0..m {
+                        for c in 0..n {
+                            let terms = (0..k)
+                                .map(|j| f64::from(x[r * k + j]) * f64::from(dense[c * k + j]));
+                            let exact: f64 = terms.clone().sum();
+                            let mag: f64 = terms.map(f64::abs).sum();
+                            let (g, q) = (f64::from(got[r * n + c]), f64::from(cpu[r * n + c]));
+                            assert!(
+                                (g - exact).abs() <= 1e-5 * mag.max(1e-30),
+                                "{ty} [{m}, {k}] x [{n}, {k}]ᵀ on {dev} (view {v}), [{r}, {c}]: \
+                                 {g} against {exact}"
+                            );
+                            assert!(
+                                (q - exact).abs() <= 0.02 * mag.max(1e-30),
+                                "{ty} on the CPU, [{r}, {c}]: {q} against {exact}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows * cols)
+        .map(|i| x[(i % rows) * cols + i / rows])
+        .collect()
+}

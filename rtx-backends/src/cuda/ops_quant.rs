@@ -38,3 +38,58 @@ pub(crate) fn dequantize(
     unsafe { launch_entry(words.ordinal(), src, entry, config, &args)? };
     Ok(out)
 }
+
+/// `x · Wᵀ` for the quantized weight `W` `[n, k]` in `words` (GGUF type `kind`, `Q8_0` or
+/// `Q4_1`) and the f32 activations `x` viewed by `xl` as `[m, k]`, as a dense `[m, n]`
+/// storage: one launch of `qmatmul_ggml`, which decodes each weight block in registers. The
+/// caller has checked the kind, the dims and that `words` holds the weight's blocks.
+pub(crate) fn qmatmul(
+    words: &CudaStorage<i32>,
+    kind: u32,
+    (n, k): (usize, usize),
+    x: &CudaStorage<f32>,
+    xl: &crate::Layout,
+) -> Result<CudaStorage<f32>> {
+    let m = xl.dims()[0];
+    let src = &kernels::qmatmul_ggml::KERNEL;
+    let entry = kernel_entry(words.ordinal(), src, DType::F32, DType::F32, Variant::Simt)?;
+    let out = CudaStorage::<f32>::uninit(words.ordinal(), m * n)?;
+    if m == 0 || n == 0 {
+        return Ok(out);
+    }
+    let (xs, at) = super::ops::dense_view(x, xl)?;
+    let warps = (kernels::QMATMUL_THREADS / 32) as usize;
+    let config = LaunchConfig {
+        grid: (
+            u32::try_from(n.div_ceil(warps)).map_err(|_| too_big(n, m))?,
+            u32::try_from(m.div_ceil(kernels::QMATMUL_ROWS))
+                .ok()
+                .filter(|&y| y <= 65535)
+                .ok_or_else(|| too_big(n, m))?,
+            1,
+        ),
+        block: (kernels::QMATMUL_THREADS, 1, 1),
+        shared_mem: 0,
+    };
+    let args = [
+        Arg::Ptr(words.device_ptr()),
+        Arg::Ptr(xs.ptr_at(at)),
+        Arg::Ptr(out.device_ptr()),
+        Arg::U64(m as u64),
+        Arg::U64(n as u64),
+        Arg::U64(k as u64),
+        Arg::U32(kind),
+    ];
+    // SAFETY: the kernel reads the `n * k / 32` blocks the caller checked `words` holds, `m *
+    // k` activations from the dense view, and writes `m * n` values into `out`.
+    unsafe { launch_entry(words.ordinal(), src, entry, config, &args)? };
+    Ok(out)
+}
+
+/// The error for a product too large for one launch's grid.
+fn too_big(n: usize, m: usize) -> crate::BackendError {
+    crate::BackendError::BadArgument {
+        op: "quantized matmul",
+        msg: format!("[{m}, K] by [{n}, K] is too large for one launch"),
+    }
+}

@@ -1,6 +1,7 @@
 //! The backend entry points for ggml blocks (GGUF tensors) held as little-endian words:
 //! dequantizing them (the kernel's native code on the CPU, its f32 entry on a GPU), and
-//! products of f32 activations with quantized weights (`cpu/qmatmul.rs`; the CPU only so far).
+//! products of f32 activations with quantized weights (`cpu/qmatmul.rs` on the CPU, the
+//! `qmatmul_ggml` kernel on a GPU).
 //!
 //! Invariant: the words are checked to hold every block the values need before any kernel
 //! runs, so neither device reads out of bounds.
@@ -48,8 +49,9 @@ impl Storage<i32> {
 
     /// `x · Wᵀ` for the quantized weight `W` `[n, k]` in `self` (GGUF type id `kind`: 8 for
     /// `Q8_0` or 3 for `Q4_1`) and f32 activations `x` viewed by `xl` as `[m, k]`, as a
-    /// dense `[m, n]` f32 storage, without dequantizing the weight: each row of `x` is
-    /// quantized to 8 bits per 32 values on the fly, as llama.cpp does.
+    /// dense `[m, n]` f32 storage, without dequantizing the weight: on the CPU each row of
+    /// `x` is quantized to 8 bits per 32 values on the fly, as llama.cpp does; on a GPU each
+    /// weight block is decoded in registers and meets the f32 activations.
     pub fn qmatmul(
         &self,
         kind: u32,
@@ -100,8 +102,12 @@ impl Storage<i32> {
                 };
                 Ok(Storage::Cpu(qmatmul::qmatmul(&w[..bytes], ty, n, k, xs, m)))
             }
+            (Storage::Cuda(w), Storage::Cuda(xv)) if w.ordinal() == xv.ordinal() => Ok(
+                Storage::Cuda(crate::cuda::ops_quant::qmatmul(w, kind, (n, k), xv, xl)?),
+            ),
             _ => Err(bad(format!(
-                "runs on the CPU only so far (weight on {}, activations on {})",
+                "the weight and the activations must be on one device, the CPU or a GPU \
+                 (weight on {}, activations on {})",
                 self.device(),
                 x.device()
             ))),

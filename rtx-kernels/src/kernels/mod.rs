@@ -30,6 +30,7 @@ mod norm_warp;
 mod optim;
 mod optim_multi;
 mod pool;
+mod qmatmul;
 mod random;
 mod reduce;
 mod rows;
@@ -64,6 +65,7 @@ pub use norm_warp::*;
 pub use optim::*;
 pub use optim_multi::*;
 pub use pool::*;
+pub use qmatmul::*;
 pub use random::*;
 pub use reduce::*;
 pub use rows::*;
@@ -194,4 +196,5 @@ pub static ALL: &[&KernelSource] = &[
     &norm_warp_rows::KERNEL,
     &norm_backward_warp_rows::KERNEL,
     &dequantize_ggml::KERNEL,
+    &qmatmul_ggml::KERNEL,
 ];

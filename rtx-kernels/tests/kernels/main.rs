@@ -22,4 +22,5 @@ mod kernels_softmax;
 mod local_arrays;
 mod matmul_tc;
 mod nn_kernels;
+mod qmatmul;
 mod snapshots;

@@ -50,6 +50,7 @@ fn generated_cuda_matches_snapshots() {
         "softmax_backward_rows",
         "norm_warp_rows",
         "norm_backward_warp_rows",
+        "qmatmul_ggml",
     ] {
         let k = every_kernel().into_iter().find(|k| k.name == name).unwrap();
         let path = dir.join(format!("{name}.cu"));

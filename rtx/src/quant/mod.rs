@@ -183,10 +183,11 @@ impl QTensor {
 
 impl QTensor {
     /// `x · selfᵀ` for this quantized weight `[N, K]` (a Linear's weight, ggml's layout) and
-    /// f32 activations `x` `[M, K]`, as `[M, N]`, without dequantizing the weight: each row
-    /// of `x` is quantized to 8 bits per block of 32 on the fly and every block pair is one
-    /// integer dot product, as llama.cpp does. `Q8_0` and `Q4_1` weights, on the CPU for now;
-    /// other types and devices are an error (dequantize those).
+    /// f32 activations `x` `[M, K]`, as `[M, N]`, without dequantizing the weight: on the
+    /// CPU each row of `x` is quantized to 8 bits per block of 32 on the fly and every block
+    /// pair is one integer dot product, as llama.cpp does; on a GPU each weight block is
+    /// decoded in registers and multiplied with the f32 activations. `Q8_0` and `Q4_1`
+    /// weights; other types are an error (dequantize those).
     ///
     /// ```
     /// use rtx::prelude::*;

@@ -1,0 +1,83 @@
+//! Products of activations with ggml-quantized weights (`Q8_0`, `Q4_1`) on a GPU that never
+//! dequantize the weight into memory: [`qmatmul_ggml`] decodes each weight block in registers
+//! as it multiplies it, with the formulas of [`dequantize_ggml`](super::dequantize_ggml), so a
+//! product equals the dequantized weight's up to the order of the f32 sums.
+//!
+//! Invariant: a warp computes whole outputs and reduces them with a butterfly, so no output
+//! depends on another warp, and the order of each sum is fixed by the launch shape alone.
+
+use super::{ggml_q4_q5, ggml_q8_0, warp_sum_xor};
+use crate::Float;
+use rtx_macros::kernel;
+
+/// Threads per block of [`qmatmul_ggml`]: 4 warps, one weight row each.
+pub const QMATMUL_THREADS: u32 = 128;
+/// Rows of activations each warp of [`qmatmul_ggml`] multiplies by its weight row: the weight
+/// block decoded once serves all of them (a decoding step has 1, a prefill many).
+pub const QMATMUL_ROWS: usize = 8;
+
+/// `out[r * n + c] = Σ_j x[r * k + j] · W[c, j]` for the quantized weight `W` `[n, k]` in `w`
+/// (ggml blocks of 32 values as little-endian words, GGUF type `kind`: 8 for `Q8_0`, 3 for
+/// `Q4_1`) and activations `x` `[m, k]`, `k` a multiple of 32: a Linear's `x · Wᵀ`. Launch
+/// [`QMATMUL_THREADS`] threads per block on a grid of `ceil(n / 4) x ceil(m / 8)` blocks.
+///
+/// Warp `w` of block `(bx, by)` takes weight row `c = 4 bx + w` and activation rows
+/// `8 by ..`; for each block of 32 values lane `l` decodes element `l` (every lane reads the
+/// same few words of the block, one transaction) and multiplies it with element `l` of each
+/// activation row (32 consecutive floats, one transaction), then the lanes' sums meet.
+///
+/// ```
+/// use rtx_kernels::{kernels::qmatmul_ggml, kernel::LaunchConfig};
+/// // One Q8_0 block of scale 0.5 (f16 0x3800) and values 0, 1, ..., 31, as words.
+/// let mut bytes = vec![0x00, 0x38];
+/// bytes.extend(0..32u8);
+/// bytes.resize(36, 0);
+/// let w: Vec<i32> = bytes.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
+/// let x = vec![1.0f32; 32];
+/// let mut out = vec![0.0f32; 1];
+/// qmatmul_ggml(LaunchConfig::new((1, 1), 128), &w, &x, &mut out, 1, 1, 32, 8).unwrap();
+/// assert_eq!(out[0], 0.5 * (0..32).sum::<i32>() as f32);
+/// ```
+#[kernel(crate = crate)]
+pub fn qmatmul_ggml<T: Float>(
+    w: &[i32],
+    x: &[T],
+    out: &mut [T],
+    m: usize,
+    n: usize,
+    k: usize,
+    kind: u32,
+) {
+    let lane = lane_id();
+    let col = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
+    // The whole warp leaves together, and no other warp waits for it.
+    if col >= n {
+        return;
+    }
+    let r0 = block_idx_y() * 8;
+    let blocks = k / 32;
+    let bytes = if kind == 8 { 34 } else { 20 };
+    let mut acc = [0.0; 8];
+    let mut b = 0;
+    while b < blocks {
+        let base = (col * blocks + b) * bytes;
+        let v: T = if kind == 8 {
+            ggml_q8_0(w, base, lane)
+        } else {
+            ggml_q4_q5(w, base, lane, kind)
+        };
+        let at = b * 32 + lane;
+        for r in 0..8 {
+            if r0 + r < m {
+                acc[r] += v * x[(r0 + r) * k + at];
+            }
+        }
+        b += 1;
+    }
+    for r in 0..8 {
+        let s = warp_sum_xor(acc[r]);
+        if lane == 0 && r0 + r < m {
+            out[(r0 + r) * n + col] = s;
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! The quantized product kernel (`kernels::qmatmul_ggml`) on the CPU's block emulation: for
+//! `Q8_0` and `Q4_1` weights of random blocks, every output equals the product of the weight
+//! as `dequantize_ggml` decodes it with the activations, up to f32 rounding of the sums, over
+//! sizes that leave partial warps of columns and partial groups of rows. `tests/devices`
+//! holds the GPU to the CPU's product.
+
+use rtx_kernels::kernel::LaunchConfig;
+use rtx_kernels::kernels::{QMATMUL_ROWS, QMATMUL_THREADS, dequantize_ggml, qmatmul_ggml};
+
+/// A reproducible stream of words.
+fn words(n: usize, seed: u64) -> impl Iterator<Item = u64> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n).map(move |_| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    })
+}
+
+/// An f16 value in [-scale, scale), as its bits.
+fn f16_bits(w: u64, scale: f32) -> [u8; 2] {
+    let v = ((w % 2001) as f32 / 1000.0 - 1.0) * scale;
+    half::f16::from_f32(v).to_bits().to_le_bytes()
+}
+
+/// Random blocks of GGUF type `kind` (8: Q8_0, 3: Q4_1) for an `[n, k]` weight, as
+/// little-endian words (zero-padded).
+fn weight(kind: u32, n: usize, k: usize, seed: u64) -> Vec<i32> {
+    let size = if kind == 8 { 34 } else { 20 };
+    let blocks = n * k / 32;
+    let mut bytes: Vec<u8> = words(blocks * size, seed)
+        .map(|w| (w >> 24) as u8)
+        .collect();
+    let mut scales = words(2 * blocks, seed + 1);
+    for blk in bytes.chunks_exact_mut(size) {
+        blk[..2].copy_from_slice(&f16_bits(scales.next().unwrap(), 0.02));
+        if kind == 3 {
+            blk[2..4].copy_from_slice(&f16_bits(scales.next().unwrap(), 0.1));
+        }
+    }
+    bytes.resize(bytes.len().div_ceil(4) * 4, 0);
+    bytes
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn check(kind: u32, m: usize, n: usize, k: usize) {
+    let w = weight(kind, n, k, (m * 31 + n * 7 + k) as u64);
+    let x: Vec<f32> = words(m * k, 5)
+        .map(|v| (v % 1000) as f32 / 500.0 - 1.0)
+        .collect();
+    let mut dense = vec![0.0f32; n * k];
+    let size = if kind == 8 { 34 } else { 20 };
+    dequantize_ggml(
+        LaunchConfig::new(4, 64),
+        &w,
+        &mut dense,
+        kind,
+        32,
+        size,
+        n * k,
+    )
+    .unwrap();
+    let mut out = vec![f32::NAN; m * n];
+    let config = LaunchConfig::new(
+        (
+            n.div_ceil(QMATMUL_THREADS as usize / 32) as u32,
+            m.div_ceil(QMATMUL_ROWS) as u32,
+        ),
+        QMATMUL_THREADS,
+    );
+    qmatmul_ggml(config, &w, &x, &mut out, m, n, k, kind).unwrap();
+    for r in 0..m {
+        for c in 0..n {
+            let terms = (0..k).map(|j| f64::from(x[r * k + j]) * f64::from(dense[c * k + j]));
+            let exact: f64 = terms.clone().sum();
+            let mag: f64 = terms.map(f64::abs).sum();
+            let got = f64::from(out[r * n + c]);
+            assert!(
+                (got - exact).abs() <= 1e-6 * mag.max(1e-30),
+                "type {kind}, [{m}, {k}] x [{n}, {k}]ᵀ at [{r}, {c}]: {got} against {exact}"
+            );
+        }
+    }
+}
+
+#[test]
+fn q8_0_products_are_the_dequantized_weights_products() {
+    for (m, n, k) in [(1, 1, 32), (1, 37, 64), (9, 6, 96), (3, 4, 576)] {
+        check(8, m, n, k);
+    }
+}
+
+#[test]
+fn q4_1_products_are_the_dequantized_weights_products() {
+    for (m, n, k) in [(1, 1, 32), (1, 37, 64), (9, 6, 96), (17, 5, 256)] {
+        check(3, m, n, k);
+    }
+}
