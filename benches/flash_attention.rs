@@ -39,7 +39,8 @@
 use rtx::kernel::KernelSource;
 use rtx::kernels::{
     flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_launch,
+    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_dense_strides, flash_attn_fwd,
+    flash_attn_launch,
 };
 use rtx::prelude::*;
 use rtx_backends::cuda::{self, Arg, CudaStorage, Event, LaunchConfig};
@@ -296,11 +297,17 @@ impl<E: Float> Fused<E> {
         })
     }
 
-    /// The launches' shared tail: `bh`, `t_q`, `t_k`, `d`, scale, causal, padded.
-    fn dims(&self) -> [Arg; 7] {
+    /// The launches' shared tail: the q, k and o groups' strides (all dense `[b h, t, d]`),
+    /// `batch`, `heads`, `t_q`, `t_k`, `d`, scale, causal, padded.
+    fn dims(&self) -> [Arg; 11] {
         let Size { b, h, t, d, .. } = self.size;
+        let dense = Arg::Strides(flash_attn_dense_strides(h, t, d));
         [
-            Arg::U64((b * h) as u64),
+            dense,
+            dense,
+            dense,
+            Arg::U64(b as u64),
+            Arg::U64(h as u64),
             Arg::U64(t as u64),
             Arg::U64(t as u64),
             Arg::U64(d as u64),
@@ -325,7 +332,7 @@ impl<E: Float> Fused<E> {
         // SAFETY: q, k, v and o hold `b h t d` elements, lse `b h t` and key_len `b h`, the
         // extents the kernel is told (its grid covers `b h` rows of `t` queries, each reading
         // `t` keys).
-        unsafe { launch::<E>(&flash_attn_fwd::KERNEL, flash_attn_launch(b * h, t), &args) }
+        unsafe { launch::<E>(&flash_attn_fwd::KERNEL, flash_attn_launch(b, h, t), &args) }
     }
 
     /// The three backward launches, in order: `delta = rowsum(do o)`, then `dk` and `dv`, then
@@ -336,7 +343,10 @@ impl<E: Float> Fused<E> {
             Arg::Ptr(self.o.device_ptr()),
             Arg::Ptr(self.dout.device_ptr()),
             Arg::Ptr(self.delta.device_ptr()),
-            Arg::U64((b * h * t) as u64),
+            Arg::Strides(flash_attn_dense_strides(h, t, d)),
+            Arg::U64(b as u64),
+            Arg::U64(h as u64),
+            Arg::U64(t as u64),
             Arg::U64(d as u64),
         ];
         let mut dkdv = vec![
@@ -368,17 +378,17 @@ impl<E: Float> Fused<E> {
         unsafe {
             launch::<E>(
                 &flash_attn_bwd_rowdot::KERNEL,
-                flash_attn_bwd_rowdot_launch(b * h * t),
+                flash_attn_bwd_rowdot_launch(b, h, t),
                 &rowdot,
             )?;
             launch::<E>(
                 &flash_attn_bwd_dkdv::KERNEL,
-                flash_attn_bwd_dkdv_launch(b * h, t),
+                flash_attn_bwd_dkdv_launch(b, h, t),
                 &dkdv,
             )?;
             launch::<E>(
                 &flash_attn_bwd_dq::KERNEL,
-                flash_attn_bwd_dq_launch(b * h, t),
+                flash_attn_bwd_dq_launch(b, h, t),
                 &dq,
             )
         }

@@ -24,5 +24,8 @@ pub use device::Device;
 pub use dispatch::{Stats, launch_count, stats, total_launch_count};
 pub use error::{BackendError, Result, human_bytes};
 pub use layout::{Layout, MAX_RANK, StridedOffsets};
-pub use params::{AdamScalars, AttentionDims, Conv2dParams, Pool2dParams, SgdScalars};
+pub use params::{
+    AdamScalars, AttentionDims, AttentionLayout, Conv2dParams, HeadStrides, Pool2dParams,
+    SgdScalars,
+};
 pub use storage::{Storage, backend};

@@ -1,26 +1,38 @@
 //! The GPU side of fused attention (`rtx-backends/src/storage/attention.rs`): the `#[kernel]`
 //! FlashAttention-2-style forward and its three backward kernels
-//! (`rtx_kernels::kernels::flash_attn_*`), launched on dense `[bh, t, d]` buffers in f16 or
-//! bf16.
+//! (`rtx_kernels::kernels::flash_attn_*`), launched in f16 or bf16 on operands at any
+//! [`AttentionLayout`]'s strides (dense `[batch heads, t, d]` buffers, or heads read in place
+//! from a fused projection's output).
 //!
 //! Invariant: nothing here is generic, so this launch code is compiled once, in this crate;
-//! the buffers arrive as device addresses with their element type.
+//! the buffers arrive as device addresses of each operand's first element, with their element
+//! type, and the layout was checked by the caller.
 
 use super::kernels::{Arg, launch_entry};
 use super::launch::{DevicePtr, LaunchConfig};
-use crate::{AttentionDims, BackendError, Device, Result};
+use crate::{AttentionDims, AttentionLayout, BackendError, Device, HeadStrides, Result};
 use rtx_kernels::DType;
 use rtx_kernels::kernel::{KernelSource, LaunchConfig as Grid, Variant};
 use rtx_kernels::kernels::{
     flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
     flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_launch,
+    flash_attn_strides,
 };
 
-/// The kernels' shared trailing arguments: `bh`, `t_q`, `t_k`, `d`, scale, causal, and
-/// `padded` (0: no key-length buffer).
-fn tail(dims: &AttentionDims) -> [Arg; 7] {
+/// One group's strides as the kernels take them.
+fn strides(s: &HeadStrides) -> Arg {
+    Arg::Strides(flash_attn_strides([s.batch, s.head, s.row]))
+}
+
+/// The kernels' shared trailing arguments: the q, k and o groups' strides, `batch`, `heads`,
+/// `t_q`, `t_k`, `d`, scale, causal, and `padded` (0: no key-length buffer).
+fn tail(dims: &AttentionDims, layout: &AttentionLayout) -> [Arg; 11] {
     [
-        Arg::U64(dims.bh as u64),
+        strides(&layout.q),
+        strides(&layout.k),
+        strides(&layout.o),
+        Arg::U64(dims.batch as u64),
+        Arg::U64(dims.heads as u64),
         Arg::U64(dims.t_q as u64),
         Arg::U64(dims.t_k as u64),
         Arg::U64(dims.d as u64),
@@ -64,13 +76,16 @@ unsafe fn launch(
 /// launch on GPU `ordinal`.
 ///
 /// # Safety
-/// `q` and `o` hold `bh t_q d` elements of `dtype`, `k` and `v` `bh t_k d`, `lse` `bh t_q`
-/// f32s, all on that GPU, 16-byte aligned, for as long as the launch runs.
+/// `q`, `k`, `v` and `o` are the addresses of those operands' first elements of `dtype`, and
+/// every element `layout` places them at (`o` through `layout.o`) lies in its buffer; `lse`
+/// holds `batch heads t_q` f32s; all on that GPU, 16-byte aligned, for as long as the launch
+/// runs.
 pub(crate) unsafe fn forward(
     ordinal: usize,
     dtype: DType,
     [q, k, v, o, lse]: [DevicePtr; 5],
-    dims: AttentionDims,
+    dims: &AttentionDims,
+    layout: &AttentionLayout,
 ) -> Result<()> {
     let mut args = vec![
         Arg::Ptr(q),
@@ -81,46 +96,50 @@ pub(crate) unsafe fn forward(
         // `key_len`, never read without `padded`: any address.
         Arg::Ptr(q),
     ];
-    args.extend(tail(&dims));
-    let grid = flash_attn_launch(dims.bh, dims.t_q);
+    args.extend(tail(dims, layout));
+    let grid = flash_attn_launch(dims.batch, dims.heads, dims.t_q);
     // SAFETY: the caller's promise covers the extents the arguments name.
     unsafe { launch(ordinal, &flash_attn_fwd::KERNEL, dtype, grid, &args) }
 }
 
 /// The gradients `dq`, `dk`, `dv` of the forward's inputs for the upstream gradient `dout` of
-/// its output `o`, from its `lse`: three launches on GPU `ordinal`, using `delta` (`bh t_q`
-/// f32s) as scratch.
+/// its output `o`, from its `lse`: three launches on GPU `ordinal`, using `delta`
+/// (`batch heads t_q` f32s) as scratch.
 ///
 /// # Safety
-/// `q`, `o`, `dout` and `dq` hold `bh t_q d` elements of `dtype`; `k`, `v`, `dk` and `dv`
-/// `bh t_k d`; `lse` and `delta` `bh t_q` f32s; all on that GPU, 16-byte aligned, for as
-/// long as the launches run.
+/// Every address is an operand's first element (of `dtype`, or f32 for `lse` and `delta`),
+/// and every element `layout` places it at lies in its buffer: q and dq through `layout.q`,
+/// k, v, dk and dv through `layout.k`, o and dout through `layout.o`; no two gradients' elements
+/// overlap; all on that GPU, 16-byte aligned, for as long as the launches run.
 pub(crate) unsafe fn backward(
     ordinal: usize,
     dtype: DType,
     [q, k, v, o, lse, dout]: [DevicePtr; 6],
     [dq, dk, dv, delta]: [DevicePtr; 4],
-    dims: AttentionDims,
+    dims: &AttentionDims,
+    layout: &AttentionLayout,
 ) -> Result<()> {
-    let rows = dims.bh * dims.t_q;
     let rowdot = [
         Arg::Ptr(o),
         Arg::Ptr(dout),
         Arg::Ptr(delta),
-        Arg::U64(rows as u64),
+        strides(&layout.o),
+        Arg::U64(dims.batch as u64),
+        Arg::U64(dims.heads as u64),
+        Arg::U64(dims.t_q as u64),
         Arg::U64(dims.d as u64),
     ];
     let shared = [q, k, v, dout, lse, delta].map(Arg::Ptr);
     let mut dkdv = shared.to_vec();
     dkdv.extend([Arg::Ptr(dk), Arg::Ptr(dv), Arg::Ptr(q)]);
-    dkdv.extend(tail(&dims));
+    dkdv.extend(tail(dims, layout));
     let mut dqa = shared.to_vec();
     dqa.extend([Arg::Ptr(dq), Arg::Ptr(q)]);
-    dqa.extend(tail(&dims));
+    dqa.extend(tail(dims, layout));
     // SAFETY: the caller's promise covers the extents the arguments name; `delta` is written
     // by the first launch before the others read it (one stream).
     unsafe {
-        let grid = flash_attn_bwd_rowdot_launch(rows);
+        let grid = flash_attn_bwd_rowdot_launch(dims.batch, dims.heads, dims.t_q);
         launch(
             ordinal,
             &flash_attn_bwd_rowdot::KERNEL,
@@ -128,9 +147,9 @@ pub(crate) unsafe fn backward(
             grid,
             &rowdot,
         )?;
-        let grid = flash_attn_bwd_dkdv_launch(dims.bh, dims.t_k);
+        let grid = flash_attn_bwd_dkdv_launch(dims.batch, dims.heads, dims.t_k);
         launch(ordinal, &flash_attn_bwd_dkdv::KERNEL, dtype, grid, &dkdv)?;
-        let grid = flash_attn_bwd_dq_launch(dims.bh, dims.t_q);
+        let grid = flash_attn_bwd_dq_launch(dims.batch, dims.heads, dims.t_q);
         launch(ordinal, &flash_attn_bwd_dq::KERNEL, dtype, grid, &dqa)
     }
 }

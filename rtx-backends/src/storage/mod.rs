@@ -8,6 +8,7 @@ mod cast_multi;
 mod conv;
 mod elementwise;
 pub mod erased;
+mod flash_attention;
 mod index;
 mod kernel;
 mod loss;
@@ -20,9 +21,9 @@ mod quant;
 mod random;
 mod reduce;
 
-pub use attention::flash_attention_supported;
 pub use builtin::backend;
 pub(crate) use elementwise::{binary_any, unary_any};
+pub use flash_attention::{AttentionGrads, flash_attention_supported};
 pub use kernel::{ReduceNative, SimtBuffer, SimtNative, launch_simt, writable_in_place};
 pub(crate) use matmul::matmul_any;
 pub use on_backend::{BackendBuffer, BackendStorage};

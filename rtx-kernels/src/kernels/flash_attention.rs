@@ -4,13 +4,23 @@
 //! `t_q x t_k` score matrix never leaves registers. It also writes each row's log-sum-exp, which
 //! a backward pass needs to recompute the probabilities.
 //!
+//! Layout: the kernels (this forward and the backward's three) take each operand as
+//! `[batch, heads, t, d]` with its own batch, head and row strides in elements and the head dim
+//! contiguous, grouped by what is read or written alike: a q group (`q`, `dq`), a k group
+//! (`k`, `v`, `dk`, `dv`) and an o group (`o`, `dout`), each passed as a [`KernelStrides`]
+//! (see [`flash_attn_strides`]). So q, k and v can be read in place from a fused projection's
+//! `[batch, t, 3 heads d]` output, `o` written as `[batch, t, heads d]` ready for the output
+//! projection, and the gradients written straight into the projection's gradient; the dense
+//! `[batch heads, t, d]` buffers are the case [`flash_attn_dense_strides`]. The log-sum-exp and
+//! the backward's row sums stay dense `[batch heads, t_q]` f32s.
+//!
 //! Invariant: every size works. Query rows past `t_q` are zero-filled in shared memory and not
 //! stored; keys past the valid length (`t_k`, the row's padding length, the causal diagonal)
 //! are zero-filled and their scores set to -inf before the softmax, so they get probability 0
 //! exactly.
 
 use crate::Float;
-use crate::kernel::LaunchConfig;
+use crate::kernel::{KernelStrides, LaunchConfig};
 use rtx_macros::kernel;
 
 /// Threads per block of [`flash_attn_fwd()`]: 4 warps, each owning 16 query rows.
@@ -22,25 +32,63 @@ pub const FLASH_ATTN_BLOCK_K: usize = 64;
 /// The largest head dim [`flash_attn_fwd()`] takes; `d` is a multiple of 16 up to it.
 pub const FLASH_ATTN_MAX_D: usize = 128;
 
-/// The launch of [`flash_attn_fwd()`] over `bh` (batch x heads) rows of `t_q` queries: a grid
-/// of `ceil(t_q / 64) x bh` blocks of [`FLASH_ATTN_THREADS`] threads.
-pub fn flash_attn_launch(bh: usize, t_q: usize) -> LaunchConfig {
+/// The launch of [`flash_attn_fwd()`] over `batch x heads` rows of `t_q` queries: a grid of
+/// `ceil(t_q / 64) x heads x batch` blocks of [`FLASH_ATTN_THREADS`] threads (the head and the
+/// batch element are the block's y and z, so no thread divides to find them).
+pub fn flash_attn_launch(batch: usize, heads: usize, t_q: usize) -> LaunchConfig {
     LaunchConfig::new(
-        (t_q.div_ceil(FLASH_ATTN_BLOCK_Q) as u32, bh as u32),
+        (
+            t_q.div_ceil(FLASH_ATTN_BLOCK_Q) as u32,
+            heads as u32,
+            batch as u32,
+        ),
         FLASH_ATTN_THREADS,
     )
 }
 
-/// Attention forward, f16 or bf16, on the tensor cores: for each of the `bh` (batch x heads)
-/// rows, `o = softmax(scale q k^T) v` with `q` `[t_q, d]`, `k` and `v` `[t_k, d]` and `o`
-/// `[t_q, d]`, all contiguous row-major (`q`, `o`: `[bh, t_q, d]`; `k`, `v`: `[bh, t_k, d]`);
-/// and `lse[bh, t_q]` (f32), the natural log of the sum of `exp(scale q_i . k_j)` over the keys
-/// row `i` attends to, for the backward.
+/// The strides of one operand group of the attention kernels, `[batch, head, row]` in
+/// elements (the head dim is contiguous), as the [`KernelStrides`] they take. Its offset is not
+/// read: the operands of a group may sit at different offsets of one buffer (k and v in a fused
+/// projection's output), so each buffer passed starts at its operand's first element.
+///
+/// ```
+/// use rtx_kernels::kernels::flash_attn_strides;
+/// // Queries read in place from a [batch, 256, 3 * 512] projection, heads of 64.
+/// let s = flash_attn_strides([256 * 1536, 64, 1536]);
+/// assert_eq!(s.strides[..3], [256 * 1536, 64, 1536]);
+/// ```
+pub fn flash_attn_strides([batch, head, row]: [usize; 3]) -> KernelStrides {
+    let mut s = KernelStrides::default();
+    s.strides[..3].copy_from_slice(&[batch as i64, head as i64, row as i64]);
+    s
+}
+
+/// [`flash_attn_strides`] of dense `[batch, heads, t, d]` buffers, that is `[batch heads, t, d]`.
+///
+/// ```
+/// use rtx_kernels::kernels::flash_attn_dense_strides;
+/// assert_eq!(flash_attn_dense_strides(8, 256, 64).strides[..3], [8 * 256 * 64, 256 * 64, 64]);
+/// ```
+pub fn flash_attn_dense_strides(heads: usize, t: usize, d: usize) -> KernelStrides {
+    flash_attn_strides([heads * t * d, t * d, d])
+}
+
+/// Attention forward, f16 or bf16, on the tensor cores: for each of the `batch x heads` rows,
+/// `o = softmax(scale q k^T) v` with `q` `[t_q, d]`, `k` and `v` `[t_k, d]` and `o`
+/// `[t_q, d]`; and `lse[batch heads, t_q]` (f32, dense), the natural log of the sum of
+/// `exp(scale q_i . k_j)` over the keys row `i` attends to, for the backward.
+///
+/// Layout (see the module's documentation): element `c` of row `i` of head `h` of batch
+/// element `n` is at `n s[0] + h s[1] + i s[2] + c` of its buffer, with `s` the strides of its
+/// group: `qs` for `q`, `ks` for `k` and `v`, `os` for `o`. Dense `[batch heads, t, d]`
+/// buffers take [`flash_attn_dense_strides`]. The strides and each buffer's start are
+/// multiples of 8 elements (16 bytes), as the tile copies need; `o`'s rows must not overlap.
 ///
 /// Masks: with `causal` non-zero, query `i` attends to keys `j <= i + t_k - t_q` (the diagonal
 /// aligned to the bottom right, as FlashAttention's; `j <= i` when `t_q == t_k`). With `padded`
-/// non-zero, `key_len[b]` (`bh` values) is row `b`'s valid key count: keys `j >= key_len[b]` are
-/// masked (a length of `t_k` or more masks nothing); with `padded` zero `key_len` is not read
+/// non-zero, `key_len[b]` (`batch heads` values) is the valid key count of row `b = n heads + h`
+/// (head `h` of batch element `n`): keys `j >= key_len[b]` are masked (a length of `t_k` or
+/// more masks nothing); with `padded` zero `key_len` is not read
 /// (pass `&[]` natively, any pointer on the GPU). A query row left with no key writes zeros to
 /// `o` and -inf to `lse`.
 ///
@@ -49,18 +97,18 @@ pub fn flash_attn_launch(bh: usize, t_q: usize) -> LaunchConfig {
 /// skipped by branches uniform over the grid, so every index into them stays a constant after
 /// unrolling and they stay in registers. `scale` is positive (usually `1 / sqrt(d)`); it is an
 /// `f64` so that natively it is not rounded to `T` (the kernel computes with it in f32). Launch
-/// it with [`flash_attn_launch`]; buffers start on 16-byte boundaries (tensors rtx allocates
-/// do).
+/// it with [`flash_attn_launch`].
 ///
-/// Each block of 4 warps takes 64 query rows of one `bh` row; each warp holds its 16 rows of
-/// `q` as `mma` A fragments in registers for the whole loop. Per 64-key step, a warp computes
-/// its 16 x 64 scores with `mma_m16n8k16` (K's rows read by `ldmatrix` are the B fragments of
-/// `k^T`), takes the row maximum across the 4 lanes that share a row, rescales its running
-/// output and sum, and multiplies the probabilities, rounded to `T` as FlashAttention does,
-/// by V (read transposed by `ldmatrix`): the score accumulator's layout is the A fragment's, so
-/// the probabilities never go through shared memory. Output and sums stay in f32 until the
-/// output is rounded once on store. Copies overlap the math as in FlashAttention-2: V's tile
-/// is copied while the scores are computed, the next K tile while the softmax and `P V` run.
+/// Each block of 4 warps takes 64 query rows of one head of one batch element; each warp holds
+/// its 16 rows of `q` as `mma` A fragments in registers for the whole loop. Per 64-key step, a
+/// warp computes its 16 x 64 scores with `mma_m16n8k16` (K's rows read by `ldmatrix` are the B
+/// fragments of `k^T`), takes the row maximum across the 4 lanes that share a row, rescales its
+/// running output and sum, and multiplies the probabilities, rounded to `T` as FlashAttention
+/// does, by V (read transposed by `ldmatrix`): the score accumulator's layout is the A
+/// fragment's, so the probabilities never go through shared memory. Output and sums stay in
+/// f32 until the output is rounded once on store. Copies overlap the math as in
+/// FlashAttention-2: V's tile is copied while the scores are computed, the next K tile while
+/// the softmax and `P V` run.
 /// Key tiles above the causal diagonal, or past the valid length, are skipped. Shared tiles
 /// (64 rows of 128 elements, 16 KiB each for K and V; Q passes through V's before the loop)
 /// are swizzled (16-byte chunk `c` of row `r` stored at `c ^ (r % 8)`), so the 8 rows an
@@ -68,22 +116,25 @@ pub fn flash_attn_launch(bh: usize, t_q: usize) -> LaunchConfig {
 ///
 /// ```
 /// use half::bf16;
-/// use rtx_kernels::kernels::{flash_attn_fwd, flash_attn_launch};
+/// use rtx_kernels::kernels::{flash_attn_dense_strides, flash_attn_fwd, flash_attn_launch};
 /// let (t, d) = (2, 16);
 /// let q = vec![bf16::ZERO; t * d];
 /// let k = q.clone();
 /// // Value rows of 1s and 3s: with equal scores, each output is their mean.
 /// let v: Vec<bf16> = (0..t * d).map(|i| bf16::from_f32(1.0 + 2.0 * (i / d) as f32)).collect();
 /// let (mut o, mut lse) = (vec![bf16::ZERO; t * d], vec![0.0f32; t]);
-/// let launch = flash_attn_launch(1, t);
-/// flash_attn_fwd(launch, &q, &k, &v, &mut o, &mut lse, &[], 1, t, t, d, 0.25, 0, 0).unwrap();
+/// let (launch, s) = (flash_attn_launch(1, 1, t), flash_attn_dense_strides(1, t, d));
+/// flash_attn_fwd(launch, &q, &k, &v, &mut o, &mut lse, &[], s, s, s, 1, 1, t, t, d, 0.25, 0, 0)
+///     .unwrap();
 /// assert_eq!(o[0].to_f32(), 2.0);
 /// assert_eq!(lse[0], 2f32.ln());
 /// // Causal: the first query sees the first key alone.
-/// flash_attn_fwd(launch, &q, &k, &v, &mut o, &mut lse, &[], 1, t, t, d, 0.25, 1, 0).unwrap();
+/// flash_attn_fwd(launch, &q, &k, &v, &mut o, &mut lse, &[], s, s, s, 1, 1, t, t, d, 0.25, 1, 0)
+///     .unwrap();
 /// assert_eq!((o[0].to_f32(), o[d].to_f32(), lse[0]), (1.0, 2.0, 0.0));
 /// ```
 #[kernel(crate = crate)]
+#[allow(clippy::too_many_arguments)]
 pub fn flash_attn_fwd<T: Float>(
     q: &[T],
     k: &[T],
@@ -91,7 +142,11 @@ pub fn flash_attn_fwd<T: Float>(
     o: &mut [T],
     lse: &mut [T::Acc],
     key_len: &[u32],
-    bh: usize,
+    qs: KernelStrides,
+    ks: KernelStrides,
+    os: KernelStrides,
+    batch: usize,
+    heads: usize,
     t_q: usize,
     t_k: usize,
     d: usize,
@@ -109,12 +164,20 @@ pub fn flash_attn_fwd<T: Float>(
     let tid = thread_idx_x();
     let lane = tid % 32;
     let warp = tid / 32;
-    let b = block_idx_y();
+    let hh = block_idx_y();
+    let n = block_idx_z();
     let m0 = block_idx_x() * 64;
     // The whole block leaves together, before any barrier.
-    if b >= bh || m0 >= t_q {
+    if n >= batch || hh >= heads || m0 >= t_q {
         return;
     }
+    // The row's index among the `batch heads` (for `lse` and `key_len`), and where its head
+    // starts in each buffer.
+    let b = n * heads + hh;
+    let q0 = n * qs.stride(0) + hh * qs.stride(1);
+    let q_rs = qs.stride(2);
+    let k0 = n * ks.stride(0) + hh * ks.stride(1);
+    let k_rs = ks.stride(2);
     let scale = scale as T;
     let is_causal = causal != 0;
     // Keys this block reads: the valid ones, up to the causal limit of its last row (row `i`
@@ -141,11 +204,11 @@ pub fn flash_attn_fwd<T: Float>(
     for i in 0..8 {
         let r = cr + 8 * i;
         if c_on {
-            let n = if m0 + r < t_q { 8 } else { 0 };
-            let at = (b * t_q + m0 + r) * d + cc * 8;
-            cp_async(&mut sv, c_dst + i * 512, q, at, n);
-            let n = if r < n_end { 8 } else { 0 };
-            cp_async(&mut sk, c_dst + i * 512, k, (b * t_k + r) * d + cc * 8, n);
+            let len = if m0 + r < t_q { 8 } else { 0 };
+            let at = q0 + (m0 + r) * q_rs + cc * 8;
+            cp_async(&mut sv, c_dst + i * 512, q, at, len);
+            let len = if r < n_end { 8 } else { 0 };
+            cp_async(&mut sk, c_dst + i * 512, k, k0 + r * k_rs + cc * 8, len);
         }
     }
     cp_async_commit();
@@ -199,9 +262,9 @@ pub fn flash_attn_fwd<T: Float>(
         for i in 0..8 {
             let r = cr + 8 * i;
             if c_on {
-                let n = if n0 + r < n_end { 8 } else { 0 };
-                let at = (b * t_k + n0 + r) * d + cc * 8;
-                cp_async(&mut sv, c_dst + i * 512, v, at, n);
+                let len = if n0 + r < n_end { 8 } else { 0 };
+                let at = k0 + (n0 + r) * k_rs + cc * 8;
+                cp_async(&mut sv, c_dst + i * 512, v, at, len);
             }
         }
         cp_async_commit();
@@ -233,9 +296,9 @@ pub fn flash_attn_fwd<T: Float>(
             for i in 0..8 {
                 let r = cr + 8 * i;
                 if c_on {
-                    let n = if n1 + r < n_end { 8 } else { 0 };
-                    let at = (b * t_k + n1 + r) * d + cc * 8;
-                    cp_async(&mut sk, c_dst + i * 512, k, at, n);
+                    let len = if n1 + r < n_end { 8 } else { 0 };
+                    let at = k0 + (n1 + r) * k_rs + cc * 8;
+                    cp_async(&mut sk, c_dst + i * 512, k, at, len);
                 }
             }
         }
@@ -318,6 +381,8 @@ pub fn flash_attn_fwd<T: Float>(
     }
 
     // The quad's sums, then the output divided by them, rounded to T once.
+    let o0 = n * os.stride(0) + hh * os.stride(1);
+    let o_rs = os.stride(2);
     for h in 0..2 {
         let mut l = row_sum[h];
         l += warp_shuffle_xor(l, 1);
@@ -328,7 +393,7 @@ pub fn flash_attn_fwd<T: Float>(
         if row < t_q {
             for dt in 0..16 {
                 if dt * 8 < d {
-                    let at = (b * t_q + row) * d + dt * 8 + t4 * 2;
+                    let at = o0 + row * o_rs + dt * 8 + t4 * 2;
                     o[at] = acc[dt * 4 + h * 2] * inv;
                     o[at + 1] = acc[dt * 4 + h * 2 + 1] * inv;
                 }

@@ -14,9 +14,13 @@
 //! (elementwise). The last two read `D` and are independent of each other. Each output element
 //! is written by one thread, once, with no atomics: the results are the same from run to run.
 //!
-//! Conventions are the forward's: `q`, `o`, `do` are `[bh, t_q, d]`, `k`, `v` `[bh, t_k, d]`,
-//! contiguous row-major, f16 or bf16; `lse` is `[bh, t_q]` in f32 (natural log); the causal
-//! mask lets query `i` see keys `j <= i + t_k - t_q`; `key_len[b]` masks keys `j >= key_len[b]`.
+//! Conventions are the forward's: `q`, `o`, `do` are `[batch, heads, t_q, d]`, `k`, `v`
+//! `[batch, heads, t_k, d]`, f16 or bf16, each read (and `dq`, `dk`, `dv` written) through the
+//! strides of its group, `qs` (`q`, `dq`), `ks` (`k`, `v`, `dk`, `dv`) or `os` (`o`, `do`), as
+//! [`flash_attn_fwd()`](super::flash_attn_fwd()) describes; `lse` and `delta` are dense
+//! `[batch heads, t_q]` f32s (`lse` a natural log); the causal mask lets query `i` see keys
+//! `j <= i + t_k - t_q`; `key_len[b]` masks keys `j >= key_len[b]` of row `b = n heads + h`.
+//! The gradients' rows must not overlap each other or the inputs'.
 //!
 //! Invariant: every size works and a masked probability is exactly 0. Rows past `t_q` or `t_k`
 //! are zero-filled in shared memory and not stored; masked keys get `P = 0` by a select, not
@@ -41,67 +45,89 @@ pub const FLASH_ATTN_BWD_ROWDOT_ROWS: usize = 4;
 /// The largest head dim the backward kernels take; `d` is a multiple of 8 up to it.
 pub const FLASH_ATTN_BWD_MAX_D: usize = 128;
 
-/// The launch of [`flash_attn_bwd_rowdot()`] over `rows` (`bh * t_q`) query rows: a grid of
-/// `ceil(rows / 4)` blocks of [`FLASH_ATTN_BWD_THREADS`] threads.
-pub fn flash_attn_bwd_rowdot_launch(rows: usize) -> LaunchConfig {
+/// The launch of [`flash_attn_bwd_rowdot()`] over `batch x heads` rows of `t_q` queries: a
+/// grid of `ceil(t_q / 4) x heads x batch` blocks of [`FLASH_ATTN_BWD_THREADS`] threads.
+pub fn flash_attn_bwd_rowdot_launch(batch: usize, heads: usize, t_q: usize) -> LaunchConfig {
     LaunchConfig::new(
-        rows.div_ceil(FLASH_ATTN_BWD_ROWDOT_ROWS) as u32,
+        (
+            t_q.div_ceil(FLASH_ATTN_BWD_ROWDOT_ROWS) as u32,
+            heads as u32,
+            batch as u32,
+        ),
         FLASH_ATTN_BWD_THREADS,
     )
 }
 
-/// The launch of [`flash_attn_bwd_dkdv()`] over `bh` rows of `t_k` keys: a grid of
-/// `ceil(t_k / 64) x bh` blocks of [`FLASH_ATTN_BWD_THREADS`] threads.
-pub fn flash_attn_bwd_dkdv_launch(bh: usize, t_k: usize) -> LaunchConfig {
+/// The launch of [`flash_attn_bwd_dkdv()`] over `batch x heads` rows of `t_k` keys: a grid of
+/// `ceil(t_k / 64) x heads x batch` blocks of [`FLASH_ATTN_BWD_THREADS`] threads.
+pub fn flash_attn_bwd_dkdv_launch(batch: usize, heads: usize, t_k: usize) -> LaunchConfig {
     LaunchConfig::new(
-        (t_k.div_ceil(FLASH_ATTN_BWD_BLOCK_K) as u32, bh as u32),
+        (
+            t_k.div_ceil(FLASH_ATTN_BWD_BLOCK_K) as u32,
+            heads as u32,
+            batch as u32,
+        ),
         FLASH_ATTN_BWD_THREADS,
     )
 }
 
-/// The launch of [`flash_attn_bwd_dq()`] over `bh` rows of `t_q` queries: a grid of
-/// `ceil(t_q / 64) x bh` blocks of [`FLASH_ATTN_BWD_THREADS`] threads.
-pub fn flash_attn_bwd_dq_launch(bh: usize, t_q: usize) -> LaunchConfig {
+/// The launch of [`flash_attn_bwd_dq()`] over `batch x heads` rows of `t_q` queries: a grid of
+/// `ceil(t_q / 64) x heads x batch` blocks of [`FLASH_ATTN_BWD_THREADS`] threads.
+pub fn flash_attn_bwd_dq_launch(batch: usize, heads: usize, t_q: usize) -> LaunchConfig {
     LaunchConfig::new(
-        (t_q.div_ceil(FLASH_ATTN_BWD_BLOCK_Q) as u32, bh as u32),
+        (
+            t_q.div_ceil(FLASH_ATTN_BWD_BLOCK_Q) as u32,
+            heads as u32,
+            batch as u32,
+        ),
         FLASH_ATTN_BWD_THREADS,
     )
 }
 
-/// First step of the attention backward: `delta[r] = sum_c do[r][c] o[r][c]` in f32 for each of
-/// the `rows` (`bh * t_q`) rows of `d` values of `o` and its gradient `dout`, which is the
-/// `D_i = sum_j P_ij dP_ij` of the softmax backward. Launch it with
-/// [`flash_attn_bwd_rowdot_launch`] (a warp per row; any multiple of 32 threads per block
-/// works, warp `w` of block `x` taking row `x * warps + w`).
+/// First step of the attention backward: `delta[b][i] = sum_c do[b][i][c] o[b][i][c]` in f32
+/// for each of the `t_q` rows of the `batch x heads` rows `b` of `d` values of `o` and its
+/// gradient `dout` (both read through the o group's strides `os`; `delta` is dense
+/// `[batch heads, t_q]`), which is the `D_i = sum_j P_ij dP_ij` of the softmax backward. Launch
+/// it with [`flash_attn_bwd_rowdot_launch`] (a warp per row; any multiple of 32 threads per
+/// block works, warp `w` of block `x` taking query row `x * warps + w`).
 ///
 /// ```
 /// use half::bf16;
 /// use rtx_kernels::kernels::{flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch};
+/// use rtx_kernels::kernels::flash_attn_dense_strides;
 /// let o: Vec<bf16> = (0..6).map(|i| bf16::from_f32(i as f32)).collect();
 /// let dout = vec![bf16::from_f32(2.0); 6];
 /// let mut delta = vec![0.0f32; 2];
-/// flash_attn_bwd_rowdot(flash_attn_bwd_rowdot_launch(2), &o, &dout, &mut delta, 2, 3).unwrap();
+/// let (launch, s) = (flash_attn_bwd_rowdot_launch(1, 1, 2), flash_attn_dense_strides(1, 2, 3));
+/// flash_attn_bwd_rowdot(launch, &o, &dout, &mut delta, s, 1, 1, 2, 3).unwrap();
 /// assert_eq!(delta, vec![6.0, 24.0]);
 /// ```
 #[kernel(crate = crate)]
+#[allow(clippy::too_many_arguments)]
 pub fn flash_attn_bwd_rowdot<T: Float>(
     o: &[T],
     dout: &[T],
     delta: &mut [T::Acc],
-    rows: usize,
+    os: KernelStrides,
+    batch: usize,
+    heads: usize,
+    t_q: usize,
     d: usize,
 ) {
     let lane = lane_id();
-    let row = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
+    let i = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
+    let hh = block_idx_y();
+    let n = block_idx_z();
     // The whole warp leaves together, and no other warp waits for it.
-    if row >= rows {
+    if n >= batch || hh >= heads || i >= t_q {
         return;
     }
+    let at = n * os.stride(0) + hh * os.stride(1) + i * os.stride(2);
     // Neighbouring lanes read neighbouring elements, so each load of the warp is coalesced.
     let mut acc = 0.0;
     let mut c = lane;
     while c < d {
-        acc += o[row * d + c] * dout[row * d + c];
+        acc += o[at + c] * dout[at + c];
         c += 32;
     }
     acc += warp_shuffle_xor(acc, 16);
@@ -110,26 +136,29 @@ pub fn flash_attn_bwd_rowdot<T: Float>(
     acc += warp_shuffle_xor(acc, 2);
     acc += warp_shuffle_xor(acc, 1);
     if lane == 0 {
-        delta[row] = acc;
+        delta[(n * heads + hh) * t_q + i] = acc;
     }
 }
 
 /// Attention backward for the keys, f16 or bf16, on the tensor cores: `dv = P^T do` and
-/// `dk = scale dS^T q` (`[bh, t_k, d]` each), from `q`, `dout` (`[bh, t_q, d]`), `k`, `v`
-/// (`[bh, t_k, d]`), the forward's `lse` and the `delta` of [`flash_attn_bwd_rowdot()`]
-/// (`[bh, t_q]`, f32 each), where `P_ij = exp(scale q_i . k_j - lse_i)` and
-/// `dS_ij = P_ij (do_i . v_j - delta_i)`. Accumulation is in f32, rounded once to `T` on store.
+/// `dk = scale dS^T q` (`[batch, heads, t_k, d]` each, written through `ks` as `k` and `v` are
+/// read), from `q` (through `qs`), `dout` (`[batch, heads, t_q, d]`, through `os`), `k`, `v`
+/// (`[batch, heads, t_k, d]`), the forward's `lse` and the `delta` of
+/// [`flash_attn_bwd_rowdot()`] (`[batch heads, t_q]`, f32 each), where
+/// `P_ij = exp(scale q_i . k_j - lse_i)` and `dS_ij = P_ij (do_i . v_j - delta_i)`.
+/// Accumulation is in f32, rounded once to `T` on store.
 ///
 /// `causal`, `padded`, `key_len` and `scale` are as in
 /// [`flash_attn_fwd()`](super::flash_attn_fwd()): with `causal` non-zero query `i` sees keys
-/// `j <= i + t_k - t_q`; with `padded` non-zero `key_len` holds `bh` valid key counts (keys
-/// `j >= key_len[b]` get zero gradients), otherwise it is not read (pass `&[]` natively);
+/// `j <= i + t_k - t_q`; with `padded` non-zero `key_len` holds `batch heads` valid key counts
+/// (keys `j >= key_len[b]` get zero gradients), otherwise it is not read (pass `&[]` natively);
 /// `d` is a multiple of 8 up to [`FLASH_ATTN_BWD_MAX_D`] (64 and 128 are the sizes it is built
 /// for: the math runs on halves of 64 columns, zero past d); `scale` is positive, used in f32. A
 /// query row with no valid key (`lse` -inf) contributes nothing. Launch it with
-/// [`flash_attn_bwd_dkdv_launch`]; buffers start on 16-byte boundaries.
+/// [`flash_attn_bwd_dkdv_launch`]; buffers start on 16-byte boundaries and the strides are
+/// multiples of 8 elements.
 ///
-/// Each block of 4 warps takes 64 keys of one `bh` row, their K and V tiles staying in shared
+/// Each block of 4 warps takes 64 keys of one head, their K and V tiles staying in shared
 /// memory; each warp owns 16 of them and holds their dk and dv in f32 accumulators (64 values
 /// each per lane at d = 128). It loops over 32-query tiles of Q and dO, from the first tile
 /// that sees its first key under the causal mask, and per tile computes, with
@@ -146,6 +175,7 @@ pub fn flash_attn_bwd_rowdot<T: Float>(
 /// ```
 /// use half::bf16;
 /// use rtx_kernels::kernels::{flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch};
+/// use rtx_kernels::kernels::flash_attn_dense_strides;
 /// // One query and one key (q = 0, so the score and lse are 0): P = 1 and o = v, so dv = do
 /// // and dS = do . v - do . o = 0.
 /// let d = 16;
@@ -154,9 +184,10 @@ pub fn flash_attn_bwd_rowdot<T: Float>(
 /// let dout = vec![bf16::from_f32(0.5); d];
 /// let delta = [x.iter().map(|v| v.to_f32() * 0.5).sum::<f32>()];
 /// let (mut dk, mut dv) = (vec![bf16::ZERO; d], vec![bf16::ZERO; d]);
-/// let launch = flash_attn_bwd_dkdv_launch(1, 1);
+/// let (launch, s) = (flash_attn_bwd_dkdv_launch(1, 1, 1), flash_attn_dense_strides(1, 1, d));
 /// flash_attn_bwd_dkdv(
-///     launch, &q, &x, &x, &dout, &[0.0], &delta, &mut dk, &mut dv, &[], 1, 1, 1, d, 0.25, 0, 0,
+///     launch, &q, &x, &x, &dout, &[0.0], &delta, &mut dk, &mut dv, &[], s, s, s, 1, 1, 1, 1, d,
+///     0.25, 0, 0,
 /// )
 /// .unwrap();
 /// assert!(dv.iter().all(|g| g.to_f32() == 0.5));
@@ -173,7 +204,11 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     dk: &mut [T],
     dv: &mut [T],
     key_len: &[u32],
-    bh: usize,
+    qs: KernelStrides,
+    ks: KernelStrides,
+    os: KernelStrides,
+    batch: usize,
+    heads: usize,
     t_q: usize,
     t_k: usize,
     d: usize,
@@ -194,12 +229,22 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     let tid = thread_idx_x();
     let lane = tid % 32;
     let warp = tid / 32;
-    let b = block_idx_y();
+    let hh = block_idx_y();
+    let n = block_idx_z();
     let n0 = block_idx_x() * 64;
     // The whole block leaves together, before any barrier.
-    if b >= bh || n0 >= t_k {
+    if n >= batch || hh >= heads || n0 >= t_k {
         return;
     }
+    // The row's index among the `batch heads` (for `lse`, `delta` and `key_len`), and where its
+    // head starts in each group's buffers.
+    let b = n * heads + hh;
+    let q0 = n * qs.stride(0) + hh * qs.stride(1);
+    let q_rs = qs.stride(2);
+    let k0 = n * ks.stride(0) + hh * ks.stride(1);
+    let k_rs = ks.stride(2);
+    let o0 = n * os.stride(0) + hh * os.stride(1);
+    let o_rs = os.stride(2);
     let scale = scale as T;
     let is_causal = causal != 0;
     let mut kl = t_k;
@@ -232,17 +277,17 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     if j0 < j_end && c_on {
         for i in 0..8 {
             let r = cr + 8 * i;
-            let n = if c_in && n0 + r < kl { 8 } else { 0 };
-            let at = (b * t_k + n0 + r) * d + cc * 8;
-            cp_async(&mut sk, c_dst + i * 512, k, at, n);
-            cp_async(&mut sv, c_dst + i * 512, v, at, n);
+            let len = if c_in && n0 + r < kl { 8 } else { 0 };
+            let at = k0 + (n0 + r) * k_rs + cc * 8;
+            cp_async(&mut sk, c_dst + i * 512, k, at, len);
+            cp_async(&mut sv, c_dst + i * 512, v, at, len);
         }
         for i in 0..4 {
             let r = cr + 8 * i;
             let m = j0 * 32 + r;
-            let n = if c_in && m < t_q { 8 } else { 0 };
-            let at = (b * t_q + m) * d + cc * 8;
-            cp_async(&mut sdo, c_dst + i * 512, dout, at, n);
+            let len = if c_in && m < t_q { 8 } else { 0 };
+            let at = o0 + m * o_rs + cc * 8;
+            cp_async(&mut sdo, c_dst + i * 512, dout, at, len);
         }
     }
     cp_async_commit();
@@ -289,9 +334,9 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
         if c_on {
             for i in 0..4 {
                 let r = cr + 8 * i;
-                let n = if c_in && m0 + r < t_q { 8 } else { 0 };
-                let at = (b * t_q + m0 + r) * d + cc * 8;
-                cp_async(&mut sq, c_dst + i * 512, q, at, n);
+                let len = if c_in && m0 + r < t_q { 8 } else { 0 };
+                let at = q0 + (m0 + r) * q_rs + cc * 8;
+                cp_async(&mut sq, c_dst + i * 512, q, at, len);
             }
         }
         cp_async_commit();
@@ -407,9 +452,9 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
             for i in 0..4 {
                 let r = cr + 8 * i;
                 let m = m0 + 32 + r;
-                let n = if c_in && m < t_q { 8 } else { 0 };
-                let at = (b * t_q + m) * d + cc * 8;
-                cp_async(&mut sdo, c_dst + i * 512, dout, at, n);
+                let len = if c_in && m < t_q { 8 } else { 0 };
+                let at = o0 + m * o_rs + cc * 8;
+                cp_async(&mut sdo, c_dst + i * 512, dout, at, len);
             }
         }
         cp_async_commit();
@@ -449,7 +494,7 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
         if key < t_k {
             for dt in 0..16 {
                 if dt * 8 < d {
-                    let at = (b * t_k + key) * d + dt * 8 + t4 * 2;
+                    let at = k0 + key * k_rs + dt * 8 + t4 * 2;
                     dk[at] = dka[dt * 4 + h * 2] * scale;
                     dk[at + 1] = dka[dt * 4 + h * 2 + 1] * scale;
                     dv[at] = dva[dt * 4 + h * 2];
@@ -461,11 +506,13 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
 }
 
 /// Attention backward for the queries, f16 or bf16, on the tensor cores:
-/// `dq = scale dS k` (`[bh, t_q, d]`), with the inputs and conventions of
-/// [`flash_attn_bwd_dkdv()`]. A query row with no valid key gets zeros. Launch it with
-/// [`flash_attn_bwd_dq_launch`]; buffers start on 16-byte boundaries.
+/// `dq = scale dS k` (`[batch, heads, t_q, d]`, written through `qs` as `q` is read), with the
+/// inputs and conventions of [`flash_attn_bwd_dkdv()`]. A query row with no valid key gets
+/// zeros. Launch it with
+/// [`flash_attn_bwd_dq_launch`]; buffers start on 16-byte boundaries and the strides are
+/// multiples of 8 elements.
 ///
-/// Each block of 4 warps takes 64 queries of one `bh` row; each warp holds its 16 rows of Q and
+/// Each block of 4 warps takes 64 queries of one head; each warp holds its 16 rows of Q and
 /// dO as A fragments in registers and its dq in f32 accumulators. Q and dO pass through the
 /// shared K and V buffers once; then 32-key tiles of K and V stream through two stages of them
 /// (`cp_async` fills one while the warps compute on the other, one barrier per tile), up to
@@ -484,7 +531,11 @@ pub fn flash_attn_bwd_dq<T: Float>(
     delta: &[T::Acc],
     dq: &mut [T],
     key_len: &[u32],
-    bh: usize,
+    qs: KernelStrides,
+    ks: KernelStrides,
+    os: KernelStrides,
+    batch: usize,
+    heads: usize,
     t_q: usize,
     t_k: usize,
     d: usize,
@@ -501,12 +552,22 @@ pub fn flash_attn_bwd_dq<T: Float>(
     let tid = thread_idx_x();
     let lane = tid % 32;
     let warp = tid / 32;
-    let b = block_idx_y();
+    let hh = block_idx_y();
+    let n = block_idx_z();
     let m0 = block_idx_x() * 64;
     // The whole block leaves together, before any barrier.
-    if b >= bh || m0 >= t_q {
+    if n >= batch || hh >= heads || m0 >= t_q {
         return;
     }
+    // The row's index among the `batch heads` (for `lse`, `delta` and `key_len`), and where its
+    // head starts in each group's buffers.
+    let b = n * heads + hh;
+    let q0 = n * qs.stride(0) + hh * qs.stride(1);
+    let q_rs = qs.stride(2);
+    let k0 = n * ks.stride(0) + hh * ks.stride(1);
+    let k_rs = ks.stride(2);
+    let o0 = n * os.stride(0) + hh * os.stride(1);
+    let o_rs = os.stride(2);
     let scale = scale as T;
     let is_causal = causal != 0;
     // Keys this block reads: the valid ones, up to the causal limit of its last row (row `i`
@@ -533,10 +594,11 @@ pub fn flash_attn_bwd_dq<T: Float>(
     if c_on {
         for i in 0..8 {
             let r = cr + 8 * i;
-            let n = if c_in && m0 + r < t_q { 8 } else { 0 };
-            let at = (b * t_q + m0 + r) * d + cc * 8;
-            cp_async(&mut sk, c_dst + i * 512, q, at, n);
-            cp_async(&mut sv, c_dst + i * 512, dout, at, n);
+            let len = if c_in && m0 + r < t_q { 8 } else { 0 };
+            let at = q0 + (m0 + r) * q_rs + cc * 8;
+            cp_async(&mut sk, c_dst + i * 512, q, at, len);
+            let at = o0 + (m0 + r) * o_rs + cc * 8;
+            cp_async(&mut sv, c_dst + i * 512, dout, at, len);
         }
     }
     cp_async_commit();
@@ -600,10 +662,10 @@ pub fn flash_attn_bwd_dq<T: Float>(
     if tiles > 0 && c_on {
         for i in 0..4 {
             let r = cr + 8 * i;
-            let n = if c_in && r < n_end { 8 } else { 0 };
-            let at = (b * t_k + r) * d + cc * 8;
-            cp_async(&mut sk, c_dst + i * 512, k, at, n);
-            cp_async(&mut sv, c_dst + i * 512, v, at, n);
+            let len = if c_in && r < n_end { 8 } else { 0 };
+            let at = k0 + r * k_rs + cc * 8;
+            cp_async(&mut sk, c_dst + i * 512, k, at, len);
+            cp_async(&mut sv, c_dst + i * 512, v, at, len);
         }
     }
     cp_async_commit();
@@ -620,10 +682,10 @@ pub fn flash_attn_bwd_dq<T: Float>(
             let next = ((j + 1) % 2) * 2048;
             for i in 0..4 {
                 let r = n0 + 32 + cr + 8 * i;
-                let n = if c_in && r < n_end { 8 } else { 0 };
-                let at = (b * t_k + r) * d + cc * 8;
-                cp_async(&mut sk, next + c_dst + i * 512, k, at, n);
-                cp_async(&mut sv, next + c_dst + i * 512, v, at, n);
+                let len = if c_in && r < n_end { 8 } else { 0 };
+                let at = k0 + r * k_rs + cc * 8;
+                cp_async(&mut sk, next + c_dst + i * 512, k, at, len);
+                cp_async(&mut sv, next + c_dst + i * 512, v, at, len);
             }
         }
         cp_async_commit();
@@ -699,7 +761,7 @@ pub fn flash_attn_bwd_dq<T: Float>(
         if row < t_q {
             for dt in 0..16 {
                 if dt * 8 < d {
-                    let at = (b * t_q + row) * d + dt * 8 + t4 * 2;
+                    let at = q0 + row * q_rs + dt * 8 + t4 * 2;
                     dq[at] = acc[dt * 4 + h * 2] * scale;
                     dq[at + 1] = acc[dt * 4 + h * 2 + 1] * scale;
                 }

@@ -15,7 +15,7 @@
 //! `1 / t_k` here, and a missing rescale by the change of the row maximum between key tiles.
 
 use half::{bf16, f16};
-use rtx_kernels::kernels::{flash_attn_fwd, flash_attn_launch};
+use rtx_kernels::kernels::{flash_attn_dense_strides, flash_attn_fwd, flash_attn_launch};
 use rtx_kernels::{DType, Float};
 
 use crate::flash_common::{Case, case, input, padded};
@@ -69,13 +69,17 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64) {
     let mut lse = vec![-7.0f32; c.bh * t_q];
     let lens = c.key_len.clone().unwrap_or_default();
     flash_attn_fwd(
-        flash_attn_launch(c.bh, t_q),
+        flash_attn_launch(1, c.bh, t_q),
         &q,
         &k,
         &v,
         &mut o,
         &mut lse,
         &lens,
+        c.strides(t_q),
+        c.strides(t_k),
+        c.strides(t_q),
+        1,
         c.bh,
         t_q,
         t_k,
@@ -185,7 +189,8 @@ fn key_padding_matches_f64() {
 fn f32_is_an_error_not_a_launch() {
     let (mut o, mut lse) = (vec![0.0f32; 16], vec![0.0f32; 1]);
     let x = vec![0.0f32; 16];
-    let launch = flash_attn_launch(1, 1);
+    let launch = flash_attn_launch(1, 1, 1);
+    let s = flash_attn_dense_strides(1, 1, 16);
     let err = flash_attn_fwd(
         launch,
         &x,
@@ -194,6 +199,10 @@ fn f32_is_an_error_not_a_launch() {
         &mut o,
         &mut lse,
         &[],
+        s,
+        s,
+        s,
+        1,
         1,
         1,
         1,

@@ -26,7 +26,7 @@
 use half::{bf16, f16};
 use rtx_kernels::kernels::{
     flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch,
+    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_dense_strides,
 };
 use rtx_kernels::{DType, Float};
 
@@ -156,11 +156,14 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
 
     let mut delta = vec![-7.0f32; bh * t_q];
     flash_attn_bwd_rowdot(
-        flash_attn_bwd_rowdot_launch(bh * t_q),
+        flash_attn_bwd_rowdot_launch(1, bh, t_q),
         &o,
         &dout,
         &mut delta,
-        bh * t_q,
+        c.strides(t_q),
+        1,
+        bh,
+        t_q,
         d,
     )
     .unwrap();
@@ -170,8 +173,9 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
     let mut dv = vec![T::from_f64(-7.0); bh * t_k * d];
     let lens = c.key_len.clone().unwrap_or_default();
     let (causal, padded) = (u32::from(c.causal), u32::from(c.key_len.is_some()));
+    let (qs, ks) = (c.strides(t_q), c.strides(t_k));
     flash_attn_bwd_dkdv(
-        flash_attn_bwd_dkdv_launch(bh, t_k),
+        flash_attn_bwd_dkdv_launch(1, bh, t_k),
         &q,
         &k,
         &v,
@@ -181,6 +185,10 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
         &mut dk,
         &mut dv,
         &lens,
+        qs,
+        ks,
+        qs,
+        1,
         bh,
         t_q,
         t_k,
@@ -191,7 +199,7 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
     )
     .unwrap();
     flash_attn_bwd_dq(
-        flash_attn_bwd_dq_launch(bh, t_q),
+        flash_attn_bwd_dq_launch(1, bh, t_q),
         &q,
         &k,
         &v,
@@ -200,6 +208,10 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
         &delta,
         &mut dq,
         &lens,
+        qs,
+        ks,
+        qs,
+        1,
         bh,
         t_q,
         t_k,
@@ -318,7 +330,8 @@ fn key_padding_gradients_match_f64() {
 fn f32_is_an_error_not_a_launch() {
     let x = vec![0.0f32; 16];
     let (mut dk, mut dv) = (vec![0.0f32; 16], vec![0.0f32; 16]);
-    let launch = flash_attn_bwd_dkdv_launch(1, 1);
+    let launch = flash_attn_bwd_dkdv_launch(1, 1, 1);
+    let s = flash_attn_dense_strides(1, 1, 16);
     let err = flash_attn_bwd_dkdv(
         launch,
         &x,
@@ -330,6 +343,10 @@ fn f32_is_an_error_not_a_launch() {
         &mut dk,
         &mut dv,
         &[],
+        s,
+        s,
+        s,
+        1,
         1,
         1,
         1,

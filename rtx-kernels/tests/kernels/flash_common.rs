@@ -1,9 +1,12 @@
-//! What the fused attention tests (`flash_attention.rs`, `flash_attention_bwd.rs`) share: an
-//! attention problem and reproducible 16-bit inputs.
+//! What the fused attention tests (`flash_attention.rs`, `flash_attention_bwd.rs`,
+//! `flash_attention_strided.rs`) share: an attention problem and reproducible 16-bit inputs.
 
 use rtx_kernels::Float;
+use rtx_kernels::kernel::KernelStrides;
+use rtx_kernels::kernels::flash_attn_dense_strides;
 
-/// One attention problem.
+/// One attention problem, over dense `[bh, t, d]` buffers (run as one batch element of `bh`
+/// heads).
 #[derive(Clone, Debug)]
 pub struct Case {
     pub bh: usize,
@@ -50,4 +53,11 @@ pub fn input<T: Float>(len: usize, seed: u64, amp: f64) -> (Vec<T>, Vec<f64>) {
         .collect();
     let exact = vals.iter().map(|v| v.to_f64()).collect();
     (vals, exact)
+}
+
+impl Case {
+    /// The kernels' strides of this case's dense buffers of `t` rows.
+    pub fn strides(&self, t: usize) -> KernelStrides {
+        flash_attn_dense_strides(self.bh, t, self.d)
+    }
 }

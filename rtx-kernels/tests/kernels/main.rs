@@ -14,6 +14,7 @@ mod cuda_syntax;
 mod example_kernels;
 mod flash_attention;
 mod flash_attention_bwd;
+mod flash_attention_strided;
 mod kernels_index;
 mod kernels_loss;
 mod kernels_norm;

@@ -74,14 +74,16 @@ impl<const D: usize, const H: usize, E: Float> CausalSelfAttention<D, H, E> {
         let hd = D / H;
         let qkv = x.reshape((b, t, Const::<D>)).matmul(&self.qkv_weight.t()) + &self.qkv_bias;
         // [B, T, 3D] -> three [B, H, T, D/H], with run-time dims so broadcasting rules
-        // hold without bounds on B and T.
-        let head = |i: usize| {
-            qkv.narrow::<2, Const<D>>(i * D, Const)
-                .reshape((b, t, H, hd))
-                .permute::<Axes4<0, 2, 1, 3>>()
-        };
+        // hold without bounds on B and T. Views, not copies: the reshape comes first, while the
+        // projection is still contiguous (a reshape of a narrowed view would copy it).
+        let heads = qkv
+            .reshape((b, t, 3 * H, hd))
+            .permute::<Axes4<0, 2, 1, 3>>();
+        let head = |i: usize| heads.narrow::<1, usize>(i * H, H);
         let (q, k, v) = (head(0), head(1), head(2));
-        // Fused on a GPU in f16 and bf16 (see `Tensor::causal_attention`).
+        // Fused on a GPU in f16 and bf16 (see `Tensor::causal_attention`): the kernels read
+        // the heads in place from `qkv`, write the output with the heads side by side (so the
+        // merge below is a view) and the heads' gradients as one `[B, T, 3D]` buffer.
         let att = q.causal_attention(&k, &v, 1.0 / (hd as f64).sqrt());
         let y =
             att.permute::<Axes4<0, 2, 1, 3>>()

@@ -8,13 +8,20 @@
 //! padding mask) the fused FlashAttention-2-style kernels forward and backward
 //! (`rtx-backends/src/cuda/ops_attention.rs`); on the CPU in f32 and f64 without a tape or
 //! causal mask, one pass per batch element (`rtx-backends/src/cpu/attention.rs`).
+//!
+//! Both write the output with the heads side by side (`[B, T, H, Dh]` in memory, seen as
+//! `[B, H, T, Dh]`), so merging the heads afterwards (`permute` then `reshape` to
+//! `[B, T, H Dh]`) is a view. The fused kernels also read q, k and v where they lie when their
+//! strides allow it (head views of a fused projection's output do), and write the gradients
+//! of q, k and v in their inputs' memory order: one buffer for the three when they are the
+//! parts of one projection's output.
 
 use crate::autograd;
 use crate::error::{Error, Result, ok};
 use crate::shape::{Dim, Shape, describe};
 use crate::tensor::Tensor;
-use rtx_backends::storage::flash_attention_supported;
-use rtx_backends::{AttentionDims, Layout};
+use rtx_backends::storage::{AttentionGrads, flash_attention_supported};
+use rtx_backends::{AttentionDims, AttentionLayout, HeadStrides, Layout};
 use rtx_kernels::{DType, Element, Float};
 
 impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
@@ -134,7 +141,8 @@ impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
             && flash_attention_supported(E::DTYPE, dh)
         {
             let dims = AttentionDims {
-                bh: b * h,
+                batch: b,
+                heads: h,
                 t_q: t,
                 t_k: s,
                 d: dh,
@@ -196,6 +204,42 @@ pub(crate) fn dense<S: Shape, E: Element>(x: &Tensor<S, E>) -> Result<Tensor<S, 
     Ok(Tensor::from_storage(x.storage().contiguous(l)?, x.shape()))
 }
 
+/// Where the fused kernels can read `q`, `k` and `v` as they lie, writing the output with the
+/// heads side by side and the gradients in their inputs' memory order: packed into one buffer
+/// when q, k and v are the three parts of one (a fused projection's head views), otherwise one
+/// buffer each. `None` when their strides do not allow it (the head dim not contiguous,
+/// strides or offsets the kernels cannot copy from, k and v laid out differently, or
+/// gradients that would not fill their buffers).
+fn in_place([q, k, v]: [&Layout; 3], dims: &AttentionDims) -> Option<AttentionLayout> {
+    let heads = |l: &Layout| {
+        let s = l.strides();
+        (s[3] == 1).then_some(HeadStrides {
+            batch: s[0],
+            head: s[1],
+            row: s[2],
+        })
+    };
+    let (qs, ks) = (heads(q)?, heads(k)?);
+    if heads(v)? != ks {
+        return None;
+    }
+    let packed = AttentionLayout {
+        q: qs,
+        k: ks,
+        o: HeadStrides::tokens(dims.t_q, dims.heads * dims.d, dims.d),
+        offsets: [q, k, v].map(Layout::offset),
+        packed: true,
+    };
+    if packed.check(dims).is_ok() {
+        return Some(packed);
+    }
+    let separate = AttentionLayout {
+        packed: false,
+        ..packed
+    };
+    separate.check(dims).is_ok().then_some(separate)
+}
+
 /// The fused forward (and, when recording, its backward rule) of [`Tensor::causal_attention`]
 /// and [`Tensor::attention`] on a GPU: the output and the log-sum-exp of each query row come
 /// from one launch; the rule recomputes the probabilities from them in three launches.
@@ -205,28 +249,72 @@ fn fused<B: Dim, H: Dim, T: Dim, S: Dim, Dh: Dim, E: Float>(
     v: &Tensor<(B, H, S, Dh), E>,
     dims: AttentionDims,
 ) -> Result<Tensor<(B, H, T, Dh), E>> {
-    let (qd, kd, vd) = (dense(q)?, dense(k)?, dense(v)?);
+    // In place where the kernels can read them; otherwise dense copies, which they always can.
+    let (qd, kd, vd, layout) = match in_place([q.layout(), k.layout(), v.layout()], &dims) {
+        Some(layout) => (q.detach(), k.detach(), v.detach(), layout),
+        None => {
+            let (qd, kd, vd) = (dense(q)?, dense(k)?, dense(v)?);
+            let dense = [qd.layout(), kd.layout(), vd.layout()];
+            let layout = in_place(dense, &dims).unwrap_or_else(|| {
+                unreachable!("dense heads of a supported head dim are read in place")
+            });
+            (qd.detach(), kd.detach(), vd.detach(), layout)
+        }
+    };
     let (o, lse) = qd
         .storage()
-        .flash_attention(kd.storage(), vd.storage(), dims)?;
-    let out = Tensor::from_storage(o, q.shape());
+        .flash_attention(kd.storage(), vd.storage(), dims, layout)?;
+    let view = move |s: &HeadStrides, offset: usize, t: usize| {
+        Layout::new(
+            &[dims.batch, dims.heads, t, dims.d],
+            &[s.batch, s.head, s.row, 1],
+            offset,
+        )
+    };
+    let o_layout = view(&layout.o, 0, dims.t_q);
+    let out = Tensor::from_storage_layout(o, o_layout, q.shape());
     if !autograd::must_record(&[q.node(), k.node(), v.node()]) {
         return Ok(out);
     }
     let inputs = vec![q.node().cloned(), k.node().cloned(), v.node().cloned()];
-    let (qd, kd, vd, od) = (qd.detach(), kd.detach(), vd.detach(), out.detach());
+    let od = out.detach();
     Ok(out.record(inputs, move |g| {
-        let g = dense(g)?;
-        let [dq, dk, dv] = qd.storage().flash_attention_backward(
+        // The kernels read the output's gradient in the output's memory order: the merge of
+        // the heads' backward gives it so; anything else is copied into it.
+        let copy;
+        let g = if g.layout().strides() == o_layout.strides() && g.layout().offset() == 0 {
+            g.storage()
+        } else {
+            copy = g.storage().contiguous(&g.layout().permute(&[0, 2, 1, 3]))?;
+            &copy
+        };
+        let grads = qd.storage().flash_attention_backward(
             (kd.storage(), vd.storage()),
             (od.storage(), &lse),
-            g.storage(),
+            g,
             dims,
+            layout,
         )?;
+        let (dq, dk, dv) = match grads {
+            // One buffer, seen as q, k and v see theirs.
+            AttentionGrads::Packed(all) => {
+                let [oq, ok, ov] = layout.offsets;
+                let dq =
+                    Tensor::from_storage_layout(all, view(&layout.q, oq, dims.t_q), qd.shape());
+                let dk = dq.view(view(&layout.k, ok, dims.t_k), kd.shape());
+                let dv = dq.view(view(&layout.k, ov, dims.t_k), vd.shape());
+                (dq, dk, dv)
+            }
+            AttentionGrads::Separate([dq, dk, dv]) => (
+                Tensor::from_storage_layout(dq, view(&layout.q, 0, dims.t_q), qd.shape()),
+                Tensor::from_storage_layout(dk, view(&layout.k, 0, dims.t_k), kd.shape()),
+                Tensor::from_storage_layout(dv, view(&layout.k, 0, dims.t_k), vd.shape()),
+            ),
+        };
         Ok(vec![
-            autograd::erase(Tensor::from_storage(dq, qd.shape())),
-            autograd::erase(Tensor::from_storage(dk, kd.shape())),
-            autograd::erase(Tensor::from_storage(dv, vd.shape())),
+            autograd::erase(dq),
+            autograd::erase(dk),
+            autograd::erase(dv),
         ])
     }))
 }
@@ -301,6 +389,55 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Which layouts the fused kernels read in place (decided on the host, so on any device):
+    /// head views of one fused projection (gradients packed like it), of three projections
+    /// and dense heads (a gradient each), and not a head dim that is not contiguous, nor keys
+    /// and values laid out differently.
+    #[test]
+    fn head_views_are_read_in_place_where_the_kernels_can() {
+        use super::in_place;
+        use rtx_backends::{AttentionDims, AttentionLayout, HeadStrides, Layout};
+        let (b, h, t, d) = (2, 8, 256, 64);
+        let w = h * d;
+        let dims = AttentionDims {
+            batch: b,
+            heads: h,
+            t_q: t,
+            t_k: t,
+            d,
+            scale: 0.125,
+            causal: true,
+        };
+        // [B, T, n w] -> the [B, H, T, d] view of the `part`-th heads.
+        let view = |n: usize, part: usize| {
+            Layout::contiguous(&[b, t, n * h, d])
+                .permute(&[0, 2, 1, 3])
+                .narrow(1, part * h, h)
+        };
+        let qkv = [0, 1, 2].map(|p| view(3, p));
+        let got = in_place(qkv.each_ref(), &dims).unwrap();
+        assert_eq!(got, AttentionLayout::qkv(&dims));
+        let three = [0, 0, 0].map(|c| view(1, c));
+        let got = in_place(three.each_ref(), &dims).unwrap();
+        let tokens = HeadStrides::tokens(t, w, d);
+        assert_eq!((got.q, got.k, got.packed), (tokens, tokens, false));
+        let dense = Layout::contiguous(&[b, h, t, d]);
+        let got = in_place([&dense; 3], &dims).unwrap();
+        assert_eq!(got.q, AttentionLayout::dense(&dims).q);
+        assert!(!got.packed);
+        let transposed = dense.transpose(2, 3);
+        let square = AttentionDims {
+            t_q: d,
+            t_k: d,
+            ..dims
+        };
+        assert!(in_place([&transposed; 3], &square).is_none());
+        assert!(in_place([&qkv[0], &three[1], &dense], &dims).is_none());
+        // k and v of one [B, T, 2 w] projection fill no buffer of their own: copied dense.
+        let kv = [0, 1].map(|p| view(2, p));
+        assert!(in_place([&three[0], &kv[0], &kv[1]], &dims).is_none());
     }
 
     #[test]

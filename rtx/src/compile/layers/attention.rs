@@ -1,8 +1,16 @@
 //! [`StaticForward`] for [`CausalSelfAttention`], composed of [`StaticOps`] methods and
 //! `Linear`'s static forward, step for step as the eager forward computes it; the backward
-//! runs those steps' backwards in reverse. The three heads' gradients are joined back into
-//! the fused projection's gradient along its last axis (the tape adds three zero-padded
-//! copies instead: the same values).
+//! runs those steps' backwards in reverse.
+//!
+//! Between the fused projection's output `[B, T, 3D]` and the output projection's input
+//! `[B, T, D]`, attention runs one of two ways. Fused (a GPU in f16 or bf16): the kernels read
+//! q, k and v in place from the projection's output, write the heads' output side by side as
+//! `[B, T, D]`, and write dq, dk and dv straight into one `[B, T, 3D]` gradient
+//! (`AttentionLayout::qkv`), so no head is split, merged or joined by a copy. Composed
+//! (anywhere else): the heads are split out of the projection, the attention is the eager
+//! forward's products and softmax, and the three heads' gradients are joined back into the
+//! projection's gradient along its last axis (the tape adds three zero-padded copies instead:
+//! the same values).
 
 use super::{asked, back1, back2, linear};
 use crate::compile::grad::StaticOps;
@@ -14,8 +22,8 @@ use crate::no_grad;
 use crate::shape::{Axes4, Const, Dim};
 use crate::tensor::Tensor;
 use crate::tensor::attention::dense;
-use rtx_backends::storage::flash_attention_supported;
-use rtx_backends::{AttentionDims, Storage};
+use rtx_backends::storage::{AttentionGrads, flash_attention_supported};
+use rtx_backends::{AttentionDims, AttentionLayout, Storage};
 use rtx_kernels::Float;
 use rtx_kernels::op::{BinaryOp, Op};
 
@@ -41,46 +49,28 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
         let x = x.detach();
         let (x3, back_x3) = StaticOps::reshape(&x, (b, t, Const::<D>));
         let (wt, back_wt) = StaticOps::t(&self.qkv_weight.detach());
-        let (raw, saved_qkv) = ok(x3.matmul_saving(&wt));
-        let qkv = no_grad(|| &raw + &self.qkv_bias);
-        // Each head is a view of the fused projection, [B, T, 3D] -> [B, H, T, D/H].
-        let heads = [0, 1, 2].map(|i| {
-            let part = qkv.narrow::<2, Const<D>>(i * D, Const);
-            let (r, back_r) = StaticOps::reshape(&part, (b, t, H, hd));
-            let (p, back_p) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&r);
-            (p, (back_r, back_p))
-        });
-        let [(q, back_q), (k, back_k), (v, back_v)] = heads;
+        // The bias is added by the product (in its epilogue on a GPU), as a `Linear`'s is.
+        let bias = (self.qkv_bias.storage(), self.qkv_bias.layout());
+        let (qkv, saved_qkv) = ok(x3.matmul_saving_bias(&wt, Some(bias)));
         let dims = AttentionDims {
-            bh: b * H,
+            batch: b,
+            heads: H,
             t_q: t,
             t_k: t,
             d: hd,
             scale: 1.0 / (hd as f64).sqrt(),
             causal: true,
         };
-        let (av, back_attn) = if x.device().is_cuda() && flash_attention_supported(E::DTYPE, hd) {
-            fused(&q, &k, &v, dims)
+        let (y3, back_attn) = if x.device().is_cuda() && flash_attention_supported(E::DTYPE, hd) {
+            fused(&qkv, dims)
         } else {
-            composed(&q, &k, &v, dims)
+            composed(&qkv, dims)
         };
-        let (merged, back_merge) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&av);
-        let (y, back_y) = StaticOps::reshape(&merged, (x.dim::<0>(), x.dim::<1>(), Const::<D>));
+        let (y, back_y) = StaticOps::reshape(&y3, (x.dim::<0>(), x.dim::<1>(), Const::<D>));
         let (out, back_proj) = linear::train(&self.proj, &y);
-        let qkv_shape = qkv.shape();
         let backward = move |dout: Self::Output, grads: &mut Gradients, need_x: bool| {
             let dy = asked(back_proj(dout, grads, true).0);
-            let dav = back1(back_merge, &back1(back_y, &dy));
-            let [dq, dk, dv] = back_attn(&dav);
-            // Each head's gradient is made dense at [B, T, D] (a vectorized copy) before the
-            // join: stacking the strided [B, T, H, D/H] views straight into the fused layout
-            // saves that copy but made the join's row segments 64 values long, and measured
-            // 58 us a part against 15 + 28 (H200, GPT step, bf16).
-            let dheads = [(dq, back_q), (dk, back_k), (dv, back_v)]
-                .map(|(dh, (back_r, back_p))| back1(back_r, &back1(back_p, &asked(dh))));
-            let parts = dheads.each_ref().map(|d| (d.storage(), d.layout()));
-            let joined = ok(Storage::concat(&parts, 2).map_err(Into::into));
-            let dqkv = Tensor::from_storage(joined, qkv_shape);
+            let dqkv = back_attn(&back1(back_y, &dy));
             let need_w = self.qkv_weight.tracks_grad();
             // As in `Linear`: the bias's gradient comes with the weight's product.
             let bias = self.qkv_bias.tracks_grad().then(|| self.qkv_bias.shape());
@@ -139,6 +129,15 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
     }
 }
 
+/// A sequence `[B, T, width]` with run-time dims: the fused projection's output `[B, T, 3D]`
+/// or the heads' output `[B, T, D]`.
+type Seq<E> = Tensor<(usize, usize, usize), E>;
+
+/// The backward of the attention between the fused projection's output and the output
+/// projection's input: the gradient `[B, T, 3D]` of the one for the gradient `[B, T, D]` of
+/// the other.
+type QkvBack<E> = Box<dyn FnOnce(&Seq<E>) -> Seq<E>>;
+
 /// A head view `[B, H, T, D/H]` with run-time dims.
 type Heads<E> = Tensor<(usize, usize, usize, usize), E>;
 
@@ -146,9 +145,71 @@ type Heads<E> = Tensor<(usize, usize, usize, usize), E>;
 /// the gradient of its output.
 type HeadsBack<E> = Box<dyn FnOnce(&Heads<E>) -> [Option<Heads<E>>; 3]>;
 
+/// Causal attention from the projection's output `qkv` `[B, T, 3D]` to the heads' output
+/// `[B, T, D]` by the fused kernels (`Storage::flash_attention`): q, k and v read in place,
+/// the output and each row's log-sum-exp from one launch; the backward recomputes the
+/// probabilities from them in three launches and writes the projection's gradient whole.
+fn fused<E: Float>(qkv: &Seq<E>, dims: AttentionDims) -> (Seq<E>, QkvBack<E>) {
+    // The product's output is dense from its first element, as `AttentionLayout::qkv` reads.
+    let qkv = ok(dense(qkv));
+    let layout = AttentionLayout::qkv(&dims);
+    let s = qkv.storage();
+    let (o, lse) = ok(s.flash_attention(s, s, dims, layout).map_err(Into::into));
+    let y = Tensor::from_storage(o, (dims.batch, dims.t_q, dims.heads * dims.d));
+    let out = y.clone();
+    let backward = move |dy: &Seq<E>| {
+        // The output projection's input gradient is dense `[B, T, D]`: the output's layout.
+        let dy = ok(dense(dy));
+        let s = qkv.storage();
+        let grads =
+            s.flash_attention_backward((s, s), (out.storage(), &lse), dy.storage(), dims, layout);
+        match ok(grads.map_err(Into::into)) {
+            AttentionGrads::Packed(dqkv) => Tensor::from_storage(dqkv, qkv.shape()),
+            AttentionGrads::Separate(_) => unreachable!("a qkv layout's gradients are packed"),
+        }
+    };
+    (y, Box::new(backward))
+}
+
+/// Causal attention from the projection's output `qkv` `[B, T, 3D]` to the heads' output
+/// `[B, T, D]` as the eager forward composes it: the heads split out of the projection, the
+/// attention between the heads ([`composed_heads`]), the heads merged; the backward joins the
+/// heads' gradients into the projection's.
+fn composed<E: Float>(qkv: &Seq<E>, dims: AttentionDims) -> (Seq<E>, QkvBack<E>) {
+    let (b, t, h, hd) = (dims.batch, dims.t_q, dims.heads, dims.d);
+    let w = h * hd;
+    // The heads split out of the fused projection, [B, T, 3D] -> [B, H, T, D/H]: each part
+    // made dense by its reshape, then a view.
+    let heads = [0, 1, 2].map(|i| {
+        let part = qkv.narrow::<2, usize>(i * w, w);
+        let (r, back_r) = StaticOps::reshape(&part, (b, t, h, hd));
+        let (p, back_p) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&r);
+        (p, (back_r, back_p))
+    });
+    let [(q, back_q), (k, back_k), (v, back_v)] = heads;
+    let (av, back_heads) = composed_heads(&q, &k, &v, dims);
+    let (merged, back_merge) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&av);
+    let (y, back_y) = StaticOps::reshape(&merged, (b, t, w));
+    let qkv_shape = qkv.shape();
+    let backward = move |dy: &Seq<E>| {
+        let dav = back1(back_merge, &back1(back_y, dy));
+        let [dq, dk, dv] = back_heads(&dav);
+        // Each head's gradient is made dense at [B, T, D] (a vectorized copy) before the
+        // join: stacking the strided [B, T, H, D/H] views straight into the fused layout
+        // saves that copy but made the join's row segments 64 values long, and measured
+        // 58 us a part against 15 + 28 (H200, GPT step, bf16).
+        let dheads = [(dq, back_q), (dk, back_k), (dv, back_v)]
+            .map(|(dh, (back_r, back_p))| back1(back_r, &back1(back_p, &asked(dh))));
+        let parts = dheads.each_ref().map(|d| (d.storage(), d.layout()));
+        let joined = ok(Storage::concat(&parts, 2).map_err(Into::into));
+        Tensor::from_storage(joined, qkv_shape)
+    };
+    (y, Box::new(backward))
+}
+
 /// Causal attention between the heads as the eager forward composes it: the queries scaled,
 /// the scores, the mask, a softmax and the weighted values, each step's backward kept.
-fn composed<E: Float>(
+fn composed_heads<E: Float>(
     q: &Heads<E>,
     k: &Heads<E>,
     v: &Heads<E>,
@@ -180,36 +241,6 @@ fn composed<E: Float>(
         let dq = dq.map(|d| &d * scale);
         let dk = back1(back_kt, &asked(dkt));
         [dq, Some(dk), dv]
-    };
-    (av, Box::new(backward))
-}
-
-/// Causal attention between the heads by the fused kernels (`Storage::flash_attention`): the
-/// dense heads in, the output and each row's log-sum-exp from one launch; the backward
-/// recomputes the probabilities from them in three launches.
-fn fused<E: Float>(
-    q: &Heads<E>,
-    k: &Heads<E>,
-    v: &Heads<E>,
-    dims: AttentionDims,
-) -> (Heads<E>, HeadsBack<E>) {
-    // The head views are strided; the kernels read dense `[B H, T, D/H]` rows.
-    let [q, k, v] = [q, k, v].map(|x| ok(dense(x)));
-    let (o, lse) = ok(q
-        .storage()
-        .flash_attention(k.storage(), v.storage(), dims)
-        .map_err(Into::into));
-    let av = Tensor::from_storage(o, q.shape());
-    let out = av.clone();
-    let backward = move |dav: &Heads<E>| {
-        let g = ok(dense(dav));
-        let grads = q.storage().flash_attention_backward(
-            (k.storage(), v.storage()),
-            (out.storage(), &lse),
-            g.storage(),
-            dims,
-        );
-        ok(grads.map_err(Into::into)).map(|s| Some(Tensor::from_storage(s, q.shape())))
     };
     (av, Box::new(backward))
 }
