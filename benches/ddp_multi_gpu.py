@@ -22,7 +22,7 @@ LOCAL_RANK over NCCL (--device cuda, the default) or on the CPU over TCP (--devi
 machine without GPUs; --size small is then the default).
 
 Build where Rust is, and bring .gpu/ to the GPU machine:
-  tools/gpu-build --bench ddp_check --bench ddp_step -p rtx-workspace -p rtx-run
+  tools/gpu-build --bench ddp_check --bench ddp_step --bin rtx-run -p rtx-workspace -p rtx-run
 then run there
   python3 benches/ddp_multi_gpu.py --gpus 2     (or --gpus 8)
 On a machine without GPUs, with the same binaries (ranks on the CPU over TCP, small sizes):
@@ -88,13 +88,13 @@ def scaling(a, log, work):
         data = json.load(f)
     rows = []
     for m in ("gpt", "gpt-f32", "mlp"):
-        rs = [r for r in data["results"] if r["model"] == m and r["world_size"] == a.gpus]
-        failed = [f"{r['framework']} {r['mode']}" for r in rs if "error" in r]
+        mine = [r for r in data["results"] if r["model"] == m]
+        failed = [f"{r['framework']} {r['mode']} on {r['world_size']}" for r in mine if "error" in r]
         figs = ", ".join(f"{r['framework']} {r['mode']} {r['ms_per_step']:.2f} ms "
-                         f"(x{r.get('scaling_efficiency', float('nan')):.2f})"
-                         for r in rs if "error" not in r)
-        rows.append({"check": "scaling", "what": f"{m} at {a.gpus} GPUs (efficiency vs 1)",
-                     "pass": bool(rs) and not failed,
+                         f"({r.get('scaling_efficiency', float('nan')):.0%})"
+                         for r in mine if r["world_size"] == a.gpus and "error" not in r)
+        rows.append({"check": "scaling", "what": f"{m}: ms/step on {a.gpus} GPUs (efficiency)",
+                     "pass": bool(mine) and not failed,
                      "figures": figs + (f"; failed: {', '.join(failed)}" if failed else "")})
     return rows, data
 
@@ -226,10 +226,13 @@ def main():
     a.bin_dir = os.path.abspath(a.bin_dir)
     a.rtx_run = os.path.join(a.bin_dir, "rtx-run")
     a.ddp_check = os.path.join(a.bin_dir, "ddp_check")
-    for path in (a.rtx_run, a.ddp_check):
+    needed = [a.rtx_run, a.ddp_check]
+    if a.device == "cuda" and not a.skip_scaling:
+        needed.append(os.path.join(a.bin_dir, "ddp_step"))
+    for path in needed:
         if not os.access(path, os.X_OK):
             sys.exit(f"ddp_multi_gpu: {path} is missing: run `tools/gpu-build --bench ddp_check "
-                     f"--bench ddp_step -p rtx-workspace -p rtx-run` where Rust is")
+                     f"--bench ddp_step --bin rtx-run -p rtx-workspace -p rtx-run` where Rust is")
     work = tempfile.mkdtemp(prefix="ddp_multi_gpu.")
     rows, scaling_data = [], None
     started = time.perf_counter()

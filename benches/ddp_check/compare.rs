@@ -42,24 +42,33 @@ pub fn default_tolerance(optim: &str) -> f64 {
 /// How far the two runs are apart, and whether that is within the tolerance.
 #[derive(Debug)]
 pub struct Verdict {
+    /// The model both runs trained.
     pub model: String,
+    /// Their optimizer (`adam` or `sgd`).
     pub optim: String,
+    /// The reference's world size and the other's.
     pub worlds: (usize, usize),
+    /// Steps each trained.
     pub steps: usize,
     /// max |Δ parameter| / max |parameter of the reference|.
     pub rel_params: f64,
+    /// max |Δ parameter|.
     pub max_abs_diff: f64,
+    /// max |parameter of the reference|.
     pub max_abs_param: f64,
     /// The tensor with the largest difference relative to its own largest value, and that.
     pub worst_tensor: (String, f64),
     /// max |Δ loss| / max |loss of the reference|, over the steps.
     pub rel_losses: f64,
+    /// The reference's loss at the first step.
     pub first_loss: f64,
+    /// The reference's loss at the last step.
     pub last_loss: f64,
     /// Whether the parameters are equal bit for bit.
     pub identical: bool,
     /// Whether the ranks of each run ended equal (recorded by the runs).
     pub ranks_agree: bool,
+    /// The largest relative difference allowed, for parameters and losses alike.
     pub tolerance: f64,
 }
 

@@ -6,7 +6,8 @@
 //! - `train`: the equivalence run. A fixed seeded data set and global batch; with world size
 //!   `W` each rank trains on its disjoint share (`G / W` items a step, `DistributedSampler`'s
 //!   round-robin deal) for `--steps` steps with the compiled step, then rank 0 writes the final
-//!   parameters and each step's global loss to `--out` (safetensors, atomically). Models:
+//!   parameters and each step's global loss to `--out` (safetensors, atomically). `--optim`:
+//!   the benchmark's Adam, or SGD (train.rs says why both). Models:
 //!   `mlp` (benches/ddp_step's MLP) and `gpt-f32` (the GPT bench step in f32); `--size small`
 //!   shrinks both for the CPU. A world of one is the reference: the whole global batch on one
 //!   device (DDP over a group of one, whose averaging divides by one).
@@ -17,7 +18,8 @@
 //! - `compare REFERENCE OTHER`: the verdict of two `train` results (compare.rs says what is
 //!   measured and why the tolerance is what it is); exits 1 when it fails.
 //!
-//! Build with `tools/gpu-build --bench ddp_check --bench ddp_step -p rtx-workspace -p rtx-run`.
+//! Build with `tools/gpu-build --bench ddp_check --bin rtx-run -p rtx-workspace -p rtx-run`
+//! (add `--bench ddp_step` for the scaling runs).
 
 #[path = "../gpt_step/model.rs"]
 mod model;

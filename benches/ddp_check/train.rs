@@ -62,8 +62,11 @@ impl OptimKind {
 
 /// One of the optimizers a run may use, as one type, so each model's step is compiled once.
 pub enum Optim {
+    /// The MLP's benchmark optimizer.
     Adam(Adam),
+    /// The GPT's benchmark optimizer.
     AdamW(AdamW),
+    /// The optimizer that shows a wrongly scaled gradient.
     Sgd(Sgd),
 }
 
@@ -166,9 +169,13 @@ impl Death {
 /// NCCL collective for a dead peer may: then only the launcher can end them).
 #[derive(Clone, Copy, Debug)]
 pub struct Fault {
+    /// The rank that dies.
     pub rank: usize,
+    /// Steps it completes first.
     pub after: usize,
+    /// How it dies.
     pub death: Death,
+    /// Whether the other ranks block after the same step.
     pub stall_others: bool,
 }
 
@@ -220,13 +227,17 @@ pub fn group(cuda: bool) -> Result<(ProcessGroup, Device)> {
 
 /// A finished run, on every rank.
 pub struct Trained<M> {
+    /// The trained model (the same on every rank when `ranks_agree`).
     pub model: M,
+    /// Ranks in the run.
     pub world_size: usize,
+    /// The process group's backend: `tcp` or `nccl`.
     pub backend: &'static str,
     /// Each step's loss over the global batch: the mean of the ranks' losses (equal shares).
     pub losses: Vec<f64>,
     /// Whether every rank ended with the same parameters, bit for bit.
     pub ranks_agree: bool,
+    /// Wall time from wrapping the model to the last step.
     pub seconds: f64,
 }
 
@@ -322,8 +333,11 @@ fn agree<M: Module>(pg: &ProcessGroup, dev: Device, m: &M) -> Result<bool> {
 /// What a run was, written beside its parameters so that a comparison can check that the two
 /// runs differ only in the world size.
 pub struct Meta<'a> {
+    /// `mlp` or `gpt-f32`.
     pub model: &'a str,
+    /// `full` or `small`.
     pub size: &'a str,
+    /// `cpu` or `cuda`.
     pub device: &'a str,
 }
 
