@@ -26,6 +26,11 @@ impl<const I: usize, const H: usize, const O: usize> Mlp<I, H, O> {
     }
 }
 
+/// A batch of rows of `I` inputs.
+type Rows<const I: usize> = Tensor<(usize, Const<I>)>;
+/// Each row's class.
+type Labels = Tensor<(usize,), i64>;
+
 /// The data set: `items` rows of `I` inputs (row-major) and each row's class.
 struct Data<const I: usize> {
     x: Vec<f32>,
@@ -56,11 +61,7 @@ impl<const I: usize> Data<I> {
     }
 
     /// Rows `idx` as a batch on `dev`.
-    fn batch(
-        &self,
-        idx: &[usize],
-        dev: Device,
-    ) -> (Tensor<(usize, Const<I>)>, Tensor<(usize,), i64>) {
+    fn batch(&self, idx: &[usize], dev: Device) -> (Rows<I>, Labels) {
         let x = idx
             .iter()
             .flat_map(|&i| self.x[i * I..(i + 1) * I].iter().copied());

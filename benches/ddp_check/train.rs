@@ -187,20 +187,29 @@ impl Fault {
         }
         if rank == self.rank {
             // The driver times the launcher's exit from this line's clock.
-            eprintln!(
+            say(&format!(
                 "ddp_check: rank {rank} {} after step {done} at unix time {:.6}",
                 self.death.describe(),
                 unix_now()
-            );
+            ));
             self.death.happen();
         }
         if self.stall_others {
-            eprintln!("ddp_check: rank {rank} stalls after step {done}, as if in a collective");
+            say(&format!(
+                "ddp_check: rank {rank} stalls after step {done}, as if in a collective"
+            ));
             loop {
                 std::thread::park();
             }
         }
     }
+}
+
+/// Prints `line` on stderr in one write, so that the ranks' lines, which share the launcher's
+/// stderr, never interleave (`eprintln!` writes its pieces one by one).
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
 }
 
 /// Seconds since the Unix epoch, a clock the driver's process shares.
@@ -253,7 +262,7 @@ pub fn train<M: Module>(
     mut step: impl FnMut(&mut M, &mut DdpOptimizer<Optim>, &[usize]) -> Result<f32>,
 ) -> Result<Trained<M>> {
     let (rank, world) = (pg.rank(), pg.world_size());
-    if cfg.global_batch % world != 0 || cfg.global_batch == 0 {
+    if !cfg.global_batch.is_multiple_of(world) || cfg.global_batch == 0 {
         return Err(rtx::Error::BadArgument {
             op: "--global-batch",
             msg: format!(
