@@ -18,7 +18,7 @@ allocator's peak allocated and reserved bytes: PyTorch's max_memory_allocated/re
 memory_stats). It prints a short table last and writes everything to --json.
 
 The GPU machine needs no Rust: build the rtx side first with
-  tools/gpu-build --bench ddp_step -p rtx-run
+  tools/gpu-build --bench ddp_step --bin rtx-run -p rtx-workspace -p rtx-run
 (which leaves .gpu/bin/ddp_step and .gpu/bin/rtx-run), copy .gpu/ along, then run
   python3 benches/ddp_scaling.py --gpus N
 Internally the same file is each PyTorch rank (torchrun ... ddp_scaling.py --worker ...).
@@ -238,7 +238,7 @@ def main():
         for path in (a.rtx_run, a.rtx_bench):
             if not os.access(path, os.X_OK):
                 sys.exit(f"ddp_scaling: {path} is missing: run `tools/gpu-build --bench ddp_step "
-                         f"-p rtx-run` where Rust is, and bring .gpu/ here (or pass --no-rtx)")
+                         f"--bin rtx-run -p rtx-workspace -p rtx-run` where Rust is, and bring .gpu/ here (or pass --no-rtx)")
     timing = ["--warmup", str(a.warmup), "--blocks", str(a.blocks), "--steps", str(a.steps)]
     modes = [] if a.no_torch else (["eager"] if a.no_compile else ["eager", "compile"])
 

@@ -16,9 +16,9 @@
 //! blocks of consecutive steps, host clock after a device synchronize), the throughput of the
 //! whole group and every rank's peak memory, and writes them to `--json FILE`.
 //!
-//! Build with `tools/gpu-build --bench ddp_step -p rtx-run` and run
-//! `.gpu/bin/rtx-run --nproc-per-node 1 -- .gpu/bin/ddp_step --model mlp`; run alone it is a
-//! group of one. Without a GPU it prints why and exits successfully.
+//! Build with `tools/gpu-build --bench ddp_step --bin rtx-run -p rtx-workspace -p rtx-run`
+//! and run `.gpu/bin/rtx-run --nproc-per-node 1 -- .gpu/bin/ddp_step --model mlp`; run alone
+//! it is a group of one. Without a GPU it prints why and exits successfully.
 
 #[path = "gpt_step/model.rs"]
 mod model;

@@ -267,6 +267,7 @@ pub(crate) fn scenario(name: &str) -> rtx::Result<()> {
         "ddp_no_sync" => no_sync(),
         "ddp_unused" => unused(),
         "ddp_compiled" => compiled(),
+        "ddp_equivalence" => crate::ddp_check::rank(),
         other => panic!("unknown DDP scenario {other}"),
     }
 }

@@ -16,6 +16,7 @@ mod compiled;
 mod compiled_models;
 mod data;
 mod ddp;
+mod ddp_check;
 mod display_parity;
 mod dist;
 mod first_model;
