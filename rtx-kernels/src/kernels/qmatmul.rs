@@ -1,7 +1,8 @@
 //! Products of activations with ggml-quantized weights (`Q8_0`, `Q4_1`) on a GPU that never
-//! dequantize the weight into memory: [`qmatmul_ggml`] decodes each weight block in registers
-//! as it multiplies it, with the formulas of [`dequantize_ggml`](super::dequantize_ggml), so a
-//! product equals the dequantized weight's up to the order of the f32 sums.
+//! dequantize the weight into memory: [`qmatmul_ggml()`] decodes each weight block in
+//! registers as it multiplies it, with the formulas of
+//! [`dequantize_ggml()`](super::dequantize_ggml()), so a product equals the dequantized
+//! weight's up to the order of the f32 sums.
 //!
 //! Invariant: a warp computes whole outputs and reduces them with a butterfly, so no output
 //! depends on another warp, and the order of each sum is fixed by the launch shape alone.
@@ -10,9 +11,9 @@ use super::{ggml_q4_q5, ggml_q8_0, warp_sum_xor};
 use crate::Float;
 use rtx_macros::kernel;
 
-/// Threads per block of [`qmatmul_ggml`]: 4 warps, one weight row each.
+/// Threads per block of [`qmatmul_ggml()`]: 4 warps, one weight row each.
 pub const QMATMUL_THREADS: u32 = 128;
-/// Rows of activations each warp of [`qmatmul_ggml`] multiplies by its weight row: the weight
+/// Rows of activations each warp of [`qmatmul_ggml()`] multiplies by its weight row: the weight
 /// block decoded once serves all of them (a decoding step has 1, a prefill many).
 pub const QMATMUL_ROWS: usize = 8;
 
