@@ -44,12 +44,14 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     const STAGES: usize = 3;
     const IN_FLIGHT: usize = 1;
     // Words (two elements each) of one stage's A tile (128 x 32) and B tile (32 x 128).
-    const STAGE_WORDS: usize = 2048;
+    const STAGE_WORDS: u32 = 2048;
     #[shared]
     let sa: [u32; 6144];
     #[shared]
     let sb: [u32; 6144];
-    let tid = thread_idx_x();
+    // Index arithmetic within a tile is 32-bit (it stays below 2^32 by the tile sizes), so
+    // the address math costs one instruction per step where `usize` costs two or more.
+    let tid = thread_idx_x() as u32;
     let lane = tid % 32;
     // The warp's 64 x 32 part of the block's tile.
     let wm = tid / 32 / 4;
@@ -69,6 +71,31 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     // `wn * 4 + nj * 2 + quad / 2` along N, swizzled by the k-row mod 8, which is `r8`.
     let b_row = ((quad % 2) * 8 + r8) * 64;
     let b_chunk = wn * 4 + quad / 2;
+    // This thread's two A rows and two B k-rows of each tile, and where they land in a stage
+    // (fixed for the whole loop, so computed once).
+    let mut a_src = [0usize; 2];
+    let mut a_dst = [0u32; 2];
+    let mut a_row_ok = [false; 2];
+    let mut a_col = [0usize; 2];
+    let mut b_dst = [0u32; 2];
+    let mut b_krow = [0usize; 2];
+    let mut b_col = [0usize; 2];
+    for i in 0..2 {
+        let q = tid + (i as u32) * 256;
+        // A: row q / 4, 16-byte chunk q % 4 along K.
+        let r = q / 4;
+        let ch = q % 4;
+        a_row_ok[i] = m0 + (r as usize) < m;
+        a_src[i] = (m0 + r as usize) * k;
+        a_col[i] = (ch * 8) as usize;
+        a_dst[i] = r * 16 + (ch ^ (r / 2 % 4)) * 4;
+        // B: k-row q / 16, chunk q % 16 along N.
+        let br = q / 16;
+        let bc = q % 16;
+        b_krow[i] = br as usize;
+        b_col[i] = n0 + (bc * 8) as usize;
+        b_dst[i] = br * 64 + (bc ^ (br % 8)) * 4;
+    }
     let mut acc = [0.0; 64];
     let mut af = [0u32; 16];
     let mut bf = [0u32; 8];
@@ -76,6 +103,8 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     // are being copied while one is multiplied.
     // ANCHOR: tc_pipeline
     let mut kt = 0;
+    let mut load_stage: u32 = 0;
+    let mut use_stage: u32 = 0;
     while kt < tiles + STAGES - 1 {
         // The oldest group (the tile multiplied below) has landed, for every thread; and every
         // warp is done with the stage the copies below overwrite.
@@ -83,33 +112,29 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
         sync_threads();
         if kt < tiles {
             // ANCHOR_END: tc_pipeline
-            let stage = (kt % STAGES) * STAGE_WORDS;
+            let stage = load_stage * STAGE_WORDS;
             let k0 = kt * 32;
             for i in 0..2 {
-                let q = tid + i * 256;
-                // A: row q / 4, 16-byte chunk q % 4 along K.
-                let r = q / 4;
-                let ch = q % 4;
-                let gr = m0 + r;
-                let gk = k0 + ch * 8;
-                let dst = stage + r * 16 + (ch ^ (r / 2 % 4)) * 4;
-                // B: k-row q / 16, chunk q % 16 along N.
-                let br = q / 16;
-                let bc = q % 16;
-                let gkb = k0 + br;
-                let gn = n0 + bc * 8;
-                let bdst = stage + br * 64 + (bc ^ (br % 8)) * 4;
+                let gk = k0 + a_col[i];
+                let gkb = k0 + b_krow[i];
+                let gn = b_col[i];
+                let dst = (stage + a_dst[i]) as usize;
+                let bdst = (stage + b_dst[i]) as usize;
                 if aligned {
-                    let na = if gr < m && gk < k { k - gk } else { 0 };
-                    cp_async(&mut sa, dst, a, gr * k + gk, na);
+                    let na = if a_row_ok[i] && gk < k { k - gk } else { 0 };
+                    cp_async(&mut sa, dst, a, a_src[i] + gk, na);
                     let nb = if gkb < k && gn < n { n - gn } else { 0 };
                     cp_async(&mut sb, bdst, b, gkb * n + gn, nb);
                 } else {
                     for p in 0..4 {
                         let e = gk + 2 * p;
-                        let lo = if gr < m && e < k { a[gr * k + e] } else { 0.0 };
-                        let hi = if gr < m && e + 1 < k {
-                            a[gr * k + e + 1]
+                        let lo = if a_row_ok[i] && e < k {
+                            a[a_src[i] + e]
+                        } else {
+                            0.0
+                        };
+                        let hi = if a_row_ok[i] && e + 1 < k {
+                            a[a_src[i] + e + 1]
                         } else {
                             0.0
                         };
@@ -129,20 +154,22 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
                     }
                 }
             }
+            load_stage = if load_stage == 2 { 0 } else { load_stage + 1 };
         }
         cp_async_commit();
         // ANCHOR: tc_compute
         if kt >= STAGES - 1 {
-            let stage = ((kt - (STAGES - 1)) % STAGES) * STAGE_WORDS;
+            let stage = use_stage * STAGE_WORDS;
             for ks in 0..2 {
                 for mi in 0..4 {
-                    let chunk = (2 * ks + quad / 2) ^ a_swizzle;
-                    ldmatrix_x4(&mut af, mi * 4, &sa, stage + a_row + mi * 256 + chunk * 4);
+                    let chunk = (2 * (ks as u32) + quad / 2) ^ a_swizzle;
+                    let word = stage + a_row + (mi as u32) * 256 + chunk * 4;
+                    ldmatrix_x4(&mut af, mi * 4, &sa, word as usize);
                 }
                 for nj in 0..2 {
-                    let chunk = (b_chunk + nj * 2) ^ r8;
-                    let word = stage + ks * 1024 + b_row + chunk * 4;
-                    ldmatrix_x4_trans(&mut bf, nj * 4, &sb, word);
+                    let chunk = (b_chunk + (nj as u32) * 2) ^ r8;
+                    let word = stage + (ks as u32) * 1024 + b_row + chunk * 4;
+                    ldmatrix_x4_trans(&mut bf, nj * 4, &sb, word as usize);
                 }
                 for mi in 0..4 {
                     for nt in 0..4 {
@@ -150,6 +177,7 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
                     }
                 }
             }
+            use_stage = if use_stage == 2 { 0 } else { use_stage + 1 };
         }
         // ANCHOR_END: tc_compute
         kt += 1;
@@ -160,8 +188,8 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     for mi in 0..4 {
         for nt in 0..4 {
             for i in 0..4 {
-                let row = m0 + wm * 64 + mi * 16 + g + (i / 2) * 8;
-                let col = n0 + wn * 32 + nt * 8 + t4 * 2 + i % 2;
+                let row = m0 + (wm * 64 + g) as usize + mi * 16 + (i / 2) * 8;
+                let col = n0 + (wn * 32 + t4 * 2) as usize + nt * 8 + i % 2;
                 if row < m && col < n {
                     c[row * n + col] = acc[(mi * 4 + nt) * 4 + i];
                 }

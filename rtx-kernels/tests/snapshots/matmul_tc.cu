@@ -330,63 +330,102 @@ template <typename S, typename A>
 __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, unsigned long long m, unsigned long long n, unsigned long long k) {
   __shared__ __attribute__((aligned(16))) unsigned int sa[6144];
   __shared__ __attribute__((aligned(16))) unsigned int sb[6144];
-  unsigned long long tid = ((unsigned long long)threadIdx.x);
-  unsigned long long lane = (tid % 32ull);
-  unsigned long long wm = ((tid / 32ull) / 4ull);
-  unsigned long long wn = ((tid / 32ull) % 4ull);
+  unsigned int tid = ((unsigned int)(((unsigned long long)threadIdx.x)));
+  unsigned int lane = (tid % 32u);
+  unsigned int wm = ((tid / 32u) / 4u);
+  unsigned int wn = ((tid / 32u) % 4u);
   unsigned long long m0 = (((unsigned long long)blockIdx.y) * 128ull);
   unsigned long long n0 = (((unsigned long long)blockIdx.x) * 128ull);
   bool aligned = (((k % 8ull) == 0ull) && ((n % 8ull) == 0ull));
   unsigned long long tiles = ((k + 31ull) / 32ull);
-  unsigned long long quad = (lane / 8ull);
-  unsigned long long r8 = (lane % 8ull);
-  unsigned long long a_row = ((((wm * 64ull) + ((quad % 2ull) * 8ull)) + r8) * 16ull);
-  unsigned long long a_swizzle = (r8 / 2ull);
-  unsigned long long b_row = ((((quad % 2ull) * 8ull) + r8) * 64ull);
-  unsigned long long b_chunk = ((wn * 4ull) + (quad / 2ull));
-  const A rtx_t0 = A(0.0);
+  unsigned int quad = (lane / 8u);
+  unsigned int r8 = (lane % 8u);
+  unsigned int a_row = ((((wm * 64u) + ((quad % 2u) * 8u)) + r8) * 16u);
+  unsigned int a_swizzle = (r8 / 2u);
+  unsigned int b_row = ((((quad % 2u) * 8u) + r8) * 64u);
+  unsigned int b_chunk = ((wn * 4u) + (quad / 2u));
+  const unsigned long long rtx_t0 = 0ull;
+  unsigned long long a_src[2];
+  #pragma unroll
+  for (int rtx_t1 = 0; rtx_t1 < 2; ++rtx_t1) a_src[rtx_t1] = rtx_t0;
+  const unsigned int rtx_t2 = 0u;
+  unsigned int a_dst[2];
+  #pragma unroll
+  for (int rtx_t3 = 0; rtx_t3 < 2; ++rtx_t3) a_dst[rtx_t3] = rtx_t2;
+  const bool rtx_t4 = false;
+  bool a_row_ok[2];
+  #pragma unroll
+  for (int rtx_t5 = 0; rtx_t5 < 2; ++rtx_t5) a_row_ok[rtx_t5] = rtx_t4;
+  const unsigned long long rtx_t6 = 0ull;
+  unsigned long long a_col[2];
+  #pragma unroll
+  for (int rtx_t7 = 0; rtx_t7 < 2; ++rtx_t7) a_col[rtx_t7] = rtx_t6;
+  const unsigned int rtx_t8 = 0u;
+  unsigned int b_dst[2];
+  #pragma unroll
+  for (int rtx_t9 = 0; rtx_t9 < 2; ++rtx_t9) b_dst[rtx_t9] = rtx_t8;
+  const unsigned long long rtx_t10 = 0ull;
+  unsigned long long b_krow[2];
+  #pragma unroll
+  for (int rtx_t11 = 0; rtx_t11 < 2; ++rtx_t11) b_krow[rtx_t11] = rtx_t10;
+  const unsigned long long rtx_t12 = 0ull;
+  unsigned long long b_col[2];
+  #pragma unroll
+  for (int rtx_t13 = 0; rtx_t13 < 2; ++rtx_t13) b_col[rtx_t13] = rtx_t12;
+  #pragma unroll
+  for (unsigned long long i = 0ull; i < 2ull; i += 1) {
+    unsigned int q = (tid + (((unsigned int)(i)) * 256u));
+    unsigned int r = (q / 4u);
+    unsigned int ch = (q % 4u);
+    a_row_ok[i] = ((m0 + ((unsigned long long)(r))) < m);
+    a_src[i] = ((m0 + ((unsigned long long)(r))) * k);
+    a_col[i] = ((unsigned long long)((ch * 8u)));
+    a_dst[i] = ((r * 16u) + ((ch ^ ((r / 2u) % 4u)) * 4u));
+    unsigned int br = (q / 16u);
+    unsigned int bc = (q % 16u);
+    b_krow[i] = ((unsigned long long)(br));
+    b_col[i] = (n0 + ((unsigned long long)((bc * 8u))));
+    b_dst[i] = ((br * 64u) + ((bc ^ (br % 8u)) * 4u));
+  }
+  const A rtx_t14 = A(0.0);
   A acc[64];
   #pragma unroll
-  for (int rtx_t1 = 0; rtx_t1 < 64; ++rtx_t1) acc[rtx_t1] = rtx_t0;
-  const unsigned int rtx_t2 = 0u;
+  for (int rtx_t15 = 0; rtx_t15 < 64; ++rtx_t15) acc[rtx_t15] = rtx_t14;
+  const unsigned int rtx_t16 = 0u;
   unsigned int af[16];
   #pragma unroll
-  for (int rtx_t3 = 0; rtx_t3 < 16; ++rtx_t3) af[rtx_t3] = rtx_t2;
-  const unsigned int rtx_t4 = 0u;
+  for (int rtx_t17 = 0; rtx_t17 < 16; ++rtx_t17) af[rtx_t17] = rtx_t16;
+  const unsigned int rtx_t18 = 0u;
   unsigned int bf[8];
   #pragma unroll
-  for (int rtx_t5 = 0; rtx_t5 < 8; ++rtx_t5) bf[rtx_t5] = rtx_t4;
+  for (int rtx_t19 = 0; rtx_t19 < 8; ++rtx_t19) bf[rtx_t19] = rtx_t18;
   unsigned long long kt = 0ull;
+  unsigned int load_stage = 0u;
+  unsigned int use_stage = 0u;
   while ((kt < ((tiles + 3ull) - 1ull))) {
     rtx_cp_async_wait<1>();
     __syncthreads();
     if ((kt < tiles)) {
-      unsigned long long stage = ((kt % 3ull) * 2048ull);
+      unsigned int stage = (load_stage * 2048u);
       unsigned long long k0 = (kt * 32ull);
       #pragma unroll
-      for (unsigned long long i = 0ull; i < 2ull; i += 1) {
-        unsigned long long q = (tid + (i * 256ull));
-        unsigned long long r = (q / 4ull);
-        unsigned long long ch = (q % 4ull);
-        unsigned long long gr = (m0 + r);
-        unsigned long long gk = (k0 + (ch * 8ull));
-        unsigned long long dst = ((stage + (r * 16ull)) + ((ch ^ ((r / 2ull) % 4ull)) * 4ull));
-        unsigned long long br = (q / 16ull);
-        unsigned long long bc = (q % 16ull);
-        unsigned long long gkb = (k0 + br);
-        unsigned long long gn = (n0 + (bc * 8ull));
-        unsigned long long bdst = ((stage + (br * 64ull)) + ((bc ^ (br % 8ull)) * 4ull));
+      for (unsigned long long i_1 = 0ull; i_1 < 2ull; i_1 += 1) {
+        unsigned long long gk = (k0 + a_col[i_1]);
+        unsigned long long gkb = (k0 + b_krow[i_1]);
+        unsigned long long gn = b_col[i_1];
+        unsigned long long dst = ((unsigned long long)((stage + a_dst[i_1])));
+        unsigned long long bdst = ((unsigned long long)((stage + b_dst[i_1])));
         if (aligned) {
-          unsigned long long na = (((gr < m) && (gk < k)) ? (k - gk) : 0ull);
-          rtx_cp_async16<S>((rtx_smem_addr(sa) + 4u * (unsigned int)(dst)), rtx_global_addr(a), ((gr * k) + gk), na);
+          unsigned long long na = ((a_row_ok[i_1] && (gk < k)) ? (k - gk) : 0ull);
+          rtx_cp_async16<S>((rtx_smem_addr(sa) + 4u * (unsigned int)(dst)), rtx_global_addr(a), (a_src[i_1] + gk), na);
           unsigned long long nb = (((gkb < k) && (gn < n)) ? (n - gn) : 0ull);
           rtx_cp_async16<S>((rtx_smem_addr(sb) + 4u * (unsigned int)(bdst)), rtx_global_addr(b), ((gkb * n) + gn), nb);
         } else {
           #pragma unroll
           for (unsigned long long p = 0ull; p < 4ull; p += 1) {
             unsigned long long e = (gk + (2ull * p));
-            A lo = (((gr < m) && (e < k)) ? rtx_elem<S>::widen(a[((gr * k) + e)]) : A(0.0));
-            A hi = (((gr < m) && ((e + 1ull) < k)) ? rtx_elem<S>::widen(a[(((gr * k) + e) + 1ull)]) : A(0.0));
+            A lo = ((a_row_ok[i_1] && (e < k)) ? rtx_elem<S>::widen(a[(a_src[i_1] + e)]) : A(0.0));
+            A hi = ((a_row_ok[i_1] && ((e + 1ull) < k)) ? rtx_elem<S>::widen(a[((a_src[i_1] + e) + 1ull)]) : A(0.0));
             sa[(dst + p)] = rtx_pack2<S>(lo, hi);
             unsigned long long f = (gn + (2ull * p));
             A lo_1 = (((gkb < k) && (f < n)) ? rtx_elem<S>::widen(b[((gkb * n) + f)]) : A(0.0));
@@ -395,22 +434,24 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
           }
         }
       }
+      load_stage = ((load_stage == 2u) ? 0u : (load_stage + 1u));
     }
     rtx_cp_async_commit();
     if ((kt >= (3ull - 1ull))) {
-      unsigned long long stage_1 = (((kt - (3ull - 1ull)) % 3ull) * 2048ull);
+      unsigned int stage_1 = (use_stage * 2048u);
       #pragma unroll
       for (unsigned long long ks = 0ull; ks < 2ull; ks += 1) {
         #pragma unroll
         for (unsigned long long mi = 0ull; mi < 4ull; mi += 1) {
-          unsigned long long chunk = (((2ull * ks) + (quad / 2ull)) ^ a_swizzle);
-          rtx_ldmatrix_x4(af[((mi * 4ull)) + 0ull], af[((mi * 4ull)) + 1ull], af[((mi * 4ull)) + 2ull], af[((mi * 4ull)) + 3ull], (rtx_smem_addr(sa) + 4u * (unsigned int)((((stage_1 + a_row) + (mi * 256ull)) + (chunk * 4ull)))));
+          unsigned int chunk = (((2u * ((unsigned int)(ks))) + (quad / 2u)) ^ a_swizzle);
+          unsigned int word = (((stage_1 + a_row) + (((unsigned int)(mi)) * 256u)) + (chunk * 4u));
+          rtx_ldmatrix_x4(af[((mi * 4ull)) + 0ull], af[((mi * 4ull)) + 1ull], af[((mi * 4ull)) + 2ull], af[((mi * 4ull)) + 3ull], (rtx_smem_addr(sa) + 4u * (unsigned int)(((unsigned long long)(word)))));
         }
         #pragma unroll
         for (unsigned long long nj = 0ull; nj < 2ull; nj += 1) {
-          unsigned long long chunk_1 = ((b_chunk + (nj * 2ull)) ^ r8);
-          unsigned long long word = (((stage_1 + (ks * 1024ull)) + b_row) + (chunk_1 * 4ull));
-          rtx_ldmatrix_x4_trans(bf[((nj * 4ull)) + 0ull], bf[((nj * 4ull)) + 1ull], bf[((nj * 4ull)) + 2ull], bf[((nj * 4ull)) + 3ull], (rtx_smem_addr(sb) + 4u * (unsigned int)(word)));
+          unsigned int chunk_1 = ((b_chunk + (((unsigned int)(nj)) * 2u)) ^ r8);
+          unsigned int word_1 = (((stage_1 + (((unsigned int)(ks)) * 1024u)) + b_row) + (chunk_1 * 4u));
+          rtx_ldmatrix_x4_trans(bf[((nj * 4ull)) + 0ull], bf[((nj * 4ull)) + 1ull], bf[((nj * 4ull)) + 2ull], bf[((nj * 4ull)) + 3ull], (rtx_smem_addr(sb) + 4u * (unsigned int)(((unsigned long long)(word_1)))));
         }
         #pragma unroll
         for (unsigned long long mi_1 = 0ull; mi_1 < 4ull; mi_1 += 1) {
@@ -420,22 +461,23 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
           }
         }
       }
+      use_stage = ((use_stage == 2u) ? 0u : (use_stage + 1u));
     }
     kt += 1ull;
   }
-  unsigned long long g = (lane / 4ull);
-  unsigned long long t4 = (lane % 4ull);
+  unsigned int g = (lane / 4u);
+  unsigned int t4 = (lane % 4u);
   #pragma unroll
   for (unsigned long long mi_2 = 0ull; mi_2 < 4ull; mi_2 += 1) {
     #pragma unroll
     for (unsigned long long nt_1 = 0ull; nt_1 < 4ull; nt_1 += 1) {
       #pragma unroll
-      for (unsigned long long i_1 = 0ull; i_1 < 4ull; i_1 += 1) {
-        unsigned long long row = ((((m0 + (wm * 64ull)) + (mi_2 * 16ull)) + g) + ((i_1 / 2ull) * 8ull));
-        unsigned long long col = ((((n0 + (wn * 32ull)) + (nt_1 * 8ull)) + (t4 * 2ull)) + (i_1 % 2ull));
+      for (unsigned long long i_2 = 0ull; i_2 < 4ull; i_2 += 1) {
+        unsigned long long row = (((m0 + ((unsigned long long)(((wm * 64u) + g)))) + (mi_2 * 16ull)) + ((i_2 / 2ull) * 8ull));
+        unsigned long long col = (((n0 + ((unsigned long long)(((wn * 32u) + (t4 * 2u))))) + (nt_1 * 8ull)) + (i_2 % 2ull));
         if (((row < m) && (col < n))) {
-          const unsigned long long rtx_t6 = ((row * n) + col);
-          c[rtx_t6] = rtx_elem<S>::narrow(acc[((((mi_2 * 4ull) + nt_1) * 4ull) + i_1)]);
+          const unsigned long long rtx_t20 = ((row * n) + col);
+          c[rtx_t20] = rtx_elem<S>::narrow(acc[((((mi_2 * 4ull) + nt_1) * 4ull) + i_2)]);
         }
       }
     }
