@@ -22,6 +22,10 @@
 
 #[path = "gpt_step/model.rs"]
 mod model;
+// Shared with the single-GPU benches, whose GPU-0 helpers this bench does not call.
+#[allow(dead_code)]
+#[path = "common/step_timing.rs"]
+mod step_timing;
 
 use model::Gpt;
 use rtx::compile::{MixedStep, TrainStep};
@@ -120,28 +124,10 @@ fn group() -> rtx::Result<(ProcessGroup, usize)> {
     Ok((dist::init_with(options.backend(Backend::Nccl(gpu)))?, gpu))
 }
 
-/// Per-step milliseconds of `step` on GPU `gpu`: `warmup` steps, then the median over
-/// `blocks` blocks of `steps` consecutive steps, each timed by the host clock after a
-/// synchronize (as benches/ddp_scaling.py's PyTorch ranks measure).
-fn per_step_ms(gpu: usize, a: &Args, mut step: impl FnMut()) -> (f64, Vec<f64>) {
-    let sync = || cuda::synchronize(gpu).unwrap_or_else(|e| panic!("{e}"));
-    for _ in 0..a.warmup {
-        step();
-    }
-    sync();
-    let mut times: Vec<f64> = (0..a.blocks)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..a.steps {
-                step();
-            }
-            sync();
-            t.elapsed().as_secs_f64() * 1e3 / a.steps as f64
-        })
-        .collect();
-    let all = times.clone();
-    times.sort_by(f64::total_cmp);
-    (times[times.len() / 2], all)
+/// Per-step milliseconds of `step` on GPU `gpu` and each block's (as benches/ddp_scaling.py's
+/// PyTorch ranks measure: the host clock after a synchronize).
+fn per_step_ms(gpu: usize, a: &Args, step: impl FnMut()) -> (f64, Vec<f64>) {
+    step_timing::per_step_ms_on(gpu, a.warmup, a.blocks, a.steps, step)
 }
 
 /// This rank's share of a fixed pseudo-random token stream: its ids and next-token targets.
