@@ -209,6 +209,7 @@ mod conv;
 mod elementwise;
 mod index;
 mod integer;
+mod ir;
 mod mixed;
 mod nccl;
 mod norm;

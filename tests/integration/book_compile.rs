@@ -154,7 +154,7 @@ fn the_ir_shows_two_fused_kernels_between_the_products() {
     assert_eq!(in_kernel("div"), norm, "sub and div share a kernel");
     let relu = in_kernel("relu");
     assert!(relu[0].is_some() && relu[0] != norm[0], "{relu:?}");
-    assert_eq!(in_kernel("matmul"), [None, None]);
+    assert_eq!(in_kernel("linear"), [None, None]);
     let mut kernels: Vec<_> = g.nodes.iter().filter_map(|n| n.kernel.clone()).collect();
     kernels.sort();
     kernels.dedup();

@@ -4,11 +4,11 @@
 use rtx::Gradients;
 use rtx::prelude::*;
 
-type X = Tensor<(Dyn<'B'>, Const<8>), f64>;
+pub(crate) type X = Tensor<(Dyn<'B'>, Const<8>), f64>;
 
 // ANCHOR: mlp
 #[model]
-struct Mlp {
+pub(crate) struct Mlp {
     fc1: Linear<8, 16, f64>,
     fc2: Linear<16, 4, f64>,
 }

@@ -7,11 +7,11 @@ use rtx::ir::Graph;
 use rtx::prelude::*;
 use std::path::PathBuf;
 
-type Img<E> = Tensor<(Dyn<'B'>, Const<1>, Const<8>, Const<8>), E>;
+pub(crate) type Img<E> = Tensor<(Dyn<'B'>, Const<1>, Const<8>, Const<8>), E>;
 
 // ANCHOR: cnn
 #[model]
-struct Cnn<E: Float> {
+pub(crate) struct Cnn<E: Float> {
     conv: Conv2d<1, 4, 3, Conv<1, 1>, E>,
     pool: MaxPool2d<2, 2>,
     fc: Linear<64, 5, E>,
@@ -29,12 +29,12 @@ impl<E: Float> Cnn<E> {
 }
 // ANCHOR_END: cnn
 
-type Seq<E> = Tensor<(Dyn<'B'>, Const<4>, Const<16>), E>;
+pub(crate) type Seq<E> = Tensor<(Dyn<'B'>, Const<4>, Const<16>), E>;
 
 // ANCHOR: block
 /// A pre-norm transformer block: causal self-attention and an MLP, each added back.
 #[model]
-struct Block<E: Float> {
+pub(crate) struct Block<E: Float> {
     ln1: LayerNorm<16, E>,
     attn: CausalSelfAttention<16, 2, E>,
     ln2: LayerNorm<16, E>,

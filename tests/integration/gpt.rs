@@ -5,13 +5,13 @@
 //! two sizes through one step.
 
 #[path = "../../benches/gpt_step/model.rs"]
-mod model;
+pub(crate) mod model;
 
 use model::Gpt;
 use rtx::prelude::*;
 
 /// Vocabulary 32, context 8, width 16, 2 heads, MLP 32, 2 blocks.
-type Small<E> = Gpt<32, 8, 16, 2, 32, 2, E>;
+pub(crate) type Small<E> = Gpt<32, 8, 16, 2, 32, 2, E>;
 
 /// 24 token ids or targets.
 type Tokens = Tensor<(Const<24>,), i64>;

@@ -25,6 +25,7 @@ mod gpt;
 mod hf_checkpoint;
 mod interop;
 mod ir;
+mod ir_exec;
 mod mixed_precision;
 mod model;
 mod nn;

@@ -634,10 +634,19 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
                 let node = ir_elem(op, args);
                 chain_stmts[c].push(quote!(let #t = { #(#binds)* #node };));
                 if cx.plan.chains[c].root() == i {
+                    let chain = &cx.plan.chains[c];
                     let name = cx.kernels[c].0.to_string();
                     let stmts = std::mem::take(&mut chain_stmts[c]);
+                    // The deferred call's bias is added first, inside the kernel, as the
+                    // kernel's bias variant adds it.
+                    let bias = match chain.deferred.map(|d| &chain.inputs[d]) {
+                        Some(Operand::Var(v)) => {
+                            quote!(let #v = ::rtx::compile::glue::ir_add_bias(__rtx_b, #v);)
+                        }
+                        _ => quote!(),
+                    };
                     out.push(quote! {
-                        let #t = __rtx_b.kernel(#name, |__rtx_b| { #(#stmts)* #t });
+                        let #t = __rtx_b.kernel(#name, |__rtx_b| { #bias #(#stmts)* #t });
                     });
                 }
             }
@@ -691,12 +700,17 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
                     .collect();
                 let w = eager_witness(callee, method, &refs);
                 let msp = method.span();
+                let (emit, value) = if cx.plan.deferred_calls.contains(&i) {
+                    (quote!(emit_call_deferred), quote!(&#t.value))
+                } else {
+                    (quote!(emit_call), quote!(&#t))
+                };
                 out.push(quote_spanned! {msp=>
                     let __rtx_w = #w;
                     let #t = __rtx_b.scope(#scope, |__rtx_b| {
-                        ::rtx::compile::glue::emit_call(&#callee, __rtx_b, (#(#a,)*))
+                        ::rtx::compile::glue::#emit(&#callee, __rtx_b, (#(#a,)*))
                     });
-                    ::rtx::compile::glue::same_output(&__rtx_w, &#t);
+                    ::rtx::compile::glue::same_output(&__rtx_w, #value);
                 });
             }
             (
@@ -723,17 +737,22 @@ pub fn ir_body(cx: &Cx) -> TokenStream {
             (Kind::Elem { .. }, None) => unreachable!("every elementwise step is in a chain"),
         }
         if materialized(cx, i) {
-            out.push(annotate_ir(s));
+            out.push(annotate_ir(cx, i));
         }
     }
     let o = &cx.f.output;
     quote!(#(#out)* #o)
 }
 
-/// The user's type on a `let`, as the IR value's type.
-fn annotate_ir(s: &super::parse::Step) -> TokenStream {
+/// The user's type on a `let`, as the IR value's type (for a deferred call, on its value
+/// before the bias).
+fn annotate_ir(cx: &Cx, i: usize) -> TokenStream {
+    let s = &cx.f.steps[i];
     let t = &s.target;
     match &s.ty {
+        Some(ty) if cx.plan.deferred_calls.contains(&i) => {
+            quote!(let _: &<#ty as ::rtx::ir::IrValue>::Value = &#t.value;)
+        }
         Some(ty) => quote!(let #t: <#ty as ::rtx::ir::IrValue>::Value = #t;),
         None => quote!(),
     }

@@ -106,6 +106,37 @@ where
     m.emit_ir(b, args)
 }
 
+/// A deferred sub-model call's nodes (`StaticForward::emit_ir_deferred`): its output before
+/// the bias, and the bias the fused chain after it adds.
+pub fn emit_call_deferred<M, V, O>(
+    m: &M,
+    b: &mut Builder,
+    args: V,
+) -> super::DeferredIr<<M::Output as IrValue>::Value>
+where
+    V: ValueArgs,
+    M: StaticForward<V::Args, O>,
+{
+    m.emit_ir_deferred(b, args)
+}
+
+/// The first node of a fused chain that takes a deferred call's output: the bias added,
+/// inside the chain's kernel as the kernel's bias variant adds it, or the output itself when
+/// the call left no bias.
+pub fn ir_add_bias<S: Shape, E: Element>(
+    b: &mut Builder,
+    d: super::DeferredIr<Value<S, E>>,
+) -> Value<S, E> {
+    match d.bias {
+        Some(bias) => {
+            let add =
+                crate::ir::IrOp::Op(rtx_kernels::op::Op::Binary(rtx_kernels::op::BinaryOp::Add));
+            b.node::<S, E>(add, &[d.value.id(), bias])
+        }
+        None => d.value,
+    }
+}
+
 /// A forward argument's type as a graph input.
 pub trait IrInput: IrValue {
     /// Adds the input `name`.

@@ -14,7 +14,7 @@ pub mod fused;
 #[doc(hidden)]
 pub mod glue;
 pub mod grad;
-mod layers;
+pub(crate) mod layers;
 pub mod loss;
 mod mixed;
 mod mixed_cast;
@@ -115,6 +115,31 @@ pub trait StaticForward<Args: ir::IrArgs, Out = ()> {
         b: &mut ir::Builder,
         args: <Args as ir::IrArgs>::Values,
     ) -> <Self::Output as ir::IrValue>::Value;
+
+    /// [`StaticForward::emit_ir`] for a call whose bias add is left to the caller, as
+    /// [`StaticForward::forward_train_deferred`] leaves it: the output's value before the
+    /// bias, and the bias's node, for the fused chain after it to add. The default leaves
+    /// nothing.
+    fn emit_ir_deferred(
+        &self,
+        b: &mut ir::Builder,
+        args: <Args as ir::IrArgs>::Values,
+    ) -> DeferredIr<<Self::Output as ir::IrValue>::Value> {
+        DeferredIr {
+            value: self.emit_ir(b, args),
+            bias: None,
+        }
+    }
+}
+
+/// The IR of an output whose bias add was left to the caller ([`Deferred`] in a graph).
+#[derive(Clone, Copy, Debug)]
+pub struct DeferredIr<V> {
+    /// The output's value before the bias.
+    pub value: V,
+    /// The bias's node (`[O]`, which the add broadcasts along the output's leading dims);
+    /// `None` when nothing was left.
+    pub bias: Option<ir::NodeId>,
 }
 
 /// An output whose last step, adding `bias`, was left to the caller.

@@ -591,6 +591,59 @@ impl Checkpoint {
     }
 }
 
+impl Checkpoint {
+    /// The tensor `name` on `device` in the file's own element type and dims, bit for bit:
+    /// what a graph loaded without its model type takes its parameters from.
+    pub(crate) fn dyn_tensor(&self, name: &str, device: Device) -> Result<crate::ir::DynTensor> {
+        fn typed<E: Element>(
+            ck: &Checkpoint,
+            name: &str,
+            device: Device,
+        ) -> Result<crate::ir::DynTensor> {
+            let t: Tensor<(usize,), E> = ck.tensor_flat(name, device)?;
+            let dims = ck.dims(name).unwrap_or_default().to_vec();
+            Ok(crate::ir::DynTensor::of(&t).with_layout(rtx_backends::Layout::contiguous(&dims)))
+        }
+        let Some(entry) = self.entries.get(name) else {
+            return Err(error(&self.file, format!("has no tensor `{name}`")));
+        };
+        match codec::from_st(entry.dtype) {
+            Some(DType::F32) => typed::<f32>(self, name, device),
+            Some(DType::F64) => typed::<f64>(self, name, device),
+            Some(DType::F16) => typed::<half::f16>(self, name, device),
+            Some(DType::BF16) => typed::<half::bf16>(self, name, device),
+            Some(DType::I32) => typed::<i32>(self, name, device),
+            Some(DType::I64) => typed::<i64>(self, name, device),
+            Some(DType::U8) => typed::<u8>(self, name, device),
+            Some(DType::Bool) => typed::<bool>(self, name, device),
+            None => Err(error(
+                &self.file,
+                format!(
+                    "`{name}` is {}, which rtx has no element type for",
+                    codec::name(entry.dtype)
+                ),
+            )),
+        }
+    }
+
+    /// The tensor `name` flattened to `[numel]` in element type `E` (the file's, or a float
+    /// cast), for [`Checkpoint::dyn_tensor`].
+    fn tensor_flat<E: Element>(&self, name: &str, device: Device) -> Result<Tensor<(usize,), E>> {
+        let Some(entry) = self.entries.get(name) else {
+            return Err(error(&self.file, format!("has no tensor `{name}`")));
+        };
+        let values = codec::decode_as::<E>(entry.dtype, &self.data[entry.bytes.clone()])
+            .ok_or_else(|| {
+                error(
+                    &self.file,
+                    format!("`{name}` holds a bool that is not 0 or 1"),
+                )
+            })?;
+        let n = values.len();
+        Tensor::try_from_vec(values, (n,), device)
+    }
+}
+
 /// The metadata value of an optimizer part: a JSON object of two name lists.
 fn render_part(part: &OptimizerPart) -> String {
     serde_json::json!({ "tensors": part.tensors, "scalars": part.scalars }).to_string()

@@ -1,19 +1,17 @@
-//! The builder's reductions and the composite ops made of them: mean, softmax, log-softmax,
-//! layer norm and RMS norm, each emitted as primitive ops (ARCHITECTURE.md: a small primitive
-//! core), never as one op.
+//! The builder's reductions and composite ops: mean, softmax, log-softmax, layer norm, RMS
+//! norm, Linear and causal attention, each one [`Composite`] node, since the compiled path
+//! runs each as one kernel or library call and the executor runs that same call.
 //!
-//! Invariant: a composition computes what the eager op's docs define (`Tensor::softmax`'s
-//! max-shifted exponentials, `nn::LayerNorm`'s two-pass population variance), and every
-//! node it emits carries the dims rustc worked out for the typed result.
+//! Invariant: every node emitted carries the dims rustc worked out for the typed result.
 
-use super::builder::{binary_op, typed};
-use super::{Attrs, Builder, Dim, IrOp, NodeId, Value, dims_of};
+use super::builder::binary_op;
+use super::{Attrs, Builder, Composite, IrOp, NodeId, Value};
 use crate::shape::{Dim as DimType, ReduceAxis, Shape};
 use crate::tensor::{Kept, Reduced};
-use rtx_kernels::op::{BinaryOp, Op, ReduceOp, UnaryOp};
-use rtx_kernels::{DType, Element, Float, Num};
+use rtx_kernels::op::{BinaryOp, Op, ReduceOp};
+use rtx_kernels::{Element, Float, Num};
 
-/// Reductions, and the composite ops built from them.
+/// Reductions and composite ops.
 impl Builder {
     /// A reduction (`Sum`, `Prod`, `Max`, `Min`) along axis `I`, removing it.
     ///
@@ -109,71 +107,27 @@ impl Builder {
         self.node_with(IrOp::Op(Op::Reduce(op)), Attrs::axis(I), &[x.id])
     }
 
-    /// The number of entries along `axis` of `x` (dims `dims`), as a scalar: a constant when
-    /// the dim is static, a `size` node when it is only known at run time.
-    fn count(&mut self, x: NodeId, axis: usize, dims: &[Dim], dtype: DType) -> NodeId {
-        match dims[axis] {
-            Dim::Static(n) => self.push(
-                IrOp::Constant(n as f64),
-                Attrs::default(),
-                &[],
-                dtype,
-                vec![],
-            ),
-            Dim::Sym(_) => self.push(IrOp::Size { axis }, Attrs::default(), &[x], dtype, vec![]),
-        }
-    }
-
-    /// The sum along `axis` divided by the axis's size: two primitive ops.
-    fn mean_node(&mut self, x: NodeId, axis: usize, keepdim: bool, dtype: DType) -> NodeId {
-        let dims = self.graph.nodes[x].shape.clone();
-        let mut out = dims.clone();
-        if keepdim {
-            out[axis] = Dim::Static(1);
-        } else {
-            out.remove(axis);
-        }
-        let attrs = Attrs {
-            axis: Some(axis),
-            keepdim,
-            ..Attrs::default()
-        };
-        let sum = self.push(
-            IrOp::Op(Op::Reduce(ReduceOp::Sum)),
-            attrs,
-            &[x],
-            dtype,
-            out.clone(),
-        );
-        let n = self.count(x, axis, &dims, dtype);
-        self.push(
-            binary_op(BinaryOp::Div),
-            Attrs::default(),
-            &[sum, n],
-            dtype,
-            out,
-        )
-    }
-
-    /// The mean along axis `I`: a sum, then a division by the axis's size (a constant, or a
-    /// `size` node for a run-time dim).
+    /// The mean along axis `I`: one `mean` node, the compiled path's own mean.
     ///
     /// ```
-    /// # use rtx::ir::{Builder, IrOp};
+    /// # use rtx::ir::{Builder, Composite, IrOp};
     /// # use rtx::shape::{Const, Dyn};
     /// let mut b = Builder::new("M");
     /// let x = b.input::<(Const<4>, Dyn<'T'>), f32>("x");
     /// let m = b.mean::<1, _, _>(x);
     /// let g = b.finish();
-    /// assert_eq!(g.op_count(), 2);
-    /// assert_eq!(g.nodes[2].op, IrOp::Size { axis: 1 });
-    /// # let _ = m;
+    /// assert_eq!(g.op_count(), 1);
+    /// assert_eq!(g.nodes[m.id()].op, IrOp::Composite(Composite::Mean { axis: 1, keepdim: false }));
     /// ```
     pub fn mean<const I: usize, S, E: Float>(&mut self, x: Value<S, E>) -> Value<Reduced<S, I>, E>
     where
         S: ReduceAxis<I>,
     {
-        typed(self.mean_node(x.id, I, false, E::DTYPE))
+        let op = Composite::Mean {
+            axis: I,
+            keepdim: false,
+        };
+        self.node(IrOp::Composite(op), &[x.id])
     }
 
     /// [`Builder::mean`], keeping axis `I` with size 1.
@@ -184,53 +138,33 @@ impl Builder {
     where
         S: ReduceAxis<I>,
     {
-        typed(self.mean_node(x.id, I, true, E::DTYPE))
+        let op = Composite::Mean {
+            axis: I,
+            keepdim: true,
+        };
+        self.node(IrOp::Composite(op), &[x.id])
     }
 
-    /// `exp(x - max) / Σ exp(x - max)` along axis `I`, composed of five primitive ops (max,
-    /// sub, exp, sum, div) and two broadcasts.
+    /// `exp(x - max) / Σ exp(x - max)` along axis `I`: one `softmax` node, which runs the
+    /// compiled path's softmax kernel.
     pub fn softmax<const I: usize, S, E: Float>(&mut self, x: Value<S, E>) -> Value<S, E>
     where
         S: ReduceAxis<I>,
     {
-        let e = self.shifted_exp::<I, S, E>(x).1;
-        let s = self.reduce_keepdim::<I, S, E>(e, ReduceOp::Sum);
-        let s = self.broadcast_to::<S, Kept<S, I>, E>(s);
-        self.node(binary_op(BinaryOp::Div), &[e.id, s.id])
+        self.node(IrOp::Composite(Composite::Softmax { axis: I }), &[x.id])
     }
 
-    /// `(x - max) - ln Σ exp(x - max)` along axis `I`, composed of six primitive ops (max,
-    /// sub, exp, sum, log, sub) and two broadcasts.
+    /// `(x - max) - ln Σ exp(x - max)` along axis `I`: one `log_softmax` node.
     pub fn log_softmax<const I: usize, S, E: Float>(&mut self, x: Value<S, E>) -> Value<S, E>
     where
         S: ReduceAxis<I>,
     {
-        let (d, e) = self.shifted_exp::<I, S, E>(x);
-        let s = self.reduce_keepdim::<I, S, E>(e, ReduceOp::Sum);
-        let l = self.unary(s, UnaryOp::Log);
-        let l = self.broadcast_to::<S, Kept<S, I>, E>(l);
-        self.node(binary_op(BinaryOp::Sub), &[d.id, l.id])
+        self.node(IrOp::Composite(Composite::LogSoftmax { axis: I }), &[x.id])
     }
 
-    /// `x - max` along axis `I` and its exponential: the common start of softmax and
-    /// log-softmax.
-    fn shifted_exp<const I: usize, S, E: Float>(
-        &mut self,
-        x: Value<S, E>,
-    ) -> (Value<S, E>, Value<S, E>)
-    where
-        S: ReduceAxis<I>,
-    {
-        let m = self.reduce_keepdim::<I, S, E>(x, ReduceOp::Max);
-        let m = self.broadcast_to::<S, Kept<S, I>, E>(m);
-        let d: Value<S, E> = self.node(binary_op(BinaryOp::Sub), &[x.id, m.id]);
-        let e = self.unary(d, UnaryOp::Exp);
-        (d, e)
-    }
-
-    /// Layer normalization over the last axis, as `nn::LayerNorm`: the mean and the
-    /// population variance of each row, `(x - mean) / sqrt(var + eps)`, then times `weight`
-    /// and plus `bias` where given. Nine primitive ops, plus one per affine term.
+    /// Layer normalization over the last axis, as `nn::LayerNorm`: `(x - mean) / sqrt(var +
+    /// eps)`, times `weight` and plus `bias` where given: one `layer_norm` node (the fused
+    /// norm), with a separate add for a bias without a weight.
     ///
     /// ```
     /// # use rtx::ir::Builder;
@@ -240,7 +174,9 @@ impl Builder {
     /// let (w, bias) = b.scope("ln", |b| (b.param("weight"), b.param("bias")));
     /// let y = b.layer_norm(x, Some(w), Some(bias), 1e-5);
     /// b.output(y);
-    /// assert_eq!(b.finish().op_count(), 11);
+    /// let g = b.finish();
+    /// assert_eq!(g.op_count(), 1);
+    /// assert_eq!(g.nodes[y.id()].inputs, vec![x.id(), w.id(), bias.id()]);
     /// ```
     pub fn layer_norm<S: LastAxis, E: Float>(
         &mut self,
@@ -249,32 +185,21 @@ impl Builder {
         bias: Option<Value<(S::Last,), E>>,
         eps: f64,
     ) -> Value<S, E> {
-        let dtype = E::DTYPE;
-        let dims = dims_of::<S>();
-        let axis = S::AXIS;
-        let mean = self.mean_node(x.id, axis, true, dtype);
-        let mean = self.push(IrOp::Expand, Attrs::default(), &[mean], dtype, dims.clone());
-        let xc = self.push(
-            binary_op(BinaryOp::Sub),
-            Attrs::default(),
-            &[x.id, mean],
-            dtype,
-            dims.clone(),
-        );
-        let sq = self.push(
-            binary_op(BinaryOp::Mul),
-            Attrs::default(),
-            &[xc, xc],
-            dtype,
-            dims.clone(),
-        );
-        let var = self.mean_node(sq, axis, true, dtype);
-        let y = self.scale_by_rsqrt(xc, var, eps, &dims, dtype);
-        self.affine(y, weight.map(|w| w.id), bias.map(|b| b.id), dims)
+        let mut inputs = vec![x.id];
+        inputs.extend(weight.map(|w| w.id));
+        let bias_in_norm = weight.is_some();
+        if bias_in_norm {
+            inputs.extend(bias.map(|b| b.id));
+        }
+        let y: Value<S, E> = self.node(IrOp::Composite(Composite::LayerNorm { eps }), &inputs);
+        match bias {
+            Some(b) if !bias_in_norm => self.node(binary_op(BinaryOp::Add), &[y.id, b.id]),
+            _ => y,
+        }
     }
 
     /// RMS normalization over the last axis, as `nn::RMSNorm`: `x / sqrt(mean(x²) + eps)`,
-    /// times `weight` where given. Six primitive ops, plus one for the weight.
+    /// times `weight` where given: one `rms_norm` node.
     ///
     /// ```
     /// # use rtx::ir::Builder;
@@ -283,7 +208,7 @@ impl Builder {
     /// let x = b.input::<(Dyn<'B'>, Dyn<'T'>, Const<8>), f32>("x");
     /// let y = b.rms_norm(x, None, 1e-6);
     /// b.output(y);
-    /// assert_eq!(b.finish().op_count(), 6);
+    /// assert_eq!(b.finish().op_count(), 1);
     /// ```
     pub fn rms_norm<S: LastAxis, E: Float>(
         &mut self,
@@ -291,72 +216,45 @@ impl Builder {
         weight: Option<Value<(S::Last,), E>>,
         eps: f64,
     ) -> Value<S, E> {
-        let dtype = E::DTYPE;
-        let dims = dims_of::<S>();
-        let sq = self.push(
-            binary_op(BinaryOp::Mul),
-            Attrs::default(),
-            &[x.id, x.id],
-            dtype,
-            dims.clone(),
-        );
-        let ms = self.mean_node(sq, S::AXIS, true, dtype);
-        let y = self.scale_by_rsqrt(x.id, ms, eps, &dims, dtype);
-        self.affine(y, weight.map(|w| w.id), None, dims)
+        let mut inputs = vec![x.id];
+        inputs.extend(weight.map(|w| w.id));
+        self.node(IrOp::Composite(Composite::RmsNorm { eps }), &inputs)
     }
 
-    /// `x * rsqrt(v + eps)`, `v` broadcast from its kept axis to `dims`.
-    fn scale_by_rsqrt(
+    /// `x · weightᵀ (+ bias)`, as `nn::Linear` computes it: one `linear` node whose bias is
+    /// added by the product (cuBLASLt's epilogue on a GPU). The output's type `Y` is the
+    /// caller's (`LinearOut`), as the layer states it.
+    ///
+    /// ```
+    /// # use rtx::ir::{Builder, Dim};
+    /// # use rtx::shape::{Const, Dyn};
+    /// let mut b = Builder::new("M");
+    /// let x = b.input::<(Dyn<'B'>, Const<3>), f32>("x");
+    /// let w = b.param::<(Const<2>, Const<3>), f32>("weight");
+    /// let y = b.linear::<(Dyn<'B'>, Const<2>), _, _, _>(x, w, None);
+    /// assert_eq!(b.finish().nodes[y.id()].shape, [Dim::Sym("B".into()), Dim::Static(2)]);
+    /// ```
+    pub fn linear<Y: Shape, S: Shape, W: Shape, E: Float>(
         &mut self,
-        x: NodeId,
-        v: NodeId,
-        eps: f64,
-        dims: &[Dim],
-        dtype: DType,
-    ) -> NodeId {
-        let none = Attrs::default();
-        let kept = self.graph.nodes[v].shape.clone();
-        let eps = self.push(IrOp::Constant(eps), none, &[], dtype, vec![]);
-        let v = self.push(
-            binary_op(BinaryOp::Add),
-            none,
-            &[v, eps],
-            dtype,
-            kept.clone(),
-        );
-        let inv = self.push(IrOp::Op(Op::Unary(UnaryOp::Rsqrt)), none, &[v], dtype, kept);
-        let inv = self.push(IrOp::Expand, none, &[inv], dtype, dims.to_vec());
-        self.push(
-            binary_op(BinaryOp::Mul),
-            none,
-            &[x, inv],
-            dtype,
-            dims.to_vec(),
-        )
-    }
-
-    /// `y * weight + bias`, each where given.
-    fn affine<S: Shape, E: Element>(
-        &mut self,
-        mut y: NodeId,
-        weight: Option<NodeId>,
+        x: Value<S, E>,
+        weight: Value<W, E>,
         bias: Option<NodeId>,
-        dims: Vec<Dim>,
-    ) -> Value<S, E> {
-        let none = Attrs::default();
-        if let Some(w) = weight {
-            y = self.push(
-                binary_op(BinaryOp::Mul),
-                none,
-                &[y, w],
-                E::DTYPE,
-                dims.clone(),
-            );
-        }
-        if let Some(b) = bias {
-            y = self.push(binary_op(BinaryOp::Add), none, &[y, b], E::DTYPE, dims);
-        }
-        typed(y)
+    ) -> Value<Y, E> {
+        let mut inputs = vec![x.id, weight.id];
+        inputs.extend(bias);
+        self.node(IrOp::Composite(Composite::Linear), &inputs)
+    }
+
+    /// Causal self-attention between a fused projection `[B, T, 3D]` and the heads' output
+    /// `[B, T, D]` (the output's type `Y` is the caller's): one `causal_attention` node, which
+    /// runs the compiled path's fused or composed attention.
+    pub fn causal_attention<Y: Shape, S: Shape, E: Float>(
+        &mut self,
+        qkv: Value<S, E>,
+        heads: usize,
+    ) -> Value<Y, E> {
+        let op = Composite::CausalAttention { heads };
+        self.node(IrOp::Composite(op), &[qkv.id])
     }
 }
 

@@ -44,6 +44,7 @@ fn declaration(i: usize, n: &Node) -> String {
         }
         IrOp::Size { .. } => "shape=ellipse, style=dashed",
         IrOp::Op(_) => "shape=box",
+        IrOp::Composite(_) => "shape=box, peripheries=2",
     };
     format!("n{i} [label={}, {style}];", quoted(&label))
 }

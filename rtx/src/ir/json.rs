@@ -5,7 +5,9 @@
 //! Invariant: `Graph::from_json(&g.to_json()) == Ok(g)` for every graph that passes
 //! [`Graph::validate`]; the reader accepts nothing the writer could not have written.
 
-use super::{Attrs, ConvAttrs, Dim, Graph, IrOp, Node, PoolAttrs, dtype_from_name, dtype_name};
+use super::{
+    Attrs, Composite, ConvAttrs, Dim, Graph, IrOp, Node, PoolAttrs, dtype_from_name, dtype_name,
+};
 use crate::error::{Error, Result};
 use crate::io::atomic;
 use rtx_kernels::op::{BinaryOp, CmpOp, Op, PoolOp, RandomOp, ReduceOp, ScatterOp, UnaryOp};
@@ -17,7 +19,7 @@ use std::path::Path;
 pub const FORMAT: &str = "rtx-ir";
 
 /// The newest format version this rtx writes and reads (it reads every older one too).
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 
 /// A node as the file spells it; field order here is the key order in the file.
 #[derive(Serialize, Deserialize)]
@@ -40,6 +42,10 @@ struct NodeRepr {
     conv: Option<ConvAttrs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pool: Option<PoolAttrs>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    eps: Option<Json>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    heads: Option<usize>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     inputs: Vec<usize>,
     dtype: String,
@@ -91,7 +97,7 @@ impl Graph {
     /// use rtx::ir::Graph;
     /// let text = r#"{"format": "rtx-ir", "version": 9, "name": "M", "nodes": [], "outputs": []}"#;
     /// let err = Graph::from_json(text).unwrap_err().to_string();
-    /// assert_eq!(err, "IR JSON text: version 9 is newer than this rtx reads (versions 1 to 1); \
+    /// assert_eq!(err, "IR JSON text: version 9 is newer than this rtx reads (versions 1 to 2); \
     ///                  a newer rtx wrote it");
     /// ```
     pub fn from_json(text: &str) -> Result<Graph> {
@@ -189,6 +195,8 @@ fn repr(n: &Node) -> NodeRepr {
         keepdim: n.attrs.keepdim,
         conv: n.attrs.conv,
         pool: n.attrs.pool,
+        eps: None,
+        heads: None,
         inputs: n.inputs.clone(),
         dtype: dtype_name(n.dtype).into(),
         shape: n
@@ -208,6 +216,15 @@ fn repr(n: &Node) -> NodeRepr {
         IrOp::Permute(p) => r.perm = Some(p.clone()),
         IrOp::Narrow { axis, start } => (r.axis, r.start) = (Some(*axis), Some(*start)),
         IrOp::Size { axis } => r.axis = Some(*axis),
+        IrOp::Composite(c) => match *c {
+            Composite::Softmax { axis } | Composite::LogSoftmax { axis } => r.axis = Some(axis),
+            Composite::Mean { axis, keepdim } => (r.axis, r.keepdim) = (Some(axis), keepdim),
+            Composite::LayerNorm { eps } | Composite::RmsNorm { eps } => {
+                r.eps = Some(const_json(eps))
+            }
+            Composite::CausalAttention { heads } => r.heads = Some(heads),
+            Composite::Linear => {}
+        },
         IrOp::Op(_) | IrOp::Reshape | IrOp::Expand => {}
     }
     r
@@ -251,7 +268,7 @@ const _: fn(Op) = |op| match op {
     Op::Random(RandomOp::Uniform | RandomOp::Normal | RandomOp::Bernoulli) => {}
 };
 
-/// The names of the ops that are not primitives.
+/// The names of the ops that are neither primitives nor composites.
 const IR_ONLY: [&str; 8] = [
     "input", "param", "constant", "permute", "reshape", "expand", "narrow", "size",
 ];
@@ -305,7 +322,7 @@ fn parse(text: &str) -> std::result::Result<Graph, String> {
     let nodes = nodes
         .iter()
         .enumerate()
-        .map(|(i, n)| node(i, n))
+        .map(|(i, n)| node(i, n, version))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let outputs = match top.get("outputs") {
         Some(o) => Vec::<usize>::deserialize(o)
@@ -322,7 +339,7 @@ fn parse(text: &str) -> std::result::Result<Graph, String> {
 }
 
 /// Node `i` from its JSON object.
-fn node(i: usize, json: &Json) -> std::result::Result<Node, String> {
+fn node(i: usize, json: &Json, version: u64) -> std::result::Result<Node, String> {
     let r = NodeRepr::deserialize(json).map_err(|e| format!("node {i}: {e}"))?;
     let at = format!("node {i} ({})", r.op);
     let dtype = dtype_from_name(&r.dtype).ok_or_else(|| {
@@ -359,6 +376,8 @@ fn node(i: usize, json: &Json) -> std::result::Result<Node, String> {
         ("keepdim", r.keepdim),
         ("conv", r.conv.is_some()),
         ("pool", r.pool.is_some()),
+        ("eps", r.eps.is_some()),
+        ("heads", r.heads.is_some()),
     ]
     .into_iter()
     .filter_map(|(f, present)| present.then_some(f))
@@ -370,8 +389,20 @@ fn node(i: usize, json: &Json) -> std::result::Result<Node, String> {
         "reshape" | "expand" => &[],
         "narrow" => &["axis", "start"],
         "size" => &["axis"],
+        "softmax" | "log_softmax" => &["axis"],
+        "mean" => &["axis", "keepdim"],
+        "layer_norm" | "rms_norm" => &["eps"],
+        "linear" => &[],
+        "causal_attention" => &["heads"],
         _ => &["axis", "keepdim", "conv", "pool"],
     };
+    if version < 2 && Composite::NAMES.contains(&r.op.as_str()) {
+        return Err(format!(
+            "{at}: composite ops such as {} came with version 2; this file says version \
+             {version}",
+            r.op
+        ));
+    }
     if let Some(f) = given.iter().find(|f| !takes.contains(f)) {
         return Err(format!(
             "{at}: the field \"{f}\" does not apply to {}",
@@ -396,10 +427,31 @@ fn node(i: usize, json: &Json) -> std::result::Result<Node, String> {
         "size" => IrOp::Size {
             axis: r.axis.ok_or_else(|| need("axis"))?,
         },
+        "softmax" => IrOp::Composite(Composite::Softmax {
+            axis: r.axis.ok_or_else(|| need("axis"))?,
+        }),
+        "log_softmax" => IrOp::Composite(Composite::LogSoftmax {
+            axis: r.axis.ok_or_else(|| need("axis"))?,
+        }),
+        "mean" => IrOp::Composite(Composite::Mean {
+            axis: r.axis.ok_or_else(|| need("axis"))?,
+            keepdim: r.keepdim,
+        }),
+        "layer_norm" => IrOp::Composite(Composite::LayerNorm {
+            eps: constant(&at, r.eps.as_ref().ok_or_else(|| need("eps"))?)?,
+        }),
+        "rms_norm" => IrOp::Composite(Composite::RmsNorm {
+            eps: constant(&at, r.eps.as_ref().ok_or_else(|| need("eps"))?)?,
+        }),
+        "linear" => IrOp::Composite(Composite::Linear),
+        "causal_attention" => IrOp::Composite(Composite::CausalAttention {
+            heads: r.heads.ok_or_else(|| need("heads"))?,
+        }),
         other => IrOp::Op(op_from_name(other).ok_or_else(|| {
             format!(
-                "{at}: unknown op \"{other}\" (not a primitive op of this rtx, nor one of {})",
-                IR_ONLY.join(", ")
+                "{at}: unknown op \"{other}\" (not a primitive op of this rtx, nor one of {}, {})",
+                IR_ONLY.join(", "),
+                Composite::NAMES.join(", ")
             )
         })?),
     };

@@ -34,9 +34,15 @@
 //! its full dotted name, `blocks.2.attn.qkv.weight`), a scalar constant, a primitive op from
 //! the one op list ([`rtx_kernels::op::Op`], shared with eager tensors, the tape and the
 //! kernels), a view (permute, reshape, expand, narrow: layout changes that copy nothing, so
-//! they are not in the op list), or the run-time size of an axis (what `mean` divides by when
-//! the axis is symbolic). Composite ops (softmax, layer norm, mean...) are compositions of
-//! these; fused kernels are an annotation on the nodes ([`Node::kernel`]), not new ops.
+//! they are not in the op list), the run-time size of an axis (version 1 files divide by it
+//! for a mean), or a composite op ([`Composite`]: softmax, log-softmax, mean, layer and RMS
+//! norm, Linear with its bias, causal attention). A composite op is one node because the
+//! compiled path runs it as one kernel or library call (`softmax_warp`, the fused norm,
+//! cuBLASLt's bias epilogue, fused attention): the graph describes what runs, and
+//! [`Graph::run`] runs those very functions, so its results are bitwise the compiled
+//! forward's. The fused elementwise chains are an annotation on the nodes
+//! ([`Node::kernel`]): the fusion plan `#[model]` fixed when the crate compiled, which the
+//! executor follows by computing each chain in the kernel's compute type.
 //!
 //! The parameters a primitive op needs (the axis of a reduction, convolution geometry) are in
 //! [`Node::attrs`] rather than in [`IrOp::Op`]: `Op` is the shared, `Copy` name of an op
@@ -44,13 +50,14 @@
 //! that the loader checks op by op. The views' parameters are in their `IrOp` variants,
 //! since those variants exist only here.
 //!
-//! # Serialized form, version 1
+//! # Serialized form, version 2
 //!
 //! [`Graph::to_json`] writes UTF-8 JSON, one node per line so that a changed node is a
 //! one-line diff. The top-level object has, in this order:
 //!
 //! - `"format"`: always `"rtx-ir"`.
-//! - `"version"`: the format version, an integer; this page describes version 1.
+//! - `"version"`: the format version, an integer; this page describes version 2 (version 1
+//!   had no composite ops, `eps` or `heads`; it still reads).
 //! - `"name"`: the model's type name (`"Mlp"`).
 //! - `"nodes"`: the nodes in order; a node is referred to by its index in this list (written
 //!   `%3` in summaries), and reads only nodes before it.
@@ -64,16 +71,21 @@
 //!   `"sum"`, `"max"` for the reduction and `"maximum"` for the elementwise op, ...), or a
 //!   view: `"permute"`, `"reshape"` (to the node's shape), `"expand"` (broadcast to the
 //!   node's shape), `"narrow"` (the node's size along `axis`, from `start`), and `"size"`
-//!   (the size of the input's `axis`, as a scalar).
+//!   (the size of the input's `axis`, as a scalar), or a composite op: `"softmax"`,
+//!   `"log_softmax"` and `"mean"` (with `axis`; `mean` also `keepdim`), `"layer_norm"` and
+//!   `"rms_norm"` (with `eps`), `"linear"`, `"causal_attention"` (with `heads`).
 //! - `"name"`: for `input`, the argument's name; for `param`, the parameter's dotted name.
 //! - `"value"`: for `constant`, a JSON number (written as the shortest decimal that reads
 //!   back to the same `f64`), or one of the strings `"inf"`, `"-inf"`, `"nan"`, which JSON
 //!   numbers cannot spell (every NaN is written `"nan"` and read back as `f64::NAN`).
 //! - `"perm"`: for `permute`, output axis `i` is input axis `perm[i]`.
 //! - `"axis"`: for reductions, `concat`, `index_select`, `gather`, `scatter`,
-//!   `scatter_add`, `narrow` and `size`: the axis, counted from 0.
+//!   `scatter_add`, `narrow`, `size`, `softmax`, `log_softmax` and `mean`: the axis, counted
+//!   from 0.
 //! - `"start"`: for `narrow`, the first index kept.
-//! - `"keepdim"`: for reductions, `true` when the reduced axis is kept with size 1.
+//! - `"keepdim"`: for reductions and `mean`, `true` when the reduced axis is kept with size 1.
+//! - `"eps"`: for `layer_norm` and `rms_norm`, the number added under the square root.
+//! - `"heads"`: for `causal_attention`, the number of heads.
 //! - `"conv"`: for `conv`, `{"stride", "padding", "dilation", "groups"}`, the same along
 //!   every spatial axis.
 //! - `"pool"`: for `max_pool` and `avg_pool`, `{"kernel", "stride", "padding"}`.
@@ -99,6 +111,7 @@
 mod builder;
 mod composite;
 mod dot;
+mod exec;
 mod json;
 mod summary;
 #[cfg(test)]
@@ -107,6 +120,7 @@ mod validate;
 
 pub use builder::Builder;
 pub use composite::LastAxis;
+pub use exec::{DynTensor, Params};
 
 use crate::shape::{HasAxis, Shape};
 use crate::tensor::Tensor;
@@ -167,6 +181,112 @@ pub enum IrOp {
         /// The axis measured.
         axis: usize,
     },
+    /// A composite op: one node for what the compiled path runs as one kernel or library
+    /// call, so the graph describes what runs and the executor runs the same function.
+    Composite(Composite),
+}
+
+/// The composite ops: each is one node whose executor calls the function the compiled
+/// forward calls for it (`softmax_warp`, the fused norm, the product with its bias epilogue,
+/// fused or composed attention), so a graph's result is bitwise the compiled forward's.
+#[derive(Clone, Copy, Debug)]
+pub enum Composite {
+    /// `exp(x - max) / Σ exp(x - max)` along `axis`; reads `[x]`.
+    Softmax {
+        /// The axis normalized over.
+        axis: usize,
+    },
+    /// `(x - max) - ln Σ exp(x - max)` along `axis`; reads `[x]`.
+    LogSoftmax {
+        /// The axis normalized over.
+        axis: usize,
+    },
+    /// The mean along `axis`; reads `[x]`.
+    Mean {
+        /// The axis averaged over.
+        axis: usize,
+        /// Whether the axis stays, with size 1.
+        keepdim: bool,
+    },
+    /// Layer normalization over the last axis, as `nn::LayerNorm`; reads `[x]`, `[x, weight]`
+    /// or `[x, weight, bias]`, the parameters `[D]`.
+    LayerNorm {
+        /// Added to the variance.
+        eps: f64,
+    },
+    /// RMS normalization over the last axis, as `nn::RMSNorm`; reads `[x]` or `[x, weight]`.
+    RmsNorm {
+        /// Added to the mean square.
+        eps: f64,
+    },
+    /// `x · weightᵀ (+ bias)`, as `nn::Linear`: reads `[x, weight]` or `[x, weight, bias]`
+    /// (`x` `[.., I]`, `weight` `[O, I]`, `bias` `[O]`); the bias is added by the product
+    /// (cuBLASLt's epilogue on a GPU).
+    Linear,
+    /// Causal self-attention from a fused projection: reads `qkv` `[B, T, 3D]` (queries, keys
+    /// and values side by side) and gives the heads' output `[B, T, D]`, scaled by
+    /// `1/sqrt(D/heads)`, as `nn::CausalSelfAttention` computes between its projections.
+    CausalAttention {
+        /// The number of heads.
+        heads: usize,
+    },
+}
+
+impl PartialEq for Composite {
+    /// `eps` compares by bits, as constants do.
+    fn eq(&self, other: &Self) -> bool {
+        use Composite::*;
+        match (self, other) {
+            (Softmax { axis: a }, Softmax { axis: b })
+            | (LogSoftmax { axis: a }, LogSoftmax { axis: b })
+            | (CausalAttention { heads: a }, CausalAttention { heads: b }) => a == b,
+            (
+                Mean {
+                    axis: a,
+                    keepdim: k,
+                },
+                Mean {
+                    axis: b,
+                    keepdim: l,
+                },
+            ) => a == b && k == l,
+            (LayerNorm { eps: a }, LayerNorm { eps: b })
+            | (RmsNorm { eps: a }, RmsNorm { eps: b }) => a.to_bits() == b.to_bits(),
+            (Linear, Linear) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Composite {
+    /// Every composite op's name, as [`Composite::name`] spells it.
+    pub const NAMES: [&'static str; 7] = [
+        "softmax",
+        "log_softmax",
+        "mean",
+        "layer_norm",
+        "rms_norm",
+        "linear",
+        "causal_attention",
+    ];
+
+    /// The op's name in the serialized form (`"layer_norm"`).
+    ///
+    /// ```
+    /// assert_eq!(rtx::ir::Composite::Linear.name(), "linear");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        let i = match self {
+            Composite::Softmax { .. } => 0,
+            Composite::LogSoftmax { .. } => 1,
+            Composite::Mean { .. } => 2,
+            Composite::LayerNorm { .. } => 3,
+            Composite::RmsNorm { .. } => 4,
+            Composite::Linear => 5,
+            Composite::CausalAttention { .. } => 6,
+        };
+        Self::NAMES[i]
+    }
 }
 
 impl PartialEq for IrOp {
@@ -182,6 +302,7 @@ impl PartialEq for IrOp {
             (Reshape, Reshape) | (Expand, Expand) => true,
             (Narrow { axis: a, start: s }, Narrow { axis: b, start: t }) => a == b && s == t,
             (Size { axis: a }, Size { axis: b }) => a == b,
+            (Composite(a), Composite(b)) => a == b,
             _ => false,
         }
     }
@@ -207,13 +328,14 @@ impl IrOp {
             IrOp::Expand => "expand",
             IrOp::Narrow { .. } => "narrow",
             IrOp::Size { .. } => "size",
+            IrOp::Composite(c) => c.name(),
         }
     }
 
-    /// Whether this is a primitive op (what [`Graph::op_count`] counts), not an input,
-    /// parameter, constant, view or size.
+    /// Whether this op computes (what [`Graph::op_count`] counts): a primitive or a composite
+    /// op, not an input, parameter, constant, view or size.
     pub fn is_primitive(&self) -> bool {
-        matches!(self, IrOp::Op(_))
+        matches!(self, IrOp::Op(_) | IrOp::Composite(_))
     }
 }
 
@@ -306,8 +428,8 @@ pub struct Graph {
 }
 
 impl Graph {
-    /// The number of primitive-op nodes: inputs, parameters, constants, views and sizes
-    /// are not counted (ARCHITECTURE.md, a small primitive core: a number worth watching).
+    /// The number of nodes that compute (primitive and composite ops): inputs, parameters,
+    /// constants, views and sizes are not counted (ARCHITECTURE.md, a small primitive core: a number worth watching).
     ///
     /// ```
     /// # use rtx::ir::Builder;
@@ -316,13 +438,13 @@ impl Graph {
     /// let x = b.input::<(Const<2>, Const<3>), f32>("x");
     /// let y = b.softmax::<1, _, _>(x);
     /// b.output(y);
-    /// assert_eq!(b.finish().op_count(), 5); // max, sub, exp, sum, div
+    /// assert_eq!(b.finish().op_count(), 1); // one softmax
     /// ```
     pub fn op_count(&self) -> usize {
         self.nodes.iter().filter(|n| n.op.is_primitive()).count()
     }
 
-    /// How many nodes of each primitive op the graph has, by op name.
+    /// How many nodes of each computing op the graph has, by op name.
     ///
     /// ```
     /// # use rtx::ir::Builder;
@@ -330,9 +452,10 @@ impl Graph {
     /// let mut b = Builder::new("LogSoftmax");
     /// let x = b.input::<(Const<2>, Const<3>), f32>("x");
     /// let y = b.log_softmax::<1, _, _>(x);
+    /// let y = b.unary(y, rtx::op::UnaryOp::Exp);
     /// b.output(y);
     /// let h = b.finish().op_histogram();
-    /// assert_eq!((h["sub"], h["max"], h["log"]), (2, 1, 1));
+    /// assert_eq!((h["log_softmax"], h["exp"]), (1, 1));
     /// ```
     pub fn op_histogram(&self) -> BTreeMap<&'static str, usize> {
         let mut h = BTreeMap::new();

@@ -6,7 +6,7 @@
 //! index in an error can be looked up in the summary directly.
 
 use super::validate::shape_str;
-use super::{Graph, IrOp, Node, dtype_name, static_numel};
+use super::{Composite, Graph, IrOp, Node, dtype_name, static_numel};
 use std::fmt;
 
 /// `sum[axis=1, keepdim]`, `permute[1, 0]`, `input x`, `constant 0.5`: the op with its
@@ -22,6 +22,22 @@ pub(super) fn op_text(n: &Node) -> String {
             params.extend([format!("axis={axis}"), format!("start={start}")])
         }
         IrOp::Size { axis } => params.push(format!("axis={axis}")),
+        IrOp::Composite(c) => match *c {
+            Composite::Softmax { axis } | Composite::LogSoftmax { axis } => {
+                params.push(format!("axis={axis}"))
+            }
+            Composite::Mean { axis, keepdim } => {
+                params.push(format!("axis={axis}"));
+                if keepdim {
+                    params.push("keepdim".into());
+                }
+            }
+            Composite::LayerNorm { eps } | Composite::RmsNorm { eps } => {
+                params.push(format!("eps={eps:?}"))
+            }
+            Composite::CausalAttention { heads } => params.push(format!("heads={heads}")),
+            Composite::Linear => {}
+        },
         IrOp::Op(_) | IrOp::Reshape | IrOp::Expand => {}
     }
     if let Some(axis) = a.axis {

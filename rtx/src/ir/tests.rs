@@ -78,13 +78,10 @@ fn an_mlp_chain_has_the_typed_shapes() {
         g.nodes[2].kernel, None,
         "a parameter is never inside a kernel"
     );
-    // matmul, add, gelu, then max, sub, exp, sum, div.
-    assert_eq!(g.op_count(), 8);
+    // matmul, add, gelu, then one softmax.
+    assert_eq!(g.op_count(), 4);
     let names: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
-    assert_eq!(
-        names[6..],
-        ["max", "expand", "sub", "exp", "sum", "expand", "div"]
-    );
+    assert_eq!(names[6..], ["softmax"]);
 }
 
 #[test]
@@ -92,8 +89,12 @@ fn every_builder_method_gives_a_valid_graph_that_round_trips() {
     let g = every_method();
     g.validate().unwrap_or_else(|e| panic!("{e}\n{g}"));
     assert_eq!(Graph::from_json(&g.to_json()).unwrap(), g);
-    // The mean over the run-time axis T divides by its size, not by a constant.
-    assert!(g.nodes.iter().any(|n| n.op == IrOp::Size { axis: 1 }));
+    // The mean over the run-time axis T is one node, the compiled path's mean.
+    let mean = IrOp::Composite(Composite::Mean {
+        axis: 1,
+        keepdim: false,
+    });
+    assert!(g.nodes.iter().any(|n| n.op == mean));
     let find = |name: &str| g.nodes.iter().find(|n| n.op.name() == name).unwrap();
     assert_eq!(
         find("narrow").shape,
@@ -110,7 +111,7 @@ fn every_builder_method_gives_a_valid_graph_that_round_trips() {
 }
 
 #[test]
-fn layer_norm_is_a_composition_of_primitives() {
+fn layer_norm_is_one_composite_node() {
     let mut b = Builder::new("Ln");
     let x = b.input::<(Dyn<'B'>, Const<4>), f64>("x");
     let y = b.layer_norm(x, None, None, 1e-5);
@@ -122,14 +123,22 @@ fn layer_norm_is_a_composition_of_primitives() {
         .filter(|n| n.op.is_primitive())
         .map(|n| n.op.name())
         .collect();
-    assert_eq!(
-        ops,
-        [
-            "sum", "div", "sub", "mul", "sum", "div", "add", "rsqrt", "mul"
-        ]
+    assert_eq!(ops, ["layer_norm"]);
+    let ln = IrOp::Composite(Composite::LayerNorm { eps: 1e-5 });
+    assert_eq!(g.nodes[y.id()].op, ln);
+    // Its eps survives the file exactly, and a version 1 file cannot hold it.
+    let json = g.to_json();
+    assert!(
+        json.contains(r#""op": "layer_norm", "eps": 0.00001"#),
+        "{json}"
     );
-    assert!(g.nodes.iter().any(|n| n.op == IrOp::Constant(4.0)));
-    assert!(g.nodes.iter().any(|n| n.op == IrOp::Constant(1e-5)));
+    assert_eq!(Graph::from_json(&json).unwrap(), g);
+    let v1 = json.replace(r#""version": 2"#, r#""version": 1"#);
+    let err = Graph::from_json(&v1).unwrap_err().to_string();
+    assert!(
+        err.contains("composite ops such as layer_norm came with version 2"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -143,9 +152,10 @@ fn reduce_refuses_an_index_reduction() {
 #[test]
 fn op_names_are_unique_and_read_back() {
     let mut seen = std::collections::HashSet::new();
-    for name in [
+    let ir_only = [
         "input", "param", "constant", "permute", "reshape", "expand", "narrow", "size",
-    ] {
+    ];
+    for name in ir_only.into_iter().chain(Composite::NAMES) {
         assert!(seen.insert(name));
         assert!(
             op_from_name(name).is_none(),
@@ -157,8 +167,11 @@ fn op_names_are_unique_and_read_back() {
         assert_eq!(op_from_name(op.name()), Some(op));
     }
     println!("op names: {}", seen.len());
-    // The graph's own 8, the unary ops of the registry, and the 34 other primitive ops.
-    assert_eq!(seen.len(), 8 + UnaryOp::ALL.len() + 34);
+    // The graph's own 8, the 7 composites, the registry's unary ops, and 34 other primitives.
+    assert_eq!(
+        seen.len(),
+        8 + Composite::NAMES.len() + UnaryOp::ALL.len() + 34
+    );
 }
 
 #[test]
@@ -204,7 +217,7 @@ fn the_file_reads_as_documented() {
         text(),
         r#"{
   "format": "rtx-ir",
-  "version": 1,
+  "version": 2,
   "name": "M",
   "nodes": [
     {"op": "input", "name": "x", "dtype": "f32", "shape": ["B", 3]},
@@ -223,11 +236,11 @@ fn the_loader_names_the_node_and_the_problem() {
     let t = text();
     let cases = [
         (
-            t.replace(r#""version": 1"#, r#""version": 2"#),
-            "version 2 is newer than this rtx reads (versions 1 to 1); a newer rtx wrote it",
+            t.replace(r#""version": 2"#, r#""version": 3"#),
+            "version 3 is newer than this rtx reads (versions 1 to 2); a newer rtx wrote it",
         ),
         (
-            t.replace(r#""version": 1"#, r#""version": 0"#),
+            t.replace(r#""version": 2"#, r#""version": 0"#),
             "version 0 does not exist; versions start at 1",
         ),
         (
@@ -241,7 +254,8 @@ fn the_loader_names_the_node_and_the_problem() {
         (
             t.replace(r#""op": "sum""#, r#""op": "summ""#),
             "node 3 (summ): unknown op \"summ\" (not a primitive op of this rtx, nor one of \
-             input, param, constant, permute, reshape, expand, narrow, size)",
+             input, param, constant, permute, reshape, expand, narrow, size, softmax, \
+             log_softmax, mean, layer_norm, rms_norm, linear, causal_attention)",
         ),
         (
             t.replace(r#""axis": 1, "#, ""),
@@ -304,7 +318,7 @@ fn the_loader_names_the_node_and_the_problem() {
         );
     }
     assert!(load_err("{").starts_with("IR JSON text: not valid JSON: EOF while parsing"));
-    assert_eq!(VERSION, 1);
+    assert_eq!(VERSION, 2);
 }
 
 /// The index of the first node of op `name`.

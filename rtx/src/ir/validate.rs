@@ -6,7 +6,7 @@
 //! Dims are compared leniently where the types are: `"?"` (a plain `usize` dim) agrees with
 //! any dim, as `usize` does with any dim type; sizes must be equal and names must be equal.
 
-use super::{Dim, Graph, IrOp, Node, dtype_name, static_numel};
+use super::{Composite, Dim, Graph, IrOp, Node, dtype_name, static_numel};
 use crate::error::{Error, Result};
 use rtx_backends::MAX_RANK;
 use rtx_kernels::DType;
@@ -464,6 +464,130 @@ fn check_ir_only(op: &IrOp, n: &Node, ins: &[&Node], arity: impl Fn(usize) -> Ch
             }
             rank_is(n, 0)
         }
+        IrOp::Composite(c) => check_composite(*c, n, ins),
+    }
+}
+
+/// The rules of the composite ops: float operands of one element type, and the shapes the
+/// layers they stand for give.
+fn check_composite(c: Composite, n: &Node, ins: &[&Node]) -> Check {
+    let Some(x) = ins.first() else {
+        return Err("reads no inputs".into());
+    };
+    if !x.dtype.is_float() {
+        return Err(format!("is not defined for {}", dtype_name(x.dtype)));
+    }
+    for t in ins {
+        dtype_is(n, t.dtype)?;
+    }
+    let inputs_between = |lo: usize, hi: usize, what: &str| {
+        if (lo..=hi).contains(&ins.len()) {
+            Ok(())
+        } else {
+            Err(format!("reads {} inputs, not {what}", ins.len()))
+        }
+    };
+    // A norm's or a Linear's `[D]` parameter must be as long as the axis it scales.
+    let vector_of = |k: usize, len: &Dim, what: &str| {
+        let p = &ins[k].shape;
+        if p.len() == 1 && agree(&p[0], len) {
+            Ok(())
+        } else {
+            Err(format!(
+                "its {what} %{} is {}, not [{len}]",
+                n.inputs[k],
+                shape_str(p)
+            ))
+        }
+    };
+    match c {
+        Composite::Softmax { axis } | Composite::LogSoftmax { axis } => {
+            inputs_between(1, 1, "1")?;
+            axis_below(axis, x)?;
+            same_as_input(n, x)
+        }
+        Composite::Mean { axis, keepdim } => {
+            inputs_between(1, 1, "1")?;
+            axis_below(axis, x)?;
+            let mut out = x.shape.clone();
+            if keepdim {
+                out[axis] = Dim::Static(1);
+            } else {
+                out.remove(axis);
+            }
+            shape_is(n, &out)
+        }
+        Composite::LayerNorm { eps } | Composite::RmsNorm { eps } => {
+            let most = if matches!(c, Composite::LayerNorm { .. }) {
+                3
+            } else {
+                2
+            };
+            inputs_between(1, most, &format!("1 to {most} (input, weight, bias)"))?;
+            if !(eps.is_finite() && eps >= 0.0) {
+                return Err(format!("eps {eps} is not a finite number from 0"));
+            }
+            let last = x
+                .shape
+                .last()
+                .ok_or("normalizes a scalar, which has no last axis")?;
+            for (k, what) in [(1, "weight"), (2, "bias")] {
+                if k < ins.len() {
+                    vector_of(k, last, what)?;
+                }
+            }
+            same_as_input(n, x)
+        }
+        Composite::Linear => {
+            inputs_between(2, 3, "2 or 3 (input, weight, bias)")?;
+            let w = &ins[1].shape;
+            let fits = w.len() == 2 && x.shape.last().is_some_and(|i| agree(i, &w[1]));
+            if !fits {
+                return Err(format!(
+                    "input {} and weight {} are not a Linear's [.., I] and [O, I]",
+                    shape_str(&x.shape),
+                    shape_str(w)
+                ));
+            }
+            if ins.len() == 3 {
+                vector_of(2, &w[0], "bias")?;
+            }
+            let mut out = x.shape.clone();
+            *out.last_mut()
+                .unwrap_or_else(|| unreachable!("checked above")) = w[0].clone();
+            shape_is(n, &out)
+        }
+        Composite::CausalAttention { heads } => {
+            inputs_between(1, 1, "1")?;
+            if heads == 0 || x.shape.len() != 3 {
+                return Err(format!(
+                    "reads {} with {heads} heads, not a projection [B, T, 3D] with at least one head",
+                    shape_str(&x.shape)
+                ));
+            }
+            rank_is(n, 3)?;
+            if let (Dim::Static(w3), Dim::Static(w)) = (&x.shape[2], &n.shape[2])
+                && (*w3 != 3 * w || w % heads != 0)
+            {
+                return Err(format!(
+                    "the projection's width {w3} is not 3 x {w}, or {w} is not split into \
+                     {heads} heads"
+                ));
+            }
+            let expect = [x.shape[0].clone(), x.shape[1].clone(), n.shape[2].clone()];
+            shape_is(n, &expect)
+        }
+    }
+}
+
+fn axis_below(axis: usize, x: &Node) -> Check {
+    if axis < x.shape.len() {
+        Ok(())
+    } else {
+        Err(format!(
+            "axis {axis} is out of range for {}",
+            shape_str(&x.shape)
+        ))
     }
 }
 

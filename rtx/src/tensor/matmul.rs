@@ -260,6 +260,27 @@ impl<S: Shape, E: Element> Tensor<S, E> {
     }
 }
 
+/// `a · b`, with `bias` added to every row when given, from the operands' storages and
+/// layouts alone: planned and run exactly as [`Tensor::matmul_saving_bias`] plans and runs a
+/// product (the same folding of a stack into one matrix, the same bias epilogue), for the IR
+/// executor, whose values have no shape type. Returns the dense product and its dims.
+pub(crate) fn matmul_layouts<E: Num>(
+    a: (&Storage<E>, &Layout),
+    b: (&Storage<E>, &Layout),
+    bias: Option<(&Storage<E>, &Layout)>,
+) -> Result<(Storage<E>, Vec<usize>)> {
+    let mismatch = |rule| Error::ShapeMismatch {
+        op: "matmul",
+        lhs: format!("{:?}", a.1.dims()),
+        rhs: format!("{:?}", b.1.dims()),
+        rule,
+    };
+    let (plan, dims) = plan_layouts(a.1, b.1).map_err(mismatch)?;
+    let out = product(a.0, b.0, &plan.parts(), bias)
+        .map_err(|e| e.unwrap_or_else(|| mismatch(BIAS_RULE)))?;
+    Ok((out, dims))
+}
+
 /// The rule a bias that does not fit breaks.
 const BIAS_RULE: &str = "a bias must be as long as the product's last dimension";
 

@@ -88,6 +88,19 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
     }
 
+    /// A view of shared storage: `storage` seen through `layout` (dims equal to `shape`'s,
+    /// inside the storage), with no history. The IR executor's values become tensors so.
+    pub(crate) fn from_arc_layout(storage: Arc<Storage<E>>, layout: Layout, shape: S) -> Self {
+        debug_assert_eq!(layout.dims(), &*shape.dims());
+        debug_assert!(layout.required_len() <= storage.len());
+        Tensor {
+            layout,
+            storage,
+            shape,
+            node: None,
+        }
+    }
+
     /// The storage for writing in place: `Some` only when this handle is its sole owner (no
     /// view, clone or recorded graph shares it) and the layout is dense over all of it, so a
     /// write can change no other tensor's values.

@@ -16,7 +16,7 @@ use super::{asked, back1, back2, linear};
 use crate::compile::grad::StaticOps;
 use crate::compile::{Gradients, StaticForward};
 use crate::error::ok;
-use crate::ir::{Builder, IrOp, Value};
+use crate::ir::{Builder, Value};
 use crate::nn::CausalSelfAttention;
 use crate::no_grad;
 use crate::shape::{Axes4, Const, Dim};
@@ -25,7 +25,6 @@ use crate::tensor::attention::dense;
 use rtx_backends::storage::{AttentionGrads, flash_attention_supported};
 use rtx_backends::{AttentionDims, AttentionLayout, Storage};
 use rtx_kernels::Float;
-use rtx_kernels::op::{BinaryOp, Op};
 
 impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
     StaticForward<(Tensor<(B, T, Const<D>), E>,)> for CausalSelfAttention<D, H, E>
@@ -45,27 +44,13 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
         impl FnOnce(Self::Output, &mut Gradients, bool) -> Self::ArgGrads,
     ) {
         let (b, t) = (x.dims()[0], x.dims()[1]);
-        let hd = D / H;
         let x = x.detach();
         let (x3, back_x3) = StaticOps::reshape(&x, (b, t, Const::<D>));
         let (wt, back_wt) = StaticOps::t(&self.qkv_weight.detach());
         // The bias is added by the product (in its epilogue on a GPU), as a `Linear`'s is.
         let bias = (self.qkv_bias.storage(), self.qkv_bias.layout());
         let (qkv, saved_qkv) = ok(x3.matmul_saving_bias(&wt, Some(bias)));
-        let dims = AttentionDims {
-            batch: b,
-            heads: H,
-            t_q: t,
-            t_k: t,
-            d: hd,
-            scale: 1.0 / (hd as f64).sqrt(),
-            causal: true,
-        };
-        let (y3, back_attn) = if x.device().is_cuda() && flash_attention_supported(E::DTYPE, hd) {
-            fused(&qkv, dims)
-        } else {
-            composed(&qkv, dims)
-        };
+        let (y3, back_attn) = attend(&qkv, H);
         let (y, back_y) = StaticOps::reshape(&y3, (x.dim::<0>(), x.dim::<1>(), Const::<D>));
         let (out, back_proj) = linear::train(&self.proj, &y);
         let backward = move |dout: Self::Output, grads: &mut Gradients, need_x: bool| {
@@ -86,57 +71,30 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
         (out, backward)
     }
 
-    /// The fused projection, the heads split out of it (narrow, reshape, transpose), the
-    /// queries scaled, the scores, the causal mask, a softmax as its primitive ops, the weighted values
-    /// merged back, and the output projection. The mask (`[T, T]`, true above the diagonal)
-    /// enters as the graph input `<scope>.causal_mask`: the IR has no op that builds it.
+    /// The fused projection (a `linear` node), the attention between its heads (one
+    /// `causal_attention` node, which runs [`attend`]: fused kernels or the composed
+    /// products and softmax, as here), and the output projection.
     fn emit_ir(
         &self,
         b: &mut Builder,
         (x,): (Value<(B, T, Const<D>), E>,),
     ) -> Value<(B, T, Const<D>), E> {
-        type Qkv<B, T> = (B, T, usize);
-        type Heads<B, T, const H: usize> = (B, Const<H>, T, usize);
         let w = b.param::<(usize, Const<D>), E>("qkv.weight");
-        let wt = b.t(w);
-        let raw = b.matmul(x, wt);
         let bias = b.param::<(usize,), E>("qkv.bias");
-        let qkv: Value<Qkv<B, T>, E> = b.binary(raw, bias, BinaryOp::Add);
-        let head = |b: &mut Builder, k: usize| -> Value<Heads<B, T, H>, E> {
-            let part = b.narrow::<2, usize, _, _>(qkv, k * D);
-            let split = b.reshape::<(B, T, Const<H>, usize), _, _>(part);
-            b.transpose::<1, 2, _, _>(split)
-        };
-        let (q, k, v) = (head(b, 0), head(b, 1), head(b, 2));
-        let scale = 1.0 / ((D / H) as f64).sqrt();
-        let q = b.binary_scalar(q, scale, BinaryOp::Mul, false);
-        type Scores<B, T, const H: usize> = (B, Const<H>, T, T);
-        let kt: Value<(B, Const<H>, usize, T), E> = b.transpose::<2, 3, _, _>(k);
-        // The batched products over generic dims are stated by type (`node`): the shape
-        // rules cannot prove generic dims equal.
-        let matmul = IrOp::Op(Op::MatMul);
-        let scores = b.node::<Scores<B, T, H>, E>(matmul.clone(), &[q.id(), kt.id()]);
-        let mask = b.input::<(T, T), bool>(&format!("{}causal_mask", b.scope_prefix()));
-        let neg_inf = b.constant::<E>(f64::NEG_INFINITY);
-        let fill = b.broadcast_to::<Scores<B, T, H>, (), E>(neg_inf);
-        let pick = IrOp::Op(Op::Where);
-        let masked = b.node::<Scores<B, T, H>, E>(pick, &[mask.id(), fill.id(), scores.id()]);
-        let att = b.softmax::<3, _, _>(masked);
-        let out = b.node::<Heads<B, T, H>, E>(matmul, &[att.id(), v.id()]);
-        let merged = b.transpose::<1, 2, _, _>(out);
-        let y = b.reshape::<(B, T, Const<D>), _, _>(merged);
+        let qkv = b.linear::<(B, T, usize), _, _, E>(x, w, Some(bias.id()));
+        let y = b.causal_attention::<(B, T, Const<D>), _, E>(qkv, H);
         b.scope("proj", |b| linear::emit(&self.proj, b, y))
     }
 }
 
 /// A sequence `[B, T, width]` with run-time dims: the fused projection's output `[B, T, 3D]`
 /// or the heads' output `[B, T, D]`.
-type Seq<E> = Tensor<(usize, usize, usize), E>;
+pub(crate) type Seq<E> = Tensor<(usize, usize, usize), E>;
 
 /// The backward of the attention between the fused projection's output and the output
 /// projection's input: the gradient `[B, T, 3D]` of the one for the gradient `[B, T, D]` of
 /// the other.
-type QkvBack<E> = Box<dyn FnOnce(&Seq<E>) -> Seq<E>>;
+pub(crate) type QkvBack<E> = Box<dyn FnOnce(&Seq<E>) -> Seq<E>>;
 
 /// A head view `[B, H, T, D/H]` with run-time dims.
 type Heads<E> = Tensor<(usize, usize, usize, usize), E>;
@@ -144,6 +102,29 @@ type Heads<E> = Tensor<(usize, usize, usize, usize), E>;
 /// The backward of the attention between the heads: the gradients of `q`, `k` and `v` for
 /// the gradient of its output.
 type HeadsBack<E> = Box<dyn FnOnce(&Heads<E>) -> [Option<Heads<E>>; 3]>;
+
+/// Causal attention over `heads` heads from the projection's output `qkv` `[B, T, 3D]` to
+/// the heads' output `[B, T, D]`, with its backward: the fused kernels on a GPU in f16 or
+/// bf16, the composition elsewhere. The compiled `CausalSelfAttention` and the IR's
+/// `causal_attention` node both run this.
+pub(crate) fn attend<E: Float>(qkv: &Seq<E>, heads: usize) -> (Seq<E>, QkvBack<E>) {
+    let (b, t, w3) = (qkv.dims()[0], qkv.dims()[1], qkv.dims()[2]);
+    let hd = w3 / 3 / heads;
+    let dims = AttentionDims {
+        batch: b,
+        heads,
+        t_q: t,
+        t_k: t,
+        d: hd,
+        scale: 1.0 / (hd as f64).sqrt(),
+        causal: true,
+    };
+    if qkv.device().is_cuda() && flash_attention_supported(E::DTYPE, hd) {
+        fused(qkv, dims)
+    } else {
+        composed(qkv, dims)
+    }
+}
 
 /// Causal attention from the projection's output `qkv` `[B, T, 3D]` to the heads' output
 /// `[B, T, D]` by the fused kernels (`Storage::flash_attention`): q, k and v read in place,

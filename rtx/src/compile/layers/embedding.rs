@@ -6,7 +6,7 @@
 use crate::autograd::index::index_select_back;
 use crate::compile::{Gradients, StaticForward};
 use crate::error::ok;
-use crate::ir::{Builder, IrOp, Value};
+use crate::ir::{Attrs, Builder, IrOp, Value};
 use crate::nn::Embedding;
 use crate::shape::{Const, Dim};
 use crate::tensor::Tensor;
@@ -45,7 +45,11 @@ impl<B: Dim, const V: usize, const D: usize, E: Float> StaticForward<(Tensor<(B,
 
     fn emit_ir(&self, b: &mut Builder, (ids,): (Value<(B,), i64>,)) -> Value<(B, Const<D>), E> {
         let w = b.param::<(Const<V>, Const<D>), E>("weight");
-        super::op(b, Op::IndexSelect, &[w.id(), ids.id()])
+        b.node_with(
+            IrOp::Op(Op::IndexSelect),
+            Attrs::axis(0),
+            &[w.id(), ids.id()],
+        )
     }
 }
 
@@ -90,7 +94,9 @@ impl<B: Dim, T: Dim, const V: usize, const D: usize, E: Float> StaticForward<(Te
     ) -> Value<(B, T, Const<D>), E> {
         let w = b.param::<(Const<V>, Const<D>), E>("weight");
         let flat = b.node::<(usize,), i64>(IrOp::Reshape, &[ids.id()]);
-        let rows = super::op::<(usize, Const<D>), E>(b, Op::IndexSelect, &[w.id(), flat.id()]);
+        let select = IrOp::Op(Op::IndexSelect);
+        let rows =
+            b.node_with::<(usize, Const<D>), E>(select, Attrs::axis(0), &[w.id(), flat.id()]);
         b.node(IrOp::Reshape, &[rows.id()])
     }
 }

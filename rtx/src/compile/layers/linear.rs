@@ -1,15 +1,14 @@
 //! [`StaticForward`] for [`Linear`]: the product through `MatmulGrad` (the tape's saved
 //! operands), the bias left to the caller when it asks ([`StaticForward::forward_train_deferred`]).
 
-use crate::compile::{Deferred, Gradients, StaticForward};
+use crate::compile::{Deferred, DeferredIr, Gradients, StaticForward};
 use crate::error::ok;
-use crate::ir::{Builder, IrOp, Value};
+use crate::ir::{Builder, Value};
 use crate::nn::{Linear, LinearOut};
 use crate::shape::rules::BroadcastShapes;
 use crate::shape::{Const, Shape};
 use crate::tensor::{MatmulShapes, Tensor};
 use rtx_kernels::Float;
-use rtx_kernels::op::{BinaryOp, Op};
 
 impl<S, const I: usize, const O: usize, E> StaticForward<(Tensor<S, E>,)> for Linear<I, O, E>
 where
@@ -52,6 +51,18 @@ where
 
     fn emit_ir(&self, b: &mut Builder, (x,): (Value<S, E>,)) -> Value<LinearOut<S, I, O>, E> {
         emit(self, b, x)
+    }
+
+    fn emit_ir_deferred(
+        &self,
+        b: &mut Builder,
+        (x,): (Value<S, E>,),
+    ) -> DeferredIr<Value<LinearOut<S, I, O>, E>> {
+        let w = b.param::<(Const<O>, Const<I>), E>("weight");
+        let value = b.linear::<LinearOut<S, I, O>, _, _, E>(x, w, None);
+        let bias = self.bias.as_ref();
+        let bias = bias.map(|_| b.param::<(Const<O>,), E>("bias").id());
+        DeferredIr { value, bias }
     }
 }
 
@@ -134,7 +145,7 @@ where
     (Deferred { value: raw, bias }, backward)
 }
 
-/// The IR of `layer` on `x`: the product with the transposed weight, then the bias.
+/// The IR of `layer` on `x`: one `linear` node, the product with the bias its epilogue adds.
 pub(super) fn emit<S, const I: usize, const O: usize, E>(
     layer: &Linear<I, O, E>,
     b: &mut Builder,
@@ -145,16 +156,11 @@ where
     E: Float,
 {
     let w = b.param::<(Const<O>, Const<I>), E>("weight");
-    let wt = b.node::<(Const<I>, Const<O>), E>(IrOp::Permute(vec![1, 0]), &[w.id()]);
-    let y = b.node::<LinearOut<S, I, O>, E>(IrOp::Op(Op::MatMul), &[x.id(), wt.id()]);
-    match &layer.bias {
-        Some(_) => {
-            let bias = b.param::<(Const<O>,), E>("bias");
-            let add = IrOp::Op(Op::Binary(BinaryOp::Add));
-            b.node::<LinearOut<S, I, O>, E>(add, &[y.id(), bias.id()])
-        }
-        None => y,
-    }
+    let bias = layer
+        .bias
+        .as_ref()
+        .map(|_| b.param::<(Const<O>,), E>("bias").id());
+    b.linear::<LinearOut<S, I, O>, _, _, E>(x, w, bias)
 }
 
 /// The bias `[O]` seen at the output's shape `[.., O]` (a broadcast view, no copy), without

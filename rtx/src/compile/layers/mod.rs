@@ -8,18 +8,18 @@
 //! its input, so a layer built of others (attention) can call it on a tensor of its own and
 //! still return the backward.
 //!
-//! `emit_ir` adds the primitive ops a layer computes, with their real shape types. The IR has
-//! no constants, reshapes or masks yet, so scalars (`1/D`, `eps`, a scale) are left out of
-//! the nodes that use them, and a reshape is written as a copy into the new shape.
+//! `emit_ir` adds the ops a layer computes, with their real shape types: a composite node
+//! (`linear`, `layer_norm`, `causal_attention`) where the static forward runs one kernel or
+//! library call, which the IR executor then runs too (`rtx/src/ir/exec/`).
 
 mod activation;
-mod attention;
+pub(crate) mod attention;
 mod batch_norm;
 mod conv;
 mod dropout;
 mod embedding;
-mod linear;
-mod norm;
+pub(crate) mod linear;
+pub(crate) mod norm;
 mod pool;
 
 use crate::ir::{Builder, IrOp, NodeId, Value};
