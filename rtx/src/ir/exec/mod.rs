@@ -134,7 +134,8 @@ impl Graph {
     /// b.output(p);
     /// let g = b.finish();
     ///
-    /// let fc = Linear::<3, 2>::new_no_bias(Device::Cpu, 0);
+    /// let mut fc = Linear::<3, 2>::new(Device::Cpu, 0);
+    /// fc.bias = None;
     /// let x: Tensor<(Dyn<'B'>, Const<3>)> = Tensor::ones((Dyn(4), Const), Device::Cpu);
     /// let out = g.run(&[("x", DynTensor::of(&x))], &Params::of_model(&fc))?;
     /// let want = fc.forward(&x).softmax::<1>();
