@@ -133,7 +133,7 @@ pub fn flash_attn_dense_strides(heads: usize, t: usize, d: usize) -> KernelStrid
 ///     .unwrap();
 /// assert_eq!((o[0].to_f32(), o[d].to_f32(), lse[0]), (1.0, 2.0, 0.0));
 /// ```
-#[kernel(crate = crate)]
+#[kernel(crate = crate, specialize(d = 64, 128))]
 #[allow(clippy::too_many_arguments)]
 pub fn flash_attn_fwd<T: Float>(
     q: &[T],
@@ -161,7 +161,9 @@ pub fn flash_attn_fwd<T: Float>(
     let sk: [u32; 4096];
     #[shared]
     let sv: [u32; 4096];
-    let tid = thread_idx_x();
+    // Index arithmetic within the block is 32-bit (one instruction a step where `usize` takes
+    // two); only offsets into the buffers are `usize`.
+    let tid = thread_idx_x() as u32;
     let lane = tid % 32;
     let warp = tid / 32;
     let hh = block_idx_y();
@@ -178,7 +180,10 @@ pub fn flash_attn_fwd<T: Float>(
     let q_rs = qs.stride(2);
     let k0 = n * ks.stride(0) + hh * ks.stride(1);
     let k_rs = ks.stride(2);
+    // Probabilities are exp2(s scale log2(e) - max scale log2(e)): one multiply-add and one
+    // hardware exp2 each.
     let scale = scale as T;
+    let scale2 = scale * 1.4426950408889634;
     let is_causal = causal != 0;
     // Keys this block reads: the valid ones, up to the causal limit of its last row (row `i`
     // sees keys `j` with `j + t_q <= i + t_k`).
@@ -193,22 +198,38 @@ pub fn flash_attn_fwd<T: Float>(
     }
     let tiles = (n_end + 63) / 64;
 
-    // Tile copies: this thread copies 16-byte chunk `cc` of rows `cr + 8 i`, whose swizzled
-    // place is chunk `cc ^ cr` of the row (the row mod 8 is `cr`). Chunks past d are not copied
-    // (and never read).
-    let cc = tid % 16;
-    let cr = tid / 16;
-    let c_on = cc * 8 < d;
-    let c_dst = cr * 64 + (cc ^ cr) * 4;
+    // Tile copies: a row of d elements is `d / 8` 16-byte chunks; this thread copies chunk `cc`
+    // of rows `cr + i rstep`, with `cpr` (chunks per row, rounded up to a power of two) threads
+    // to a row, so every thread copies for d 64 as for d 128. Each row it copies is `cr` mod
+    // 8, so its swizzled place is chunk `cc ^ (cr % 8)` of the row.
+    let cpr = if d <= 16 {
+        2u32
+    } else if d <= 32 {
+        4u32
+    } else if d <= 64 {
+        8u32
+    } else {
+        16u32
+    };
+    let cc = tid % cpr;
+    let cr = tid / cpr;
+    let rstep = 128 / cpr;
+    let passes = 64 / rstep;
+    let c_on = ((cc * 8) as usize) < d;
+    let c_dst = cr * 64 + (cc ^ (cr % 8)) * 4;
+    let q_at = q0 + (m0 + cr as usize) * q_rs + (cc * 8) as usize;
+    let k_at = k0 + (cr as usize) * k_rs + (cc * 8) as usize;
+    let q_pass = (rstep as usize) * q_rs;
+    let k_pass = (rstep as usize) * k_rs;
     // Q's rows (in `sv`) and the first K tile, in one group.
     for i in 0..8 {
-        let r = cr + 8 * i;
-        if c_on {
-            let len = if m0 + r < t_q { 8 } else { 0 };
-            let at = q0 + (m0 + r) * q_rs + cc * 8;
-            cp_async(&mut sv, c_dst + i * 512, q, at, len);
-            let len = if r < n_end { 8 } else { 0 };
-            cp_async(&mut sk, c_dst + i * 512, k, k0 + r * k_rs + cc * 8, len);
+        if (i as u32) < passes && c_on {
+            let r = cr + (i as u32) * rstep;
+            let dst = (c_dst + (i as u32) * rstep * 64) as usize;
+            let len = if m0 + (r as usize) < t_q { 8 } else { 0 };
+            cp_async(&mut sv, dst, q, q_at + (i as usize) * q_pass, len);
+            let len = if (r as usize) < n_end { 8 } else { 0 };
+            cp_async(&mut sk, dst, k, k_at + (i as usize) * k_pass, len);
         }
     }
     cp_async_commit();
@@ -225,8 +246,8 @@ pub fn flash_attn_fwd<T: Float>(
     let q_row = (warp * 16 + (quad % 2) * 8 + r8) * 64;
     for ks in 0..8 {
         if ks * 16 < d {
-            let ch = (2 * ks + quad / 2) ^ r8;
-            ldmatrix_x4(&mut qf, ks * 4, &sv, q_row + ch * 4);
+            let ch = (2 * (ks as u32) + quad / 2) ^ r8;
+            ldmatrix_x4(&mut qf, ks * 4, &sv, (q_row + ch * 4) as usize);
         }
     }
     // K, B fragments of k^T (16 along d x 8 keys), two key tiles per `ldmatrix_x4`: key row
@@ -241,7 +262,7 @@ pub fn flash_attn_fwd<T: Float>(
     // its quad.
     let g = lane / 4;
     let t4 = lane % 4;
-    let row0 = m0 + warp * 16 + g;
+    let row0 = m0 + (warp * 16 + g) as usize;
     let mut acc = [0.0; 64];
     let mut s = [0.0; 32];
     let mut kf = [0u32; 16];
@@ -251,6 +272,7 @@ pub fn flash_attn_fwd<T: Float>(
     // exp(scale (s - max)) (the quad's parts are added once, at the end).
     let mut row_max = [T::NEG_INFINITY; 2];
     let mut row_sum = [0.0; 2];
+    let mut alpha = [0.0; 2];
 
     let mut j = 0;
     while j < tiles {
@@ -259,12 +281,13 @@ pub fn flash_attn_fwd<T: Float>(
         // fragments, or the last V tile), which the copies below overwrite.
         cp_async_wait(0);
         sync_threads();
+        let k_tile = k_at + n0 * k_rs;
         for i in 0..8 {
-            let r = cr + 8 * i;
-            if c_on {
-                let len = if n0 + r < n_end { 8 } else { 0 };
-                let at = k0 + (n0 + r) * k_rs + cc * 8;
-                cp_async(&mut sv, c_dst + i * 512, v, at, len);
+            if (i as u32) < passes && c_on {
+                let r = n0 + (cr + (i as u32) * rstep) as usize;
+                let dst = (c_dst + (i as u32) * rstep * 64) as usize;
+                let len = if r < n_end { 8 } else { 0 };
+                cp_async(&mut sv, dst, v, k_tile + (i as usize) * k_pass, len);
             }
         }
         cp_async_commit();
@@ -277,9 +300,10 @@ pub fn flash_attn_fwd<T: Float>(
         }
         for ks in 0..8 {
             if ks * 16 < d {
+                let ch = (2 * (ks as u32) + quad % 2) ^ r8;
                 for np in 0..4 {
-                    let ch = (2 * ks + quad % 2) ^ r8;
-                    ldmatrix_x4(&mut kf, np * 4, &sk, k_row + np * 1024 + ch * 4);
+                    let word = k_row + (np as u32) * 1024 + ch * 4;
+                    ldmatrix_x4(&mut kf, np * 4, &sk, word as usize);
                 }
                 for nt in 0..8 {
                     mma_m16n8k16(&mut s, nt * 4, &qf, ks * 4, &kf, nt * 2);
@@ -293,12 +317,13 @@ pub fn flash_attn_fwd<T: Float>(
         sync_threads();
         if j + 1 < tiles {
             let n1 = n0 + 64;
+            let k_next = k_tile + 64 * k_rs;
             for i in 0..8 {
-                let r = cr + 8 * i;
-                if c_on {
-                    let len = if n1 + r < n_end { 8 } else { 0 };
-                    let at = k0 + (n1 + r) * k_rs + cc * 8;
-                    cp_async(&mut sk, c_dst + i * 512, k, at, len);
+                if (i as u32) < passes && c_on {
+                    let r = n1 + (cr + (i as u32) * rstep) as usize;
+                    let dst = (c_dst + (i as u32) * rstep * 64) as usize;
+                    let len = if r < n_end { 8 } else { 0 };
+                    cp_async(&mut sk, dst, k, k_next + (i as usize) * k_pass, len);
                 }
             }
         }
@@ -309,7 +334,7 @@ pub fn flash_attn_fwd<T: Float>(
         if n0 + 64 > kl || (is_causal && n0 + 63 + t_q > m0 + t_k) {
             for nt in 0..8 {
                 for i in 0..4 {
-                    let col = n0 + nt * 8 + t4 * 2 + i % 2;
+                    let col = n0 + nt * 8 + (t4 * 2) as usize + i % 2;
                     let row = row0 + (i / 2) * 8;
                     if col >= kl || (is_causal && col + t_q > row + t_k) {
                         s[nt * 4 + i] = T::NEG_INFINITY;
@@ -319,9 +344,7 @@ pub fn flash_attn_fwd<T: Float>(
         }
 
         // Online softmax, row by row: the new maximum over the quad, the rescale of what was
-        // summed under the old one, and the probabilities in place of the scores. Each is
-        // `exp(s scale - max scale)`, a multiply-add and an `exp`: the kernel language has no
-        // `exp2`, into which FlashAttention folds log2(e) with the scale.
+        // summed under the old one, and the probabilities in place of the scores.
         for h in 0..2 {
             let mut mx = row_max[h];
             for nt in 0..8 {
@@ -334,46 +357,43 @@ pub fn flash_attn_fwd<T: Float>(
             let base = if mx == T::NEG_INFINITY {
                 0.0
             } else {
-                mx * scale
+                mx * scale2
             };
-            let alpha = (row_max[h] * scale - base).exp();
+            alpha[h] = (row_max[h] * scale2 - base).exp2();
             row_max[h] = mx;
             let mut sum = 0.0;
             for nt in 0..8 {
                 for e in 0..2 {
-                    let p = (s[nt * 4 + h * 2 + e] * scale - base).exp();
+                    let p = (s[nt * 4 + h * 2 + e] * scale2 - base).exp2();
                     s[nt * 4 + h * 2 + e] = p;
                     sum += p;
                 }
             }
-            row_sum[h] = row_sum[h] * alpha + sum;
-            for dt in 0..16 {
-                if dt * 8 < d {
-                    acc[dt * 4 + h * 2] *= alpha;
-                    acc[dt * 4 + h * 2 + 1] *= alpha;
-                }
-            }
+            row_sum[h] = row_sum[h] * alpha[h] + sum;
         }
 
-        // O += P V. Key step `kk`'s A fragment is score tiles 2 kk and 2 kk + 1 rounded to T:
-        // registers 0 and 1 hold rows g and g + 8 of keys 2 t4.., registers 2 and 3 the same
-        // 8 keys on.
+        // O = alpha O + P V. Key step `kk`'s A fragment is score tiles 2 kk and 2 kk + 1
+        // rounded to T: registers 0 and 1 hold rows g and g + 8 of keys 2 t4.., registers 2
+        // and 3 the same 8 keys on. Keys past `n_end` have P = 0 and zero-filled V rows, so
+        // the last tile needs no branch. One branch per 16 columns of d covers the rescale and
+        // the four key steps.
         for kk in 0..4 {
             pf[kk * 4] = pack2(s[kk * 8], s[kk * 8 + 1]);
             pf[kk * 4 + 1] = pack2(s[kk * 8 + 2], s[kk * 8 + 3]);
             pf[kk * 4 + 2] = pack2(s[kk * 8 + 4], s[kk * 8 + 5]);
             pf[kk * 4 + 3] = pack2(s[kk * 8 + 6], s[kk * 8 + 7]);
         }
-        // 16-key steps wholly past `n_end` (on the last tile) have P = 0: skipped.
-        for kk in 0..4 {
-            if n0 + kk * 16 < n_end {
-                for dp in 0..8 {
-                    if dp * 16 < d {
-                        let ch = (2 * dp + quad / 2) ^ r8;
-                        ldmatrix_x4_trans(&mut vf, 0, &sv, v_row + kk * 1024 + ch * 4);
-                        mma_m16n8k16(&mut acc, dp * 8, &pf, kk * 4, &vf, 0);
-                        mma_m16n8k16(&mut acc, dp * 8 + 4, &pf, kk * 4, &vf, 2);
-                    }
+        for dp in 0..8 {
+            if dp * 16 < d {
+                for x in 0..8 {
+                    acc[dp * 8 + x] *= alpha[(x / 2) % 2];
+                }
+                let ch = (2 * (dp as u32) + quad / 2) ^ r8;
+                for kk in 0..4 {
+                    let word = v_row + (kk as u32) * 1024 + ch * 4;
+                    ldmatrix_x4_trans(&mut vf, 0, &sv, word as usize);
+                    mma_m16n8k16(&mut acc, dp * 8, &pf, kk * 4, &vf, 0);
+                    mma_m16n8k16(&mut acc, dp * 8 + 4, &pf, kk * 4, &vf, 2);
                 }
             }
         }
@@ -391,11 +411,11 @@ pub fn flash_attn_fwd<T: Float>(
         // Every row with a valid key sums at least exp(0) = 1; a row without one sums 0.
         let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
         if row < t_q {
+            let o_row = o0 + row * o_rs + (t4 * 2) as usize;
             for dt in 0..16 {
                 if dt * 8 < d {
-                    let at = o0 + row * o_rs + dt * 8 + t4 * 2;
-                    o[at] = acc[dt * 4 + h * 2] * inv;
-                    o[at + 1] = acc[dt * 4 + h * 2 + 1] * inv;
+                    o[o_row + dt * 8] = acc[dt * 4 + h * 2] * inv;
+                    o[o_row + dt * 8 + 1] = acc[dt * 4 + h * 2 + 1] * inv;
                 }
             }
             if t4 == 0 {

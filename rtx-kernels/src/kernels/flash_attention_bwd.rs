@@ -193,7 +193,7 @@ pub fn flash_attn_bwd_rowdot<T: Float>(
 /// assert!(dv.iter().all(|g| g.to_f32() == 0.5));
 /// assert!(dk.iter().all(|g| g.to_f32() == 0.0));
 /// ```
-#[kernel(crate = crate)]
+#[kernel(crate = crate, specialize(d = 64, 128))]
 pub fn flash_attn_bwd_dkdv<T: Float>(
     q: &[T],
     k: &[T],
@@ -226,7 +226,9 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     let sq: [u32; 2048];
     #[shared]
     let sdo: [u32; 2048];
-    let tid = thread_idx_x();
+    // Index arithmetic within the block is 32-bit (one instruction a step where `usize`
+    // takes two); only offsets into the buffers are `usize`.
+    let tid = thread_idx_x() as u32;
     let lane = tid % 32;
     let warp = tid / 32;
     let hh = block_idx_y();
@@ -246,6 +248,9 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     let o0 = n * os.stride(0) + hh * os.stride(1);
     let o_rs = os.stride(2);
     let scale = scale as T;
+    // Probabilities are exp2(s scale log2(e) - lse log2(e)): one multiply-add and one hardware
+    // exp2 each.
+    let scale2 = scale * 1.4426950408889634;
     let is_causal = causal != 0;
     let mut kl = t_k;
     if padded != 0 {
@@ -270,24 +275,24 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     // that is not (d <= 64) are left alone.
     let cc = tid % 16;
     let cr = tid / 16;
-    let c_on = (cc / 8) * 64 < d;
-    let c_in = cc * 8 < d;
+    let c_on = (((cc / 8) * 64) as usize) < d;
+    let c_in = ((cc * 8) as usize) < d;
     let c_dst = cr * 64 + (cc ^ cr) * 4;
     // K, V and the first dO tile, one group; keys past the valid length are zero-filled.
     if j0 < j_end && c_on {
         for i in 0..8 {
-            let r = cr + 8 * i;
+            let r = (cr + 8 * (i as u32)) as usize;
             let len = if c_in && n0 + r < kl { 8 } else { 0 };
-            let at = k0 + (n0 + r) * k_rs + cc * 8;
-            cp_async(&mut sk, c_dst + i * 512, k, at, len);
-            cp_async(&mut sv, c_dst + i * 512, v, at, len);
+            let at = k0 + (n0 + r) * k_rs + (cc * 8) as usize;
+            cp_async(&mut sk, (c_dst + (i as u32) * 512) as usize, k, at, len);
+            cp_async(&mut sv, (c_dst + (i as u32) * 512) as usize, v, at, len);
         }
         for i in 0..4 {
-            let r = cr + 8 * i;
+            let r = (cr + 8 * (i as u32)) as usize;
             let m = j0 * 32 + r;
             let len = if c_in && m < t_q { 8 } else { 0 };
-            let at = o0 + m * o_rs + cc * 8;
-            cp_async(&mut sdo, c_dst + i * 512, dout, at, len);
+            let at = o0 + m * o_rs + (cc * 8) as usize;
+            cp_async(&mut sdo, (c_dst + (i as u32) * 512) as usize, dout, at, len);
         }
     }
     cp_async_commit();
@@ -310,7 +315,7 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     // lane holds keys `key0` and `key0 + 8` of S^T and dP^T, and of dk and dv.
     let g = lane / 4;
     let t4 = lane % 4;
-    let key0 = n0 + warp * 16 + g;
+    let key0 = n0 + (warp * 16 + g) as usize;
     let mut dka = [0.0; 64];
     let mut dva = [0.0; 64];
     let mut st = [0.0; 16];
@@ -333,10 +338,10 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
         sync_threads();
         if c_on {
             for i in 0..4 {
-                let r = cr + 8 * i;
+                let r = (cr + 8 * (i as u32)) as usize;
                 let len = if c_in && m0 + r < t_q { 8 } else { 0 };
-                let at = q0 + (m0 + r) * q_rs + cc * 8;
-                cp_async(&mut sq, c_dst + i * 512, q, at, len);
+                let at = q0 + (m0 + r) * q_rs + (cc * 8) as usize;
+                cp_async(&mut sq, (c_dst + (i as u32) * 512) as usize, q, at, len);
             }
         }
         cp_async_commit();
@@ -345,7 +350,7 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
         // past t_q gets +inf: each exp below is then exp(-inf) = 0, never exp(+inf).
         for nt in 0..4 {
             for e in 0..2 {
-                let m = m0 + nt * 8 + t4 * 2 + e;
+                let m = m0 + nt * 8 + (t4 * 2) as usize + e;
                 let mut l = T::INFINITY;
                 let mut dd = 0.0;
                 if m < t_q {
@@ -355,7 +360,7 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
                 if l == T::NEG_INFINITY {
                     l = T::INFINITY;
                 }
-                lq[nt * 2 + e] = l;
+                lq[nt * 2 + e] = l * 1.4426950408889634;
                 dl[nt * 2 + e] = dd;
             }
         }
@@ -368,11 +373,11 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
             if h * 64 < d {
                 for k4 in 0..4 {
                     let ks = h * 4 + k4;
-                    let ch = (2 * ks + quad / 2) ^ r8;
-                    ldmatrix_x4(&mut af, 0, &sv, a_row + ch * 4);
+                    let ch = (2 * (ks as u32) + quad / 2) ^ r8;
+                    ldmatrix_x4(&mut af, 0, &sv, (a_row + ch * 4) as usize);
                     for np in 0..2 {
-                        let ch = (2 * ks + quad % 2) ^ r8;
-                        ldmatrix_x4(&mut bf, np * 4, &sdo, b_row + np * 1024 + ch * 4);
+                        let ch = (2 * (ks as u32) + quad % 2) ^ r8;
+                        ldmatrix_x4(&mut bf, np * 4, &sdo, (b_row + (np as u32) * 1024 + ch * 4) as usize);
                     }
                     for nt in 0..4 {
                         mma_m16n8k16(&mut dpt, nt * 4, &af, 0, &bf, nt * 2);
@@ -393,11 +398,11 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
             if h * 64 < d {
                 for k4 in 0..4 {
                     let ks = h * 4 + k4;
-                    let ch = (2 * ks + quad / 2) ^ r8;
-                    ldmatrix_x4(&mut af, 0, &sk, a_row + ch * 4);
+                    let ch = (2 * (ks as u32) + quad / 2) ^ r8;
+                    ldmatrix_x4(&mut af, 0, &sk, (a_row + ch * 4) as usize);
                     for np in 0..2 {
-                        let ch = (2 * ks + quad % 2) ^ r8;
-                        ldmatrix_x4(&mut bf, np * 4, &sq, b_row + np * 1024 + ch * 4);
+                        let ch = (2 * (ks as u32) + quad % 2) ^ r8;
+                        ldmatrix_x4(&mut bf, np * 4, &sq, (b_row + (np as u32) * 1024 + ch * 4) as usize);
                     }
                     for nt in 0..4 {
                         mma_m16n8k16(&mut st, nt * 4, &af, 0, &bf, nt * 2);
@@ -411,10 +416,10 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
         let masked = n0 + 64 > kl || (is_causal && n0 + 63 + t_q > m0 + t_k);
         for nt in 0..4 {
             for i in 0..4 {
-                let mut p = (st[nt * 4 + i] * scale - lq[nt * 2 + i % 2]).exp();
+                let mut p = (st[nt * 4 + i] * scale2 - lq[nt * 2 + i % 2]).exp2();
                 if masked {
                     let key = key0 + (i / 2) * 8;
-                    let m = m0 + nt * 8 + t4 * 2 + i % 2;
+                    let m = m0 + nt * 8 + (t4 * 2) as usize + i % 2;
                     if key >= kl || (is_causal && key + t_q > m + t_k) {
                         p = 0.0;
                     }
@@ -437,8 +442,8 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
                 for kk in 0..2 {
                     for d4 in 0..4 {
                         let dp = h * 4 + d4;
-                        let ch = (2 * dp + quad / 2) ^ r8;
-                        ldmatrix_x4_trans(&mut tf, 0, &sdo, t_row + kk * 1024 + ch * 4);
+                        let ch = (2 * (dp as u32) + quad / 2) ^ r8;
+                        ldmatrix_x4_trans(&mut tf, 0, &sdo, (t_row + (kk as u32) * 1024 + ch * 4) as usize);
                         mma_m16n8k16(&mut dva, dp * 8, &pf, kk * 4, &tf, 0);
                         mma_m16n8k16(&mut dva, dp * 8 + 4, &pf, kk * 4, &tf, 2);
                     }
@@ -450,11 +455,11 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
         sync_threads();
         if j + 1 < j_end && c_on {
             for i in 0..4 {
-                let r = cr + 8 * i;
+                let r = (cr + 8 * (i as u32)) as usize;
                 let m = m0 + 32 + r;
                 let len = if c_in && m < t_q { 8 } else { 0 };
-                let at = o0 + m * o_rs + cc * 8;
-                cp_async(&mut sdo, c_dst + i * 512, dout, at, len);
+                let at = o0 + m * o_rs + (cc * 8) as usize;
+                cp_async(&mut sdo, (c_dst + (i as u32) * 512) as usize, dout, at, len);
             }
         }
         cp_async_commit();
@@ -477,8 +482,8 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
                 for kk in 0..2 {
                     for d4 in 0..4 {
                         let dp = h * 4 + d4;
-                        let ch = (2 * dp + quad / 2) ^ r8;
-                        ldmatrix_x4_trans(&mut tf, 0, &sq, t_row + kk * 1024 + ch * 4);
+                        let ch = (2 * (dp as u32) + quad / 2) ^ r8;
+                        ldmatrix_x4_trans(&mut tf, 0, &sq, (t_row + (kk as u32) * 1024 + ch * 4) as usize);
                         mma_m16n8k16(&mut dka, dp * 8, &pf, kk * 4, &tf, 0);
                         mma_m16n8k16(&mut dka, dp * 8 + 4, &pf, kk * 4, &tf, 2);
                     }
@@ -494,7 +499,7 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
         if key < t_k {
             for dt in 0..16 {
                 if dt * 8 < d {
-                    let at = k0 + key * k_rs + dt * 8 + t4 * 2;
+                    let at = k0 + key * k_rs + dt * 8 + (t4 * 2) as usize;
                     dk[at] = dka[dt * 4 + h * 2] * scale;
                     dk[at + 1] = dka[dt * 4 + h * 2 + 1] * scale;
                     dv[at] = dva[dt * 4 + h * 2];
@@ -521,7 +526,7 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
 /// fragments of their transposes), `dS = P * (dP - D)` in f32, rounded to `T` as A fragments,
 /// and `dQ += dS K` (K read transposed). Shared memory: 32 KiB, swizzled as in
 /// [`flash_attn_bwd_dkdv()`].
-#[kernel(crate = crate)]
+#[kernel(crate = crate, specialize(d = 64, 128))]
 pub fn flash_attn_bwd_dq<T: Float>(
     q: &[T],
     k: &[T],
@@ -549,7 +554,9 @@ pub fn flash_attn_bwd_dq<T: Float>(
     let sk: [u32; 4096];
     #[shared]
     let sv: [u32; 4096];
-    let tid = thread_idx_x();
+    // Index arithmetic within the block is 32-bit (one instruction a step where `usize`
+    // takes two); only offsets into the buffers are `usize`.
+    let tid = thread_idx_x() as u32;
     let lane = tid % 32;
     let warp = tid / 32;
     let hh = block_idx_y();
@@ -569,6 +576,9 @@ pub fn flash_attn_bwd_dq<T: Float>(
     let o0 = n * os.stride(0) + hh * os.stride(1);
     let o_rs = os.stride(2);
     let scale = scale as T;
+    // Probabilities are exp2(s scale log2(e) - lse log2(e)): one multiply-add and one hardware
+    // exp2 each.
+    let scale2 = scale * 1.4426950408889634;
     let is_causal = causal != 0;
     // Keys this block reads: the valid ones, up to the causal limit of its last row (row `i`
     // sees keys `j` with `j + t_q <= i + t_k`). A block left with none stores zeros.
@@ -588,17 +598,17 @@ pub fn flash_attn_bwd_dq<T: Float>(
     // on whole halves of 64 columns: chunks past d in a half that is read are zero-filled.
     let cc = tid % 16;
     let cr = tid / 16;
-    let c_on = (cc / 8) * 64 < d;
-    let c_in = cc * 8 < d;
+    let c_on = (((cc / 8) * 64) as usize) < d;
+    let c_in = ((cc * 8) as usize) < d;
     let c_dst = cr * 64 + (cc ^ cr) * 4;
     if c_on {
         for i in 0..8 {
-            let r = cr + 8 * i;
+            let r = (cr + 8 * (i as u32)) as usize;
             let len = if c_in && m0 + r < t_q { 8 } else { 0 };
-            let at = q0 + (m0 + r) * q_rs + cc * 8;
-            cp_async(&mut sk, c_dst + i * 512, q, at, len);
-            let at = o0 + (m0 + r) * o_rs + cc * 8;
-            cp_async(&mut sv, c_dst + i * 512, dout, at, len);
+            let at = q0 + (m0 + r) * q_rs + (cc * 8) as usize;
+            cp_async(&mut sk, (c_dst + (i as u32) * 512) as usize, q, at, len);
+            let at = o0 + (m0 + r) * o_rs + (cc * 8) as usize;
+            cp_async(&mut sv, (c_dst + (i as u32) * 512) as usize, dout, at, len);
         }
     }
     cp_async_commit();
@@ -618,9 +628,9 @@ pub fn flash_attn_bwd_dq<T: Float>(
         if h * 64 < d {
             for k4 in 0..4 {
                 let ks = h * 4 + k4;
-                let ch = (2 * ks + quad / 2) ^ r8;
-                ldmatrix_x4(&mut qf, ks * 4, &sk, a_row + ch * 4);
-                ldmatrix_x4(&mut df, ks * 4, &sv, a_row + ch * 4);
+                let ch = (2 * (ks as u32) + quad / 2) ^ r8;
+                ldmatrix_x4(&mut qf, ks * 4, &sk, (a_row + ch * 4) as usize);
+                ldmatrix_x4(&mut df, ks * 4, &sv, (a_row + ch * 4) as usize);
             }
         }
     }
@@ -635,7 +645,7 @@ pub fn flash_attn_bwd_dq<T: Float>(
     // lane holds query rows `row0` and `row0 + 8`.
     let g = lane / 4;
     let t4 = lane % 4;
-    let row0 = m0 + warp * 16 + g;
+    let row0 = m0 + (warp * 16 + g) as usize;
     // lse and D of the lane's two rows; a row without a key (lse -inf) or past t_q gets +inf,
     // so each exp of it is exp(-inf) = 0.
     let mut lr = [T::INFINITY; 2];
@@ -645,7 +655,7 @@ pub fn flash_attn_bwd_dq<T: Float>(
         if row < t_q {
             let l = lse[b * t_q + row];
             if l != T::NEG_INFINITY {
-                lr[h] = l;
+                lr[h] = l * 1.4426950408889634;
             }
             dr[h] = delta[b * t_q + row];
         }
@@ -661,11 +671,11 @@ pub fn flash_attn_bwd_dq<T: Float>(
     sync_threads();
     if tiles > 0 && c_on {
         for i in 0..4 {
-            let r = cr + 8 * i;
+            let r = (cr + 8 * (i as u32)) as usize;
             let len = if c_in && r < n_end { 8 } else { 0 };
-            let at = k0 + r * k_rs + cc * 8;
-            cp_async(&mut sk, c_dst + i * 512, k, at, len);
-            cp_async(&mut sv, c_dst + i * 512, v, at, len);
+            let at = k0 + r * k_rs + (cc * 8) as usize;
+            cp_async(&mut sk, (c_dst + (i as u32) * 512) as usize, k, at, len);
+            cp_async(&mut sv, (c_dst + (i as u32) * 512) as usize, v, at, len);
         }
     }
     cp_async_commit();
@@ -673,19 +683,19 @@ pub fn flash_attn_bwd_dq<T: Float>(
     let mut j = 0;
     while j < tiles {
         let n0 = j * 32;
-        let stage = (j % 2) * 2048;
+        let stage = ((j % 2) * 2048) as u32;
         // Tile `j` has landed for every thread, and every warp is done with tile `j - 1`,
         // whose stage the copies below overwrite with tile `j + 1`.
         cp_async_wait(0);
         sync_threads();
         if j + 1 < tiles && c_on {
-            let next = ((j + 1) % 2) * 2048;
+            let next = (((j + 1) % 2) * 2048) as u32;
             for i in 0..4 {
-                let r = n0 + 32 + cr + 8 * i;
+                let r = n0 + 32 + (cr + 8 * (i as u32)) as usize;
                 let len = if c_in && r < n_end { 8 } else { 0 };
-                let at = k0 + r * k_rs + cc * 8;
-                cp_async(&mut sk, next + c_dst + i * 512, k, at, len);
-                cp_async(&mut sv, next + c_dst + i * 512, v, at, len);
+                let at = k0 + r * k_rs + (cc * 8) as usize;
+                cp_async(&mut sk, (next + c_dst + (i as u32) * 512) as usize, k, at, len);
+                cp_async(&mut sv, (next + c_dst + (i as u32) * 512) as usize, v, at, len);
             }
         }
         cp_async_commit();
@@ -699,15 +709,15 @@ pub fn flash_attn_bwd_dq<T: Float>(
             if h * 64 < d {
                 for k4 in 0..4 {
                     let ks = h * 4 + k4;
-                    let ch = (2 * ks + quad % 2) ^ r8;
+                    let ch = (2 * (ks as u32) + quad % 2) ^ r8;
                     for np in 0..2 {
-                        ldmatrix_x4(&mut kf, np * 4, &sk, stage + b_row + np * 1024 + ch * 4);
+                        ldmatrix_x4(&mut kf, np * 4, &sk, (stage + b_row + (np as u32) * 1024 + ch * 4) as usize);
                     }
                     for nt in 0..4 {
                         mma_m16n8k16(&mut s, nt * 4, &qf, ks * 4, &kf, nt * 2);
                     }
                     for np in 0..2 {
-                        ldmatrix_x4(&mut kf, np * 4, &sv, stage + b_row + np * 1024 + ch * 4);
+                        ldmatrix_x4(&mut kf, np * 4, &sv, (stage + b_row + (np as u32) * 1024 + ch * 4) as usize);
                     }
                     for nt in 0..4 {
                         mma_m16n8k16(&mut dps, nt * 4, &df, ks * 4, &kf, nt * 2);
@@ -721,9 +731,9 @@ pub fn flash_attn_bwd_dq<T: Float>(
         let masked = n0 + 32 > kl || (is_causal && n0 + 31 + t_q > m0 + t_k);
         for nt in 0..4 {
             for i in 0..4 {
-                let mut p = (s[nt * 4 + i] * scale - lr[i / 2]).exp();
+                let mut p = (s[nt * 4 + i] * scale2 - lr[i / 2]).exp2();
                 if masked {
-                    let key = n0 + nt * 8 + t4 * 2 + i % 2;
+                    let key = n0 + nt * 8 + (t4 * 2) as usize + i % 2;
                     let row = row0 + (i / 2) * 8;
                     if key >= kl || (is_causal && key + t_q > row + t_k) {
                         p = 0.0;
@@ -745,8 +755,8 @@ pub fn flash_attn_bwd_dq<T: Float>(
                 for kk in 0..2 {
                     for d4 in 0..4 {
                         let dp = h * 4 + d4;
-                        let ch = (2 * dp + quad / 2) ^ r8;
-                        ldmatrix_x4_trans(&mut tf, 0, &sk, stage + t_row + kk * 1024 + ch * 4);
+                        let ch = (2 * (dp as u32) + quad / 2) ^ r8;
+                        ldmatrix_x4_trans(&mut tf, 0, &sk, (stage + t_row + (kk as u32) * 1024 + ch * 4) as usize);
                         mma_m16n8k16(&mut acc, dp * 8, &pf, kk * 4, &tf, 0);
                         mma_m16n8k16(&mut acc, dp * 8 + 4, &pf, kk * 4, &tf, 2);
                     }
@@ -761,7 +771,7 @@ pub fn flash_attn_bwd_dq<T: Float>(
         if row < t_q {
             for dt in 0..16 {
                 if dt * 8 < d {
-                    let at = q0 + row * q_rs + dt * 8 + t4 * 2;
+                    let at = q0 + row * q_rs + dt * 8 + (t4 * 2) as usize;
                     dq[at] = acc[dt * 4 + h * 2] * scale;
                     dq[at + 1] = acc[dt * 4 + h * 2 + 1] * scale;
                 }

@@ -11,11 +11,18 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
+// them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
+// device agrees bit for bit; the integer forms after them are the same functions in software.
 __device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
   const unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
   const unsigned int e = ((unsigned int)h >> 10) & 0x1fu;
   const unsigned int m = (unsigned int)h & 0x3ffu;
   rtx_f32_bits r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r.f) : "h"(h));
+  if (e == 0x1fu && m != 0u) r.u = sign | 0x7f800000u | (m << 13);
+#else
   if (e == 0x1fu) {
     r.u = sign | 0x7f800000u | (m << 13);
   } else if (e != 0u) {
@@ -25,6 +32,7 @@ __device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
     r.f = (float)m * 5.9604644775390625e-8f;
     r.u |= sign;
   }
+#endif
   return r.f;
 }
 
@@ -35,6 +43,11 @@ __device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
   const unsigned int sign = (b.u >> 16) & 0x8000u;
   const unsigned int ax = b.u & 0x7fffffffu;
   if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
   if (ax < 0x38800000u) {
     if (ax < 0x33000000u) return (unsigned short)sign;
@@ -50,6 +63,7 @@ __device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
   const unsigned int rem = ax & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r += 1u;
   return (unsigned short)(sign | r);
+#endif
 }
 
 __device__ __forceinline__ float rtx_bf16_to_f32(unsigned short h) {
@@ -62,7 +76,13 @@ __device__ __forceinline__ unsigned short rtx_f32_to_bf16(float f) {
   rtx_f32_bits b;
   b.f = f;
   if ((b.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b.u >> 16) | 0x40u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   return (unsigned short)((b.u + 0x7fffu + ((b.u >> 16) & 1u)) >> 16);
+#endif
 }
 
 // Storage type S -> compute type acc, and back.
@@ -133,6 +153,13 @@ template <typename T, unsigned int N> __device__ __forceinline__ void rtx_store_
 // Math in the compute type.
 __device__ __forceinline__ float rtx_exp(float x) { return expf(x); }
 __device__ __forceinline__ double rtx_exp(double x) { return exp(x); }
+// One hardware instruction (about 2 ulp); a result below 2^-126 is flushed to zero.
+__device__ __forceinline__ float rtx_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ double rtx_exp2(double x) { return exp2(x); }
 __device__ __forceinline__ float rtx_ln(float x) { return logf(x); }
 __device__ __forceinline__ double rtx_ln(double x) { return log(x); }
 __device__ __forceinline__ float rtx_ln_1p(float x) { return log1pf(x); }
@@ -319,9 +346,18 @@ template <> struct rtx_mma<rtx_f16> {
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
   }
 };
-// Two compute-type values rounded to S and packed into one word, lo in the low half.
-template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi) {
-  return (unsigned int)rtx_elem<S>::narrow(lo).bits | ((unsigned int)rtx_elem<S>::narrow(hi).bits << 16);
+// Two compute-type values rounded to S and packed into one word, lo in the low half: one cvt
+// of the pair (a NaN becomes the canonical NaN here: packed words only feed mma operands).
+template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_bf16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_f16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
 }
 #endif // RTX_KERNEL_PRELUDE_MMA
 
@@ -332,9 +368,9 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
   __shared__ __attribute__((aligned(16))) unsigned int sv[4096];
   __shared__ __attribute__((aligned(16))) unsigned int sq[2048];
   __shared__ __attribute__((aligned(16))) unsigned int sdo[2048];
-  unsigned long long tid = ((unsigned long long)threadIdx.x);
-  unsigned long long lane = (tid % 32ull);
-  unsigned long long warp = (tid / 32ull);
+  unsigned int tid = ((unsigned int)(((unsigned long long)threadIdx.x)));
+  unsigned int lane = (tid % 32u);
+  unsigned int warp = (tid / 32u);
   unsigned long long hh = ((unsigned long long)blockIdx.y);
   unsigned long long n = ((unsigned long long)blockIdx.z);
   unsigned long long n0 = (((unsigned long long)blockIdx.x) * 64ull);
@@ -349,6 +385,7 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
   unsigned long long o0 = ((n * ((unsigned long long)(os).strides[0ull])) + (hh * ((unsigned long long)(os).strides[1ull])));
   unsigned long long o_rs = ((unsigned long long)(os).strides[2ull]);
   A scale_1 = ((A)(scale));
+  A scale2 = (scale_1 * A(1.4426950408889634));
   bool is_causal = (causal != 0u);
   unsigned long long kl = t_k;
   if ((padded != 0u)) {
@@ -362,38 +399,38 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
   if ((n0 >= kl)) {
     j_end = 0ull;
   }
-  unsigned long long cc = (tid % 16ull);
-  unsigned long long cr = (tid / 16ull);
-  bool c_on = (((cc / 8ull) * 64ull) < d);
-  bool c_in = ((cc * 8ull) < d);
-  unsigned long long c_dst = ((cr * 64ull) + ((cc ^ cr) * 4ull));
+  unsigned int cc = (tid % 16u);
+  unsigned int cr = (tid / 16u);
+  bool c_on = (((unsigned long long)(((cc / 8u) * 64u))) < d);
+  bool c_in = (((unsigned long long)((cc * 8u))) < d);
+  unsigned int c_dst = ((cr * 64u) + ((cc ^ cr) * 4u));
   if (((j0 < j_end) && c_on)) {
     #pragma unroll
     for (unsigned long long i = 0ull; i < 8ull; i += 1) {
-      unsigned long long r = (cr + (8ull * i));
+      unsigned long long r = ((unsigned long long)((cr + (8u * ((unsigned int)(i))))));
       unsigned long long len = ((c_in && ((n0 + r) < kl)) ? 8ull : 0ull);
-      unsigned long long at = ((k0 + ((n0 + r) * k_rs)) + (cc * 8ull));
-      rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)((c_dst + (i * 512ull)))), rtx_global_addr(k), at, len);
-      rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)((c_dst + (i * 512ull)))), rtx_global_addr(v), at, len);
+      unsigned long long at = ((k0 + ((n0 + r) * k_rs)) + ((unsigned long long)((cc * 8u))));
+      rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i)) * 512u)))))), rtx_global_addr(k), at, len);
+      rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i)) * 512u)))))), rtx_global_addr(v), at, len);
     }
     #pragma unroll
     for (unsigned long long i_1 = 0ull; i_1 < 4ull; i_1 += 1) {
-      unsigned long long r_1 = (cr + (8ull * i_1));
+      unsigned long long r_1 = ((unsigned long long)((cr + (8u * ((unsigned int)(i_1))))));
       unsigned long long m = ((j0 * 32ull) + r_1);
       unsigned long long len_1 = ((c_in && (m < t_q)) ? 8ull : 0ull);
-      unsigned long long at_1 = ((o0 + (m * o_rs)) + (cc * 8ull));
-      rtx_cp_async16<S>((rtx_smem_addr(sdo) + 4u * (unsigned int)((c_dst + (i_1 * 512ull)))), rtx_global_addr(dout), at_1, len_1);
+      unsigned long long at_1 = ((o0 + (m * o_rs)) + ((unsigned long long)((cc * 8u))));
+      rtx_cp_async16<S>((rtx_smem_addr(sdo) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i_1)) * 512u)))))), rtx_global_addr(dout), at_1, len_1);
     }
   }
   rtx_cp_async_commit();
-  unsigned long long quad = (lane / 8ull);
-  unsigned long long r8 = (lane % 8ull);
-  unsigned long long a_row = ((((warp * 16ull) + ((quad % 2ull) * 8ull)) + r8) * 64ull);
-  unsigned long long b_row = ((((quad / 2ull) * 8ull) + r8) * 64ull);
-  unsigned long long t_row = ((((quad % 2ull) * 8ull) + r8) * 64ull);
-  unsigned long long g = (lane / 4ull);
-  unsigned long long t4 = (lane % 4ull);
-  unsigned long long key0 = ((n0 + (warp * 16ull)) + g);
+  unsigned int quad = (lane / 8u);
+  unsigned int r8 = (lane % 8u);
+  unsigned int a_row = ((((warp * 16u) + ((quad % 2u) * 8u)) + r8) * 64u);
+  unsigned int b_row = ((((quad / 2u) * 8u) + r8) * 64u);
+  unsigned int t_row = ((((quad % 2u) * 8u) + r8) * 64u);
+  unsigned int g = (lane / 4u);
+  unsigned int t4 = (lane % 4u);
+  unsigned long long key0 = (n0 + ((unsigned long long)(((warp * 16u) + g))));
   const A rtx_t0 = A(0.0);
   A dka[64];
   #pragma unroll
@@ -442,10 +479,10 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
     if (c_on) {
       #pragma unroll
       for (unsigned long long i_2 = 0ull; i_2 < 4ull; i_2 += 1) {
-        unsigned long long r_2 = (cr + (8ull * i_2));
+        unsigned long long r_2 = ((unsigned long long)((cr + (8u * ((unsigned int)(i_2))))));
         unsigned long long len_2 = ((c_in && ((m0 + r_2) < t_q)) ? 8ull : 0ull);
-        unsigned long long at_2 = ((q0 + ((m0 + r_2) * q_rs)) + (cc * 8ull));
-        rtx_cp_async16<S>((rtx_smem_addr(sq) + 4u * (unsigned int)((c_dst + (i_2 * 512ull)))), rtx_global_addr(q), at_2, len_2);
+        unsigned long long at_2 = ((q0 + ((m0 + r_2) * q_rs)) + ((unsigned long long)((cc * 8u))));
+        rtx_cp_async16<S>((rtx_smem_addr(sq) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i_2)) * 512u)))))), rtx_global_addr(q), at_2, len_2);
       }
     }
     rtx_cp_async_commit();
@@ -453,7 +490,7 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
     for (unsigned long long nt = 0ull; nt < 4ull; nt += 1) {
       #pragma unroll
       for (unsigned long long e = 0ull; e < 2ull; e += 1) {
-        unsigned long long m_1 = (((m0 + (nt * 8ull)) + (t4 * 2ull)) + e);
+        unsigned long long m_1 = (((m0 + (nt * 8ull)) + ((unsigned long long)((t4 * 2u)))) + e);
         A l = rtx_inf<A>();
         A dd = A(0.0);
         if ((m_1 < t_q)) {
@@ -463,7 +500,7 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
         if ((l == (-rtx_inf<A>()))) {
           l = rtx_inf<A>();
         }
-        lq[((nt * 2ull) + e)] = l;
+        lq[((nt * 2ull) + e)] = (l * A(1.4426950408889634));
         dl[((nt * 2ull) + e)] = dd;
       }
     }
@@ -477,12 +514,12 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
         #pragma unroll
         for (unsigned long long k4 = 0ull; k4 < 4ull; k4 += 1) {
           unsigned long long ks_1 = ((h * 4ull) + k4);
-          unsigned long long ch = (((2ull * ks_1) + (quad / 2ull)) ^ r8);
-          rtx_ldmatrix_x4(af[(0ull) + 0ull], af[(0ull) + 1ull], af[(0ull) + 2ull], af[(0ull) + 3ull], (rtx_smem_addr(sv) + 4u * (unsigned int)((a_row + (ch * 4ull)))));
+          unsigned int ch = (((2u * ((unsigned int)(ks_1))) + (quad / 2u)) ^ r8);
+          rtx_ldmatrix_x4(af[(0ull) + 0ull], af[(0ull) + 1ull], af[(0ull) + 2ull], af[(0ull) + 3ull], (rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)((a_row + (ch * 4u)))))));
           #pragma unroll
           for (unsigned long long np = 0ull; np < 2ull; np += 1) {
-            unsigned long long ch_1 = (((2ull * ks_1) + (quad % 2ull)) ^ r8);
-            rtx_ldmatrix_x4(bf[((np * 4ull)) + 0ull], bf[((np * 4ull)) + 1ull], bf[((np * 4ull)) + 2ull], bf[((np * 4ull)) + 3ull], (rtx_smem_addr(sdo) + 4u * (unsigned int)(((b_row + (np * 1024ull)) + (ch_1 * 4ull)))));
+            unsigned int ch_1 = (((2u * ((unsigned int)(ks_1))) + (quad % 2u)) ^ r8);
+            rtx_ldmatrix_x4(bf[((np * 4ull)) + 0ull], bf[((np * 4ull)) + 1ull], bf[((np * 4ull)) + 2ull], bf[((np * 4ull)) + 3ull], (rtx_smem_addr(sdo) + 4u * (unsigned int)(((unsigned long long)(((b_row + (((unsigned int)(np)) * 1024u)) + (ch_1 * 4u)))))));
           }
           #pragma unroll
           for (unsigned long long nt_1 = 0ull; nt_1 < 4ull; nt_1 += 1) {
@@ -503,12 +540,12 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
         #pragma unroll
         for (unsigned long long k4_1 = 0ull; k4_1 < 4ull; k4_1 += 1) {
           unsigned long long ks_2 = ((h_1 * 4ull) + k4_1);
-          unsigned long long ch_2 = (((2ull * ks_2) + (quad / 2ull)) ^ r8);
-          rtx_ldmatrix_x4(af[(0ull) + 0ull], af[(0ull) + 1ull], af[(0ull) + 2ull], af[(0ull) + 3ull], (rtx_smem_addr(sk) + 4u * (unsigned int)((a_row + (ch_2 * 4ull)))));
+          unsigned int ch_2 = (((2u * ((unsigned int)(ks_2))) + (quad / 2u)) ^ r8);
+          rtx_ldmatrix_x4(af[(0ull) + 0ull], af[(0ull) + 1ull], af[(0ull) + 2ull], af[(0ull) + 3ull], (rtx_smem_addr(sk) + 4u * (unsigned int)(((unsigned long long)((a_row + (ch_2 * 4u)))))));
           #pragma unroll
           for (unsigned long long np_1 = 0ull; np_1 < 2ull; np_1 += 1) {
-            unsigned long long ch_3 = (((2ull * ks_2) + (quad % 2ull)) ^ r8);
-            rtx_ldmatrix_x4(bf[((np_1 * 4ull)) + 0ull], bf[((np_1 * 4ull)) + 1ull], bf[((np_1 * 4ull)) + 2ull], bf[((np_1 * 4ull)) + 3ull], (rtx_smem_addr(sq) + 4u * (unsigned int)(((b_row + (np_1 * 1024ull)) + (ch_3 * 4ull)))));
+            unsigned int ch_3 = (((2u * ((unsigned int)(ks_2))) + (quad % 2u)) ^ r8);
+            rtx_ldmatrix_x4(bf[((np_1 * 4ull)) + 0ull], bf[((np_1 * 4ull)) + 1ull], bf[((np_1 * 4ull)) + 2ull], bf[((np_1 * 4ull)) + 3ull], (rtx_smem_addr(sq) + 4u * (unsigned int)(((unsigned long long)(((b_row + (((unsigned int)(np_1)) * 1024u)) + (ch_3 * 4u)))))));
           }
           #pragma unroll
           for (unsigned long long nt_2 = 0ull; nt_2 < 4ull; nt_2 += 1) {
@@ -522,10 +559,10 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
     for (unsigned long long nt_3 = 0ull; nt_3 < 4ull; nt_3 += 1) {
       #pragma unroll
       for (unsigned long long i_3 = 0ull; i_3 < 4ull; i_3 += 1) {
-        A p = rtx_exp(((st[((nt_3 * 4ull) + i_3)] * scale_1) - lq[((nt_3 * 2ull) + (i_3 % 2ull))]));
+        A p = rtx_exp2(((st[((nt_3 * 4ull) + i_3)] * scale2) - lq[((nt_3 * 2ull) + (i_3 % 2ull))]));
         if (masked) {
           unsigned long long key = (key0 + ((i_3 / 2ull) * 8ull));
-          unsigned long long m_2 = (((m0 + (nt_3 * 8ull)) + (t4 * 2ull)) + (i_3 % 2ull));
+          unsigned long long m_2 = (((m0 + (nt_3 * 8ull)) + ((unsigned long long)((t4 * 2u)))) + (i_3 % 2ull));
           if (((key >= kl) || (is_causal && ((key + t_q) > (m_2 + t_k))))) {
             p = A(0.0);
           }
@@ -548,8 +585,8 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
           #pragma unroll
           for (unsigned long long d4 = 0ull; d4 < 4ull; d4 += 1) {
             unsigned long long dp = ((h_2 * 4ull) + d4);
-            unsigned long long ch_4 = (((2ull * dp) + (quad / 2ull)) ^ r8);
-            rtx_ldmatrix_x4_trans(tf[(0ull) + 0ull], tf[(0ull) + 1ull], tf[(0ull) + 2ull], tf[(0ull) + 3ull], (rtx_smem_addr(sdo) + 4u * (unsigned int)(((t_row + (kk_1 * 1024ull)) + (ch_4 * 4ull)))));
+            unsigned int ch_4 = (((2u * ((unsigned int)(dp))) + (quad / 2u)) ^ r8);
+            rtx_ldmatrix_x4_trans(tf[(0ull) + 0ull], tf[(0ull) + 1ull], tf[(0ull) + 2ull], tf[(0ull) + 3ull], (rtx_smem_addr(sdo) + 4u * (unsigned int)(((unsigned long long)(((t_row + (((unsigned int)(kk_1)) * 1024u)) + (ch_4 * 4u)))))));
             rtx_mma<S>::m16n8k16(dva[((dp * 8ull)) + 0ull], dva[((dp * 8ull)) + 1ull], dva[((dp * 8ull)) + 2ull], dva[((dp * 8ull)) + 3ull], pf[((kk_1 * 4ull)) + 0ull], pf[((kk_1 * 4ull)) + 1ull], pf[((kk_1 * 4ull)) + 2ull], pf[((kk_1 * 4ull)) + 3ull], tf[(0ull) + 0ull], tf[(0ull) + 1ull]);
             rtx_mma<S>::m16n8k16(dva[(((dp * 8ull) + 4ull)) + 0ull], dva[(((dp * 8ull) + 4ull)) + 1ull], dva[(((dp * 8ull) + 4ull)) + 2ull], dva[(((dp * 8ull) + 4ull)) + 3ull], pf[((kk_1 * 4ull)) + 0ull], pf[((kk_1 * 4ull)) + 1ull], pf[((kk_1 * 4ull)) + 2ull], pf[((kk_1 * 4ull)) + 3ull], tf[(2ull) + 0ull], tf[(2ull) + 1ull]);
           }
@@ -560,11 +597,11 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
     if ((((j + 1ull) < j_end) && c_on)) {
       #pragma unroll
       for (unsigned long long i_4 = 0ull; i_4 < 4ull; i_4 += 1) {
-        unsigned long long r_3 = (cr + (8ull * i_4));
+        unsigned long long r_3 = ((unsigned long long)((cr + (8u * ((unsigned int)(i_4))))));
         unsigned long long m_3 = ((m0 + 32ull) + r_3);
         unsigned long long len_3 = ((c_in && (m_3 < t_q)) ? 8ull : 0ull);
-        unsigned long long at_3 = ((o0 + (m_3 * o_rs)) + (cc * 8ull));
-        rtx_cp_async16<S>((rtx_smem_addr(sdo) + 4u * (unsigned int)((c_dst + (i_4 * 512ull)))), rtx_global_addr(dout), at_3, len_3);
+        unsigned long long at_3 = ((o0 + (m_3 * o_rs)) + ((unsigned long long)((cc * 8u))));
+        rtx_cp_async16<S>((rtx_smem_addr(sdo) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i_4)) * 512u)))))), rtx_global_addr(dout), at_3, len_3);
       }
     }
     rtx_cp_async_commit();
@@ -590,8 +627,8 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
           #pragma unroll
           for (unsigned long long d4_1 = 0ull; d4_1 < 4ull; d4_1 += 1) {
             unsigned long long dp_1 = ((h_3 * 4ull) + d4_1);
-            unsigned long long ch_5 = (((2ull * dp_1) + (quad / 2ull)) ^ r8);
-            rtx_ldmatrix_x4_trans(tf[(0ull) + 0ull], tf[(0ull) + 1ull], tf[(0ull) + 2ull], tf[(0ull) + 3ull], (rtx_smem_addr(sq) + 4u * (unsigned int)(((t_row + (kk_3 * 1024ull)) + (ch_5 * 4ull)))));
+            unsigned int ch_5 = (((2u * ((unsigned int)(dp_1))) + (quad / 2u)) ^ r8);
+            rtx_ldmatrix_x4_trans(tf[(0ull) + 0ull], tf[(0ull) + 1ull], tf[(0ull) + 2ull], tf[(0ull) + 3ull], (rtx_smem_addr(sq) + 4u * (unsigned int)(((unsigned long long)(((t_row + (((unsigned int)(kk_3)) * 1024u)) + (ch_5 * 4u)))))));
             rtx_mma<S>::m16n8k16(dka[((dp_1 * 8ull)) + 0ull], dka[((dp_1 * 8ull)) + 1ull], dka[((dp_1 * 8ull)) + 2ull], dka[((dp_1 * 8ull)) + 3ull], pf[((kk_3 * 4ull)) + 0ull], pf[((kk_3 * 4ull)) + 1ull], pf[((kk_3 * 4ull)) + 2ull], pf[((kk_3 * 4ull)) + 3ull], tf[(0ull) + 0ull], tf[(0ull) + 1ull]);
             rtx_mma<S>::m16n8k16(dka[(((dp_1 * 8ull) + 4ull)) + 0ull], dka[(((dp_1 * 8ull) + 4ull)) + 1ull], dka[(((dp_1 * 8ull) + 4ull)) + 2ull], dka[(((dp_1 * 8ull) + 4ull)) + 3ull], pf[((kk_3 * 4ull)) + 0ull], pf[((kk_3 * 4ull)) + 1ull], pf[((kk_3 * 4ull)) + 2ull], pf[((kk_3 * 4ull)) + 3ull], tf[(2ull) + 0ull], tf[(2ull) + 1ull]);
           }
@@ -607,7 +644,7 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
       #pragma unroll
       for (unsigned long long dt = 0ull; dt < 16ull; dt += 1) {
         if (((dt * 8ull) < d)) {
-          unsigned long long at_4 = (((k0 + (key_1 * k_rs)) + (dt * 8ull)) + (t4 * 2ull));
+          unsigned long long at_4 = (((k0 + (key_1 * k_rs)) + (dt * 8ull)) + ((unsigned long long)((t4 * 2u))));
           const unsigned long long rtx_t20 = at_4;
           dk[rtx_t20] = rtx_elem<S>::narrow((dka[((dt * 4ull) + (h_4 * 2ull))] * scale_1));
           const unsigned long long rtx_t21 = (at_4 + 1ull);
@@ -623,8 +660,20 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
 }
 
 extern "C" __global__ void flash_attn_bwd_dkdv_f16(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dk, rtx_f16* dv, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
-  flash_attn_bwd_dkdv_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dk, dv, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+  if (d == 64ull) {
+    flash_attn_bwd_dkdv_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dk, dv, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
+  } else if (d == 128ull) {
+    flash_attn_bwd_dkdv_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dk, dv, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded);
+  } else {
+    flash_attn_bwd_dkdv_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dk, dv, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+  }
 }
 extern "C" __global__ void flash_attn_bwd_dkdv_bf16(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dk, rtx_bf16* dv, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
-  flash_attn_bwd_dkdv_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dk, dv, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+  if (d == 64ull) {
+    flash_attn_bwd_dkdv_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dk, dv, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
+  } else if (d == 128ull) {
+    flash_attn_bwd_dkdv_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dk, dv, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded);
+  } else {
+    flash_attn_bwd_dkdv_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dk, dv, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+  }
 }

@@ -11,11 +11,18 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
+// them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
+// device agrees bit for bit; the integer forms after them are the same functions in software.
 __device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
   const unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
   const unsigned int e = ((unsigned int)h >> 10) & 0x1fu;
   const unsigned int m = (unsigned int)h & 0x3ffu;
   rtx_f32_bits r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r.f) : "h"(h));
+  if (e == 0x1fu && m != 0u) r.u = sign | 0x7f800000u | (m << 13);
+#else
   if (e == 0x1fu) {
     r.u = sign | 0x7f800000u | (m << 13);
   } else if (e != 0u) {
@@ -25,6 +32,7 @@ __device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
     r.f = (float)m * 5.9604644775390625e-8f;
     r.u |= sign;
   }
+#endif
   return r.f;
 }
 
@@ -35,6 +43,11 @@ __device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
   const unsigned int sign = (b.u >> 16) & 0x8000u;
   const unsigned int ax = b.u & 0x7fffffffu;
   if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
   if (ax < 0x38800000u) {
     if (ax < 0x33000000u) return (unsigned short)sign;
@@ -50,6 +63,7 @@ __device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
   const unsigned int rem = ax & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r += 1u;
   return (unsigned short)(sign | r);
+#endif
 }
 
 __device__ __forceinline__ float rtx_bf16_to_f32(unsigned short h) {
@@ -62,7 +76,13 @@ __device__ __forceinline__ unsigned short rtx_f32_to_bf16(float f) {
   rtx_f32_bits b;
   b.f = f;
   if ((b.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b.u >> 16) | 0x40u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   return (unsigned short)((b.u + 0x7fffu + ((b.u >> 16) & 1u)) >> 16);
+#endif
 }
 
 // Storage type S -> compute type acc, and back.
@@ -133,6 +153,13 @@ template <typename T, unsigned int N> __device__ __forceinline__ void rtx_store_
 // Math in the compute type.
 __device__ __forceinline__ float rtx_exp(float x) { return expf(x); }
 __device__ __forceinline__ double rtx_exp(double x) { return exp(x); }
+// One hardware instruction (about 2 ulp); a result below 2^-126 is flushed to zero.
+__device__ __forceinline__ float rtx_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ double rtx_exp2(double x) { return exp2(x); }
 __device__ __forceinline__ float rtx_ln(float x) { return logf(x); }
 __device__ __forceinline__ double rtx_ln(double x) { return log(x); }
 __device__ __forceinline__ float rtx_ln_1p(float x) { return log1pf(x); }
@@ -319,9 +346,18 @@ template <> struct rtx_mma<rtx_f16> {
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
   }
 };
-// Two compute-type values rounded to S and packed into one word, lo in the low half.
-template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi) {
-  return (unsigned int)rtx_elem<S>::narrow(lo).bits | ((unsigned int)rtx_elem<S>::narrow(hi).bits << 16);
+// Two compute-type values rounded to S and packed into one word, lo in the low half: one cvt
+// of the pair (a NaN becomes the canonical NaN here: packed words only feed mma operands).
+template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_bf16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_f16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
 }
 #endif // RTX_KERNEL_PRELUDE_MMA
 
@@ -330,9 +366,9 @@ template <typename S, typename A>
 __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, const S* v, S* o, A* lse, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
   __shared__ __attribute__((aligned(16))) unsigned int sk[4096];
   __shared__ __attribute__((aligned(16))) unsigned int sv[4096];
-  unsigned long long tid = ((unsigned long long)threadIdx.x);
-  unsigned long long lane = (tid % 32ull);
-  unsigned long long warp = (tid / 32ull);
+  unsigned int tid = ((unsigned int)(((unsigned long long)threadIdx.x)));
+  unsigned int lane = (tid % 32u);
+  unsigned int warp = (tid / 32u);
   unsigned long long hh = ((unsigned long long)blockIdx.y);
   unsigned long long n = ((unsigned long long)blockIdx.z);
   unsigned long long m0 = (((unsigned long long)blockIdx.x) * 64ull);
@@ -345,6 +381,7 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
   unsigned long long k0 = ((n * ((unsigned long long)(ks).strides[0ull])) + (hh * ((unsigned long long)(ks).strides[1ull])));
   unsigned long long k_rs = ((unsigned long long)(ks).strides[2ull]);
   A scale_1 = ((A)(scale));
+  A scale2 = (scale_1 * A(1.4426950408889634));
   bool is_causal = (causal != 0u);
   unsigned long long kl = t_k;
   if ((padded != 0u)) {
@@ -356,43 +393,50 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
     n_end = ((lim > t_q) ? rtx_min(n_end, (lim - t_q)) : 0ull);
   }
   unsigned long long tiles = ((n_end + 63ull) / 64ull);
-  unsigned long long cc = (tid % 16ull);
-  unsigned long long cr = (tid / 16ull);
-  bool c_on = ((cc * 8ull) < d);
-  unsigned long long c_dst = ((cr * 64ull) + ((cc ^ cr) * 4ull));
+  unsigned int cpr = ((d <= 16ull) ? 2u : ((d <= 32ull) ? 4u : ((d <= 64ull) ? 8u : 16u)));
+  unsigned int cc = (tid % cpr);
+  unsigned int cr = (tid / cpr);
+  unsigned int rstep = (128u / cpr);
+  unsigned int passes = (64u / rstep);
+  bool c_on = (((unsigned long long)((cc * 8u))) < d);
+  unsigned int c_dst = ((cr * 64u) + ((cc ^ (cr % 8u)) * 4u));
+  unsigned long long q_at = ((q0 + ((m0 + ((unsigned long long)(cr))) * q_rs)) + ((unsigned long long)((cc * 8u))));
+  unsigned long long k_at = ((k0 + (((unsigned long long)(cr)) * k_rs)) + ((unsigned long long)((cc * 8u))));
+  unsigned long long q_pass = (((unsigned long long)(rstep)) * q_rs);
+  unsigned long long k_pass = (((unsigned long long)(rstep)) * k_rs);
   #pragma unroll
   for (unsigned long long i = 0ull; i < 8ull; i += 1) {
-    unsigned long long r = (cr + (8ull * i));
-    if (c_on) {
-      unsigned long long len = (((m0 + r) < t_q) ? 8ull : 0ull);
-      unsigned long long at = ((q0 + ((m0 + r) * q_rs)) + (cc * 8ull));
-      rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)((c_dst + (i * 512ull)))), rtx_global_addr(q), at, len);
-      unsigned long long len_1 = ((r < n_end) ? 8ull : 0ull);
-      rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)((c_dst + (i * 512ull)))), rtx_global_addr(k), ((k0 + (r * k_rs)) + (cc * 8ull)), len_1);
+    if (((((unsigned int)(i)) < passes) && c_on)) {
+      unsigned int r = (cr + (((unsigned int)(i)) * rstep));
+      unsigned long long dst = ((unsigned long long)((c_dst + ((((unsigned int)(i)) * rstep) * 64u))));
+      unsigned long long len = (((m0 + ((unsigned long long)(r))) < t_q) ? 8ull : 0ull);
+      rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(dst)), rtx_global_addr(q), (q_at + (i * q_pass)), len);
+      unsigned long long len_1 = ((((unsigned long long)(r)) < n_end) ? 8ull : 0ull);
+      rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(dst)), rtx_global_addr(k), (k_at + (i * k_pass)), len_1);
     }
   }
   rtx_cp_async_commit();
   rtx_cp_async_wait<0>();
   __syncthreads();
-  unsigned long long quad = (lane / 8ull);
-  unsigned long long r8 = (lane % 8ull);
+  unsigned int quad = (lane / 8u);
+  unsigned int r8 = (lane % 8u);
   const unsigned int rtx_t0 = 0u;
   unsigned int qf[32];
   #pragma unroll
   for (int rtx_t1 = 0; rtx_t1 < 32; ++rtx_t1) qf[rtx_t1] = rtx_t0;
-  unsigned long long q_row = ((((warp * 16ull) + ((quad % 2ull) * 8ull)) + r8) * 64ull);
+  unsigned int q_row = ((((warp * 16u) + ((quad % 2u) * 8u)) + r8) * 64u);
   #pragma unroll
   for (unsigned long long ks_1 = 0ull; ks_1 < 8ull; ks_1 += 1) {
     if (((ks_1 * 16ull) < d)) {
-      unsigned long long ch = (((2ull * ks_1) + (quad / 2ull)) ^ r8);
-      rtx_ldmatrix_x4(qf[((ks_1 * 4ull)) + 0ull], qf[((ks_1 * 4ull)) + 1ull], qf[((ks_1 * 4ull)) + 2ull], qf[((ks_1 * 4ull)) + 3ull], (rtx_smem_addr(sv) + 4u * (unsigned int)((q_row + (ch * 4ull)))));
+      unsigned int ch = (((2u * ((unsigned int)(ks_1))) + (quad / 2u)) ^ r8);
+      rtx_ldmatrix_x4(qf[((ks_1 * 4ull)) + 0ull], qf[((ks_1 * 4ull)) + 1ull], qf[((ks_1 * 4ull)) + 2ull], qf[((ks_1 * 4ull)) + 3ull], (rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)((q_row + (ch * 4u)))))));
     }
   }
-  unsigned long long k_row = ((((quad / 2ull) * 8ull) + r8) * 64ull);
-  unsigned long long v_row = ((((quad % 2ull) * 8ull) + r8) * 64ull);
-  unsigned long long g = (lane / 4ull);
-  unsigned long long t4 = (lane % 4ull);
-  unsigned long long row0 = ((m0 + (warp * 16ull)) + g);
+  unsigned int k_row = ((((quad / 2u) * 8u) + r8) * 64u);
+  unsigned int v_row = ((((quad % 2u) * 8u) + r8) * 64u);
+  unsigned int g = (lane / 4u);
+  unsigned int t4 = (lane % 4u);
+  unsigned long long row0 = (m0 + ((unsigned long long)(((warp * 16u) + g))));
   const A rtx_t2 = A(0.0);
   A acc[64];
   #pragma unroll
@@ -421,18 +465,23 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
   A row_sum[2];
   #pragma unroll
   for (int rtx_t15 = 0; rtx_t15 < 2; ++rtx_t15) row_sum[rtx_t15] = rtx_t14;
+  const A rtx_t16 = A(0.0);
+  A alpha[2];
+  #pragma unroll
+  for (int rtx_t17 = 0; rtx_t17 < 2; ++rtx_t17) alpha[rtx_t17] = rtx_t16;
   unsigned long long j = 0ull;
   while ((j < tiles)) {
     unsigned long long n0 = (j * 64ull);
     rtx_cp_async_wait<0>();
     __syncthreads();
+    unsigned long long k_tile = (k_at + (n0 * k_rs));
     #pragma unroll
     for (unsigned long long i_1 = 0ull; i_1 < 8ull; i_1 += 1) {
-      unsigned long long r_1 = (cr + (8ull * i_1));
-      if (c_on) {
-        unsigned long long len_2 = (((n0 + r_1) < n_end) ? 8ull : 0ull);
-        unsigned long long at_1 = ((k0 + ((n0 + r_1) * k_rs)) + (cc * 8ull));
-        rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)((c_dst + (i_1 * 512ull)))), rtx_global_addr(v), at_1, len_2);
+      if (((((unsigned int)(i_1)) < passes) && c_on)) {
+        unsigned long long r_1 = (n0 + ((unsigned long long)((cr + (((unsigned int)(i_1)) * rstep)))));
+        unsigned long long dst_1 = ((unsigned long long)((c_dst + ((((unsigned int)(i_1)) * rstep) * 64u))));
+        unsigned long long len_2 = ((r_1 < n_end) ? 8ull : 0ull);
+        rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(dst_1)), rtx_global_addr(v), (k_tile + (i_1 * k_pass)), len_2);
       }
     }
     rtx_cp_async_commit();
@@ -443,10 +492,11 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
     #pragma unroll
     for (unsigned long long ks_2 = 0ull; ks_2 < 8ull; ks_2 += 1) {
       if (((ks_2 * 16ull) < d)) {
+        unsigned int ch_1 = (((2u * ((unsigned int)(ks_2))) + (quad % 2u)) ^ r8);
         #pragma unroll
         for (unsigned long long np = 0ull; np < 4ull; np += 1) {
-          unsigned long long ch_1 = (((2ull * ks_2) + (quad % 2ull)) ^ r8);
-          rtx_ldmatrix_x4(kf[((np * 4ull)) + 0ull], kf[((np * 4ull)) + 1ull], kf[((np * 4ull)) + 2ull], kf[((np * 4ull)) + 3ull], (rtx_smem_addr(sk) + 4u * (unsigned int)(((k_row + (np * 1024ull)) + (ch_1 * 4ull)))));
+          unsigned int word = ((k_row + (((unsigned int)(np)) * 1024u)) + (ch_1 * 4u));
+          rtx_ldmatrix_x4(kf[((np * 4ull)) + 0ull], kf[((np * 4ull)) + 1ull], kf[((np * 4ull)) + 2ull], kf[((np * 4ull)) + 3ull], (rtx_smem_addr(sk) + 4u * (unsigned int)(((unsigned long long)(word)))));
         }
         #pragma unroll
         for (unsigned long long nt = 0ull; nt < 8ull; nt += 1) {
@@ -458,13 +508,14 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
     __syncthreads();
     if (((j + 1ull) < tiles)) {
       unsigned long long n1 = (n0 + 64ull);
+      unsigned long long k_next = (k_tile + (64ull * k_rs));
       #pragma unroll
       for (unsigned long long i_2 = 0ull; i_2 < 8ull; i_2 += 1) {
-        unsigned long long r_2 = (cr + (8ull * i_2));
-        if (c_on) {
-          unsigned long long len_3 = (((n1 + r_2) < n_end) ? 8ull : 0ull);
-          unsigned long long at_2 = ((k0 + ((n1 + r_2) * k_rs)) + (cc * 8ull));
-          rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)((c_dst + (i_2 * 512ull)))), rtx_global_addr(k), at_2, len_3);
+        if (((((unsigned int)(i_2)) < passes) && c_on)) {
+          unsigned long long r_2 = (n1 + ((unsigned long long)((cr + (((unsigned int)(i_2)) * rstep)))));
+          unsigned long long dst_2 = ((unsigned long long)((c_dst + ((((unsigned int)(i_2)) * rstep) * 64u))));
+          unsigned long long len_3 = ((r_2 < n_end) ? 8ull : 0ull);
+          rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(dst_2)), rtx_global_addr(k), (k_next + (i_2 * k_pass)), len_3);
         }
       }
     }
@@ -474,7 +525,7 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
       for (unsigned long long nt_1 = 0ull; nt_1 < 8ull; nt_1 += 1) {
         #pragma unroll
         for (unsigned long long i_3 = 0ull; i_3 < 4ull; i_3 += 1) {
-          unsigned long long col = (((n0 + (nt_1 * 8ull)) + (t4 * 2ull)) + (i_3 % 2ull));
+          unsigned long long col = (((n0 + (nt_1 * 8ull)) + ((unsigned long long)((t4 * 2u)))) + (i_3 % 2ull));
           unsigned long long row = (row0 + ((i_3 / 2ull) * 8ull));
           if (((col >= kl) || (is_causal && ((col + t_q) > (row + t_k))))) {
             s[((nt_1 * 4ull) + i_3)] = (-rtx_inf<A>());
@@ -491,27 +542,20 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
       }
       mx = rtx_max(mx, rtx_shfl_xor(mx, 1u));
       mx = rtx_max(mx, rtx_shfl_xor(mx, 2u));
-      A base = ((mx == (-rtx_inf<A>())) ? A(0.0) : (mx * scale_1));
-      A alpha = rtx_exp(((row_max[h] * scale_1) - base));
+      A base = ((mx == (-rtx_inf<A>())) ? A(0.0) : (mx * scale2));
+      alpha[h] = rtx_exp2(((row_max[h] * scale2) - base));
       row_max[h] = mx;
       A sum = A(0.0);
       #pragma unroll
       for (unsigned long long nt_3 = 0ull; nt_3 < 8ull; nt_3 += 1) {
         #pragma unroll
         for (unsigned long long e = 0ull; e < 2ull; e += 1) {
-          A p = rtx_exp(((s[(((nt_3 * 4ull) + (h * 2ull)) + e)] * scale_1) - base));
+          A p = rtx_exp2(((s[(((nt_3 * 4ull) + (h * 2ull)) + e)] * scale2) - base));
           s[(((nt_3 * 4ull) + (h * 2ull)) + e)] = p;
           sum += p;
         }
       }
-      row_sum[h] = ((row_sum[h] * alpha) + sum);
-      #pragma unroll
-      for (unsigned long long dt = 0ull; dt < 16ull; dt += 1) {
-        if (((dt * 8ull) < d)) {
-          acc[((dt * 4ull) + (h * 2ull))] *= alpha;
-          acc[(((dt * 4ull) + (h * 2ull)) + 1ull)] *= alpha;
-        }
-      }
+      row_sum[h] = ((row_sum[h] * alpha[h]) + sum);
     }
     #pragma unroll
     for (unsigned long long kk = 0ull; kk < 4ull; kk += 1) {
@@ -521,16 +565,19 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
       pf[((kk * 4ull) + 3ull)] = rtx_pack2<S>(s[((kk * 8ull) + 6ull)], s[((kk * 8ull) + 7ull)]);
     }
     #pragma unroll
-    for (unsigned long long kk_1 = 0ull; kk_1 < 4ull; kk_1 += 1) {
-      if (((n0 + (kk_1 * 16ull)) < n_end)) {
+    for (unsigned long long dp = 0ull; dp < 8ull; dp += 1) {
+      if (((dp * 16ull) < d)) {
         #pragma unroll
-        for (unsigned long long dp = 0ull; dp < 8ull; dp += 1) {
-          if (((dp * 16ull) < d)) {
-            unsigned long long ch_2 = (((2ull * dp) + (quad / 2ull)) ^ r8);
-            rtx_ldmatrix_x4_trans(vf[(0ull) + 0ull], vf[(0ull) + 1ull], vf[(0ull) + 2ull], vf[(0ull) + 3ull], (rtx_smem_addr(sv) + 4u * (unsigned int)(((v_row + (kk_1 * 1024ull)) + (ch_2 * 4ull)))));
-            rtx_mma<S>::m16n8k16(acc[((dp * 8ull)) + 0ull], acc[((dp * 8ull)) + 1ull], acc[((dp * 8ull)) + 2ull], acc[((dp * 8ull)) + 3ull], pf[((kk_1 * 4ull)) + 0ull], pf[((kk_1 * 4ull)) + 1ull], pf[((kk_1 * 4ull)) + 2ull], pf[((kk_1 * 4ull)) + 3ull], vf[(0ull) + 0ull], vf[(0ull) + 1ull]);
-            rtx_mma<S>::m16n8k16(acc[(((dp * 8ull) + 4ull)) + 0ull], acc[(((dp * 8ull) + 4ull)) + 1ull], acc[(((dp * 8ull) + 4ull)) + 2ull], acc[(((dp * 8ull) + 4ull)) + 3ull], pf[((kk_1 * 4ull)) + 0ull], pf[((kk_1 * 4ull)) + 1ull], pf[((kk_1 * 4ull)) + 2ull], pf[((kk_1 * 4ull)) + 3ull], vf[(2ull) + 0ull], vf[(2ull) + 1ull]);
-          }
+        for (unsigned long long x_1 = 0ull; x_1 < 8ull; x_1 += 1) {
+          acc[((dp * 8ull) + x_1)] *= alpha[((x_1 / 2ull) % 2ull)];
+        }
+        unsigned int ch_2 = (((2u * ((unsigned int)(dp))) + (quad / 2u)) ^ r8);
+        #pragma unroll
+        for (unsigned long long kk_1 = 0ull; kk_1 < 4ull; kk_1 += 1) {
+          unsigned int word_1 = ((v_row + (((unsigned int)(kk_1)) * 1024u)) + (ch_2 * 4u));
+          rtx_ldmatrix_x4_trans(vf[(0ull) + 0ull], vf[(0ull) + 1ull], vf[(0ull) + 2ull], vf[(0ull) + 3ull], (rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)(word_1)))));
+          rtx_mma<S>::m16n8k16(acc[((dp * 8ull)) + 0ull], acc[((dp * 8ull)) + 1ull], acc[((dp * 8ull)) + 2ull], acc[((dp * 8ull)) + 3ull], pf[((kk_1 * 4ull)) + 0ull], pf[((kk_1 * 4ull)) + 1ull], pf[((kk_1 * 4ull)) + 2ull], pf[((kk_1 * 4ull)) + 3ull], vf[(0ull) + 0ull], vf[(0ull) + 1ull]);
+          rtx_mma<S>::m16n8k16(acc[(((dp * 8ull) + 4ull)) + 0ull], acc[(((dp * 8ull) + 4ull)) + 1ull], acc[(((dp * 8ull) + 4ull)) + 2ull], acc[(((dp * 8ull) + 4ull)) + 3ull], pf[((kk_1 * 4ull)) + 0ull], pf[((kk_1 * 4ull)) + 1ull], pf[((kk_1 * 4ull)) + 2ull], pf[((kk_1 * 4ull)) + 3ull], vf[(2ull) + 0ull], vf[(2ull) + 1ull]);
         }
       }
     }
@@ -546,17 +593,17 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
     unsigned long long row_1 = (row0 + (h_1 * 8ull));
     A inv = ((l > A(0.0)) ? (A(1.0) / l) : A(0.0));
     if ((row_1 < t_q)) {
+      unsigned long long o_row = ((o0 + (row_1 * o_rs)) + ((unsigned long long)((t4 * 2u))));
       #pragma unroll
-      for (unsigned long long dt_1 = 0ull; dt_1 < 16ull; dt_1 += 1) {
-        if (((dt_1 * 8ull) < d)) {
-          unsigned long long at_3 = (((o0 + (row_1 * o_rs)) + (dt_1 * 8ull)) + (t4 * 2ull));
-          const unsigned long long rtx_t16 = at_3;
-          o[rtx_t16] = rtx_elem<S>::narrow((acc[((dt_1 * 4ull) + (h_1 * 2ull))] * inv));
-          const unsigned long long rtx_t17 = (at_3 + 1ull);
-          o[rtx_t17] = rtx_elem<S>::narrow((acc[(((dt_1 * 4ull) + (h_1 * 2ull)) + 1ull)] * inv));
+      for (unsigned long long dt = 0ull; dt < 16ull; dt += 1) {
+        if (((dt * 8ull) < d)) {
+          const unsigned long long rtx_t18 = (o_row + (dt * 8ull));
+          o[rtx_t18] = rtx_elem<S>::narrow((acc[((dt * 4ull) + (h_1 * 2ull))] * inv));
+          const unsigned long long rtx_t19 = ((o_row + (dt * 8ull)) + 1ull);
+          o[rtx_t19] = rtx_elem<S>::narrow((acc[(((dt * 4ull) + (h_1 * 2ull)) + 1ull)] * inv));
         }
       }
-      if ((t4 == 0ull)) {
+      if ((t4 == 0u)) {
         lse[((b * t_q) + row_1)] = ((l > A(0.0)) ? ((row_max[h_1] * scale_1) + rtx_ln(l)) : (-rtx_inf<A>()));
       }
     }
@@ -564,8 +611,20 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
 }
 
 extern "C" __global__ void flash_attn_fwd_f16(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, rtx_f16* o, float* lse, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
-  flash_attn_fwd_impl<rtx_f16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+  if (d == 64ull) {
+    flash_attn_fwd_impl<rtx_f16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
+  } else if (d == 128ull) {
+    flash_attn_fwd_impl<rtx_f16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded);
+  } else {
+    flash_attn_fwd_impl<rtx_f16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+  }
 }
 extern "C" __global__ void flash_attn_fwd_bf16(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, rtx_bf16* o, float* lse, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
-  flash_attn_fwd_impl<rtx_bf16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+  if (d == 64ull) {
+    flash_attn_fwd_impl<rtx_bf16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
+  } else if (d == 128ull) {
+    flash_attn_fwd_impl<rtx_bf16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded);
+  } else {
+    flash_attn_fwd_impl<rtx_bf16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+  }
 }

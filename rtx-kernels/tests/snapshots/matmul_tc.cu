@@ -11,11 +11,18 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
+// them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
+// device agrees bit for bit; the integer forms after them are the same functions in software.
 __device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
   const unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
   const unsigned int e = ((unsigned int)h >> 10) & 0x1fu;
   const unsigned int m = (unsigned int)h & 0x3ffu;
   rtx_f32_bits r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r.f) : "h"(h));
+  if (e == 0x1fu && m != 0u) r.u = sign | 0x7f800000u | (m << 13);
+#else
   if (e == 0x1fu) {
     r.u = sign | 0x7f800000u | (m << 13);
   } else if (e != 0u) {
@@ -25,6 +32,7 @@ __device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
     r.f = (float)m * 5.9604644775390625e-8f;
     r.u |= sign;
   }
+#endif
   return r.f;
 }
 
@@ -35,6 +43,11 @@ __device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
   const unsigned int sign = (b.u >> 16) & 0x8000u;
   const unsigned int ax = b.u & 0x7fffffffu;
   if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
   if (ax < 0x38800000u) {
     if (ax < 0x33000000u) return (unsigned short)sign;
@@ -50,6 +63,7 @@ __device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
   const unsigned int rem = ax & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r += 1u;
   return (unsigned short)(sign | r);
+#endif
 }
 
 __device__ __forceinline__ float rtx_bf16_to_f32(unsigned short h) {
@@ -62,7 +76,13 @@ __device__ __forceinline__ unsigned short rtx_f32_to_bf16(float f) {
   rtx_f32_bits b;
   b.f = f;
   if ((b.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b.u >> 16) | 0x40u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   return (unsigned short)((b.u + 0x7fffu + ((b.u >> 16) & 1u)) >> 16);
+#endif
 }
 
 // Storage type S -> compute type acc, and back.
@@ -133,6 +153,13 @@ template <typename T, unsigned int N> __device__ __forceinline__ void rtx_store_
 // Math in the compute type.
 __device__ __forceinline__ float rtx_exp(float x) { return expf(x); }
 __device__ __forceinline__ double rtx_exp(double x) { return exp(x); }
+// One hardware instruction (about 2 ulp); a result below 2^-126 is flushed to zero.
+__device__ __forceinline__ float rtx_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ double rtx_exp2(double x) { return exp2(x); }
 __device__ __forceinline__ float rtx_ln(float x) { return logf(x); }
 __device__ __forceinline__ double rtx_ln(double x) { return log(x); }
 __device__ __forceinline__ float rtx_ln_1p(float x) { return log1pf(x); }
@@ -319,9 +346,18 @@ template <> struct rtx_mma<rtx_f16> {
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
   }
 };
-// Two compute-type values rounded to S and packed into one word, lo in the low half.
-template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi) {
-  return (unsigned int)rtx_elem<S>::narrow(lo).bits | ((unsigned int)rtx_elem<S>::narrow(hi).bits << 16);
+// Two compute-type values rounded to S and packed into one word, lo in the low half: one cvt
+// of the pair (a NaN becomes the canonical NaN here: packed words only feed mma operands).
+template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_bf16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_f16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
 }
 #endif // RTX_KERNEL_PRELUDE_MMA
 
@@ -332,8 +368,8 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
   __shared__ __attribute__((aligned(16))) unsigned int sb[6144];
   unsigned int tid = ((unsigned int)(((unsigned long long)threadIdx.x)));
   unsigned int lane = (tid % 32u);
-  unsigned int wm = ((tid / 32u) / 4u);
-  unsigned int wn = ((tid / 32u) % 4u);
+  unsigned int wm = ((tid / 32u) / 2u);
+  unsigned int wn = ((tid / 32u) % 2u);
   unsigned long long m0 = (((unsigned long long)blockIdx.y) * 128ull);
   unsigned long long n0 = (((unsigned long long)blockIdx.x) * 128ull);
   bool aligned = (((k % 8ull) == 0ull) && ((n % 8ull) == 0ull));
@@ -343,38 +379,38 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
   unsigned int a_row = ((((wm * 64u) + ((quad % 2u) * 8u)) + r8) * 16u);
   unsigned int a_swizzle = (r8 / 2u);
   unsigned int b_row = ((((quad % 2u) * 8u) + r8) * 64u);
-  unsigned int b_chunk = ((wn * 4u) + (quad / 2u));
+  unsigned int b_chunk = ((wn * 8u) + (quad / 2u));
   const unsigned long long rtx_t0 = 0ull;
-  unsigned long long a_src[2];
+  unsigned long long a_src[4];
   #pragma unroll
-  for (int rtx_t1 = 0; rtx_t1 < 2; ++rtx_t1) a_src[rtx_t1] = rtx_t0;
+  for (int rtx_t1 = 0; rtx_t1 < 4; ++rtx_t1) a_src[rtx_t1] = rtx_t0;
   const unsigned int rtx_t2 = 0u;
-  unsigned int a_dst[2];
+  unsigned int a_dst[4];
   #pragma unroll
-  for (int rtx_t3 = 0; rtx_t3 < 2; ++rtx_t3) a_dst[rtx_t3] = rtx_t2;
+  for (int rtx_t3 = 0; rtx_t3 < 4; ++rtx_t3) a_dst[rtx_t3] = rtx_t2;
   const bool rtx_t4 = false;
-  bool a_row_ok[2];
+  bool a_row_ok[4];
   #pragma unroll
-  for (int rtx_t5 = 0; rtx_t5 < 2; ++rtx_t5) a_row_ok[rtx_t5] = rtx_t4;
+  for (int rtx_t5 = 0; rtx_t5 < 4; ++rtx_t5) a_row_ok[rtx_t5] = rtx_t4;
   const unsigned long long rtx_t6 = 0ull;
-  unsigned long long a_col[2];
+  unsigned long long a_col[4];
   #pragma unroll
-  for (int rtx_t7 = 0; rtx_t7 < 2; ++rtx_t7) a_col[rtx_t7] = rtx_t6;
+  for (int rtx_t7 = 0; rtx_t7 < 4; ++rtx_t7) a_col[rtx_t7] = rtx_t6;
   const unsigned int rtx_t8 = 0u;
-  unsigned int b_dst[2];
+  unsigned int b_dst[4];
   #pragma unroll
-  for (int rtx_t9 = 0; rtx_t9 < 2; ++rtx_t9) b_dst[rtx_t9] = rtx_t8;
+  for (int rtx_t9 = 0; rtx_t9 < 4; ++rtx_t9) b_dst[rtx_t9] = rtx_t8;
   const unsigned long long rtx_t10 = 0ull;
-  unsigned long long b_krow[2];
+  unsigned long long b_krow[4];
   #pragma unroll
-  for (int rtx_t11 = 0; rtx_t11 < 2; ++rtx_t11) b_krow[rtx_t11] = rtx_t10;
+  for (int rtx_t11 = 0; rtx_t11 < 4; ++rtx_t11) b_krow[rtx_t11] = rtx_t10;
   const unsigned long long rtx_t12 = 0ull;
-  unsigned long long b_col[2];
+  unsigned long long b_col[4];
   #pragma unroll
-  for (int rtx_t13 = 0; rtx_t13 < 2; ++rtx_t13) b_col[rtx_t13] = rtx_t12;
+  for (int rtx_t13 = 0; rtx_t13 < 4; ++rtx_t13) b_col[rtx_t13] = rtx_t12;
   #pragma unroll
-  for (unsigned long long i = 0ull; i < 2ull; i += 1) {
-    unsigned int q = (tid + (((unsigned int)(i)) * 256u));
+  for (unsigned long long i = 0ull; i < 4ull; i += 1) {
+    unsigned int q = (tid + (((unsigned int)(i)) * 128u));
     unsigned int r = (q / 4u);
     unsigned int ch = (q % 4u);
     a_row_ok[i] = ((m0 + ((unsigned long long)(r))) < m);
@@ -388,17 +424,17 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
     b_dst[i] = ((br * 64u) + ((bc ^ (br % 8u)) * 4u));
   }
   const A rtx_t14 = A(0.0);
-  A acc[64];
+  A acc[128];
   #pragma unroll
-  for (int rtx_t15 = 0; rtx_t15 < 64; ++rtx_t15) acc[rtx_t15] = rtx_t14;
+  for (int rtx_t15 = 0; rtx_t15 < 128; ++rtx_t15) acc[rtx_t15] = rtx_t14;
   const unsigned int rtx_t16 = 0u;
   unsigned int af[16];
   #pragma unroll
   for (int rtx_t17 = 0; rtx_t17 < 16; ++rtx_t17) af[rtx_t17] = rtx_t16;
   const unsigned int rtx_t18 = 0u;
-  unsigned int bf[8];
+  unsigned int bf[16];
   #pragma unroll
-  for (int rtx_t19 = 0; rtx_t19 < 8; ++rtx_t19) bf[rtx_t19] = rtx_t18;
+  for (int rtx_t19 = 0; rtx_t19 < 16; ++rtx_t19) bf[rtx_t19] = rtx_t18;
   unsigned long long kt = 0ull;
   unsigned int load_stage = 0u;
   unsigned int use_stage = 0u;
@@ -409,7 +445,7 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
       unsigned int stage = (load_stage * 2048u);
       unsigned long long k0 = (kt * 32ull);
       #pragma unroll
-      for (unsigned long long i_1 = 0ull; i_1 < 2ull; i_1 += 1) {
+      for (unsigned long long i_1 = 0ull; i_1 < 4ull; i_1 += 1) {
         unsigned long long gk = (k0 + a_col[i_1]);
         unsigned long long gkb = (k0 + b_krow[i_1]);
         unsigned long long gn = b_col[i_1];
@@ -448,7 +484,7 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
           rtx_ldmatrix_x4(af[((mi * 4ull)) + 0ull], af[((mi * 4ull)) + 1ull], af[((mi * 4ull)) + 2ull], af[((mi * 4ull)) + 3ull], (rtx_smem_addr(sa) + 4u * (unsigned int)(((unsigned long long)(word)))));
         }
         #pragma unroll
-        for (unsigned long long nj = 0ull; nj < 2ull; nj += 1) {
+        for (unsigned long long nj = 0ull; nj < 4ull; nj += 1) {
           unsigned int chunk_1 = ((b_chunk + (((unsigned int)(nj)) * 2u)) ^ r8);
           unsigned int word_1 = (((stage_1 + (((unsigned int)(ks)) * 1024u)) + b_row) + (chunk_1 * 4u));
           rtx_ldmatrix_x4_trans(bf[((nj * 4ull)) + 0ull], bf[((nj * 4ull)) + 1ull], bf[((nj * 4ull)) + 2ull], bf[((nj * 4ull)) + 3ull], (rtx_smem_addr(sb) + 4u * (unsigned int)(((unsigned long long)(word_1)))));
@@ -456,8 +492,8 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
         #pragma unroll
         for (unsigned long long mi_1 = 0ull; mi_1 < 4ull; mi_1 += 1) {
           #pragma unroll
-          for (unsigned long long nt = 0ull; nt < 4ull; nt += 1) {
-            rtx_mma<S>::m16n8k16(acc[((((mi_1 * 4ull) + nt) * 4ull)) + 0ull], acc[((((mi_1 * 4ull) + nt) * 4ull)) + 1ull], acc[((((mi_1 * 4ull) + nt) * 4ull)) + 2ull], acc[((((mi_1 * 4ull) + nt) * 4ull)) + 3ull], af[((mi_1 * 4ull)) + 0ull], af[((mi_1 * 4ull)) + 1ull], af[((mi_1 * 4ull)) + 2ull], af[((mi_1 * 4ull)) + 3ull], bf[((nt * 2ull)) + 0ull], bf[((nt * 2ull)) + 1ull]);
+          for (unsigned long long nt = 0ull; nt < 8ull; nt += 1) {
+            rtx_mma<S>::m16n8k16(acc[((((mi_1 * 8ull) + nt) * 4ull)) + 0ull], acc[((((mi_1 * 8ull) + nt) * 4ull)) + 1ull], acc[((((mi_1 * 8ull) + nt) * 4ull)) + 2ull], acc[((((mi_1 * 8ull) + nt) * 4ull)) + 3ull], af[((mi_1 * 4ull)) + 0ull], af[((mi_1 * 4ull)) + 1ull], af[((mi_1 * 4ull)) + 2ull], af[((mi_1 * 4ull)) + 3ull], bf[((nt * 2ull)) + 0ull], bf[((nt * 2ull)) + 1ull]);
           }
         }
       }
@@ -470,14 +506,14 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
   #pragma unroll
   for (unsigned long long mi_2 = 0ull; mi_2 < 4ull; mi_2 += 1) {
     #pragma unroll
-    for (unsigned long long nt_1 = 0ull; nt_1 < 4ull; nt_1 += 1) {
+    for (unsigned long long nt_1 = 0ull; nt_1 < 8ull; nt_1 += 1) {
       #pragma unroll
       for (unsigned long long i_2 = 0ull; i_2 < 4ull; i_2 += 1) {
         unsigned long long row = (((m0 + ((unsigned long long)(((wm * 64u) + g)))) + (mi_2 * 16ull)) + ((i_2 / 2ull) * 8ull));
-        unsigned long long col = (((n0 + ((unsigned long long)(((wn * 32u) + (t4 * 2u))))) + (nt_1 * 8ull)) + (i_2 % 2ull));
+        unsigned long long col = (((n0 + ((unsigned long long)(((wn * 64u) + (t4 * 2u))))) + (nt_1 * 8ull)) + (i_2 % 2ull));
         if (((row < m) && (col < n))) {
           const unsigned long long rtx_t20 = ((row * n) + col);
-          c[rtx_t20] = rtx_elem<S>::narrow(acc[((((mi_2 * 4ull) + nt_1) * 4ull) + i_2)]);
+          c[rtx_t20] = rtx_elem<S>::narrow(acc[((((mi_2 * 8ull) + nt_1) * 4ull) + i_2)]);
         }
       }
     }

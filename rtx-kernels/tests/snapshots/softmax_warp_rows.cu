@@ -11,11 +11,18 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
+// them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
+// device agrees bit for bit; the integer forms after them are the same functions in software.
 __device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
   const unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
   const unsigned int e = ((unsigned int)h >> 10) & 0x1fu;
   const unsigned int m = (unsigned int)h & 0x3ffu;
   rtx_f32_bits r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r.f) : "h"(h));
+  if (e == 0x1fu && m != 0u) r.u = sign | 0x7f800000u | (m << 13);
+#else
   if (e == 0x1fu) {
     r.u = sign | 0x7f800000u | (m << 13);
   } else if (e != 0u) {
@@ -25,6 +32,7 @@ __device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
     r.f = (float)m * 5.9604644775390625e-8f;
     r.u |= sign;
   }
+#endif
   return r.f;
 }
 
@@ -35,6 +43,11 @@ __device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
   const unsigned int sign = (b.u >> 16) & 0x8000u;
   const unsigned int ax = b.u & 0x7fffffffu;
   if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
   if (ax < 0x38800000u) {
     if (ax < 0x33000000u) return (unsigned short)sign;
@@ -50,6 +63,7 @@ __device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
   const unsigned int rem = ax & 0x1fffu;
   if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r += 1u;
   return (unsigned short)(sign | r);
+#endif
 }
 
 __device__ __forceinline__ float rtx_bf16_to_f32(unsigned short h) {
@@ -62,7 +76,13 @@ __device__ __forceinline__ unsigned short rtx_f32_to_bf16(float f) {
   rtx_f32_bits b;
   b.f = f;
   if ((b.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b.u >> 16) | 0x40u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   return (unsigned short)((b.u + 0x7fffu + ((b.u >> 16) & 1u)) >> 16);
+#endif
 }
 
 // Storage type S -> compute type acc, and back.
@@ -133,6 +153,13 @@ template <typename T, unsigned int N> __device__ __forceinline__ void rtx_store_
 // Math in the compute type.
 __device__ __forceinline__ float rtx_exp(float x) { return expf(x); }
 __device__ __forceinline__ double rtx_exp(double x) { return exp(x); }
+// One hardware instruction (about 2 ulp); a result below 2^-126 is flushed to zero.
+__device__ __forceinline__ float rtx_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ double rtx_exp2(double x) { return exp2(x); }
 __device__ __forceinline__ float rtx_ln(float x) { return logf(x); }
 __device__ __forceinline__ double rtx_ln(double x) { return log(x); }
 __device__ __forceinline__ float rtx_ln_1p(float x) { return log1pf(x); }

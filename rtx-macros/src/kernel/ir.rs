@@ -127,6 +127,7 @@ impl BinOp {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MathFn {
     Exp,
+    Exp2,
     Ln,
     Ln1p,
     Sqrt,
@@ -151,6 +152,7 @@ pub enum MathFn {
 impl MathFn {
     pub const ALL: &'static [(&'static str, MathFn, usize)] = &[
         ("exp", MathFn::Exp, 0),
+        ("exp2", MathFn::Exp2, 0),
         ("ln", MathFn::Ln, 0),
         ("ln_1p", MathFn::Ln1p, 0),
         ("sqrt", MathFn::Sqrt, 0),
@@ -626,4 +628,7 @@ pub struct KernelFn {
     /// Whether the body uses the tensor-core intrinsics: the kernel then exists for f16 and
     /// bf16 only.
     pub tensor_core: bool,
+    /// `specialize(param = v1, v2, ..)` of a SIMT kernel: integer parameters whose listed
+    /// values get their own inlined copy of the CUDA body, with the value a constant.
+    pub specialize: Vec<(Ident, Vec<u64>)>,
 }

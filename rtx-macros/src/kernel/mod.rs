@@ -54,6 +54,8 @@ struct Args {
     kind: Kind,
     krate: TokenStream,
     grad: GradOpt,
+    /// `specialize(d = 64, 128)`: see [`ir::KernelFn::specialize`].
+    specialize: Vec<(Ident, Vec<u64>)>,
 }
 
 /// The element types kernels are instantiated for: (suffix, CUDA storage type, DType). A
@@ -114,7 +116,24 @@ fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
         _ => Mode::Scalar,
     };
     let device = matches!(args.kind, Kind::Device);
-    let (k, parser) = parse_kernel(&item, mode, device)?;
+    let (mut k, parser) = parse_kernel(&item, mode, device)?;
+    for (name, _) in &args.specialize {
+        let integer = k
+            .params
+            .iter()
+            .any(|p| p.name == *name && matches!(p.ty, ParamTy::Scalar(t) if t.is_int()));
+        if !integer {
+            return Err(Error::new(
+                name.span(),
+                format!(
+                    "`specialize({name} = ..)` names no integer parameter of `{}`: it takes \
+                     a `usize`, `u32`, `u64`, `i32` or `i64` parameter of the kernel",
+                    k.name
+                ),
+            ));
+        }
+    }
+    k.specialize = args.specialize.clone();
     let cx = native::NativeCx {
         krate: args.krate.clone(),
         t: k.generic.clone(),
@@ -181,6 +200,7 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
     let mut kind = None;
     let mut krate = None;
     let mut grad = GradOpt::Auto;
+    let mut specialize = Vec::new();
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("elementwise") {
             kind = Some(Kind::Elementwise);
@@ -202,10 +222,26 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
             grad = GradOpt::Required;
         } else if meta.path.is_ident("no_grad") {
             grad = GradOpt::Off;
+        } else if meta.path.is_ident("specialize") {
+            // specialize(name = 64, 128): one parameter and its values.
+            let inner;
+            syn::parenthesized!(inner in meta.input);
+            let name: Ident = inner.parse()?;
+            inner.parse::<syn::Token![=]>()?;
+            let values =
+                syn::punctuated::Punctuated::<syn::LitInt, syn::Token![,]>::parse_separated_nonempty(
+                    &inner,
+                )?;
+            let values = values
+                .iter()
+                .map(|v| v.base10_parse::<u64>())
+                .collect::<Result<Vec<_>>>()?;
+            specialize.push((name, values));
         } else {
             return Err(meta.error(
                 "unknown `#[kernel]` argument: expected `elementwise`, `reduce(identity = ..)`, \
-                 `simt`, `device`, `grad`, `no_grad` or `crate = path`",
+                 `simt`, `device`, `grad`, `no_grad`, `specialize(param = v1, v2)` or \
+                 `crate = path`",
             ));
         }
         Ok(())
@@ -218,10 +254,17 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
             "`grad`/`no_grad` apply to elementwise kernels only",
         ));
     }
+    if !specialize.is_empty() && !matches!(kind, Kind::Simt) {
+        return Err(Error::new(
+            proc_macro2::Span::call_site(),
+            "`specialize(..)` applies to SIMT kernels only",
+        ));
+    }
     Ok(Args {
         kind,
         krate: krate.unwrap_or_else(|| quote!(::rtx::__private::rtx_kernels)),
         grad,
+        specialize,
     })
 }
 
@@ -411,6 +454,7 @@ fn parse_kernel(item: &ItemFn, mode: Mode, device: bool) -> Result<(KernelFn, Pa
         shared: parser.shared.clone(),
         uses_sync: parser.uses_sync,
         tensor_core: parser.tensor_core,
+        specialize: vec![],
     };
     Ok((k, parser))
 }

@@ -390,6 +390,7 @@ impl NativeCx {
                 };
                 match f {
                     MathFn::Exp => quote_spanned!(span=> #fm::exp(#x)),
+                    MathFn::Exp2 => quote_spanned!(span=> #fm::exp2(#x)),
                     MathFn::Ln => quote_spanned!(span=> #fm::ln(#x)),
                     MathFn::Ln1p => quote_spanned!(span=> #fm::ln_1p(#x)),
                     MathFn::Sqrt => quote_spanned!(span=> #fm::sqrt(#x)),

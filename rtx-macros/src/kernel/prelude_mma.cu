@@ -77,8 +77,17 @@ template <> struct rtx_mma<rtx_f16> {
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
   }
 };
-// Two compute-type values rounded to S and packed into one word, lo in the low half.
-template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi) {
-  return (unsigned int)rtx_elem<S>::narrow(lo).bits | ((unsigned int)rtx_elem<S>::narrow(hi).bits << 16);
+// Two compute-type values rounded to S and packed into one word, lo in the low half: one cvt
+// of the pair (a NaN becomes the canonical NaN here: packed words only feed mma operands).
+template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_bf16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_f16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
 }
 #endif // RTX_KERNEL_PRELUDE_MMA

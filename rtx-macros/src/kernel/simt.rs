@@ -299,13 +299,57 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
             })
             .collect();
         src.push_str(&format!(
-            "extern \"C\" __global__ void {name}_{suffix}({}) {{\n  {name}_impl<{s}, {a}>({});\n}}\n",
+            "extern \"C\" __global__ void {name}_{suffix}({}) {{\n{}}}\n",
             concrete.join(", "),
-            args.join(", ")
+            entry_body(k, &format!("{name}_impl<{s}, {a}>"), &args)
         ));
     }
     let mma = if w.uses_mma { cuda::PRELUDE_MMA } else { "" };
     Ok(cuda::preludes(w.uses_num) + mma + &src)
+}
+
+/// The body of an entry point: the call of `imp` with `args`, and with `specialize(..)` one
+/// call per listed value (or combination of values) with the value written as a constant,
+/// chosen by branches uniform over the grid. The body is inlined into each call, so the
+/// compiler folds the constant through it: loops over `d` get fixed trip counts and the
+/// branches on it vanish. Other values take the general call.
+fn entry_body(k: &KernelFn, imp: &str, args: &[&str]) -> String {
+    let call = |args: &[String]| format!("{imp}({});", args.join(", "));
+    let general: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let mut cases: Vec<(Vec<String>, Vec<String>)> = vec![(vec![], general.clone())];
+    for (name, values) in &k.specialize {
+        // The parameter's name in the CUDA signature (declared with the same spelling, or
+        // renamed when it clashes with a CUDA word).
+        let Some(pos) = k.params.iter().position(|p| p.name == *name) else {
+            continue;
+        };
+        let c = args[pos];
+        let mut next = Vec::new();
+        for (conds, a) in &cases {
+            for v in values {
+                let mut conds = conds.clone();
+                conds.push(format!("{c} == {v}ull"));
+                let mut a = a.clone();
+                a[pos] = format!("{v}ull");
+                next.push((conds, a));
+            }
+        }
+        cases = next.into_iter().chain(cases).collect();
+    }
+    let mut out = String::new();
+    for (i, (conds, a)) in cases.iter().enumerate() {
+        if conds.is_empty() {
+            if cases.len() == 1 {
+                out.push_str(&format!("  {}\n", call(a)));
+            } else {
+                out.push_str(&format!("  }} else {{\n    {}\n  }}\n", call(a)));
+            }
+        } else {
+            let kw = if i == 0 { "  if" } else { "  } else if" };
+            out.push_str(&format!("{kw} ({}) {{\n    {}\n", conds.join(" && "), call(a)));
+        }
+    }
+    out
 }
 
 /// Whether the kernel is instantiated for the element type of this suffix: every type of its
