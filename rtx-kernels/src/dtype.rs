@@ -198,8 +198,9 @@ pub trait FloatMath:
     fn c(v: f64) -> Self;
     /// e^x.
     fn exp(self) -> Self;
-    /// 2^x: on a GPU one hardware instruction for `f32` (about 2 ulp), which is why kernels
-    /// that only need an exponential up to a factor fold `log2(e)` into their scale and use it.
+    /// 2^x. On a GPU it is one hardware instruction for `f32` (about 2 ulp, results below
+    /// 2^-126 flushed to zero), so kernels that need an exponential fold `log2(e)` into their
+    /// scale and use it.
     fn exp2(self) -> Self;
     /// Natural logarithm.
     fn ln(self) -> Self;

@@ -281,6 +281,15 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// the GPU, and a per-thread array it indexes by constants stays in registers. Elementwise
 /// kernels export `call` too, so SIMT code calls both kinds alike.
 ///
+/// # Specialized entries
+///
+/// `#[kernel(specialize(d = 64, 128))]` on a SIMT kernel gives each listed value of the integer
+/// parameter `d` its own copy of the CUDA body with `d` a constant, picked in the entry point
+/// by a branch uniform over the grid; other values run the general body. The compiler folds
+/// the constant through its copy, so loops over `d` get fixed trip counts and the branches on
+/// it vanish (the fused attention kernels use it for head dims 64 and 128). The kernel's
+/// meaning is unchanged, and natively it runs as written.
+///
 /// # Paths
 ///
 /// The generated code names rtx-kernels through `::rtx::__private::rtx_kernels` by default,
