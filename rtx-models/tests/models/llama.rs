@@ -335,6 +335,7 @@ fn streamed_text_is_the_decoded_text_and_stops_where_asked() {
         stop_tokens: vec![],
         stop_strings: vec![],
         max_len: None,
+        cuda_graph: true,
     };
     let mut run = Generation::new(model, &g.ids, &options)
         .unwrap()
@@ -461,6 +462,7 @@ fn a_full_cache_ends_the_generation() {
         stop_tokens: vec![],
         stop_strings: vec![],
         max_len: Some(prompt.len() + 2),
+        cuda_graph: true,
     };
     let mut run = Generation::new(model, prompt, &options).unwrap();
     // The last token's keys are never needed, so 2 free positions give 3 tokens.
