@@ -277,8 +277,15 @@ pub(super) fn attend(
     };
     let rows = q.dims()[0];
     let mut out: Tensor<(usize, usize)> = Tensor::zeros(q.shape(), q.device());
-    // Enough threads for one head's dims, in whole warps; 128 keeps 4 warps scoring.
-    let threads = head_dim.next_multiple_of(32).max(128);
+    // Enough threads for one head's dims, in whole warps: on a GPU at least 128, so 4 warps
+    // share the scoring of long contexts; on the CPU's emulation, where every thread is a
+    // coroutine switched at each barrier, no more than the dims need.
+    let least = if matches!(q.device(), Device::Cpu) {
+        32
+    } else {
+        128
+    };
+    let threads = head_dim.next_multiple_of(32).max(least);
     if head_dim > CHUNK || threads > 1024 {
         return Err(Error::BadArgument {
             op: "Llama attention",
