@@ -1,7 +1,8 @@
 //! Text generation with a [`Llama`] model: sampling ([`Sampling`], [`Sampler`]), stop
 //! conditions (end-of-sequence tokens from the GGUF metadata, stop strings, a token budget),
-//! a streaming iterator of tokens ([`Generation`]), and chat templates rendered from the
-//! file's `tokenizer.chat_template` with `minijinja` ([`ChatTemplate`]).
+//! streaming iterators of tokens ([`Generation`], and [`BatchGeneration`] for several
+//! prompts), and chat templates rendered from the file's `tokenizer.chat_template` with
+//! `minijinja` ([`ChatTemplate`]).
 //!
 //! ```no_run
 //! use rtx::prelude::*;
@@ -22,6 +23,11 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! **Batches.** [`BatchGeneration`] continues several prompts of different lengths together:
+//! each decode step is one product over the batch's rows, every sequence stops on its own,
+//! and each gets the tokens it would get alone. On a CUDA GPU both iterators decode through
+//! a step captured as a CUDA graph ([`GenerateOptions::cuda_graph`], `RTX_DECODE_GRAPH=0`).
 //!
 //! **Reproducible.** Sampling draws from its own generator, seeded by [`Sampling::seed`]:
 //! the same model, prompt and settings give the same tokens on every run.

@@ -39,10 +39,40 @@
 //! is laid out. Queries and keys are permuted alike, so every dot product between them, and
 //! hence the attention, is the one of the unpermuted model; values are not permuted.
 //!
-//! **The cache.** [`KvCache`] holds each layer's keys and values as `[kv_heads, max_len,
+//! **The cache.** [`KvCache`] holds each layer's keys and values as `[1, kv_heads, max_len,
 //! head_dim]` tensors, preallocated; a step writes its rows in place (one small kernel) and
-//! attends over the first `position + tokens` of them. Keeping each head's positions
-//! contiguous is what a paged cache would split into pages later.
+//! attends over the first `position + tokens` of them. [`BatchKvCache`] is the same for
+//! `batch` sequences of their own lengths, `[batch, kv_heads, max_len, head_dim]`: each
+//! sequence's positions of one head are contiguous, the unit a paged cache would later split
+//! into pages.
+//!
+//! **Batches.** [`Llama::forward_batch`] appends tokens to several sequences at once, each at
+//! its own positions: every projection and the feed-forward block are one product over all
+//! the step's rows, while the rotary angles, the cache writes and the attention read each
+//! row's sequence and position from device buffers (`llama/kernels.rs`), so a row attends
+//! only to its own sequence. A single new token attends through a cached-attention kernel, a
+//! longer run (a prefill) through two products and a masked softmax; a row's result depends
+//! only on its own sequence, so a batch computes what each sequence computes alone.
+//!
+//! **Captured decode steps.** On a CUDA GPU, [`Llama::capture_decode`] captures a decode step
+//! for a batch as one CUDA graph ([`CapturedDecode`]): the token ids and positions it reads
+//! live in a device buffer refilled before each replay, so one capture serves every step.
+//!
+//! ```no_run
+//! use rtx::prelude::*;
+//! use rtx_models::llama::{Llama, WeightFormat};
+//!
+//! # fn main() -> rtx::Result<()> {
+//! # let path = rtx_models::pretrained::smollm2_135m_instruct()?;
+//! let model = Llama::from_gguf_file(&path, WeightFormat::Quantized, Device::Cuda(0))?;
+//! let mut cache = model.new_batch_cache(2, 256)?;
+//! let first = model.forward_batch(&[&[504, 3458, 282], &[28, 61]], &mut cache)?; // [2, vocab]
+//! let mut step = model.capture_decode(&mut cache)?;
+//! let next = step.step(&[Some(314), Some(17)], &mut cache)?; // one replay, [2, vocab]
+//! assert_eq!(cache.lens(), &[4, 3]);
+//! # Ok(())
+//! # }
+//! ```
 
 use rtx::io::Gguf;
 use rtx::prelude::*;
@@ -138,7 +168,8 @@ pub struct Llama {
     config: LlamaConfig,
     device: Device,
     /// The token embedding's raw blocks on the host (`token_embd.weight`, `[V, D]`): a step
-    /// dequantizes only the rows of its tokens, so the table is never held in f32.
+    /// dequantizes only the rows of its tokens, so the table is held in f32 only by a
+    /// captured decode step, which looks rows up on the device.
     embedding: Vec<u8>,
     embedding_type: GgmlType,
     /// The transformer blocks, in order.

@@ -209,6 +209,7 @@ mod conv;
 mod elementwise;
 mod index;
 mod integer;
+mod llama_decode;
 mod mixed;
 mod nccl;
 mod norm;
