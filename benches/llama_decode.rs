@@ -58,6 +58,9 @@ struct Args {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<String>,
+    /// Passed by `cargo bench` to every bench; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 fn device(name: &str) -> Device {
@@ -172,6 +175,12 @@ fn main() -> rtx::Result<()> {
     if a.gguf.is_none() && !a.random {
         eprintln!("give --gguf PATH or --random");
         std::process::exit(2);
+    }
+    if let Device::Cuda(n) = dev
+        && n >= rtx::cuda::device_count()
+    {
+        eprintln!("no CUDA device {n}: use --device cpu, or run where a GPU is");
+        std::process::exit(1);
     }
     let start = Instant::now();
     let (model, weights) = match &a.gguf {

@@ -36,6 +36,10 @@ SMOLLM2 = dict(vocab_size=49152, context_length=8192, embedding_length=576,
                rope_freq_base=100000.0, rms_eps=1e-5)
 
 
+# Whether this transformers takes `generate(disable_compile=True)`; cleared on the first refusal.
+AUTO_COMPILE_FLAG = [True]
+
+
 def llama_config(c):
     from transformers import LlamaConfig
     return LlamaConfig(
@@ -70,11 +74,19 @@ def decode_rate(model, ids, steps, repeats, compiled):
     def gen(n):
         kwargs = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False,
                       cache_implementation="static", pad_token_id=2)
-        if not compiled:
+        if not compiled and AUTO_COMPILE_FLAG[0]:
             # transformers compiles a static-cache forward by itself in recent versions.
             kwargs["disable_compile"] = True
         with torch.inference_mode():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+            try:
+                out = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+            except ValueError as e:
+                if "disable_compile" not in str(e):
+                    raise
+                # An older transformers, which neither knows the flag nor compiles by itself.
+                AUTO_COMPILE_FLAG[0] = False
+                kwargs.pop("disable_compile")
+                out = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
         assert out.shape[1] == ids.shape[1] + n, out.shape
         return out
 
