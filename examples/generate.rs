@@ -29,8 +29,8 @@ struct Args {
     /// A system message (the template's own default when left out).
     #[arg(long)]
     system: Option<String>,
-    /// `cpu`, `cuda` (the first GPU), `cuda:N` or `best`. Quantized products run on the CPU;
-    /// elsewhere the weights are dequantized to f32 when they load.
+    /// `cpu`, `cuda` (the first GPU), `cuda:N` or `best`. Q4_1 and Q8_0 weights are
+    /// multiplied quantized on both.
     #[arg(long, default_value = "cpu")]
     device: String,
     /// The most tokens to generate.
@@ -57,6 +57,9 @@ struct Args {
     /// Dequantize every weight to f32 instead of multiplying quantized blocks.
     #[arg(long)]
     f32: bool,
+    /// On a GPU, run every decode step uncaptured instead of replaying one CUDA graph.
+    #[arg(long)]
+    no_cuda_graph: bool,
 }
 
 fn device(name: &str) -> Device {
@@ -110,7 +113,9 @@ fn main() -> rtx::Result<()> {
         repetition_penalty: args.repeat_penalty,
         seed: args.seed,
     };
-    let options = GenerateOptions::from_gguf(&gguf, sampling)?.with_max_tokens(args.max_tokens);
+    let options = GenerateOptions::from_gguf(&gguf, sampling)?
+        .with_max_tokens(args.max_tokens)
+        .with_cuda_graph(!args.no_cuda_graph);
 
     let mut run = Generation::from_text(&model, &tokenizer, &prompt, &options)?;
     let mut out = std::io::stdout().lock();
@@ -123,12 +128,17 @@ fn main() -> rtx::Result<()> {
     let s = run.stats();
     eprintln!(
         "\n{} prompt tokens in {:.2?} ({:.1} tokens/s), {} tokens generated, decoding at {:.1} \
-         tokens/s; stopped: {:?}",
+         tokens/s{}; stopped: {:?}",
         s.prompt_tokens,
         s.prefill,
         s.prefill_tokens_per_second(),
         run.generated().len(),
         s.decode_tokens_per_second(),
+        if run.uses_cuda_graph() {
+            " (each step one CUDA graph replay)"
+        } else {
+            ""
+        },
         run.finish_reason()
     );
     Ok(())

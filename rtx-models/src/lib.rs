@@ -7,9 +7,10 @@
 //!   byte-level BPE vocabulary in a GGUF file's metadata.
 //! - [`bert`]: the BERT family of encoders (MiniLM), loaded from Hugging Face checkpoints.
 //! - [`llama`]: the Llama family of decoders (SmolLM2), loaded from GGUF files, with its
-//!   key-value cache.
-//! - [`generate`]: text generation: sampling, stop conditions, a streaming iterator of
-//!   tokens, and chat templates.
+//!   key-value caches, batched steps over sequences of different lengths, and decode steps
+//!   captured as CUDA graphs.
+//! - [`generate`]: text generation: sampling, stop conditions, streaming iterators of tokens
+//!   for one prompt and for a batch of prompts, and chat templates.
 //! - [`sentence`]: sentence embeddings as sentence-transformers computes them.
 
 pub mod bert;

@@ -39,143 +39,59 @@
 //! is laid out. Queries and keys are permuted alike, so every dot product between them, and
 //! hence the attention, is the one of the unpermuted model; values are not permuted.
 //!
-//! **The cache.** [`KvCache`] holds each layer's keys and values as `[kv_heads, max_len,
+//! **The cache.** [`KvCache`] holds each layer's keys and values as `[1, kv_heads, max_len,
 //! head_dim]` tensors, preallocated; a step writes its rows in place (one small kernel) and
-//! attends over the first `position + tokens` of them. Keeping each head's positions
-//! contiguous is what a paged cache would split into pages later.
+//! attends over the first `position + tokens` of them. [`BatchKvCache`] is the same for
+//! `batch` sequences of their own lengths, `[batch, kv_heads, max_len, head_dim]`: each
+//! sequence's positions of one head are contiguous, the unit a paged cache would later split
+//! into pages.
+//!
+//! **Batches.** [`Llama::forward_batch`] appends tokens to several sequences at once, each at
+//! its own positions: every projection and the feed-forward block are one product over all
+//! the step's rows, while the rotary angles, the cache writes and the attention read each
+//! row's sequence and position from device buffers (`llama/kernels.rs`), so a row attends
+//! only to its own sequence. A single new token attends through a cached-attention kernel, a
+//! longer run (a prefill) through two products and a masked softmax; a row's result depends
+//! only on its own sequence, so a batch computes what each sequence computes alone.
+//!
+//! **Captured decode steps.** On a CUDA GPU, [`Llama::capture_decode`] captures a decode step
+//! for a batch as one CUDA graph ([`CapturedDecode`]): the token ids and positions it reads
+//! live in a device buffer refilled before each replay, so one capture serves every step.
+//!
+//! ```no_run
+//! use rtx::prelude::*;
+//! use rtx_models::llama::{Llama, WeightFormat};
+//!
+//! # fn main() -> rtx::Result<()> {
+//! # let path = rtx_models::pretrained::smollm2_135m_instruct()?;
+//! let model = Llama::from_gguf_file(&path, WeightFormat::Quantized, Device::Cuda(0))?;
+//! let mut cache = model.new_batch_cache(2, 256)?;
+//! let first = model.forward_batch(&[&[504, 3458, 282], &[28, 61]], &mut cache)?; // [2, vocab]
+//! let mut step = model.capture_decode(&mut cache)?;
+//! let next = step.step(&[Some(314), Some(17)], &mut cache)?; // one replay, [2, vocab]
+//! assert_eq!(cache.lens(), &[4, 3]);
+//! # Ok(())
+//! # }
+//! ```
 
 use rtx::io::Gguf;
-use rtx::kernel::{Arg, LaunchConfig};
 use rtx::prelude::*;
 use rtx::quant::{GgmlType, QTensor};
 use std::path::Path;
 
-/// The sizes and constants of a Llama model, from a GGUF file's `llama.*` metadata.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LlamaConfig {
-    /// Tokens in the vocabulary (`llama.vocab_size`, else the length of
-    /// `tokenizer.ggml.tokens`).
-    pub vocab_size: usize,
-    /// The longest context the model was trained for (`llama.context_length`).
-    pub context_length: usize,
-    /// The width of the residual stream (`llama.embedding_length`).
-    pub embedding_length: usize,
-    /// The inner width of the feed-forward block (`llama.feed_forward_length`).
-    pub feed_forward_length: usize,
-    /// The number of transformer blocks (`llama.block_count`).
-    pub block_count: usize,
-    /// Query heads (`llama.attention.head_count`).
-    pub head_count: usize,
-    /// Key and value heads (`llama.attention.head_count_kv`; equal to `head_count` when
-    /// absent). Each serves `head_count / head_count_kv` query heads.
-    pub head_count_kv: usize,
-    /// The width of one head: `embedding_length / head_count`.
-    pub head_dim: usize,
-    /// The base of the rotary frequencies (`llama.rope.freq_base`, 10000 when absent).
-    pub rope_freq_base: f64,
-    /// Added to the mean square in every RMSNorm
-    /// (`llama.attention.layer_norm_rms_epsilon`).
-    pub rms_eps: f64,
-}
+mod cache;
+mod config;
+mod forward;
+mod graph;
+#[cfg(test)]
+mod kernel_tests;
+mod kernels;
+mod random;
 
-impl LlamaConfig {
-    /// Reads the config from `gguf`'s metadata. The architecture (`general.architecture`) must
-    /// be `llama`; every error names the key at fault.
-    pub fn from_gguf(gguf: &Gguf) -> Result<LlamaConfig> {
-        let arch = gguf.get_str("general.architecture")?;
-        if arch != "llama" {
-            return Err(bad_file(
-                gguf,
-                format!(
-                    "metadata key `general.architecture` is `{arch}`, but this model reads \
-                     `llama` files"
-                ),
-            ));
-        }
-        let int = |key: &str| -> Result<usize> { Ok(gguf.get_u64(key)? as usize) };
-        let embedding_length = int("llama.embedding_length")?;
-        let head_count = int("llama.attention.head_count")?;
-        let head_count_kv = if gguf
-            .metadata()
-            .contains_key("llama.attention.head_count_kv")
-        {
-            int("llama.attention.head_count_kv")?
-        } else {
-            head_count
-        };
-        let vocab_size = if gguf.metadata().contains_key("llama.vocab_size") {
-            int("llama.vocab_size")?
-        } else {
-            gguf.get_array("tokenizer.ggml.tokens")?.len()
-        };
-        let rope_freq_base = if gguf.metadata().contains_key("llama.rope.freq_base") {
-            f64::from(gguf.get_f32("llama.rope.freq_base")?)
-        } else {
-            10000.0
-        };
-        let config = LlamaConfig {
-            vocab_size,
-            context_length: int("llama.context_length")?,
-            embedding_length,
-            feed_forward_length: int("llama.feed_forward_length")?,
-            block_count: int("llama.block_count")?,
-            head_count,
-            head_count_kv,
-            head_dim: embedding_length.checked_div(head_count).unwrap_or(0),
-            rope_freq_base,
-            rms_eps: f64::from(gguf.get_f32("llama.attention.layer_norm_rms_epsilon")?),
-        };
-        config.check(gguf)?;
-        Ok(config)
-    }
-
-    /// The sizes must divide as the architecture needs, and the file must not ask for what
-    /// this model does not do (partial rotary, scaled rotary frequencies).
-    fn check(&self, gguf: &Gguf) -> Result<()> {
-        let mut wrong = Vec::new();
-        let (d, h, kv) = (self.embedding_length, self.head_count, self.head_count_kv);
-        if h == 0 || kv == 0 || !d.is_multiple_of(h) || !h.is_multiple_of(kv) {
-            wrong.push(format!(
-                "`llama.embedding_length` {d}, `llama.attention.head_count` {h} and \
-                 `llama.attention.head_count_kv` {kv}: the width must be a multiple of the \
-                 heads, and the query heads a multiple of the key-value heads"
-            ));
-        }
-        if !self.head_dim.is_multiple_of(2) {
-            wrong.push(format!(
-                "the head width {} is odd: rotary embeddings rotate pairs",
-                self.head_dim
-            ));
-        }
-        if let Ok(n) = gguf.get_u64("llama.rope.dimension_count")
-            && n as usize != self.head_dim
-        {
-            wrong.push(format!(
-                "`llama.rope.dimension_count` is {n}, but only rotating the whole head ({}) \
-                 is supported",
-                self.head_dim
-            ));
-        }
-        if let Ok(kind) = gguf.get_str("llama.rope.scaling.type")
-            && kind != "none"
-        {
-            wrong.push(format!(
-                "`llama.rope.scaling.type` is `{kind}`: scaled rotary frequencies are not \
-                 supported"
-            ));
-        }
-        if wrong.is_empty() {
-            Ok(())
-        } else {
-            Err(bad_file(gguf, wrong.join("; ")))
-        }
-    }
-
-    /// The number of query heads that share one key-value head.
-    pub fn group_size(&self) -> usize {
-        self.head_count / self.head_count_kv
-    }
-}
+pub use cache::{BatchKvCache, CacheTensor, KvCache};
+pub use config::LlamaConfig;
+use forward::Segment;
+pub use graph::CapturedDecode;
 
 /// How a model keeps the file's weight matrices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -252,7 +168,8 @@ pub struct Llama {
     config: LlamaConfig,
     device: Device,
     /// The token embedding's raw blocks on the host (`token_embd.weight`, `[V, D]`): a step
-    /// dequantizes only the rows of its tokens, so the table is never held in f32.
+    /// dequantizes only the rows of its tokens, so the table is held in f32 only by a
+    /// captured decode step, which looks rows up on the device.
     embedding: Vec<u8>,
     embedding_type: GgmlType,
     /// The transformer blocks, in order.
@@ -275,76 +192,6 @@ type Matrix = Tensor<(usize, usize)>;
 struct Rotary {
     cos: Matrix,
     sin: Matrix,
-}
-
-/// The keys and values of earlier positions, per block: `[kv_heads, max_len, head_dim]` each,
-/// allocated once. Positions `0..len()` are filled.
-#[derive(Debug)]
-pub struct KvCache {
-    keys: Vec<Tensor<(usize, usize, usize)>>,
-    values: Vec<Tensor<(usize, usize, usize)>>,
-    max_len: usize,
-    len: usize,
-}
-
-impl KvCache {
-    /// The positions filled.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether no position is filled.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The most positions the cache holds.
-    pub fn max_len(&self) -> usize {
-        self.max_len
-    }
-
-    /// Forgets every position (the memory stays allocated): the next forward starts at 0.
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// Forgets the positions from `len` on, to generate again from a shorter prefix.
-    pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
-    }
-
-    /// Block `block`'s keys, `[kv_heads, max_len, head_dim]` (only `..len()` along axis 1 are
-    /// meaningful).
-    pub fn keys(&self, block: usize) -> &Tensor<(usize, usize, usize)> {
-        &self.keys[block]
-    }
-
-    /// Block `block`'s values, laid out as the keys.
-    pub fn values(&self, block: usize) -> &Tensor<(usize, usize, usize)> {
-        &self.values[block]
-    }
-}
-
-/// Writes a step's `[T, heads, head_dim]` rows into a `[heads, max_len, head_dim]` cache at
-/// positions `pos..pos + T`: the one in-place write of a decoding step.
-#[rtx::kernel]
-fn kv_write<T: Float>(
-    src: &[T],
-    dst: &mut [T],
-    n: usize,
-    heads: usize,
-    head_dim: usize,
-    max_len: usize,
-    pos: usize,
-) {
-    let i = block_idx_x() * block_dim_x() + thread_idx_x();
-    if i < n {
-        let row = heads * head_dim;
-        let t = i / row;
-        let h = i % row / head_dim;
-        let d = i % head_dim;
-        dst[(h * max_len + pos + t) * head_dim + d] = src[i];
-    }
 }
 
 impl Llama {
@@ -444,32 +291,43 @@ impl Llama {
         self.head_tied
     }
 
-    /// An empty cache for up to `max_len` positions (at most the context length), on the
-    /// model's device.
+    /// An empty cache for one sequence of up to `max_len` positions (at most the context
+    /// length), on the model's device.
+    ///
+    /// # Errors
+    /// [`Error::BadArgument`] naming `max_len` and the context length when it does not fit.
     pub fn new_cache(&self, max_len: usize) -> Result<KvCache> {
+        Ok(KvCache {
+            inner: self.new_batch_cache(1, max_len)?,
+        })
+    }
+
+    /// An empty cache for `batch` sequences of up to `max_len` positions each (at most the
+    /// context length), on the model's device: what [`Llama::forward_batch`] runs on.
+    ///
+    /// # Errors
+    /// [`Error::BadArgument`] naming the sizes when `batch` is 0 or `max_len` is 0 or longer
+    /// than the context.
+    pub fn new_batch_cache(&self, batch: usize, max_len: usize) -> Result<BatchKvCache> {
         let c = &self.config;
-        if max_len == 0 || max_len > c.context_length {
+        if batch == 0 || max_len == 0 || max_len > c.context_length {
             return Err(Error::BadArgument {
                 op: "Llama::new_cache",
                 msg: format!(
-                    "a cache of {max_len} positions: it must hold 1 to the model's context \
-                     length of {}",
+                    "a cache of {batch} sequences of {max_len} positions: it must hold at \
+                     least one sequence, of 1 to the model's context length of {} positions",
                     c.context_length
                 ),
             });
         }
-        let shape = (c.head_count_kv, max_len, c.head_dim);
-        let make = || {
-            (0..c.block_count)
-                .map(|_| Tensor::zeros(shape, self.device))
-                .collect()
-        };
-        Ok(KvCache {
-            keys: make(),
-            values: make(),
+        BatchKvCache::new(
+            c.block_count,
+            batch,
+            c.head_count_kv,
             max_len,
-            len: 0,
-        })
+            c.head_dim,
+            self.device,
+        )
     }
 
     /// The logits of every position of `tokens`, `[tokens.len(), vocab]`, for tokens placed at
@@ -481,13 +339,8 @@ impl Llama {
     /// # Errors
     /// [`Error::BadArgument`] when `tokens` is empty, a token is outside the vocabulary,
     /// `position` is past the cache's filled length, or the cache cannot hold the tokens.
-    pub fn forward(
-        &self,
-        tokens: &[u32],
-        position: usize,
-        cache: &mut KvCache,
-    ) -> Result<Tensor<(usize, usize)>> {
-        let x = self.hidden(tokens, position, cache)?;
+    pub fn forward(&self, tokens: &[u32], position: usize, cache: &mut KvCache) -> Result<Matrix> {
+        let x = self.hidden("Llama::forward", tokens, position, cache)?;
         self.head.forward(&x)
     }
 
@@ -501,74 +354,104 @@ impl Llama {
         tokens: &[u32],
         position: usize,
         cache: &mut KvCache,
-    ) -> Result<Tensor<(usize, usize)>> {
-        let x = self.hidden(tokens, position, cache)?;
+    ) -> Result<Matrix> {
+        let x = self.hidden("Llama::forward_last", tokens, position, cache)?;
         let t = x.dims()[0];
         self.head
             .forward(&x.narrow::<0, usize>(t - 1, 1).contiguous())
     }
 
-    /// The final hidden states `[T, D]` (after the last norm), updating the cache.
+    /// One step over a batch of sequences of different lengths: `tokens[i]` (any number,
+    /// possibly none) are appended to sequence `i` of `cache` at its own positions
+    /// `cache.len(i)..`, attending only to that sequence's cached positions and to each other
+    /// causally. Every projection and the feed-forward block run as one product over all the
+    /// step's rows. Returns the logits of the last new token of each sequence given tokens,
+    /// `[sequences given tokens, vocab]`, in sequence order: `[batch, vocab]` for a decode
+    /// step of one token each.
+    ///
+    /// ```no_run
+    /// # use rtx::prelude::*;
+    /// # use rtx_models::llama::{Llama, WeightFormat};
+    /// # fn main() -> rtx::Result<()> {
+    /// # let model = Llama::from_gguf_file(rtx_models::pretrained::smollm2_135m_instruct()?, WeightFormat::Quantized, Device::Cpu)?;
+    /// let mut cache = model.new_batch_cache(2, 64)?;
+    /// let prefill = model.forward_batch(&[&[504, 3458, 282], &[28]], &mut cache)?;
+    /// assert_eq!(cache.lens(), &[3, 1]);
+    /// let decode = model.forward_batch(&[&[314], &[17]], &mut cache)?; // [2, vocab]
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::BadArgument`] naming the sizes when `tokens` does not have one entry per
+    /// sequence of the cache, no sequence is given tokens, a token is outside the vocabulary,
+    /// or a sequence's cache cannot hold its tokens.
+    pub fn forward_batch(&self, tokens: &[&[u32]], cache: &mut BatchKvCache) -> Result<Matrix> {
+        const OP: &str = "Llama::forward_batch";
+        if tokens.len() != cache.batch_size() {
+            return Err(Error::BadArgument {
+                op: OP,
+                msg: format!(
+                    "{} token lists for a cache of {} sequences: give one per sequence (an \
+                     empty one leaves it as it is)",
+                    tokens.len(),
+                    cache.batch_size()
+                ),
+            });
+        }
+        let segments: Vec<Segment<'_>> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| !t.is_empty())
+            .map(|(seq, &tokens)| Segment {
+                seq,
+                tokens,
+                position: cache.len(seq),
+            })
+            .collect();
+        if segments.is_empty() {
+            return Err(Error::BadArgument {
+                op: OP,
+                msg: format!(
+                    "none of the {} sequences was given tokens",
+                    cache.batch_size()
+                ),
+            });
+        }
+        let x = self.run_segments(OP, &segments, cache)?;
+        if segments.iter().all(|s| s.tokens.len() == 1) {
+            return self.head.forward(&x);
+        }
+        // Each sequence's last row, then one product of the head over them.
+        let mut last = Vec::with_capacity(segments.len());
+        let mut end = 0;
+        for s in &segments {
+            end += s.tokens.len();
+            last.push(x.narrow::<0, usize>(end - 1, 1));
+        }
+        let refs: Vec<&Matrix> = last.iter().collect();
+        self.head.forward(&Tensor::cat::<0, usize>(&refs))
+    }
+
+    /// The final hidden states `[T, D]` of one sequence's tokens, updating its cache.
     fn hidden(
         &self,
+        op: &'static str,
         tokens: &[u32],
         position: usize,
         cache: &mut KvCache,
-    ) -> Result<Tensor<(usize, usize)>> {
-        let c = &self.config;
-        let t = tokens.len();
-        let bad = |msg: String| {
-            Err(Error::BadArgument {
-                op: "Llama::forward",
-                msg,
-            })
+    ) -> Result<Matrix> {
+        let segment = Segment {
+            seq: 0,
+            tokens,
+            position,
         };
-        if t == 0 {
-            return bad("no tokens given".into());
-        }
-        if let Some(&id) = tokens.iter().find(|&&id| id as usize >= c.vocab_size) {
-            return bad(format!(
-                "token id {id} is outside the vocabulary of {}",
-                c.vocab_size
-            ));
-        }
-        if cache.keys.len() != c.block_count
-            || cache.keys[0].dims() != [c.head_count_kv, cache.max_len, c.head_dim]
-        {
-            return bad(format!(
-                "the cache was made for another model: {} blocks of {:?}",
-                cache.keys.len(),
-                cache.keys.first().map(|k| k.dims().to_vec())
-            ));
-        }
-        if position > cache.len {
-            return bad(format!(
-                "position {position} is past the {} positions the cache holds: positions \
-                 must follow each other",
-                cache.len
-            ));
-        }
-        if position + t > cache.max_len {
-            return bad(format!(
-                "{t} tokens at position {position} need {} positions, but the cache holds \
-                 {}",
-                position + t,
-                cache.max_len
-            ));
-        }
-        let mut x = self.embed(tokens)?;
-        let rope = self.rope.at(position, t);
-        let mask = (t > 1).then(|| self.causal_mask(t, position));
-        for (i, block) in self.blocks.iter().enumerate() {
-            x = self.block(block, &x, &rope, mask.as_ref(), position, cache, i)?;
-        }
-        cache.len = position + t;
-        Ok(rms_norm(&x, &self.norm, c.rms_eps))
+        self.run_segments(op, &[segment], &mut cache.inner)
     }
 
     /// The embedding rows of `tokens`, `[T, D]` in f32: their blocks gathered on the host and
     /// dequantized on the device.
-    fn embed(&self, tokens: &[u32]) -> Result<Tensor<(usize, usize)>> {
+    fn embed(&self, tokens: &[u32]) -> Result<Matrix> {
         let d = self.config.embedding_length;
         let row = self.embedding.len() / self.config.vocab_size;
         let mut bytes = Vec::with_capacity(row * tokens.len());
@@ -580,70 +463,12 @@ impl Llama {
             .dequantize()
     }
 
-    /// The additive mask of a `t`-token step at `position`, `[group * t, position + t]`: row
-    /// `r` is query token `r % t` (queries are grouped by key-value head, see
-    /// [`Llama::block`]), which sees the keys up to its own position.
-    fn causal_mask(&self, t: usize, position: usize) -> Tensor<(usize, usize)> {
-        let (g, s) = (self.config.group_size(), position + t);
-        let mut m = vec![0f32; g * t * s];
-        for r in 0..g * t {
-            let seen = position + r % t + 1;
-            m[r * s + seen..(r + 1) * s].fill(f32::NEG_INFINITY);
-        }
-        Tensor::from_vec(m, (g * t, s), self.device)
-    }
-
-    /// One block over `[T, D]`.
-    #[allow(clippy::too_many_arguments)]
-    fn block(
-        &self,
-        b: &LlamaBlock,
-        x: &Tensor<(usize, usize)>,
-        rope: &Rotary,
-        mask: Option<&Tensor<(usize, usize)>>,
-        position: usize,
-        cache: &mut KvCache,
-        layer: usize,
-    ) -> Result<Tensor<(usize, usize)>> {
-        let c = &self.config;
-        let (t, d, hd) = (x.dims()[0], c.embedding_length, c.head_dim);
-        let (h, kvh, g) = (c.head_count, c.head_count_kv, c.group_size());
-        let s = position + t;
-
-        let n = rms_norm(x, &b.attn_norm, c.rms_eps);
-        let q = rope.rotate(&b.q.forward(&n)?, h);
-        let k = rope.rotate(&b.k.forward(&n)?, kvh);
-        let v = b.v.forward(&n)?;
-        write_rows(&mut cache.keys[layer], &k, position)?;
-        write_rows(&mut cache.values[layer], &v, position)?;
-        let keys = cache.keys[layer].narrow::<1, usize>(0, s);
-        let values = cache.values[layer].narrow::<1, usize>(0, s);
-
-        // Grouped-query attention without repeating the keys: query heads `j * g .. (j + 1) *
-        // g` share key-value head `j`, so `[H, T, hd]` read as `[kv_heads, g * T, hd]` puts
-        // each key-value head's queries in one batch entry.
-        let q = q
-            .reshape((t, h, hd))
-            .permute::<Axes3<1, 0, 2>>()
-            .contiguous()
-            .reshape((kvh, g * t, hd));
-        let scores = q.matmul(&keys.transpose::<1, 2>()) * (1.0 / (hd as f32).sqrt());
-        let scores = match mask {
-            Some(m) => scores + m.broadcast_to((kvh, g * t, s)),
-            None => scores,
-        };
-        let attn = scores.softmax::<2>().matmul(&values);
-        let attn = attn
-            .reshape((h, t, hd))
-            .permute::<Axes3<1, 0, 2>>()
-            .contiguous()
-            .reshape((t, h * hd));
-        let x = x + b.o.forward(&attn)?;
-
-        let n = rms_norm(&x, &b.ffn_norm, c.rms_eps);
-        let hidden = b.gate.forward(&n)?.silu() * b.up.forward(&n)?;
-        debug_assert_eq!(x.dims(), [t, d]);
-        Ok(x + b.down.forward(&hidden)?)
+    /// The whole token embedding as f32 `[vocab, D]` on the model's device, for a captured
+    /// step's lookup by ids held on the device.
+    fn embedding_table(&self) -> Result<Matrix> {
+        let (v, d) = (self.config.vocab_size, self.config.embedding_length);
+        QTensor::from_bytes(&self.embedding, &[v, d], self.embedding_type, self.device)?
+            .dequantize()
     }
 }
 
@@ -652,32 +477,6 @@ fn rms_norm(x: &Tensor<(usize, usize)>, w: &Tensor<(usize,)>, eps: f64) -> Tenso
     let shape = x.shape();
     let inv = ((x * x).mean_keepdim::<1>() + eps as f32).rsqrt();
     x * inv.broadcast_to(shape) * w.broadcast_to(shape)
-}
-
-/// Writes `[T, heads * head_dim]` rows into the cache tensor `[heads, max_len, head_dim]` at
-/// `position`, in place.
-fn write_rows(
-    cache: &mut Tensor<(usize, usize, usize)>,
-    rows: &Tensor<(usize, usize)>,
-    position: usize,
-) -> Result<()> {
-    let (heads, max_len, head_dim) = (cache.dims()[0], cache.dims()[1], cache.dims()[2]);
-    let n = rows.numel();
-    debug_assert!(position + n / (heads * head_dim) <= max_len);
-    let threads = 256;
-    let config = LaunchConfig::new(n.div_ceil(threads) as u32, threads as u32);
-    let mut args = [
-        Arg::input(rows),
-        Arg::output(cache),
-        Arg::usize(n),
-        Arg::usize(heads),
-        Arg::usize(head_dim),
-        Arg::usize(max_len),
-        Arg::usize(position),
-    ];
-    // SAFETY: thread `i < n` reads `src[i]`, inside the `n` rows, and writes row `pos + t <
-    // max_len` (checked by `Llama::hidden`) of head `h < heads`, inside the cache.
-    unsafe { rtx::kernel::launch(kv_write::Op, config, &mut args) }
 }
 
 impl Rotary {
@@ -702,39 +501,6 @@ impl Rotary {
             cos: Tensor::try_from_vec(cos, shape, device)?,
             sin: Tensor::try_from_vec(sin, shape, device)?,
         })
-    }
-
-    /// The angles of positions `position..position + t` (views).
-    fn at(&self, position: usize, t: usize) -> Rotary {
-        Rotary {
-            cos: self.cos.narrow::<0, usize>(position, t),
-            sin: self.sin.narrow::<0, usize>(position, t),
-        }
-    }
-
-    /// Rotates `[T, heads * head_dim]` in llama.cpp's row order: the adjacent pair `(2i, 2i +
-    /// 1)` of every head turns by its position's angle `i` (see the module docs for why
-    /// adjacent pairs).
-    fn rotate(&self, x: &Matrix, heads: usize) -> Matrix {
-        let (t, width) = (x.dims()[0], x.dims()[1]);
-        let half = width / heads / 2;
-        let pairs = x.reshape((t, heads, half, 2usize));
-        let (a, b) = (
-            pairs.narrow::<3, usize>(0, 1),
-            pairs.narrow::<3, usize>(1, 1),
-        );
-        let shape = (t, heads, half, 1usize);
-        let cos = self
-            .cos
-            .reshape((t, 1usize, half, 1usize))
-            .broadcast_to(shape);
-        let sin = self
-            .sin
-            .reshape((t, 1usize, half, 1usize))
-            .broadcast_to(shape);
-        let first = &a * &cos - &b * &sin;
-        let second = &a * &sin + &b * &cos;
-        Tensor::cat::<3, usize>(&[&first, &second]).reshape((t, width))
     }
 }
 

@@ -40,26 +40,7 @@ pub use rtx_kernels::{DType, Element, Float, Num, Signed, bf16, f16};
 pub use rtx_macros::{kernel, model};
 pub use tensor::*;
 
-/// The CUDA runtime's user-facing controls: allocator statistics, cache and limit, synchronization,
-/// timing events, GPU facts, the compiled-kernel cache directory, and TF32 for f32 matrix
-/// products. Every function returns an error (or 0 / false) where no GPU or CUDA library exists.
-///
-/// ```
-/// # use rtx::prelude::*;
-/// if rtx::cuda::is_available() {
-///     let x: Tensor<Rank1<1024>> = Tensor::ones((Const,), Device::Cuda(0));
-///     let stats = rtx::cuda::memory_stats(0).unwrap();
-///     assert!(stats.allocated >= 4096 && stats.reserved >= stats.allocated);
-///     drop(x);
-/// }
-/// ```
-pub mod cuda {
-    pub use rtx_backends::cuda::{
-        Event, GpuInfo, MemoryStats, allow_tf32, device_count, empty_cache, gpu_info, is_available,
-        kernel_cache_dir, memory_limit, memory_stats, nvrtc_version, reset_peak_stats,
-        set_allow_tf32, set_kernel_cache_dir, set_memory_fraction, set_memory_limit, synchronize,
-    };
-}
+pub mod cuda;
 
 /// What the code `#[model]` emits refers to, so user crates need only depend on `rtx`.
 #[doc(hidden)]

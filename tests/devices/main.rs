@@ -210,6 +210,7 @@ mod elementwise;
 mod index;
 mod integer;
 mod ir;
+mod llama_decode;
 mod mixed;
 mod nccl;
 mod norm;

@@ -23,11 +23,11 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 #[derive(Deserialize)]
-struct Reference {
+pub(crate) struct Reference {
     tokens: Vec<TokenCase>,
     chat: Chat,
-    logits: Logits,
-    greedy: Greedy,
+    pub(crate) logits: Logits,
+    pub(crate) greedy: Greedy,
     /// Absent from fixtures made before llama.cpp was part of the reference.
     #[serde(default)]
     llama_cpp: Option<LlamaCpp>,
@@ -62,15 +62,15 @@ struct Chat {
 }
 
 #[derive(Deserialize)]
-struct Logits {
+pub(crate) struct Logits {
     stride: usize,
-    prompts: Vec<LogitCase>,
+    pub(crate) prompts: Vec<LogitCase>,
 }
 
 #[derive(Deserialize)]
-struct LogitCase {
+pub(crate) struct LogitCase {
     prompt: String,
-    ids: Vec<u32>,
+    pub(crate) ids: Vec<u32>,
     top_ids: Vec<usize>,
     top_values: Vec<f32>,
     strided: Vec<f32>,
@@ -78,13 +78,13 @@ struct LogitCase {
 }
 
 #[derive(Deserialize)]
-struct Greedy {
+pub(crate) struct Greedy {
     messages: Vec<Message>,
-    ids: Vec<u32>,
+    pub(crate) ids: Vec<u32>,
     generated: Vec<u32>,
 }
 
-fn reference() -> Reference {
+pub(crate) fn reference() -> Reference {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/llama_reference.json"
@@ -107,7 +107,7 @@ fn model_file() -> Option<PathBuf> {
 }
 
 /// The model with its weights as `format`, loaded once per test binary.
-fn model(format: WeightFormat) -> Option<&'static Llama> {
+pub(crate) fn model(format: WeightFormat) -> Option<&'static Llama> {
     static F32: OnceLock<Option<Llama>> = OnceLock::new();
     static QUANT: OnceLock<Option<Llama>> = OnceLock::new();
     let cell = match format {
@@ -335,6 +335,7 @@ fn streamed_text_is_the_decoded_text_and_stops_where_asked() {
         stop_tokens: vec![],
         stop_strings: vec![],
         max_len: None,
+        cuda_graph: true,
     };
     let mut run = Generation::new(model, &g.ids, &options)
         .unwrap()
@@ -461,6 +462,7 @@ fn a_full_cache_ends_the_generation() {
         stop_tokens: vec![],
         stop_strings: vec![],
         max_len: Some(prompt.len() + 2),
+        cuda_graph: true,
     };
     let mut run = Generation::new(model, prompt, &options).unwrap();
     // The last token's keys are never needed, so 2 free positions give 3 tokens.

@@ -2,6 +2,7 @@
 //! binary links the model code once instead of three times, and lets the llama and MiniLM
 //! cases, the longest, run side by side.
 
+mod batch;
 mod llama;
 mod minilm;
 mod tokenizer;

@@ -161,6 +161,24 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         Arc::as_ptr(&self.storage) as *const () as usize
     }
 
+    /// Identifies the buffer this tensor views: tensors that share storage (views, clones)
+    /// give the same value, and it changes when the tensor is given a buffer of its own (an
+    /// in-place kernel write to a shared tensor copies it first). Code that keeps a captured
+    /// CUDA graph, which reads and writes fixed addresses, checks it to see that its tensors
+    /// stayed in place.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let a: Tensor<Rank2<2, 3>> = Tensor::zeros((Const, Const), Device::Cpu);
+    /// let b = a.clone();
+    /// assert_eq!(a.buffer_id(), b.buffer_id());
+    /// assert_eq!(a.buffer_id(), a.t().buffer_id());
+    /// assert_ne!(a.buffer_id(), a.t().contiguous().buffer_id());
+    /// ```
+    pub fn buffer_id(&self) -> usize {
+        self.storage_place()
+    }
+
     /// The shared storage handle itself.
     pub(crate) fn storage_arc(&self) -> &Arc<Storage<E>> {
         &self.storage

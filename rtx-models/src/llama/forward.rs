@@ -1,0 +1,302 @@
+//! One forward step of a [`Llama`] over rows from several sequences: the embedding, the
+//! blocks and the final norm, with every projection and the feed-forward block one product
+//! over all the step's rows, and attention kept to each row's own sequence.
+//!
+//! A step is a list of [`Segment`]s, runs of consecutive tokens of one sequence each. Rows
+//! carry their sequence and position in device buffers ([`Places`]), which the rotary,
+//! cache-write and attention kernels read, so the same code serves a captured decode step
+//! (`graph.rs`), whose buffers the host refills between replays. A single-token segment
+//! attends through the cached-attention kernel; a longer one (a prefill) through two
+//! products and a masked softmax over its sequence's slab of the cache. Either way a row's
+//! result depends only on its own sequence, which is why a batch generates what each of its
+//! prompts generates alone.
+
+use super::cache::BatchKvCache;
+use super::kernels;
+use super::{Llama, LlamaBlock, Matrix, rms_norm};
+use rtx::prelude::*;
+
+/// Consecutive tokens of one sequence: `tokens` placed at positions `position..position +
+/// tokens.len()` of sequence `seq`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Segment<'a> {
+    pub seq: usize,
+    pub tokens: &'a [u32],
+    pub position: usize,
+}
+
+/// Each row's sequence and position, `[rows]` each, as f32 on the model's device (see
+/// `kernels.rs` for why f32).
+pub(super) struct Places {
+    pub seq: Tensor<(usize,)>,
+    pub pos: Tensor<(usize,)>,
+}
+
+/// How a step's rows attend.
+pub(super) enum Plan<'a> {
+    /// Every row is one token of its own sequence: one cached-attention launch for all.
+    Decode,
+    /// The step's segments, in row order: each attends on its own.
+    Segments(&'a [Segment<'a>]),
+}
+
+impl Places {
+    /// The places of `segments`' rows, uploaded as one buffer.
+    fn of(segments: &[Segment<'_>], device: Device) -> Result<Places> {
+        let rows: usize = segments.iter().map(|s| s.tokens.len()).sum();
+        let mut host = Vec::with_capacity(2 * rows);
+        for s in segments {
+            host.extend(std::iter::repeat_n(s.seq as f32, s.tokens.len()));
+        }
+        for s in segments {
+            host.extend((s.position..s.position + s.tokens.len()).map(|p| p as f32));
+        }
+        let both: Tensor<(usize, usize)> = Tensor::try_from_vec(host, (2, rows), device)?;
+        Ok(Places::from_rows(&both, 0))
+    }
+
+    /// Views of rows `first` (sequences) and `first + 1` (positions) of `buffer`.
+    pub(super) fn from_rows(buffer: &Tensor<(usize, usize)>, first: usize) -> Places {
+        let n = buffer.dims()[1];
+        let row = |r: usize| buffer.narrow::<0, usize>(r, 1).reshape((n,));
+        Places {
+            seq: row(first),
+            pos: row(first + 1),
+        }
+    }
+
+    /// The places of rows `start..start + len`.
+    fn narrow(&self, start: usize, len: usize) -> Places {
+        Places {
+            seq: self.seq.narrow::<0, usize>(start, len),
+            pos: self.pos.narrow::<0, usize>(start, len),
+        }
+    }
+}
+
+impl Llama {
+    /// The final hidden states `[rows, D]` of every token of `segments`, in order, after the
+    /// last norm; their keys and values are written to `cache`, and each segment's sequence
+    /// then holds the positions up to the segment's end.
+    pub(super) fn run_segments(
+        &self,
+        op: &'static str,
+        segments: &[Segment<'_>],
+        cache: &mut BatchKvCache,
+    ) -> Result<Matrix> {
+        self.check_segments(op, segments, cache)?;
+        let ids: Vec<u32> = segments.iter().flat_map(|s| s.tokens).copied().collect();
+        let places = Places::of(segments, self.device)?;
+        let plan = if segments.iter().all(|s| s.tokens.len() == 1) {
+            Plan::Decode
+        } else {
+            Plan::Segments(segments)
+        };
+        let x = self.layers(self.embed(&ids)?, &places, &plan, cache)?;
+        for s in segments {
+            cache.lens[s.seq] = s.position + s.tokens.len();
+        }
+        Ok(x)
+    }
+
+    /// An error naming what does not fit: the cache's sizes, a sequence, a token id, a
+    /// position. Sequences are named only when the cache holds several.
+    fn check_segments(
+        &self,
+        op: &'static str,
+        segments: &[Segment<'_>],
+        cache: &BatchKvCache,
+    ) -> Result<()> {
+        let c = &self.config;
+        let bad = |msg: String| Err(Error::BadArgument { op, msg });
+        let want = [c.head_count_kv, cache.max_len, c.head_dim];
+        if cache.keys.len() != c.block_count || cache.keys[0].dims()[1..] != want {
+            return bad(format!(
+                "the cache was made for another model: {} blocks of {:?}, where this model \
+                 has {} blocks of [batch, {}, max_len, {}]",
+                cache.keys.len(),
+                cache.keys.first().map(|k| k.dims().to_vec()),
+                c.block_count,
+                c.head_count_kv,
+                c.head_dim
+            ));
+        }
+        if segments.is_empty() {
+            return bad("no tokens given".into());
+        }
+        let mut seen = vec![false; cache.batch_size()];
+        for s in segments {
+            let who = if cache.batch_size() > 1 {
+                format!("sequence {}: ", s.seq)
+            } else {
+                String::new()
+            };
+            if s.seq >= seen.len() || std::mem::replace(&mut seen[s.seq], true) {
+                return bad(format!(
+                    "{who}sequence {} given twice, or past the cache's {}",
+                    s.seq,
+                    seen.len()
+                ));
+            }
+            let t = s.tokens.len();
+            if t == 0 {
+                return bad(format!("{who}no tokens given"));
+            }
+            if let Some(&id) = s.tokens.iter().find(|&&id| id as usize >= c.vocab_size) {
+                return bad(format!(
+                    "{who}token id {id} is outside the vocabulary of {}",
+                    c.vocab_size
+                ));
+            }
+            let (p, len) = (s.position, cache.lens[s.seq]);
+            if p > len {
+                return bad(format!(
+                    "{who}position {p} is past the {len} positions the cache holds: positions \
+                     must follow each other"
+                ));
+            }
+            if p + t > cache.max_len {
+                return bad(format!(
+                    "{who}{t} tokens at position {p} need {} positions, but the cache holds {}",
+                    p + t,
+                    cache.max_len
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The blocks and the final norm over the embedded rows `x`, placed by `places`.
+    pub(super) fn layers(
+        &self,
+        mut x: Matrix,
+        places: &Places,
+        plan: &Plan<'_>,
+        cache: &mut BatchKvCache,
+    ) -> Result<Matrix> {
+        for (i, block) in self.blocks.iter().enumerate() {
+            x = self.block(block, &x, places, plan, cache, i)?;
+        }
+        Ok(rms_norm(&x, &self.norm, self.config.rms_eps))
+    }
+
+    /// One block over `[rows, D]`.
+    fn block(
+        &self,
+        b: &LlamaBlock,
+        x: &Matrix,
+        places: &Places,
+        plan: &Plan<'_>,
+        cache: &mut BatchKvCache,
+        layer: usize,
+    ) -> Result<Matrix> {
+        let c = &self.config;
+        let (h, kvh) = (c.head_count, c.head_count_kv);
+        let n = rms_norm(x, &b.attn_norm, c.rms_eps);
+        let mut q = b.q.forward(&n)?;
+        let mut k = b.k.forward(&n)?;
+        let v = b.v.forward(&n)?;
+        let (cos, sin) = (&self.rope.cos, &self.rope.sin);
+        kernels::rope(&mut q, cos, sin, &places.pos, h)?;
+        kernels::rope(&mut k, cos, sin, &places.pos, kvh)?;
+        kernels::write_rows(&mut cache.keys[layer], &k, &places.seq, &places.pos)?;
+        kernels::write_rows(&mut cache.values[layer], &v, &places.seq, &places.pos)?;
+        let attn = match plan {
+            Plan::Decode => kernels::attend(
+                &q,
+                &cache.keys[layer],
+                &cache.values[layer],
+                &places.seq,
+                &places.pos,
+                h,
+            )?,
+            Plan::Segments(segments) => self.attend_segments(&q, segments, places, cache, layer)?,
+        };
+        let x = x + b.o.forward(&attn)?;
+
+        let n = rms_norm(&x, &b.ffn_norm, c.rms_eps);
+        let hidden = b.gate.forward(&n)?.silu() * b.up.forward(&n)?;
+        Ok(x + b.down.forward(&hidden)?)
+    }
+
+    /// Attention of each segment's rows of `q` over its own sequence, joined in row order.
+    fn attend_segments(
+        &self,
+        q: &Matrix,
+        segments: &[Segment<'_>],
+        places: &Places,
+        cache: &BatchKvCache,
+        layer: usize,
+    ) -> Result<Matrix> {
+        let h = self.config.head_count;
+        let mut parts = Vec::with_capacity(segments.len());
+        let mut first = 0;
+        for s in segments {
+            let t = s.tokens.len();
+            let rows = q.narrow::<0, usize>(first, t);
+            parts.push(if t == 1 {
+                let at = places.narrow(first, 1);
+                let (keys, values) = (&cache.keys[layer], &cache.values[layer]);
+                kernels::attend(&rows, keys, values, &at.seq, &at.pos, h)?
+            } else {
+                self.attend_prefill(&rows, s, cache, layer)
+            });
+            first += t;
+        }
+        if parts.len() == 1 {
+            return Ok(parts.pop().expect("one part"));
+        }
+        let refs: Vec<&Matrix> = parts.iter().collect();
+        Ok(Tensor::cat::<0, usize>(&refs))
+    }
+
+    /// The causal attention of a segment's `t > 1` rows `q` over its sequence's cached
+    /// positions `0..position + t` (its own keys already written), by two products.
+    fn attend_prefill(
+        &self,
+        q: &Matrix,
+        s: &Segment<'_>,
+        cache: &BatchKvCache,
+        layer: usize,
+    ) -> Matrix {
+        let c = &self.config;
+        let (hd, h, kvh, g) = (c.head_dim, c.head_count, c.head_count_kv, c.group_size());
+        let t = s.tokens.len();
+        let len = s.position + t;
+        let slab = |all: &super::cache::CacheTensor| {
+            all.narrow::<0, usize>(s.seq, 1)
+                .reshape((kvh, cache.max_len, hd))
+                .narrow::<1, usize>(0, len)
+        };
+        let (keys, values) = (slab(&cache.keys[layer]), slab(&cache.values[layer]));
+        // Grouped-query attention without repeating the keys: query heads `j * g .. (j + 1) *
+        // g` share key-value head `j`, so `[H, T, hd]` read as `[kv_heads, g * T, hd]` puts
+        // each key-value head's queries in one batch entry.
+        let q = q
+            .reshape((t, h, hd))
+            .permute::<Axes3<1, 0, 2>>()
+            .contiguous()
+            .reshape((kvh, g * t, hd));
+        let scores = q.matmul(&keys.transpose::<1, 2>()) * (1.0 / (hd as f32).sqrt());
+        let mask = self.causal_mask(t, s.position);
+        let scores = scores + mask.broadcast_to((kvh, g * t, len));
+        let attn = scores.softmax::<2>().matmul(&values);
+        attn.reshape((h, t, hd))
+            .permute::<Axes3<1, 0, 2>>()
+            .contiguous()
+            .reshape((t, h * hd))
+    }
+
+    /// The additive mask of a `t`-token segment at `position`, `[group * t, position + t]`:
+    /// row `r` is query token `r % t` (queries are grouped by key-value head, see
+    /// [`Llama::attend_prefill`]), which sees the keys up to its own position.
+    fn causal_mask(&self, t: usize, position: usize) -> Matrix {
+        let (g, s) = (self.config.group_size(), position + t);
+        let mut m = vec![0f32; g * t * s];
+        for r in 0..g * t {
+            let seen = position + r % t + 1;
+            m[r * s + seen..(r + 1) * s].fill(f32::NEG_INFINITY);
+        }
+        Tensor::from_vec(m, (g * t, s), self.device)
+    }
+}
