@@ -25,6 +25,7 @@ pub mod kernel;
 pub mod nn;
 pub mod optim;
 pub mod quant;
+mod rules;
 pub mod shape;
 mod tensor;
 

@@ -1,13 +1,16 @@
 //! The IR executor against the compiled path: every test model's graph (`#[model]`'s `ir()`)
-//! run by `Graph::run` gives bitwise the compiled training forward's output on the CPU; and
-//! the GPT test model's graph, saved as JSON beside a checkpoint of its weights, runs in a
-//! fresh process that has no model type and gives bitwise the same logits.
+//! run by `Graph::run` gives bitwise the compiled training forward's output on the CPU, and
+//! `Graph::backward` bitwise the static backward's gradients (every parameter's and the
+//! input's); and the GPT test model's graph, saved as JSON beside a checkpoint of its
+//! weights, runs in a fresh process that has no model type and gives bitwise the same logits.
 
 use crate::compiled::{Mlp, X};
 use crate::compiled_models::{Block, Cnn, Img, Seq};
 use crate::gpt::Small;
+use rtx::Gradients;
 use rtx::io::Checkpoint;
-use rtx::ir::{DynTensor, Graph, Params};
+use rtx::ir::{Backward, DynTensor, Graph, Params};
+use rtx::nn::{Module, TensorKind, Visitor};
 use rtx::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -89,6 +92,147 @@ fn the_gpt_runs_bitwise_as_compiled() {
     let out = g.run(&inputs, &Params::of_model(&m)).unwrap();
     same_bits("gpt", &out[0], &DynTensor::of(&y));
     // ANCHOR_END: run
+}
+
+/// Asserts the IR's backward gave every parameter bitwise the gradient the compiled static
+/// backward left in `grads`, and no gradient the static backward did not give.
+#[track_caller]
+fn same_grads<M: Module>(what: &str, back: &Backward, m: &M, grads: &Gradients) {
+    struct Collect<'g>(&'g Gradients, Vec<(String, DynTensor)>);
+    impl Visitor for Collect<'_> {
+        fn visit<S: Shape, E: Float>(&mut self, name: &str, t: &Tensor<S, E>, kind: TensorKind) {
+            if let (TensorKind::Parameter, Some(g)) = (kind, self.0.get(t)) {
+                self.1.push((name.to_string(), DynTensor::of(&g)));
+            }
+        }
+    }
+    let mut c = Collect(grads, Vec::new());
+    m.visit("", &mut c);
+    assert!(
+        !c.1.is_empty(),
+        "{what}: the static backward gave no gradient"
+    );
+    for (name, want) in &c.1 {
+        let got = back.params.get(name);
+        let got = got.unwrap_or_else(|| panic!("{what}: the IR gave {name} no gradient"));
+        same_bits(&format!("{what} d{name}"), got, want);
+    }
+    assert_eq!(
+        back.params.names().count(),
+        c.1.len(),
+        "{what}: the IR gave gradients the static backward did not"
+    );
+}
+
+#[test]
+fn the_mlp_backward_is_bitwise_as_compiled() {
+    let mut m = Mlp::init(&Device::Cpu, 3);
+    m.track_gradients();
+    let x: X = Tensor::randn((Dyn(5), Const), 1, Device::Cpu);
+    let (y, backward) = m.forward_train(&x);
+    let seed = Tensor::randn(y.shape(), 7, Device::Cpu);
+    let mut grads = Gradients::new();
+    let (dx,) = backward(seed.clone(), &mut grads, true);
+    let inputs = [("x", DynTensor::of(&x))];
+    let params = Params::of_model(&m);
+    let back = m.ir().backward(&inputs, &params, &[DynTensor::of(&seed)]);
+    let back = back.unwrap();
+    same_bits("mlp output", &back.outputs[0], &DynTensor::of(&y));
+    same_grads("mlp", &back, &m, &grads);
+    let dx = DynTensor::of(&dx.unwrap());
+    same_bits("mlp dx", back.inputs.get("x").unwrap(), &dx);
+}
+
+#[test]
+fn the_cnn_backward_is_bitwise_as_compiled() {
+    let mut m = Cnn::<f32>::init(&Device::Cpu, 0);
+    m.track_gradients();
+    let x: Img<f32> = Tensor::randn((Dyn(3), Const, Const, Const), 1, Device::Cpu);
+    let (y, backward) = m.forward_train(&x);
+    let seed = Tensor::randn(y.shape(), 7, Device::Cpu);
+    let mut grads = Gradients::new();
+    let (dx,) = backward(seed.clone(), &mut grads, true);
+    let inputs = [("x", DynTensor::of(&x))];
+    let back = m
+        .ir()
+        .backward(&inputs, &Params::of_model(&m), &[DynTensor::of(&seed)]);
+    let back = back.unwrap();
+    same_grads("cnn", &back, &m, &grads);
+    let dx = DynTensor::of(&dx.unwrap());
+    same_bits("cnn dx", back.inputs.get("x").unwrap(), &dx);
+}
+
+/// The transformer block in `E`: its IR's backward against its static backward.
+fn block_backward<E: Float>() {
+    let mut m = Block::<E>::init(&Device::Cpu, 2);
+    m.track_gradients();
+    let x: Seq<E> = Tensor::<_, f32>::randn((Dyn(3), Const, Const), 4, Device::Cpu).cast();
+    let (y, backward) = m.forward_train(&x);
+    let seed: Seq<E> = Tensor::<_, f32>::randn(y.shape(), 7, Device::Cpu).cast();
+    let mut grads = Gradients::new();
+    let (dx,) = backward(seed.clone(), &mut grads, true);
+    let inputs = [("x", DynTensor::of(&x))];
+    let back = m
+        .ir()
+        .backward(&inputs, &Params::of_model(&m), &[DynTensor::of(&seed)]);
+    let back = back.unwrap();
+    let what = format!("block {:?}", E::DTYPE);
+    same_grads(&what, &back, &m, &grads);
+    let dx = DynTensor::of(&dx.unwrap());
+    same_bits(&format!("{what} dx"), back.inputs.get("x").unwrap(), &dx);
+}
+
+#[test]
+fn the_transformer_block_backward_is_bitwise_as_compiled() {
+    block_backward::<f32>();
+    // The chains' derivative kernels compute in f32 and round once: so does the IR.
+    block_backward::<bf16>();
+}
+
+#[test]
+fn the_gpt_backward_is_bitwise_as_compiled() {
+    // ANCHOR: backward
+    let mut m = Small::<f32>::init(&Device::Cpu, 5);
+    m.track_gradients();
+    let (ids, pos) = gpt_batch();
+    let (y, backward) = m.forward_train(&ids, &pos);
+    let seed = Tensor::randn(y.shape(), 7, Device::Cpu);
+    let mut grads = Gradients::new();
+    backward(seed.clone(), &mut grads, false);
+    let inputs = [("ids", DynTensor::of(&ids)), ("pos", DynTensor::of(&pos))];
+    let back = m
+        .ir::<usize>()
+        .backward(&inputs, &Params::of_model(&m), &[DynTensor::of(&seed)]);
+    let back = back.unwrap();
+    // Every parameter's gradient, by its dotted name.
+    let dwte = back.params.get("wte.weight").unwrap();
+    assert_eq!(dwte.dims(), &[32, 16]);
+    // ANCHOR_END: backward
+    same_grads("gpt", &back, &m, &grads);
+    assert_eq!(back.inputs.names().count(), 0, "token ids take no gradient");
+}
+
+#[test]
+fn a_seed_that_does_not_fit_is_named() {
+    let m = Cnn::<f32>::init(&Device::Cpu, 0);
+    let x: Img<f32> = Tensor::randn((Dyn(2), Const, Const, Const), 1, Device::Cpu);
+    let inputs = [("x", DynTensor::of(&x))];
+    let wrong: Tensor<(usize, Const<4>)> = Tensor::zeros((2, Const), Device::Cpu);
+    let err = m
+        .ir()
+        .backward(&inputs, &Params::of_model(&m), &[DynTensor::of(&wrong)]);
+    let msg = err.unwrap_err().to_string();
+    assert!(
+        msg.contains("node 9 (linear): the seed DynTensor([2, 4] "),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("does not fit the output DynTensor([2, 5] "),
+        "{msg}"
+    );
+    let err = m.ir().backward(&inputs, &Params::of_model(&m), &[]);
+    let msg = err.unwrap_err().to_string();
+    assert!(msg.contains("was given 0 seeds for its 1 outputs"), "{msg}");
 }
 
 #[test]

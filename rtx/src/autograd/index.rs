@@ -58,7 +58,9 @@ where
         D: Dim,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
     {
-        Tensor::try_zeros(orig, g.device())?.try_index_add::<I, D>(idx, g)
+        let (g, idx) = ((g.storage(), g.layout()), (idx.storage(), idx.layout()));
+        let s = crate::rules::index::index_select_back(g, idx, &orig.dims(), I)?;
+        Ok(Tensor::from_storage(s, orig))
     }
     by_float!(E, F => Ok(from_float(place::<I, S, D, F>(as_float(g), orig, idx)?)))
 }

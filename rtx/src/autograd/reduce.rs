@@ -170,9 +170,11 @@ pub(crate) fn softmax_back<S: Shape, E: Element>(
         log: bool,
     ) -> Result<Tensor<S, F>> {
         if axis + 1 == y.rank() {
-            let dx = y
-                .storage()
-                .softmax_backward(y.layout(), (g.storage(), g.layout()), log)?;
+            let dx = crate::rules::softmax::softmax_back_rows(
+                (y.storage(), y.layout()),
+                (g.storage(), g.layout()),
+                log,
+            )?;
             return Ok(Tensor::from_storage(dx, y.shape()));
         }
         softmax_back_composed(y, g, axis, log)

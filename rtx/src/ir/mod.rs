@@ -120,7 +120,7 @@ mod validate;
 
 pub use builder::Builder;
 pub use composite::LastAxis;
-pub use exec::{DynTensor, Params};
+pub use exec::{Backward, DynTensor, Params};
 
 use crate::shape::{HasAxis, Shape};
 use crate::tensor::Tensor;

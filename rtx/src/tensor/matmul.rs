@@ -281,6 +281,36 @@ pub(crate) fn matmul_layouts<E: Num>(
     Ok((out, dims))
 }
 
+/// The gradients of a product `a · b` (with a bias added to every row when `bias`), from the
+/// operands' storages and layouts and the product's gradient `g`: the layout-level form of
+/// [`MatmulGrad`], for the IR's backward. The product is planned again from the layouts, as
+/// [`matmul_layouts`] planned it, and its gradients are [`MatmulGrad`]'s own computation
+/// (`GradPlan`), so both backwards launch the same products and get the same bits.
+///
+/// Returns each gradient asked for in `need` (`[a, b]`) as storage and the layout to see it
+/// through (the operand's dims), and with `bias`, the bias's gradient `[N]`.
+#[allow(clippy::type_complexity)]
+pub(crate) fn matmul_layouts_grads<E: Num>(
+    a: (&Storage<E>, &Layout),
+    b: (&Storage<E>, &Layout),
+    g: (&Storage<E>, &Layout),
+    [need_a, need_b]: [bool; 2],
+    bias: bool,
+) -> Result<(
+    Option<(Storage<E>, Layout)>,
+    Option<(Storage<E>, Layout)>,
+    Option<Storage<E>>,
+)> {
+    let (plan, _) = plan_layouts(a.1, b.1).map_err(|rule| Error::ShapeMismatch {
+        op: "matmul",
+        lhs: format!("{:?}", a.1.dims()),
+        rhs: format!("{:?}", b.1.dims()),
+        rule,
+    })?;
+    let raw = GradPlan::new(plan.parts(), a.1, b.1);
+    raw.grads_and_sums(a, b, g, [need_a, need_b, bias])
+}
+
 /// The rule a bias that does not fit breaks.
 const BIAS_RULE: &str = "a bias must be as long as the product's last dimension";
 
@@ -505,14 +535,12 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
             return Ok((da, db, None));
         };
         let (da, db, sums) = self.grads_sums(g, need_a, need_b, true)?;
-        let sums = match sums {
-            Some(s) => s,
-            None => self.raw.bias_sums(g.storage(), g.layout())?,
-        };
+        let sums = sums.unwrap_or_else(|| unreachable!("asked for, the sums come"));
         Ok((da, db, Some(Tensor::from_storage(sums, shape))))
     }
 
-    /// The gradients asked for and, with `sums`, `g`'s column sums when they came with B's.
+    /// The gradients asked for and, with `sums`, `g`'s column sums (see
+    /// `GradPlan::grads_and_sums`).
     #[allow(clippy::type_complexity)]
     fn grads_sums<O: Shape>(
         &self,
@@ -527,7 +555,7 @@ impl<S: Shape, R: Shape, E: Num> MatmulGrad<S, R, E> {
     )> {
         // A shell over [`GradPlan::grads`], which is compiled once per element type.
         let (x, w) = (&self.x, &self.w);
-        let (da, db, col_sums) = self.raw.grads(
+        let (da, db, col_sums) = self.raw.grads_and_sums(
             (x.storage(), x.layout()),
             (w.storage(), w.layout()),
             (g.storage(), g.layout()),
@@ -559,6 +587,24 @@ impl GradPlan {
             a_batched: plan.a_batched,
             b_batched: plan.b_batched,
         }
+    }
+
+    /// [`GradPlan::grads`], with `g`'s column sums (a bias's gradient) whenever `sums` asks
+    /// for them: out of B's product where it gives them, else summed down `g`'s rows.
+    #[allow(clippy::type_complexity)]
+    fn grads_and_sums<E: Num>(
+        &self,
+        x: (&Storage<E>, &Layout),
+        w: (&Storage<E>, &Layout),
+        g: (&Storage<E>, &Layout),
+        need: [bool; 3],
+    ) -> Result<(Option<Viewed<E>>, Option<Viewed<E>>, Option<Storage<E>>)> {
+        let (da, db, sums) = self.grads(x, w, g, need)?;
+        let sums = match (need[2], sums) {
+            (true, None) => Some(self.bias_sums(g.0, g.1)?),
+            (_, sums) => sums,
+        };
+        Ok((da, db, sums))
     }
 
     /// The product's gradient `g` summed down its rows (a bias's gradient).

@@ -1,7 +1,6 @@
 //! [`StaticForward`] for [`Conv1d`] and [`Conv2d`]. The forward is the eager convolution on
-//! inputs without history; the backward calls the backend's convolution backwards
-//! (`conv2d_backward_input`, `conv2d_backward_weight`) and sums the bias gradient over images
-//! and positions, as the tape's rule does. A 1-d convolution runs as a 2-d one of height 1.
+//! inputs without history; the backward is the rule `rules::conv::conv2d_back` (the
+//! backend's convolution backwards, the bias's gradient summed over positions and images). A 1-d convolution runs as a 2-d one of height 1.
 //!
 //! The output sizes are the trait's `Out` parameter (`(HO, WO)`, or `LO`): the eager forward
 //! takes them from the caller's type, and so does `StaticForward::forward_train`.
@@ -10,13 +9,14 @@ use crate::compile::{Gradients, StaticForward};
 use crate::error::ok;
 use crate::ir::{Attrs, Builder, ConvAttrs, IrOp, Value};
 use crate::nn::{Conv1d, Conv2d};
+use crate::rules::conv::conv2d_back;
 use crate::shape::conv::ConvOptions;
 use crate::shape::{Const, Dim, Shape};
 use crate::tensor::Tensor;
 use rtx_backends::Conv2dParams;
 use rtx_backends::Layout;
 use rtx_kernels::Float;
-use rtx_kernels::op::{Op, ReduceOp};
+use rtx_kernels::op::Op;
 
 /// The settings of a convolution over `spatial` axes (a 1-d one runs as height 1), as the
 /// eager convolution sets them.
@@ -41,12 +41,6 @@ fn lift(l: &Layout) -> Layout {
     Layout::new(&dims, &strides, l.offset())
 }
 
-/// `l`'s sizes as the four of a 2-d operand.
-fn dims4(l: &Layout) -> [usize; 4] {
-    let d = l.dims();
-    [d[0], d[1], d[2], d[3]]
-}
-
 /// The backward of a convolution of `x` with `weight` (and `bias`) under `p`: the input's
 /// gradient when asked for, the parameters' added to `grads` when they track gradients.
 #[allow(clippy::type_complexity)]
@@ -60,35 +54,22 @@ fn backward<'l, SX: Shape, SW: Shape, SY: Shape, const O: usize, E: Float>(
     move |dy: Tensor<SY, E>, grads: &mut Gradients, need_x: bool| {
         let lg = lift(dy.layout());
         let (lx, lw) = (lift(x.layout()), lift(weight.layout()));
-        let dx = need_x.then(|| {
-            let s = dy
-                .storage()
-                .conv2d_backward_input(&lg, weight.storage(), &lw, dims4(&lx), &p);
-            Tensor::from_storage(ok(s.map_err(Into::into)), x.shape())
-        });
-        if weight.tracks_grad() {
-            let s = dy
-                .storage()
-                .conv2d_backward_weight(&lg, x.storage(), &lx, dims4(&lw), &p);
-            grads.add(
-                weight,
-                Tensor::from_storage(ok(s.map_err(Into::into)), weight.shape()),
-            );
+        let bias = bias.filter(|b| b.tracks_grad());
+        let need = [need_x, weight.tracks_grad(), bias.is_some()];
+        let (dx, dw, db) = ok(conv2d_back(
+            (dy.storage(), &lg),
+            (x.storage(), &lx),
+            (weight.storage(), &lw),
+            &p,
+            need,
+        ));
+        if let Some(dw) = dw {
+            grads.add(weight, Tensor::from_storage(dw, weight.shape()));
         }
-        if let Some(b) = bias.filter(|b| b.tracks_grad()) {
-            // Σ over positions per image, then over images, as the tape's rule sums.
-            let [n, o, ho, wo] = dims4(&lg);
-            let gc = dy.contiguous();
-            let l = Layout::contiguous(&[n, o, ho * wo]).with_offset(gc.layout().offset());
-            let per_image = ok(gc
-                .storage()
-                .reduce(&l, 2, ReduceOp::Sum)
-                .map_err(Into::into));
-            let l = Layout::contiguous(&[n, o]);
-            let s = ok(per_image.reduce(&l, 0, ReduceOp::Sum).map_err(Into::into));
-            grads.add(b, Tensor::from_storage(s, b.shape()));
+        if let (Some(b), Some(db)) = (bias, db) {
+            grads.add(b, Tensor::from_storage(db, b.shape()));
         }
-        (dx,)
+        (dx.map(|dx| Tensor::from_storage(dx, x.shape())),)
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`StaticForward`] for [`LayerNorm`] and [`RMSNorm`], through the backend's fused norm
-//! (`Storage::norm_rows` forward, `Storage::norm_rows_backward` backward) on every device.
+//! (`Storage::norm_rows` forward, the rule `rules::norm::norm_back` backward) on every
+//! device.
 //!
 //! On a GPU that is exactly what the eager layers run and record; on the CPU the eager layers
 //! run their composition of primitive ops, which the fused kernels are held to (in f64 to
@@ -10,6 +11,7 @@ use crate::compile::{Gradients, StaticForward};
 use crate::error::{Result, bail, ok};
 use crate::ir::{Builder, LastAxis, Value};
 use crate::nn::{LayerNorm, RMSNorm};
+use crate::rules::norm::norm_back;
 use crate::shape::{Const, Shape, describe};
 use crate::tensor::Tensor;
 use rtx_kernels::Float;
@@ -102,18 +104,18 @@ fn train<'l, S: Shape, E: Float, const D: usize>(
     )?;
     let (x, out) = (x.detach(), Tensor::from_storage(y, x.shape()));
     let backward = move |dy: Tensor<S, E>, grads: &mut Gradients, need_x: bool| {
-        let want = (weight.tracks_grad(), bias.is_some_and(|b| b.tracks_grad()));
-        if !need_x && !want.0 && !want.1 {
-            return (None,);
-        }
-        let out = dy.storage().norm_rows_backward(
-            dy.layout(),
+        let need = [
+            need_x,
+            weight.tracks_grad(),
+            bias.is_some_and(|b| b.tracks_grad()),
+        ];
+        let (dx, dw, db) = ok(norm_back(
+            (dy.storage(), dy.layout()),
             (x.storage(), x.layout()),
             Some((weight.storage(), weight.layout())),
             &stats,
-            want,
-        );
-        let (dx, dw, db) = ok(out.map_err(Into::into));
+            need,
+        ));
         let param = |s| Param::<D, E>::from_storage(s, (Const,));
         if let Some(dw) = dw {
             grads.add(weight, param(dw));
@@ -121,7 +123,7 @@ fn train<'l, S: Shape, E: Float, const D: usize>(
         if let (Some(db), Some(b)) = (db, bias) {
             grads.add(b, param(db));
         }
-        (need_x.then(|| Tensor::from_storage(dx, x.shape())),)
+        (dx.map(|dx| Tensor::from_storage(dx, x.shape())),)
     };
     Ok((out, backward))
 }

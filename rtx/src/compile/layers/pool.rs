@@ -1,12 +1,13 @@
 //! [`StaticForward`] for [`MaxPool2d`] and [`AvgPool2d`]: the eager pooling on an input
-//! without history, and the backend's pooling backward (`Storage::pool2d_backward`), as the
-//! tape's rule runs it. The output sizes are the trait's `Out` parameter, `(HO, WO)`, taken
+//! without history, and the rule `rules::conv::pool2d_back` (the backend's pooling backward)
+//! as its backward. The output sizes are the trait's `Out` parameter, `(HO, WO)`, taken
 //! from the caller's type as the eager forward takes them.
 
 use crate::compile::{Gradients, StaticForward};
 use crate::error::ok;
 use crate::ir::{Attrs, Builder, IrOp, PoolAttrs, Value};
 use crate::nn::{AvgPool2d, MaxPool2d};
+use crate::rules::conv::pool2d_back;
 use crate::shape::{Dim, Shape};
 use crate::tensor::Tensor;
 use rtx_backends::Pool2dParams;
@@ -32,10 +33,13 @@ fn train<SX: Shape, SY: Shape, E: Float, const K: usize, const S: usize, const P
     };
     let backward = move |dy: Tensor<SY, E>, _: &mut Gradients, need_x: bool| {
         let dx = need_x.then(|| {
-            let s = dy
-                .storage()
-                .pool2d_backward(dy.layout(), x.storage(), x.layout(), kind, &p);
-            Tensor::from_storage(ok(s.map_err(Into::into)), x.shape())
+            let s = pool2d_back(
+                (dy.storage(), dy.layout()),
+                (x.storage(), x.layout()),
+                kind,
+                &p,
+            );
+            Tensor::from_storage(ok(s), x.shape())
         });
         (dx,)
     };

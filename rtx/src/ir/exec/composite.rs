@@ -6,7 +6,8 @@
 //! forward runs.
 //!
 //! Invariant: for the same operands on the same device, each result is bitwise the compiled
-//! forward's, since it is the same call on the same layouts.
+//! forward's, since it is the same call on the same layouts; and what a node keeps for its
+//! backward is what the compiled forward keeps (the same statistics, the same backward).
 
 use super::value::DynTensor;
 use super::{exec_error, floats};
@@ -16,15 +17,20 @@ use crate::ir::Composite;
 use crate::tensor::matmul_layouts;
 use rtx_backends::Layout;
 use rtx_kernels::Float;
+use std::any::Any;
 
-/// Runs the composite op `c` on its inputs `ins`.
-pub(super) fn run(c: Composite, ins: &[DynTensor]) -> Result<DynTensor> {
+/// What a composite op's forward keeps for its backward: a norm's statistics
+/// (`NormStats`), attention's backward (`QkvBack<E>`); `None` for the others.
+pub(super) type Saved = Option<Box<dyn Any>>;
+
+/// Runs the composite op `c` on its inputs `ins`: its output, and what its backward needs.
+pub(super) fn run(c: Composite, ins: &[DynTensor]) -> Result<(DynTensor, Saved)> {
     let x = &ins[0];
     floats!(x.dtype(), c.name(), E => typed::<E>(c, ins))
 }
 
 /// [`run`] for the element type `E`.
-fn typed<E: Float>(c: Composite, ins: &[DynTensor]) -> Result<DynTensor> {
+fn typed<E: Float>(c: Composite, ins: &[DynTensor]) -> Result<(DynTensor, Saved)> {
     let x = &ins[0];
     let s = x.storage::<E>()?;
     let l = x.layout();
@@ -35,8 +41,10 @@ fn typed<E: Float>(c: Composite, ins: &[DynTensor]) -> Result<DynTensor> {
         }
     };
     match c {
-        Composite::Softmax { axis } => Ok(DynTensor::dense(s.softmax(l, axis)?, x.dims())),
-        Composite::LogSoftmax { axis } => Ok(DynTensor::dense(s.log_softmax(l, axis)?, x.dims())),
+        Composite::Softmax { axis } => Ok((DynTensor::dense(s.softmax(l, axis)?, x.dims()), None)),
+        Composite::LogSoftmax { axis } => {
+            Ok((DynTensor::dense(s.log_softmax(l, axis)?, x.dims()), None))
+        }
         Composite::Mean { axis, keepdim } => {
             let mut dims = x.dims().to_vec();
             if keepdim {
@@ -44,12 +52,12 @@ fn typed<E: Float>(c: Composite, ins: &[DynTensor]) -> Result<DynTensor> {
             } else {
                 dims.remove(axis);
             }
-            Ok(DynTensor::dense(s.mean(l, axis)?, &dims))
+            Ok((DynTensor::dense(s.mean(l, axis)?, &dims), None))
         }
         Composite::LayerNorm { eps } | Composite::RmsNorm { eps } => {
             let centered = matches!(c, Composite::LayerNorm { .. });
-            let (y, _stats) = s.norm_rows(l, param(1)?, param(2)?, eps, centered)?;
-            Ok(DynTensor::dense(y, x.dims()))
+            let (y, stats) = s.norm_rows(l, param(1)?, param(2)?, eps, centered)?;
+            Ok((DynTensor::dense(y, x.dims()), Some(Box::new(stats))))
         }
         Composite::Linear => {
             let w = &ins[1];
@@ -62,7 +70,7 @@ fn typed<E: Float>(c: Composite, ins: &[DynTensor]) -> Result<DynTensor> {
             // The weight `[O, I]` read transposed, as the layer's `weight.t()` view reads it.
             let wt = w.layout().transpose(0, 1);
             let (y, dims) = matmul_layouts((s, l), (w.storage::<E>()?, &wt), param(2)?)?;
-            Ok(DynTensor::dense(y, &dims))
+            Ok((DynTensor::dense(y, &dims), None))
         }
         Composite::CausalAttention { heads } => {
             let d = x.dims();
@@ -72,8 +80,8 @@ fn typed<E: Float>(c: Composite, ins: &[DynTensor]) -> Result<DynTensor> {
                 )));
             }
             let qkv: Seq<E> = x.to_tensor()?;
-            let (y, _backward) = attend(&qkv, heads);
-            Ok(DynTensor::of(&y))
+            let (y, backward) = attend(&qkv, heads);
+            Ok((DynTensor::of(&y), Some(Box::new(backward))))
         }
     }
 }

@@ -14,10 +14,12 @@
 //! shape: static dims must match, and every named run-time dim (`B`) has one size across the
 //! graph. Every error names the node, its op, and what does not fit.
 
+mod backward;
 mod composite;
 mod prim;
 mod value;
 
+pub use backward::Backward;
 pub use value::{DynTensor, Params};
 
 pub(crate) use value::exec_error;
@@ -26,6 +28,7 @@ use super::{Dim, Graph, IrOp, Node, NodeId, dtype_name};
 use crate::error::{Error, Result};
 use rtx_backends::{Device, Storage};
 use rtx_kernels::{DType, Element};
+use std::any::Any;
 use std::collections::HashMap;
 
 /// `$body` with `$e` the element type of the dtype `$d`, for float types; any other type is
@@ -143,6 +146,11 @@ impl Graph {
     /// # Ok::<(), rtx::Error>(())
     /// ```
     pub fn run(&self, inputs: &[(&str, DynTensor)], params: &Params) -> Result<Vec<DynTensor>> {
+        self.forward(inputs, params)?.outputs()
+    }
+
+    /// Runs every node in order, keeping every value and what each node's backward needs.
+    fn forward(&self, inputs: &[(&str, DynTensor)], params: &Params) -> Result<Run<'_>> {
         let mut run = Run::new(self);
         // Every value is computed where the given tensors live (constants too, which may come
         // before the first input).
@@ -154,13 +162,7 @@ impl Graph {
             let v = run.eval(i, inputs, params).map_err(|e| run.at(i, e))?;
             run.set(i, v).map_err(|e| run.at(i, e))?;
         }
-        self.outputs
-            .iter()
-            .map(|&o| {
-                let v = run.read_rounded(o)?;
-                Ok(v)
-            })
-            .collect()
+        Ok(run)
     }
 }
 
@@ -173,6 +175,9 @@ pub(crate) struct Run<'g> {
     sizes: HashMap<String, usize>,
     /// The device of the first input or parameter; every other must be on it.
     device: Option<Device>,
+    /// What a composite node's backward needs beyond its inputs and output (a norm's
+    /// statistics, attention's backward), as its forward left it.
+    saved: Vec<Option<Box<dyn Any>>>,
 }
 
 impl<'g> Run<'g> {
@@ -182,7 +187,14 @@ impl<'g> Run<'g> {
             vals: vec![None; graph.nodes.len()],
             sizes: HashMap::new(),
             device: None,
+            saved: (0..graph.nodes.len()).map(|_| None).collect(),
         }
+    }
+
+    /// The graph's outputs, each rounded to its element type.
+    fn outputs(&self) -> Result<Vec<DynTensor>> {
+        let outs = self.graph.outputs.iter();
+        outs.map(|&o| self.read_rounded(o)).collect()
     }
 
     /// `e` with node `i` named in it.
@@ -342,7 +354,9 @@ impl<'g> Run<'g> {
             }
             IrOp::Composite(c) => {
                 let ins = self.inputs_of(i)?;
-                composite::run(*c, &ins)
+                let (y, saved) = composite::run(*c, &ins)?;
+                self.saved[i] = saved;
+                Ok(y)
             }
             _ => {
                 let ins = self.inputs_of(i)?;

@@ -103,7 +103,7 @@ fn target(r: &Run<'_>, i: NodeId, x: &DynTensor, expand: bool) -> Result<Vec<usi
 
 /// `x` with dims `dims`: a view where the layout allows one, else a dense copy first, as
 /// `Tensor::reshape` does.
-fn reshape(x: &DynTensor, dims: &[usize]) -> Result<DynTensor> {
+pub(super) fn reshape(x: &DynTensor, dims: &[usize]) -> Result<DynTensor> {
     let (from, to) = (
         x.dims().iter().product::<usize>(),
         dims.iter().product::<usize>(),
@@ -122,7 +122,7 @@ fn reshape(x: &DynTensor, dims: &[usize]) -> Result<DynTensor> {
 }
 
 /// A dense copy of `x`.
-fn contiguous(x: &DynTensor) -> Result<DynTensor> {
+pub(super) fn contiguous(x: &DynTensor) -> Result<DynTensor> {
     elements!(x.dtype(), "copy", E => {
         let s = x.storage::<E>()?.contiguous(x.layout())?;
         Ok(DynTensor::dense(s, x.dims()))
@@ -130,7 +130,7 @@ fn contiguous(x: &DynTensor) -> Result<DynTensor> {
 }
 
 /// The broadcast of two operands' dims: the longer's, when the shorter broadcasts to it.
-fn broadcast_dims(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+pub(super) fn broadcast_dims(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     let (big, small) = if a.len() >= b.len() { (a, b) } else { (b, a) };
     let lead = big.len() - small.len();
     let mut out = big.to_vec();
@@ -156,7 +156,7 @@ fn seen_at(x: &DynTensor, dims: &[usize]) -> Result<Layout> {
 }
 
 /// A primitive op on its inputs; `dtype` is the node's element type.
-fn op_node(op: Op, attrs: &Attrs, ins: &[DynTensor], dtype: DType) -> Result<DynTensor> {
+pub(super) fn op_node(op: Op, attrs: &Attrs, ins: &[DynTensor], dtype: DType) -> Result<DynTensor> {
     let name = op.name();
     match op {
         Op::Unary(u @ (UnaryOp::Neg | UnaryOp::Abs)) if !ins[0].dtype().is_float() => {
@@ -228,15 +228,8 @@ fn op_node(op: Op, attrs: &Attrs, ins: &[DynTensor], dtype: DType) -> Result<Dyn
         }),
         Op::Conv => conv(attrs, ins),
         Op::Pool(kind) => {
-            let p = attrs
-                .pool
-                .ok_or_else(|| exec_error("needs a pooling window".into()))?;
+            let (p, params) = pool_params(attrs)?;
             let x = &ins[0];
-            let params = Pool2dParams {
-                kernel: [p.kernel; 2],
-                stride: [p.stride; 2],
-                padding: [p.padding; 2],
-            };
             if x.dims().len() != 4 {
                 return Err(exec_error(format!(
                     "pools {:?}, not [N, C, H, W]",
@@ -356,9 +349,7 @@ fn compare<E: Element>(
 /// A 2-d convolution `[N, C, H, W]` with its weight (and bias), as `Tensor::conv2d_bias`
 /// runs it.
 fn conv(attrs: &Attrs, ins: &[DynTensor]) -> Result<DynTensor> {
-    let c = attrs
-        .conv
-        .ok_or_else(|| exec_error("needs conv geometry".into()))?;
+    let (c, p) = conv_params(attrs)?;
     let (x, w) = (&ins[0], &ins[1]);
     if x.dims().len() != 4 || w.dims().len() != 4 {
         return Err(exec_error(format!(
@@ -367,12 +358,6 @@ fn conv(attrs: &Attrs, ins: &[DynTensor]) -> Result<DynTensor> {
             w.dims()
         )));
     }
-    let p = Conv2dParams {
-        stride: [c.stride; 2],
-        padding: [c.padding; 2],
-        dilation: [c.dilation; 2],
-        groups: c.groups,
-    };
     let (xd, wd) = (x.dims(), w.dims());
     let size = |a: usize| {
         p.output_size(a, xd[2 + a], wd[2 + a]).ok_or_else(|| {
@@ -390,4 +375,31 @@ fn conv(attrs: &Attrs, ins: &[DynTensor]) -> Result<DynTensor> {
         let s = x.storage::<E>()?.conv2d(x.layout(), w.storage::<E>()?, w.layout(), bias, &p)?;
         Ok(DynTensor::dense(s, &dims))
     })
+}
+
+/// A convolution node's geometry, and the backend's settings for it.
+pub(super) fn conv_params(attrs: &Attrs) -> Result<(crate::ir::ConvAttrs, Conv2dParams)> {
+    let c = attrs
+        .conv
+        .ok_or_else(|| exec_error("needs conv geometry".into()))?;
+    let p = Conv2dParams {
+        stride: [c.stride; 2],
+        padding: [c.padding; 2],
+        dilation: [c.dilation; 2],
+        groups: c.groups,
+    };
+    Ok((c, p))
+}
+
+/// A pooling node's window, and the backend's settings for it.
+pub(super) fn pool_params(attrs: &Attrs) -> Result<(crate::ir::PoolAttrs, Pool2dParams)> {
+    let p = attrs
+        .pool
+        .ok_or_else(|| exec_error("needs a pooling window".into()))?;
+    let params = Pool2dParams {
+        kernel: [p.kernel; 2],
+        stride: [p.stride; 2],
+        padding: [p.padding; 2],
+    };
+    Ok((p, params))
 }

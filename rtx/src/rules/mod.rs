@@ -1,0 +1,28 @@
+//! One gradient rule per op: each op family's backward written once, on storages and
+//! layouts, and called by every backward that differentiates the op: the static backward of
+//! a compiled model (`compile/`) and the IR's backward (`ir/exec/backward/`). A rule takes
+//! what the forward saved and the output's gradient, and returns the inputs' gradients asked
+//! for, so two backwards that call it launch the same kernels and get the same bits.
+//!
+//! Where each family's rule lives:
+//! - products and `Linear` (with its bias): `tensor::matmul_layouts_grads`, the layout-level
+//!   form of `MatmulGrad`, whose computation (`GradPlan`) both share;
+//! - layer and RMS norm: [`norm`]; softmax and log-softmax: [`softmax`];
+//! - 2-d convolution and pooling: [`conv`]; `index_select` (embeddings): [`index`];
+//! - causal attention: `compile::layers::attention::attend`, which returns its backward;
+//! - elementwise chains: the derivative kernels `#[kernel]` derives (the fused chain's in the
+//!   static backward; in the IR, the same forward-mode rules applied node by node, with each
+//!   unary op's own derived kernel: `ir/exec/backward/chain.rs`).
+//!
+//! Invariant: a rule depends only on its arguments' values and layouts, never on shape types,
+//! so the typed static path and the IR's run-time shapes reach the same code.
+
+pub(crate) mod conv;
+pub(crate) mod index;
+pub(crate) mod norm;
+pub(crate) mod softmax;
+
+use rtx_backends::{Layout, Storage};
+
+/// A tensor as a rule reads it: its storage and the layout it is seen through.
+pub(crate) type Operand<'a, E> = (&'a Storage<E>, &'a Layout);
