@@ -377,7 +377,12 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
                     ldmatrix_x4(&mut af, 0, &sv, (a_row + ch * 4) as usize);
                     for np in 0..2 {
                         let ch = (2 * (ks as u32) + quad % 2) ^ r8;
-                        ldmatrix_x4(&mut bf, np * 4, &sdo, (b_row + (np as u32) * 1024 + ch * 4) as usize);
+                        ldmatrix_x4(
+                            &mut bf,
+                            np * 4,
+                            &sdo,
+                            (b_row + (np as u32) * 1024 + ch * 4) as usize,
+                        );
                     }
                     for nt in 0..4 {
                         mma_m16n8k16(&mut dpt, nt * 4, &af, 0, &bf, nt * 2);
@@ -402,7 +407,12 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
                     ldmatrix_x4(&mut af, 0, &sk, (a_row + ch * 4) as usize);
                     for np in 0..2 {
                         let ch = (2 * (ks as u32) + quad % 2) ^ r8;
-                        ldmatrix_x4(&mut bf, np * 4, &sq, (b_row + (np as u32) * 1024 + ch * 4) as usize);
+                        ldmatrix_x4(
+                            &mut bf,
+                            np * 4,
+                            &sq,
+                            (b_row + (np as u32) * 1024 + ch * 4) as usize,
+                        );
                     }
                     for nt in 0..4 {
                         mma_m16n8k16(&mut st, nt * 4, &af, 0, &bf, nt * 2);
@@ -443,7 +453,12 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
                     for d4 in 0..4 {
                         let dp = h * 4 + d4;
                         let ch = (2 * (dp as u32) + quad / 2) ^ r8;
-                        ldmatrix_x4_trans(&mut tf, 0, &sdo, (t_row + (kk as u32) * 1024 + ch * 4) as usize);
+                        ldmatrix_x4_trans(
+                            &mut tf,
+                            0,
+                            &sdo,
+                            (t_row + (kk as u32) * 1024 + ch * 4) as usize,
+                        );
                         mma_m16n8k16(&mut dva, dp * 8, &pf, kk * 4, &tf, 0);
                         mma_m16n8k16(&mut dva, dp * 8 + 4, &pf, kk * 4, &tf, 2);
                     }
@@ -483,7 +498,12 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
                     for d4 in 0..4 {
                         let dp = h * 4 + d4;
                         let ch = (2 * (dp as u32) + quad / 2) ^ r8;
-                        ldmatrix_x4_trans(&mut tf, 0, &sq, (t_row + (kk as u32) * 1024 + ch * 4) as usize);
+                        ldmatrix_x4_trans(
+                            &mut tf,
+                            0,
+                            &sq,
+                            (t_row + (kk as u32) * 1024 + ch * 4) as usize,
+                        );
                         mma_m16n8k16(&mut dka, dp * 8, &pf, kk * 4, &tf, 0);
                         mma_m16n8k16(&mut dka, dp * 8 + 4, &pf, kk * 4, &tf, 2);
                     }
@@ -694,8 +714,20 @@ pub fn flash_attn_bwd_dq<T: Float>(
                 let r = n0 + 32 + (cr + 8 * (i as u32)) as usize;
                 let len = if c_in && r < n_end { 8 } else { 0 };
                 let at = k0 + r * k_rs + (cc * 8) as usize;
-                cp_async(&mut sk, (next + c_dst + (i as u32) * 512) as usize, k, at, len);
-                cp_async(&mut sv, (next + c_dst + (i as u32) * 512) as usize, v, at, len);
+                cp_async(
+                    &mut sk,
+                    (next + c_dst + (i as u32) * 512) as usize,
+                    k,
+                    at,
+                    len,
+                );
+                cp_async(
+                    &mut sv,
+                    (next + c_dst + (i as u32) * 512) as usize,
+                    v,
+                    at,
+                    len,
+                );
             }
         }
         cp_async_commit();
@@ -711,13 +743,23 @@ pub fn flash_attn_bwd_dq<T: Float>(
                     let ks = h * 4 + k4;
                     let ch = (2 * (ks as u32) + quad % 2) ^ r8;
                     for np in 0..2 {
-                        ldmatrix_x4(&mut kf, np * 4, &sk, (stage + b_row + (np as u32) * 1024 + ch * 4) as usize);
+                        ldmatrix_x4(
+                            &mut kf,
+                            np * 4,
+                            &sk,
+                            (stage + b_row + (np as u32) * 1024 + ch * 4) as usize,
+                        );
                     }
                     for nt in 0..4 {
                         mma_m16n8k16(&mut s, nt * 4, &qf, ks * 4, &kf, nt * 2);
                     }
                     for np in 0..2 {
-                        ldmatrix_x4(&mut kf, np * 4, &sv, (stage + b_row + (np as u32) * 1024 + ch * 4) as usize);
+                        ldmatrix_x4(
+                            &mut kf,
+                            np * 4,
+                            &sv,
+                            (stage + b_row + (np as u32) * 1024 + ch * 4) as usize,
+                        );
                     }
                     for nt in 0..4 {
                         mma_m16n8k16(&mut dps, nt * 4, &df, ks * 4, &kf, nt * 2);
@@ -756,7 +798,12 @@ pub fn flash_attn_bwd_dq<T: Float>(
                     for d4 in 0..4 {
                         let dp = h * 4 + d4;
                         let ch = (2 * (dp as u32) + quad / 2) ^ r8;
-                        ldmatrix_x4_trans(&mut tf, 0, &sk, (stage + t_row + (kk as u32) * 1024 + ch * 4) as usize);
+                        ldmatrix_x4_trans(
+                            &mut tf,
+                            0,
+                            &sk,
+                            (stage + t_row + (kk as u32) * 1024 + ch * 4) as usize,
+                        );
                         mma_m16n8k16(&mut acc, dp * 8, &pf, kk * 4, &tf, 0);
                         mma_m16n8k16(&mut acc, dp * 8 + 4, &pf, kk * 4, &tf, 2);
                     }

@@ -212,7 +212,11 @@ fn expr(e: &Expr, env: &Env) -> Option<D> {
             let unary = |factor: Expr| scale(da.clone(), factor);
             match m {
                 MathFn::Exp => unary(e.clone()),
-                MathFn::Exp2 => unary(Expr::bin(BinOp::Mul, f(std::f64::consts::LN_2, span), e.clone())),
+                MathFn::Exp2 => unary(Expr::bin(
+                    BinOp::Mul,
+                    f(std::f64::consts::LN_2, span),
+                    e.clone(),
+                )),
                 MathFn::Ln => div_by(da, a),
                 MathFn::Ln1p => div_by(da, Expr::bin(BinOp::Add, f(1.0, span), a)),
                 MathFn::Sqrt => div_by(da, Expr::bin(BinOp::Mul, f(2.0, span), e.clone())),

@@ -346,7 +346,11 @@ fn entry_body(k: &KernelFn, imp: &str, args: &[&str]) -> String {
             }
         } else {
             let kw = if i == 0 { "  if" } else { "  } else if" };
-            out.push_str(&format!("{kw} ({}) {{\n    {}\n", conds.join(" && "), call(a)));
+            out.push_str(&format!(
+                "{kw} ({}) {{\n    {}\n",
+                conds.join(" && "),
+                call(a)
+            ));
         }
     }
     out
