@@ -10,8 +10,8 @@
 use crate::Float;
 use rtx_macros::kernel;
 
-/// Threads per block of [`matmul_tc()`]: 4 warps.
-pub const MATMUL_TC_THREADS: u32 = 128;
+/// Threads per block of [`matmul_tc()`]: 8 warps.
+pub const MATMUL_TC_THREADS: u32 = 256;
 /// Rows and columns of C per block of [`matmul_tc()`].
 pub const MATMUL_TC_TILE: usize = 128;
 
@@ -21,10 +21,8 @@ pub const MATMUL_TC_TILE: usize = 128;
 /// blocks; buffers start on 16-byte boundaries (tensors rtx allocates do).
 ///
 /// Each block computes a 128 x 128 tile of C, stepping 32 along K. Three stages of A and B
-/// tiles are in flight: while the warps multiply one, `cp_async` fills the next two. Its 4 warps
-/// each hold a 64 x 64 part of the tile as 4 x 8 `mma_m16n8k16` accumulators, so each 16-step
-/// along K takes 8 `ldmatrix_x4` for 32 `mma`s (shared memory's bandwidth, not the tensor
-/// cores, bounds a smaller warp tile). Shared tiles are
+/// tiles are in flight: while the warps multiply one, `cp_async` fills the next two. Its 8 warps
+/// each hold a 64 x 32 part of the tile as 4 x 4 `mma_m16n8k16` accumulators. Shared tiles are
 /// swizzled (16-byte chunk `c` of row `r` is stored at `c ^ f(r)`), so the 8 rows an `ldmatrix`
 /// reads lie in different banks.
 ///
@@ -55,9 +53,9 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     // the address math costs one instruction per step where `usize` costs two or more.
     let tid = thread_idx_x() as u32;
     let lane = tid % 32;
-    // The warp's 64 x 64 part of the block's tile.
-    let wm = tid / 32 / 2;
-    let wn = tid / 32 % 2;
+    // The warp's 64 x 32 part of the block's tile.
+    let wm = tid / 32 / 4;
+    let wn = tid / 32 % 4;
     let m0 = block_idx_y() * 128;
     let n0 = block_idx_x() * 128;
     let aligned = k % 8 == 0 && n % 8 == 0;
@@ -70,20 +68,20 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     let a_row = (wm * 64 + (quad % 2) * 8 + r8) * 16;
     let a_swizzle = r8 / 2;
     // B, 64 words a row, read transposed: k-row `ks * 16 + (quad % 2) * 8 + r8`, chunk
-    // `wn * 8 + nj * 2 + quad / 2` along N, swizzled by the k-row mod 8, which is `r8`.
+    // `wn * 4 + nj * 2 + quad / 2` along N, swizzled by the k-row mod 8, which is `r8`.
     let b_row = ((quad % 2) * 8 + r8) * 64;
-    let b_chunk = wn * 8 + quad / 2;
-    // This thread's four A rows and four B k-rows of each tile, and where they land in a
-    // stage (fixed for the whole loop, so computed once).
-    let mut a_src = [0usize; 4];
-    let mut a_dst = [0u32; 4];
-    let mut a_row_ok = [false; 4];
-    let mut a_col = [0usize; 4];
-    let mut b_dst = [0u32; 4];
-    let mut b_krow = [0usize; 4];
-    let mut b_col = [0usize; 4];
-    for i in 0..4 {
-        let q = tid + (i as u32) * 128;
+    let b_chunk = wn * 4 + quad / 2;
+    // This thread's two A rows and two B k-rows of each tile, and where they land in a stage
+    // (fixed for the whole loop, so computed once).
+    let mut a_src = [0usize; 2];
+    let mut a_dst = [0u32; 2];
+    let mut a_row_ok = [false; 2];
+    let mut a_col = [0usize; 2];
+    let mut b_dst = [0u32; 2];
+    let mut b_krow = [0usize; 2];
+    let mut b_col = [0usize; 2];
+    for i in 0..2 {
+        let q = tid + (i as u32) * 256;
         // A: row q / 4, 16-byte chunk q % 4 along K.
         let r = q / 4;
         let ch = q % 4;
@@ -98,9 +96,9 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
         b_col[i] = n0 + (bc * 8) as usize;
         b_dst[i] = br * 64 + (bc ^ (br % 8)) * 4;
     }
-    let mut acc = [0.0; 128];
+    let mut acc = [0.0; 64];
     let mut af = [0u32; 16];
-    let mut bf = [0u32; 16];
+    let mut bf = [0u32; 8];
     // Step `kt` loads tile `kt` and multiplies tile `kt - (STAGES - 1)`, so STAGES - 1 tiles
     // are being copied while one is multiplied.
     // ANCHOR: tc_pipeline
@@ -116,7 +114,7 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
             // ANCHOR_END: tc_pipeline
             let stage = load_stage * STAGE_WORDS;
             let k0 = kt * 32;
-            for i in 0..4 {
+            for i in 0..2 {
                 let gk = k0 + a_col[i];
                 let gkb = k0 + b_krow[i];
                 let gn = b_col[i];
@@ -168,14 +166,14 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
                     let word = stage + a_row + (mi as u32) * 256 + chunk * 4;
                     ldmatrix_x4(&mut af, mi * 4, &sa, word as usize);
                 }
-                for nj in 0..4 {
+                for nj in 0..2 {
                     let chunk = (b_chunk + (nj as u32) * 2) ^ r8;
                     let word = stage + (ks as u32) * 1024 + b_row + chunk * 4;
                     ldmatrix_x4_trans(&mut bf, nj * 4, &sb, word as usize);
                 }
                 for mi in 0..4 {
-                    for nt in 0..8 {
-                        mma_m16n8k16(&mut acc, (mi * 8 + nt) * 4, &af, mi * 4, &bf, nt * 2);
+                    for nt in 0..4 {
+                        mma_m16n8k16(&mut acc, (mi * 4 + nt) * 4, &af, mi * 4, &bf, nt * 2);
                     }
                 }
             }
@@ -188,12 +186,12 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     let g = lane / 4;
     let t4 = lane % 4;
     for mi in 0..4 {
-        for nt in 0..8 {
+        for nt in 0..4 {
             for i in 0..4 {
                 let row = m0 + (wm * 64 + g) as usize + mi * 16 + (i / 2) * 8;
-                let col = n0 + (wn * 64 + t4 * 2) as usize + nt * 8 + i % 2;
+                let col = n0 + (wn * 32 + t4 * 2) as usize + nt * 8 + i % 2;
                 if row < m && col < n {
-                    c[row * n + col] = acc[(mi * 8 + nt) * 4 + i];
+                    c[row * n + col] = acc[(mi * 4 + nt) * 4 + i];
                 }
             }
         }

@@ -368,8 +368,8 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
   __shared__ __attribute__((aligned(16))) unsigned int sb[6144];
   unsigned int tid = ((unsigned int)(((unsigned long long)threadIdx.x)));
   unsigned int lane = (tid % 32u);
-  unsigned int wm = ((tid / 32u) / 2u);
-  unsigned int wn = ((tid / 32u) % 2u);
+  unsigned int wm = ((tid / 32u) / 4u);
+  unsigned int wn = ((tid / 32u) % 4u);
   unsigned long long m0 = (((unsigned long long)blockIdx.y) * 128ull);
   unsigned long long n0 = (((unsigned long long)blockIdx.x) * 128ull);
   bool aligned = (((k % 8ull) == 0ull) && ((n % 8ull) == 0ull));
@@ -379,38 +379,38 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
   unsigned int a_row = ((((wm * 64u) + ((quad % 2u) * 8u)) + r8) * 16u);
   unsigned int a_swizzle = (r8 / 2u);
   unsigned int b_row = ((((quad % 2u) * 8u) + r8) * 64u);
-  unsigned int b_chunk = ((wn * 8u) + (quad / 2u));
+  unsigned int b_chunk = ((wn * 4u) + (quad / 2u));
   const unsigned long long rtx_t0 = 0ull;
-  unsigned long long a_src[4];
+  unsigned long long a_src[2];
   #pragma unroll
-  for (int rtx_t1 = 0; rtx_t1 < 4; ++rtx_t1) a_src[rtx_t1] = rtx_t0;
+  for (int rtx_t1 = 0; rtx_t1 < 2; ++rtx_t1) a_src[rtx_t1] = rtx_t0;
   const unsigned int rtx_t2 = 0u;
-  unsigned int a_dst[4];
+  unsigned int a_dst[2];
   #pragma unroll
-  for (int rtx_t3 = 0; rtx_t3 < 4; ++rtx_t3) a_dst[rtx_t3] = rtx_t2;
+  for (int rtx_t3 = 0; rtx_t3 < 2; ++rtx_t3) a_dst[rtx_t3] = rtx_t2;
   const bool rtx_t4 = false;
-  bool a_row_ok[4];
+  bool a_row_ok[2];
   #pragma unroll
-  for (int rtx_t5 = 0; rtx_t5 < 4; ++rtx_t5) a_row_ok[rtx_t5] = rtx_t4;
+  for (int rtx_t5 = 0; rtx_t5 < 2; ++rtx_t5) a_row_ok[rtx_t5] = rtx_t4;
   const unsigned long long rtx_t6 = 0ull;
-  unsigned long long a_col[4];
+  unsigned long long a_col[2];
   #pragma unroll
-  for (int rtx_t7 = 0; rtx_t7 < 4; ++rtx_t7) a_col[rtx_t7] = rtx_t6;
+  for (int rtx_t7 = 0; rtx_t7 < 2; ++rtx_t7) a_col[rtx_t7] = rtx_t6;
   const unsigned int rtx_t8 = 0u;
-  unsigned int b_dst[4];
+  unsigned int b_dst[2];
   #pragma unroll
-  for (int rtx_t9 = 0; rtx_t9 < 4; ++rtx_t9) b_dst[rtx_t9] = rtx_t8;
+  for (int rtx_t9 = 0; rtx_t9 < 2; ++rtx_t9) b_dst[rtx_t9] = rtx_t8;
   const unsigned long long rtx_t10 = 0ull;
-  unsigned long long b_krow[4];
+  unsigned long long b_krow[2];
   #pragma unroll
-  for (int rtx_t11 = 0; rtx_t11 < 4; ++rtx_t11) b_krow[rtx_t11] = rtx_t10;
+  for (int rtx_t11 = 0; rtx_t11 < 2; ++rtx_t11) b_krow[rtx_t11] = rtx_t10;
   const unsigned long long rtx_t12 = 0ull;
-  unsigned long long b_col[4];
+  unsigned long long b_col[2];
   #pragma unroll
-  for (int rtx_t13 = 0; rtx_t13 < 4; ++rtx_t13) b_col[rtx_t13] = rtx_t12;
+  for (int rtx_t13 = 0; rtx_t13 < 2; ++rtx_t13) b_col[rtx_t13] = rtx_t12;
   #pragma unroll
-  for (unsigned long long i = 0ull; i < 4ull; i += 1) {
-    unsigned int q = (tid + (((unsigned int)(i)) * 128u));
+  for (unsigned long long i = 0ull; i < 2ull; i += 1) {
+    unsigned int q = (tid + (((unsigned int)(i)) * 256u));
     unsigned int r = (q / 4u);
     unsigned int ch = (q % 4u);
     a_row_ok[i] = ((m0 + ((unsigned long long)(r))) < m);
@@ -424,17 +424,17 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
     b_dst[i] = ((br * 64u) + ((bc ^ (br % 8u)) * 4u));
   }
   const A rtx_t14 = A(0.0);
-  A acc[128];
+  A acc[64];
   #pragma unroll
-  for (int rtx_t15 = 0; rtx_t15 < 128; ++rtx_t15) acc[rtx_t15] = rtx_t14;
+  for (int rtx_t15 = 0; rtx_t15 < 64; ++rtx_t15) acc[rtx_t15] = rtx_t14;
   const unsigned int rtx_t16 = 0u;
   unsigned int af[16];
   #pragma unroll
   for (int rtx_t17 = 0; rtx_t17 < 16; ++rtx_t17) af[rtx_t17] = rtx_t16;
   const unsigned int rtx_t18 = 0u;
-  unsigned int bf[16];
+  unsigned int bf[8];
   #pragma unroll
-  for (int rtx_t19 = 0; rtx_t19 < 16; ++rtx_t19) bf[rtx_t19] = rtx_t18;
+  for (int rtx_t19 = 0; rtx_t19 < 8; ++rtx_t19) bf[rtx_t19] = rtx_t18;
   unsigned long long kt = 0ull;
   unsigned int load_stage = 0u;
   unsigned int use_stage = 0u;
@@ -445,7 +445,7 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
       unsigned int stage = (load_stage * 2048u);
       unsigned long long k0 = (kt * 32ull);
       #pragma unroll
-      for (unsigned long long i_1 = 0ull; i_1 < 4ull; i_1 += 1) {
+      for (unsigned long long i_1 = 0ull; i_1 < 2ull; i_1 += 1) {
         unsigned long long gk = (k0 + a_col[i_1]);
         unsigned long long gkb = (k0 + b_krow[i_1]);
         unsigned long long gn = b_col[i_1];
@@ -484,7 +484,7 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
           rtx_ldmatrix_x4(af[((mi * 4ull)) + 0ull], af[((mi * 4ull)) + 1ull], af[((mi * 4ull)) + 2ull], af[((mi * 4ull)) + 3ull], (rtx_smem_addr(sa) + 4u * (unsigned int)(((unsigned long long)(word)))));
         }
         #pragma unroll
-        for (unsigned long long nj = 0ull; nj < 4ull; nj += 1) {
+        for (unsigned long long nj = 0ull; nj < 2ull; nj += 1) {
           unsigned int chunk_1 = ((b_chunk + (((unsigned int)(nj)) * 2u)) ^ r8);
           unsigned int word_1 = (((stage_1 + (((unsigned int)(ks)) * 1024u)) + b_row) + (chunk_1 * 4u));
           rtx_ldmatrix_x4_trans(bf[((nj * 4ull)) + 0ull], bf[((nj * 4ull)) + 1ull], bf[((nj * 4ull)) + 2ull], bf[((nj * 4ull)) + 3ull], (rtx_smem_addr(sb) + 4u * (unsigned int)(((unsigned long long)(word_1)))));
@@ -492,8 +492,8 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
         #pragma unroll
         for (unsigned long long mi_1 = 0ull; mi_1 < 4ull; mi_1 += 1) {
           #pragma unroll
-          for (unsigned long long nt = 0ull; nt < 8ull; nt += 1) {
-            rtx_mma<S>::m16n8k16(acc[((((mi_1 * 8ull) + nt) * 4ull)) + 0ull], acc[((((mi_1 * 8ull) + nt) * 4ull)) + 1ull], acc[((((mi_1 * 8ull) + nt) * 4ull)) + 2ull], acc[((((mi_1 * 8ull) + nt) * 4ull)) + 3ull], af[((mi_1 * 4ull)) + 0ull], af[((mi_1 * 4ull)) + 1ull], af[((mi_1 * 4ull)) + 2ull], af[((mi_1 * 4ull)) + 3ull], bf[((nt * 2ull)) + 0ull], bf[((nt * 2ull)) + 1ull]);
+          for (unsigned long long nt = 0ull; nt < 4ull; nt += 1) {
+            rtx_mma<S>::m16n8k16(acc[((((mi_1 * 4ull) + nt) * 4ull)) + 0ull], acc[((((mi_1 * 4ull) + nt) * 4ull)) + 1ull], acc[((((mi_1 * 4ull) + nt) * 4ull)) + 2ull], acc[((((mi_1 * 4ull) + nt) * 4ull)) + 3ull], af[((mi_1 * 4ull)) + 0ull], af[((mi_1 * 4ull)) + 1ull], af[((mi_1 * 4ull)) + 2ull], af[((mi_1 * 4ull)) + 3ull], bf[((nt * 2ull)) + 0ull], bf[((nt * 2ull)) + 1ull]);
           }
         }
       }
@@ -506,14 +506,14 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
   #pragma unroll
   for (unsigned long long mi_2 = 0ull; mi_2 < 4ull; mi_2 += 1) {
     #pragma unroll
-    for (unsigned long long nt_1 = 0ull; nt_1 < 8ull; nt_1 += 1) {
+    for (unsigned long long nt_1 = 0ull; nt_1 < 4ull; nt_1 += 1) {
       #pragma unroll
       for (unsigned long long i_2 = 0ull; i_2 < 4ull; i_2 += 1) {
         unsigned long long row = (((m0 + ((unsigned long long)(((wm * 64u) + g)))) + (mi_2 * 16ull)) + ((i_2 / 2ull) * 8ull));
-        unsigned long long col = (((n0 + ((unsigned long long)(((wn * 64u) + (t4 * 2u))))) + (nt_1 * 8ull)) + (i_2 % 2ull));
+        unsigned long long col = (((n0 + ((unsigned long long)(((wn * 32u) + (t4 * 2u))))) + (nt_1 * 8ull)) + (i_2 % 2ull));
         if (((row < m) && (col < n))) {
           const unsigned long long rtx_t20 = ((row * n) + col);
-          c[rtx_t20] = rtx_elem<S>::narrow(acc[((((mi_2 * 8ull) + nt_1) * 4ull) + i_2)]);
+          c[rtx_t20] = rtx_elem<S>::narrow(acc[((((mi_2 * 4ull) + nt_1) * 4ull) + i_2)]);
         }
       }
     }
