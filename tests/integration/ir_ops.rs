@@ -3,7 +3,8 @@
 //! so the IR's gradient is bitwise the static one, op by op, and so is its output.
 
 use rtx::compile::grad::StaticOps;
-use rtx::ir::{Builder, DynTensor, Params, Value};
+use rtx::ir::{Attrs, Builder, DynTensor, IrOp, Params, Value};
+use rtx::op::Op;
 use rtx::op::ReduceOp;
 use rtx::prelude::*;
 use rtx::shape::Shape;
@@ -104,4 +105,43 @@ fn means_and_reductions_differentiate_as_compiled() {
     check("min_keepdim::<0>", min, StaticOps::min_keepdim::<0>);
     let prod = |b: &mut Builder, x| b.reduce::<1, _, _>(x, ReduceOp::Prod);
     check("prod::<1> (a zero in row 1)", prod, StaticOps::prod::<1>);
+}
+
+#[test]
+fn narrow_differentiates_as_compiled() {
+    let narrow = |b: &mut Builder, x| b.narrow::<1, Const<2>, _, _>(x, 1);
+    check("narrow::<1>(1, 2)", narrow, |x| {
+        StaticOps::narrow::<1, Const<2>>(x, 1, Const)
+    });
+}
+
+#[test]
+fn concat_hands_each_input_its_part_of_the_gradient() {
+    // `x` concatenated with itself: its gradient is the sum of the two parts, as the static
+    // backward's two gradients add.
+    let mut b = Builder::new("Cat");
+    let x = b.input::<X, f32>("x");
+    let y =
+        b.node_with::<Rank2<6, 4>, f32>(IrOp::Op(Op::Concat), Attrs::axis(0), &[x.id(), x.id()]);
+    b.output(y);
+    let graph = b.finish();
+
+    let (y, backward) = StaticOps::concat::<0, Const<6>>(&input(), &input());
+    let v: Vec<f32> = (0..24).map(|k| 0.25 + 0.5 * k as f32).collect();
+    let seed = Tensor::from_vec(v, y.shape(), Device::Cpu);
+    let (da, db) = backward(&seed, [true, true]);
+    let want = DynTensor::of(&(&da.unwrap() + &db.unwrap()));
+
+    let inputs = [("x", DynTensor::of(&input()))];
+    let back = graph.backward(&inputs, &Params::new(), &[DynTensor::of(&seed)]);
+    let back = back.unwrap();
+    assert_eq!(back.outputs[0].to_bits(), DynTensor::of(&y).to_bits());
+    let dx = back.inputs.get("x").unwrap();
+    assert_eq!(
+        dx.to_bits(),
+        want.to_bits(),
+        "IR {:?}, static {:?}",
+        dx.to_f64_vec(),
+        want.to_f64_vec()
+    );
 }

@@ -10,6 +10,7 @@
 //! - layer and RMS norm: [`norm`]; softmax and log-softmax: [`softmax`]; the reductions:
 //!   [`reduce`];
 //! - 2-d convolution and pooling: [`conv`]; `index_select` (embeddings): [`index`];
+//! - `narrow` and the joins (concatenation, stacking): [`views`];
 //! - causal attention: `compile::layers::attention::attend`, which returns its backward;
 //! - elementwise chains: the derivative kernels `#[kernel]` derives (the fused chain's in the
 //!   static backward; in the IR, the same forward-mode rules applied node by node, with each
@@ -23,6 +24,7 @@ pub(crate) mod index;
 pub(crate) mod norm;
 pub(crate) mod reduce;
 pub(crate) mod softmax;
+pub(crate) mod views;
 
 use rtx_backends::{Layout, Storage};
 use std::sync::Arc;

@@ -13,7 +13,7 @@ use crate::compile::layers::attention::{QkvBack, Seq};
 use crate::error::Result;
 use crate::ir::{Composite, IrOp, NodeId};
 use crate::rules::reduce::ReduceGrad;
-use crate::rules::{conv, index, norm, reduce, softmax};
+use crate::rules::{conv, index, norm, reduce, softmax, views};
 use crate::tensor::matmul_layouts_grads;
 use rtx_backends::storage::NormStats;
 use rtx_backends::{Layout, Storage};
@@ -41,6 +41,29 @@ pub(super) fn backward(
         }
         IrOp::Reshape => vec![(ins[0], reshape(g, x(0)?.dims())?)],
         IrOp::Expand => vec![(ins[0], sum_to(g, x(0)?.dims())?)],
+        IrOp::Narrow { axis, start } => {
+            let dims = x(0)?.dims().to_vec();
+            let dx = floats!(g.dtype(), "narrow", E => {
+                let s = views::narrow_back(op::<E>(g)?, &dims, *axis, *start)?;
+                Ok(DynTensor::dense(s, &dims))
+            })?;
+            vec![(ins[0], dx)]
+        }
+        IrOp::Op(Op::Concat) => {
+            let axis = n
+                .attrs
+                .axis
+                .ok_or_else(|| exec_error("needs an axis".into()))?;
+            let mut start = 0;
+            let mut out = Vec::new();
+            for (k, &j) in ins.iter().enumerate() {
+                let len = x(k)?.dims()[axis];
+                let part = views::part_of(g.layout(), axis, start, len, false);
+                out.push((j, g.with_layout(part)));
+                start += len;
+            }
+            out
+        }
         IrOp::Op(Op::Copy) => vec![(ins[0], g.clone())],
         IrOp::Op(Op::Cast) => {
             let to = x(0)?.dtype();
