@@ -10,7 +10,8 @@
 //! - layer and RMS norm: [`norm`]; softmax and log-softmax: [`softmax`]; the reductions:
 //!   [`reduce`];
 //! - 2-d convolution and pooling: [`conv`]; `index_select` (embeddings): [`index`];
-//! - `narrow` and the joins (concatenation, stacking): [`views`];
+//! - `narrow` and the joins (concatenation, stacking): [`views`]; the fused cross entropy:
+//!   [`loss`] (the other losses are compositions, differentiated through their parts' rules);
 //! - causal attention: `compile::layers::attention::attend`, which returns its backward;
 //! - elementwise chains: the derivative kernels `#[kernel]` derives (the fused chain's in the
 //!   static backward; in the IR, the same forward-mode rules applied node by node, with each
@@ -21,6 +22,7 @@
 
 pub(crate) mod conv;
 pub(crate) mod index;
+pub(crate) mod loss;
 pub(crate) mod norm;
 pub(crate) mod reduce;
 pub(crate) mod softmax;
