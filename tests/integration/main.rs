@@ -26,6 +26,7 @@ mod hf_checkpoint;
 mod interop;
 mod ir;
 mod ir_exec;
+mod ir_ops;
 mod mixed_precision;
 mod model;
 mod nn;

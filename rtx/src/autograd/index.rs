@@ -132,12 +132,6 @@ pub(crate) fn slice_of<S: Shape, T: Shape, E: Element>(
     drop_axis: bool,
 ) -> Tensor<T, E> {
     let len = if drop_axis { 1 } else { shape.dims()[axis] };
-    let l = g.layout().narrow(axis, start, len);
-    if !drop_axis {
-        return g.view(l, shape);
-    }
-    let (mut dims, mut strides) = (l.dims().to_vec(), l.strides().to_vec());
-    dims.remove(axis);
-    strides.remove(axis);
-    g.view(Layout::new(&dims, &strides, l.offset()), shape)
+    let l = crate::rules::views::part_of(g.layout(), axis, start, len, drop_axis);
+    g.view(l, shape)
 }

@@ -238,11 +238,9 @@ where
         D: Dim,
         <S as ReduceAxis<I>>::Reduced: InsertAxis<I, D>,
     {
-        let len = g.dims()[I];
-        let idx: Vec<i64> = (start..start + len).map(|i| i as i64).collect();
-        let d = D::from_size(len).expect("narrowed size");
-        let idx = Tensor::try_from_vec(idx, (d,), g.device())?;
-        Tensor::try_zeros(orig, g.device())?.try_index_add::<I, D>(&idx, g)
+        let s =
+            crate::rules::views::narrow_back((g.storage(), g.layout()), &orig.dims(), I, start)?;
+        Ok(Tensor::from_storage(s, orig))
     }
     Ok(with_float!(E, F => from_float(place::<I, S, D, F>(as_float(g), orig, start)?)))
 }

@@ -1,8 +1,8 @@
 //! Static losses: the loss functions of [`crate::nn`], by the same names, each returning the
 //! loss with its backward as a closure instead of recording on the tape.
 //!
-//! Cross entropy runs the backend's fused op and its fused backward
-//! (`Storage::cross_entropy` / `cross_entropy_backward`), exactly as the tape's node does; the
+//! Cross entropy runs the backend's fused op and its fused backward (`Storage::cross_entropy`
+//! and the rule `rules::loss::cross_entropy_back`, which the tape's node calls too); the
 //! other losses run the compositions `nn` defines them by, and their backwards apply the
 //! tape's own rules (`reduce_back`, `rules::binary`, `rules::unary`) to the saved
 //! intermediates, in the tape's order.
@@ -113,13 +113,13 @@ pub fn try_cross_entropy_with<B: Dim, C: Dim, E: Float>(
     )?;
     let (x, t) = (logits.detach(), targets.detach());
     let backward = move |dy: &Tensor<(), E>| {
-        let dx = dy.storage().cross_entropy_backward(
-            dy.layout(),
+        let dx = crate::rules::loss::cross_entropy_back(
+            (dy.storage(), dy.layout()),
             (x.storage(), x.layout()),
             (t.storage(), t.layout()),
             &saved,
         );
-        Tensor::from_storage(ok(dx.map_err(Into::into)), x.shape())
+        Tensor::from_storage(ok(dx), x.shape())
     };
     Ok((Tensor::from_storage(loss, ()), backward))
 }

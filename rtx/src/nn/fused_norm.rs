@@ -42,18 +42,16 @@ pub(crate) fn norm<S: Shape, E: Float, const D: usize>(
     let (need_x, want) = (x.node().is_some(), (wn.is_some(), bn.is_some()));
     let (x, weight) = (x.detach(), weight.map(|w| w.detach()));
     Ok(out.record(inputs, move |g| {
-        let grads = g.storage().norm_rows_backward(
-            g.layout(),
+        let (dx, dw, db) = crate::rules::norm::norm_back(
+            (g.storage(), g.layout()),
             (x.storage(), x.layout()),
             weight.as_ref().map(|w| (w.storage(), w.layout())),
             &stats,
-            want,
-        );
-        let (dx, dw, db) = grads?;
+            [need_x, want.0, want.1],
+        )?;
         let param = |s| Tensor::<(Const<D>,), E>::from_storage(s, (Const,));
         Ok(vec![
-            need_x
-                .then(|| Tensor::from_storage(dx, x.shape()))
+            dx.map(|s| Tensor::from_storage(s, x.shape()))
                 .and_then(autograd::erase),
             dw.map(param).and_then(autograd::erase),
             db.map(param).and_then(autograd::erase),

@@ -110,8 +110,8 @@ pub fn try_cross_entropy_with<B: Dim, C: Dim, E: Float>(
     let inputs = vec![logits.node().cloned()];
     let (x, t) = (logits.detach(), targets.detach());
     Ok(out.record(inputs, move |g| {
-        let dx = g.storage().cross_entropy_backward(
-            g.layout(),
+        let dx = crate::rules::loss::cross_entropy_back(
+            (g.storage(), g.layout()),
             (x.storage(), x.layout()),
             (t.storage(), t.layout()),
             &saved,

@@ -7,8 +7,11 @@
 //! Where each family's rule lives:
 //! - products and `Linear` (with its bias): `tensor::matmul_layouts_grads`, the layout-level
 //!   form of `MatmulGrad`, whose computation (`GradPlan`) both share;
-//! - layer and RMS norm: [`norm`]; softmax and log-softmax: [`softmax`];
+//! - layer and RMS norm: [`norm`]; softmax and log-softmax: [`softmax`]; the reductions:
+//!   [`reduce`];
 //! - 2-d convolution and pooling: [`conv`]; `index_select` (embeddings): [`index`];
+//! - `narrow` and the joins (concatenation, stacking): [`views`]; the fused cross entropy:
+//!   [`loss`] (the other losses are compositions, differentiated through their parts' rules);
 //! - causal attention: `compile::layers::attention::attend`, which returns its backward;
 //! - elementwise chains: the derivative kernels `#[kernel]` derives (the fused chain's in the
 //!   static backward; in the IR, the same forward-mode rules applied node by node, with each
@@ -19,10 +22,23 @@
 
 pub(crate) mod conv;
 pub(crate) mod index;
+pub(crate) mod loss;
 pub(crate) mod norm;
+pub(crate) mod reduce;
 pub(crate) mod softmax;
+pub(crate) mod views;
 
 use rtx_backends::{Layout, Storage};
+use std::sync::Arc;
 
 /// A tensor as a rule reads it: its storage and the layout it is seen through.
 pub(crate) type Operand<'a, E> = (&'a Storage<E>, &'a Layout);
+
+/// A tensor as a rule reads it when its gradient may be a view of it (a reduction's spread
+/// gradient shares the output gradient's storage, as the tape's does): the shared storage and
+/// its layout.
+pub(crate) type Shared<'a, E> = (&'a Arc<Storage<E>>, &'a Layout);
+
+/// A gradient as such a rule returns it: a storage, fresh or shared with an operand, and the
+/// layout to read it through (at the input's dims).
+pub(crate) type Grad<E> = (Arc<Storage<E>>, Layout);

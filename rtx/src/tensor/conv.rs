@@ -9,12 +9,13 @@
 
 use super::Tensor;
 use crate::autograd;
-use crate::error::{Error, Result, bail, ok};
+use crate::error::{Result, bail, ok};
+use crate::rules;
 use crate::shape::conv::{ConvOptions, conv as check_conv, pool};
 use crate::shape::{Dim, Shape, describe};
 use rtx_backends::{Conv2dParams, Pool2dParams};
 use rtx_backends::{Layout, Storage};
-use rtx_kernels::op::{PoolOp, ReduceOp};
+use rtx_kernels::op::PoolOp;
 use rtx_kernels::{Element, Float};
 
 pub use crate::shape::conv::{Conv, GroupedConv, Pool};
@@ -199,12 +200,6 @@ fn lift(l: &Layout, at: usize) -> Layout {
     Layout::new(&dims, &strides, l.offset())
 }
 
-/// `l`'s sizes as the four of a 2-d operand.
-fn dims4(l: &Layout) -> [usize; 4] {
-    let d = l.dims();
-    [d[0], d[1], d[2], d[3]]
-}
-
 /// Gives a convolution's output its backward rule, when recording: the input gradient is the
 /// transposed convolution of the output gradient (col2im of `Wᵀ G`), the weight gradient
 /// `G im2colᵀ` summed over images, and the bias gradient the sum of `G` over images and
@@ -225,39 +220,25 @@ fn track_conv<SX: Shape, SW: Shape, SB: Shape, SY: Shape, E: Float>(
     let inputs = vec![x.node().cloned(), w.node().cloned(), b_node.cloned()];
     let (x, w) = (x.detach(), w.detach());
     out.record(inputs, move |g| {
-        let lg = lift(g.layout(), 2);
-        let (lx, lw) = (lift(x.layout(), 2), lift(w.layout(), 2));
-        let dx = need_x
-            .then(|| {
-                let s = g
-                    .storage()
-                    .conv2d_backward_input(&lg, w.storage(), &lw, dims4(&lx), &p)?;
-                Ok::<_, Error>(Tensor::from_storage(s, x.shape()))
-            })
-            .transpose()?;
-        let dw = need_w
-            .then(|| {
-                let s =
-                    g.storage()
-                        .conv2d_backward_weight(&lg, x.storage(), &lx, dims4(&lw), &p)?;
-                Ok::<_, Error>(Tensor::from_storage(s, w.shape()))
-            })
-            .transpose()?;
-        let db = b_shape
-            .map(|shape| {
-                let [n, o, ho, wo] = dims4(&lg);
-                let gc = g.try_contiguous()?;
-                let l = Layout::contiguous(&[n, o, ho * wo]).with_offset(gc.layout().offset());
-                let per_image = gc.storage().reduce(&l, 2, ReduceOp::Sum)?;
-                let l = Layout::contiguous(&[n, o]);
-                let s = per_image.reduce(&l, 0, ReduceOp::Sum)?;
-                Ok::<_, Error>(Tensor::<SB, E>::from_storage(s, shape))
-            })
-            .transpose()?;
+        // A 1-d operand is seen as a 2-d one of height 1, as the forward saw it.
+        let (lg, lx, lw) = (
+            lift(g.layout(), 2),
+            lift(x.layout(), 2),
+            lift(w.layout(), 2),
+        );
+        let need = [need_x, need_w, b_shape.is_some()];
+        let (dx, dw, db) = rules::conv::conv2d_back(
+            (g.storage(), &lg),
+            (x.storage(), &lx),
+            (w.storage(), &lw),
+            &p,
+            need,
+        )?;
         Ok(vec![
-            dx.and_then(autograd::erase),
-            dw.and_then(autograd::erase),
-            db.and_then(autograd::erase),
+            dx.and_then(|s| autograd::erase(Tensor::from_storage(s, x.shape()))),
+            dw.and_then(|s| autograd::erase(Tensor::from_storage(s, w.shape()))),
+            db.zip(b_shape)
+                .and_then(|(s, shape)| autograd::erase(Tensor::<SB, E>::from_storage(s, shape))),
         ])
     })
 }
@@ -277,7 +258,7 @@ fn track_pool<SX: Shape, SY: Shape, E: Float>(
     let x = x.detach();
     out.record(inputs, move |g| {
         let (lg, lx) = (lift(g.layout(), 0), lift(x.layout(), 0));
-        let s = g.storage().pool2d_backward(&lg, x.storage(), &lx, op, &p)?;
+        let s = rules::conv::pool2d_back((g.storage(), &lg), (x.storage(), &lx), op, &p)?;
         Ok(vec![autograd::erase(Tensor::from_storage(s, x.shape()))])
     })
 }

@@ -100,11 +100,6 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         Self::try_full(shape, E::ZERO, device)
     }
 
-    /// [`Tensor::zeros_like`], returning device errors.
-    pub(crate) fn try_zeros_like(&self) -> Result<Self> {
-        Self::try_zeros(self.shape(), self.device())
-    }
-
     /// [`Tensor::ones_like`], returning device errors.
     pub(crate) fn try_ones_like(&self) -> Result<Self> {
         Self::try_full(self.shape(), E::ONE, self.device())

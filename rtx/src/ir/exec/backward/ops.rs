@@ -12,7 +12,8 @@ use super::Reverse;
 use crate::compile::layers::attention::{QkvBack, Seq};
 use crate::error::Result;
 use crate::ir::{Composite, IrOp, NodeId};
-use crate::rules::{conv, index, norm, softmax};
+use crate::rules::reduce::ReduceGrad;
+use crate::rules::{conv, index, norm, reduce, softmax, views};
 use crate::tensor::matmul_layouts_grads;
 use rtx_backends::storage::NormStats;
 use rtx_backends::{Layout, Storage};
@@ -40,17 +41,49 @@ pub(super) fn backward(
         }
         IrOp::Reshape => vec![(ins[0], reshape(g, x(0)?.dims())?)],
         IrOp::Expand => vec![(ins[0], sum_to(g, x(0)?.dims())?)],
+        IrOp::Narrow { axis, start } => {
+            let dims = x(0)?.dims().to_vec();
+            let dx = floats!(g.dtype(), "narrow", E => {
+                let s = views::narrow_back(op::<E>(g)?, &dims, *axis, *start)?;
+                Ok(DynTensor::dense(s, &dims))
+            })?;
+            vec![(ins[0], dx)]
+        }
+        IrOp::Op(Op::Concat) => {
+            let axis = n
+                .attrs
+                .axis
+                .ok_or_else(|| exec_error("needs an axis".into()))?;
+            let mut start = 0;
+            let mut out = Vec::new();
+            for (k, &j) in ins.iter().enumerate() {
+                let len = x(k)?.dims()[axis];
+                let part = views::part_of(g.layout(), axis, start, len, false);
+                out.push((j, g.with_layout(part)));
+                start += len;
+            }
+            out
+        }
         IrOp::Op(Op::Copy) => vec![(ins[0], g.clone())],
         IrOp::Op(Op::Cast) => {
             let to = x(0)?.dtype();
             vec![(ins[0], cast(g, to)?)]
         }
-        IrOp::Op(Op::Reduce(ReduceOp::Sum)) => {
+        IrOp::Op(Op::Reduce(op)) => {
             let axis = n
                 .attrs
                 .axis
                 .ok_or_else(|| exec_error("needs an axis".into()))?;
-            vec![(ins[0], spread(g, &x(0)?, axis)?)]
+            let kind = match op {
+                ReduceOp::Sum => ReduceGrad::Sum,
+                ReduceOp::Prod => ReduceGrad::Prod,
+                ReduceOp::Max | ReduceOp::Min => ReduceGrad::Extreme,
+                ReduceOp::ArgMax | ReduceOp::ArgMin => {
+                    return Err(exec_error(format!("{op:?} has no gradient")));
+                }
+            };
+            let (x, y) = (x(0)?, r.run.read_rounded(i)?);
+            vec![(ins[0], reduction(kind, &x, &y, g, axis)?)]
         }
         IrOp::Composite(c) => {
             let vals: Vec<DynTensor> = (0..ins.len()).map(x).collect::<Result<_>>()?;
@@ -70,15 +103,21 @@ pub(super) fn backward(
     })
 }
 
-/// `g` (a reduction's gradient) spread back along `axis` of `x` (a stride-0 view of a dense
-/// copy), as the tape's sum rule spreads it.
-fn spread(g: &DynTensor, x: &DynTensor, axis: usize) -> Result<DynTensor> {
-    let dense = super::super::prim::contiguous(g)?;
-    let mut kept = x.dims().to_vec();
-    kept.remove(axis);
-    let mut strides = Layout::contiguous(&kept).strides().to_vec();
-    strides.insert(axis, 0);
-    Ok(dense.with_layout(Layout::new(x.dims(), &strides, dense.layout().offset())))
+/// The input's gradient of the reduction `kind` of `x` along `axis` that gave `y`, given
+/// `y`'s gradient `g`: the reductions' rule.
+fn reduction(
+    kind: ReduceGrad,
+    x: &DynTensor,
+    y: &DynTensor,
+    g: &DynTensor,
+    axis: usize,
+) -> Result<DynTensor> {
+    floats!(g.dtype(), "reduce", E => {
+        let (xs, ys, gs) = (x.storage_arc::<E>()?, y.storage_arc::<E>()?, g.storage_arc::<E>()?);
+        let (xs, ys, gs) = ((&xs, x.layout()), (&ys, y.layout()), (&gs, g.layout()));
+        let (s, l) = reduce::reduce_back(kind, xs, ys, gs, Some(axis))?;
+        Ok(DynTensor::from_arc(s, l))
+    })
 }
 
 /// `g` summed over the dims it was broadcast along from `dims`: dense.
@@ -160,17 +199,11 @@ fn composite<E: Float>(
             }
         }
         Composite::Softmax { axis } | Composite::LogSoftmax { axis } => {
-            if axis + 1 != y.dims().len() {
-                return Err(exec_error(format!(
-                    "the backward differentiates {} along the last axis only, not axis {axis} \
-                     of {:?}",
-                    c.name(),
-                    y.dims()
-                )));
-            }
             let log = matches!(c, Composite::LogSoftmax { .. });
-            let dx = softmax::softmax_back_rows(op::<E>(y)?, op::<E>(g)?, log)?;
-            out.push((ins[0], DynTensor::dense(dx, y.dims())));
+            let (ys, gs) = (y.storage_arc::<E>()?, g.storage_arc::<E>()?);
+            let (ys, gs) = ((&ys, y.layout()), (&gs, g.layout()));
+            let (s, l) = softmax::softmax_back(ys, gs, axis, log)?;
+            out.push((ins[0], DynTensor::from_arc(s, l)));
         }
         Composite::CausalAttention { .. } => {
             let back = saved
@@ -179,10 +212,9 @@ fn composite<E: Float>(
             let dy: Seq<E> = g.to_tensor()?;
             out.push((ins[0], DynTensor::of(&back(&dy))));
         }
-        Composite::Mean { .. } => {
-            return Err(exec_error(
-                "the backward does not differentiate mean yet".into(),
-            ));
+        Composite::Mean { axis, .. } => {
+            let dx = reduction(ReduceGrad::Mean, &vals[0], y, g, axis)?;
+            out.push((ins[0], dx));
         }
     }
     Ok(out)

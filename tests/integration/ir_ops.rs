@@ -1,0 +1,147 @@
+//! `Graph::backward` of single ops against the static gradients the compiled path calls for
+//! the same tensor method (`StaticOps`): both go through one rule per op (`rtx/src/rules`),
+//! so the IR's gradient is bitwise the static one, op by op, and so is its output.
+
+use rtx::compile::grad::StaticOps;
+use rtx::ir::{Attrs, Builder, DynTensor, IrOp, Params, Value};
+use rtx::op::Op;
+use rtx::op::ReduceOp;
+use rtx::prelude::*;
+use rtx::shape::Shape;
+
+type X = Rank2<3, 4>;
+
+/// Inputs with a zero and a tie in row 1 (the product's and the extremes' special cases).
+fn input() -> Tensor<X> {
+    let v = [
+        0.5, -1.25, 2.0, 0.75, //
+        1.5, 0.0, 2.0, 1.5, //
+        -0.5, 3.0, 2.0, -2.25,
+    ];
+    Tensor::from_vec(v.to_vec(), (Const, Const), Device::Cpu)
+}
+
+/// Asserts that the one-op graph `build` makes runs forward and back bitwise as the static
+/// gradient `stat` of the same method, under a seed whose entries all differ (so a gradient
+/// sent to the wrong place shows).
+#[track_caller]
+fn check<T: Shape, B>(
+    what: &str,
+    build: impl FnOnce(&mut Builder, Value<X, f32>) -> Value<T, f32>,
+    stat: impl FnOnce(&Tensor<X>) -> (Tensor<T>, B),
+) where
+    B: FnOnce(&Tensor<T>, [bool; 1]) -> Option<Tensor<X>>,
+{
+    let mut b = Builder::new("Op");
+    let x = b.input::<X, f32>("x");
+    let y = build(&mut b, x);
+    b.output(y);
+    let graph = b.finish();
+
+    let (y, backward) = stat(&input());
+    let n = y.numel();
+    let v: Vec<f32> = (0..n).map(|k| 0.25 + 0.5 * k as f32).collect();
+    let seed = Tensor::from_vec(v, y.shape(), Device::Cpu);
+    let want = backward(&seed, [true]).unwrap_or_else(|| panic!("{what}: no static gradient"));
+
+    let inputs = [("x", DynTensor::of(&input()))];
+    let back = graph.backward(&inputs, &Params::new(), &[DynTensor::of(&seed)]);
+    let back = back.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(
+        back.outputs[0].to_bits(),
+        DynTensor::of(&y).to_bits(),
+        "{what}: outputs"
+    );
+    let dx = back
+        .inputs
+        .get("x")
+        .unwrap_or_else(|| panic!("{what}: no IR gradient"));
+    let want = DynTensor::of(&want);
+    assert_eq!(dx.dims(), want.dims(), "{what}: gradient dims");
+    let (got, wanted) = (dx.to_f64_vec(), want.to_f64_vec());
+    assert_eq!(
+        dx.to_bits(),
+        want.to_bits(),
+        "{what}: IR {got:?}, static {wanted:?}"
+    );
+}
+
+#[test]
+fn softmax_along_a_leading_axis_differentiates_as_compiled() {
+    check(
+        "softmax::<0>",
+        |b, x| b.softmax::<0, _, _>(x),
+        StaticOps::softmax::<0>,
+    );
+    check(
+        "log_softmax::<0>",
+        |b, x| b.log_softmax::<0, _, _>(x),
+        StaticOps::log_softmax::<0>,
+    );
+    check(
+        "softmax::<1>",
+        |b, x| b.softmax::<1, _, _>(x),
+        StaticOps::softmax::<1>,
+    );
+}
+
+#[test]
+fn means_and_reductions_differentiate_as_compiled() {
+    check(
+        "mean::<1>",
+        |b, x| b.mean::<1, _, _>(x),
+        StaticOps::mean::<1>,
+    );
+    check(
+        "mean_keepdim::<0>",
+        |b, x| b.mean_keepdim::<0, _, _>(x),
+        StaticOps::mean_keepdim::<0>,
+    );
+    let sum = |b: &mut Builder, x| b.reduce::<1, _, _>(x, ReduceOp::Sum);
+    check("sum::<1>", sum, StaticOps::sum::<1>);
+    let max = |b: &mut Builder, x| b.reduce::<1, _, _>(x, ReduceOp::Max);
+    check("max::<1> (a tie in row 1)", max, StaticOps::max::<1>);
+    let min = |b: &mut Builder, x| b.reduce_keepdim::<0, _, _>(x, ReduceOp::Min);
+    check("min_keepdim::<0>", min, StaticOps::min_keepdim::<0>);
+    let prod = |b: &mut Builder, x| b.reduce::<1, _, _>(x, ReduceOp::Prod);
+    check("prod::<1> (a zero in row 1)", prod, StaticOps::prod::<1>);
+}
+
+#[test]
+fn narrow_differentiates_as_compiled() {
+    let narrow = |b: &mut Builder, x| b.narrow::<1, Const<2>, _, _>(x, 1);
+    check("narrow::<1>(1, 2)", narrow, |x| {
+        StaticOps::narrow::<1, Const<2>>(x, 1, Const)
+    });
+}
+
+#[test]
+fn concat_hands_each_input_its_part_of_the_gradient() {
+    // `x` concatenated with itself: its gradient is the sum of the two parts, as the static
+    // backward's two gradients add.
+    let mut b = Builder::new("Cat");
+    let x = b.input::<X, f32>("x");
+    let y =
+        b.node_with::<Rank2<6, 4>, f32>(IrOp::Op(Op::Concat), Attrs::axis(0), &[x.id(), x.id()]);
+    b.output(y);
+    let graph = b.finish();
+
+    let (y, backward) = StaticOps::concat::<0, Const<6>>(&input(), &input());
+    let v: Vec<f32> = (0..24).map(|k| 0.25 + 0.5 * k as f32).collect();
+    let seed = Tensor::from_vec(v, y.shape(), Device::Cpu);
+    let (da, db) = backward(&seed, [true, true]);
+    let want = DynTensor::of(&(&da.unwrap() + &db.unwrap()));
+
+    let inputs = [("x", DynTensor::of(&input()))];
+    let back = graph.backward(&inputs, &Params::new(), &[DynTensor::of(&seed)]);
+    let back = back.unwrap();
+    assert_eq!(back.outputs[0].to_bits(), DynTensor::of(&y).to_bits());
+    let dx = back.inputs.get("x").unwrap();
+    assert_eq!(
+        dx.to_bits(),
+        want.to_bits(),
+        "IR {:?}, static {:?}",
+        dx.to_f64_vec(),
+        want.to_f64_vec()
+    );
+}
