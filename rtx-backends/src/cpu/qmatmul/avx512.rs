@@ -78,8 +78,8 @@ unsafe fn body<const M: usize, const Q4: bool, const VNNI: bool>(
         let nibble = _mm_set1_epi8(0x0f);
         // Lanes 0-7 take the pair's first row's scale, lanes 8-15 the second's.
         let pick = [
-            _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-            _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
+            _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
+            _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
         ];
         let w = [
             t.w[0].as_ptr(),
@@ -96,30 +96,23 @@ unsafe fn body<const M: usize, const Q4: bool, const VNNI: bool>(
                 w[2].add(b * bb),
                 w[3].add(b * bb),
             ];
-            // The four scales, then (Q4_1) the four minimums, widened at once.
-            let (m0, m1, m2, m3) = if Q4 {
-                (
-                    f16_at(blk[0], 2),
-                    f16_at(blk[1], 2),
-                    f16_at(blk[2], 2),
-                    f16_at(blk[3], 2),
-                )
-            } else {
-                (0, 0, 0, 0)
-            };
-            let (d0, d1, d2, d3) = (
-                f16_at(blk[0], 0),
-                f16_at(blk[1], 0),
-                f16_at(blk[2], 0),
-                f16_at(blk[3], 0),
-            );
-            let dm = _mm256_cvtph_ps(_mm_set_epi16(m3, m2, m1, m0, d3, d2, d1, d0));
+            // The four rows' first four bytes (Q4_1: scale and minimum; Q8_0: scale and two
+            // values, unused) widened at once as f16 pairs: d0 m0 d1 m1 d2 m2 d3 m3.
+            let dm = _mm256_cvtph_ps(_mm_set_epi32(
+                word(blk[3]),
+                word(blk[2]),
+                word(blk[1]),
+                word(blk[0]),
+            ));
             let dm16 = _mm512_castps256_ps512(dm);
             let dw = [
                 _mm512_permutexvar_ps(pick[0], dm16),
                 _mm512_permutexvar_ps(pick[1], dm16),
             ];
-            let mw = _mm256_extractf128_ps(dm, 1);
+            let mw = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(
+                dm,
+                _mm256_set_epi32(7, 5, 3, 1, 7, 5, 3, 1),
+            ));
             // The values as the unsigned operand: Q4_1's 0..15 as they are, Q8_0's magnitudes
             // (|-128| reads as 128 unsigned), with the negative ones' mask to move their signs
             // onto the activations.
@@ -175,14 +168,14 @@ unsafe fn body<const M: usize, const Q4: bool, const VNNI: bool>(
     }
 }
 
-/// The f16 bits at byte `at` of a block.
+/// A block's first four bytes as a little-endian word.
 ///
 /// # Safety
-/// `p + at` and the byte after it must be readable.
+/// The four bytes at `p` must be readable.
 #[inline(always)]
-unsafe fn f16_at(p: *const u8, at: usize) -> i16 {
+unsafe fn word(p: *const u8) -> i32 {
     // SAFETY: the caller's contract.
-    unsafe { p.add(at).cast::<i16>().read_unaligned() }
+    unsafe { p.cast::<i32>().read_unaligned() }
 }
 
 /// Two weight rows' blocks at `a` and `b` as one register of values (Q4_1's unpacked).

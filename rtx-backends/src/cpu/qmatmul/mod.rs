@@ -215,6 +215,7 @@ pub(crate) struct Tile<'a> {
 impl Tile<'_> {
     /// Panics unless every row has the same whole number of blocks, which the SIMD copies'
     /// unchecked loads rely on; returns that number.
+    #[inline(always)]
     fn blocks(&self, ty: QWeight) -> usize {
         let nb = self.x[0].d.len();
         for x in &self.x {
