@@ -10,7 +10,8 @@
 //! timed twice: steps replaying a captured CUDA graph (`CapturedDecode`), and uncaptured
 //! steps (`Llama::forward_batch`). Each timed block starts from the prompt (the cache is cut
 //! back to it), so every block decodes the same positions; the figure is the median block's
-//! time per step, after a warm-up block. `benches/llama_decode_torch.py` measures
+//! time per step, after a warm-up block. `--prefill 512` also times one prompt of 512 tokens
+//! at batch 1 (the median of `--blocks` runs). `benches/llama_decode_torch.py` measures
 //! `transformers` on the same shapes.
 //!
 //! ```sh
@@ -55,6 +56,10 @@ struct Args {
     /// On a GPU, time `graph`, `eager` or `both`.
     #[arg(long, default_value = "both")]
     mode: String,
+    /// Also time a prefill of this many tokens at batch 1 (0: none): the median of `blocks`
+    /// prefills into a fresh cache, logits of the last position only, after one untimed.
+    #[arg(long, default_value_t = 0)]
+    prefill: usize,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<String>,
@@ -169,6 +174,25 @@ fn run(model: &Llama, a: &Args, batch: usize, captured: bool) -> rtx::Result<Tim
     })
 }
 
+/// Milliseconds of each of `a.blocks` prefills of `a.prefill` tokens (one untimed first).
+fn prefill(model: &Llama, a: &Args) -> rtx::Result<Vec<f64>> {
+    let vocab = model.config().vocab_size;
+    let ids: Vec<u32> = (0..a.prefill)
+        .map(|t| ((t * 977 + 5) % vocab) as u32)
+        .collect();
+    let once = || -> rtx::Result<f64> {
+        let mut cache = model.new_cache(ids.len())?;
+        let t = Instant::now();
+        // Reading the logits back waits for the device.
+        let logits = model.forward_last(&ids, 0, &mut cache)?.to_vec();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(logits.len(), vocab);
+        Ok(ms)
+    };
+    once()?;
+    (0..a.blocks).map(|_| once()).collect()
+}
+
 fn main() -> rtx::Result<()> {
     let a = Args::parse();
     let dev = device(&a.device);
@@ -208,6 +232,18 @@ fn main() -> rtx::Result<()> {
         (_, "graph") => vec![true],
         _ => vec![true, false],
     };
+    let mut prefill_ms = None;
+    if a.prefill > 0 {
+        let mut v = prefill(&model, &a)?;
+        v.sort_by(f64::total_cmp);
+        let ms = v[v.len() / 2];
+        println!(
+            "llama prefill {dev} {} tokens: {ms:9.1} ms, {:10.1} tokens/s (runs: {v:.1?} ms)",
+            a.prefill,
+            a.prefill as f64 * 1e3 / ms
+        );
+        prefill_ms = Some(ms);
+    }
     let mut results = Vec::new();
     for &batch in &a.batch {
         for &captured in &modes {
@@ -247,6 +283,11 @@ fn main() -> rtx::Result<()> {
                 "rms_eps": c.rms_eps,
             },
             "prompt_tokens": a.prompt,
+            "prefill": prefill_ms.map(|ms| serde_json::json!({
+                "tokens": a.prefill,
+                "ms": ms,
+                "tokens_per_s": a.prefill as f64 * 1e3 / ms,
+            })),
             "steps": a.steps,
             "blocks": a.blocks,
             "results": results.iter().map(|t| {

@@ -526,11 +526,12 @@ fn quantized_top1_matches_llama_cpp_teacher_forced() {
          differ: {differ:?}",
         cpp.version
     );
-    // The issue's target is 99%. rtx's products round the 8-bit activations a little
-    // differently from llama.cpp's (a Q4_1 block's activation sum is kept in f32 where
-    // llama.cpp's Q8_1 stores it in f16), which flips near-ties: this holds the present 96.9%
-    // (496 of 512) and that every flip is one (llama.cpp's lead was at most 0.38).
-    assert!(same as f64 >= 0.95 * n as f64, "{same} of {n}");
+    // The issue's target is 99%. The quantized products use llama.cpp's activation blocks
+    // and summation order; the f32 steps around them (norms, rotary embedding, attention)
+    // still differ in their last bits, which sometimes moves an activation across a rounding
+    // boundary of its quantization and flips a near-tie: this holds the present 97.3% (498 of
+    // 512) and that every flip is one (llama.cpp's lead was at most 0.47).
+    assert!(same as f64 >= 0.97 * n as f64, "{same} of {n}");
     assert!(
         differ.iter().all(|&(_, m)| m < 0.5),
         "a flip where llama.cpp leads by 0.5 or more: {differ:?}"

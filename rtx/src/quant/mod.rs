@@ -184,8 +184,9 @@ impl QTensor {
 impl QTensor {
     /// `x · selfᵀ` for this quantized weight `[N, K]` (a Linear's weight, ggml's layout) and
     /// f32 activations `x` `[M, K]`, as `[M, N]`, without dequantizing the weight: on the
-    /// CPU each row of `x` is quantized to 8 bits per block of 32 on the fly and every block
-    /// pair is one integer dot product, as llama.cpp does; on a GPU each weight block is
+    /// CPU each row of `x` is quantized to 8 bits per block of 32 on the fly (with llama.cpp's
+    /// rounding: an f16 scale per block) and every block pair is one integer dot product, as
+    /// llama.cpp does; on a GPU each weight block is
     /// decoded in registers and multiplied with the f32 activations. `Q8_0` and `Q4_1`
     /// weights; other types are an error (dequantize those).
     ///
@@ -198,8 +199,10 @@ impl QTensor {
     /// let mut block = vec![0x00, 0x38];
     /// block.extend([1u8; 32]);
     /// let w = QTensor::from_bytes(&block, &[1, 32], GgmlType::Q8_0, Device::Cpu)?;
-    /// let x: Tensor<(usize, usize)> = Tensor::ones((2, 32), Device::Cpu);
-    /// assert_eq!(w.matmul_t(&x)?.to_vec(), vec![16.0, 16.0]);
+    /// // Activations of 127 quantize exactly (scale 1, values 127); others are rounded to 8
+    /// // bits per block with an f16 scale, as llama.cpp rounds them (1.0 gives 15.999).
+    /// let x: Tensor<(usize, usize)> = Tensor::try_from_vec(vec![127.0; 64], (2, 32), Device::Cpu)?;
+    /// assert_eq!(w.matmul_t(&x)?.to_vec(), vec![2032.0, 2032.0]);
     /// # Ok(())
     /// # }
     /// ```
