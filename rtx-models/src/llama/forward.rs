@@ -87,7 +87,10 @@ impl Llama {
         self.check_segments(op, segments, cache)?;
         let ids: Vec<u32> = segments.iter().flat_map(|s| s.tokens).copied().collect();
         let places = Places::of(segments, self.device)?;
-        let plan = if segments.iter().all(|s| s.tokens.len() == 1) {
+        // The cached-attention kernel is for GPUs; the CPU runs it emulated, block by block, so
+        // there a decoding row attends by the two products of a prefill, which run natively.
+        let gpu = self.device.is_cuda();
+        let plan = if gpu && segments.iter().all(|s| s.tokens.len() == 1) {
             Plan::Decode
         } else {
             Plan::Segments(segments)
@@ -177,7 +180,7 @@ impl Llama {
         for (i, block) in self.blocks.iter().enumerate() {
             x = self.block(block, &x, places, plan, cache, i)?;
         }
-        Ok(rms_norm(&x, &self.norm, self.config.rms_eps))
+        rms_norm(&x, &self.norm, self.config.rms_eps)
     }
 
     /// One block over `[rows, D]`.
@@ -192,7 +195,7 @@ impl Llama {
     ) -> Result<Matrix> {
         let c = &self.config;
         let (h, kvh) = (c.head_count, c.head_count_kv);
-        let n = rms_norm(x, &b.attn_norm, c.rms_eps);
+        let n = rms_norm(x, &b.attn_norm, c.rms_eps)?;
         let mut q = b.q.forward(&n)?;
         let mut k = b.k.forward(&n)?;
         let v = b.v.forward(&n)?;
@@ -214,7 +217,7 @@ impl Llama {
         };
         let x = x + b.o.forward(&attn)?;
 
-        let n = rms_norm(&x, &b.ffn_norm, c.rms_eps);
+        let n = rms_norm(&x, &b.ffn_norm, c.rms_eps)?;
         let hidden = b.gate.forward(&n)?.silu() * b.up.forward(&n)?;
         Ok(x + b.down.forward(&hidden)?)
     }
@@ -234,7 +237,7 @@ impl Llama {
         for s in segments {
             let t = s.tokens.len();
             let rows = q.narrow::<0, usize>(first, t);
-            parts.push(if t == 1 {
+            parts.push(if t == 1 && self.device.is_cuda() {
                 let at = places.narrow(first, 1);
                 let (keys, values) = (&cache.keys[layer], &cache.values[layer]);
                 kernels::attend(&rows, keys, values, &at.seq, &at.pos, h)?
@@ -250,7 +253,8 @@ impl Llama {
         Ok(Tensor::cat::<0, usize>(&refs))
     }
 
-    /// The causal attention of a segment's `t > 1` rows `q` over its sequence's cached
+    /// The causal attention of a segment's `t` rows `q` (any `t` on the CPU, `t > 1` on a GPU,
+    /// where a decoding row takes the cached-attention kernel) over its sequence's cached
     /// positions `0..position + t` (its own keys already written), by two products.
     fn attend_prefill(
         &self,

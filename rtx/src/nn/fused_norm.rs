@@ -12,17 +12,51 @@
 
 use crate::autograd;
 use crate::error::Result;
-use crate::shape::{Const, Shape};
+use crate::shape::Shape;
 use crate::tensor::Tensor;
 use rtx_kernels::Float;
 
+/// `x / sqrt(mean(x²) + eps) * weight` over the last axis of `x`, for a `weight` whose length
+/// is known at run time (PyTorch's `F.rms_norm`): one fused launch on every device (f16 and
+/// bf16 computed in f32 and rounded once), recorded as one tape node. [`super::RMSNorm`] is
+/// the layer with a width checked when the crate compiles.
+///
+/// # Errors
+/// [`crate::Error::ShapeMismatch`] when `weight` is not as long as the last axis of `x`.
+///
+/// ```
+/// use rtx::prelude::*;
+/// let x = Tensor::from_vec(vec![3.0f32, 4.0], (1usize, 2usize), Device::Cpu);
+/// let w = Tensor::from_vec(vec![1.0f32, 2.0], (2usize,), Device::Cpu);
+/// let y = rtx::nn::rms_norm(&x, &w, 0.0).unwrap();
+/// // mean(x²) = 12.5, so y = x / sqrt(12.5) * w.
+/// let r = 12.5f32.sqrt();
+/// assert_eq!(y.to_vec(), vec![3.0 / r, 8.0 / r]);
+/// ```
+pub fn rms_norm<S: Shape, E: Float>(
+    x: &Tensor<S, E>,
+    weight: &Tensor<(usize,), E>,
+    eps: f64,
+) -> Result<Tensor<S, E>> {
+    let last = x.dims().last().copied().unwrap_or(1);
+    if weight.dims()[0] != last {
+        return Err(crate::Error::ShapeMismatch {
+            op: "rms_norm",
+            lhs: format!("{:?}", x.dims()),
+            rhs: format!("{:?}", weight.dims()),
+            rule: "the weight is as long as the last axis of x",
+        });
+    }
+    norm(x, Some(weight), None, eps, false)
+}
+
 /// `(x - mean) / sqrt(var + eps) * weight + bias` over the last axis of `x` (`centered`, layer
 /// norm) or `x / sqrt(mean(x²) + eps) * weight` (RMS norm), recorded as one node. The last
-/// axis of `x` is `D` long (checked by the caller).
-pub(crate) fn norm<S: Shape, E: Float, const D: usize>(
+/// axis of `x` is as long as `weight` and `bias` (`W`, one axis; checked by the caller).
+pub(crate) fn norm<S: Shape, W: Shape, E: Float>(
     x: &Tensor<S, E>,
-    weight: Option<&Tensor<(Const<D>,), E>>,
-    bias: Option<&Tensor<(Const<D>,), E>>,
+    weight: Option<&Tensor<W, E>>,
+    bias: Option<&Tensor<W, E>>,
     eps: f64,
     centered: bool,
 ) -> Result<Tensor<S, E>> {
@@ -40,6 +74,7 @@ pub(crate) fn norm<S: Shape, E: Float, const D: usize>(
     }
     let inputs = vec![x.node().cloned(), wn.cloned(), bn.cloned()];
     let (need_x, want) = (x.node().is_some(), (wn.is_some(), bn.is_some()));
+    let param_shape = weight.or(bias).map(|p| p.shape());
     let (x, weight) = (x.detach(), weight.map(|w| w.detach()));
     Ok(out.record(inputs, move |g| {
         let (dx, dw, db) = crate::rules::norm::norm_back(
@@ -49,12 +84,12 @@ pub(crate) fn norm<S: Shape, E: Float, const D: usize>(
             &stats,
             [need_x, want.0, want.1],
         )?;
-        let param = |s| Tensor::<(Const<D>,), E>::from_storage(s, (Const,));
+        let param = |s| param_shape.map(|shape| Tensor::<W, E>::from_storage(s, shape));
         Ok(vec![
             dx.map(|s| Tensor::from_storage(s, x.shape()))
                 .and_then(autograd::erase),
-            dw.map(param).and_then(autograd::erase),
-            db.map(param).and_then(autograd::erase),
+            dw.and_then(param).and_then(autograd::erase),
+            db.and_then(param).and_then(autograd::erase),
         ])
     }))
 }

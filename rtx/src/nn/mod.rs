@@ -36,4 +36,5 @@ pub use model::ModelExt;
 pub(crate) use model::short_type_name;
 pub use module::{Module, TensorKind, Visitor, VisitorMut, join};
 pub use pool::{AvgPool2d, MaxPool2d};
+pub use fused_norm::rms_norm;
 pub use rms_norm::RMSNorm;
