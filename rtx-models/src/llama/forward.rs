@@ -5,8 +5,9 @@
 //! A step is a list of [`Segment`]s, runs of consecutive tokens of one sequence each. Rows
 //! carry their sequence and position in device buffers ([`Places`]), which the rotary,
 //! cache-write and attention kernels read, so the same code serves a captured decode step
-//! (`graph.rs`), whose buffers the host refills between replays. A single-token segment
-//! attends through the cached-attention kernel; a longer one (a prefill) through two
+//! (`graph.rs`), whose buffers the host refills between replays. On a GPU a single-token
+//! segment attends through the cached-attention kernel; a longer one (a prefill), and every
+//! segment on the CPU, through two
 //! products and a masked softmax over its sequence's slab of the cache. Either way a row's
 //! result depends only on its own sequence, which is why a batch generates what each of its
 //! prompts generates alone.
