@@ -97,6 +97,7 @@ pub(crate) fn norm<S: Shape, W: Shape, E: Float>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shape::Const;
     use crate::error::ok;
     use crate::nn::{LayerNorm, RMSNorm};
     use rtx_backends::Device;
