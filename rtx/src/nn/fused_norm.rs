@@ -97,9 +97,9 @@ pub(crate) fn norm<S: Shape, W: Shape, E: Float>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shape::Const;
     use crate::error::ok;
     use crate::nn::{LayerNorm, RMSNorm};
+    use crate::shape::Const;
     use rtx_backends::Device;
 
     /// Reproducible values in [lo, hi).

@@ -10,7 +10,7 @@
 //! weight block loaded (and unpacked) serves up to four activation rows, and each activation
 //! block up to four weight rows. Parallel tasks own runs of weight rows.
 //!
-//! Invariant: every output is the sum [`scalar`] defines, llama.cpp's, in the same f32
+//! Invariant: every output is the sum the `scalar` module defines, llama.cpp's, in the same f32
 //! operations in the same order on every copy of the loops ([`Isa`]), so the results depend
 //! neither on the instruction set nor on the thread count nor on where a tile falls: the
 //! integer sums are exact, and each copy computes the same lanes.
