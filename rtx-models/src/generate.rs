@@ -96,7 +96,7 @@ impl GenerateOptions {
     /// `tokenizer.ggml.eom_token_id`), after at most 256 tokens.
     ///
     /// # Errors
-    /// [`Error::Gguf`] naming the key when one of them is not an unsigned integer.
+    /// [`rtx::Error::Gguf`] naming the key when one of them is not an unsigned integer.
     pub fn from_gguf(gguf: &Gguf, sampling: Sampling) -> Result<GenerateOptions> {
         Ok(GenerateOptions {
             sampling,
@@ -128,7 +128,7 @@ impl GenerateOptions {
 /// sequence, end of turn and end of message, those present, without repeats.
 ///
 /// # Errors
-/// [`Error::Gguf`] naming the key when one is present but not an unsigned integer.
+/// [`rtx::Error::Gguf`] naming the key when one is present but not an unsigned integer.
 pub fn stop_tokens(gguf: &Gguf) -> Result<Vec<u32>> {
     let mut ids = Vec::new();
     for key in [

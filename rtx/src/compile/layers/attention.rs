@@ -72,7 +72,7 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
     }
 
     /// The fused projection (a `linear` node), the attention between its heads (one
-    /// `causal_attention` node, which runs [`attend`]: fused kernels or the composed
+    /// `causal_attention` node, which runs `attend`: fused kernels or the composed
     /// products and softmax, as here), and the output projection.
     fn emit_ir(
         &self,
