@@ -52,16 +52,12 @@ pub fn capture<R>(ordinal: usize, f: impl FnOnce() -> Result<R>) -> Result<(Grap
     let traced = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     // Always end the capture, so the GPU's stream is usable whatever happened.
     let graph = rtx_backends::cuda::end_capture(ordinal);
-    let out = traced.map_err(|panic| {
-        let msg = panic
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| panic.downcast_ref::<&str>().copied())
-            .unwrap_or("a panic without a message");
-        Error::BadArgument {
-            op: "rtx::cuda::capture",
-            msg: format!("the work failed while it was being captured: {msg}"),
-        }
+    let out = traced.map_err(|panic| Error::BadArgument {
+        op: "rtx::cuda::capture",
+        msg: format!(
+            "the work failed while it was being captured: {}",
+            crate::error::panic_message(&*panic)
+        ),
     })??;
     Ok((graph?, out))
 }

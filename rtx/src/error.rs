@@ -122,3 +122,13 @@ pub(crate) fn ok<T>(r: Result<T>) -> T {
 fn fail(e: Error) -> ! {
     panic!("{e}")
 }
+
+/// The message of a caught panic (its `String` or `&str` payload), for errors that report a
+/// panic raised inside work being captured.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message")
+}

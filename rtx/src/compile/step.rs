@@ -387,14 +387,12 @@ impl<L, Args, Y, E: Float> TrainStep<L, Args, Y, E> {
 /// on device errors, such as a dropout mask drawn under capture), as an error with its
 /// message. The capture has been ended by then, so the GPU stays usable.
 pub(super) fn capture_failed(panic: Box<dyn std::any::Any + Send>) -> Error {
-    let msg = panic
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| panic.downcast_ref::<&str>().copied())
-        .unwrap_or("a panic without a message");
     Error::BadArgument {
         op: "captured step",
-        msg: format!("the step failed while it was being captured: {msg}"),
+        msg: format!(
+            "the step failed while it was being captured: {}",
+            crate::error::panic_message(&*panic)
+        ),
     }
 }
 
