@@ -133,7 +133,9 @@ pub fn flash_attn_dense_strides(heads: usize, t: usize, d: usize) -> KernelStrid
 ///     .unwrap();
 /// assert_eq!((o[0].to_f32(), o[d].to_f32(), lse[0]), (1.0, 2.0, 0.0));
 /// ```
+// ANCHOR: specialize
 #[kernel(crate = crate, specialize(d = 64, 128))]
+// ANCHOR_END: specialize
 #[allow(clippy::too_many_arguments)]
 pub fn flash_attn_fwd<T: Float>(
     q: &[T],
@@ -362,6 +364,7 @@ pub fn flash_attn_fwd<T: Float>(
             alpha[h] = (row_max[h] * scale2 - base).exp2();
             row_max[h] = mx;
             let mut sum = 0.0;
+            // ANCHOR: exp2
             for nt in 0..8 {
                 for e in 0..2 {
                     let p = (s[nt * 4 + h * 2 + e] * scale2 - base).exp2();
@@ -369,6 +372,7 @@ pub fn flash_attn_fwd<T: Float>(
                     sum += p;
                 }
             }
+            // ANCHOR_END: exp2
             row_sum[h] = row_sum[h] * alpha[h] + sum;
         }
 
