@@ -113,6 +113,9 @@ pub enum Weight {
     Quantized(QTensor),
     /// Dense f32 values.
     Dense(Tensor<(usize, usize)>),
+    /// Row blocks of different types, stacked (`[out_0 + out_1 + .., in]`), multiplied one by
+    /// one: what [`Weight::stack`] gives for parts that cannot be joined into one matrix.
+    Stacked(Vec<Weight>),
 }
 
 impl Weight {
@@ -121,21 +124,83 @@ impl Weight {
         match self {
             Weight::Quantized(q) => q.matmul_t(x),
             Weight::Dense(w) => x.try_matmul(&w.t()),
+            Weight::Stacked(parts) => {
+                let outs = parts
+                    .iter()
+                    .map(|p| p.forward(x))
+                    .collect::<Result<Vec<_>>>()?;
+                let refs: Vec<&Tensor<(usize, usize)>> = outs.iter().collect();
+                Ok(Tensor::cat::<1, usize>(&refs))
+            }
         }
     }
 
     /// `[out, in]`.
     pub fn dims(&self) -> [usize; 2] {
-        let d = match self {
-            Weight::Quantized(q) => q.dims(),
-            Weight::Dense(w) => w.dims(),
-        };
-        [d[0], d[1]]
+        match self {
+            Weight::Quantized(q) => [q.dims()[0], q.dims()[1]],
+            Weight::Dense(w) => [w.dims()[0], w.dims()[1]],
+            Weight::Stacked(parts) => {
+                let rows = parts.iter().map(|p| p.dims()[0]).sum();
+                [rows, parts.first().map_or(0, |p| p.dims()[1])]
+            }
+        }
     }
 
-    /// Whether the weight is held as quantized blocks.
+    /// Whether the weight is held as quantized blocks (every part of a stacked one).
     pub fn is_quantized(&self) -> bool {
-        matches!(self, Weight::Quantized(_))
+        match self {
+            Weight::Quantized(_) => true,
+            Weight::Dense(_) => false,
+            Weight::Stacked(parts) => parts.iter().all(Weight::is_quantized),
+        }
+    }
+
+    /// The matrices `parts` (each `[out_i, in]` as raw GGUF bytes of its type) stacked by rows
+    /// into one `[sum out_i, in]` weight kept as `format` says, so one product computes all
+    /// their outputs: one matrix when every part has the same type (a row of a GGUF matrix is
+    /// whole blocks, so stacking is joining the bytes), else [`Weight::Stacked`].
+    ///
+    /// # Errors
+    /// When the parts differ in `in`, or their bytes do not hold their dims.
+    pub fn stack(
+        parts: &[(&[u8], [usize; 2], GgmlType)],
+        format: WeightFormat,
+        device: Device,
+    ) -> Result<Weight> {
+        let k = parts.first().map_or(0, |p| p.1[1]);
+        if let Some((_, dims, _)) = parts.iter().find(|p| p.1[1] != k) {
+            return Err(Error::BadArgument {
+                op: "Weight::stack",
+                msg: format!("a part of {dims:?} among parts of {k} columns"),
+            });
+        }
+        if parts.iter().all(|p| p.2 == parts[0].2) {
+            let bytes: Vec<u8> = parts.iter().flat_map(|p| p.0.iter().copied()).collect();
+            let rows = parts.iter().map(|p| p.1[0]).sum();
+            return Weight::from_bytes(&bytes, [rows, k], parts[0].2, format, device);
+        }
+        let each = parts
+            .iter()
+            .map(|&(bytes, dims, ty)| Weight::from_bytes(bytes, dims, ty, format, device))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Weight::Stacked(each))
+    }
+
+    /// The `[out, in]` matrix in the GGUF `bytes` of type `ty`, kept as `format` says: the
+    /// blocks where rtx multiplies the type on `device` without dequantizing, else f32.
+    fn from_bytes(
+        bytes: &[u8],
+        dims: [usize; 2],
+        ty: GgmlType,
+        format: WeightFormat,
+        device: Device,
+    ) -> Result<Weight> {
+        let q = QTensor::from_bytes(bytes, &dims, ty, device)?;
+        if format == WeightFormat::Quantized && has_quantized_product(&q)? {
+            return Ok(Weight::Quantized(q));
+        }
+        Ok(Weight::Dense(q.dequantize()?))
     }
 }
 
@@ -145,20 +210,17 @@ impl Weight {
 pub struct LlamaBlock {
     /// RMSNorm scale before attention (`blk.N.attn_norm.weight`), `[D]`.
     pub attn_norm: Tensor<(usize,)>,
-    /// Query projection (`attn_q`), `[heads * head_dim, D]`, rows in llama.cpp's order.
-    pub q: Weight,
-    /// Key projection (`attn_k`), `[kv_heads * head_dim, D]`, rows in llama.cpp's order.
-    pub k: Weight,
-    /// Value projection (`attn_v`), `[kv_heads * head_dim, D]`.
-    pub v: Weight,
+    /// The query, key and value projections stacked by rows (`attn_q`, `attn_k`, `attn_v`),
+    /// `[(heads + 2 kv_heads) * head_dim, D]`, so one product projects all three: query rows
+    /// first, then key rows, then value rows; query and key rows in llama.cpp's order.
+    pub qkv: Weight,
     /// Attention output projection (`attn_output`), `[D, heads * head_dim]`.
     pub o: Weight,
     /// RMSNorm scale before the feed-forward block (`ffn_norm`), `[D]`.
     pub ffn_norm: Tensor<(usize,)>,
-    /// The gate of SwiGLU (`ffn_gate`), `[FF, D]`: `silu(gate x) * (up x)`.
-    pub gate: Weight,
-    /// The linear branch of SwiGLU (`ffn_up`), `[FF, D]`.
-    pub up: Weight,
+    /// SwiGLU's gate and linear branch stacked by rows (`ffn_gate`, then `ffn_up`), `[2 FF,
+    /// D]`: the block computes `silu(gate x) * (up x)` from the one product's two halves.
+    pub gate_up: Weight,
     /// Back to the residual width (`ffn_down`), `[D, FF]`.
     pub down: Weight,
 }
@@ -231,15 +293,25 @@ impl Llama {
         let blocks = (0..c.block_count)
             .map(|i| {
                 let n = |part: &str| format!("blk.{i}.{part}.weight");
+                let stacked = |names: &[(&str, usize)]| -> Result<Weight> {
+                    let mut parts = Vec::with_capacity(names.len());
+                    for &(part, rows) in names {
+                        let name = n(part);
+                        let info = gguf.tensor_info(&name)?;
+                        expect_dims(gguf, &name, info.dims(), &[rows, d])?;
+                        let ty = info
+                            .ggml_type()
+                            .map_err(|e| bad_file(gguf, format!("tensor `{name}`: {e}")))?;
+                        parts.push((gguf.tensor_bytes(&name)?, [rows, d], ty));
+                    }
+                    Weight::stack(&parts, format, device)
+                };
                 Ok(LlamaBlock {
                     attn_norm: vector(&n("attn_norm"))?,
-                    q: weight(&n("attn_q"), [q_out, d])?,
-                    k: weight(&n("attn_k"), [kv_out, d])?,
-                    v: weight(&n("attn_v"), [kv_out, d])?,
+                    qkv: stacked(&[("attn_q", q_out), ("attn_k", kv_out), ("attn_v", kv_out)])?,
                     o: weight(&n("attn_output"), [d, q_out])?,
                     ffn_norm: vector(&n("ffn_norm"))?,
-                    gate: weight(&n("ffn_gate"), [ff, d])?,
-                    up: weight(&n("ffn_up"), [ff, d])?,
+                    gate_up: stacked(&[("ffn_gate", ff), ("ffn_up", ff)])?,
                     down: weight(&n("ffn_down"), [d, ff])?,
                 })
             })
@@ -479,8 +551,11 @@ fn rms_norm(
     w: &Tensor<(usize,)>,
     eps: f64,
 ) -> Result<Tensor<(usize, usize)>> {
-    // The composition: six launches on a GPU, where `rtx::nn::rms_norm` would take one. The
-    // fused rows wait for a device run of the decode tests before they replace it there.
+    // On a GPU the fused rows are one launch where the composition is six (decoding is bound
+    // by launches); the CPU keeps the composition, which the parity fixtures were checked on.
+    if x.device().is_cuda() {
+        return rtx::nn::rms_norm(x, w, eps);
+    }
     let shape = x.shape();
     let inv = ((x * x).mean_keepdim::<1>() + eps as f32).rsqrt();
     Ok(x * inv.broadcast_to(shape) * w.broadcast_to(shape))
@@ -519,12 +594,12 @@ fn load_weight(
     format: WeightFormat,
     device: Device,
 ) -> Result<Weight> {
-    expect_dims(gguf, name, gguf.tensor_info(name)?.dims(), &dims)?;
-    let q = gguf.tensor(name, device)?;
-    if format == WeightFormat::Quantized && has_quantized_product(&q)? {
-        return Ok(Weight::Quantized(q));
-    }
-    Ok(Weight::Dense(q.dequantize()?))
+    let info = gguf.tensor_info(name)?;
+    expect_dims(gguf, name, info.dims(), &dims)?;
+    let ty = info
+        .ggml_type()
+        .map_err(|e| bad_file(gguf, format!("tensor `{name}`: {e}")))?;
+    Weight::from_bytes(gguf.tensor_bytes(name)?, dims, ty, format, device)
 }
 
 /// Whether rtx multiplies this weight's type on its device without dequantizing. The backend

@@ -195,38 +195,48 @@ impl Llama {
         layer: usize,
     ) -> Result<Matrix> {
         let c = &self.config;
-        let (h, kvh) = (c.head_count, c.head_count_kv);
+        let h = c.head_count;
         let n = rms_norm(x, &b.attn_norm, c.rms_eps)?;
-        let mut q = b.q.forward(&n)?;
-        let mut k = b.k.forward(&n)?;
-        let v = b.v.forward(&n)?;
+        // One product for the query, key and value heads; then one launch turns the query and
+        // key heads and writes the keys and values into the cache.
+        let mut qkv = b.qkv.forward(&n)?;
         let (cos, sin) = (&self.rope.cos, &self.rope.sin);
-        kernels::rope(&mut q, cos, sin, &places.pos, h)?;
-        kernels::rope(&mut k, cos, sin, &places.pos, kvh)?;
-        kernels::write_rows(&mut cache.keys[layer], &k, &places.seq, &places.pos)?;
-        kernels::write_rows(&mut cache.values[layer], &v, &places.seq, &places.pos)?;
+        let (keys, values) = (&mut cache.keys[layer], &mut cache.values[layer]);
+        kernels::rope_store(
+            &mut qkv,
+            keys,
+            values,
+            cos,
+            sin,
+            &places.seq,
+            &places.pos,
+            h,
+        )?;
         let attn = match plan {
             Plan::Decode => kernels::attend(
-                &q,
+                &qkv,
                 &cache.keys[layer],
                 &cache.values[layer],
                 &places.seq,
                 &places.pos,
                 h,
             )?,
-            Plan::Segments(segments) => self.attend_segments(&q, segments, places, cache, layer)?,
+            Plan::Segments(segments) => {
+                self.attend_segments(&qkv, segments, places, cache, layer)?
+            }
         };
         let x = x + b.o.forward(&attn)?;
 
         let n = rms_norm(&x, &b.ffn_norm, c.rms_eps)?;
-        let hidden = b.gate.forward(&n)?.silu() * b.up.forward(&n)?;
+        let hidden = kernels::swiglu(&b.gate_up.forward(&n)?)?;
         Ok(x + b.down.forward(&hidden)?)
     }
 
-    /// Attention of each segment's rows of `q` over its own sequence, joined in row order.
+    /// Attention of each segment's rows over its own sequence, joined in row order; `qkv` is
+    /// the step's stacked projections, whose query heads come first in each row.
     fn attend_segments(
         &self,
-        q: &Matrix,
+        qkv: &Matrix,
         segments: &[Segment<'_>],
         places: &Places,
         cache: &BatchKvCache,
@@ -237,7 +247,7 @@ impl Llama {
         let mut first = 0;
         for s in segments {
             let t = s.tokens.len();
-            let rows = q.narrow::<0, usize>(first, t);
+            let rows = qkv.narrow::<0, usize>(first, t);
             parts.push(if t == 1 && self.device.is_cuda() {
                 let at = places.narrow(first, 1);
                 let (keys, values) = (&cache.keys[layer], &cache.values[layer]);
@@ -254,12 +264,13 @@ impl Llama {
         Ok(Tensor::cat::<0, usize>(&refs))
     }
 
-    /// The causal attention of a segment's `t` rows `q` (any `t` on the CPU, `t > 1` on a GPU,
+    /// The causal attention of a segment's `t` rows of stacked projections `qkv` (their query
+    /// heads; any `t` on the CPU, `t > 1` on a GPU,
     /// where a decoding row takes the cached-attention kernel) over its sequence's cached
     /// positions `0..position + t` (its own keys already written), by two products.
     fn attend_prefill(
         &self,
-        q: &Matrix,
+        qkv: &Matrix,
         s: &Segment<'_>,
         cache: &BatchKvCache,
         layer: usize,
@@ -277,7 +288,9 @@ impl Llama {
         // Grouped-query attention without repeating the keys: query heads `j * g .. (j + 1) *
         // g` share key-value head `j`, so `[H, T, hd]` read as `[kv_heads, g * T, hd]` puts
         // each key-value head's queries in one batch entry.
-        let q = q
+        let q = qkv
+            .narrow::<1, usize>(0, h * hd)
+            .contiguous()
             .reshape((t, h, hd))
             .permute::<Axes3<1, 0, 2>>()
             .contiguous()

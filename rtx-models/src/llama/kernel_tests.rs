@@ -1,6 +1,7 @@
 //! The Llama step's kernels on the CPU emulation, against host computations of what each
-//! must write: rotary turns, cache writes at each row's sequence and position, the cached
-//! attention (across its chunk boundary, with grouped heads), and the embedding lookup.
+//! must write: rotary turns with the cache writes at each row's sequence and position, the
+//! SwiGLU product, the cached attention (across its chunk boundary, with grouped heads, from
+//! rows wider than the query heads), and the embedding lookup.
 
 use super::kernels;
 use rtx::prelude::*;
@@ -24,55 +25,77 @@ fn vector(v: Vec<f32>) -> Tensor<(usize,)> {
 }
 
 #[test]
-fn rope_turns_each_rows_pairs_by_its_own_position() {
-    let (rows, heads, half) = (2, 2, 2);
-    let x0 = values(rows * heads * 2 * half, 1);
-    let (cos_v, sin_v) = (values(5 * half, 2), values(5 * half, 3));
-    let mut x: Tensor<(usize, usize)> =
-        Tensor::from_vec(x0.clone(), (rows, heads * 2 * half), Device::Cpu);
-    let cos = Tensor::from_vec(cos_v.clone(), (5, half), Device::Cpu);
-    let sin = Tensor::from_vec(sin_v.clone(), (5, half), Device::Cpu);
-    let pos = [3usize, 0];
-    kernels::rope(&mut x, &cos, &sin, &vector(vec![3.0, 0.0]), heads).unwrap();
-    let got = x.to_vec();
+fn rope_store_turns_queries_in_place_and_writes_keys_and_values_at_each_rows_place() {
+    // Two rows of 2 query heads and 1 key-value head of 4 dims (2 pairs), in a cache of 2
+    // sequences of 5 positions.
+    let (rows, heads, kv_heads, half, batch, max_len) = (2, 2, 1, 2, 2, 5);
+    let hd = 2 * half;
+    let width = (heads + 2 * kv_heads) * hd;
+    let x0 = values(rows * width, 1);
+    let (cos_v, sin_v) = (values(max_len * half, 2), values(max_len * half, 3));
+    let mut qkv: Tensor<(usize, usize)> = Tensor::from_vec(x0.clone(), (rows, width), Device::Cpu);
+    let cos = Tensor::from_vec(cos_v.clone(), (max_len, half), Device::Cpu);
+    let sin = Tensor::from_vec(sin_v.clone(), (max_len, half), Device::Cpu);
+    let shape = (batch, kv_heads, max_len, hd);
+    let (mut keys, mut vals) = (
+        Tensor::zeros(shape, Device::Cpu),
+        Tensor::zeros(shape, Device::Cpu),
+    );
+    let (seq, pos) = ([1usize, 0], [3usize, 4]);
+    kernels::rope_store(
+        &mut qkv,
+        &mut keys,
+        &mut vals,
+        &cos,
+        &sin,
+        &vector(vec![1.0, 0.0]),
+        &vector(vec![3.0, 4.0]),
+        heads,
+    )
+    .unwrap();
+    let (got_q, got_k, got_v) = (qkv.to_vec(), keys.to_vec(), vals.to_vec());
+    let (mut want_k, mut want_v) = (vec![0f32; got_k.len()], vec![0f32; got_v.len()]);
     for r in 0..rows {
-        for h in 0..heads {
+        let turn = |at: usize, i: usize| {
+            let (a, b) = (x0[at], x0[at + 1]);
+            let (c, s) = (cos_v[pos[r] * half + i], sin_v[pos[r] * half + i]);
+            (a * c - b * s, a * s + b * c)
+        };
+        let cached = |h: usize, i: usize| ((seq[r] * kv_heads + h) * max_len + pos[r]) * hd + 2 * i;
+        for h in 0..heads + 2 * kv_heads {
             for i in 0..half {
-                let at = (r * heads + h) * 2 * half + 2 * i;
-                let (a, b) = (x0[at], x0[at + 1]);
-                let (c, s) = (cos_v[pos[r] * half + i], sin_v[pos[r] * half + i]);
-                assert_eq!(got[at], a * c - b * s, "row {r} head {h} pair {i}");
-                assert_eq!(got[at + 1], a * s + b * c, "row {r} head {h} pair {i}");
+                let at = r * width + h * hd + 2 * i;
+                if h < heads {
+                    let (a, b) = turn(at, i);
+                    assert_eq!(
+                        (got_q[at], got_q[at + 1]),
+                        (a, b),
+                        "row {r} head {h} pair {i}"
+                    );
+                } else if h < heads + kv_heads {
+                    let (a, b) = turn(at, i);
+                    let to = cached(h - heads, i);
+                    (want_k[to], want_k[to + 1]) = (a, b);
+                } else {
+                    let to = cached(h - heads - kv_heads, i);
+                    (want_v[to], want_v[to + 1]) = (x0[at], x0[at + 1]);
+                }
             }
         }
     }
+    assert_eq!(got_k, want_k, "keys");
+    assert_eq!(got_v, want_v, "values");
 }
 
 #[test]
-fn the_cache_write_puts_each_row_at_its_sequence_and_position() {
-    let (batch, heads, max_len, hd) = (2, 2, 4, 3);
-    let src_v = values(2 * heads * hd, 4);
-    let src: Tensor<(usize, usize)> = Tensor::from_vec(src_v.clone(), (2, heads * hd), Device::Cpu);
-    let mut cache = Tensor::zeros((batch, heads, max_len, hd), Device::Cpu);
-    let (seq, pos) = ([1usize, 0], [2usize, 3]);
-    kernels::write_rows(
-        &mut cache,
-        &src,
-        &vector(vec![1.0, 0.0]),
-        &vector(vec![2.0, 3.0]),
-    )
-    .unwrap();
-    let got = cache.to_vec();
-    let mut want = vec![0f32; got.len()];
-    for r in 0..2 {
-        for h in 0..heads {
-            for d in 0..hd {
-                want[((seq[r] * heads + h) * max_len + pos[r]) * hd + d] =
-                    src_v[(r * heads + h) * hd + d];
-            }
-        }
-    }
-    assert_eq!(got, want);
+fn silu_mul_is_the_composition_over_the_stacked_halves() {
+    let (rows, ff) = (3, 5);
+    let gate_up: Tensor<(usize, usize)> =
+        Tensor::from_vec(values(rows * 2 * ff, 9), (rows, 2 * ff), Device::Cpu);
+    let gate = gate_up.narrow::<1, usize>(0, ff);
+    let up = gate_up.narrow::<1, usize>(ff, ff);
+    let want = (gate.silu() * up).to_vec();
+    assert_eq!(kernels::swiglu(&gate_up).unwrap().to_vec(), want);
 }
 
 #[test]
@@ -91,8 +114,15 @@ fn cached_attention_is_each_rows_softmax_over_its_own_sequence() {
     let shape = (batch, kv_heads, max_len, hd);
     let keys = Tensor::from_vec(k_v.clone(), shape, Device::Cpu);
     let vals = Tensor::from_vec(v_v.clone(), shape, Device::Cpu);
+    // Each row of `q` is followed by 3 columns the kernel must not read, as the stacked
+    // keys and values follow the query heads in a step's projections.
+    let extra = 3;
+    let padded: Vec<f32> = q_v
+        .chunks(heads * hd)
+        .flat_map(|row| row.iter().copied().chain([f32::NAN; 3]))
+        .collect();
     let q: Tensor<(usize, usize)> =
-        Tensor::from_vec(q_v.clone(), (rows.len(), heads * hd), Device::Cpu);
+        Tensor::from_vec(padded, (rows.len(), heads * hd + extra), Device::Cpu);
     let seq = vector(rows.iter().map(|r| r.0 as f32).collect());
     let pos = vector(rows.iter().map(|r| r.1 as f32).collect());
     let got = kernels::attend(&q, &keys, &vals, &seq, &pos, heads)

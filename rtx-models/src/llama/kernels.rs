@@ -1,6 +1,8 @@
-//! The SIMT kernels of a Llama step that the tensor ops do not cover: rotary embeddings, the
-//! key-value cache write, attention of single-token rows over the cache, and the embedding
-//! lookup of a captured step. Each reads the rows' positions (and sequences, and token ids)
+//! The kernels of a Llama step that the tensor ops do not cover: rotary embeddings joined
+//! with the key-value cache write, attention of single-token rows over the cache, SwiGLU's
+//! product, and the embedding lookup of a captured step. Decoding is bound by launches (a
+//! step of a small model is hundreds of short kernels), so each does in one launch what ops
+//! would do in several. Each reads the rows' positions (and sequences, and token ids)
 //! from device buffers rather than launch arguments, so a captured decode step replays for
 //! every position: the host refills the buffers in place between replays.
 //!
@@ -18,65 +20,75 @@ const THREADS: usize = 256;
 /// contexts take several passes, joined by an online softmax.
 const CHUNK: usize = 1024;
 
-/// Turns the adjacent pairs `(2i, 2i + 1)` of every head of row `r` of `x` (`[rows, heads *
-/// 2 * half]`) by the angle of pair `i` at position `pos[r]`, whose cosine and sine are
-/// `cos[pos[r] * half + i]` and `sin[...]`: llama.cpp's row order (see the module docs of
-/// [`crate::llama`]). One thread per pair, in place.
+/// The rotary turn and the cache write of a step's projected rows `qkv` (`[rows, (heads +
+/// 2 kv_heads) * 2 half]`: the query heads, then the key heads, then the value heads, as
+/// [`crate::llama::LlamaBlock::qkv`] stacks them), in one launch. Row `r` belongs to
+/// sequence `seq[r]` at position `pos[r]`. Each adjacent pair `(2i, 2i + 1)` of a query or
+/// key head is turned by the angle of pair `i` at that position (`cos[pos[r] * half + i]`,
+/// `sin[...]`; llama.cpp's row order, see the module docs of [`crate::llama`]): query pairs
+/// in place, key pairs into `keys`; value pairs are copied into `values` as they are. The
+/// caches are `[batch, kv_heads, max_len, 2 half]`. One thread per pair.
 #[rtx::kernel]
-fn rope_rows<T: Float>(
-    x: &mut [T],
+fn rope_store_rows<T: Float>(
+    qkv: &mut [T],
+    keys: &mut [T],
+    values: &mut [T],
     cos: &[T],
     sin: &[T],
+    seq: &[T],
     pos: &[T],
     pairs: usize,
     heads: usize,
+    kv_heads: usize,
     half: usize,
-) {
-    let i = block_idx_x() * block_dim_x() + thread_idx_x();
-    if i < pairs {
-        let r = i / (heads * half);
-        let k = i % half;
-        let p = pos[r] as usize;
-        let c = cos[p * half + k];
-        let s = sin[p * half + k];
-        let a = x[2 * i];
-        let b = x[2 * i + 1];
-        x[2 * i] = a * c - b * s;
-        x[2 * i + 1] = a * s + b * c;
-    }
-}
-
-/// Writes the rows `src` (`[rows, heads * head_dim]`) into the cache `dst` (`[batch, heads,
-/// max_len, head_dim]`): row `r` goes to sequence `seq[r]` at position `pos[r]`. One thread
-/// per element; the one in-place write of a step.
-#[rtx::kernel]
-fn kv_write_rows<T: Float>(
-    src: &[T],
-    dst: &mut [T],
-    seq: &[T],
-    pos: &[T],
-    n: usize,
-    heads: usize,
-    head_dim: usize,
     max_len: usize,
 ) {
     let i = block_idx_x() * block_dim_x() + thread_idx_x();
-    if i < n {
-        let row = heads * head_dim;
-        let r = i / row;
-        let h = i % row / head_dim;
-        let d = i % head_dim;
-        let s = seq[r] as usize;
+    if i < pairs {
+        let row_pairs = (heads + 2 * kv_heads) * half;
+        let r = i / row_pairs;
+        let head = i % row_pairs / half;
+        let k = i % half;
         let p = pos[r] as usize;
-        dst[((s * heads + h) * max_len + p) * head_dim + d] = src[i];
+        let a = qkv[2 * i];
+        let b = qkv[2 * i + 1];
+        if head < heads + kv_heads {
+            let c = cos[p * half + k];
+            let s = sin[p * half + k];
+            let x0 = a * c - b * s;
+            let x1 = a * s + b * c;
+            if head < heads {
+                qkv[2 * i] = x0;
+                qkv[2 * i + 1] = x1;
+            } else {
+                let at = ((seq[r] as usize * kv_heads + head - heads) * max_len + p) * half + k;
+                keys[2 * at] = x0;
+                keys[2 * at + 1] = x1;
+            }
+        } else {
+            let vh = head - heads - kv_heads;
+            let at = ((seq[r] as usize * kv_heads + vh) * max_len + p) * half + k;
+            values[2 * at] = a;
+            values[2 * at + 1] = b;
+        }
     }
 }
 
+/// `silu(gate) * up`, SwiGLU's product: one launch over the two halves of the stacked
+/// feed-forward projection where the composition takes two, with the same rounding (the
+/// `silu` of the op, then one product, in the element type).
+#[rtx::kernel(elementwise)]
+fn silu_mul<T: Float>(gate: T, up: T) -> T {
+    rtx::kernels::silu(gate) * up
+}
+
 /// Attention of single-token rows over the cache: block `r * heads + h` takes query head `h`
-/// of row `r` (`q`, `[rows, heads * head_dim]`), which belongs to sequence `seq[r]` at
+/// of row `r` (`q`, rows of `q_stride` elements whose first `heads * head_dim` are the query
+/// heads), which belongs to sequence `seq[r]` at
 /// position `pos[r]`, and attends over that sequence's cached keys and values at positions
 /// `0..=pos[r]` of key-value head `h / group` (`keys` and `values`, `[batch, kv_heads,
-/// max_len, head_dim]`, this step's own key already written), writing `out`, laid out as `q`.
+/// max_len, head_dim]`, this step's own key already written), writing `out`, `[rows, heads *
+/// head_dim]`.
 ///
 /// Thread `j` scores positions `j, j + threads, ..` of a chunk of [`CHUNK`] into shared
 /// memory; the block's maximum and sum are taken from shared memory in thread order, so every
@@ -91,6 +103,7 @@ fn cached_attention<T: Float>(
     seq: &[T],
     pos: &[T],
     out: &mut [T],
+    q_stride: usize,
     heads: usize,
     group: usize,
     kv_heads: usize,
@@ -111,7 +124,8 @@ fn cached_attention<T: Float>(
     let h = block_idx_x() % heads;
     let len = pos[r] as usize + 1;
     let kv = (seq[r] as usize * kv_heads + h / group) * max_len * head_dim;
-    let qrow = (r * heads + h) * head_dim;
+    let qrow = r * q_stride + h * head_dim;
+    let orow = (r * heads + h) * head_dim;
     let mut d = tid;
     while d < head_dim {
         qs[d] = q[qrow + d];
@@ -176,7 +190,7 @@ fn cached_attention<T: Float>(
         start += CHUNK;
     }
     if tid < head_dim {
-        out[qrow + tid] = acc / l_run;
+        out[orow + tid] = acc / l_run;
     }
 }
 
@@ -204,66 +218,65 @@ fn elements(n: usize) -> LaunchConfig {
     LaunchConfig::new(n.div_ceil(THREADS).max(1) as u32, THREADS as u32)
 }
 
-/// Rotates `x` (`[rows, heads * head_dim]`) in place by each row's position in `pos`
-/// (`[rows]`), with the `[positions, head_dim / 2]` tables `cos` and `sin`. The caller has
-/// checked every position against the tables.
-pub(super) fn rope(
-    x: &mut Tensor<(usize, usize)>,
+/// Turns the query and key heads of the projected rows `qkv` (`[rows, (heads + 2 kv_heads) *
+/// head_dim]`) by each row's position in `pos` (`[rows]`), with the `[positions, head_dim /
+/// 2]` tables `cos` and `sin`: the queries in place, the keys into `keys`; the values go to
+/// `values` (caches `[batch, kv_heads, max_len, head_dim]`), each row at its sequence `seq`
+/// and position. The caller has checked every sequence and position against the caches and
+/// the tables.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rope_store(
+    qkv: &mut Tensor<(usize, usize)>,
+    keys: &mut Tensor<(usize, usize, usize, usize)>,
+    values: &mut Tensor<(usize, usize, usize, usize)>,
     cos: &Tensor<(usize, usize)>,
     sin: &Tensor<(usize, usize)>,
+    seq: &Tensor<(usize,)>,
     pos: &Tensor<(usize,)>,
     heads: usize,
 ) -> Result<()> {
+    let [_, kv_heads, max_len, head_dim] = keys.dims()[..] else {
+        unreachable!("a rank-4 cache")
+    };
     let half = cos.dims()[1];
-    let pairs = x.numel() / 2;
-    debug_assert_eq!(x.dims()[1], heads * 2 * half);
+    debug_assert_eq!(head_dim, 2 * half);
+    debug_assert_eq!(qkv.dims()[1], (heads + 2 * kv_heads) * head_dim);
+    let pairs = qkv.numel() / 2;
     let mut args = [
-        Arg::output(x),
+        Arg::output(qkv),
+        Arg::output(keys),
+        Arg::output(values),
         Arg::input(cos),
         Arg::input(sin),
+        Arg::input(seq),
         Arg::input(pos),
         Arg::usize(pairs),
         Arg::usize(heads),
+        Arg::usize(kv_heads),
         Arg::usize(half),
-    ];
-    // SAFETY: thread `i < pairs` touches elements `2i` and `2i + 1` of `x`, reads row `i /
-    // (heads half) < rows` of `pos`, and reads the tables at a position the caller checked
-    // lies inside them.
-    unsafe { rtx::kernel::launch(rope_rows::Op, elements(pairs), &mut args) }
-}
-
-/// Writes the rows `src` (`[rows, heads * head_dim]`) into `cache` (`[batch, heads, max_len,
-/// head_dim]`) at each row's sequence `seq` and position `pos`. The caller has checked both
-/// against the cache's sizes.
-pub(super) fn write_rows(
-    cache: &mut Tensor<(usize, usize, usize, usize)>,
-    src: &Tensor<(usize, usize)>,
-    seq: &Tensor<(usize,)>,
-    pos: &Tensor<(usize,)>,
-) -> Result<()> {
-    let [_, heads, max_len, head_dim] = cache.dims()[..] else {
-        unreachable!("a rank-4 cache")
-    };
-    let n = src.numel();
-    let mut args = [
-        Arg::input(src),
-        Arg::output(cache),
-        Arg::input(seq),
-        Arg::input(pos),
-        Arg::usize(n),
-        Arg::usize(heads),
-        Arg::usize(head_dim),
         Arg::usize(max_len),
     ];
-    // SAFETY: thread `i < n` reads `src[i]` and the entries of its row `i / (heads head_dim)`
-    // in `seq` and `pos`, and writes inside the cache at a sequence and position the caller
-    // checked are below its batch and `max_len`.
-    unsafe { rtx::kernel::launch(kv_write_rows::Op, elements(n), &mut args) }
+    // SAFETY: thread `i < pairs` touches elements `2i` and `2i + 1` of `qkv`, reads row `i /
+    // row_pairs < rows` of `seq` and `pos`, reads the tables at a position the caller checked
+    // lies inside them, and writes one pair of a key or value head inside the caches at the
+    // sequence and position the caller checked are below their batch and `max_len`.
+    unsafe { rtx::kernel::launch(rope_store_rows::Op, elements(pairs), &mut args) }
 }
 
-/// The attention of the single-token rows `q` (`[rows, heads * head_dim]`) over the cache:
-/// row `r` is sequence `seq[r]` at position `pos[r]` and sees positions `0..=pos[r]`, whose
-/// keys and values are already written. `[rows, heads * head_dim]`.
+/// `silu(gate) * up` of the stacked feed-forward projection `gate_up` (`[rows, 2 ff]`: the
+/// gate's `ff` columns, then the up projection's), `[rows, ff]`.
+pub(super) fn swiglu(gate_up: &Tensor<(usize, usize)>) -> Result<Tensor<(usize, usize)>> {
+    let ff = gate_up.dims()[1] / 2;
+    let gate = gate_up.narrow::<1, usize>(0, ff);
+    let up = gate_up.narrow::<1, usize>(ff, ff);
+    rtx::kernel::try_map2(silu_mul::Op, &gate, &up, &[])
+}
+
+/// The attention of the single-token rows of `q` over the cache: `q` is `[rows, width]`,
+/// whose first `heads * head_dim` columns are the query heads (the rest, the stacked keys
+/// and values, are not read); row `r` is sequence `seq[r]` at position `pos[r]` and sees
+/// positions `0..=pos[r]`, whose keys and values are already written. `[rows, heads *
+/// head_dim]`.
 pub(super) fn attend(
     q: &Tensor<(usize, usize)>,
     keys: &Tensor<(usize, usize, usize, usize)>,
@@ -275,8 +288,11 @@ pub(super) fn attend(
     let [_, kv_heads, max_len, head_dim] = keys.dims()[..] else {
         unreachable!("a rank-4 cache")
     };
-    let rows = q.dims()[0];
-    let mut out: Tensor<(usize, usize)> = Tensor::zeros(q.shape(), q.device());
+    let [rows, q_stride] = q.dims()[..] else {
+        unreachable!("a matrix")
+    };
+    debug_assert!(q_stride >= heads * head_dim);
+    let mut out: Tensor<(usize, usize)> = Tensor::empty((rows, heads * head_dim), q.device());
     // Enough threads for one head's dims, in whole warps: on a GPU at least 128, so 4 warps
     // share the scoring of long contexts; on the CPU's emulation, where every thread is a
     // coroutine switched at each barrier, no more than the dims need.
@@ -300,6 +316,7 @@ pub(super) fn attend(
         Arg::input(seq),
         Arg::input(pos),
         Arg::output(&mut out),
+        Arg::usize(q_stride),
         Arg::usize(heads),
         Arg::usize(heads / kv_heads),
         Arg::usize(kv_heads),
@@ -307,7 +324,8 @@ pub(super) fn attend(
         Arg::usize(max_len),
         Arg::elem(1.0 / (head_dim as f32).sqrt()),
     ];
-    // SAFETY: block `r heads + h` reads row `r < rows` of `q`, `seq` and `pos`, the cache
+    // SAFETY: block `r heads + h` reads the query heads of row `r < rows` of `q` (`heads *
+    // head_dim <= q_stride`), row `r` of `seq` and `pos`, the cache
     // at the sequence and positions `..= pos[r]` the caller checked lie inside it, and writes
     // its head of row `r` of `out`; shared indices stay below `CHUNK`, `head_dim` and the
     // block's threads, all at most 1024.
@@ -323,7 +341,7 @@ pub(super) fn embed(
 ) -> Result<Tensor<(usize, usize)>> {
     let dim = table.dims()[1];
     let rows = ids.dims()[0];
-    let mut out: Tensor<(usize, usize)> = Tensor::zeros((rows, dim), table.device());
+    let mut out: Tensor<(usize, usize)> = Tensor::empty((rows, dim), table.device());
     let n = rows * dim;
     let mut args = [
         Arg::input(table),

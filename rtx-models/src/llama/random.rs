@@ -6,9 +6,9 @@
 //! deviation of about 0.02 (Q4_1: `d * q + m` with `m` near `-8 d`; Q8_0: `d * q`), so the
 //! activations keep the magnitudes of a trained model's and the products do the same work.
 
-use super::{Llama, LlamaBlock, LlamaConfig, Rotary, Weight, WeightFormat, has_quantized_product};
+use super::{Llama, LlamaBlock, LlamaConfig, Rotary, Weight, WeightFormat};
 use rtx::prelude::*;
-use rtx::quant::{GgmlType, QTensor};
+use rtx::quant::GgmlType;
 
 /// SplitMix64: a small, fast, seeded stream of bits.
 struct Bits(u64);
@@ -117,27 +117,36 @@ impl Llama {
             });
         }
         let mut bits = Bits(seed);
-        let mut weight = |dims: [usize; 2]| -> Result<Weight> {
-            let bytes = random_bytes(projections, dims[0] * dims[1], &mut bits)?;
-            to_weight(&bytes, dims, projections, format, device)
-        };
         let (q_out, kv_out) = (c.head_count * c.head_dim, c.head_count_kv * c.head_dim);
+        // Drawn in the file's order (q, k, v, o, gate, up, down), each stack joined after.
+        let mut draw = |rows: &[usize], cols: usize| -> Result<Weight> {
+            let bytes = rows
+                .iter()
+                .map(|&r| random_bytes(projections, r * cols, &mut bits))
+                .collect::<Result<Vec<_>>>()?;
+            let parts: Vec<(&[u8], [usize; 2], GgmlType)> = bytes
+                .iter()
+                .zip(rows)
+                .map(|(b, &r)| (b.as_slice(), [r, cols], projections))
+                .collect();
+            Weight::stack(&parts, format, device)
+        };
         let mut blocks = Vec::with_capacity(c.block_count);
         for _ in 0..c.block_count {
+            let qkv = draw(&[q_out, kv_out, kv_out], d)?;
+            let o = draw(&[d], q_out)?;
+            let gate_up = draw(&[ff, ff], d)?;
             blocks.push(LlamaBlock {
                 attn_norm: Tensor::ones((d,), device),
-                q: weight([q_out, d])?,
-                k: weight([kv_out, d])?,
-                v: weight([kv_out, d])?,
-                o: weight([d, q_out])?,
+                qkv,
+                o,
                 ffn_norm: Tensor::ones((d,), device),
-                gate: weight([ff, d])?,
-                up: weight([ff, d])?,
-                down: weight([d, ff])?,
+                gate_up,
+                down: draw(&[d], ff)?,
             });
         }
         let table = random_bytes(embedding, c.vocab_size * d, &mut bits)?;
-        let head = to_weight(&table, [c.vocab_size, d], embedding, format, device)?;
+        let head = Weight::stack(&[(&table, [c.vocab_size, d], embedding)], format, device)?;
         Ok(Llama {
             norm: Tensor::ones((d,), device),
             rope: Rotary::new(&c, device)?,
@@ -150,19 +159,4 @@ impl Llama {
             head_tied: true,
         })
     }
-}
-
-/// The weight in `bytes` of type `ty`, kept as `format` says on `device`.
-fn to_weight(
-    bytes: &[u8],
-    dims: [usize; 2],
-    ty: GgmlType,
-    format: WeightFormat,
-    device: Device,
-) -> Result<Weight> {
-    let q = QTensor::from_bytes(bytes, &dims, ty, device)?;
-    if format == WeightFormat::Quantized && has_quantized_product(&q)? {
-        return Ok(Weight::Quantized(q));
-    }
-    Ok(Weight::Dense(q.dequantize()?))
 }

@@ -275,10 +275,13 @@ fn quantized_products_agree_with_the_dequantized_weights() {
     let projections = quant
         .blocks()
         .iter()
-        .flat_map(|b| [&b.q, &b.k, &b.v, &b.o, &b.gate, &b.up, &b.down]);
+        .flat_map(|b| [&b.qkv, &b.o, &b.gate_up, &b.down]);
     assert!(
-        projections.clone().all(|w| w.is_quantized()),
-        "Q4_1 multiplies quantized on the CPU"
+        projections
+            .clone()
+            .all(|w| matches!(w, rtx_models::llama::Weight::Quantized(_))),
+        "Q4_1 multiplies quantized on the CPU, q, k and v (and gate and up) stacked into one \
+         matrix each"
     );
     assert!(
         quant.head().is_quantized() && quant.head_is_tied(),

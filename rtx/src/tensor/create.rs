@@ -106,6 +106,27 @@ impl<S: Shape, E: Num> Tensor<S, E> {
     }
 }
 
+impl<S: Shape, E: rtx_kernels::Float> Tensor<S, E> {
+    /// A tensor whose every element the caller is about to overwrite (PyTorch's
+    /// `torch.empty`), such as the output of a SIMT kernel that writes all of it: zeros on the
+    /// CPU, left as the allocator gives it on a GPU, which saves the launch that zeroing takes
+    /// (and may be called while a CUDA graph is captured).
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let t: Tensor<(usize, usize)> = Tensor::empty((2, 3), Device::Cpu);
+    /// assert_eq!(t.dims(), &[2, 3]);
+    /// ```
+    ///
+    /// # Panics
+    /// When the device cannot allocate it.
+    #[track_caller]
+    pub fn empty(shape: S, device: Device) -> Self {
+        let n = shape.dims().iter().product();
+        Self::from_storage(ok(Storage::uninit(device, n).map_err(Error::from)), shape)
+    }
+}
+
 impl<S: ConstShape, E: Element> Tensor<S, E> {
     /// A tensor from a nested array literal whose lengths the compiler checks against `S`.
     ///
