@@ -545,6 +545,22 @@ impl Llama {
     }
 }
 
+/// The residual stream `x + y` and its RMS norm with `w`: one launch on a GPU, where the add
+/// and the norm are two; the CPU keeps the composition, as [`rms_norm`] does.
+fn add_rms_norm(
+    x: &Tensor<(usize, usize)>,
+    y: &Tensor<(usize, usize)>,
+    w: &Tensor<(usize,)>,
+    eps: f64,
+) -> Result<(Tensor<(usize, usize)>, Tensor<(usize, usize)>)> {
+    if x.device().is_cuda() {
+        return kernels::add_rms_norm(x, y, w, eps);
+    }
+    let sum = x + y;
+    let normed = rms_norm(&sum, w, eps)?;
+    Ok((sum, normed))
+}
+
 /// `x / sqrt(mean(x²) + eps) * w` over the rows of `[T, D]`, in f32 as `transformers` does.
 fn rms_norm(
     x: &Tensor<(usize, usize)>,

@@ -6,7 +6,8 @@
 //! 1e-6 of their largest magnitude (bit for bit, printed); a finished sequence (a `None`
 //! row) leaves the others' results as they were. The GPU's uncaptured logits are also held
 //! to the CPU's within the quantized products' difference (the CPU rounds activations to 8
-//! bits), and `Generation` on the GPU, through the captured step, greedily matches the
+//! bits), a decode step to the same tokens prefilled at once (within 1e-3), and `Generation`
+//! on the GPU, through the captured step, greedily matches the
 //! uncaptured one.
 
 use super::*;
@@ -125,6 +126,23 @@ fn llama_decode_graph_replays_the_uncaptured_step() {
         };
         let e = relative(&on(&m), &on(&cpu));
         println!("llama prefill on {dev} against the CPU: {e:.4} of the largest logit");
+        assert!(e < 0.1, "{e}");
+        // A decode step (the cached-attention kernel, one row per sequence) against the same
+        // tokens prefilled at once (the products of a prefill), on the GPU: the rows' values
+        // differ only by the order of sums. And the decode step against the CPU's.
+        let mut cache = m.new_batch_cache(3, 32).unwrap();
+        let heads: Vec<&[u32]> = lists.iter().map(|l| &l[..l.len() - 1]).collect();
+        let tails: Vec<&[u32]> = lists.iter().map(|l| &l[l.len() - 1..]).collect();
+        m.forward_batch(&heads, &mut cache).unwrap();
+        let decoded = m.forward_batch(&tails, &mut cache).unwrap().to_vec();
+        let e = relative(&decoded, &on(&m));
+        println!("llama decode step on {dev} against its prefill: {e:.2e} of the largest logit");
+        assert!(e < 1e-3, "{e}");
+        let mut cpu_cache = cpu.new_batch_cache(3, 32).unwrap();
+        cpu.forward_batch(&heads, &mut cpu_cache).unwrap();
+        let on_cpu = cpu.forward_batch(&tails, &mut cpu_cache).unwrap().to_vec();
+        let e = relative(&decoded, &on_cpu);
+        println!("llama decode step on {dev} against the CPU: {e:.4} of the largest logit");
         assert!(e < 0.1, "{e}");
         // Generation takes the captured step by default on a GPU; greedy, it matches the
         // uncaptured one token for token.

@@ -14,7 +14,7 @@
 
 use super::cache::BatchKvCache;
 use super::kernels;
-use super::{Llama, LlamaBlock, Matrix, rms_norm};
+use super::{Llama, LlamaBlock, Matrix, add_rms_norm, rms_norm};
 use rtx::prelude::*;
 
 /// Consecutive tokens of one sequence: `tokens` placed at positions `position..position +
@@ -170,36 +170,51 @@ impl Llama {
         Ok(())
     }
 
-    /// The blocks and the final norm over the embedded rows `x`, placed by `places`.
+    /// The blocks and the final norm over the embedded rows `x`, placed by `places`. Each
+    /// residual add is joined with the norm that follows it (the next block's, or the final
+    /// one), so a block hands the next its sum and that sum's norm.
     pub(super) fn layers(
         &self,
-        mut x: Matrix,
+        x: Matrix,
         places: &Places,
         plan: &Plan<'_>,
         cache: &mut BatchKvCache,
     ) -> Result<Matrix> {
+        let eps = self.config.rms_eps;
+        let first = self.blocks.first().map_or(&self.norm, |b| &b.attn_norm);
+        let mut normed = rms_norm(&x, first, eps)?;
+        let mut x = x;
         for (i, block) in self.blocks.iter().enumerate() {
-            x = self.block(block, &x, places, plan, cache, i)?;
+            let next = self
+                .blocks
+                .as_slice()
+                .get(i + 1)
+                .map_or(&self.norm, |b| &b.attn_norm);
+            (x, normed) = self.block(block, &x, &normed, next, places, plan, cache, i)?;
         }
-        rms_norm(&x, &self.norm, self.config.rms_eps)
+        Ok(normed)
     }
 
-    /// One block over `[rows, D]`.
+    /// One block over `[rows, D]`: from the residual stream `x` and its attention norm `n`,
+    /// the stream after the block and its norm by `next` (the next block's attention norm,
+    /// or the final norm).
+    #[allow(clippy::too_many_arguments)]
     fn block(
         &self,
         b: &LlamaBlock,
         x: &Matrix,
+        n: &Matrix,
+        next: &Tensor<(usize,)>,
         places: &Places,
         plan: &Plan<'_>,
         cache: &mut BatchKvCache,
         layer: usize,
-    ) -> Result<Matrix> {
+    ) -> Result<(Matrix, Matrix)> {
         let c = &self.config;
         let h = c.head_count;
-        let n = rms_norm(x, &b.attn_norm, c.rms_eps)?;
         // One product for the query, key and value heads; then one launch turns the query and
         // key heads and writes the keys and values into the cache.
-        let mut qkv = b.qkv.forward(&n)?;
+        let mut qkv = b.qkv.forward(n)?;
         let (cos, sin) = (&self.rope.cos, &self.rope.sin);
         let (keys, values) = (&mut cache.keys[layer], &mut cache.values[layer]);
         kernels::rope_store(
@@ -225,11 +240,9 @@ impl Llama {
                 self.attend_segments(&qkv, segments, places, cache, layer)?
             }
         };
-        let x = x + b.o.forward(&attn)?;
-
-        let n = rms_norm(&x, &b.ffn_norm, c.rms_eps)?;
+        let (x, n) = add_rms_norm(x, &b.o.forward(&attn)?, &b.ffn_norm, c.rms_eps)?;
         let hidden = kernels::swiglu(&b.gate_up.forward(&n)?)?;
-        Ok(x + b.down.forward(&hidden)?)
+        add_rms_norm(&x, &b.down.forward(&hidden)?, next, c.rms_eps)
     }
 
     /// Attention of each segment's rows over its own sequence, joined in row order; `qkv` is
