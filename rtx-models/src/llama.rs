@@ -548,11 +548,11 @@ impl Llama {
 /// The residual stream `x + y` and its RMS norm with `w`: one launch on a GPU, where the add
 /// and the norm are two; the CPU keeps the composition, as [`rms_norm`] does.
 fn add_rms_norm(
-    x: &Tensor<(usize, usize)>,
-    y: &Tensor<(usize, usize)>,
+    x: &Matrix,
+    y: &Matrix,
     w: &Tensor<(usize,)>,
     eps: f64,
-) -> Result<(Tensor<(usize, usize)>, Tensor<(usize, usize)>)> {
+) -> Result<(Matrix, Matrix)> {
     if x.device().is_cuda() {
         return kernels::add_rms_norm(x, y, w, eps);
     }

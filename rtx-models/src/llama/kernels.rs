@@ -10,6 +10,7 @@
 //! element type, and f32 holds every integer below 2^24 exactly (positions and token ids are
 //! far below). The kernels convert with `as usize`.
 
+use super::Matrix;
 use rtx::kernel::{Arg, LaunchConfig};
 use rtx::prelude::*;
 
@@ -310,11 +311,11 @@ pub(super) fn swiglu(gate_up: &Tensor<(usize, usize)>) -> Result<Tensor<(usize, 
 /// `x + y` (`[rows, cols]` each) and its RMS norm with `weight` (`[cols]`) in one launch:
 /// `(sum, normed)`.
 pub(super) fn add_rms_norm(
-    x: &Tensor<(usize, usize)>,
-    y: &Tensor<(usize, usize)>,
+    x: &Matrix,
+    y: &Matrix,
     weight: &Tensor<(usize,)>,
     eps: f64,
-) -> Result<(Tensor<(usize, usize)>, Tensor<(usize, usize)>)> {
+) -> Result<(Matrix, Matrix)> {
     let [rows, cols] = x.dims()[..] else {
         unreachable!("a matrix")
     };
@@ -326,8 +327,8 @@ pub(super) fn add_rms_norm(
             rule: "x and y have the same dims, and the weight is as long as their rows",
         });
     }
-    let mut sum: Tensor<(usize, usize)> = Tensor::empty((rows, cols), x.device());
-    let mut out: Tensor<(usize, usize)> = Tensor::empty((rows, cols), x.device());
+    let mut sum: Matrix = Tensor::empty((rows, cols), x.device());
+    let mut out: Matrix = Tensor::empty((rows, cols), x.device());
     if rows == 0 {
         return Ok((sum, out));
     }
