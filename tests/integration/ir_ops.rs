@@ -145,3 +145,95 @@ fn concat_hands_each_input_its_part_of_the_gradient() {
         want.to_f64_vec()
     );
 }
+
+/// The gradients `Graph::backward` gives the inputs `x` and `y` of `graph` under a seed,
+/// against those the tape records for the same op (`tape`), which runs the same rule: bitwise.
+#[track_caller]
+fn same_as_tape(
+    what: &str,
+    graph: &rtx::ir::Graph,
+    (x, y): (&Tensor<X>, &Tensor<X>),
+    tape: impl FnOnce(&Tensor<X>, &Tensor<X>) -> Tensor<X>,
+) {
+    let (xt, yt) = (x.detach().requires_grad(), y.detach().requires_grad());
+    let out = tape(&xt, &yt);
+    let v: Vec<f32> = (0..out.numel()).map(|k| 0.25 + 0.5 * k as f32).collect();
+    let seed = Tensor::from_vec(v, out.shape(), Device::Cpu);
+    // d sum(out * seed) / d out is the seed, exactly (ones times the seed).
+    let grads = (&out * &seed).sum_all().backward();
+    let inputs = [("x", DynTensor::of(x)), ("y", DynTensor::of(y))];
+    let back = graph.backward(&inputs, &Params::new(), &[DynTensor::of(&seed)]);
+    let back = back.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(
+        back.outputs[0].to_bits(),
+        DynTensor::of(&out).to_bits(),
+        "{what}: outputs"
+    );
+    for (name, t) in [("x", &xt), ("y", &yt)] {
+        let want = DynTensor::of(&grads.get(t).unwrap_or_else(|| panic!("{what}: no d{name}")));
+        let got = back
+            .inputs
+            .get(name)
+            .unwrap_or_else(|| panic!("{what}: no IR d{name}"));
+        assert_eq!(
+            got.to_bits(),
+            want.to_bits(),
+            "{what}: d{name}: IR {:?}, tape {:?}",
+            got.to_f64_vec(),
+            want.to_f64_vec()
+        );
+    }
+}
+
+#[test]
+fn where_and_masked_fill_differentiate_as_the_tape() {
+    use rtx::op::CmpOp;
+    let y = &input() * 0.5 - 0.25;
+    // `x.where_cond(x > 0, y)`: x's gradient where x > 0, y's elsewhere.
+    let mut b = Builder::new("Where");
+    let (xv, yv) = (b.input::<X, f32>("x"), b.input::<X, f32>("y"));
+    let zero = b.constant::<f32>(0.0);
+    let mask = b.compare(xv, zero, CmpOp::Gt);
+    let out = b.where_cond(xv, mask, yv);
+    b.output(out);
+    let graph = b.finish();
+    same_as_tape("where_cond", &graph, (&input(), &y), |x, y| {
+        x.where_cond(&x.detach().gt(0.0), y)
+    });
+    // `x.masked_fill(x > 0, -1) * y`: x's gradient where x <= 0, zero elsewhere.
+    let mut b = Builder::new("MaskedFill");
+    let (xv, yv) = (b.input::<X, f32>("x"), b.input::<X, f32>("y"));
+    let zero = b.constant::<f32>(0.0);
+    let mask = b.compare(xv, zero, CmpOp::Gt);
+    let fill = b.constant::<f32>(-1.0);
+    let filled = b.node::<X, f32>(IrOp::Op(Op::Where), &[mask.id(), fill.id(), xv.id()]);
+    let out = b.binary(filled, yv, rtx::op::BinaryOp::Mul);
+    b.output(out);
+    let graph = b.finish();
+    same_as_tape("masked_fill", &graph, (&input(), &y), |x, y| {
+        x.masked_fill(&x.detach().gt(0.0), -1.0) * y
+    });
+}
+
+#[test]
+fn pow_of_two_tensors_differentiates_as_its_derivative_kernels() {
+    // A positive base, so both gradients are finite.
+    let base = input().abs() + 0.5;
+    let exponent = &input() * 0.75 + 0.5;
+    let mut b = Builder::new("Pow");
+    let (xv, yv) = (b.input::<X, f32>("x"), b.input::<X, f32>("y"));
+    let out = b.binary(xv, yv, rtx::op::BinaryOp::Pow);
+    b.output(out);
+    let graph = b.finish();
+    // A chain's backward is its derivative kernels' arithmetic (what a fused chain of the
+    // compiled path runs): a kernel of `powf` applied by `map2` records exactly those.
+    same_as_tape("pow", &graph, (&base, &exponent), |x, y| {
+        rtx::kernel::map2(power::Op, x, y, &[])
+    });
+}
+
+/// `a ^ b` as a fused chain computes it, with the derivatives `#[kernel]` derives.
+#[rtx::kernel(elementwise)]
+fn power<T: Float>(a: T, b: T) -> T {
+    a.powf(b)
+}

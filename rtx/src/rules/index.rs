@@ -1,10 +1,11 @@
-//! The backward of `index_select`: the output's gradient rows added into zeros at the
-//! indices they were read from.
+//! The backward of `index_select` (the output's gradient rows added into zeros at the
+//! indices they were read from) and of the selections by a mask, `where_cond` and
+//! `masked_fill` (the output's gradient where a branch was taken, zero elsewhere).
 
 use super::Operand;
 use crate::error::Result;
 use rtx_backends::{Layout, Storage};
-use rtx_kernels::Num;
+use rtx_kernels::{Element, Num};
 
 /// The gradient `[..dims]` of a tensor of dims `dims` whose slices along `axis` at `idx` were
 /// selected, given the selection's gradient `g`: dense, zero where nothing was read.
@@ -22,4 +23,25 @@ pub(crate) fn index_select_back<E: Num>(
     strides[axis] = idx.1.strides()[0];
     let il = Layout::new(g.1.dims(), &strides, idx.1.offset());
     Ok(zeros.scatter_add(&Layout::contiguous(dims), (idx.0, &il), g, axis)?)
+}
+
+/// The gradient of one branch of a selection by `mask` (`where_cond`'s `self` when `taken` is
+/// true, its `other` or `masked_fill`'s input when false), given the output's gradient `g`:
+/// `g` where `mask` is `taken`, zero elsewhere, dense in `g`'s dims. `mask` is seen at `g`'s
+/// dims (broadcast); summing over the dims a branch was broadcast along is the caller's.
+pub(crate) fn where_back<E: Element>(
+    g: Operand<'_, E>,
+    mask: Operand<'_, bool>,
+    taken: bool,
+) -> Result<Storage<E>> {
+    let zero = Storage::full(E::default(), 1, g.0.device())?;
+    let lz = Layout::contiguous(&[])
+        .broadcast_to(g.1.dims())
+        .expect("a scalar broadcasts");
+    let (then, other) = if taken {
+        (g, (&zero, &lz))
+    } else {
+        ((&zero, &lz), g)
+    };
+    Ok(Storage::where_cond(mask, then, other)?)
 }

@@ -445,9 +445,8 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         Ok(out.record(
             vec![self.node().cloned(), other.node().cloned()],
             move |g| {
-                let zero = E::default();
-                let to_self = g.try_masked_fill_raw(&mask, zero, false)?;
-                let to_other = g.try_masked_fill_raw(&mask, zero, true)?;
+                let to_self = g.try_where_grad(&mask, true)?;
+                let to_other = g.try_where_grad(&mask, false)?;
                 Ok(vec![
                     autograd::erase(to_self),
                     autograd::erase(autograd::sum_to(&to_other, other_shape)?),
@@ -494,11 +493,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         let mask = mask.view(lm, self.shape());
         Ok(out.record(vec![self.node().cloned()], move |g| {
-            Ok(vec![autograd::erase(g.try_masked_fill_raw(
-                &mask,
-                E::default(),
-                true,
-            )?)])
+            Ok(vec![autograd::erase(g.try_where_grad(&mask, false)?)])
         }))
     }
 }
@@ -614,25 +609,16 @@ impl<S: Shape, E: Signed> std::ops::Neg for &Tensor<S, E> {
 }
 
 impl<S: Shape, E: Element> Tensor<S, E> {
-    /// `value` where `mask` is `when`, `self` elsewhere; `mask` has `self`'s shape. Records
-    /// nothing (backward rules use it).
-    pub(crate) fn try_masked_fill_raw(
+    /// The gradient `self` of a selection by `mask` (`self`'s shape) handed to one branch:
+    /// `self` where `mask` is `taken`, zero elsewhere (`crate::rules::index::where_back`, the
+    /// one rule of `where_cond` and `masked_fill`). Records nothing (backward rules use it).
+    pub(crate) fn try_where_grad(
         &self,
         mask: &Tensor<S, bool>,
-        value: E,
-        when: bool,
+        taken: bool,
     ) -> Result<Tensor<S, E>> {
-        let fill = Tensor::try_full((), value, self.device())?;
-        let lf = fill
-            .layout()
-            .broadcast_to(self.dims())
-            .expect("a scalar broadcasts");
-        let (t, f) = if when {
-            ((fill.storage(), &lf), (self.storage(), self.layout()))
-        } else {
-            ((self.storage(), self.layout()), (fill.storage(), &lf))
-        };
-        let out = Storage::where_cond((mask.storage(), mask.layout()), t, f)?;
+        let g = (self.storage(), self.layout());
+        let out = crate::rules::index::where_back(g, (mask.storage(), mask.layout()), taken)?;
         Ok(Tensor::from_storage(out, self.shape()))
     }
 }

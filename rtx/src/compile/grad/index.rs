@@ -39,7 +39,7 @@ macro_rules! index_methods {
             let y = x.detach().masked_fill(mask, value);
             let mask = mask_at(mask, x);
             (y, move |dy: &Tensor<S, E>, [need]: [bool; 1]| {
-                wants::<E>(need).then(|| ok(dy.try_masked_fill_raw(&mask, E::default(), true)))
+                wants::<E>(need).then(|| ok(dy.try_where_grad(&mask, false)))
             })
         }
 
@@ -88,11 +88,10 @@ macro_rules! index_methods {
             let y = x.detach().where_cond(cond, &other);
             let (mask, other_shape) = (mask_at(cond, x), other.shape());
             let backward = move |dy: &Tensor<S, E>, [need_x, need_o]: [bool; 2]| {
-                let zero = E::default();
-                let dx = wants::<E>(need_x).then(|| ok(dy.try_masked_fill_raw(&mask, zero, false)));
+                let dx = wants::<E>(need_x).then(|| ok(dy.try_where_grad(&mask, true)));
                 let dother = wants::<E>(need_o).then(|| {
                     ok(dy
-                        .try_masked_fill_raw(&mask, zero, true)
+                        .try_where_grad(&mask, false)
                         .and_then(|m| sum_to(&m, other_shape)))
                 });
                 (dx, dother)

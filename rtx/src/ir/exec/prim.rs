@@ -185,13 +185,19 @@ pub(super) fn op_node(op: Op, attrs: &Attrs, ins: &[DynTensor], dtype: DType) ->
             })
         }
         Op::Where => {
+            // Any of the three may be broadcast: `masked_fill` is `[mask, fill, x]`, with a
+            // scalar fill.
             let (cond, x, other) = (&ins[0], &ins[1], &ins[2]);
-            let dims = x.dims().to_vec();
-            let (lc, lo) = (seen_at(cond, &dims)?, seen_at(other, &dims)?);
+            let dims = broadcast_dims(&broadcast_dims(cond.dims(), x.dims())?, other.dims())?;
+            let (lc, lx, lo) = (
+                seen_at(cond, &dims)?,
+                seen_at(x, &dims)?,
+                seen_at(other, &dims)?,
+            );
             elements!(x.dtype(), name, E => {
                 let s = Storage::where_cond(
                     (cond.storage::<bool>()?, &lc),
-                    (x.storage::<E>()?, x.layout()),
+                    (x.storage::<E>()?, &lx),
                     (other.storage::<E>()?, &lo),
                 )?;
                 Ok(DynTensor::dense(s, &dims))

@@ -218,10 +218,24 @@ impl Cx<'_, '_, '_> {
                     D::T(self.select(cond, self.expr(da)?, self.expr(db)?)?)
                 }
             },
+            // `#[kernel]`'s rule for `powf`: `da * (b * a^(b - 1)) + db * (a^b * ln a)`, the
+            // power recomputed as the derivative kernel recomputes it.
             BinaryOp::Pow => {
-                return Err(exec_error(
-                    "the backward does not differentiate pow inside a fused chain".into(),
-                ));
+                let from_a = if matches!(da, D::Zero) {
+                    D::Zero
+                } else {
+                    let less = self.bin(BinaryOp::Sub, b.clone(), self.scalar(1.0)?)?;
+                    let power = self.bin(BinaryOp::Pow, a.clone(), less)?;
+                    self.scale(da, &self.bin(BinaryOp::Mul, b.clone(), power)?)?
+                };
+                let from_b = if matches!(db, D::Zero) {
+                    D::Zero
+                } else {
+                    let y = self.bin(BinaryOp::Pow, a.clone(), b)?;
+                    let ln = op_node(Op::Unary(UnaryOp::Log), &Default::default(), &[a], self.ct)?;
+                    self.scale(db, &self.bin(BinaryOp::Mul, y, ln)?)?
+                };
+                self.add(from_a, from_b)?
             }
         })
     }

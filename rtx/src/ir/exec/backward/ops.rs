@@ -85,6 +85,31 @@ pub(super) fn backward(
             let (x, y) = (x(0)?, r.run.read_rounded(i)?);
             vec![(ins[0], reduction(kind, &x, &y, g, axis)?)]
         }
+        // `[cond, then, else]`: each branch gets the gradient where it was taken (the rule of
+        // `where_cond` and `masked_fill`), summed over the dims it was broadcast along.
+        IrOp::Op(Op::Where) => {
+            let dims = g.dims().to_vec();
+            let cond = x(0)?;
+            let lc = cond.layout().broadcast_to(&dims).ok_or_else(|| {
+                exec_error(format!(
+                    "the mask {:?} does not broadcast to {dims:?}",
+                    cond.dims()
+                ))
+            })?;
+            let mut out = Vec::new();
+            for (k, taken) in [(1, true), (2, false)] {
+                if !r.needs[ins[k]] {
+                    continue;
+                }
+                let d = floats!(g.dtype(), "where", E => {
+                    let m = (cond.storage::<bool>()?, &lc);
+                    let s = index::where_back((g.storage::<E>()?, g.layout()), m, taken)?;
+                    Ok(DynTensor::dense(s, &dims))
+                })?;
+                out.push((ins[k], sum_to(&d, x(k)?.dims())?));
+            }
+            out
+        }
         IrOp::Composite(c) => {
             let vals: Vec<DynTensor> = (0..ins.len()).map(x).collect::<Result<_>>()?;
             let y = r.run.read_rounded(i)?;
