@@ -442,16 +442,23 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             return Ok(out);
         }
         let (mask, other_shape) = (cond.view(lc, self.shape()), other.shape());
-        Ok(out.record(
+        // Each side's gradient is a pass over the output's: only those wanted are computed.
+        Ok(out.record_needs(
             vec![self.node().cloned(), other.node().cloned()],
-            move |g| {
+            move |g, need| {
                 let zero = E::default();
-                let to_self = g.try_masked_fill_raw(&mask, zero, false)?;
-                let to_other = g.try_masked_fill_raw(&mask, zero, true)?;
-                Ok(vec![
-                    autograd::erase(to_self),
-                    autograd::erase(autograd::sum_to(&to_other, other_shape)?),
-                ])
+                let to_self = if need[0] {
+                    autograd::erase(g.try_masked_fill_raw(&mask, zero, false)?)
+                } else {
+                    None
+                };
+                let to_other = if need[1] {
+                    let m = g.try_masked_fill_raw(&mask, zero, true)?;
+                    autograd::erase(autograd::sum_to(&m, other_shape)?)
+                } else {
+                    None
+                };
+                Ok(vec![to_self, to_other])
             },
         ))
     }
