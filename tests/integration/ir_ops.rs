@@ -1,8 +1,8 @@
 //! `Graph::backward` of single ops against the static gradients the compiled path calls for
-//! the same tensor method (`StaticOps`): both go through one rule per op (`rtx/src/rules`),
+//! the same tensor method (`vjp1`): both go through one rule per op (`rtx/src/rules`),
 //! so the IR's gradient is bitwise the static one, op by op, and so is its output.
 
-use rtx::compile::grad::StaticOps;
+use rtx::compile::grad::{vjp1, vjp2};
 use rtx::ir::{Attrs, Builder, DynTensor, IrOp, Params, Value};
 use rtx::op::Op;
 use rtx::op::ReduceOp;
@@ -71,17 +71,17 @@ fn softmax_along_a_leading_axis_differentiates_as_compiled() {
     check(
         "softmax::<0>",
         |b, x| b.softmax::<0, _, _>(x),
-        StaticOps::softmax::<0>,
+        |x| vjp1(x, &|x| x.softmax::<0>()),
     );
     check(
         "log_softmax::<0>",
         |b, x| b.log_softmax::<0, _, _>(x),
-        StaticOps::log_softmax::<0>,
+        |x| vjp1(x, &|x| x.log_softmax::<0>()),
     );
     check(
         "softmax::<1>",
         |b, x| b.softmax::<1, _, _>(x),
-        StaticOps::softmax::<1>,
+        |x| vjp1(x, &|x| x.softmax::<1>()),
     );
 }
 
@@ -90,28 +90,34 @@ fn means_and_reductions_differentiate_as_compiled() {
     check(
         "mean::<1>",
         |b, x| b.mean::<1, _, _>(x),
-        StaticOps::mean::<1>,
+        |x| vjp1(x, &|x| x.mean::<1>()),
     );
     check(
         "mean_keepdim::<0>",
         |b, x| b.mean_keepdim::<0, _, _>(x),
-        StaticOps::mean_keepdim::<0>,
+        |x| vjp1(x, &|x| x.mean_keepdim::<0>()),
     );
     let sum = |b: &mut Builder, x| b.reduce::<1, _, _>(x, ReduceOp::Sum);
-    check("sum::<1>", sum, StaticOps::sum::<1>);
+    check("sum::<1>", sum, |x| vjp1(x, &|x| x.sum::<1>()));
     let max = |b: &mut Builder, x| b.reduce::<1, _, _>(x, ReduceOp::Max);
-    check("max::<1> (a tie in row 1)", max, StaticOps::max::<1>);
+    check("max::<1> (a tie in row 1)", max, |x| {
+        vjp1(x, &|x| x.max::<1>())
+    });
     let min = |b: &mut Builder, x| b.reduce_keepdim::<0, _, _>(x, ReduceOp::Min);
-    check("min_keepdim::<0>", min, StaticOps::min_keepdim::<0>);
+    check("min_keepdim::<0>", min, |x| {
+        vjp1(x, &|x| x.min_keepdim::<0>())
+    });
     let prod = |b: &mut Builder, x| b.reduce::<1, _, _>(x, ReduceOp::Prod);
-    check("prod::<1> (a zero in row 1)", prod, StaticOps::prod::<1>);
+    check("prod::<1> (a zero in row 1)", prod, |x| {
+        vjp1(x, &|x| x.prod::<1>())
+    });
 }
 
 #[test]
 fn narrow_differentiates_as_compiled() {
     let narrow = |b: &mut Builder, x| b.narrow::<1, Const<2>, _, _>(x, 1);
     check("narrow::<1>(1, 2)", narrow, |x| {
-        StaticOps::narrow::<1, Const<2>>(x, 1, Const)
+        vjp1(x, &|x| x.narrow::<1, Const<2>>(1, Const))
     });
 }
 
@@ -126,7 +132,7 @@ fn concat_hands_each_input_its_part_of_the_gradient() {
     b.output(y);
     let graph = b.finish();
 
-    let (y, backward) = StaticOps::concat::<0, Const<6>>(&input(), &input());
+    let (y, backward) = vjp2(&input(), &input(), &|a, b| a.concat::<0, Const<6>>(b));
     let v: Vec<f32> = (0..24).map(|k| 0.25 + 0.5 * k as f32).collect();
     let seed = Tensor::from_vec(v, y.shape(), Device::Cpu);
     let (da, db) = backward(&seed, [true, true]);

@@ -1,5 +1,5 @@
 //! The static backwards of `rtx::compile` (autograd tier 2) held to the tape (tier 1): for
-//! every `StaticOps` method, every static loss and every layer's `StaticForward`, the static
+//! tensor methods through `vjp1` and its kin, every static loss and every layer's `StaticForward`, the static
 //! forward gives the eager output, its gradients (of the inputs, and of the parameters
 //! through `Gradients::get`) equal those `loss.backward()` gives on the same inputs, and the
 //! static path records nothing on the tape even when its inputs and parameters track
@@ -14,7 +14,7 @@
 //! the same fused kernels on both paths, so they too must agree exactly); where no GPU
 //! exists, each test prints `skipped on GPUs: <reason>`.
 
-use rtx::compile::grad::StaticOps;
+use rtx::compile::grad::{vjp_n, vjp1, vjp2};
 use rtx::compile::{Gradients, StaticForward, loss as static_loss};
 use rtx::nn::{TensorKind, Visitor};
 use rtx::prelude::*;
@@ -168,7 +168,7 @@ fn products<E: Float>() {
         &a,
         &b,
         |a, b| a.matmul(b),
-        |a, b| StaticOps::matmul(a, b),
+        |a, b| vjp2(a, b, &|a, b| a.matmul(b)),
     );
     let w: Tensor<Rank2<5, 4>, E> = randn((Const, Const), 3);
     check2(
@@ -177,8 +177,8 @@ fn products<E: Float>() {
         &w,
         |a, w| a.matmul(&w.t()),
         |a, w| {
-            let (wt, back_t) = StaticOps::t(w);
-            let (y, back) = StaticOps::matmul(a, &wt);
+            let (wt, back_t) = vjp1(w, &|x| x.t());
+            let (y, back) = vjp2(a, &wt, &|a, b| a.matmul(b));
             (y, move |dy: &Tensor<Rank2<3, 5>, E>, need: [bool; 2]| {
                 let (da, dwt) = back(dy, need);
                 (da, dwt.and_then(|g| back_t(&g, [true])))
@@ -192,14 +192,14 @@ fn products<E: Float>() {
         &x,
         &y,
         |x, y| x.matmul(y),
-        |x, y| StaticOps::matmul(x, y),
+        |x, y| vjp2(x, y, &|a, b| a.matmul(b)),
     );
     check2(
         "matmul broadcasting a batch",
         &x,
         &b,
         |x, b| x.matmul(b),
-        |x, b| StaticOps::matmul(x, b),
+        |x, b| vjp2(x, b, &|a, b| a.matmul(b)),
     );
     let v: Tensor<Rank1<4>, E> = randn((Const,), 6);
     check2(
@@ -207,7 +207,7 @@ fn products<E: Float>() {
         &a,
         &v,
         |a, v| a.matmul(v),
-        |a, v| StaticOps::matmul(a, v),
+        |a, v| vjp2(a, v, &|a, b| a.matmul(b)),
     );
 }
 
@@ -222,25 +222,25 @@ fn products_match_the_tape() {
 fn views<E: Float>() {
     let x: Tensor<Rank3<2, 3, 4>, E> = randn((Const, Const, Const), 10);
     let m: Tensor<Rank2<3, 4>, E> = randn((Const, Const), 11);
-    check1("t", &m, |m| m.t(), |m| StaticOps::t(m));
+    check1("t", &m, |m| m.t(), |m| vjp1(m, &|x| x.t()));
     check1(
         "transpose",
         &x,
         |x| x.transpose::<0, 2>(),
-        |x| StaticOps::transpose::<0, 2>(x),
+        |x| vjp1(x, &|x| x.transpose::<0, 2>()),
     );
     check1(
         "permute",
         &x,
         |x| x.permute::<Axes3<2, 0, 1>>(),
-        |x| StaticOps::permute::<Axes3<2, 0, 1>>(x),
+        |x| vjp1(x, &|x| x.permute::<Axes3<2, 0, 1>>()),
     );
     let shape = (Const::<4>, Const::<6>);
     check1(
         "reshape",
         &x,
         |x| x.reshape(shape),
-        |x| StaticOps::reshape(x, shape),
+        |x| vjp1(x, &|x| x.reshape(shape)),
     );
     // A reshape of a transposed view copies; its gradient goes back through the view.
     check1(
@@ -248,8 +248,8 @@ fn views<E: Float>() {
         &x,
         |x| x.transpose::<1, 2>().reshape((6usize, 4usize)),
         |x| {
-            let (v, back_v) = StaticOps::transpose::<1, 2>(x);
-            let (y, back_y) = StaticOps::reshape(&v, (6usize, 4usize));
+            let (v, back_v) = vjp1(x, &|x| x.transpose::<1, 2>());
+            let (y, back_y) = vjp1(&v, &|x| x.reshape((6usize, 4usize)));
             (y, move |dy: &Tensor<(usize, usize), E>, need: [bool; 1]| {
                 back_y(dy, need).and_then(|g| back_v(&g, need))
             })
@@ -259,48 +259,53 @@ fn views<E: Float>() {
         "flatten",
         &x,
         |x| x.flatten::<1, 2, Rank2<2, 12>>(),
-        |x| StaticOps::flatten::<1, 2, Rank2<2, 12>>(x),
+        |x| vjp1(x, &|x| x.flatten::<1, 2, Rank2<2, 12>>()),
     );
     let col: Tensor<Rank3<2, 1, 4>, E> = randn((Const, Const, Const), 12);
     check1(
         "squeeze",
         &col,
         |c| c.squeeze::<1>(),
-        |c| StaticOps::squeeze::<1>(c),
+        |c| vjp1(c, &|x| x.squeeze::<1>()),
     );
     check1(
         "unsqueeze",
         &m,
         |m| m.unsqueeze::<1>(),
-        |m| StaticOps::unsqueeze::<1>(m),
+        |m| vjp1(m, &|x| x.unsqueeze::<1>()),
     );
     let to = (Const::<5>, Const::<2>, Const::<3>, Const::<4>);
     check1(
         "broadcast_to",
         &col,
         |c| c.broadcast_to(to),
-        |c| StaticOps::broadcast_to(c, to),
+        |c| vjp1(c, &|x| x.broadcast_to(to)),
     );
-    check1("expand", &m, |m| m.expand(to), |m| StaticOps::expand(m, to));
+    check1(
+        "expand",
+        &m,
+        |m| m.expand(to),
+        |m| vjp1(m, &|x| x.expand(to)),
+    );
     check1(
         "narrow",
         &x,
         |x| x.narrow::<2, Const<2>>(1, Const),
-        |x| StaticOps::narrow::<2, Const<2>>(x, 1, Const),
+        |x| vjp1(x, &|x| x.narrow::<2, Const<2>>(1, Const)),
     );
     check1(
         "slice",
         &x,
         |x| x.slice::<1>(1..3),
-        |x| StaticOps::slice::<1>(x, 1..3),
+        |x| vjp1(x, &|x| x.slice::<1>(1..3)),
     );
     check1(
         "contiguous",
         &x,
         |x| x.transpose::<0, 1>().contiguous(),
         |x| {
-            let (v, back_v) = StaticOps::transpose::<0, 1>(x);
-            let (y, back_y) = StaticOps::contiguous(&v);
+            let (v, back_v) = vjp1(x, &|x| x.transpose::<0, 1>());
+            let (y, back_y) = vjp1(&v, &|x| x.contiguous());
             assert!(y.is_contiguous());
             (y, move |dy: &Tensor<_, E>, need: [bool; 1]| {
                 back_y(dy, need).and_then(|g| back_v(&g, need))
@@ -312,20 +317,20 @@ fn views<E: Float>() {
         &m,
         |m| m.cast::<f64>().cast::<E>(),
         |m| {
-            let (y64, back64) = StaticOps::cast::<f64>(m);
-            let (y, back) = StaticOps::cast::<E>(&y64);
+            let (y64, back64) = vjp1(m, &|x| x.cast::<f64>());
+            let (y, back) = vjp1(&y64, &|x| x.cast::<E>());
             (y, move |dy: &Tensor<Rank2<3, 4>, E>, need: [bool; 1]| {
                 back(dy, need).and_then(|g| back64(&g, need))
             })
         },
     );
-    let (_, to_int) = StaticOps::cast::<i64>(&m.detach().requires_grad());
+    let (_, to_int) = vjp1(&m.detach().requires_grad(), &|x| x.cast::<i64>());
     let ints: Tensor<Rank2<3, 4>, i64> = Tensor::zeros((Const, Const), dev());
     assert!(
         to_int(&ints, [true]).is_none(),
         "a cast to integers passes no gradient"
     );
-    let (flat, back) = StaticOps::reshape(&ints, (Const::<12>,));
+    let (flat, back) = vjp1(&ints, &|x| x.reshape((Const::<12>,)));
     assert_eq!(flat.dims(), &[12]);
     assert!(
         back(&flat, [true]).is_none(),
@@ -356,8 +361,8 @@ fn reductions<E: Float>() {
         ($($name:ident),*) => {$(
             for t in [&x, &ties] {
                 let what = stringify!($name);
-                check1(what, t, |t| t.$name::<0>(), |t| StaticOps::$name::<0>(t));
-                check1(what, t, |t| t.$name::<1>(), |t| StaticOps::$name::<1>(t));
+                check1(what, t, |t| t.$name::<0>(), |t| vjp1(t, &|x| x.$name::<0>()));
+                check1(what, t, |t| t.$name::<1>(), |t| vjp1(t, &|x| x.$name::<1>()));
             }
         )*};
     }
@@ -378,27 +383,47 @@ fn reductions<E: Float>() {
         log_softmax
     );
     for c in [0, 1] {
-        check1("var", &x, |t| t.var::<1>(c), |t| StaticOps::var::<1>(t, c));
+        check1(
+            "var",
+            &x,
+            |t| t.var::<1>(c),
+            |t| vjp1(t, &|x| x.var::<1>(c)),
+        );
         check1(
             "var_keepdim",
             &x,
             |t| t.var_keepdim::<0>(c),
-            |t| StaticOps::var_keepdim::<0>(t, c),
+            |t| vjp1(t, &|x| x.var_keepdim::<0>(c)),
         );
-        check1("std", &x, |t| t.std::<0>(c), |t| StaticOps::std::<0>(t, c));
+        check1(
+            "std",
+            &x,
+            |t| t.std::<0>(c),
+            |t| vjp1(t, &|x| x.std::<0>(c)),
+        );
         check1(
             "std_keepdim",
             &x,
             |t| t.std_keepdim::<1>(c),
-            |t| StaticOps::std_keepdim::<1>(t, c),
+            |t| vjp1(t, &|x| x.std_keepdim::<1>(c)),
         );
     }
     for t in [&x, &ties] {
-        check1("sum_all", t, |t| t.sum_all(), |t| StaticOps::sum_all(t));
-        check1("prod_all", t, |t| t.prod_all(), |t| StaticOps::prod_all(t));
-        check1("max_all", t, |t| t.max_all(), |t| StaticOps::max_all(t));
-        check1("min_all", t, |t| t.min_all(), |t| StaticOps::min_all(t));
-        check1("mean_all", t, |t| t.mean_all(), |t| StaticOps::mean_all(t));
+        check1("sum_all", t, |t| t.sum_all(), |t| vjp1(t, &|x| x.sum_all()));
+        check1(
+            "prod_all",
+            t,
+            |t| t.prod_all(),
+            |t| vjp1(t, &|x| x.prod_all()),
+        );
+        check1("max_all", t, |t| t.max_all(), |t| vjp1(t, &|x| x.max_all()));
+        check1("min_all", t, |t| t.min_all(), |t| vjp1(t, &|x| x.min_all()));
+        check1(
+            "mean_all",
+            t,
+            |t| t.mean_all(),
+            |t| vjp1(t, &|x| x.mean_all()),
+        );
     }
     // A zero in a product: its gradient is the product of the others, not 0/0.
     let zero: Tensor<Rank1<3>, E> = Tensor::from_vec(
@@ -410,7 +435,7 @@ fn reductions<E: Float>() {
         "prod with a zero",
         &zero,
         |t| t.prod::<0>(),
-        |t| StaticOps::prod::<0>(t),
+        |t| vjp1(t, &|x| x.prod::<0>()),
     );
 }
 
@@ -432,8 +457,8 @@ fn masks_and_indexing<E: Float>() {
         &x,
         |x| x.masked_fill(&future, ninf).softmax::<2>(),
         |x| {
-            let (m, back_m) = StaticOps::masked_fill(x, &future, ninf);
-            let (y, back_y) = StaticOps::softmax::<2>(&m);
+            let (m, back_m) = vjp1(x, &|x| x.masked_fill(&future, ninf));
+            let (y, back_y) = vjp1(&m, &|x| x.softmax::<2>());
             (y, move |dy: &Tensor<Rank3<2, 4, 4>, E>, need: [bool; 1]| {
                 back_y(dy, need).and_then(|g| back_m(&g, need))
             })
@@ -446,23 +471,17 @@ fn masks_and_indexing<E: Float>() {
         &x,
         &other,
         |x, o| x.where_cond(&cond, o),
-        |x, o| StaticOps::where_cond(x, &cond, o),
+        |x, o| vjp2(x, o, &|x, o| x.where_cond(&cond, o)),
     );
     let half = E::from_f64(0.5);
     check1(
         "where_cond with a scalar",
         &x,
         |x| x.where_cond(&cond, half),
-        |x| {
-            let (y, back) = StaticOps::where_cond(x, &cond, half);
-            (
-                y,
-                move |dy: &Tensor<Rank3<2, 4, 4>, E>, [need]: [bool; 1]| back(dy, [need, false]).0,
-            )
-        },
+        |x| vjp1(x, &|x| x.where_cond(&cond, half)),
     );
-    check1("tril", &x, |x| x.tril(0), |x| StaticOps::tril(x, 0));
-    check1("triu", &x, |x| x.triu(-1), |x| StaticOps::triu(x, -1));
+    check1("tril", &x, |x| x.tril(0), |x| vjp1(x, &|x| x.tril(0)));
+    check1("triu", &x, |x| x.triu(-1), |x| vjp1(x, &|x| x.triu(-1)));
 
     let table: Tensor<Rank2<5, 3>, E> = randn((Const, Const), 32);
     let ids: Tensor<Rank1<4>, i64> = Tensor::from_array([4, 0, 4, 2], dev());
@@ -470,14 +489,14 @@ fn masks_and_indexing<E: Float>() {
         "index_select::<0> with a repeated index",
         &table,
         |t| t.index_select::<0, _>(&ids),
-        |t| StaticOps::index_select::<0, _>(t, &ids),
+        |t| vjp1(t, &|x| x.index_select::<0, _>(&ids)),
     );
     let cols: Tensor<Rank1<2>, i64> = Tensor::from_array([2, 2], dev());
     check1(
         "index_select::<1>",
         &table,
         |t| t.index_select::<1, _>(&cols),
-        |t| StaticOps::index_select::<1, _>(t, &cols),
+        |t| vjp1(t, &|x| x.index_select::<1, _>(&cols)),
     );
     let picks: Tensor<Rank2<5, 2>, i64> =
         Tensor::from_array([[0, 2], [1, 1], [2, 0], [0, 0], [1, 2]], dev());
@@ -485,7 +504,7 @@ fn masks_and_indexing<E: Float>() {
         "gather",
         &table,
         |t| t.gather::<1, _>(&picks),
-        |t| StaticOps::gather::<1, _>(t, &picks),
+        |t| vjp1(t, &|x| x.gather::<1, _>(&picks)),
     );
 }
 
@@ -505,14 +524,14 @@ fn joins<E: Float>() {
         &a,
         &b,
         |a, b| a.concat::<1, Const<5>>(b),
-        |a, b| StaticOps::concat::<1, Const<5>>(a, b),
+        |a, b| vjp2(a, b, &|a, b| a.concat::<1, Const<5>>(b)),
     );
     // cat and stack: one flag and one gradient per input.
     let (a, b) = (a.detach().requires_grad(), b.detach().requires_grad());
     let y: Tensor<(Const<2>, usize), E> = Tensor::cat::<1, usize>(&[&a, &b, &a]);
     let r = randn(y.shape(), 42);
     let grads = weighted_sum(&y, &r).backward();
-    let (ys, backward) = StaticOps::cat::<1, usize>(&[&a, &b, &a]);
+    let (ys, backward) = vjp_n(&[&a, &b, &a], &|xs| Tensor::cat::<1, usize>(xs));
     assert!(!ys.tracks_grad());
     assert_values("cat (output)", &ys, &y, 0.0);
     let parts = backward(&r, &[true, true, true]);
@@ -529,34 +548,28 @@ fn joins<E: Float>() {
         &q,
         |p, q| Tensor::stack::<1, 2>([p, q]),
         |p, q| {
-            let (y, back) = StaticOps::stack::<1, 2>([p, q]);
+            let (y, back) = vjp_n(&[p, q], &|xs| Tensor::stack::<1, 2>([xs[0], xs[1]]));
             (y, move |dy: &Tensor<Rank3<2, 2, 3>, E>, need: [bool; 2]| {
-                let [dp, dq] = back(dy, need);
-                (dp, dq)
+                let mut d = back(dy, &need).into_iter();
+                (d.next().flatten(), d.next().flatten())
             })
         },
     );
 
+    // split2's parts are narrows on the tape, each with its own node and rule.
     let x: Tensor<Rank2<3, 5>, E> = randn((Const, Const), 45);
-    for (use_left, use_right) in [(true, true), (false, true), (true, false)] {
-        let x = x.detach().requires_grad();
-        let (l, rt) = x.split2::<1, Const<2>, Const<3>>(Const, Const);
-        let (wl, wr) = (randn(l.shape(), 46), randn(rt.shape(), 47));
-        let mut loss = Tensor::<(), E>::zeros((), dev());
-        if use_left {
-            loss = loss + weighted_sum(&l, &wl);
-        }
-        if use_right {
-            loss = loss + weighted_sum(&rt, &wr);
-        }
-        let want = loss.backward().get(&x);
-        let ((ls, rs), backward) = StaticOps::split2::<1, Const<2>, Const<3>>(&x, Const, Const);
-        assert!(!ls.tracks_grad() && !rs.tracks_grad());
-        assert_values("split2 (left)", &ls, &l, 0.0);
-        assert_values("split2 (right)", &rs, &rt, 0.0);
-        let got = backward((use_left.then_some(&wl), use_right.then_some(&wr)), [true]);
-        assert_grads("split2 (gradient)", got, want, 0.0);
-    }
+    check1(
+        "split2 (left)",
+        &x,
+        |x| x.split2::<1, Const<2>, Const<3>>(Const, Const).0,
+        |x| vjp1(x, &|x| x.split2::<1, Const<2>, Const<3>>(Const, Const).0),
+    );
+    check1(
+        "split2 (right)",
+        &x,
+        |x| x.split2::<1, Const<2>, Const<3>>(Const, Const).1,
+        |x| vjp1(x, &|x| x.split2::<1, Const<2>, Const<3>>(Const, Const).1),
+    );
 }
 
 #[test]

@@ -371,10 +371,41 @@ pub fn train_body(cx: &Cx) -> TokenStream {
                 },
                 _,
             ) => {
-                let r = tensor_ref(cx, recv);
-                let a = method_args(cx, args);
+                // The method runs once on its tensor operands made leaves, inside a closure
+                // over them, and its backward is the rule it records (`compile::grad`): the
+                // receiver is the closure's first parameter, each tensor argument the next.
+                let mut ins = vec![tensor_ref(cx, recv)];
+                let mut params = vec![format_ident!("__rtx_x0", span = sp)];
+                let mut a = Vec::new();
+                for arg in args {
+                    match arg {
+                        MethodArg::Tensor(op) => {
+                            let p = format_ident!("__rtx_x{}", params.len(), span = sp);
+                            ins.push(tensor_ref(cx, op));
+                            a.push(quote!(#p));
+                            params.push(p);
+                        }
+                        MethodArg::Other(e) => a.push(quote!(#e)),
+                    }
+                }
+                let vjp = match ins.len() {
+                    1 => quote!(vjp1),
+                    2 => quote!(vjp2),
+                    3 => quote!(vjp3),
+                    _ => {
+                        return syn::Error::new(
+                            sp,
+                            "a tensor method of more than three tensors is not supported in a compiled forward",
+                        )
+                        .to_compile_error();
+                    }
+                };
+                let recv_p = &params[0];
                 quote_spanned! {sp=>
-                    let (#t, #b) = ::rtx::compile::grad::StaticOps::#name #turbofish (#r, #(#a),*);
+                    let (#t, #b) = ::rtx::compile::grad::#vjp(
+                        #(#ins,)*
+                        &|#(#params),*| #recv_p.#name #turbofish (#(#a),*),
+                    );
                 }
             }
             (Kind::Elem { .. }, None) => unreachable!("every elementwise step is in a chain"),

@@ -18,6 +18,7 @@
 pub(crate) mod index;
 pub(crate) mod reduce;
 pub(crate) mod rules;
+pub(crate) mod vjp;
 
 use crate::error::Result;
 
@@ -64,9 +65,13 @@ pub(crate) use with_float;
 /// A gradient with its type erased; it is always a `Tensor<S, E>` of the node's own type.
 pub(crate) type Erased = Arc<dyn Any + Send + Sync>;
 
-/// An op's backward rule: the output's gradient in, one gradient per input out (`None` for
-/// inputs that need none), or the device error of an op the rule ran.
-pub(crate) type Backward = Box<dyn Fn(&Erased) -> Result<Vec<Option<Erased>>> + Send + Sync>;
+/// An op's backward rule: the output's gradient and one flag per input (whether that input's
+/// gradient is wanted) in, one gradient per input out (`None` for inputs not wanted), or the
+/// device error of an op the rule ran. The flags come with the gradient rather than being
+/// fixed when the op records, so the static backward, which learns what it needs only when
+/// it runs, can call the same rule (see [`vjp`]).
+pub(crate) type Backward =
+    Box<dyn Fn(&Erased, &[bool]) -> Result<Vec<Option<Erased>>> + Send + Sync>;
 
 /// What an observed backward ([`Tensor::try_backward_observed`]) calls with each leaf's node id
 /// and final gradient.
@@ -142,22 +147,30 @@ thread_local! {
 pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
     // The thread-local work is in the guard's functions, which are not generic: only this
     // shell is compiled per closure.
-    let _restore = NoGrad::enter();
+    let _restore = GradMode::enter(false);
     f()
 }
 
-/// Recording switched off while it lives; the previous state comes back when it drops (also
-/// on a panic).
-struct NoGrad(bool);
+/// Runs `f` with recording on whatever the caller's mode: the static backward records one op
+/// on leaves of its own to reach that op's rule ([`vjp`]), inside a compiled forward that
+/// otherwise runs under [`no_grad`].
+pub(crate) fn recording<R>(f: impl FnOnce() -> R) -> R {
+    let _restore = GradMode::enter(true);
+    f()
+}
 
-impl NoGrad {
-    /// Switches recording off.
-    fn enter() -> NoGrad {
-        NoGrad(GRAD_ENABLED.with(|g| g.replace(false)))
+/// Recording switched on or off while it lives; the previous state comes back when it drops
+/// (also on a panic).
+struct GradMode(bool);
+
+impl GradMode {
+    /// Switches recording on or off.
+    fn enter(enabled: bool) -> GradMode {
+        GradMode(GRAD_ENABLED.with(|g| g.replace(enabled)))
     }
 }
 
-impl Drop for NoGrad {
+impl Drop for GradMode {
     fn drop(&mut self) {
         GRAD_ENABLED.with(|g| g.set(self.0));
     }
@@ -291,8 +304,36 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         inputs: Vec<Option<Arc<Node>>>,
         rule: impl Fn(&Tensor<S, E>) -> Result<Vec<Option<Erased>>> + Send + Sync + 'static,
     ) -> Self {
-        // Only the boxing is compiled per rule; the node is made once per shape.
-        self.record_boxed(inputs, Box::new(move |g: &Erased| rule(grad_as::<S, E>(g))))
+        // Only the boxing is compiled per rule; the node is made once per shape. A gradient
+        // the rule computes that is not wanted is dropped by the walk.
+        self.record_boxed(
+            inputs,
+            Box::new(move |g: &Erased, _: &[bool]| rule(grad_as::<S, E>(g))),
+        )
+    }
+
+    /// [`Tensor::record`] for a rule that skips the gradients not wanted: it gets one flag
+    /// per input with the output's gradient. Ops with several inputs whose gradients cost a
+    /// kernel each (a product: a second product as large as the forward) record this way.
+    pub(crate) fn record_needs(
+        self,
+        inputs: Vec<Option<Arc<Node>>>,
+        rule: impl Fn(&Tensor<S, E>, &[bool]) -> Result<Vec<Option<Erased>>> + Send + Sync + 'static,
+    ) -> Self {
+        self.record_boxed(
+            inputs,
+            Box::new(move |g: &Erased, need: &[bool]| rule(grad_as::<S, E>(g), need)),
+        )
+    }
+
+    /// This tensor, detached from any history, as a leaf of its own when its element type
+    /// takes gradients (floats); other types stay without a node, as on the tape.
+    pub(crate) fn fresh_leaf(&self) -> Self {
+        if !E::DTYPE.is_float() {
+            return self.detach();
+        }
+        let leaf = Node::new(Vec::new(), None, accumulator::<S, E>());
+        self.clone().with_node(Some(leaf))
     }
 
     /// [`Tensor::record`] with the rule boxed.
@@ -514,25 +555,7 @@ impl<E: Float> Tensor<(), E> {
                 observer: None,
             });
         };
-        // Reverse topological order by an iterative depth-first search.
-        let mut order: Vec<Arc<Node>> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut stack: Vec<(Arc<Node>, bool)> = vec![(root.clone(), false)];
-        while let Some((node, expanded)) = stack.pop() {
-            if expanded {
-                order.push(node);
-                continue;
-            }
-            if !seen.insert(node.id) {
-                continue;
-            }
-            stack.push((node.clone(), true));
-            for input in node.inputs.iter().flatten() {
-                if !seen.contains(&input.id) {
-                    stack.push((input.clone(), false));
-                }
-            }
-        }
+        let order = inputs_first(&root);
         let mut observer = ready.map(|ready| Observer::new(&order, ready));
         no_grad(|| -> Result<()> {
             let mut pending: HashMap<u64, Erased> = HashMap::new();
@@ -558,6 +581,30 @@ impl<E: Float> Tensor<(), E> {
             observer: None,
         })
     }
+}
+
+/// The nodes `root` depends on, itself included, each after all of its inputs (an iterative
+/// depth-first search); a backward walks them in reverse.
+pub(crate) fn inputs_first(root: &Arc<Node>) -> Vec<Arc<Node>> {
+    let mut order: Vec<Arc<Node>> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut stack: Vec<(Arc<Node>, bool)> = vec![(root.clone(), false)];
+    while let Some((node, expanded)) = stack.pop() {
+        if expanded {
+            order.push(node);
+            continue;
+        }
+        if !seen.insert(node.id) {
+            continue;
+        }
+        stack.push((node.clone(), true));
+        for input in node.inputs.iter().flatten() {
+            if !seen.contains(&input.id) {
+                stack.push((input.clone(), false));
+            }
+        }
+    }
+    order
 }
 
 /// What an observed backward keeps to report leaf gradients early: per node, how many
@@ -624,7 +671,9 @@ fn run_node(
             by_node.insert(node.id, g);
         }
         (Some(rule), Some(g)) => {
-            for (input, grad) in node.inputs.iter().zip(rule(&g)?) {
+            // On the tape every input with a node wants its gradient.
+            let need: Vec<bool> = node.inputs.iter().map(Option::is_some).collect();
+            for (input, grad) in node.inputs.iter().zip(rule(&g, &need)?) {
                 let (Some(input), Some(grad)) = (input, grad) else {
                     continue;
                 };

@@ -1,6 +1,7 @@
 //! The tape's adapters of the reduction and softmax rules (`crate::rules::reduce`,
-//! `crate::rules::softmax`) to typed tensors: the static backward's reductions call them
-//! too, so the tape and the compiled model share each rule through one function.
+//! `crate::rules::softmax`) to typed tensors. The static backward reaches them through the
+//! nodes the tape records (`compile::grad`), and layers' static forwards (batch norm) call
+//! them directly, so the tape and the compiled model share each rule through one function.
 
 use super::{as_float, from_float, with_float};
 use crate::error::Result;

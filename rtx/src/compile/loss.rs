@@ -1,25 +1,25 @@
 //! Static losses: the loss functions of [`crate::nn`], by the same names, each returning the
 //! loss with its backward as a closure instead of recording on the tape.
 //!
-//! Cross entropy runs the backend's fused op and its fused backward (`Storage::cross_entropy`
-//! and the rule `rules::loss::cross_entropy_back`, which the tape's node calls too); the
-//! other losses run the compositions `nn` defines them by, and their backwards apply the
-//! tape's own rules (`reduce_back`, `rules::binary`, `rules::unary`) to the saved
-//! intermediates, in the tape's order.
+//! Each runs `nn`'s loss once on its inputs made fresh leaves ([`super::grad`]'s
+//! `try_vjp1`/`try_vjp2`), and its backward runs the rules that loss recorded: the fused cross
+//! entropy's one node (`rules::loss::cross_entropy_back`), the compositions' nodes (`mse_loss`,
+//! `l1_loss`, `binary_cross_entropy_with_logits`) in the tape's order. So a static loss's
+//! gradient is the tape's by construction. `nll_loss` alone still restates its chain (see
+//! [`try_nll_loss`]).
 //!
 //! Backwards of losses against class indices (`cross_entropy`, `nll_loss`) take the loss's
 //! gradient and return the input's; backwards of losses against float targets (`mse_loss`,
 //! `l1_loss`, `binary_cross_entropy_with_logits`) take `need` flags for the input and the
-//! target, as [`StaticOps`](super::grad::StaticOps)'s do.
+//! target, as [`vjp2`](super::grad::vjp2)'s do.
 
-use crate::autograd::reduce::{ReduceGrad, reduce_back};
-use crate::autograd::rules;
-use crate::error::{Result, bail, ok};
+use super::grad::{try_vjp1, try_vjp2};
+use crate::error::{Result, ok};
 use crate::nn::CrossEntropy;
-use crate::shape::{Const, Dim, Shape, describe};
+use crate::nn::loss as eager;
+use crate::shape::{Const, Dim, Shape};
 use crate::tensor::Tensor;
 use rtx_kernels::Float;
-use rtx_kernels::op::{BinaryOp, UnaryOp};
 
 /// [`crate::nn::cross_entropy`] with its backward (the fused kernels' backward).
 ///
@@ -97,31 +97,12 @@ pub fn try_cross_entropy_with<B: Dim, C: Dim, E: Float>(
     Tensor<(), E>,
     impl FnOnce(&Tensor<(), E>) -> Tensor<(B, C), E> + use<B, C, E>,
 )> {
-    let s = opts.label_smoothing;
-    if !(0.0..=1.0).contains(&s) {
-        bail!(
-            "cross_entropy",
-            "label_smoothing must be in [0, 1], got {s}"
-        );
-    }
-    let (loss, saved) = logits.storage().cross_entropy(
-        "cross_entropy",
-        logits.layout(),
-        (targets.storage(), targets.layout()),
-        opts.ignore_index,
-        s,
-    )?;
-    let (x, t) = (logits.detach(), targets.detach());
+    let (loss, backward) = try_vjp1(logits, &|x| eager::try_cross_entropy_with(x, targets, opts))?;
+    // The logits are floats, so their gradient is always computed.
     let backward = move |dy: &Tensor<(), E>| {
-        let dx = crate::rules::loss::cross_entropy_back(
-            (dy.storage(), dy.layout()),
-            (x.storage(), x.layout()),
-            (t.storage(), t.layout()),
-            &saved,
-        );
-        Tensor::from_storage(ok(dx), x.shape())
+        backward(dy, [true]).unwrap_or_else(|| unreachable!("a float input's gradient"))
     };
-    Ok((Tensor::from_storage(loss, ()), backward))
+    Ok((loss, backward))
 }
 
 /// [`crate::nn::nll_loss`] with its backward: `-dy / B` at each row's target, zero elsewhere.
@@ -158,6 +139,9 @@ pub fn try_nll_loss<B: Dim, C: Dim, E: Float>(
     Tensor<(), E>,
     impl FnOnce(&Tensor<(), E>) -> Tensor<(B, C), E> + use<B, C, E>,
 )> {
+    // Not yet the tape's rule: the tape differentiates `nn`'s composition (gather, mask,
+    // sum, division) node by node, two launches more than this chain, which gives the same
+    // bits. One node for the eager loss with this chain as its rule would end the restatement.
     // The eager loss checks the targets and gives the value bit for bit.
     let loss = crate::nn::try_nll_loss(&log_probs.detach(), targets)?;
     let (shape, device) = (log_probs.shape(), log_probs.device());
@@ -173,45 +157,8 @@ pub fn try_nll_loss<B: Dim, C: Dim, E: Float>(
     Ok((loss, backward))
 }
 
-/// A prediction and a target (or their gradients), flattened.
-type FlatPair<E> = (Tensor<(usize,), E>, Tensor<(usize,), E>);
-
 /// The gradients of a prediction and a target, those asked for.
 type GradPair<S, E> = (Option<Tensor<S, E>>, Option<Tensor<S, E>>);
-
-/// The flattened `(prediction, target)` pair, with the shape check of `nn`'s losses.
-fn flat_pair<S: Shape, E: Float>(
-    op: &'static str,
-    pred: &Tensor<S, E>,
-    target: &Tensor<S, E>,
-) -> Result<FlatPair<E>> {
-    if pred.dims() != target.dims() {
-        bail!(
-            op,
-            "prediction {} and target {} differ in shape",
-            describe(&pred.shape()),
-            describe(&target.shape())
-        );
-    }
-    let n = pred.numel();
-    Ok((
-        pred.detach().try_reshape((n,))?,
-        target.detach().try_reshape((n,))?,
-    ))
-}
-
-/// The backward of a two-input loss: from `[n]` gradients of the flattened prediction and
-/// target to their own shapes, for those asked for.
-fn unflatten<S: Shape, E: Float>(
-    (dp, dt): FlatPair<E>,
-    shape: S,
-    [need_p, need_t]: [bool; 2],
-) -> GradPair<S, E> {
-    (
-        need_p.then(|| ok(dp.reshape_unchecked(shape))),
-        need_t.then(|| ok(dt.reshape_unchecked(shape))),
-    )
-}
 
 /// [`crate::nn::mse_loss`] with its backward, for the prediction and the target.
 ///
@@ -235,28 +182,9 @@ pub fn mse_loss<S: Shape, E: Float>(
     target: &Tensor<S, E>,
 ) -> (
     Tensor<(), E>,
-    impl FnOnce(&Tensor<(), E>, [bool; 2]) -> (Option<Tensor<S, E>>, Option<Tensor<S, E>>) + use<S, E>,
+    impl FnOnce(&Tensor<(), E>, [bool; 2]) -> GradPair<S, E> + use<S, E>,
 ) {
-    let (p, t) = ok(flat_pair("mse_loss", pred, target));
-    let d = &p - &t;
-    let sq = &d * &d;
-    let loss = sq.mean_all();
-    let (saved, shape) = (loss.clone(), pred.shape());
-    let backward = move |dy: &Tensor<(), E>, need: [bool; 2]| {
-        // The rules are fallible (a device can fail); a failure panics with its message.
-        ok((|| -> Result<GradPair<S, E>> {
-            let g = reduce_back(ReduceGrad::Mean, &sq, &saved, dy, None)?;
-            // `d` is both factors of the square: the tape adds its two equal gradients.
-            let (ga, gb) = rules::binary(BinaryOp::Mul, &d, &d, &sq, &g)?;
-            let gd = ga.same::<rtx_kernels::op::markers::Add>(&gb);
-            Ok(unflatten(
-                rules::binary(BinaryOp::Sub, &p, &t, &d, &gd)?,
-                shape,
-                need,
-            ))
-        })())
-    };
-    (loss, backward)
+    ok(try_vjp2(pred, target, &|p, t| eager::try_mse_loss(p, t)))
 }
 
 /// [`crate::nn::l1_loss`] with its backward, for the prediction and the target.
@@ -279,26 +207,9 @@ pub fn l1_loss<S: Shape, E: Float>(
     target: &Tensor<S, E>,
 ) -> (
     Tensor<(), E>,
-    impl FnOnce(&Tensor<(), E>, [bool; 2]) -> (Option<Tensor<S, E>>, Option<Tensor<S, E>>) + use<S, E>,
+    impl FnOnce(&Tensor<(), E>, [bool; 2]) -> GradPair<S, E> + use<S, E>,
 ) {
-    let (p, t) = ok(flat_pair("l1_loss", pred, target));
-    let d = &p - &t;
-    let a = d.abs();
-    let loss = a.mean_all();
-    let (saved, shape) = (loss.clone(), pred.shape());
-    let backward = move |dy: &Tensor<(), E>, need: [bool; 2]| {
-        // The rules are fallible (a device can fail); a failure panics with its message.
-        ok((|| -> Result<GradPair<S, E>> {
-            let g = reduce_back(ReduceGrad::Mean, &a, &saved, dy, None)?;
-            let gd = rules::unary(UnaryOp::Abs, &d, &a, &g)?;
-            Ok(unflatten(
-                rules::binary(BinaryOp::Sub, &p, &t, &d, &gd)?,
-                shape,
-                need,
-            ))
-        })())
-    };
-    (loss, backward)
+    ok(try_vjp2(pred, target, &|p, t| eager::try_l1_loss(p, t)))
 }
 
 /// [`crate::nn::binary_cross_entropy_with_logits`] with its backward, for the logits and the
@@ -324,41 +235,9 @@ pub fn binary_cross_entropy_with_logits<S: Shape, E: Float>(
     targets: &Tensor<S, E>,
 ) -> (
     Tensor<(), E>,
-    impl FnOnce(&Tensor<(), E>, [bool; 2]) -> (Option<Tensor<S, E>>, Option<Tensor<S, E>>) + use<S, E>,
+    impl FnOnce(&Tensor<(), E>, [bool; 2]) -> GradPair<S, E> + use<S, E>,
 ) {
-    let (x, y) = ok(flat_pair(
-        "binary_cross_entropy_with_logits",
-        logits,
-        targets,
-    ));
-    // The stable form `max(x, 0) - x y + log(1 + e^-|x|)`, step by step as `nn` computes it.
-    let relu = x.relu();
-    let xy = &x * &y;
-    let hinge = &relu - &xy;
-    let abs = x.abs();
-    let neg = abs.neg();
-    let exp = neg.exp();
-    let soft = exp.log1p();
-    let per = &hinge + &soft;
-    let loss = per.mean_all();
-    let (saved, shape) = (loss.clone(), logits.shape());
-    let backward = move |dy: &Tensor<(), E>, need: [bool; 2]| {
-        // The rules are fallible (a device can fail); a failure panics with its message.
-        ok((|| -> Result<GradPair<S, E>> {
-            let g = reduce_back(ReduceGrad::Mean, &per, &saved, dy, None)?;
-            let (g_hinge, g_soft) = rules::binary(BinaryOp::Add, &hinge, &soft, &per, &g)?;
-            let (g_relu, g_xy) = rules::binary(BinaryOp::Sub, &relu, &xy, &hinge, &g_hinge)?;
-            let (dx_xy, dy_xy) = rules::binary(BinaryOp::Mul, &x, &y, &xy, &g_xy)?;
-            let g_exp = rules::unary(UnaryOp::Log1p, &exp, &soft, &g_soft)?;
-            let g_neg = rules::unary(UnaryOp::Exp, &neg, &exp, &g_exp)?;
-            let g_abs = g_neg.neg();
-            let dx_abs = rules::unary(UnaryOp::Abs, &x, &abs, &g_abs)?;
-            let dx_relu = rules::unary(UnaryOp::Relu, &x, &relu, &g_relu)?;
-            // The three uses of `x` add up in the order the tape meets them.
-            use rtx_kernels::op::markers::Add;
-            let dx = dx_relu.same::<Add>(&dx_xy).same::<Add>(&dx_abs);
-            Ok(unflatten((dx, dy_xy), shape, need))
-        })())
-    };
-    (loss, backward)
+    ok(try_vjp2(logits, targets, &|x, y| {
+        eager::try_binary_cross_entropy_with_logits(x, y)
+    }))
 }

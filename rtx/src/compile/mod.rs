@@ -1,10 +1,10 @@
 //! Autograd, tier 2: the pieces a compiled forward is made of. `#[model]` on the `impl` that
 //! holds `forward` turns each step of a flat forward into a call of this module: a sub-model
 //! through [`StaticForward`], a maximal chain of elementwise ops through one generated
-//! `#[kernel]` applied by [`fused`]'s functions, and every other tensor method through its
-//! static gradient in [`grad`]. The backward it generates is a chain of closures, one per
-//! step, built during the forward: nothing is recorded on the tape, and no graph is
-//! allocated at run time.
+//! `#[kernel]` applied by [`fused`]'s functions, and every other tensor method through
+//! [`grad`]'s `vjp1` and its kin, which run the method on fresh leaves and keep the rule it
+//! records on the tape. The backward it generates is a chain of closures, one per step, built
+//! during the forward: no tape spans the model, and nothing walks a graph of it at run time.
 //!
 //! Invariant: a static backward returns, for each argument, exactly the gradient the tape
 //! would (same shape and element type), and adds each parameter's gradient to

@@ -244,9 +244,17 @@ fn flat_pair<S: Shape, E: Float>(
 /// ```
 #[track_caller]
 pub fn mse_loss<S: Shape, E: Float>(pred: &Tensor<S, E>, target: &Tensor<S, E>) -> Tensor<(), E> {
-    let (p, t) = ok(flat_pair("mse_loss", pred, target));
+    ok(try_mse_loss(pred, target))
+}
+
+/// [`mse_loss`], returning the shape error; the static loss (`compile::loss`) records it.
+pub(crate) fn try_mse_loss<S: Shape, E: Float>(
+    pred: &Tensor<S, E>,
+    target: &Tensor<S, E>,
+) -> Result<Tensor<(), E>> {
+    let (p, t) = flat_pair("mse_loss", pred, target)?;
     let d = p - t;
-    (&d * &d).mean_all()
+    Ok((&d * &d).mean_all())
 }
 
 /// The mean absolute error (PyTorch's `l1_loss`).
@@ -262,8 +270,16 @@ pub fn mse_loss<S: Shape, E: Float>(pred: &Tensor<S, E>, target: &Tensor<S, E>) 
 /// ```
 #[track_caller]
 pub fn l1_loss<S: Shape, E: Float>(pred: &Tensor<S, E>, target: &Tensor<S, E>) -> Tensor<(), E> {
-    let (p, t) = ok(flat_pair("l1_loss", pred, target));
-    (p - t).abs().mean_all()
+    ok(try_l1_loss(pred, target))
+}
+
+/// [`l1_loss`], returning the shape error; the static loss (`compile::loss`) records it.
+pub(crate) fn try_l1_loss<S: Shape, E: Float>(
+    pred: &Tensor<S, E>,
+    target: &Tensor<S, E>,
+) -> Result<Tensor<(), E>> {
+    let (p, t) = flat_pair("l1_loss", pred, target)?;
+    Ok((p - t).abs().mean_all())
 }
 
 /// Binary cross entropy of logits against targets in [0, 1] (PyTorch's
@@ -284,13 +300,18 @@ pub fn binary_cross_entropy_with_logits<S: Shape, E: Float>(
     logits: &Tensor<S, E>,
     targets: &Tensor<S, E>,
 ) -> Tensor<(), E> {
-    let (x, y) = ok(flat_pair(
-        "binary_cross_entropy_with_logits",
-        logits,
-        targets,
-    ));
+    ok(try_binary_cross_entropy_with_logits(logits, targets))
+}
+
+/// [`binary_cross_entropy_with_logits`], returning the shape error; the static loss
+/// (`compile::loss`) records it.
+pub(crate) fn try_binary_cross_entropy_with_logits<S: Shape, E: Float>(
+    logits: &Tensor<S, E>,
+    targets: &Tensor<S, E>,
+) -> Result<Tensor<(), E>> {
+    let (x, y) = flat_pair("binary_cross_entropy_with_logits", logits, targets)?;
     let loss = x.relu() - &x * &y + x.abs().neg().exp().log1p();
-    loss.mean_all()
+    Ok(loss.mean_all())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ mod fused_norm;
 pub mod init;
 mod layer_norm;
 mod linear;
-mod loss;
+pub(crate) mod loss;
 pub(crate) mod model;
 mod module;
 mod pool;

@@ -442,15 +442,22 @@ impl<S: Shape, E: Element> Tensor<S, E> {
             return Ok(out);
         }
         let (mask, other_shape) = (cond.view(lc, self.shape()), other.shape());
-        Ok(out.record(
+        // Each side's gradient is a pass over the output's: only those wanted are computed.
+        Ok(out.record_needs(
             vec![self.node().cloned(), other.node().cloned()],
-            move |g| {
-                let to_self = g.try_where_grad(&mask, true)?;
-                let to_other = g.try_where_grad(&mask, false)?;
-                Ok(vec![
-                    autograd::erase(to_self),
-                    autograd::erase(autograd::sum_to(&to_other, other_shape)?),
-                ])
+            move |g, need| {
+                let to_self = if need[0] {
+                    autograd::erase(g.try_where_grad(&mask, true)?)
+                } else {
+                    None
+                };
+                let to_other = if need[1] {
+                    let m = g.try_where_grad(&mask, false)?;
+                    autograd::erase(autograd::sum_to(&m, other_shape)?)
+                } else {
+                    None
+                };
+                Ok(vec![to_self, to_other])
             },
         ))
     }

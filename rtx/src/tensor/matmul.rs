@@ -125,12 +125,11 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         if !autograd::must_record(&[self.node(), rhs.node()]) {
             return Ok(out);
         }
-        // Only the operands that need a gradient get one: the first layer's input costs a
+        // Only the operands whose gradient is wanted get one: the first layer's input costs a
         // product as large as the forward's otherwise.
-        let (need_a, need_b) = (self.node().is_some(), rhs.node().is_some());
         let inputs = vec![self.node().cloned(), rhs.node().cloned()];
-        Ok(out.record(inputs, move |g| {
-            let (da, db) = saved.grads(g, need_a, need_b)?;
+        Ok(out.record_needs(inputs, move |g, need| {
+            let (da, db) = saved.grads(g, need[0], need[1])?;
             Ok(vec![
                 da.and_then(autograd::erase),
                 db.and_then(autograd::erase),

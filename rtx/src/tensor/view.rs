@@ -387,7 +387,7 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         }
         // Boxed here rather than through `record`, whose own closure would be one more type
         // (compiled in the user's crate) for every view op of every shape.
-        let rule: crate::autograd::Backward = Box::new(move |g| {
+        let rule: crate::autograd::Backward = Box::new(move |g, _| {
             let g = crate::autograd::grad_as::<S2, E>(g);
             Ok(vec![crate::autograd::erase(back(g)?)])
         });

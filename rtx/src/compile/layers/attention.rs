@@ -1,6 +1,6 @@
-//! [`StaticForward`] for [`CausalSelfAttention`], composed of [`StaticOps`] methods and
-//! `Linear`'s static forward, step for step as the eager forward computes it; the backward
-//! runs those steps' backwards in reverse.
+//! [`StaticForward`] for [`CausalSelfAttention`], composed of tensor methods with their tape
+//! rules ([`vjp1`], [`vjp2`]) and `Linear`'s static forward, step for step as the eager
+//! forward computes it; the backward runs those steps' backwards in reverse.
 //!
 //! Between the fused projection's output `[B, T, 3D]` and the output projection's input
 //! `[B, T, D]`, attention runs one of two ways. Fused (a GPU in f16 or bf16): the kernels read
@@ -13,7 +13,7 @@
 //! the same values).
 
 use super::{asked, back1, back2, linear};
-use crate::compile::grad::StaticOps;
+use crate::compile::grad::{vjp1, vjp2};
 use crate::compile::{Gradients, StaticForward};
 use crate::error::ok;
 use crate::ir::{Builder, Value};
@@ -45,13 +45,15 @@ impl<B: Dim, T: Dim, const D: usize, const H: usize, E: Float>
     ) {
         let (b, t) = (x.dims()[0], x.dims()[1]);
         let x = x.detach();
-        let (x3, back_x3) = StaticOps::reshape(&x, (b, t, Const::<D>));
-        let (wt, back_wt) = StaticOps::t(&self.qkv_weight.detach());
+        let (x3, back_x3) = vjp1(&x, &|z| z.reshape((b, t, Const::<D>)));
+        let (wt, back_wt) = vjp1(&self.qkv_weight, &|w| w.t());
         // The bias is added by the product (in its epilogue on a GPU), as a `Linear`'s is.
         let bias = (self.qkv_bias.storage(), self.qkv_bias.layout());
         let (qkv, saved_qkv) = ok(x3.matmul_saving_bias(&wt, Some(bias)));
         let (y3, back_attn) = attend(&qkv, H);
-        let (y, back_y) = StaticOps::reshape(&y3, (x.dim::<0>(), x.dim::<1>(), Const::<D>));
+        let (y, back_y) = vjp1(&y3, &|z| {
+            z.reshape((x.dim::<0>(), x.dim::<1>(), Const::<D>))
+        });
         let (out, back_proj) = linear::train(&self.proj, &y);
         let backward = move |dout: Self::Output, grads: &mut Gradients, need_x: bool| {
             let dy = asked(back_proj(dout, grads, true).0);
@@ -163,14 +165,14 @@ fn composed<E: Float>(qkv: &Seq<E>, dims: AttentionDims) -> (Seq<E>, QkvBack<E>)
     // made dense by its reshape, then a view.
     let heads = [0, 1, 2].map(|i| {
         let part = qkv.narrow::<2, usize>(i * w, w);
-        let (r, back_r) = StaticOps::reshape(&part, (b, t, h, hd));
-        let (p, back_p) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&r);
+        let (r, back_r) = vjp1(&part, &|z| z.reshape((b, t, h, hd)));
+        let (p, back_p) = vjp1(&r, &|z| z.permute::<Axes4<0, 2, 1, 3>>());
         (p, (back_r, back_p))
     });
     let [(q, back_q), (k, back_k), (v, back_v)] = heads;
     let (av, back_heads) = composed_heads(&q, &k, &v, dims);
-    let (merged, back_merge) = StaticOps::permute::<Axes4<0, 2, 1, 3>>(&av);
-    let (y, back_y) = StaticOps::reshape(&merged, (b, t, w));
+    let (merged, back_merge) = vjp1(&av, &|z| z.permute::<Axes4<0, 2, 1, 3>>());
+    let (y, back_y) = vjp1(&merged, &|z| z.reshape((b, t, w)));
     let qkv_shape = qkv.shape();
     let backward = move |dy: &Seq<E>| {
         let dav = back1(back_merge, &back1(back_y, dy));
@@ -205,16 +207,16 @@ fn composed_heads<E: Float>(
     // than on the T x T scores.
     let scale = E::from_f64(dims.scale);
     let q = q * scale;
-    let (kt, back_kt) = StaticOps::transpose::<2, 3>(&k);
-    let (scores, back_qk) = StaticOps::matmul(&q, &kt);
+    let (kt, back_kt) = vjp1(&k, &|z| z.transpose::<2, 3>());
+    let (scores, back_qk) = vjp2(&q, &kt, &|a, b| a.matmul(b));
     let future = Tensor::<(usize, usize), bool>::full((t, t), true, q.device()).triu(1);
     let ninf = E::from_f64(f64::NEG_INFINITY);
     // The mask needs no backward: a masked score's softmax output is exactly 0 (its
     // exp(-inf)), so the softmax backward, y (g - Σ g y), already gives it exactly 0 where
     // the tape's masked-fill backward would write one. That spares a pass over the scores.
     let masked = no_grad(|| scores.masked_fill(&future, ninf));
-    let (att, back_softmax) = StaticOps::softmax::<3>(&masked);
-    let (av, back_av) = StaticOps::matmul(&att, &v);
+    let (att, back_softmax) = vjp1(&masked, &|z| z.softmax::<3>());
+    let (av, back_av) = vjp2(&att, &v, &|a, b| a.matmul(b));
     let backward = move |dav: &Heads<E>| {
         let (datt, dv) = back2(back_av, dav, [true, true]);
         let dscores = back1(back_softmax, &asked(datt));

@@ -9,7 +9,7 @@
 use super::{back1, op};
 use crate::autograd::reduce::{ReduceGrad, reduce_back};
 use crate::autograd::{rules, sum_to};
-use crate::compile::grad::StaticOps;
+use crate::compile::grad::vjp1;
 use crate::compile::{Gradients, StaticForward};
 use crate::error::{Result, bail, ok};
 use crate::ir::{Builder, IrOp, Value};
@@ -88,9 +88,9 @@ fn train<'l, S: Shape, const C: usize, E: Float>(
         );
     }
     let x = x.detach();
-    let (x3, back_x3) = StaticOps::reshape(&x, (n, Const::<C>, rest));
-    let (xp, back_xp) = StaticOps::permute::<Axes3<1, 0, 2>>(&x3);
-    let (x2, back_x2) = StaticOps::reshape(&xp, (Const::<C>, n * rest));
+    let (x3, back_x3) = vjp1(&x, &|z| z.reshape((n, Const::<C>, rest)));
+    let (xp, back_xp) = vjp1(&x3, &|z| z.permute::<Axes3<1, 0, 2>>());
+    let (x2, back_x2) = vjp1(&xp, &|z| z.reshape((Const::<C>, n * rest)));
     let (full, col) = (x2.shape(), (Const::<C>, Const::<1>));
     let (mean, var) = if training {
         let stats = (x2.mean_keepdim::<1>(), x2.var_keepdim::<1>(0));
@@ -111,9 +111,9 @@ fn train<'l, S: Shape, const C: usize, E: Float>(
     let b_b = bn.bias.detach().reshape(col).broadcast_to(full);
     let xw = &xhat * &w_b;
     let y2 = &xw + &b_b;
-    let (y3, back_y3) = StaticOps::reshape(&y2, (Const::<C>, n, rest));
-    let (yp, back_yp) = StaticOps::permute::<Axes3<1, 0, 2>>(&y3);
-    let (y, back_y) = StaticOps::reshape(&yp, x.shape());
+    let (y3, back_y3) = vjp1(&y2, &|z| z.reshape((Const::<C>, n, rest)));
+    let (yp, back_yp) = vjp1(&y3, &|z| z.permute::<Axes3<1, 0, 2>>());
+    let (y, back_y) = vjp1(&yp, &|z| z.reshape(x.shape()));
     let backward = move |dy: Tensor<S, E>, grads: &mut Gradients, need_x: bool| {
         let g = back1(back_y3, &back1(back_yp, &back1(back_y, &dy)));
         // The composition's rules are fallible (a device can fail); as with every static
