@@ -50,10 +50,10 @@
 //! its own positions: every projection and the feed-forward block are one product over all
 //! the step's rows, while the rotary angles, the cache writes and the attention read each
 //! row's sequence and position from device buffers (`llama/kernels.rs`), so a row attends
-//! only to its own sequence. On a GPU a single new token attends through a cached-attention
-//! kernel; a longer run (a prefill), and every run on the CPU, through two products and a
-//! masked softmax; a row's result depends
-//! only on its own sequence, so a batch computes what each sequence computes alone.
+//! only to its own sequence. A single new token attends through a cached-attention kernel
+//! on a GPU and through [`Tensor::attention`]'s one pass on the CPU; a longer run (a
+//! prefill) through two products and a masked softmax; a row's result depends only on its
+//! own sequence, so a batch computes what each sequence computes alone.
 //!
 //! **Captured decode steps.** On a CUDA GPU, [`Llama::capture_decode`] captures a decode step
 //! for a batch as one CUDA graph ([`CapturedDecode`]): the token ids and positions it reads
@@ -121,6 +121,26 @@ impl Weight {
         match self {
             Weight::Quantized(q) => q.matmul_t(x),
             Weight::Dense(w) => x.try_matmul(&w.t()),
+        }
+    }
+
+    /// `x · wᵀ` for each `w` of `weights` (all `[_, in]`): when all are quantized, one pass
+    /// over their rows ([`QTensor::matmul_t_each`]: the activations quantized once, the
+    /// threads met once), each result what [`Weight::forward`] gives.
+    pub fn forward_each(
+        weights: &[&Weight],
+        x: &Tensor<(usize, usize)>,
+    ) -> Result<Vec<Tensor<(usize, usize)>>> {
+        let quantized: Option<Vec<&QTensor>> = weights
+            .iter()
+            .map(|w| match w {
+                Weight::Quantized(q) => Some(q),
+                Weight::Dense(_) => None,
+            })
+            .collect();
+        match quantized {
+            Some(q) => QTensor::matmul_t_each(&q, x),
+            None => weights.iter().map(|w| w.forward(x)).collect(),
         }
     }
 

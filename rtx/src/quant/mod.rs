@@ -38,6 +38,7 @@ use crate::error::{Error, Result};
 use crate::shape::Shape;
 use crate::tensor::Tensor;
 use rtx_backends::Device;
+use rtx_backends::storage::Storage;
 use rtx_kernels::Float;
 use std::any::Any;
 
@@ -227,6 +228,62 @@ impl QTensor {
             .storage()
             .qmatmul(self.ty.id(), (n, k), x.storage(), x.layout())?;
         Ok(Tensor::from_storage(out, (m, n)))
+    }
+
+    /// [`QTensor::matmul_t`] of one `x` (`[M, K]`) with each of `weights` (`[N_i, K]` each,
+    /// of Q8_0 or Q4_1), in one pass on the CPU: `x` is quantized once and the rows of all
+    /// the weights are shared out among the threads together, so a decoding step's query, key
+    /// and value projections (or a feed-forward block's gate and up) cost one meeting of the
+    /// threads instead of one each. Each result is bit for bit what `matmul_t` gives; on a GPU
+    /// the products run one after another.
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// use rtx::quant::{GgmlType, QTensor};
+    ///
+    /// # fn main() -> rtx::Result<()> {
+    /// let mut block = vec![0x00, 0x38]; // scale 0.5
+    /// block.extend([1u8; 32]);
+    /// let a = QTensor::from_bytes(&block, &[1, 32], GgmlType::Q8_0, Device::Cpu)?;
+    /// let b = QTensor::from_bytes(&[block.clone(), block].concat(), &[2, 32], GgmlType::Q8_0, Device::Cpu)?;
+    /// let x: Tensor<(usize, usize)> = Tensor::try_from_vec(vec![127.0; 32], (1, 32), Device::Cpu)?;
+    /// let [ya, yb] = &QTensor::matmul_t_each(&[&a, &b], &x)?[..] else { unreachable!() };
+    /// assert_eq!((ya.to_vec(), yb.to_vec()), (a.matmul_t(&x)?.to_vec(), b.matmul_t(&x)?.to_vec()));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`QTensor::matmul_t`], for the first weight that does not fit.
+    pub fn matmul_t_each(
+        weights: &[&QTensor],
+        x: &Tensor<(usize, usize), f32>,
+    ) -> Result<Vec<Tensor<(usize, usize), f32>>> {
+        let (m, k) = (x.dims()[0], x.dims()[1]);
+        let mut parts = Vec::with_capacity(weights.len());
+        for w in weights {
+            let [n, wk] = w.dims[..] else {
+                return Err(Error::BadArgument {
+                    op: "QTensor::matmul_t_each",
+                    msg: format!("the weight {:?} is not a matrix [N, K]", w.dims),
+                });
+            };
+            if wk != k {
+                return Err(Error::ShapeMismatch {
+                    op: "QTensor::matmul_t_each",
+                    lhs: format!("[{m}, {k}]"),
+                    rhs: format!("{:?} ({})", w.dims, w.ty),
+                    rule: "the activations' last dim must be every weight's K ([M, K] by [N, K])",
+                });
+            }
+            parts.push((w.words.storage(), w.ty.id(), n));
+        }
+        let outs = Storage::qmatmul_each(&parts, k, x.storage(), x.layout())?;
+        Ok(outs
+            .into_iter()
+            .zip(&parts)
+            .map(|(out, &(_, _, n))| Tensor::from_storage(out, (m, n)))
+            .collect())
     }
 }
 

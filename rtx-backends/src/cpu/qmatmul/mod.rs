@@ -112,6 +112,25 @@ pub fn qmatmul(w: &[u8], ty: QWeight, n: usize, k: usize, x: &[f32], m: usize) -
     qmatmul_on(Isa::best(), w, ty, n, k, x, m)
 }
 
+/// One weight of [`qmatmul_each`]: its raw blocks, type and row count.
+#[derive(Clone, Copy, Debug)]
+pub struct QPart<'a> {
+    /// The `[n, k]` weight's blocks, row by row.
+    pub w: &'a [u8],
+    /// Its block type.
+    pub ty: QWeight,
+    /// Its rows.
+    pub n: usize,
+}
+
+/// [`qmatmul`] of one `x` with each of several weights of the same `k` (a layer's query, key
+/// and value projections, say): `x` is quantized once, and the weights' rows are shared out
+/// as one pass, so the threads meet once instead of once per weight. Each result is the one
+/// [`qmatmul`] gives for its weight, bit for bit.
+pub fn qmatmul_each(parts: &[QPart<'_>], k: usize, x: &[f32], m: usize) -> Vec<Vec<f32>> {
+    qmatmul_each_on(Isa::best(), parts, k, x, m)
+}
+
 /// Rows of activations one tile loop takes at a time: with K = 1536 they are 96 KiB of bytes,
 /// which stay in L2 while the chunk's weight rows pass over them.
 const PANEL: usize = 64;
@@ -129,51 +148,78 @@ pub fn qmatmul_on(
     x: &[f32],
     m: usize,
 ) -> Vec<f32> {
+    let mut out = qmatmul_each_on(isa, &[QPart { w, ty, n }], k, x, m);
+    out.pop().expect("one part")
+}
+
+/// [`qmatmul_each`] on a chosen copy of the loops (which must be [`Isa::available`]).
+pub fn qmatmul_each_on(
+    isa: Isa,
+    parts: &[QPart<'_>],
+    k: usize,
+    x: &[f32],
+    m: usize,
+) -> Vec<Vec<f32>> {
     assert!(isa.available(), "qmatmul: this CPU does not run {isa:?}");
     assert!(
         k.is_multiple_of(BLOCK),
         "qmatmul: K = {k} is not a multiple of {BLOCK}"
     );
-    let row_bytes = k / BLOCK * ty.block_bytes();
-    assert_eq!(
-        w.len(),
-        n * row_bytes,
-        "qmatmul: the weight is not [{n}, {k}] of {ty:?}"
-    );
+    for p in parts {
+        assert_eq!(
+            p.w.len(),
+            p.n * (k / BLOCK * p.ty.block_bytes()),
+            "qmatmul: the weight is not [{}, {k}] of {:?}",
+            p.n,
+            p.ty
+        );
+    }
     assert_eq!(
         x.len(),
         m * k,
         "qmatmul: the activations are not [{m}, {k}]"
     );
-    if m == 0 || n == 0 {
-        return vec![0.0; m * n];
+    let mut outs: Vec<Vec<f32>> = parts.iter().map(|p| vec![0.0f32; m * p.n]).collect();
+    let total: usize = parts.iter().map(|p| p.n).sum();
+    if m == 0 || total == 0 {
+        return outs;
     }
     let xq = quantize_rows(x, k);
     // About eight chunks a thread, handed out as threads free up, so that a thread that
-    // starts late (or shares its core) evens out; at least a tile's worth of rows each.
-    let per_chunk = n
+    // starts late (or shares its core) evens out; at least a tile's worth of rows each. A
+    // chunk lies in one weight: (weight, first row, rows).
+    let per_chunk = total
         .div_ceil(8 * rayon::current_num_threads())
         .next_multiple_of(NR)
         .clamp(NR, MAX_CHUNK_ROWS);
-    let mut out = vec![0.0f32; m * n];
-    let dst = SharedMut(out.as_mut_ptr());
-    super::parallel_for_dynamic(n.div_ceil(per_chunk), &|c| {
-        let first = c * per_chunk;
-        let rows = per_chunk.min(n - first);
+    let chunks: Vec<(usize, usize, usize)> = parts
+        .iter()
+        .enumerate()
+        .flat_map(|(p, part)| {
+            (0..part.n)
+                .step_by(per_chunk)
+                .map(move |first| (p, first, per_chunk.min(part.n - first)))
+        })
+        .collect();
+    let dst: Vec<SharedMut<f32>> = outs.iter_mut().map(|o| SharedMut(o.as_mut_ptr())).collect();
+    super::parallel_for_dynamic(chunks.len(), &|c| {
+        let (p, first, rows) = chunks[c];
+        let part = &parts[p];
+        let row_bytes = k / BLOCK * part.ty.block_bytes();
         let chunk = Chunk {
-            w: &w[first * row_bytes..(first + rows) * row_bytes],
+            w: &part.w[first * row_bytes..(first + rows) * row_bytes],
             rows,
             row_bytes,
             x: &xq,
             m,
             k,
         };
-        // SAFETY: chunk `c` writes columns `first..first + rows` of the `[m, n]` output
-        // alone, and `out` outlives the call.
-        let out = unsafe { Out::new(dst.ptr().add(first), n) };
-        run_chunk(isa, ty, &chunk, out);
+        // SAFETY: the chunk writes columns `first..first + rows` of weight `p`'s `[m, n]`
+        // output alone, and the outputs outlive the call.
+        let out = unsafe { Out::new(dst[p].ptr().add(first), part.n) };
+        run_chunk(isa, part.ty, &chunk, out);
     });
-    out
+    outs
 }
 
 /// The weight rows of one parallel chunk, whole, and every row of the activations.
