@@ -50,10 +50,10 @@
 //! its own positions: every projection and the feed-forward block are one product over all
 //! the step's rows, while the rotary angles, the cache writes and the attention read each
 //! row's sequence and position from device buffers (`llama/kernels.rs`), so a row attends
-//! only to its own sequence. On a GPU a single new token attends through a cached-attention
-//! kernel; a longer run (a prefill), and every run on the CPU, through two products and a
-//! masked softmax; a row's result depends
-//! only on its own sequence, so a batch computes what each sequence computes alone.
+//! only to its own sequence. A single new token attends through a cached-attention kernel
+//! on a GPU and through [`Tensor::attention`]'s one pass on the CPU; a longer run (a
+//! prefill) through two products and a masked softmax; a row's result depends only on its
+//! own sequence, so a batch computes what each sequence computes alone.
 //!
 //! **Captured decode steps.** On a CUDA GPU, [`Llama::capture_decode`] captures a decode step
 //! for a batch as one CUDA graph ([`CapturedDecode`]): the token ids and positions it reads

@@ -29,7 +29,7 @@ pub fn attention<E: Float>(
         return out;
     }
     let scale = E::Acc::c(scale);
-    super::for_chunks_mut(&mut out, t * h * dh, &|bi, ob| {
+    let one = |bi: usize, ob: &mut [E]| {
         let mut scores = vec![E::ZERO; t * s];
         let mut head = vec![E::ZERO; t * dh];
         let skip: Vec<bool> = match padding {
@@ -68,9 +68,23 @@ pub fn attention<E: Float>(
                 ob[(ti * h + hi) * dh..][..dh].copy_from_slice(src);
             }
         }
-    });
+    };
+    // A decoding step's attention (one query row per head over a few hundred keys) is a few
+    // microseconds of work, less than handing it to the pool costs; each batch element's
+    // result is the same on any thread, so this moves only time.
+    if b * h * t * s * dh <= SERIAL_WORK {
+        for (bi, ob) in out.chunks_mut(t * h * dh).enumerate() {
+            one(bi, ob);
+        }
+    } else {
+        super::for_chunks_mut(&mut out, t * h * dh, &one);
+    }
     out
 }
+
+/// Multiply-adds of `q kᵀ` (`B H T S Dh`) up to which the batch elements run on the calling
+/// thread.
+const SERIAL_WORK: usize = 1 << 20;
 
 /// Every `s`-long row of `scores` scaled, masked and turned into probabilities in place,
 /// compiled for AVX-512 or AVX2 where the CPU has it (the exponential is plain arithmetic, so the loops

@@ -34,6 +34,110 @@ pub fn parallel_for(count: usize, job: &(dyn Fn(usize) + Sync)) {
     (0..count).into_par_iter().for_each(job);
 }
 
+/// Runs `job(i)` for every `i` in `0..count`, with the calling thread taking part: the
+/// indices are handed out one at a time, in order, to whichever of the caller and up to
+/// `threads - 1` pool threads asks next, and the call returns once every index is done.
+///
+/// Meant for passes of tens of microseconds that run back to back (a decoding step's
+/// products), where [`parallel_for`] loses much of the pass to the hand-over: called from
+/// outside the pool it queues the whole range and sleeps until a pool thread, perhaps asleep
+/// itself, has woken and finished it. Here the caller starts at once, a pool thread that wakes
+/// late finds less or nothing left, and the caller waits only for indices already begun,
+/// never for a helper that has not started (a helper that starts after the end finds no index
+/// and returns). What `job(i)` computes must not depend on which thread runs it; then the
+/// results are those of a sequential loop.
+pub fn parallel_for_dynamic(count: usize, job: &(dyn Fn(usize) + Sync)) {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering::Acquire;
+    let helpers = rayon::current_num_threads()
+        .saturating_sub(1)
+        .min(count.saturating_sub(1));
+    if helpers == 0 {
+        (0..count).for_each(job);
+        return;
+    }
+    let shared = Arc::new(Claims {
+        next: std::sync::atomic::AtomicUsize::new(0),
+        done: std::sync::atomic::AtomicUsize::new(0),
+        count,
+        // SAFETY (of the lifetime's erasure): `job` is called only for an index below `count`
+        // claimed from `next`, and this function returns only once `done` counts all of
+        // them, so no call outlives the borrow; a helper that starts later only reads the
+        // counters, which its `Arc` keeps alive.
+        job: unsafe {
+            std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), *const (dyn Fn(usize) + Sync)>(
+                job,
+            )
+        },
+        panic: std::sync::Mutex::new(None),
+    });
+    for _ in 0..helpers {
+        let shared = Arc::clone(&shared);
+        rayon::spawn(move || shared.work());
+    }
+    shared.work();
+    // Every index is claimed; wait for the ones still running elsewhere. A helper holds an
+    // index for one job's time, so spin, yielding now and then to a helper that shares this
+    // core.
+    let mut spins = 0u32;
+    while shared.done.load(Acquire) < count {
+        spins += 1;
+        if spins.is_multiple_of(64) {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+    if let Some(payload) = shared
+        .panic
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+    {
+        std::panic::resume_unwind(payload);
+    }
+}
+
+/// The state [`parallel_for_dynamic`] shares with its helpers.
+struct Claims {
+    /// The next index to hand out (it runs past `count` as late helpers ask).
+    next: std::sync::atomic::AtomicUsize,
+    /// How many indices have finished.
+    done: std::sync::atomic::AtomicUsize,
+    count: usize,
+    /// The job, valid for indices below `count` until `done` reaches it.
+    job: *const (dyn Fn(usize) + Sync),
+    /// The first panic of a job, raised again on the calling thread.
+    panic: std::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
+}
+
+// SAFETY: `job` points to a `Sync` closure, called through a shared reference only.
+unsafe impl Send for Claims {}
+// SAFETY: as above; the counters are atomics and the payload is behind a mutex.
+unsafe impl Sync for Claims {}
+
+impl Claims {
+    /// Claims and runs indices until none is left. A panicking job still counts as done (its
+    /// payload is kept for the caller), so the caller's wait always ends.
+    fn work(&self) {
+        use std::sync::atomic::Ordering::{AcqRel, Release};
+        loop {
+            let i = self.next.fetch_add(1, AcqRel);
+            if i >= self.count {
+                return;
+            }
+            // SAFETY: `i < count` was claimed here, so the caller is still waiting (see
+            // `parallel_for_dynamic`) and the job it borrowed is alive.
+            let job = unsafe { &*self.job };
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(i))) {
+                let mut slot = self.panic.lock().unwrap_or_else(|e| e.into_inner());
+                slot.get_or_insert(p);
+            }
+            self.done.fetch_add(1, Release);
+        }
+    }
+}
+
 /// Runs `f(i, chunk)` on the pool for every `size`-element chunk of `data` (the last may be
 /// shorter), `i` counting from 0. Generic only over the element type; see [`parallel_for`].
 pub fn for_chunks_mut<T: Send>(data: &mut [T], size: usize, f: &(dyn Fn(usize, &mut [T]) + Sync)) {
@@ -120,5 +224,48 @@ pub(crate) fn keep_freed_buffers() {
                 libc::mallopt(libc::M_MMAP_MAX, 0);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parallel_for_dynamic;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Every index runs exactly once, from inside and outside the pool alike, and the call
+    /// returns only after all of them.
+    #[test]
+    fn dynamic_runs_every_index_once() {
+        for count in [0, 1, 2, 3, 17, 1000] {
+            let hits: Vec<AtomicUsize> = (0..count).map(|_| AtomicUsize::new(0)).collect();
+            parallel_for_dynamic(count, &|i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+            rayon::scope(|_| {
+                parallel_for_dynamic(count, &|i| {
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                })
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 2));
+        }
+    }
+
+    /// A job's panic reaches the caller once every index has finished, whichever thread ran
+    /// it.
+    #[test]
+    fn dynamic_passes_a_panic_on() {
+        let done = AtomicUsize::new(0);
+        let caught = std::panic::catch_unwind(|| {
+            parallel_for_dynamic(64, &|i| {
+                done.fetch_add(1, Ordering::Relaxed);
+                assert!(i != 40, "job 40 fails");
+            })
+        });
+        let payload = caught.unwrap_err();
+        let msg = (payload.downcast_ref::<String>().map(String::as_str))
+            .or_else(|| payload.downcast_ref::<&str>().copied());
+        assert_eq!(msg, Some("job 40 fails"));
+        assert_eq!(done.load(Ordering::Relaxed), 64);
     }
 }

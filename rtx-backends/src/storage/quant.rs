@@ -59,39 +59,77 @@ impl Storage<i32> {
         x: &Storage<f32>,
         xl: &Layout,
     ) -> Result<Storage<f32>> {
+        let mut out = Storage::qmatmul_each(&[(self, kind, n)], k, x, xl)?;
+        Ok(out.pop().expect("one product"))
+    }
+
+    /// [`Storage::qmatmul`] of one `x` (`[m, k]`) with each weight `(words, kind, n)` of
+    /// `weights`: on the CPU as one pass (the activations quantized once, every weight's rows
+    /// shared out among the threads together), each result bit for bit the one
+    /// [`Storage::qmatmul`] gives; on a GPU one product after another.
+    fn qmatmul_each(
+        weights: &[(&Storage<i32>, u32, usize)],
+        k: usize,
+        x: &Storage<f32>,
+        xl: &Layout,
+    ) -> Result<Vec<Storage<f32>>> {
         let bad = |msg: String| BackendError::BadArgument {
             op: "quantized matmul",
             msg,
         };
-        let ty = match kind {
-            8 => QWeight::Q8_0,
-            3 => QWeight::Q4_1,
-            _ => {
+        let m = xl.dims().first().copied().unwrap_or(0);
+        let mut tys = Vec::with_capacity(weights.len());
+        for &(w, kind, n) in weights {
+            let ty = match kind {
+                8 => QWeight::Q8_0,
+                3 => QWeight::Q4_1,
+                _ => {
+                    return Err(bad(format!(
+                        "GGUF type {kind} has no quantized product (Q8_0 and Q4_1 do); \
+                         dequantize it"
+                    )));
+                }
+            };
+            if xl.dims() != [m, k] || !k.is_multiple_of(qmatmul::BLOCK) {
                 return Err(bad(format!(
-                    "GGUF type {kind} has no quantized product (Q8_0 and Q4_1 do); dequantize it"
+                    "activations {:?} are not [M, {k}] for a [{n}, {k}] weight of whole blocks",
+                    xl.dims()
                 )));
             }
-        };
-        let m = xl.dims().first().copied().unwrap_or(0);
-        if xl.dims() != [m, k] || !k.is_multiple_of(qmatmul::BLOCK) {
-            return Err(bad(format!(
-                "activations {:?} are not [M, {k}] for a [{n}, {k}] weight of whole blocks",
-                xl.dims()
-            )));
+            let bytes = n * (k / qmatmul::BLOCK) * ty.block_bytes();
+            if bytes.div_ceil(4) > w.len() {
+                return Err(bad(format!(
+                    "{} words hold too few blocks for a [{n}, {k}] weight",
+                    w.len()
+                )));
+            }
+            if w.device() != x.device() {
+                return Err(bad(format!(
+                    "the weight and the activations must be on one device, the CPU or a GPU \
+                     (weight on {}, activations on {})",
+                    w.device(),
+                    x.device()
+                )));
+            }
+            tys.push((ty, bytes));
         }
-        let bytes = n * (k / qmatmul::BLOCK) * ty.block_bytes();
-        if bytes.div_ceil(4) > self.len() {
-            return Err(bad(format!(
-                "{} words hold too few blocks for a [{n}, {k}] weight",
-                self.len()
-            )));
-        }
-        match (self, x) {
-            (Storage::Cpu(w), Storage::Cpu(xv)) => {
+        match x {
+            Storage::Cpu(xv) => {
                 crate::dispatch::cpu();
-                // SAFETY: any initialized i32 is four initialized bytes.
-                let w: &[u8] =
-                    unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len() * 4) };
+                let mut parts = Vec::with_capacity(weights.len());
+                for (&(w, _, n), &(ty, bytes)) in weights.iter().zip(&tys) {
+                    let Storage::Cpu(w) = w else {
+                        unreachable!("checked to be on the activations' device")
+                    };
+                    // SAFETY: any initialized i32 is four initialized bytes.
+                    let w: &[u8] =
+                        unsafe { std::slice::from_raw_parts(w.as_ptr().cast::<u8>(), w.len() * 4) };
+                    parts.push(qmatmul::QPart {
+                        w: &w[..bytes],
+                        ty,
+                        n,
+                    });
+                }
                 let dense;
                 let xs = match xl.contiguous_range() {
                     Some(r) => &xv[r],
@@ -100,15 +138,28 @@ impl Storage<i32> {
                         &dense[..]
                     }
                 };
-                Ok(Storage::Cpu(qmatmul::qmatmul(&w[..bytes], ty, n, k, xs, m)))
+                Ok(qmatmul::qmatmul_each(&parts, k, xs, m)
+                    .into_iter()
+                    .map(Storage::Cpu)
+                    .collect())
             }
-            (Storage::Cuda(w), Storage::Cuda(xv)) if w.ordinal() == xv.ordinal() => Ok(
-                Storage::Cuda(crate::cuda::ops_quant::qmatmul(w, kind, (n, k), xv, xl)?),
-            ),
-            _ => Err(bad(format!(
-                "the weight and the activations must be on one device, the CPU or a GPU \
-                 (weight on {}, activations on {})",
-                self.device(),
+            Storage::Cuda(xv) => weights
+                .iter()
+                .map(|&(w, kind, n)| match w {
+                    Storage::Cuda(w) if w.ordinal() == xv.ordinal() => Ok(Storage::Cuda(
+                        crate::cuda::ops_quant::qmatmul(w, kind, (n, k), xv, xl)?,
+                    )),
+                    _ => Err(bad(format!(
+                        "the weight and the activations must be on one GPU (weight on {}, \
+                         activations on {})",
+                        w.device(),
+                        x.device()
+                    ))),
+                })
+                .collect(),
+            Storage::Backend(_) => Err(bad(format!(
+                "the weight and the activations must be on the CPU or a GPU (activations on \
+                 {})",
                 x.device()
             ))),
         }

@@ -5,12 +5,11 @@
 //! A step is a list of [`Segment`]s, runs of consecutive tokens of one sequence each. Rows
 //! carry their sequence and position in device buffers ([`Places`]), which the rotary,
 //! cache-write and attention kernels read, so the same code serves a captured decode step
-//! (`graph.rs`), whose buffers the host refills between replays. On a GPU a single-token
-//! segment attends through the cached-attention kernel; a longer one (a prefill), and every
-//! segment on the CPU, through two
-//! products and a masked softmax over its sequence's slab of the cache. Either way a row's
-//! result depends only on its own sequence, which is why a batch generates what each of its
-//! prompts generates alone.
+//! (`graph.rs`), whose buffers the host refills between replays. A single-token segment
+//! attends through the cached-attention kernel on a GPU and through the tensors' one-pass
+//! attention on the CPU; a longer one (a prefill) through two products and a masked softmax
+//! over its sequence's slab of the cache. Either way a row's result depends only on its own
+//! sequence, which is why a batch generates what each of its prompts generates alone.
 
 use super::cache::BatchKvCache;
 use super::kernels;
@@ -89,7 +88,7 @@ impl Llama {
         let ids: Vec<u32> = segments.iter().flat_map(|s| s.tokens).copied().collect();
         let places = Places::of(segments, self.device)?;
         // The cached-attention kernel is for GPUs; the CPU runs it emulated, block by block, so
-        // there a decoding row attends by the two products of a prefill, which run natively.
+        // there a decoding row attends through the tensors' attention, which runs natively.
         let gpu = self.device.is_cuda();
         let plan = if gpu && segments.iter().all(|s| s.tokens.len() == 1) {
             Plan::Decode
@@ -265,6 +264,8 @@ impl Llama {
                 let at = places.narrow(first, 1);
                 let (keys, values) = (&cache.keys[layer], &cache.values[layer]);
                 kernels::attend(&rows, keys, values, &at.seq, &at.pos, h)?
+            } else if t == 1 {
+                self.attend_one(&rows, s, cache, layer)?
             } else {
                 self.attend_prefill(&rows, s, cache, layer)
             });
@@ -275,6 +276,42 @@ impl Llama {
         }
         let refs: Vec<&Matrix> = parts.iter().collect();
         Ok(Tensor::cat::<0, usize>(&refs))
+    }
+
+    /// The attention of a single-token segment's row of stacked projections `qkv` (`[1,
+    /// width]`, the query heads first) over its
+    /// sequence's cached positions `0..=position` on the CPU: the tensors' attention, which
+    /// runs there in one pass per key-value head (scores, softmax and the product with the
+    /// values while the scores are in cache) rather than the five ops and the mask of
+    /// [`Llama::attend_prefill`]. The last position sees every cached one, so no mask is
+    /// needed. Every view here is free: the row read as `[kv_heads, group, 1, head_dim]` (a
+    /// key-value head's queries are consecutive heads), the keys and values as the sequence's
+    /// slab with the group's heads sharing it (stride 0), and the output, written `[kv_heads,
+    /// 1, group, head_dim]`, is the row's heads in order.
+    fn attend_one(
+        &self,
+        qkv: &Matrix,
+        s: &Segment<'_>,
+        cache: &BatchKvCache,
+        layer: usize,
+    ) -> Result<Matrix> {
+        let c = &self.config;
+        let (hd, h, kvh, g) = (c.head_dim, c.head_count, c.head_count_kv, c.group_size());
+        let len = s.position + 1;
+        let shared =
+            |all: &super::cache::CacheTensor| -> Result<Tensor<(usize, usize, usize, usize)>> {
+                all.narrow::<0, usize>(s.seq, 1)
+                    .try_reshape((kvh, 1usize, cache.max_len, hd))?
+                    .narrow::<2, usize>(0, len)
+                    .try_broadcast_to((kvh, g, len, hd))
+            };
+        let (keys, values) = (shared(&cache.keys[layer])?, shared(&cache.values[layer])?);
+        let q = qkv
+            .narrow::<1, usize>(0, h * hd)
+            .try_reshape((kvh, g, 1usize, hd))?;
+        let scale = 1.0 / (hd as f64).sqrt();
+        q.try_attention(&keys, &values, None, scale)?
+            .try_reshape((1usize, h * hd))
     }
 
     /// The causal attention of a segment's `t` rows of stacked projections `qkv` (their query

@@ -6,17 +6,38 @@
 
 use super::avx512::values;
 use super::scalar::lanes_sum;
-use super::{BLOCK, MR, NR, QWeight, Tile};
+use super::{BLOCK, Chunk, MR, NR, Out, QWeight, Tile, TileKernel, for_tiles};
 use std::arch::x86_64::*;
 
-/// The tile's `[mr, NR]` outputs into `out`.
+/// The chunk's outputs, every tile on AVX2.
 ///
 /// # Safety
 /// The CPU must run AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn tile(ty: QWeight, t: &Tile<'_>, out: &mut [[f32; NR]; MR]) {
+pub(super) unsafe fn chunk(ty: QWeight, c: &Chunk<'_>, out: Out) {
+    // SAFETY: the features are enabled here.
+    unsafe { for_tiles::<Tiles>(ty, c, out) }
+}
+
+/// The AVX2 tile.
+struct Tiles;
+
+impl TileKernel for Tiles {
+    #[inline(always)]
+    unsafe fn tile(ty: QWeight, t: &Tile<'_>, out: &mut [[f32; NR]; MR]) {
+        // SAFETY: the caller enables the features.
+        unsafe { tile(ty, t, out) }
+    }
+}
+
+/// The tile's `[mr, NR]` outputs into `out`.
+///
+/// # Safety
+/// AVX2, FMA and F16C must be enabled in the caller, into which this is inlined.
+#[inline(always)]
+unsafe fn tile(ty: QWeight, t: &Tile<'_>, out: &mut [[f32; NR]; MR]) {
     let nb = t.blocks(ty);
-    // SAFETY: the features are enabled here, and `blocks` checked every row's length.
+    // SAFETY: the caller enables the features, and `blocks` checked every row's length.
     unsafe {
         match (t.mr, ty) {
             (1, QWeight::Q4_1) => body::<1, true>(t, nb, out),
@@ -32,7 +53,7 @@ pub(super) unsafe fn tile(ty: QWeight, t: &Tile<'_>, out: &mut [[f32; NR]; MR]) 
 }
 
 /// `M` activation rows by the tile's weight rows, `Q4` for `Q4_1` (else `Q8_0`). Inlined into
-/// [`tile`], whose target features its intrinsics take.
+/// [`chunk`], whose target features its intrinsics take.
 ///
 /// # Safety
 /// As [`tile`], and every row of `t` holds `nb` blocks.
@@ -49,6 +70,15 @@ unsafe fn body<const M: usize, const Q4: bool>(t: &Tile<'_>, nb: usize, out: &mu
             let mut acc = [[_mm256_setzero_ps(); 2]; M];
             let mut mins = [[0.0f32; 2]; M];
             for b in 0..nb {
+                // The bytes of a tile further on (`ahead`), at the pace this tile's are read
+                // (on the first pass; the second finds them in cache).
+                if half == 0 {
+                    for line in (0..NR * bb).step_by(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(
+                            t.ahead.wrapping_add(NR * bb * b + line).cast(),
+                        );
+                    }
+                }
                 let blk = [w[0].add(b * bb), w[1].add(b * bb)];
                 // Both rows' scale and minimum (Q8_0: its first two value bytes, unused)
                 // widened at once: d0, m0, d1, m1.

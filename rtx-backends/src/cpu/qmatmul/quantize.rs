@@ -53,6 +53,12 @@ pub fn quantize_rows(x: &[f32], k: usize) -> QActivations {
 /// baseline target has no rounding instruction, so each value would cost a call of `rintf`.
 fn quantize_row(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU runs AVX-512F.
+        unsafe { quantize_row_avx512(x, q, d, s) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU runs AVX2.
         unsafe { quantize_row_avx2(x, q, d, s) };
@@ -69,6 +75,42 @@ fn quantize_row(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [f32]) {
 #[target_feature(enable = "avx2")]
 unsafe fn quantize_row_avx2(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [f32]) {
     quantize_row_body(x, q, d, s);
+}
+
+/// [`quantize_row_body`] in AVX-512 intrinsics, a block as two registers: the compiler does
+/// not vectorize the body's maximum and rounding across a block, which made the quantization
+/// a tenth of a prefill's products. The same values for finite inputs: the maximum of the
+/// magnitudes is exact in any order, each value is the same f32 product rounded half to even
+/// (the conversion's default mode), the saturating narrowing is the body's clamp, and the
+/// integer sum is exact.
+///
+/// # Safety
+/// The CPU must run AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn quantize_row_avx512(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let blocks = x
+        .chunks_exact(BLOCK)
+        .zip(q.chunks_exact_mut(BLOCK))
+        .zip(d.iter_mut().zip(s));
+    for ((xb, qb), (d, s)) in blocks {
+        // SAFETY: each chunk holds exactly 32 values and 32 bytes, two registers' worth.
+        unsafe {
+            let a = _mm512_loadu_ps(xb.as_ptr());
+            let b = _mm512_loadu_ps(xb.as_ptr().add(16));
+            let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+            let scale = amax / 127.0;
+            let inv = _mm512_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+            let qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, inv));
+            let qbv = _mm512_cvtps_epi32(_mm512_mul_ps(b, inv));
+            _mm_storeu_si128(qb.as_mut_ptr().cast(), _mm512_cvtsepi32_epi8(qa));
+            _mm_storeu_si128(qb.as_mut_ptr().add(16).cast(), _mm512_cvtsepi32_epi8(qbv));
+            let sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qbv));
+            *d = f16::from_f32(scale).to_f32();
+            *s = f16::from_f32(scale * sum as f32).to_f32();
+        }
+    }
 }
 
 /// The blocks' quantization.
@@ -98,10 +140,10 @@ fn quantize_row_body(x: &[f32], q: &mut [i8], d: &mut [f32], s: &mut [f32]) {
 mod tests {
     use super::*;
 
-    /// The AVX2 copy of the quantization gives the baseline's bytes and scales, ties and
-    /// zero blocks included.
+    /// The AVX2 and AVX-512 copies of the quantization give the baseline's bytes and scales,
+    /// ties and zero blocks included.
     #[test]
-    fn the_avx2_copy_quantizes_as_the_baseline() {
+    fn the_simd_copies_quantize_as_the_baseline() {
         if !std::arch::is_x86_feature_detected!("avx2") {
             return;
         }
@@ -112,18 +154,22 @@ mod tests {
         x[32..64].fill(0.0);
         x[64] = 127.0;
         x[65] = 2.5;
-        let run = |avx2: bool| {
+        let run = |copy: u8| {
             let (mut q, mut d, mut s) = (vec![0i8; x.len()], vec![0.0; 40], vec![0.0; 40]);
-            if avx2 {
+            match copy {
                 // SAFETY: checked above.
-                unsafe { quantize_row_avx2(&x, &mut q, &mut d, &mut s) };
-            } else {
-                quantize_row_body(&x, &mut q, &mut d, &mut s);
+                2 => unsafe { quantize_row_avx2(&x, &mut q, &mut d, &mut s) },
+                // SAFETY: checked by the caller.
+                5 => unsafe { quantize_row_avx512(&x, &mut q, &mut d, &mut s) },
+                _ => quantize_row_body(&x, &mut q, &mut d, &mut s),
             }
             (q, d, s)
         };
-        let (a, b) = (run(true), run(false));
+        let (a, b) = (run(2), run(0));
         assert_eq!(a, b);
         assert_eq!(a.0[65], 2);
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            assert_eq!(run(5), b);
+        }
     }
 }

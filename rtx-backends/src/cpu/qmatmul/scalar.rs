@@ -4,10 +4,19 @@
 //! `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`, and `Q4_1` adds its minimums' sum,
 //! `fma(m_w, s_x, sum)` block by block. That is the order of llama.cpp's AVX2 dot products.
 
-use super::{BLOCK, MR, NR, QWeight, Row, Tile, scale};
+use super::{BLOCK, MR, NR, QWeight, Row, Tile, TileKernel, scale};
 
 /// Lanes of a block's partial sums.
 const LANES: usize = 8;
+
+/// The baseline tile.
+pub(super) struct Scalar;
+
+impl TileKernel for Scalar {
+    unsafe fn tile(ty: QWeight, t: &Tile<'_>, out: &mut [[f32; NR]; MR]) {
+        tile(ty, t, out);
+    }
+}
 
 /// The tile's products, one output at a time.
 pub(super) fn tile(ty: QWeight, t: &Tile<'_>, out: &mut [[f32; NR]; MR]) {

@@ -205,3 +205,35 @@ fn zero_blocks_quantize_to_zero() {
         );
     }
 }
+
+/// Several weights in one pass give each weight's own product, bit for bit, on every copy,
+/// whatever mix of types and sizes (so chunks of one weight sit beside another's).
+#[test]
+fn each_weight_of_one_pass_gives_its_own_product() {
+    let shapes = [
+        (QWeight::Q4_1, 37),
+        (QWeight::Q8_0, 5),
+        (QWeight::Q4_1, 130),
+    ];
+    for (m, k) in [(1, 64), (6, 96)] {
+        let ws: Vec<Vec<u8>> = shapes
+            .iter()
+            .map(|&(ty, n)| weight(ty, n, k, n as u64))
+            .collect();
+        let x = values(m * k, 11);
+        let parts: Vec<QPart<'_>> = shapes
+            .iter()
+            .zip(&ws)
+            .map(|(&(ty, n), w)| QPart { w, ty, n })
+            .collect();
+        for isa in Isa::ALL.into_iter().filter(|i| i.available()) {
+            let got = qmatmul_each_on(isa, &parts, k, &x, m);
+            for (g, p) in got.iter().zip(&parts) {
+                let want = qmatmul_on(Isa::Baseline, p.w, p.ty, p.n, k, &x, m);
+                let same = g.len() == want.len()
+                    && g.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{isa:?} {m}x{}x{k} {:?}", p.n, p.ty);
+            }
+        }
+    }
+}
