@@ -220,6 +220,8 @@ pub trait FloatMath:
     fn abs(self) -> Self;
     /// `self` to the power `e`.
     fn powf(self, e: Self) -> Self;
+    /// `self * a + b` rounded once (a fused multiply-add, exact on every device).
+    fn mul_add(self, a: Self, b: Self) -> Self;
     /// Widens to `f64` (exact for both compute types).
     fn to_f64(self) -> f64;
     /// The larger of two values; a NaN operand is ignored, as in C's `fmax` (and CUDA's).
@@ -276,6 +278,10 @@ impl FloatMath for f32 {
     #[inline(always)]
     fn powf(self, e: Self) -> Self {
         f32::powf(self, e)
+    }
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f32::mul_add(self, a, b)
     }
     #[inline(always)]
     fn to_f64(self) -> f64 {
@@ -339,6 +345,10 @@ impl FloatMath for f64 {
     #[inline(always)]
     fn powf(self, e: Self) -> Self {
         f64::powf(self, e)
+    }
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f64::mul_add(self, a, b)
     }
     #[inline(always)]
     fn to_f64(self) -> f64 {

@@ -90,8 +90,8 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// kernel `<name>_grad_<x>` (here `leaky_relu_grad_x(x, slope, grad) -> T`, returning
 /// `grad * d out / d x`) by forward-mode symbolic differentiation over the `let` bindings:
 /// arithmetic, `exp`, `ln`, `ln_1p`, `sqrt`, `sin`, `cos`, `tanh`, `erf`, `abs`, `recip`,
-/// `powi`, `powf`, `max`/`min` (ties to the first operand), `if`/`else` (branch by branch;
-/// the condition is not differentiated) and `as T` casts of integers (zero). Bodies with
+/// `powi`, `powf`, `mul_add`, `max`/`min` (ties to the first operand), `if`/`else` (branch
+/// by branch; the condition is not differentiated) and `as T` casts of integers (zero). Bodies with
 /// loops or assignments get no derivative; `#[kernel(elementwise, grad)]` makes that an
 /// error, `no_grad` turns derivation off.
 ///
@@ -189,8 +189,9 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// unannotated float literal binding is `T`), shadowing, arithmetic, comparisons,
 /// `&&`/`||`, bit operations and shifts on integers, `+=` and friends, the math methods
 /// `x.exp()`, `ln`, `ln_1p`, `sqrt`, `sin`, `cos`, `tanh`, `erf`, `abs`, `recip`, `a.max(b)`,
-/// `min` (C's `fmax`/`fmin`: a NaN operand is skipped), `powi(i32)`, `powf(T)` on `T` and
-/// `f64`, the integer methods `a.wrapping_add(b)`, `wrapping_sub`, `wrapping_mul` (on every
+/// `min` (C's `fmax`/`fmin`: a NaN operand is skipped), `powi(i32)`, `powf(T)`,
+/// `a.mul_add(b, c)` (`a * b + c` rounded once: `fmaf` on a GPU, so the devices agree bit for
+/// bit) on `T` and `f64`, the integer methods `a.wrapping_add(b)`, `wrapping_sub`, `wrapping_mul` (on every
 /// integer type) and `a.mul_hi(b)` (the high half of the full product of two `u32` or two
 /// `u64`), `as` casts between `T`, `f64` and the integer types, the constants of `T` above,
 /// `if`/`else` (also as a value), blocks, `for i in a..b`, `for i in (a..b).step_by(s)`,

@@ -50,10 +50,16 @@
 //! its own positions: every projection and the feed-forward block are one product over all
 //! the step's rows, while the rotary angles, the cache writes and the attention read each
 //! row's sequence and position from device buffers (`llama/kernels.rs`), so a row attends
-//! only to its own sequence. A single new token attends through a cached-attention kernel
-//! on a GPU and through [`Tensor::attention`]'s one pass on the CPU; a longer run (a
-//! prefill) through two products and a masked softmax; a row's result depends only on its
-//! own sequence, so a batch computes what each sequence computes alone.
+//! only to its own sequence. On a GPU a single new token attends through a cached-attention
+//! kernel and a longer run (a prefill) through [`Tensor::causal_attention`]; a row's result
+//! depends only on its own sequence, so a batch computes what each sequence computes alone.
+//!
+//! **llama.cpp's arithmetic on the CPU.** There the f32 steps between the quantized products
+//! (the RMS norms, SwiGLU, the rotary turn and attention) are computed as llama.cpp's CPU
+//! build computes them, operation for operation (`llama/ggml_numerics.rs`), so the quantized
+//! model's logits are llama.cpp's bit for bit: without it, a last-bit difference now and then
+//! moves an 8-bit activation across a rounding boundary and every later position inherits
+//! the change.
 //!
 //! **Captured decode steps.** On a CUDA GPU, [`Llama::capture_decode`] captures a decode step
 //! for a batch as one CUDA graph ([`CapturedDecode`]): the token ids and positions it reads
@@ -83,6 +89,7 @@ use std::path::Path;
 mod cache;
 mod config;
 mod forward;
+mod ggml_numerics;
 mod graph;
 #[cfg(test)]
 mod kernel_tests;
@@ -546,7 +553,7 @@ impl Llama {
 }
 
 /// The residual stream `x + y` and its RMS norm with `w`: one launch on a GPU, where the add
-/// and the norm are two; the CPU keeps the composition, as [`rms_norm`] does.
+/// and the norm are two; on the CPU the add, then [`rms_norm`].
 fn add_rms_norm(
     x: &Matrix,
     y: &Matrix,
@@ -568,30 +575,39 @@ fn rms_norm(
     eps: f64,
 ) -> Result<Tensor<(usize, usize)>> {
     // On a GPU the fused rows are one launch where the composition is six (decoding is bound
-    // by launches); the CPU keeps the composition, which the parity fixtures were checked on.
+    // by launches); the CPU follows llama.cpp's arithmetic (see `ggml_numerics`).
     if x.device().is_cuda() {
         return rtx::nn::rms_norm(x, w, eps);
     }
-    let shape = x.shape();
-    let inv = ((x * x).mean_keepdim::<1>() + eps as f32).rsqrt();
-    Ok(x * inv.broadcast_to(shape) * w.broadcast_to(shape))
+    ggml_numerics::rms_norm(x, w, eps)
+}
+
+/// `silu(gate) * up` of the stacked feed-forward projection `[rows, 2 ff]`: one launch on a
+/// GPU, llama.cpp's arithmetic on the CPU.
+fn swiglu(gate_up: &Matrix) -> Result<Matrix> {
+    if gate_up.device().is_cuda() {
+        return kernels::swiglu(gate_up);
+    }
+    ggml_numerics::swiglu(gate_up)
 }
 
 impl Rotary {
     /// The angles `p * base^(-2i / head_dim)` for every position `p` of the context and pair
-    /// `i`, computed in f64 and rounded once.
+    /// `i`, as llama.cpp computes them (its rotary cache): in f32, the angle of pair `i + 1`
+    /// that of pair `i` times `base^(-2 / head_dim)`, then `cos` and `sin` of each. Each
+    /// angle is a few ulp from the exact one; computing them the same way keeps the CPU's
+    /// logits equal to llama.cpp's (see `ggml_numerics`).
     fn new(c: &LlamaConfig, device: Device) -> Result<Rotary> {
         let half = c.head_dim / 2;
-        let inv_freq: Vec<f64> = (0..half)
-            .map(|i| c.rope_freq_base.powf(-((2 * i) as f64) / c.head_dim as f64))
-            .collect();
         let n = c.context_length * half;
         let (mut cos, mut sin) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let step = (c.rope_freq_base as f32).powf(-2.0 / c.head_dim as f32);
         for p in 0..c.context_length {
-            for f in &inv_freq {
-                let angle = p as f64 * f;
-                cos.push(angle.cos() as f32);
-                sin.push(angle.sin() as f32);
+            let mut theta = p as f32;
+            for _ in 0..half {
+                cos.push(theta.cos());
+                sin.push(theta.sin());
+                theta *= step;
             }
         }
         let shape = (c.context_length, half);

@@ -212,3 +212,33 @@ fn user_kernels_are_one_launch_and_name_themselves_in_errors() {
         "{msg}"
     );
 }
+
+#[rtx::kernel(elementwise)]
+fn fused_muladd<T: Float>(a: T, b: T, c: T) -> T {
+    a.mul_add(b, c)
+}
+
+/// `mul_add` rounds once on every device (`fmaf` on a GPU, `f32::mul_add` on the CPU), so a
+/// GPU's results are the CPU's bit for bit.
+#[test]
+fn mul_add_is_the_cpus_bit_for_bit_on_every_gpu() {
+    let gpus = match gpus() {
+        Ok(g) => g,
+        Err(why) => {
+            println!("mul_add: skipped: no CUDA device: {why}");
+            return;
+        }
+    };
+    let vals = |seed| Tensor::<(usize,)>::randn((4096usize,), seed, Device::Cpu);
+    let (a, b, c) = (vals(1), vals(2), vals(3));
+    let want = kernel::map3(fused_muladd::Op, &a, &b, &c, &[]).to_vec();
+    for dev in gpus {
+        let on = |x: &Tensor<(usize,)>| x.to_device(dev);
+        let got = kernel::map3(fused_muladd::Op, &on(&a), &on(&b), &on(&c), &[]).to_vec();
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(x, y)| x.to_bits() == y.to_bits());
+        assert!(same, "{dev:?}: mul_add differs from the CPU's");
+    }
+}

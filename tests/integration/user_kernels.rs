@@ -24,6 +24,11 @@ fn muladd<T: Float>(a: T, b: T, c: T) -> T {
     a * b + c
 }
 
+#[rtx::kernel(elementwise)]
+fn fused_muladd<T: Float>(a: T, b: T, c: T) -> T {
+    a.mul_add(b, c)
+}
+
 /// Integer uniforms: `x` to the power `n`, counting in a loop (so no derivative).
 #[rtx::kernel(elementwise)]
 fn pow_loop<T: Float>(x: T, #[uniform] n: usize) -> T {
@@ -146,6 +151,29 @@ fn map2_and_map3_broadcast_like_the_builtin_ops() {
             .is_some_and(|m| m.starts_with("mix: shape mismatch")),
         "{err:?}"
     );
+}
+
+/// `mul_add` rounds once: `(1 + 2^-12)^2 - 1` is `2^-11 + 2^-24` fused, where the rounded
+/// product loses the `2^-24`; its derivative is `b da + a db + dc`.
+#[test]
+fn mul_add_rounds_once_and_differentiates() {
+    let e = 1.0 + 2f32.powi(-12);
+    let a: Tensor<(usize,)> = Tensor::from_vec(vec![e, 2.0], (2,), Device::Cpu);
+    let c: Tensor<(usize,)> = Tensor::from_vec(vec![-1.0, 0.5], (2,), Device::Cpu);
+    let fused = kernel::map3(fused_muladd::Op, &a, &a, &c, &[]).to_vec();
+    assert_eq!(fused, vec![2f32.powi(-11) + 2f32.powi(-24), 4.5]);
+    assert_ne!(e * e - 1.0, fused[0], "the unfused form rounds the product");
+    let (ag, bg, cg) = (
+        a.clone().requires_grad(),
+        c.clone().requires_grad(),
+        c.clone().requires_grad(),
+    );
+    let grads = kernel::map3(fused_muladd::Op, &ag, &bg, &cg, &[])
+        .sum_all()
+        .backward();
+    assert_eq!(grads.get(&ag).unwrap().to_vec(), c.to_vec());
+    assert_eq!(grads.get(&bg).unwrap().to_vec(), a.to_vec());
+    assert_eq!(grads.get(&cg).unwrap().to_vec(), vec![1.0, 1.0]);
 }
 
 #[test]

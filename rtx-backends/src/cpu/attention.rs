@@ -1,24 +1,29 @@
-//! Attention on the CPU in one pass per batch element: for each head, the scores `q kᵀ` of
-//! one `[T, S]` tile, their softmax in place and the product with `v`, all while the tile is
+//! Attention on the CPU in one pass: for each head and each tile of query rows, the scores
+//! `q kᵀ` of one tile, their softmax in place and the product with `v`, all while the tile is
 //! in cache, instead of three passes over a `[B, H, T, S]` tensor in memory. The output is
 //! written `[B, T, H, Dh]` (heads side by side), which is the order the output projection
-//! reads, so putting the heads back together copies nothing.
+//! reads, so putting the heads back together copies nothing. Under the causal mask a tile
+//! scores only the keys its last row sees, so the masked half is mostly never computed.
 //!
-//! Deterministic: each batch element is one task, and every row is computed in a fixed order.
+//! Deterministic: each tile of query rows is one task, and every row is computed in a fixed
+//! order whatever thread runs it.
 
 use super::matmul::{MatRef, gemm_into};
+use super::{SharedMut, parallel_for_dynamic};
 use crate::Layout;
 use rtx_kernels::{Float, FloatMath};
 
 /// `softmax(q kᵀ · scale, keys where `padding` holds left out) · v` for `q` `[B, H, T, Dh]`
 /// and `k`, `v` `[B, H, S, Dh]` (any strides), `padding` `[B, S]` (true for a padded key), as
-/// a dense `[B, T, H, Dh]` vector. A row whose keys are all padding gives NaN, as the
-/// composition does.
+/// a dense `[B, T, H, Dh]` vector. With `causal`, query `i` sees only the keys `j <= i + S -
+/// T` (the diagonal aligned to the bottom right). A row left with no key (all padding, or
+/// `i + S < T` under the causal mask) gives NaN, as the composition does.
 pub fn attention<E: Float>(
     (q, ql): (&[E], &Layout),
     (k, kl): (&[E], &Layout),
     (v, vl): (&[E], &Layout),
     padding: Option<(&[bool], &Layout)>,
+    causal: bool,
     scale: f64,
 ) -> Vec<E> {
     let [b, h, t, dh] = [0, 1, 2, 3].map(|i| ql.dims()[i]);
@@ -29,13 +34,35 @@ pub fn attention<E: Float>(
         return out;
     }
     let scale = E::Acc::c(scale);
-    let one = |bi: usize, ob: &mut [E]| {
-        let mut scores = vec![E::ZERO; t * s];
-        let mut head = vec![E::ZERO; t * dh];
+    // The keys query row `i` sees: `0..seen(i)`.
+    let seen = |i: usize| {
+        if causal {
+            (i + 1 + s).saturating_sub(t).min(s)
+        } else {
+            s
+        }
+    };
+    // Without the causal mask every row sees every key, so one tile takes all of them.
+    let tile = if causal { CAUSAL_TILE.min(t) } else { t };
+    let tiles = t.div_ceil(tile);
+    let base = SharedMut(out.as_mut_ptr());
+    let one = |task: usize| {
+        let (bi, r0) = (task / tiles, task % tiles * tile);
+        let rows = tile.min(t - r0);
+        // SAFETY: task `(bi, r0)` writes rows `r0..r0 + rows` of batch element `bi`, which no
+        // other task touches; `out` outlives the loop below.
+        let ob = unsafe { base.slice((bi * t + r0) * h * dh, rows * h * dh) };
+        let w = seen(r0 + rows - 1);
+        if w == 0 {
+            ob.fill(E::from_f64(f64::NAN));
+            return;
+        }
+        let mut scores = vec![E::ZERO; rows * w];
+        let mut head = vec![E::ZERO; rows * dh];
         let skip: Vec<bool> = match padding {
             Some((p, pl)) => {
                 let (rs, cs) = (pl.strides()[0], pl.strides()[1]);
-                (0..s).map(|j| p[pl.offset() + bi * rs + j * cs]).collect()
+                (0..w).map(|j| p[pl.offset() + bi * rs + j * cs]).collect()
             }
             None => Vec::new(),
         };
@@ -43,7 +70,7 @@ pub fn attention<E: Float>(
             let at = |l: &Layout, st: &[usize]| l.offset() + bi * st[0] + hi * st[1];
             let qm = MatRef {
                 data: q,
-                offset: at(ql, qs),
+                offset: at(ql, qs) + r0 * qs[2],
                 rs: qs[2],
                 cs: qs[3],
             };
@@ -54,74 +81,108 @@ pub fn attention<E: Float>(
                 rs: ks[3],
                 cs: ks[2],
             };
-            gemm_into((t, s, dh), &mut scores, qm, kt, false, false);
-            softmax_rows(&mut scores, s, scale, &skip);
-            let sm = MatRef::row_major(&scores, s);
+            gemm_into((rows, w, dh), &mut scores, qm, kt, false, false);
+            softmax_rows(&mut scores, w, scale, &skip, &|ri| seen(r0 + ri));
+            let sm = MatRef::row_major(&scores, w);
             let vm = MatRef {
                 data: v,
                 offset: at(vl, vs),
                 rs: vs[2],
                 cs: vs[3],
             };
-            gemm_into((t, dh, s), &mut head, sm, vm, false, false);
+            gemm_into((rows, dh, w), &mut head, sm, vm, false, false);
             for (ti, src) in head.chunks(dh).enumerate() {
                 ob[(ti * h + hi) * dh..][..dh].copy_from_slice(src);
             }
         }
     };
     // A decoding step's attention (one query row per head over a few hundred keys) is a few
-    // microseconds of work, less than handing it to the pool costs; each batch element's
-    // result is the same on any thread, so this moves only time.
-    if b * h * t * s * dh <= SERIAL_WORK {
-        for (bi, ob) in out.chunks_mut(t * h * dh).enumerate() {
-            one(bi, ob);
-        }
+    // microseconds of work, less than handing it to the pool costs; each tile's result is the
+    // same on any thread, so this moves only time.
+    let work: usize = (0..t).map(seen).sum::<usize>() * b * h * dh;
+    if work <= SERIAL_WORK {
+        (0..b * tiles).for_each(one);
     } else {
-        super::for_chunks_mut(&mut out, t * h * dh, &one);
+        parallel_for_dynamic(b * tiles, &one);
     }
     out
 }
 
-/// Multiply-adds of `q kᵀ` (`B H T S Dh`) up to which the batch elements run on the calling
-/// thread.
+/// Multiply-adds of `q kᵀ` (`B H Dh` times the keys each query row sees) up to which the
+/// tiles run on the calling thread.
 const SERIAL_WORK: usize = 1 << 20;
 
-/// Every `s`-long row of `scores` scaled, masked and turned into probabilities in place,
+/// Query rows per tile under the causal mask: a tile scores up to this many masked keys per
+/// row past its first row's diagonal, and a `[rows, S]` tile of scores stays in cache.
+const CAUSAL_TILE: usize = 32;
+
+/// Every `s`-long row `r` of `scores` scaled, masked and turned into probabilities in place
+/// over its first `live(r)` entries (the keys it sees), its other entries set to zero,
 /// compiled for AVX-512 or AVX2 where the CPU has it (the exponential is plain arithmetic, so the loops
 /// vectorize at the full width; only `+ - * /`, comparisons and bit operations are used, so
 /// the results are the same bits at every width).
-fn softmax_rows<E: Float>(scores: &mut [E], s: usize, scale: E::Acc, skip: &[bool]) {
+fn softmax_rows<E: Float>(scores: &mut [E], s: usize, scale: E::Acc, skip: &[bool], live: Live) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU supports AVX-512F, checked just above.
-        return unsafe { softmax_rows_avx512(scores, s, scale, skip) };
+        return unsafe { softmax_rows_avx512(scores, s, scale, skip, live) };
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { softmax_rows_avx2(scores, s, scale, skip) };
+        return unsafe { softmax_rows_avx2(scores, s, scale, skip, live) };
     }
-    for row in scores.chunks_mut(s) {
-        softmax_row(row, scale, skip);
+    softmax_live_rows(scores, s, scale, skip, live);
+}
+
+/// How many leading entries of row `r` of a tile are live (the keys that row sees).
+type Live<'a> = &'a dyn Fn(usize) -> usize;
+
+/// The loop of [`softmax_rows`], inlined into each of its compiled copies.
+#[inline(always)]
+fn softmax_live_rows<E: Float>(
+    scores: &mut [E],
+    s: usize,
+    scale: E::Acc,
+    skip: &[bool],
+    live: Live,
+) {
+    for (r, row) in scores.chunks_mut(s).enumerate() {
+        let (seen, masked) = row.split_at_mut(live(r));
+        if seen.is_empty() {
+            // No key to weigh, as a softmax over nothing but -inf: NaN, like the composition.
+            masked.fill(E::from_f64(f64::NAN));
+            continue;
+        }
+        softmax_row(seen, scale, &skip[..skip.len().min(seen.len())]);
+        masked.fill(E::ZERO);
     }
 }
 
 /// [`softmax_rows`] compiled with AVX2 enabled.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn softmax_rows_avx2<E: Float>(scores: &mut [E], s: usize, scale: E::Acc, skip: &[bool]) {
-    for row in scores.chunks_mut(s) {
-        softmax_row(row, scale, skip);
-    }
+fn softmax_rows_avx2<E: Float>(
+    scores: &mut [E],
+    s: usize,
+    scale: E::Acc,
+    skip: &[bool],
+    live: Live,
+) {
+    softmax_live_rows(scores, s, scale, skip, live);
 }
 
 /// [`softmax_rows`] compiled with AVX-512F enabled.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn softmax_rows_avx512<E: Float>(scores: &mut [E], s: usize, scale: E::Acc, skip: &[bool]) {
-    for row in scores.chunks_mut(s) {
-        softmax_row(row, scale, skip);
-    }
+fn softmax_rows_avx512<E: Float>(
+    scores: &mut [E],
+    s: usize,
+    scale: E::Acc,
+    skip: &[bool],
+    live: Live,
+) {
+    softmax_live_rows(scores, s, scale, skip, live);
 }
 
 /// Lanes of the row's maximum and sum: independent partial results, so the loops run as SIMD

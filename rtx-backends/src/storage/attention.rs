@@ -11,8 +11,8 @@ use rtx_kernels::Float;
 
 impl<E: Float> Storage<E> {
     /// `softmax(q kᵀ · scale, padded keys left out) · v` for `self` = `q` `[B, H, T, Dh]` and
-    /// `k`, `v` `[B, H, S, Dh]`, with an optional `[B, S]` key-padding mask (true = padding),
-    /// as a dense `[B, T, H, Dh]` storage. CPU storage in f32 or f64 only (shapes are checked by
+    /// `k`, `v` `[B, H, S, Dh]`, with an optional `[B, S]` key-padding mask (true = padding)
+    /// and, with `causal`, query `i` seeing only the keys `j <= i + S - T`, as a dense `[B, T, H, Dh]` storage. CPU storage in f32 or f64 only (shapes are checked by
     /// the caller); anything else is a `BadArgument` error, since callers compose instead.
     pub fn attention_cpu(
         &self,
@@ -20,10 +20,11 @@ impl<E: Float> Storage<E> {
         (k, kl): (&Self, &Layout),
         (v, vl): (&Self, &Layout),
         padding: Option<(&Storage<bool>, &Layout)>,
+        causal: bool,
         scale: f64,
     ) -> Result<Self> {
         let (q, k, v) = (AnyRef::of(self), AnyRef::of(k), AnyRef::of(v));
-        Ok(attention_any((q, ql), (k, kl), (v, vl), padding, scale)?.into_typed())
+        Ok(attention_any((q, ql), (k, kl), (v, vl), padding, causal, scale)?.into_typed())
     }
 }
 
@@ -34,6 +35,7 @@ fn attention_any(
     (k, kl): (AnyRef, &Layout),
     (v, vl): (AnyRef, &Layout),
     padding: Option<(&Storage<bool>, &Layout)>,
+    causal: bool,
     scale: f64,
 ) -> Result<AnyStorage> {
     let unsupported = |why: &str| BackendError::BadArgument {
@@ -56,14 +58,14 @@ fn attention_any(
             let (Storage::Cpu(k), Storage::Cpu(v)) = (k.typed(op)?, v.typed(op)?) else {
                 return Err(unsupported("runs on the CPU only"));
             };
-            let out = attention((q, ql), (k, kl), (v, vl), mask, scale);
+            let out = attention((q, ql), (k, kl), (v, vl), mask, causal, scale);
             AnyStorage::F32(Storage::Cpu(out))
         }
         AnyRef::F64(Storage::Cpu(q)) => {
             let (Storage::Cpu(k), Storage::Cpu(v)) = (k.typed(op)?, v.typed(op)?) else {
                 return Err(unsupported("runs on the CPU only"));
             };
-            let out = attention((q, ql), (k, kl), (v, vl), mask, scale);
+            let out = attention((q, ql), (k, kl), (v, vl), mask, causal, scale);
             AnyStorage::F64(Storage::Cpu(out))
         }
         _ => return Err(unsupported("computes in f32 and f64 only")),

@@ -23,9 +23,9 @@ pub const QMATMUL_ROWS: usize = 8;
 /// [`QMATMUL_THREADS`] threads per block on a grid of `ceil(n / 4) x ceil(m / 8)` blocks.
 ///
 /// Warp `w` of block `(bx, by)` takes weight row `c = 4 bx + w` and activation rows
-/// `8 by ..`; for each block of 32 values lane `l` decodes element `l` (every lane reads the
-/// same few words of the block, one transaction) and multiplies it with element `l` of each
-/// activation row (32 consecutive floats, one transaction), then the lanes' sums meet.
+/// `8 by ..`; each step the warp takes 8 blocks of 32 values, lane `l` decoding the 8 values
+/// `8 (l % 4) ..` of block `l / 4` and multiplying them with the same 8 of each activation
+/// row (the warp reads 256 consecutive floats a row), then the lanes' sums meet.
 ///
 /// ```
 /// use rtx_kernels::{kernels::qmatmul_ggml, kernel::LaunchConfig};
@@ -58,22 +58,34 @@ pub fn qmatmul_ggml<T: Float>(
     let r0 = block_idx_y() * 8;
     let blocks = k / 32;
     let bytes = if kind == 8 { 34 } else { 20 };
+    // Lane `l` decodes values `8 q .. 8 q + 8` (`q = l % 4`) of block `b + l / 4`, so a step of
+    // the warp covers 8 blocks: the loads of a step do not wait on each other, and a row of K
+    // = 576 takes 3 steps where one block a step took 18 dependent ones (decoding is bound by
+    // these latencies, not by bandwidth).
+    let quarter = lane % 4;
     let mut acc = [0.0; 8];
-    let mut b = 0;
+    let mut v = [0.0; 8];
+    let mut b = lane / 4;
     while b < blocks {
         let base = (col * blocks + b) * bytes;
-        let v: T = if kind == 8 {
-            ggml_q8_0(w, base, lane)
-        } else {
-            ggml_q4_q5(w, base, lane, kind)
-        };
-        let at = b * 32 + lane;
+        for e in 0..8 {
+            let j = quarter * 8 + e;
+            v[e] = if kind == 8 {
+                ggml_q8_0(w, base, j)
+            } else {
+                ggml_q4_q5(w, base, j, kind)
+            };
+        }
+        let at = b * 32 + quarter * 8;
         for r in 0..8 {
             if r0 + r < m {
-                acc[r] += v * x[(r0 + r) * k + at];
+                let row = (r0 + r) * k + at;
+                for e in 0..8 {
+                    acc[r] += v[e] * x[row + e];
+                }
             }
         }
-        b += 1;
+        b += 8;
     }
     for r in 0..8 {
         let s = warp_sum_xor(acc[r]);

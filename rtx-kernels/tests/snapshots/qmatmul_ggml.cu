@@ -470,29 +470,42 @@ __device__ __forceinline__ void qmatmul_ggml_impl(const int* w, const S* x, S* o
   unsigned long long r0 = (((unsigned long long)blockIdx.y) * 8ull);
   unsigned long long blocks = (k / 32ull);
   unsigned long long bytes = ((kind == 8u) ? 34ull : 20ull);
+  unsigned long long quarter = (lane % 4ull);
   const A rtx_t0 = A(0.0);
   A acc[8];
   #pragma unroll
   for (int rtx_t1 = 0; rtx_t1 < 8; ++rtx_t1) acc[rtx_t1] = rtx_t0;
-  unsigned long long b = 0ull;
+  const A rtx_t2 = A(0.0);
+  A v[8];
+  #pragma unroll
+  for (int rtx_t3 = 0; rtx_t3 < 8; ++rtx_t3) v[rtx_t3] = rtx_t2;
+  unsigned long long b = (lane / 4ull);
   while ((b < blocks)) {
     unsigned long long base = (((col * blocks) + b) * bytes);
-    A v = ((kind == 8u) ? ggml_q8_0_body<A>(w, base, lane) : ggml_q4_q5_body<A>(w, base, lane, kind));
-    unsigned long long at = ((b * 32ull) + lane);
+    #pragma unroll
+    for (unsigned long long e = 0ull; e < 8ull; e += 1) {
+      unsigned long long j = ((quarter * 8ull) + e);
+      v[e] = ((kind == 8u) ? ggml_q8_0_body<A>(w, base, j) : ggml_q4_q5_body<A>(w, base, j, kind));
+    }
+    unsigned long long at = ((b * 32ull) + (quarter * 8ull));
     #pragma unroll
     for (unsigned long long r = 0ull; r < 8ull; r += 1) {
       if (((r0 + r) < m)) {
-        acc[r] += (v * rtx_elem<S>::widen(x[(((r0 + r) * k) + at)]));
+        unsigned long long row = (((r0 + r) * k) + at);
+        #pragma unroll
+        for (unsigned long long e_1 = 0ull; e_1 < 8ull; e_1 += 1) {
+          acc[r] += (v[e_1] * rtx_elem<S>::widen(x[(row + e_1)]));
+        }
       }
     }
-    b += 1ull;
+    b += 8ull;
   }
   #pragma unroll
   for (unsigned long long r_1 = 0ull; r_1 < 8ull; r_1 += 1) {
     A s = warp_sum_xor_body<A>(acc[r_1]);
     if (((lane == 0ull) && ((r0 + r_1) < m))) {
-      const unsigned long long rtx_t2 = (((r0 + r_1) * n) + col);
-      out[rtx_t2] = rtx_elem<S>::narrow(s);
+      const unsigned long long rtx_t4 = (((r0 + r_1) * n) + col);
+      out[rtx_t4] = rtx_elem<S>::narrow(s);
     }
   }
 }

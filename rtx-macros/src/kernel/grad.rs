@@ -299,6 +299,13 @@ fn expr(e: &Expr, env: &Env) -> Option<D> {
                     );
                     add(from_a, from_b, span)
                 }
+                MathFn::MulAdd => {
+                    // d(a b + c) = b da + a db + dc.
+                    let (b, c) = (args[1].clone(), args[2].clone());
+                    let (db, dc) = (expr(&b, env)?, expr(&c, env)?);
+                    let from_ab = add(scale(da, b), scale(db, a), span);
+                    add(from_ab, dc, span)
+                }
                 // Integer methods never produce `T` values.
                 MathFn::WrappingAdd | MathFn::WrappingSub | MathFn::WrappingMul | MathFn::MulHi => {
                     return None;

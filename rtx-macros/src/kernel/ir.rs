@@ -141,6 +141,8 @@ pub enum MathFn {
     Min,
     Powi,
     Powf,
+    /// `a.mul_add(b, c)`: `a * b + c` rounded once (a fused multiply-add).
+    MulAdd,
     /// Integer arithmetic modulo 2^bits, on every integer type.
     WrappingAdd,
     WrappingSub,
@@ -166,6 +168,7 @@ impl MathFn {
         ("min", MathFn::Min, 1),
         ("powi", MathFn::Powi, 1),
         ("powf", MathFn::Powf, 1),
+        ("mul_add", MathFn::MulAdd, 2),
         ("wrapping_add", MathFn::WrappingAdd, 1),
         ("wrapping_sub", MathFn::WrappingSub, 1),
         ("wrapping_mul", MathFn::WrappingMul, 1),

@@ -420,6 +420,10 @@ impl NativeCx {
                         let y = &a[1];
                         quote_spanned!(span=> #k::kernel::rt::powi(#x, #y))
                     }
+                    MathFn::MulAdd => {
+                        let (y, z) = (&a[1], &a[2]);
+                        quote_spanned!(span=> #fm::mul_add(#x, #y, #z))
+                    }
                     // Integer methods have integer receivers, handled above.
                     MathFn::WrappingAdd
                     | MathFn::WrappingSub

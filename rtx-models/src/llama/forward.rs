@@ -5,15 +5,16 @@
 //! A step is a list of [`Segment`]s, runs of consecutive tokens of one sequence each. Rows
 //! carry their sequence and position in device buffers ([`Places`]), which the rotary,
 //! cache-write and attention kernels read, so the same code serves a captured decode step
-//! (`graph.rs`), whose buffers the host refills between replays. A single-token segment
-//! attends through the cached-attention kernel on a GPU and through the tensors' one-pass
-//! attention on the CPU; a longer one (a prefill) through two products and a masked softmax
-//! over its sequence's slab of the cache. Either way a row's result depends only on its own
-//! sequence, which is why a batch generates what each of its prompts generates alone.
+//! (`graph.rs`), whose buffers the host refills between replays. On a GPU a single-token
+//! segment attends through the cached-attention kernel and a longer one (a prefill) through
+//! the causal attention over its sequence's slab of the cache; on the CPU every segment
+//! attends with llama.cpp's arithmetic (`ggml_numerics.rs`). Either way a row's result depends
+//! only on its own sequence, which is why a batch generates what each of its prompts
+//! generates alone.
 
 use super::cache::BatchKvCache;
 use super::kernels;
-use super::{Llama, LlamaBlock, Matrix, add_rms_norm, rms_norm};
+use super::{Llama, LlamaBlock, Matrix, add_rms_norm, ggml_numerics, rms_norm, swiglu};
 use rtx::prelude::*;
 
 /// Consecutive tokens of one sequence: `tokens` placed at positions `position..position +
@@ -240,7 +241,7 @@ impl Llama {
             }
         };
         let (x, n) = add_rms_norm(x, &b.o.forward(&attn)?, &b.ffn_norm, c.rms_eps)?;
-        let hidden = kernels::swiglu(&b.gate_up.forward(&n)?)?;
+        let hidden = swiglu(&b.gate_up.forward(&n)?)?;
         add_rms_norm(&x, &b.down.forward(&hidden)?, next, c.rms_eps)
     }
 
@@ -260,14 +261,14 @@ impl Llama {
         for s in segments {
             let t = s.tokens.len();
             let rows = qkv.narrow::<0, usize>(first, t);
-            parts.push(if t == 1 && self.device.is_cuda() {
+            parts.push(if !self.device.is_cuda() {
+                self.attend_cpu(&rows, s, cache, layer)?
+            } else if t == 1 {
                 let at = places.narrow(first, 1);
                 let (keys, values) = (&cache.keys[layer], &cache.values[layer]);
                 kernels::attend(&rows, keys, values, &at.seq, &at.pos, h)?
-            } else if t == 1 {
-                self.attend_one(&rows, s, cache, layer)?
             } else {
-                self.attend_prefill(&rows, s, cache, layer)
+                self.attend_prefill(&rows, s, cache, layer)?
             });
             first += t;
         }
@@ -278,17 +279,14 @@ impl Llama {
         Ok(Tensor::cat::<0, usize>(&refs))
     }
 
-    /// The attention of a single-token segment's row of stacked projections `qkv` (`[1,
-    /// width]`, the query heads first) over its
-    /// sequence's cached positions `0..=position` on the CPU: the tensors' attention, which
-    /// runs there in one pass per key-value head (scores, softmax and the product with the
-    /// values while the scores are in cache) rather than the five ops and the mask of
-    /// [`Llama::attend_prefill`]. The last position sees every cached one, so no mask is
-    /// needed. Every view here is free: the row read as `[kv_heads, group, 1, head_dim]` (a
-    /// key-value head's queries are consecutive heads), the keys and values as the sequence's
-    /// slab with the group's heads sharing it (stride 0), and the output, written `[kv_heads,
-    /// 1, group, head_dim]`, is the row's heads in order.
-    fn attend_one(
+    /// The causal attention of a segment's `t` rows of stacked projections `qkv` (their query
+    /// heads; `t > 1` on a GPU, where a decoding row takes the cached-attention kernel) over
+    /// its sequence's cached positions `0..position + t` (its own keys already written): query
+    /// `i` sees positions up to `position + i`, which is the causal mask with its diagonal at
+    /// the bottom right. Every view is free: the rows read as `[kv_heads, group, t, hd]` (a
+    /// key-value head's queries are consecutive heads) and the sequence's slab of the cache
+    /// shared by the group (stride 0).
+    fn attend_prefill(
         &self,
         qkv: &Matrix,
         s: &Segment<'_>,
@@ -297,7 +295,8 @@ impl Llama {
     ) -> Result<Matrix> {
         let c = &self.config;
         let (hd, h, kvh, g) = (c.head_dim, c.head_count, c.head_count_kv, c.group_size());
-        let len = s.position + 1;
+        let t = s.tokens.len();
+        let len = s.position + t;
         let shared =
             |all: &super::cache::CacheTensor| -> Result<Tensor<(usize, usize, usize, usize)>> {
                 all.narrow::<0, usize>(s.seq, 1)
@@ -306,65 +305,51 @@ impl Llama {
                     .try_broadcast_to((kvh, g, len, hd))
             };
         let (keys, values) = (shared(&cache.keys[layer])?, shared(&cache.values[layer])?);
+        // A key-value head's queries are consecutive heads of each row.
         let q = qkv
             .narrow::<1, usize>(0, h * hd)
-            .try_reshape((kvh, g, 1usize, hd))?;
+            .try_reshape((t, kvh, g, hd))?
+            .permute::<Axes4<1, 2, 0, 3>>();
         let scale = 1.0 / (hd as f64).sqrt();
-        q.try_attention(&keys, &values, None, scale)?
-            .try_reshape((1usize, h * hd))
+        // `[kv_heads, group, t, hd]` back to the rows' order, `[t, heads * hd]`.
+        q.try_causal_attention(&keys, &values, scale)?
+            .permute::<Axes4<2, 0, 1, 3>>()
+            .contiguous()
+            .try_reshape((t, h * hd))
     }
 
     /// The causal attention of a segment's `t` rows of stacked projections `qkv` (their query
-    /// heads; any `t` on the CPU, `t > 1` on a GPU,
-    /// where a decoding row takes the cached-attention kernel) over its sequence's cached
-    /// positions `0..position + t` (its own keys already written), by two products.
-    fn attend_prefill(
+    /// heads first) over its sequence's cached positions `0..position + t` on the CPU, with
+    /// llama.cpp's arithmetic ([`ggml_numerics::attention`]), reading the caches in place.
+    fn attend_cpu(
         &self,
         qkv: &Matrix,
         s: &Segment<'_>,
         cache: &BatchKvCache,
         layer: usize,
-    ) -> Matrix {
+    ) -> Result<Matrix> {
         let c = &self.config;
-        let (hd, h, kvh, g) = (c.head_dim, c.head_count, c.head_count_kv, c.group_size());
+        let (hd, h, kvh) = (c.head_dim, c.head_count, c.head_count_kv);
         let t = s.tokens.len();
-        let len = s.position + t;
-        let slab = |all: &super::cache::CacheTensor| {
-            all.narrow::<0, usize>(s.seq, 1)
-                .reshape((kvh, cache.max_len, hd))
-                .narrow::<1, usize>(0, len)
+        let q = qkv.narrow::<1, usize>(0, h * hd).contiguous();
+        let slab = ggml_numerics::CacheSlab {
+            keys: cache.keys[layer]
+                .as_cpu_slice()
+                .expect("a CPU cache is one dense buffer"),
+            values: cache.values[layer]
+                .as_cpu_slice()
+                .expect("a CPU cache is one dense buffer"),
+            seq: s.seq,
+            max_len: cache.max_len,
         };
-        let (keys, values) = (slab(&cache.keys[layer]), slab(&cache.values[layer]));
-        // Grouped-query attention without repeating the keys: query heads `j * g .. (j + 1) *
-        // g` share key-value head `j`, so `[H, T, hd]` read as `[kv_heads, g * T, hd]` puts
-        // each key-value head's queries in one batch entry.
-        let q = qkv
-            .narrow::<1, usize>(0, h * hd)
-            .contiguous()
-            .reshape((t, h, hd))
-            .permute::<Axes3<1, 0, 2>>()
-            .contiguous()
-            .reshape((kvh, g * t, hd));
-        let scores = q.matmul(&keys.transpose::<1, 2>()) * (1.0 / (hd as f32).sqrt());
-        let mask = self.causal_mask(t, s.position);
-        let scores = scores + mask.broadcast_to((kvh, g * t, len));
-        let attn = scores.softmax::<2>().matmul(&values);
-        attn.reshape((h, t, hd))
-            .permute::<Axes3<1, 0, 2>>()
-            .contiguous()
-            .reshape((t, h * hd))
-    }
-
-    /// The additive mask of a `t`-token segment at `position`, `[group * t, position + t]`:
-    /// row `r` is query token `r % t` (queries are grouped by key-value head, see
-    /// [`Llama::attend_prefill`]), which sees the keys up to its own position.
-    fn causal_mask(&self, t: usize, position: usize) -> Matrix {
-        let (g, s) = (self.config.group_size(), position + t);
-        let mut m = vec![0f32; g * t * s];
-        for r in 0..g * t {
-            let seen = position + r % t + 1;
-            m[r * s + seen..(r + 1) * s].fill(f32::NEG_INFINITY);
-        }
-        Tensor::from_vec(m, (g * t, s), self.device)
+        let q = q.as_cpu_slice().expect("a dense CPU tensor");
+        let out = ggml_numerics::attention(
+            q,
+            (t, h, kvh, hd),
+            &slab,
+            s.position,
+            1.0 / (hd as f32).sqrt(),
+        );
+        Tensor::try_from_vec(out, (t, h * hd), self.device)
     }
 }

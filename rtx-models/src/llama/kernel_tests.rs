@@ -60,7 +60,8 @@ fn rope_store_turns_queries_in_place_and_writes_keys_and_values_at_each_rows_pla
         let turn = |at: usize, i: usize| {
             let (a, b) = (x0[at], x0[at + 1]);
             let (c, s) = (cos_v[pos[r] * half + i], sin_v[pos[r] * half + i]);
-            (a * c - b * s, a * s + b * c)
+            // The first product of each fused, as llama.cpp's compiled C does.
+            (a.mul_add(c, -(b * s)), a.mul_add(s, b * c))
         };
         let cached = |h: usize, i: usize| ((seq[r] * kv_heads + h) * max_len + pos[r]) * hd + 2 * i;
         for h in 0..heads + 2 * kv_heads {

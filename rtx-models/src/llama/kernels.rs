@@ -28,7 +28,12 @@ const CHUNK: usize = 1024;
 /// key head is turned by the angle of pair `i` at that position (`cos[pos[r] * half + i]`,
 /// `sin[...]`; llama.cpp's row order, see the module docs of [`crate::llama`]): query pairs
 /// in place, key pairs into `keys`; value pairs are copied into `values` as they are. The
-/// caches are `[batch, kv_heads, max_len, 2 half]`. One thread per pair.
+/// turn is `(a c - b s, a s + b c)` with the first product fused into each (`mul_add`), as
+/// llama.cpp's compiled C computes it. The
+/// caches are `[batch, kv_heads, max_len, 2 half]`. One thread per head of a row (`heads_all
+/// = rows * (heads + 2 kv_heads)` of them), walking its `half` pairs: a step has few rows,
+/// and on the CPU, where launches are emulated thread by thread, a thread per pair cost a
+/// sixth of a prefill.
 #[rtx::kernel]
 fn rope_store_rows<T: Float>(
     qkv: &mut [T],
@@ -38,39 +43,44 @@ fn rope_store_rows<T: Float>(
     sin: &[T],
     seq: &[T],
     pos: &[T],
-    pairs: usize,
+    heads_all: usize,
     heads: usize,
     kv_heads: usize,
     half: usize,
     max_len: usize,
 ) {
     let i = block_idx_x() * block_dim_x() + thread_idx_x();
-    if i < pairs {
-        let row_pairs = (heads + 2 * kv_heads) * half;
-        let r = i / row_pairs;
-        let head = i % row_pairs / half;
-        let k = i % half;
+    if i < heads_all {
+        let row_heads = heads + 2 * kv_heads;
+        let r = i / row_heads;
+        let head = i % row_heads;
         let p = pos[r] as usize;
-        let a = qkv[2 * i];
-        let b = qkv[2 * i + 1];
-        if head < heads + kv_heads {
-            let c = cos[p * half + k];
-            let s = sin[p * half + k];
-            let x0 = a * c - b * s;
-            let x1 = a * s + b * c;
-            if head < heads {
-                qkv[2 * i] = x0;
-                qkv[2 * i + 1] = x1;
-            } else {
-                let at = ((seq[r] as usize * kv_heads + head - heads) * max_len + p) * half + k;
-                keys[2 * at] = x0;
-                keys[2 * at + 1] = x1;
+        let from = i * 2 * half;
+        if head < heads {
+            for k in 0..half {
+                let a = qkv[from + 2 * k];
+                let b = qkv[from + 2 * k + 1];
+                let c = cos[p * half + k];
+                let s = sin[p * half + k];
+                qkv[from + 2 * k] = a.mul_add(c, -(b * s));
+                qkv[from + 2 * k + 1] = a.mul_add(s, b * c);
+            }
+        } else if head < heads + kv_heads {
+            let to = ((seq[r] as usize * kv_heads + head - heads) * max_len + p) * 2 * half;
+            for k in 0..half {
+                let a = qkv[from + 2 * k];
+                let b = qkv[from + 2 * k + 1];
+                let c = cos[p * half + k];
+                let s = sin[p * half + k];
+                keys[to + 2 * k] = a.mul_add(c, -(b * s));
+                keys[to + 2 * k + 1] = a.mul_add(s, b * c);
             }
         } else {
             let vh = head - heads - kv_heads;
-            let at = ((seq[r] as usize * kv_heads + vh) * max_len + p) * half + k;
-            values[2 * at] = a;
-            values[2 * at + 1] = b;
+            let to = ((seq[r] as usize * kv_heads + vh) * max_len + p) * 2 * half;
+            for k in 0..2 * half {
+                values[to + k] = qkv[from + k];
+            }
         }
     }
 }
@@ -277,7 +287,7 @@ pub(super) fn rope_store(
     let half = cos.dims()[1];
     debug_assert_eq!(head_dim, 2 * half);
     debug_assert_eq!(qkv.dims()[1], (heads + 2 * kv_heads) * head_dim);
-    let pairs = qkv.numel() / 2;
+    let heads_all = qkv.dims()[0] * (heads + 2 * kv_heads);
     let mut args = [
         Arg::output(qkv),
         Arg::output(keys),
@@ -286,17 +296,17 @@ pub(super) fn rope_store(
         Arg::input(sin),
         Arg::input(seq),
         Arg::input(pos),
-        Arg::usize(pairs),
+        Arg::usize(heads_all),
         Arg::usize(heads),
         Arg::usize(kv_heads),
         Arg::usize(half),
         Arg::usize(max_len),
     ];
-    // SAFETY: thread `i < pairs` touches elements `2i` and `2i + 1` of `qkv`, reads row `i /
-    // row_pairs < rows` of `seq` and `pos`, reads the tables at a position the caller checked
-    // lies inside them, and writes one pair of a key or value head inside the caches at the
-    // sequence and position the caller checked are below their batch and `max_len`.
-    unsafe { rtx::kernel::launch(rope_store_rows::Op, elements(pairs), &mut args) }
+    // SAFETY: thread `i < heads_all` touches head `i`'s `2 half` elements of `qkv`, reads row
+    // `i / (heads + 2 kv_heads) < rows` of `seq` and `pos`, reads the tables at a position
+    // the caller checked lies inside them, and writes one key or value head inside the caches
+    // at the sequence and position the caller checked are below their batch and `max_len`.
+    unsafe { rtx::kernel::launch(rope_store_rows::Op, elements(heads_all), &mut args) }
 }
 
 /// `silu(gate) * up` of the stacked feed-forward projection `gate_up` (`[rows, 2 ff]`: the

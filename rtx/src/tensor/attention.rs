@@ -6,8 +6,9 @@
 //! its definition: it runs wherever no faster path applies, and the tests hold each faster
 //! path to it. Two do: on a GPU in f16 and bf16 (head dims a multiple of 16 up to 128, no
 //! padding mask) the fused FlashAttention-2-style kernels forward and backward
-//! (`rtx-backends/src/cuda/ops_attention.rs`); on the CPU in f32 and f64 without a tape or
-//! causal mask, one pass per batch element (`rtx-backends/src/cpu/attention.rs`).
+//! (`rtx-backends/src/cuda/ops_attention.rs`); on the CPU in f32 and f64 without a tape, one
+//! pass per tile of query rows, skipping what the causal mask hides
+//! (`rtx-backends/src/cpu/attention.rs`).
 //!
 //! Both write the output with the heads side by side (`[B, T, H, Dh]` in memory, seen as
 //! `[B, H, T, Dh]`), so merging the heads afterwards (`permute` then `reshape` to
@@ -152,16 +153,15 @@ impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
             return fused(self, k, v, dims);
         }
         let recording = autograd::must_record(&[self.node(), k.node(), v.node()]);
-        let one_pass = !self.device().is_cuda()
-            && matches!(E::DTYPE, DType::F32 | DType::F64)
-            && !recording
-            && !causal;
+        let one_pass =
+            !self.device().is_cuda() && matches!(E::DTYPE, DType::F32 | DType::F64) && !recording;
         if one_pass {
             let out = self.storage().attention_cpu(
                 self.layout(),
                 (k.storage(), k.layout()),
                 (v.storage(), v.layout()),
                 key_padding.map(|m| (m.storage(), m.layout())),
+                causal,
                 scale,
             )?;
             // The storage is [B, T, H, Dh]; seen as [B, H, T, Dh] it needs no copy.
@@ -356,38 +356,81 @@ mod tests {
 
     /// Causal attention against a plain loop in f64: query `i` of `T` weighs keys
     /// `j <= i + S - T` only, for `T == S` and for fewer queries than keys (the diagonal aligned
-    /// to the bottom right); and the one-pass CPU path is not taken for it.
+    /// to the bottom right), over one tile of query rows and several (the one-pass CPU path),
+    /// and through the composition (taken when recording).
     #[test]
     fn causal_attention_sees_only_the_keys_up_to_the_diagonal() {
-        for (t, s) in [(5usize, 5usize), (3, 7)] {
+        for (t, s) in [(5usize, 5usize), (3, 7), (70, 70), (40, 75)] {
             let (b, h, dh) = (2usize, 3usize, 4usize);
             let q: Heads<f64> = Tensor::randn((b, h, t, dh), 4, Device::Cpu);
             let k: Heads<f64> = Tensor::randn((b, h, s, dh), 5, Device::Cpu);
             let v: Heads<f64> = Tensor::randn((b, h, s, dh), 6, Device::Cpu);
-            let got = q.causal_attention(&k, &v, 0.7).to_vec();
-            let (qv, kv, vv) = (q.to_vec(), k.to_vec(), v.to_vec());
-            for bh in 0..b * h {
-                for i in 0..t {
-                    let seen = i + s - t + 1;
-                    let row = &qv[(bh * t + i) * dh..][..dh];
-                    let scores: Vec<f64> = (0..seen)
-                        .map(|j| {
-                            let key = &kv[(bh * s + j) * dh..][..dh];
-                            0.7 * row.iter().zip(key).map(|(a, b)| a * b).sum::<f64>()
-                        })
-                        .collect();
-                    let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                    let e: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
-                    let z: f64 = e.iter().sum();
-                    for c in 0..dh {
-                        let want: f64 = (0..seen)
-                            .map(|j| e[j] / z * vv[(bh * s + j) * dh + c])
-                            .sum();
-                        let g = got[(bh * t + i) * dh + c];
-                        assert!((g - want).abs() < 1e-12, "[{bh}, {i}, {c}]: {g} vs {want}");
-                    }
+            let one_pass = q.causal_attention(&k, &v, 0.7).to_vec();
+            let composed = q
+                .clone()
+                .requires_grad()
+                .causal_attention(&k, &v, 0.7)
+                .to_vec();
+            for (got, path) in [(&one_pass, "one pass"), (&composed, "composition")] {
+                check_causal(got, [&q, &k, &v], path);
+            }
+        }
+    }
+
+    /// `got` against a plain loop of causal attention at scale 0.7 over `q`, `k` and `v`.
+    fn check_causal(got: &[f64], [q, k, v]: [&Heads<f64>; 3], path: &str) {
+        let [b, h, t, dh] = [0, 1, 2, 3].map(|i| q.dims()[i]);
+        let s = k.dims()[2];
+        let (qv, kv, vv) = (q.to_vec(), k.to_vec(), v.to_vec());
+        for bh in 0..b * h {
+            for i in 0..t {
+                let seen = i + s - t + 1;
+                let row = &qv[(bh * t + i) * dh..][..dh];
+                let scores: Vec<f64> = (0..seen)
+                    .map(|j| {
+                        let key = &kv[(bh * s + j) * dh..][..dh];
+                        0.7 * row.iter().zip(key).map(|(a, b)| a * b).sum::<f64>()
+                    })
+                    .collect();
+                let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for c in 0..dh {
+                    let want: f64 = (0..seen)
+                        .map(|j| e[j] / z * vv[(bh * s + j) * dh + c])
+                        .sum();
+                    let g = got[(bh * t + i) * dh + c];
+                    assert!(
+                        (g - want).abs() < 1e-12,
+                        "{path} [{bh}, {i}, {c}]: {g} vs {want}"
+                    );
                 }
             }
+        }
+    }
+
+    /// The causal one-pass path with a key-padding mask, and with more queries than keys (rows
+    /// that see no key are NaN), against the composition, NaN for NaN.
+    #[test]
+    fn causal_one_pass_with_padding_and_empty_rows_is_the_composition() {
+        for (t, s) in [(40usize, 75usize), (9, 6)] {
+            let (b, h, dh) = (2usize, 2usize, 8usize);
+            let pad: Vec<bool> = (0..b * s).map(|i| i % s == 1 + i / s).collect();
+            let pad = Tensor::from_vec(pad, (b, s), Device::Cpu);
+            let q: Heads<f64> = Tensor::randn((b, h, t, dh), 7, Device::Cpu);
+            let k: Heads<f64> = Tensor::randn((b, h, s, dh), 8, Device::Cpu);
+            let v: Heads<f64> = Tensor::randn((b, h, s, dh), 9, Device::Cpu);
+            let run = |q: &Heads<f64>| q.attend(&k, &v, Some(&pad), true, 0.3).unwrap().to_vec();
+            let fast = run(&q);
+            let slow = run(&q.clone().requires_grad());
+            let mut nans = 0;
+            for (f, s) in fast.iter().zip(&slow) {
+                nans += usize::from(f.is_nan());
+                assert_eq!(f.is_nan(), s.is_nan(), "{f} vs {s}");
+                assert!(f.is_nan() || (f - s).abs() < 1e-12, "{f} vs {s}");
+            }
+            // Query i sees keys up to i + s - t: with 9 queries over 6 keys, the first 3 see none.
+            assert_eq!(nans, if t > s { b * h * (t - s) * dh } else { 0 });
         }
     }
 

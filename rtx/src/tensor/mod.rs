@@ -234,6 +234,21 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         Arc::ptr_eq(&self.storage, &other.storage)
     }
 
+    /// The elements of a tensor on the CPU, borrowed in logical row-major order without a
+    /// copy; `None` on other devices, or for a strided view (a transpose, a narrowed inner
+    /// dim), whose elements are not one run of memory (see [`Tensor::to_vec`]).
+    ///
+    /// ```
+    /// # use rtx::prelude::*;
+    /// let t: Tensor<Rank2<2, 2>, i32> = Tensor::from_array([[1, 2], [3, 4]], Device::Cpu);
+    /// assert_eq!(t.as_cpu_slice(), Some(&[1, 2, 3, 4][..]));
+    /// assert_eq!(t.t().as_cpu_slice(), None);
+    /// ```
+    pub fn as_cpu_slice(&self) -> Option<&[E]> {
+        let range = self.layout.contiguous_range()?;
+        self.storage.as_cpu_slice().map(|s| &s[range])
+    }
+
     /// The elements in logical row-major order, copied to the host.
     ///
     /// ```
