@@ -178,6 +178,8 @@ __device__ __forceinline__ float rtx_abs(float x) { return fabsf(x); }
 __device__ __forceinline__ double rtx_abs(double x) { return fabs(x); }
 __device__ __forceinline__ float rtx_powf(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double rtx_powf(double x, double y) { return pow(x, y); }
+__device__ __forceinline__ float rtx_mul_add(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double rtx_mul_add(double a, double b, double c) { return fma(a, b, c); }
 __device__ __forceinline__ float rtx_max(float a, float b) { return fmaxf(a, b); }
 __device__ __forceinline__ double rtx_max(double a, double b) { return fmax(a, b); }
 __device__ __forceinline__ float rtx_min(float a, float b) { return fminf(a, b); }

@@ -33,7 +33,7 @@ pub enum Mode {
 
 const SUPPORTED: &str = "kernels accept literals, parameters and `let` bindings, arithmetic, \
 comparisons and `&&`/`||`, math methods (`x.exp()`, `exp2`, `ln`, `ln_1p`, `sqrt`, `sin`, `cos`, \
-`tanh`, `erf`, `abs`, `recip`, `a.max(b)`, `min`, `powi`, `powf`), integer methods \
+`tanh`, `erf`, `abs`, `recip`, `a.max(b)`, `min`, `powi`, `powf`, `a.mul_add(b, c)`), integer methods \
 (`a.wrapping_add(b)`, `wrapping_sub`, `wrapping_mul`, `mul_hi`), `as` casts between `T`, \
 `f64`, `usize`, `i32`, `u32`, `i64` and `u64`, `T::INFINITY`/`T::NEG_INFINITY`/`T::NAN`/\
 `T::LOWEST`/`T::HIGHEST`, `if`/`else`, blocks, loops (`for i in a..b`, \
