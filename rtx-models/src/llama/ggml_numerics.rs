@@ -12,30 +12,31 @@
 //! them too, so the CPU has one Llama path.
 //!
 //! The loops work on `[f32; 8]` lanes, ggml's AVX2 width, and run compiled with AVX2 and FMA
-//! where the CPU has them ([`fast`]); elsewhere the same operations run scalar (fused
+//! where the CPU has them ([`has_fma`]); elsewhere the same operations run scalar (fused
 //! multiply-adds then come from the C library), with the same results.
 
 use super::Matrix;
 use rayon::prelude::*;
 use rtx::prelude::*;
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
 /// Eight lanes, as one AVX2 register.
 type Lanes = [f32; 8];
 
-/// `f()` compiled with AVX2 and FMA where the CPU has them: `f` and what it calls are
-/// inlined into a copy built with those features.
-#[inline(always)]
-fn fast<R>(f: impl FnOnce() -> R) -> R {
+/// Whether the CPU has AVX2 and FMA, for which the loops below have copies in intrinsics
+/// (`avx2.rs`, the same operations eight lanes at a time; the compiler does not vectorize
+/// these scalar definitions well, and without FMA every `mul_add` is a library call).
+fn has_fma() -> bool {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-        #[target_feature(enable = "avx2,fma")]
-        fn with_fma<R>(f: impl FnOnce() -> R) -> R {
-            f()
-        }
-        // SAFETY: the CPU has AVX2 and FMA, checked just above.
-        return unsafe { with_fma(f) };
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
     }
-    f()
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// ggml's vectorized `expf` (from Arm's optimized routines: a degree-5 polynomial in `x - n
@@ -111,11 +112,18 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
     for l in 0..8 {
         v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
     }
-    let mut sum = hsum_dot(v);
-    for (a, b) in x[whole..].iter().zip(&y[whole..]) {
-        sum += a * b;
+    dot_tail(hsum_dot(v), &x[whole..], &y[whole..])
+}
+
+/// The end of [`dot`]: the folded lanes widened to f64 and the values past the last multiple
+/// of 32 added one product at a time, as `ggml_vec_dot_f32` does.
+#[inline(always)]
+fn dot_tail(folded: f32, x: &[f32], y: &[f32]) -> f32 {
+    let mut sum = f64::from(folded);
+    for (a, b) in x.iter().zip(y) {
+        sum += f64::from(a * b);
     }
-    sum
+    sum as f32
 }
 
 /// The RMS norm of every row of `x` (`[rows, D]`) times `w`, as ggml's `rms_norm` then `mul`:
@@ -158,13 +166,15 @@ pub(super) fn swiglu(gate_up: &Matrix) -> Result<Matrix> {
     let gate_up = gate_up.contiguous();
     let src = host(&gate_up);
     let mut out = vec![0f32; rows * ff];
+    let fma = has_fma();
     let row = |(o, r): (&mut [f32], &[f32])| {
-        fast(|| {
-            let (gate, up) = r.split_at(ff);
-            for ((o, &g), &u) in o.iter_mut().zip(gate).zip(up) {
-                *o = g / (1.0 + expf(0.0 - g)) * u;
-            }
-        })
+        #[cfg(target_arch = "x86_64")]
+        if fma {
+            // SAFETY: the CPU has AVX2 and FMA (`has_fma`).
+            return unsafe { avx2::swiglu_row(o, r) };
+        }
+        let _ = fma;
+        swiglu_row(o, r);
     };
     if rows * ff < PARALLEL {
         out.chunks_mut(ff).zip(src.chunks(two_ff)).for_each(row);
@@ -174,6 +184,25 @@ pub(super) fn swiglu(gate_up: &Matrix) -> Result<Matrix> {
             .for_each(row);
     }
     Tensor::try_from_vec(out, (rows, ff), gate_up.device())
+}
+
+/// One row of [`swiglu`]: `out[i] = silu(gate[i]) * up[i]` for the row's halves, blocks of
+/// eight through [`expf`], the rest as ggml's scalar tail ([`swiglu_tail`]).
+fn swiglu_row(out: &mut [f32], row: &[f32]) {
+    let ff = out.len();
+    let whole = ff / 8 * 8;
+    let (gate, up) = row.split_at(ff);
+    for ((o, &g), &u) in out[..whole].iter_mut().zip(gate).zip(up) {
+        *o = g / (1.0 + expf(0.0 - g)) * u;
+    }
+    swiglu_tail(&mut out[whole..], &gate[whole..], &up[whole..]);
+}
+
+/// SwiGLU past the last multiple of eight, as ggml's scalar loop: the C library's `expf`.
+fn swiglu_tail(out: &mut [f32], gate: &[f32], up: &[f32]) {
+    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+        *o = g / (1.0 + (-g).exp()) * u;
+    }
 }
 
 /// Elements below which a pass runs on the calling thread (handing it out costs more).
@@ -207,6 +236,7 @@ pub(super) fn attention(
 ) -> Vec<f32> {
     let group = heads / kv_heads;
     let tiles = t.div_ceil(TILE);
+    let fma = has_fma();
     let task = |i: usize| -> Vec<f32> {
         let (kvh, r0) = (i / tiles, i % tiles * TILE);
         let rows = TILE.min(t - r0);
@@ -214,33 +244,21 @@ pub(super) fn attention(
         let keys = &cache.keys[at..at + (first + t) * hd];
         let values = &cache.values[at..at + (first + t) * hd];
         let mut out = vec![0f32; rows * group * hd];
-        fast(|| {
-            let mut probs = vec![0f32; (first + t).div_ceil(8) * 8];
-            let mut acc = vec![0f32; 8 * hd];
-            for r in 0..rows {
-                let seen = first + r0 + r + 1;
-                let width = seen.div_ceil(8) * 8;
-                for hg in 0..group {
-                    let h = kvh * group + hg;
-                    let qi = &q[(r0 + r) * heads * hd + h * hd..][..hd];
-                    for (j, s) in probs[..seen].iter_mut().enumerate() {
-                        *s = dot(&keys[j * hd..][..hd], qi);
-                    }
-                    softmax(&mut probs[..width], seen, scale);
-                    acc.fill(0.0);
-                    for (j, &p) in probs[..seen].iter().enumerate() {
-                        let lane = &mut acc[j % 8 * hd..][..hd];
-                        for (a, &v) in lane.iter_mut().zip(&values[j * hd..][..hd]) {
-                            *a = v.mul_add(p, *a);
-                        }
-                    }
-                    let o = &mut out[(r * group + hg) * hd..][..hd];
-                    for (d, o) in o.iter_mut().enumerate() {
-                        *o = hsum_tile(std::array::from_fn(|l| acc[l * hd + d]));
-                    }
-                }
-            }
-        });
+        let tile = Tile {
+            q,
+            keys,
+            values,
+            shape: (heads, group, kvh, hd),
+            rows: (r0, first),
+            scale,
+        };
+        #[cfg(target_arch = "x86_64")]
+        if fma && hd % 8 == 0 {
+            // SAFETY: the CPU has AVX2 and FMA (`has_fma`), and `hd` is a multiple of 8.
+            unsafe { avx2::attend_tile(&tile, &mut out) };
+            return out;
+        }
+        attend_tile(&tile, &mut out);
         out
     };
     let count = kv_heads * tiles;
@@ -258,6 +276,51 @@ pub(super) fn attention(
         }
     }
     out
+}
+
+/// One task of [`attention`]: the query rows `r0..r0 + out.len() / (group hd)` of key-value
+/// head `kvh`'s query heads, over that head's keys and values (`[positions, hd]`).
+pub(super) struct Tile<'a> {
+    q: &'a [f32],
+    keys: &'a [f32],
+    values: &'a [f32],
+    /// `(heads, group, kv head, hd)`.
+    shape: (usize, usize, usize, usize),
+    /// `(r0, first)`: the tile's first row, and the position of the step's first row.
+    rows: (usize, usize),
+    scale: f32,
+}
+
+/// The rows of `tile`, written `[rows, group, hd]` into `out` (see [`attention`]).
+fn attend_tile(tile: &Tile<'_>, out: &mut [f32]) {
+    let (heads, group, kvh, hd) = tile.shape;
+    let (r0, first) = tile.rows;
+    let rows = out.len() / (group * hd);
+    let mut probs = vec![0f32; (first + r0 + rows).div_ceil(8) * 8];
+    let mut acc = vec![0f32; 8 * hd];
+    for r in 0..rows {
+        let seen = first + r0 + r + 1;
+        let width = seen.div_ceil(8) * 8;
+        for hg in 0..group {
+            let h = kvh * group + hg;
+            let qi = &tile.q[(r0 + r) * heads * hd + h * hd..][..hd];
+            for (j, s) in probs[..seen].iter_mut().enumerate() {
+                *s = dot(&tile.keys[j * hd..][..hd], qi);
+            }
+            softmax(&mut probs[..width], seen, tile.scale);
+            acc.fill(0.0);
+            for (j, &p) in probs[..seen].iter().enumerate() {
+                let lane = &mut acc[j % 8 * hd..][..hd];
+                for (a, &v) in lane.iter_mut().zip(&tile.values[j * hd..][..hd]) {
+                    *a = v.mul_add(p, *a);
+                }
+            }
+            let o = &mut out[(r * group + hg) * hd..][..hd];
+            for (d, o) in o.iter_mut().enumerate() {
+                *o = hsum_tile(std::array::from_fn(|l| acc[l * hd + d]));
+            }
+        }
+    }
 }
 
 /// ggml's softmax of one row of scores in place (`soft_max` with a scale and the causal

@@ -1,0 +1,260 @@
+//! The loops of `ggml_numerics` in AVX2 and FMA intrinsics: the same operations in the same
+//! order as the scalar definitions there (and as ggml's AVX2 code), eight lanes a register,
+//! so the results are the same bits. Every function needs a CPU with AVX2 and FMA.
+
+use super::Tile;
+use std::arch::x86_64::*;
+
+/// `f32::from_bits(bits)` in every lane.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn splat(bits: u32) -> __m256 {
+    _mm256_set1_ps(f32::from_bits(bits))
+}
+
+/// Eight lanes of `super::expf`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn expf8(x: __m256) -> __m256 {
+    let shift = splat(0x4b40_0000);
+    let z = _mm256_fmadd_ps(x, splat(0x3fb8_aa3b), shift);
+    let n = _mm256_sub_ps(z, shift);
+    let b = _mm256_fnmadd_ps(
+        n,
+        splat(0x35bf_be8e),
+        _mm256_fnmadd_ps(n, splat(0x3f31_7200), x),
+    );
+    let e = _mm256_slli_epi32::<23>(_mm256_castps_si256(z));
+    let k = _mm256_castsi256_ps(_mm256_add_epi32(
+        e,
+        _mm256_castps_si256(_mm256_set1_ps(1.0)),
+    ));
+    let abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0), n);
+    let c = _mm256_cmp_ps::<_CMP_GT_OQ>(abs_n, _mm256_set1_ps(126.0));
+    let u = _mm256_mul_ps(b, b);
+    let j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(
+            _mm256_fmadd_ps(splat(0x3c07_2010), b, splat(0x3d2b_9f17)),
+            u,
+            _mm256_fmadd_ps(splat(0x3e2a_af33), b, splat(0x3eff_fedb)),
+        ),
+        u,
+        _mm256_mul_ps(splat(0x3f7f_fff6), b),
+    );
+    let inside = _mm256_fmadd_ps(j, k, k);
+    if _mm256_movemask_ps(c) == 0 {
+        return inside;
+    }
+    let le = _mm256_cmp_ps::<_CMP_LE_OQ>(n, _mm256_setzero_ps());
+    let g = _mm256_and_si256(
+        _mm256_castps_si256(le),
+        _mm256_set1_epi32(0x8200_0000u32 as i32),
+    );
+    let s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f00_0000)));
+    let s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    let d = _mm256_cmp_ps::<_CMP_GT_OQ>(abs_n, _mm256_set1_ps(192.0));
+    let edge = _mm256_blendv_ps(
+        _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1),
+        _mm256_mul_ps(s1, s1),
+        d,
+    );
+    _mm256_blendv_ps(inside, edge, c)
+}
+
+/// `super::hsum_dot` of one register.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn hsum_dot(v: __m256) -> f32 {
+    let t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let t = _mm_hadd_ps(t, t);
+    _mm_cvtss_f32(_mm_hadd_ps(t, t))
+}
+
+/// `super::hsum_tile` of one register.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn hsum_tile(v: __m256) -> f32 {
+    let t = _mm_add_ps(_mm256_extractf128_ps::<1>(v), _mm256_castps256_ps128(v));
+    let t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)))
+}
+
+/// Eight floats from `x[at..]`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn load(x: &[f32], at: usize) -> __m256 {
+    assert!(at + 8 <= x.len(), "eight floats from {at} of {}", x.len());
+    // SAFETY: `x` holds the eight floats read, checked above (the loops' bounds let the
+    // compiler drop the check).
+    unsafe { _mm256_loadu_ps(x.as_ptr().add(at)) }
+}
+
+/// Eight floats into `x[at..]`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn store(x: &mut [f32], at: usize, v: __m256) {
+    assert!(at + 8 <= x.len(), "eight floats from {at} of {}", x.len());
+    // SAFETY: `x` holds the eight floats written, checked above.
+    unsafe { _mm256_storeu_ps(x.as_mut_ptr().add(at), v) }
+}
+
+/// `super::dot`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let whole = x.len() / 32 * 32;
+    let mut acc = [_mm256_setzero_ps(); 4];
+    for i in (0..whole).step_by(32) {
+        for (j, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_fmadd_ps(load(x, i + 8 * j), load(y, i + 8 * j), *a);
+        }
+    }
+    let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    super::dot_tail(hsum_dot(v), &x[whole..], &y[whole..])
+}
+
+/// `super::softmax` (`row.len()` a multiple of eight).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn softmax(row: &mut [f32], seen: usize, scale: f32) {
+    let mut max = f32::NEG_INFINITY;
+    for (i, x) in row.iter_mut().enumerate() {
+        *x = if i < seen {
+            *x * scale
+        } else {
+            f32::NEG_INFINITY
+        };
+        max = if *x > max { *x } else { max };
+    }
+    let m = _mm256_set1_ps(max);
+    let mut sum = 0f64;
+    for at in (0..row.len()).step_by(8) {
+        let v = expf8(_mm256_sub_ps(load(row, at), m));
+        store(row, at, v);
+        sum += f64::from(hsum_tile(v));
+    }
+    let inv = _mm256_set1_ps((1.0 / sum) as f32);
+    for at in (0..row.len()).step_by(8) {
+        store(row, at, _mm256_mul_ps(load(row, at), inv));
+    }
+}
+
+/// `super::attend_tile` (`hd` a multiple of eight).
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn attend_tile(tile: &Tile<'_>, out: &mut [f32]) {
+    let (heads, group, kvh, hd) = tile.shape;
+    let (r0, first) = tile.rows;
+    let rows = out.len() / (group * hd);
+    let mut probs = vec![0f32; (first + r0 + rows).div_ceil(8) * 8];
+    for r in 0..rows {
+        let seen = first + r0 + r + 1;
+        let width = seen.div_ceil(8) * 8;
+        for hg in 0..group {
+            let h = kvh * group + hg;
+            let qi = &tile.q[(r0 + r) * heads * hd + h * hd..][..hd];
+            for (j, s) in probs[..seen].iter_mut().enumerate() {
+                *s = dot(&tile.keys[j * hd..][..hd], qi);
+            }
+            softmax(&mut probs[..width], seen, tile.scale);
+            // Key `j` goes to lane `j % 8`; eight dims at a time, the eight lanes' sums held in
+            // registers over all the keys, then folded as `hsum_tile`: (l4 + l0) + (l6 + l2)
+            // and (l5 + l1) + (l7 + l3), then those two. Past `seen` a lane adds nothing.
+            let o = &mut out[(r * group + hg) * hd..][..hd];
+            let values = &tile.values[..seen * hd];
+            for d in (0..hd).step_by(8) {
+                let mut lanes = [_mm256_setzero_ps(); 8];
+                let add = |lane: &mut __m256, j: usize| {
+                    let p = _mm256_set1_ps(probs[j]);
+                    *lane = _mm256_fmadd_ps(load(values, j * hd + d), p, *lane);
+                };
+                let full = seen / 8 * 8;
+                for j0 in (0..full).step_by(8) {
+                    for (l, lane) in lanes.iter_mut().enumerate() {
+                        add(lane, j0 + l);
+                    }
+                }
+                for (l, lane) in lanes.iter_mut().enumerate().take(seen - full) {
+                    add(lane, full + l);
+                }
+                let t: [__m256; 4] = std::array::from_fn(|m| _mm256_add_ps(lanes[m + 4], lanes[m]));
+                let h0 = _mm256_add_ps(t[0], t[2]);
+                let h1 = _mm256_add_ps(t[1], t[3]);
+                store(o, d, _mm256_add_ps(h0, h1));
+            }
+        }
+    }
+}
+
+/// `super::swiglu_row`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) fn swiglu_row(out: &mut [f32], row: &[f32]) {
+    let ff = out.len();
+    let whole = ff / 8 * 8;
+    let one = _mm256_set1_ps(1.0);
+    for i in (0..whole).step_by(8) {
+        let g = load(row, i);
+        let e = expf8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+        let silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+        store(out, i, _mm256_mul_ps(silu, load(row, ff + i)));
+    }
+    super::swiglu_tail(&mut out[whole..], &row[whole..ff], &row[ff + whole..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{
+        Tile, attend_tile as scalar_tile, expf, has_fma, swiglu_row as scalar_swiglu,
+    };
+
+    fn values(n: usize, k: f32) -> Vec<f32> {
+        (0..n).map(|i| ((i as f32) * k).sin() * 3.0).collect()
+    }
+
+    /// The intrinsics give the scalar definitions' bits: the exponential over its whole range
+    /// and past both ends, SwiGLU with a tail past the last multiple of eight, and attention
+    /// tiles.
+    #[test]
+    fn intrinsics_are_the_scalar_definitions_bit_for_bit() {
+        if !has_fma() {
+            println!("skipped: this CPU has no AVX2 and FMA");
+            return;
+        }
+        let mut xs: Vec<f32> = (0..40_000).map(|i| -120.0 + i as f32 * 0.0053).collect();
+        xs.extend([f32::NEG_INFINITY, -0.0, 0.0, 88.5, 200.0]);
+        for c in xs.chunks(8).filter(|c| c.len() == 8) {
+            let mut got = [0f32; 8];
+            // SAFETY: the CPU has AVX2 and FMA, checked above.
+            unsafe {
+                let v = super::expf8(std::arch::x86_64::_mm256_loadu_ps(c.as_ptr()));
+                std::arch::x86_64::_mm256_storeu_ps(got.as_mut_ptr(), v);
+            }
+            for (g, &x) in got.iter().zip(c) {
+                assert_eq!(g.to_bits(), expf(x).to_bits(), "exp({x})");
+            }
+        }
+        let ff = 21;
+        let row = values(2 * ff, 0.7);
+        let (mut a, mut b) = (vec![0f32; ff], vec![0f32; ff]);
+        // SAFETY: as above.
+        unsafe { super::swiglu_row(&mut a, &row) };
+        scalar_swiglu(&mut b, &row);
+        assert_eq!(a, b);
+        let (heads, group, hd, first, rows) = (4, 2, 64, 5, 19);
+        let q = values(rows * heads * hd, 0.31);
+        let keys = values((first + rows) * hd, 0.17);
+        let vals = values((first + rows) * hd, 0.23);
+        let tile = Tile {
+            q: &q,
+            keys: &keys,
+            values: &vals,
+            shape: (heads, group, 1, hd),
+            rows: (0, first),
+            scale: 0.125,
+        };
+        let (mut a, mut b) = (vec![0f32; rows * group * hd], vec![0f32; rows * group * hd]);
+        // SAFETY: as above, and hd is a multiple of 8.
+        unsafe { super::attend_tile(&tile, &mut a) };
+        scalar_tile(&tile, &mut b);
+        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
+}
