@@ -113,19 +113,60 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
     super::dot_tail(hsum_dot(v), &x[whole..], &y[whole..])
 }
 
+/// [`dot`] of four consecutive rows of `keys` (`hd` each, a multiple of 32) with `q`: the
+/// same lanes and sums, the last folds of the four done together by horizontal adds, which
+/// pair the same values as `hsum_dot`: `hadd(hadd(t0, t1), hadd(t2, t3))` is `(t0[0] +
+/// t0[1]) + (t0[2] + t0[3])` for each of the four.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn dot4(keys: &[f32], q: &[f32]) -> __m128 {
+    let hd = q.len();
+    let mut acc = [[_mm256_setzero_ps(); 4]; 4];
+    for i in (0..hd).step_by(32) {
+        for j in 0..4 {
+            let y = load(q, i + 8 * j);
+            for (k, a) in acc.iter_mut().enumerate() {
+                a[j] = _mm256_fmadd_ps(load(keys, k * hd + i + 8 * j), y, a[j]);
+            }
+        }
+    }
+    let mut t = [_mm_setzero_ps(); 4];
+    for (t, a) in t.iter_mut().zip(&acc) {
+        let v = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
+        *t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    }
+    _mm_hadd_ps(_mm_hadd_ps(t[0], t[1]), _mm_hadd_ps(t[2], t[3]))
+}
+
+/// Four floats into `x` (`x.len() == 4`).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn store4(x: &mut [f32], v: __m128) {
+    assert_eq!(x.len(), 4);
+    // SAFETY: `x` holds the four floats written, checked above.
+    unsafe { _mm_storeu_ps(x.as_mut_ptr(), v) }
+}
+
 /// `super::softmax` (`row.len()` a multiple of eight).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn softmax(row: &mut [f32], seen: usize, scale: f32) {
-    let mut max = f32::NEG_INFINITY;
-    for (i, x) in row.iter_mut().enumerate() {
-        *x = if i < seen {
-            *x * scale
-        } else {
-            f32::NEG_INFINITY
-        };
-        max = if *x > max { *x } else { max };
+    // Scaled and masked eight at a time; the maximum is the same value in any order.
+    let (sc, neg_inf) = (_mm256_set1_ps(scale), _mm256_set1_ps(f32::NEG_INFINITY));
+    let mut mx = neg_inf;
+    for at in (0..row.len()).step_by(8) {
+        let mut v = _mm256_mul_ps(load(row, at), sc);
+        if at + 8 > seen {
+            let live: [f32; 8] = std::array::from_fn(|l| if at + l < seen { 0.0 } else { -1.0 });
+            let masked = _mm256_cmp_ps::<_CMP_LT_OQ>(load(&live, 0), _mm256_setzero_ps());
+            v = _mm256_blendv_ps(v, neg_inf, masked);
+        }
+        store(row, at, v);
+        mx = _mm256_max_ps(mx, v);
     }
+    let h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps::<1>(mx));
+    let h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    let max = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
     let m = _mm256_set1_ps(max);
     let mut sum = 0f64;
     for at in (0..row.len()).step_by(8) {
@@ -152,7 +193,12 @@ pub(super) fn attend_tile(tile: &Tile<'_>, out: &mut [f32]) {
         for hg in 0..group {
             let h = kvh * group + hg;
             let qi = &tile.q[(r0 + r) * heads * hd + h * hd..][..hd];
-            for (j, s) in probs[..seen].iter_mut().enumerate() {
+            let by4 = if hd % 32 == 0 { seen / 4 * 4 } else { 0 };
+            for j in (0..by4).step_by(4) {
+                let r = dot4(&tile.keys[j * hd..][..4 * hd], qi);
+                store4(&mut probs[j..j + 4], r);
+            }
+            for (j, s) in probs[..seen].iter_mut().enumerate().skip(by4) {
                 *s = dot(&tile.keys[j * hd..][..hd], qi);
             }
             softmax(&mut probs[..width], seen, tile.scale);
@@ -164,7 +210,7 @@ pub(super) fn attend_tile(tile: &Tile<'_>, out: &mut [f32]) {
             for d in (0..hd).step_by(8) {
                 let mut lanes = [_mm256_setzero_ps(); 8];
                 let add = |lane: &mut __m256, j: usize| {
-                    let p = _mm256_set1_ps(probs[j]);
+                    let p = _mm256_broadcast_ss(&probs[j]);
                     *lane = _mm256_fmadd_ps(load(values, j * hd + d), p, *lane);
                 };
                 let full = seen / 8 * 8;
