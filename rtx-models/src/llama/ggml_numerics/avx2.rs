@@ -89,6 +89,19 @@ fn load(x: &[f32], at: usize) -> __m256 {
     unsafe { _mm256_loadu_ps(x.as_ptr().add(at)) }
 }
 
+/// Eight floats from `x[at..]`, unchecked: for the innermost loops, whose bounds their
+/// function checks once.
+///
+/// # Safety
+/// `at + 8 <= x.len()`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn load_unchecked(x: &[f32], at: usize) -> __m256 {
+    debug_assert!(at + 8 <= x.len());
+    // SAFETY: the caller's contract.
+    unsafe { _mm256_loadu_ps(x.as_ptr().add(at)) }
+}
+
 /// Eight floats into `x[at..]`.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -121,12 +134,20 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
 #[target_feature(enable = "avx2,fma")]
 fn dot4(keys: &[f32], q: &[f32]) -> __m128 {
     let hd = q.len();
+    assert!(
+        hd % 32 == 0 && keys.len() >= 4 * hd,
+        "four keys of a multiple of 32"
+    );
     let mut acc = [[_mm256_setzero_ps(); 4]; 4];
     for i in (0..hd).step_by(32) {
         for j in 0..4 {
-            let y = load(q, i + 8 * j);
+            // SAFETY: `i + 8 j + 8 <= hd`, and key `k < 4` ends at `(k + 1) hd <= keys.len()`,
+            // both checked above.
+            let y = unsafe { load_unchecked(q, i + 8 * j) };
             for (k, a) in acc.iter_mut().enumerate() {
-                a[j] = _mm256_fmadd_ps(load(keys, k * hd + i + 8 * j), y, a[j]);
+                // SAFETY: as above.
+                let x = unsafe { load_unchecked(keys, k * hd + i + 8 * j) };
+                a[j] = _mm256_fmadd_ps(x, y, a[j]);
             }
         }
     }
@@ -184,6 +205,7 @@ fn softmax(row: &mut [f32], seen: usize, scale: f32) {
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn attend_tile(tile: &Tile<'_>, out: &mut [f32]) {
     let (heads, group, kvh, hd) = tile.shape;
+    assert!(hd % 8 == 0, "head dim {hd} is not a multiple of 8");
     let (r0, first) = tile.rows;
     let rows = out.len() / (group * hd);
     let mut probs = vec![0f32; (first + r0 + rows).div_ceil(8) * 8];
@@ -211,7 +233,10 @@ pub(super) fn attend_tile(tile: &Tile<'_>, out: &mut [f32]) {
                 let mut lanes = [_mm256_setzero_ps(); 8];
                 let add = |lane: &mut __m256, j: usize| {
                     let p = _mm256_broadcast_ss(&probs[j]);
-                    *lane = _mm256_fmadd_ps(load(values, j * hd + d), p, *lane);
+                    // SAFETY: `j < seen` and `d + 8 <= hd` (checked at the top), so the eight
+                    // floats lie inside `values`, `seen` rows of `hd`.
+                    let v = unsafe { load_unchecked(values, j * hd + d) };
+                    *lane = _mm256_fmadd_ps(v, p, *lane);
                 };
                 let full = seen / 8 * 8;
                 for j0 in (0..full).step_by(8) {
