@@ -135,7 +135,7 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
 fn dot4(keys: &[f32], q: &[f32]) -> __m128 {
     let hd = q.len();
     assert!(
-        hd % 32 == 0 && keys.len() >= 4 * hd,
+        hd.is_multiple_of(32) && keys.len() >= 4 * hd,
         "four keys of a multiple of 32"
     );
     let mut acc = [[_mm256_setzero_ps(); 4]; 4];
@@ -205,7 +205,7 @@ fn softmax(row: &mut [f32], seen: usize, scale: f32) {
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn attend_tile(tile: &Tile<'_>, out: &mut [f32]) {
     let (heads, group, kvh, hd) = tile.shape;
-    assert!(hd % 8 == 0, "head dim {hd} is not a multiple of 8");
+    assert!(hd.is_multiple_of(8), "head dim {hd} is not a multiple of 8");
     let (r0, first) = tile.rows;
     let rows = out.len() / (group * hd);
     let mut probs = vec![0f32; (first + r0 + rows).div_ceil(8) * 8];
