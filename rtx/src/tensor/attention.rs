@@ -71,8 +71,10 @@ impl<B: Dim, H: Dim, T: Dim, Dh: Dim, E: Float> Tensor<(B, H, T, Dh), E> {
     ///
     /// On a GPU in f16 or bf16 with `Dh` a multiple of 16 up to 128, it runs fused (the
     /// kernels of `rtx::kernels::flash_attn_fwd`, FlashAttention-2's method): one launch
-    /// forward, three backward, and no `T x S` matrix in memory; elsewhere it is the
-    /// composition. A query row left with no key (only when `T > S`) is zeros when fused.
+    /// forward, three backward, and no `T x S` matrix in memory; on the CPU in f32 and f64
+    /// without a tape, one pass over tiles of query rows that scores only the keys each tile
+    /// sees; elsewhere it is the composition. A query row left with no key (only when `T >
+    /// S`) is zeros when fused and NaN otherwise, as the composition gives.
     ///
     /// ```
     /// # use rtx::prelude::*;
