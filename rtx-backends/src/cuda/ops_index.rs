@@ -507,8 +507,10 @@ pub(crate) fn arg_reduce<E: Element>(
         return Ok(out);
     }
     let (x, start) = dense_view(c, l)?;
-    // One block per output; a short axis needs fewer threads.
-    let block = (len.div_ceil(32) * 32).clamp(32, 256) as u32;
+    // One block per output; a short axis needs fewer threads, and a few long rows (a
+    // decoding step's logits) take whole 1024-thread blocks, as they alone fill the GPU.
+    let most = if rows >= 512 { 256 } else { 1024 };
+    let block = (len.div_ceil(32) * 32).clamp(32, most) as u32;
     let config = LaunchConfig {
         grid: (rows.min(1 << 20) as u32, 1, 1),
         block: (block, 1, 1),

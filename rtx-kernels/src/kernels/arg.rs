@@ -46,21 +46,41 @@ pub fn arg_reduce_axis<T: Num>(
         // This thread's first extreme among elements tid, tid + blockDim, ... (-1: none yet).
         let mut v = T::LOWEST;
         let mut at: i64 = -1;
-        for k in (tid..len).step_by(block_dim_x()) {
+        // Elements in increasing order, a later one replacing the held one only when
+        // `arg_takes` says so; four loads in flight before their four comparisons, since a
+        // long row read a load at a time waits on each (a vocabulary's logits at decoding).
+        let bd = block_dim_x();
+        let mut k = tid;
+        while k + 3 * bd < len {
+            let x0 = x[base + k * inner];
+            let x1 = x[base + (k + bd) * inner];
+            let x2 = x[base + (k + 2 * bd) * inner];
+            let x3 = x[base + (k + 3 * bd) * inner];
+            if arg_takes(v, at, x0, k as i64, max) {
+                v = x0;
+                at = k as i64;
+            }
+            if arg_takes(v, at, x1, (k + bd) as i64, max) {
+                v = x1;
+                at = (k + bd) as i64;
+            }
+            if arg_takes(v, at, x2, (k + 2 * bd) as i64, max) {
+                v = x2;
+                at = (k + 2 * bd) as i64;
+            }
+            if arg_takes(v, at, x3, (k + 3 * bd) as i64, max) {
+                v = x3;
+                at = (k + 3 * bd) as i64;
+            }
+            k += 4 * bd;
+        }
+        while k < len {
             let xk = x[base + k * inner];
-            let wins = if at < 0 || v != v {
-                at < 0
-            } else if xk != xk {
-                true
-            } else if max != 0 {
-                xk > v
-            } else {
-                xk < v
-            };
-            if wins {
+            if arg_takes(v, at, xk, k as i64, max) {
                 v = xk;
                 at = k as i64;
             }
+            k += bd;
         }
         // Combine (value, index) pairs within each warp, then the warps' in warp 0.
         let mut off: u32 = 16;

@@ -72,11 +72,29 @@ pub fn ggml_float_bits<T: Float>(bits: u32, exp_bits: u32, man_bits: u32) -> T {
     }
 }
 
-/// The f16 at the even byte offset `at`, widened exactly (numpy's `astype(np.float32)`).
+/// The f16 at the even byte offset `at`, widened exactly (numpy's `astype(np.float32)`):
+/// [`ggml_float_bits`]'s value without its loops, as every block scale is decoded this way:
+/// the significand times `2^e` is exact in f32 (at most 11 bits times a power of two below
+/// 2^31), and so is the scaling by a power of two after it.
 #[kernel(device, crate = crate)]
 pub fn ggml_f16_at<T: Float>(q: &[i32], at: usize) -> T {
     let h: u32 = ggml_half(q, at);
-    ggml_float_bits(h, 5, 10)
+    ggml_f16(h)
+}
+
+/// The f16 of bit pattern `h` (its low 16 bits), widened exactly: see [`ggml_f16_at`].
+#[kernel(device, crate = crate)]
+pub fn ggml_f16<T: Float>(h: u32) -> T {
+    let e = (h >> 10) & 31;
+    let m = h & 1023;
+    let v: T = if e == 31 {
+        if m == 0 { T::INFINITY } else { T::NAN }
+    } else if e == 0 {
+        (m as T) * (1.0 / 16777216.0)
+    } else {
+        ((m | 1024) as T) * ((1u32 << e) as T) * (1.0 / 33554432.0)
+    };
+    if (h >> 15) & 1 == 1 { -v } else { v }
 }
 
 /// A signed byte from its bits.

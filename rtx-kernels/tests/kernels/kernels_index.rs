@@ -720,7 +720,13 @@ fn arg_ref(lane: &[f64], max: bool) -> i64 {
 }
 
 fn arg_case<E: rtx_kernels::Num>(conv: impl Fn(u64) -> E, with_nan: bool) {
-    for (outer, len, inner) in [(3, 70, 2), (1, 1000, 1), (4, 5, 3), (2, 33, 1)] {
+    for (outer, len, inner) in [
+        (3, 70, 2),
+        (1, 1000, 1),
+        (1, 5000, 1),
+        (4, 5, 3),
+        (2, 33, 1),
+    ] {
         // Few distinct values: many ties.
         let raw = ints(outer * len * inner, (outer * len) as u64, 6);
         let mut x: Vec<E> = raw.iter().map(|&v| conv(v)).collect();
@@ -739,7 +745,7 @@ fn arg_case<E: rtx_kernels::Num>(conv: impl Fn(u64) -> E, with_nan: bool) {
                     want.push(arg_ref(&lane, max == 1));
                 }
             }
-            for block in [32, 64, 256] {
+            for block in [32, 64, 256, 1024] {
                 let mut out = vec![-7i64; outer * inner];
                 let grid = LaunchConfig::new(2, block);
                 arg_reduce_axis(grid, &x, &mut out, outer, len, inner, max).unwrap();

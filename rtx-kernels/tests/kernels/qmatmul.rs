@@ -88,7 +88,14 @@ fn check(kind: u32, m: usize, n: usize, k: usize) {
 
 #[test]
 fn q8_0_products_are_the_dequantized_weights_products() {
-    for (m, n, k) in [(1, 1, 32), (1, 37, 64), (9, 6, 96), (3, 4, 576)] {
+    for (m, n, k) in [
+        (1, 1, 32),
+        (1, 37, 64),
+        (9, 6, 96),
+        (3, 4, 576),
+        (4, 5, 64),
+        (5, 5, 64),
+    ] {
         check(8, m, n, k);
     }
 }
@@ -97,5 +104,30 @@ fn q8_0_products_are_the_dequantized_weights_products() {
 fn q4_1_products_are_the_dequantized_weights_products() {
     for (m, n, k) in [(1, 1, 32), (1, 37, 64), (9, 6, 96), (17, 5, 256)] {
         check(3, m, n, k);
+    }
+}
+
+/// Every f16 bit pattern (the scales of every block) widens exactly: `dequantize_ggml` of an
+/// F16 tensor (type 1) holding all 65536 patterns is `half`'s conversion, bit for bit (NaNs
+/// as NaNs).
+#[test]
+fn every_f16_pattern_widens_exactly() {
+    let words: Vec<i32> = (0..65536u32)
+        .step_by(2)
+        .map(|h| (h | ((h + 1) << 16)) as i32)
+        .collect();
+    let mut out = vec![0.0f32; 65536];
+    dequantize_ggml(LaunchConfig::new(64, 256), &words, &mut out, 1, 1, 2, 65536).unwrap();
+    for (h, got) in out.iter().enumerate() {
+        let want = half::f16::from_bits(h as u16).to_f32();
+        if want.is_nan() {
+            assert!(got.is_nan(), "f16 {h:#06x}: {got} against NaN");
+        } else {
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "f16 {h:#06x}: {got} against {want}"
+            );
+        }
     }
 }

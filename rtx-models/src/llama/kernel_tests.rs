@@ -25,8 +25,15 @@ fn vector(v: Vec<f32>) -> Tensor<(usize,)> {
     Tensor::from_vec(v, (n,), Device::Cpu)
 }
 
+/// A thread per head (the CPU's launch) and a thread per pair (a GPU's) give the same turn.
 #[test]
-fn rope_store_turns_queries_in_place_and_writes_keys_and_values_at_each_rows_place() {
+fn rope_store_turns_queries_and_keys_in_place_and_writes_keys_and_values_at_each_rows_place() {
+    for split in [1, 2] {
+        rope_store_case(split);
+    }
+}
+
+fn rope_store_case(split: usize) {
     // Two rows of 2 query heads and 1 key-value head of 4 dims (2 pairs), in a cache of 2
     // sequences of 5 positions.
     let (rows, heads, kv_heads, half, batch, max_len) = (2, 2, 1, 2, 2, 5);
@@ -43,7 +50,7 @@ fn rope_store_turns_queries_in_place_and_writes_keys_and_values_at_each_rows_pla
         Tensor::zeros(shape, Device::Cpu),
     );
     let (seq, pos) = ([1usize, 0], [3usize, 4]);
-    kernels::rope_store(
+    kernels::rope_store_split(
         &mut qkv,
         &mut keys,
         &mut vals,
@@ -52,6 +59,7 @@ fn rope_store_turns_queries_in_place_and_writes_keys_and_values_at_each_rows_pla
         &vector(vec![1.0, 0.0]),
         &vector(vec![3.0, 4.0]),
         heads,
+        split,
     )
     .unwrap();
     let (got_q, got_k, got_v) = (qkv.to_vec(), keys.to_vec(), vals.to_vec());
@@ -72,10 +80,15 @@ fn rope_store_turns_queries_in_place_and_writes_keys_and_values_at_each_rows_pla
                     assert_eq!(
                         (got_q[at], got_q[at + 1]),
                         (a, b),
-                        "row {r} head {h} pair {i}"
+                        "split {split}: row {r} head {h} pair {i}"
                     );
                 } else if h < heads + kv_heads {
                     let (a, b) = turn(at, i);
+                    assert_eq!(
+                        (got_q[at], got_q[at + 1]),
+                        (a, b),
+                        "split {split}: row {r} key head {h}"
+                    );
                     let to = cached(h - heads, i);
                     (want_k[to], want_k[to + 1]) = (a, b);
                 } else {
@@ -85,8 +98,8 @@ fn rope_store_turns_queries_in_place_and_writes_keys_and_values_at_each_rows_pla
             }
         }
     }
-    assert_eq!(got_k, want_k, "keys");
-    assert_eq!(got_v, want_v, "values");
+    assert_eq!(got_k, want_k, "keys, split {split}");
+    assert_eq!(got_v, want_v, "values, split {split}");
 }
 
 #[test]
@@ -100,11 +113,18 @@ fn silu_mul_is_the_composition_over_the_stacked_halves() {
     assert_eq!(kernels::swiglu(&gate_up).unwrap().to_vec(), want);
 }
 
+/// Head widths below a warp and over two warps' lanes (each lane then sums three dims).
 #[test]
 fn cached_attention_is_each_rows_softmax_over_its_own_sequence() {
+    for hd in [8, 72] {
+        cached_attention_case(hd);
+    }
+}
+
+fn cached_attention_case(hd: usize) {
     // Two query heads per key-value head; a row past the kernel's 1024-position chunk, so
     // the online softmax joins two chunks.
-    let (batch, kv_heads, max_len, hd, heads) = (2, 2, 1100, 8, 4);
+    let (batch, kv_heads, max_len, heads) = (2, 2, 1100, 4);
     let group = heads / kv_heads;
     let n = batch * kv_heads * max_len * hd;
     let (k_v, v_v) = (values(n, 5), values(n, 6));
@@ -127,37 +147,41 @@ fn cached_attention_is_each_rows_softmax_over_its_own_sequence() {
         Tensor::from_vec(padded, (rows.len(), heads * hd + extra), Device::Cpu);
     let seq = vector(rows.iter().map(|r| r.0 as f32).collect());
     let pos = vector(rows.iter().map(|r| r.1 as f32).collect());
-    let got = kernels::attend(&q, &keys, &vals, &seq, &pos, heads)
-        .unwrap()
-        .to_vec();
-    let scale = 1.0 / (hd as f64).sqrt();
-    for (r, &(s, p)) in rows.iter().enumerate() {
-        for h in 0..heads {
-            let base = (s * kv_heads + h / group) * max_len * hd;
-            let qrow = &q_v[(r * heads + h) * hd..][..hd];
-            let scores: Vec<f64> = (0..=p)
-                .map(|j| {
-                    let k = &k_v[base + j * hd..][..hd];
-                    qrow.iter()
-                        .zip(k)
-                        .map(|(a, b)| f64::from(a * b))
+    // One warp (the CPU's launch), eight, and 32 (a GPU's).
+    for threads in [32, 256, 1024] {
+        let got = kernels::attend_threads(&q, &keys, &vals, &seq, &pos, heads, threads)
+            .unwrap()
+            .to_vec();
+        let scale = 1.0 / (hd as f64).sqrt();
+        for (r, &(s, p)) in rows.iter().enumerate() {
+            for h in 0..heads {
+                let base = (s * kv_heads + h / group) * max_len * hd;
+                let qrow = &q_v[(r * heads + h) * hd..][..hd];
+                let scores: Vec<f64> = (0..=p)
+                    .map(|j| {
+                        let k = &k_v[base + j * hd..][..hd];
+                        qrow.iter()
+                            .zip(k)
+                            .map(|(a, b)| f64::from(a * b))
+                            .sum::<f64>()
+                            * scale
+                    })
+                    .collect();
+                let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let w: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
+                let total: f64 = w.iter().sum();
+                for d in 0..hd {
+                    let want: f64 = (0..=p)
+                        .map(|j| w[j] * f64::from(v_v[base + j * hd + d]))
                         .sum::<f64>()
-                        * scale
-                })
-                .collect();
-            let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let w: Vec<f64> = scores.iter().map(|x| (x - m).exp()).collect();
-            let total: f64 = w.iter().sum();
-            for d in 0..hd {
-                let want: f64 = (0..=p)
-                    .map(|j| w[j] * f64::from(v_v[base + j * hd + d]))
-                    .sum::<f64>()
-                    / total;
-                let g = f64::from(got[(r * heads + h) * hd + d]);
-                assert!(
-                    (g - want).abs() < 1e-5,
-                    "row {r} (sequence {s}, position {p}) head {h} dim {d}: {g} against {want}"
-                );
+                        / total;
+                    let g = f64::from(got[(r * heads + h) * hd + d]);
+                    assert!(
+                        (g - want).abs() < 1e-5,
+                        "{threads} threads, head width {hd}: row {r} (sequence {s}, position {p}) head {h} dim \
+                     {d}: {g} against {want}"
+                    );
+                }
             }
         }
     }

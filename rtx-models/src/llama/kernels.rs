@@ -27,13 +27,15 @@ const CHUNK: usize = 1024;
 /// sequence `seq[r]` at position `pos[r]`. Each adjacent pair `(2i, 2i + 1)` of a query or
 /// key head is turned by the angle of pair `i` at that position (`cos[pos[r] * half + i]`,
 /// `sin[...]`; llama.cpp's row order, see the module docs of [`crate::llama`]): query pairs
-/// in place, key pairs into `keys`; value pairs are copied into `values` as they are. The
+/// and key pairs in place, key pairs also into `keys` (only the query columns of `qkv` are
+/// read afterwards); value pairs are copied into `values` as they are. The
 /// turn is `(a c - b s, a s + b c)` with the first product fused into each (`mul_add`), as
 /// llama.cpp's compiled C computes it. The
-/// caches are `[batch, kv_heads, max_len, 2 half]`. One thread per head of a row (`heads_all
-/// = rows * (heads + 2 kv_heads)` of them), walking its `half` pairs: a step has few rows,
-/// and on the CPU, where launches are emulated thread by thread, a thread per pair cost a
-/// sixth of a prefill.
+/// caches are `[batch, kv_heads, max_len, 2 half]`. `split` threads per head of a row
+/// (`threads_all = rows * (heads + 2 kv_heads) * split`), each walking `half / split` pairs:
+/// on a GPU a thread per pair (a thread walking a head's 32 pairs took 11 µs of a decoding
+/// step's 100 µs block on an H100), on the CPU a thread per head (the emulation runs threads
+/// one by one, and a thread per pair cost a sixth of a prefill).
 #[rtx::kernel]
 fn rope_store_rows<T: Float>(
     qkv: &mut [T],
@@ -43,42 +45,49 @@ fn rope_store_rows<T: Float>(
     sin: &[T],
     seq: &[T],
     pos: &[T],
-    heads_all: usize,
+    threads_all: usize,
     heads: usize,
     kv_heads: usize,
     half: usize,
     max_len: usize,
+    split: usize,
 ) {
     let i = block_idx_x() * block_dim_x() + thread_idx_x();
-    if i < heads_all {
+    if i < threads_all {
         let row_heads = heads + 2 * kv_heads;
-        let r = i / row_heads;
-        let head = i % row_heads;
+        let hi = i / split;
+        let per = half / split;
+        let first = (i % split) * per;
+        let r = hi / row_heads;
+        let head = hi % row_heads;
         let p = pos[r] as usize;
-        let from = i * 2 * half;
-        if head < heads {
-            for k in 0..half {
+        let from = hi * 2 * half;
+        if head < heads + kv_heads {
+            // A key head is turned in place too (nothing reads it there again), then stored.
+            let is_key = head >= heads;
+            let to = if is_key {
+                ((seq[r] as usize * kv_heads + head - heads) * max_len + p) * 2 * half
+            } else {
+                0
+            };
+            for k in first..first + per {
                 let a = qkv[from + 2 * k];
                 let b = qkv[from + 2 * k + 1];
                 let c = cos[p * half + k];
                 let s = sin[p * half + k];
-                qkv[from + 2 * k] = a.mul_add(c, -(b * s));
-                qkv[from + 2 * k + 1] = a.mul_add(s, b * c);
-            }
-        } else if head < heads + kv_heads {
-            let to = ((seq[r] as usize * kv_heads + head - heads) * max_len + p) * 2 * half;
-            for k in 0..half {
-                let a = qkv[from + 2 * k];
-                let b = qkv[from + 2 * k + 1];
-                let c = cos[p * half + k];
-                let s = sin[p * half + k];
-                keys[to + 2 * k] = a.mul_add(c, -(b * s));
-                keys[to + 2 * k + 1] = a.mul_add(s, b * c);
+                let x = a.mul_add(c, -(b * s));
+                let y = a.mul_add(s, b * c);
+                qkv[from + 2 * k] = x;
+                qkv[from + 2 * k + 1] = y;
+                if is_key {
+                    keys[to + 2 * k] = x;
+                    keys[to + 2 * k + 1] = y;
+                }
             }
         } else {
             let vh = head - heads - kv_heads;
             let to = ((seq[r] as usize * kv_heads + vh) * max_len + p) * 2 * half;
-            for k in 0..2 * half {
+            for k in 2 * first..2 * (first + per) {
                 values[to + k] = qkv[from + k];
             }
         }
@@ -130,17 +139,20 @@ fn add_rms_norm_rows<T: Float>(
 
 /// Attention of single-token rows over the cache: block `r * heads + h` takes query head `h`
 /// of row `r` (`q`, rows of `q_stride` elements whose first `heads * head_dim` are the query
-/// heads), which belongs to sequence `seq[r]` at
-/// position `pos[r]`, and attends over that sequence's cached keys and values at positions
-/// `0..=pos[r]` of key-value head `h / group` (`keys` and `values`, `[batch, kv_heads,
-/// max_len, head_dim]`, this step's own key already written), writing `out`, `[rows, heads *
-/// head_dim]`.
+/// heads), which belongs to sequence `seq[r]` at position `pos[r]`, and attends over that
+/// sequence's cached keys and values at positions `0..=pos[r]` of key-value head `h / group`
+/// (`keys` and `values`, `[batch, kv_heads, max_len, head_dim]`, this step's own key already
+/// written), writing `out`, `[rows, heads * head_dim]`.
 ///
-/// Thread `j` scores positions `j, j + threads, ..` of a chunk of [`CHUNK`] into shared
-/// memory; the block's maximum and sum are taken from shared memory in thread order, so every
-/// thread holds the same values and the result does not depend on the other rows or on how
-/// many there are; thread `d < head_dim` then accumulates output dim `d`. Chunks are joined
-/// by rescaling with the running maximum (an online softmax). Needs `head_dim <= threads`.
+/// Positions go in chunks of [`CHUNK`], joined by rescaling with the running maximum (an
+/// online softmax). In a chunk, each group of 8 lanes scores one position at a time (lane
+/// `i` of the group takes dims `i, i + 8, ..`, and a butterfly joins them, so a position's
+/// loads are in flight together), into shared memory; the block's maximum and sum are
+/// butterflies and a fixed order over the warps, the same in every thread; then warp `w`
+/// accumulates positions `w, w + warps, ..` for dims `lane + 32 i` (`i < 4`), and the warps'
+/// sums meet in warp order at the end. Every order is fixed by the launch shape, so a row's
+/// result depends neither on the other rows nor on how many there are. Needs `head_dim <=
+/// 128` and whole warps.
 #[rtx::kernel]
 fn cached_attention<T: Float>(
     q: &[T],
@@ -159,13 +171,18 @@ fn cached_attention<T: Float>(
 ) {
     const CHUNK: usize = 1024;
     #[shared]
-    let qs: [T; 1024];
+    let qs: [T; 128];
     #[shared]
     let sc: [T; 1024];
     #[shared]
-    let red: [T; 1024];
+    let part: [T; 4096];
+    #[shared]
+    let red: [T; 32];
     let tid = thread_idx_x();
     let nt = block_dim_x();
+    let lane = lane_id();
+    let warp = tid / 32;
+    let warps = nt / 32;
     let r = block_idx_x() / heads;
     let h = block_idx_x() % heads;
     let len = pos[r] as usize + 1;
@@ -178,33 +195,45 @@ fn cached_attention<T: Float>(
         d += nt;
     }
     sync_threads();
+    let g = tid / 8;
+    let sub = tid % 8;
+    let groups = nt / 8;
     let mut m_run = T::NEG_INFINITY;
     let mut l_run = 0.0;
-    let mut acc = 0.0;
+    let mut acc = [0.0; 4];
     let mut start = 0;
     while start < len {
         let n = (len - start).min(CHUNK);
-        // Scores of this chunk, and this thread's maximum.
+        // Scores of this chunk, and this thread's maximum. Every lane runs every round, so
+        // the butterflies see whole warps.
         let mut m_mine = T::NEG_INFINITY;
-        let mut j = tid;
-        while j < n {
-            let row = kv + (start + j) * head_dim;
+        let mut round = 0;
+        while round < n {
+            let j = round + g;
             let mut dot = 0.0;
-            for e in 0..head_dim {
-                dot += qs[e] * keys[row + e];
+            if j < n {
+                let row = kv + (start + j) * head_dim;
+                // A constant trip count, so the loads are unrolled and in flight together.
+                for t in 0..16 {
+                    let e = sub + 8 * t;
+                    if e < head_dim {
+                        dot += qs[e] * keys[row + e];
+                    }
+                }
             }
-            let s = dot * scale;
-            sc[j] = s;
-            m_mine = m_mine.max(s);
-            j += nt;
+            dot += warp_shuffle_xor(dot, 4);
+            dot += warp_shuffle_xor(dot, 2);
+            dot += warp_shuffle_xor(dot, 1);
+            if j < n {
+                let s = dot * scale;
+                if sub == 0 {
+                    sc[j] = s;
+                }
+                m_mine = m_mine.max(s);
+            }
+            round += groups;
         }
-        red[tid] = m_mine;
-        sync_threads();
-        let mut m_chunk = T::NEG_INFINITY;
-        for w in 0..nt {
-            m_chunk = m_chunk.max(red[w]);
-        }
-        sync_threads();
+        let m_chunk = rtx::kernels::block_max(m_mine, &mut red);
         let m_new = m_run.max(m_chunk);
         // exp(-inf) = 0 on the first chunk, when nothing is accumulated yet.
         let corr = (m_run - m_new).exp();
@@ -216,27 +245,44 @@ fn cached_attention<T: Float>(
             l_mine += e;
             j += nt;
         }
-        red[tid] = l_mine;
-        sync_threads();
-        let mut l_chunk = 0.0;
-        for w in 0..nt {
-            l_chunk += red[w];
-        }
-        l_run = l_run * corr + l_chunk;
-        if tid < head_dim {
-            let mut a = 0.0;
-            for j in 0..n {
-                a += sc[j] * values[kv + (start + j) * head_dim + tid];
+        l_run = l_run * corr + rtx::kernels::block_sum(l_mine, &mut red);
+        // `block_sum` synchronized after the exponentials were written.
+        let mut a = [0.0; 4];
+        let mut j = warp;
+        while j < n {
+            let p = sc[j];
+            let row = kv + (start + j) * head_dim;
+            for i in 0..4 {
+                let d = lane + 32 * i;
+                if d < head_dim {
+                    a[i] += p * values[row + d];
+                }
             }
-            acc = acc * corr + a;
+            j += warps;
+        }
+        for i in 0..4 {
+            acc[i] = acc[i] * corr + a[i];
         }
         m_run = m_new;
         // The next chunk overwrites `sc` and `red`.
         sync_threads();
         start += CHUNK;
     }
-    if tid < head_dim {
-        out[orow + tid] = acc / l_run;
+    for i in 0..4 {
+        let d = lane + 32 * i;
+        if d < head_dim {
+            part[warp * head_dim + d] = acc[i];
+        }
+    }
+    sync_threads();
+    let mut d = tid;
+    while d < head_dim {
+        let mut total = 0.0;
+        for w in 0..warps {
+            total += part[w * head_dim + d];
+        }
+        out[orow + d] = total / l_run;
+        d += nt;
     }
 }
 
@@ -266,7 +312,7 @@ fn elements(n: usize) -> LaunchConfig {
 
 /// Turns the query and key heads of the projected rows `qkv` (`[rows, (heads + 2 kv_heads) *
 /// head_dim]`) by each row's position in `pos` (`[rows]`), with the `[positions, head_dim /
-/// 2]` tables `cos` and `sin`: the queries in place, the keys into `keys`; the values go to
+/// 2]` tables `cos` and `sin`: the queries and keys in place, the keys also into `keys`; the values go to
 /// `values` (caches `[batch, kv_heads, max_len, head_dim]`), each row at its sequence `seq`
 /// and position. The caller has checked every sequence and position against the caches and
 /// the tables.
@@ -281,13 +327,32 @@ pub(super) fn rope_store(
     pos: &Tensor<(usize,)>,
     heads: usize,
 ) -> Result<()> {
+    let half = cos.dims()[1];
+    let split = if qkv.device().is_cuda() { half } else { 1 };
+    rope_store_split(qkv, keys, values, cos, sin, seq, pos, heads, split)
+}
+
+/// [`rope_store`] with `split` threads per head (a divisor of `head_dim / 2`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rope_store_split(
+    qkv: &mut Tensor<(usize, usize)>,
+    keys: &mut Tensor<(usize, usize, usize, usize)>,
+    values: &mut Tensor<(usize, usize, usize, usize)>,
+    cos: &Tensor<(usize, usize)>,
+    sin: &Tensor<(usize, usize)>,
+    seq: &Tensor<(usize,)>,
+    pos: &Tensor<(usize,)>,
+    heads: usize,
+    split: usize,
+) -> Result<()> {
     let [_, kv_heads, max_len, head_dim] = keys.dims()[..] else {
         unreachable!("a rank-4 cache")
     };
     let half = cos.dims()[1];
     debug_assert_eq!(head_dim, 2 * half);
     debug_assert_eq!(qkv.dims()[1], (heads + 2 * kv_heads) * head_dim);
-    let heads_all = qkv.dims()[0] * (heads + 2 * kv_heads);
+    debug_assert!(split > 0 && half.is_multiple_of(split));
+    let threads_all = qkv.dims()[0] * (heads + 2 * kv_heads) * split;
     let mut args = [
         Arg::output(qkv),
         Arg::output(keys),
@@ -296,17 +361,19 @@ pub(super) fn rope_store(
         Arg::input(sin),
         Arg::input(seq),
         Arg::input(pos),
-        Arg::usize(heads_all),
+        Arg::usize(threads_all),
         Arg::usize(heads),
         Arg::usize(kv_heads),
         Arg::usize(half),
         Arg::usize(max_len),
+        Arg::usize(split),
     ];
-    // SAFETY: thread `i < heads_all` touches head `i`'s `2 half` elements of `qkv`, reads row
-    // `i / (heads + 2 kv_heads) < rows` of `seq` and `pos`, reads the tables at a position
-    // the caller checked lies inside them, and writes one key or value head inside the caches
-    // at the sequence and position the caller checked are below their batch and `max_len`.
-    unsafe { rtx::kernel::launch(rope_store_rows::Op, elements(heads_all), &mut args) }
+    // SAFETY: thread `i < threads_all` touches `2 half / split` elements of head `i / split`
+    // of `qkv` (`split` divides `half`), reads row `i / split / (heads + 2 kv_heads) < rows`
+    // of `seq` and `pos`, reads the tables at a position the caller checked lies inside them,
+    // and writes inside one key or value head of the caches at the sequence and position the
+    // caller checked are below their batch and `max_len`.
+    unsafe { rtx::kernel::launch(rope_store_rows::Op, elements(threads_all), &mut args) }
 }
 
 /// `silu(gate) * up` of the stacked feed-forward projection `gate_up` (`[rows, 2 ff]`: the
@@ -372,6 +439,24 @@ pub(super) fn attend(
     pos: &Tensor<(usize,)>,
     heads: usize,
 ) -> Result<Tensor<(usize, usize)>> {
+    // On a GPU 32 warps, which share the scoring (128 positions a round) and the weighted
+    // sum of the values (a decoding step's block of 8 warps spent 13 µs here on an H100,
+    // most of it waiting on loads one round after another); on the CPU's emulation, where
+    // every thread is a coroutine switched at each barrier, one.
+    let threads = if q.device().is_cuda() { 1024 } else { 32 };
+    attend_threads(q, keys, values, seq, pos, heads, threads)
+}
+
+/// [`attend`] with blocks of `threads` (a multiple of 32, at most 1024).
+pub(super) fn attend_threads(
+    q: &Tensor<(usize, usize)>,
+    keys: &Tensor<(usize, usize, usize, usize)>,
+    values: &Tensor<(usize, usize, usize, usize)>,
+    seq: &Tensor<(usize,)>,
+    pos: &Tensor<(usize,)>,
+    heads: usize,
+    threads: usize,
+) -> Result<Tensor<(usize, usize)>> {
     let [_, kv_heads, max_len, head_dim] = keys.dims()[..] else {
         unreachable!("a rank-4 cache")
     };
@@ -379,20 +464,12 @@ pub(super) fn attend(
         unreachable!("a matrix")
     };
     debug_assert!(q_stride >= heads * head_dim);
+    debug_assert!(threads.is_multiple_of(32) && (32..=1024).contains(&threads));
     let mut out: Tensor<(usize, usize)> = Tensor::empty((rows, heads * head_dim), q.device());
-    // Enough threads for one head's dims, in whole warps: on a GPU at least 128, so 4 warps
-    // share the scoring of long contexts; on the CPU's emulation, where every thread is a
-    // coroutine switched at each barrier, no more than the dims need.
-    let least = if matches!(q.device(), Device::Cpu) {
-        32
-    } else {
-        128
-    };
-    let threads = head_dim.next_multiple_of(32).max(least);
-    if head_dim > CHUNK || threads > 1024 {
+    if head_dim > 128 {
         return Err(Error::BadArgument {
             op: "Llama attention",
-            msg: format!("a head width of {head_dim}: the cached attention holds at most 1024"),
+            msg: format!("a head width of {head_dim}: the cached attention holds at most 128"),
         });
     }
     let config = LaunchConfig::new((rows * heads) as u32, threads as u32);
@@ -414,8 +491,8 @@ pub(super) fn attend(
     // SAFETY: block `r heads + h` reads the query heads of row `r < rows` of `q` (`heads *
     // head_dim <= q_stride`), row `r` of `seq` and `pos`, the cache
     // at the sequence and positions `..= pos[r]` the caller checked lie inside it, and writes
-    // its head of row `r` of `out`; shared indices stay below `CHUNK`, `head_dim` and the
-    // block's threads, all at most 1024.
+    // its head of row `r` of `out`; shared indices stay below `CHUNK` (scores), 128 (the
+    // query, `head_dim <= 128`) and `warps * head_dim <= 32 * 128` (the warps' sums).
     unsafe { rtx::kernel::launch(cached_attention::Op, config, &mut args)? };
     Ok(out)
 }
