@@ -17,10 +17,6 @@ use rtx::prelude::*;
 /// Threads per block of the one-thread-per-element kernels.
 const THREADS: usize = 256;
 
-/// The positions the attention kernel scores per pass, held in shared memory; longer
-/// contexts take several passes, joined by an online softmax.
-const CHUNK: usize = 1024;
-
 /// The rotary turn and the cache write of a step's projected rows `qkv` (`[rows, (heads +
 /// 2 kv_heads) * 2 half]`: the query heads, then the key heads, then the value heads, as
 /// [`crate::llama::LlamaBlock::qkv`] stacks them), in one launch. Row `r` belongs to
@@ -144,7 +140,7 @@ fn add_rms_norm_rows<T: Float>(
 /// (`keys` and `values`, `[batch, kv_heads, max_len, head_dim]`, this step's own key already
 /// written), writing `out`, `[rows, heads * head_dim]`.
 ///
-/// Positions go in chunks of [`CHUNK`], joined by rescaling with the running maximum (an
+/// Positions go in chunks of 1024 (their scores held in shared memory), joined by rescaling with the running maximum (an
 /// online softmax). In a chunk, each group of 8 lanes scores one position at a time (lane
 /// `i` of the group takes dims `i, i + 8, ..`, and a butterfly joins them, so a position's
 /// loads are in flight together), into shared memory; the block's maximum and sum are
