@@ -435,11 +435,17 @@ pub(super) fn attend(
     pos: &Tensor<(usize,)>,
     heads: usize,
 ) -> Result<Tensor<(usize, usize)>> {
-    // On a GPU 32 warps, which share the scoring (128 positions a round) and the weighted
-    // sum of the values (a decoding step's block of 8 warps spent 13 µs here on an H100,
-    // most of it waiting on loads one round after another); on the CPU's emulation, where
+    // On a GPU with few blocks (a decoding step at batch 1 has 9), 32 warps, which share the
+    // scoring (128 positions a round) and the weighted sum of the values (blocks of 8 warps
+    // spent 13 µs here on an H100, most of it waiting on loads one round after another);
+    // with a block for every multiprocessor or more, 8 warps. On the CPU's emulation, where
     // every thread is a coroutine switched at each barrier, one.
-    let threads = if q.device().is_cuda() { 1024 } else { 32 };
+    let blocks = q.dims()[0] * heads;
+    let threads = match (q.device().is_cuda(), blocks >= 128) {
+        (false, _) => 32,
+        (true, false) => 1024,
+        (true, true) => 256,
+    };
     attend_threads(q, keys, values, seq, pos, heads, threads)
 }
 
