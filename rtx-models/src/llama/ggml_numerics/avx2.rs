@@ -1,6 +1,9 @@
 //! The loops of `ggml_numerics` in AVX2 and FMA intrinsics: the same operations in the same
 //! order as the scalar definitions there (and as ggml's AVX2 code), eight lanes a register,
-//! so the results are the same bits. Every function needs a CPU with AVX2 and FMA.
+//! so the results are the same bits. Every function needs a CPU with AVX2 and FMA, and the
+//! attention tile has a second entry for AVX-512 ([`attend_tile_512`]), whose registers hold
+//! two of those eight-lane registers side by side: each element still sees the same
+//! operations, with half the instructions.
 
 use super::Tile;
 use std::arch::x86_64::*;
@@ -201,9 +204,114 @@ fn softmax(row: &mut [f32], seen: usize, scale: f32) {
     }
 }
 
+/// [`dot4`] in 512-bit registers (AVX-512F): each key's accumulators 0 and 1 side by side
+/// in one register and 2 and 3 in another, so adding the two registers is the first fold,
+/// `(a0 + a2) | (a1 + a3)`, and the halves of that the second: the same sums in the same
+/// order.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn dot4_512(keys: &[f32], q: &[f32]) -> __m128 {
+    let hd = q.len();
+    assert!(
+        hd.is_multiple_of(32) && keys.len() >= 4 * hd,
+        "four keys of a multiple of 32"
+    );
+    let mut acc = [[_mm512_setzero_ps(); 2]; 4];
+    for i in (0..hd).step_by(32) {
+        // SAFETY: `i + 32 <= hd`, and key `k < 4` ends at `(k + 1) hd <= keys.len()`, both
+        // checked above.
+        let y = unsafe {
+            [
+                _mm512_loadu_ps(q.as_ptr().add(i)),
+                _mm512_loadu_ps(q.as_ptr().add(i + 16)),
+            ]
+        };
+        for (k, a) in acc.iter_mut().enumerate() {
+            for (h, a) in a.iter_mut().enumerate() {
+                // SAFETY: as above.
+                let x = unsafe { _mm512_loadu_ps(keys.as_ptr().add(k * hd + i + 16 * h)) };
+                *a = _mm512_fmadd_ps(x, y[h], *a);
+            }
+        }
+    }
+    let mut t = [_mm_setzero_ps(); 4];
+    for (t, a) in t.iter_mut().zip(&acc) {
+        let s = _mm512_add_ps(a[0], a[1]);
+        let v = _mm256_add_ps(
+            _mm512_castps512_ps256(s),
+            _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(s))),
+        );
+        *t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    }
+    _mm_hadd_ps(_mm_hadd_ps(t[0], t[1]), _mm_hadd_ps(t[2], t[3]))
+}
+
+/// [`value_sums`] in 512-bit registers (AVX-512F): a lane's register holds 16 dims, two
+/// registers a lane cover 32 dims at a time (16 accumulators), and each dim sees the same
+/// operations and fold. `hd` is a multiple of 32.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma")]
+fn value_sums_512(values: &[f32], probs: &[f32], seen: usize, o: &mut [f32]) {
+    let hd = o.len();
+    assert!(hd.is_multiple_of(32) && values.len() >= seen * hd && probs.len() >= seen);
+    for d in (0..hd).step_by(32) {
+        let mut lanes = [[_mm512_setzero_ps(); 2]; 8];
+        let add = |lane: &mut [__m512; 2], j: usize| {
+            let p = _mm512_set1_ps(probs[j]);
+            for (h, l) in lane.iter_mut().enumerate() {
+                // SAFETY: `j < seen` and `d + 32 <= hd` (checked above), so the sixteen
+                // floats lie inside `values`, `seen` rows of `hd`.
+                let v = unsafe { _mm512_loadu_ps(values.as_ptr().add(j * hd + d + 16 * h)) };
+                *l = _mm512_fmadd_ps(v, p, *l);
+            }
+        };
+        let full = seen / 8 * 8;
+        for j0 in (0..full).step_by(8) {
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                add(lane, j0 + l);
+            }
+        }
+        for (l, lane) in lanes.iter_mut().enumerate().take(seen - full) {
+            add(lane, full + l);
+        }
+        for h in 0..2 {
+            let t: [__m512; 4] =
+                std::array::from_fn(|m| _mm512_add_ps(lanes[m + 4][h], lanes[m][h]));
+            let sum = _mm512_add_ps(_mm512_add_ps(t[0], t[2]), _mm512_add_ps(t[1], t[3]));
+            let at = &mut o[d + 16 * h..][..16];
+            // SAFETY: `at` holds the sixteen floats written.
+            unsafe { _mm512_storeu_ps(at.as_mut_ptr(), sum) };
+        }
+    }
+}
+
 /// `super::attend_tile` (`hd` a multiple of eight).
 #[target_feature(enable = "avx2,fma")]
 pub(super) fn attend_tile(tile: &Tile<'_>, out: &mut [f32]) {
+    // SAFETY: AVX2 and FMA are enabled here, which is all the body needs without `WIDE`.
+    unsafe { tile_body::<false>(tile, out) }
+}
+
+/// `super::attend_tile` with the dot products and the value sums in 512-bit registers (`hd` a
+/// multiple of 32).
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(super) fn attend_tile_512(tile: &Tile<'_>, out: &mut [f32]) {
+    assert!(
+        tile.shape.3.is_multiple_of(32),
+        "head dim {} is not a multiple of 32",
+        tile.shape.3
+    );
+    // SAFETY: AVX-512F, AVX2 and FMA are enabled here.
+    unsafe { tile_body::<true>(tile, out) }
+}
+
+/// The tile loop of both entries, inlined into each: `WIDE` takes the 512-bit dot products
+/// and value sums.
+///
+/// # Safety
+/// The caller enables AVX2 and FMA, and AVX-512F when `WIDE` (then `hd` is a multiple of 32).
+#[inline(always)]
+unsafe fn tile_body<const WIDE: bool>(tile: &Tile<'_>, out: &mut [f32]) {
     let (heads, group, kvh, hd) = tile.shape;
     assert!(hd.is_multiple_of(8), "head dim {hd} is not a multiple of 8");
     let (r0, first) = tile.rows;
@@ -217,42 +325,67 @@ pub(super) fn attend_tile(tile: &Tile<'_>, out: &mut [f32]) {
             let qi = &tile.q[(r0 + r) * heads * hd + h * hd..][..hd];
             let by4 = if hd % 32 == 0 { seen / 4 * 4 } else { 0 };
             for j in (0..by4).step_by(4) {
-                let r = dot4(&tile.keys[j * hd..][..4 * hd], qi);
-                store4(&mut probs[j..j + 4], r);
+                let keys = &tile.keys[j * hd..][..4 * hd];
+                // SAFETY: the caller's features.
+                let r = unsafe {
+                    if WIDE {
+                        dot4_512(keys, qi)
+                    } else {
+                        dot4(keys, qi)
+                    }
+                };
+                // SAFETY: as above.
+                unsafe { store4(&mut probs[j..j + 4], r) };
             }
             for (j, s) in probs[..seen].iter_mut().enumerate().skip(by4) {
-                *s = dot(&tile.keys[j * hd..][..hd], qi);
+                // SAFETY: as above.
+                *s = unsafe { dot(&tile.keys[j * hd..][..hd], qi) };
             }
-            softmax(&mut probs[..width], seen, tile.scale);
-            // Key `j` goes to lane `j % 8`; eight dims at a time, the eight lanes' sums held in
-            // registers over all the keys, then folded as `hsum_tile`: (l4 + l0) + (l6 + l2)
-            // and (l5 + l1) + (l7 + l3), then those two. Past `seen` a lane adds nothing.
+            // SAFETY: as above.
+            unsafe { softmax(&mut probs[..width], seen, tile.scale) };
             let o = &mut out[(r * group + hg) * hd..][..hd];
             let values = &tile.values[..seen * hd];
-            for d in (0..hd).step_by(8) {
-                let mut lanes = [_mm256_setzero_ps(); 8];
-                let add = |lane: &mut __m256, j: usize| {
-                    let p = _mm256_broadcast_ss(&probs[j]);
-                    // SAFETY: `j < seen` and `d + 8 <= hd` (checked at the top), so the eight
-                    // floats lie inside `values`, `seen` rows of `hd`.
-                    let v = unsafe { load_unchecked(values, j * hd + d) };
-                    *lane = _mm256_fmadd_ps(v, p, *lane);
-                };
-                let full = seen / 8 * 8;
-                for j0 in (0..full).step_by(8) {
-                    for (l, lane) in lanes.iter_mut().enumerate() {
-                        add(lane, j0 + l);
-                    }
-                }
-                for (l, lane) in lanes.iter_mut().enumerate().take(seen - full) {
-                    add(lane, full + l);
-                }
-                let t: [__m256; 4] = std::array::from_fn(|m| _mm256_add_ps(lanes[m + 4], lanes[m]));
-                let h0 = _mm256_add_ps(t[0], t[2]);
-                let h1 = _mm256_add_ps(t[1], t[3]);
-                store(o, d, _mm256_add_ps(h0, h1));
+            if WIDE {
+                // SAFETY: as above; `hd` is a multiple of 32.
+                unsafe { value_sums_512(values, &probs, seen, o) };
+            } else {
+                // SAFETY: as above.
+                unsafe { value_sums(values, &probs, seen, o) };
             }
         }
+    }
+}
+
+/// The value sums of [`tile_body`]: key `j` goes to lane `j % 8`; eight dims at a time, the
+/// eight lanes' sums held in registers over all the keys, then folded as `hsum_tile`: (l4 +
+/// l0) + (l6 + l2) and (l5 + l1) + (l7 + l3), then those two. Past `seen` a lane adds nothing.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn value_sums(values: &[f32], probs: &[f32], seen: usize, o: &mut [f32]) {
+    let hd = o.len();
+    assert!(values.len() >= seen * hd && probs.len() >= seen);
+    for d in (0..hd).step_by(8) {
+        let mut lanes = [_mm256_setzero_ps(); 8];
+        let add = |lane: &mut __m256, j: usize| {
+            let p = _mm256_broadcast_ss(&probs[j]);
+            // SAFETY: `j < seen` and `d + 8 <= hd` (`hd` a multiple of 8, checked by the
+            // tile), so the eight floats lie inside `values`, `seen` rows of `hd`.
+            let v = unsafe { load_unchecked(values, j * hd + d) };
+            *lane = _mm256_fmadd_ps(v, p, *lane);
+        };
+        let full = seen / 8 * 8;
+        for j0 in (0..full).step_by(8) {
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                add(lane, j0 + l);
+            }
+        }
+        for (l, lane) in lanes.iter_mut().enumerate().take(seen - full) {
+            add(lane, full + l);
+        }
+        let t: [__m256; 4] = std::array::from_fn(|m| _mm256_add_ps(lanes[m + 4], lanes[m]));
+        let h0 = _mm256_add_ps(t[0], t[2]);
+        let h1 = _mm256_add_ps(t[1], t[3]);
+        store(o, d, _mm256_add_ps(h0, h1));
     }
 }
 
@@ -274,7 +407,7 @@ pub(super) fn swiglu_row(out: &mut [f32], row: &[f32]) {
 #[cfg(test)]
 mod tests {
     use super::super::{
-        Tile, attend_tile as scalar_tile, expf, has_fma, swiglu_row as scalar_swiglu,
+        Tile, attend_tile as scalar_tile, expf, has_avx512, has_fma, swiglu_row as scalar_swiglu,
     };
 
     fn values(n: usize, k: f32) -> Vec<f32> {
@@ -327,5 +460,16 @@ mod tests {
         unsafe { super::attend_tile(&tile, &mut a) };
         scalar_tile(&tile, &mut b);
         assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+        if has_avx512() {
+            let mut c = vec![0f32; rows * group * hd];
+            // SAFETY: the CPU has AVX-512F, checked above, and hd is a multiple of 32.
+            unsafe { super::attend_tile_512(&tile, &mut c) };
+            assert!(
+                c.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "the 512-bit tile"
+            );
+        } else {
+            println!("the 512-bit tile: skipped: this CPU has no AVX-512F");
+        }
     }
 }
