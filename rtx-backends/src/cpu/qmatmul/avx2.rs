@@ -38,8 +38,32 @@ impl TileKernel for Tiles {
 unsafe fn tile(ty: QWeight, t: &Tile<'_>, out: &mut [[f32; NR]; MR]) {
     let nb = t.blocks(ty);
     // SAFETY: the caller enables the features, and `blocks` checked every row's length.
+    unsafe { rows4(ty, t, nb, out) };
+    if t.mr > 4 {
+        // Rows 4.. as a second tile of the same weight rows: AVX2's 16 registers hold the
+        // sums of four rows.
+        let upper = Tile {
+            w: t.w,
+            x: std::array::from_fn(|r| t.x[(r + 4).min(MR - 1)]),
+            mr: t.mr - 4,
+            ahead: t.ahead,
+        };
+        let mut o = [[0.0f32; NR]; MR];
+        // SAFETY: as above; the rows are the tile's own.
+        unsafe { rows4(ty, &upper, nb, &mut o) };
+        out[4..].copy_from_slice(&o[..MR - 4]);
+    }
+}
+
+/// The tile's first four (or fewer) rows.
+///
+/// # Safety
+/// As [`tile`], and every row of `t` holds `nb` blocks.
+#[inline(always)]
+unsafe fn rows4(ty: QWeight, t: &Tile<'_>, nb: usize, out: &mut [[f32; NR]; MR]) {
+    // SAFETY: the caller's contract.
     unsafe {
-        match (t.mr, ty) {
+        match (t.mr.min(4), ty) {
             (1, QWeight::Q4_1) => body::<1, true>(t, nb, out),
             (2, QWeight::Q4_1) => body::<2, true>(t, nb, out),
             (3, QWeight::Q4_1) => body::<3, true>(t, nb, out),

@@ -60,11 +60,19 @@ unsafe fn dispatch<const VNNI: bool>(
             (1, QWeight::Q4_1) => body::<1, true, VNNI>(t, nb, out),
             (2, QWeight::Q4_1) => body::<2, true, VNNI>(t, nb, out),
             (3, QWeight::Q4_1) => body::<3, true, VNNI>(t, nb, out),
-            (_, QWeight::Q4_1) => body::<4, true, VNNI>(t, nb, out),
+            (4, QWeight::Q4_1) => body::<4, true, VNNI>(t, nb, out),
+            (5, QWeight::Q4_1) => body::<5, true, VNNI>(t, nb, out),
+            (6, QWeight::Q4_1) => body::<6, true, VNNI>(t, nb, out),
+            (7, QWeight::Q4_1) => body::<7, true, VNNI>(t, nb, out),
+            (_, QWeight::Q4_1) => body::<8, true, VNNI>(t, nb, out),
             (1, QWeight::Q8_0) => body::<1, false, VNNI>(t, nb, out),
             (2, QWeight::Q8_0) => body::<2, false, VNNI>(t, nb, out),
             (3, QWeight::Q8_0) => body::<3, false, VNNI>(t, nb, out),
-            (_, QWeight::Q8_0) => body::<4, false, VNNI>(t, nb, out),
+            (4, QWeight::Q8_0) => body::<4, false, VNNI>(t, nb, out),
+            (5, QWeight::Q8_0) => body::<5, false, VNNI>(t, nb, out),
+            (6, QWeight::Q8_0) => body::<6, false, VNNI>(t, nb, out),
+            (7, QWeight::Q8_0) => body::<7, false, VNNI>(t, nb, out),
+            (_, QWeight::Q8_0) => body::<8, false, VNNI>(t, nb, out),
         }
     }
 }

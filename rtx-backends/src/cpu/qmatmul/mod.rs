@@ -7,7 +7,7 @@
 //! blocks); the product is `x · Wᵀ` for `x` `[M, K]`, as a Linear computes it. M = 1 is a
 //! decoding step (a vector times the matrix), larger M a prefill. Both run as a matrix
 //! product of register tiles: up to [`MR`] rows of activations by [`NR`] weight rows, so each
-//! weight block loaded (and unpacked) serves up to four activation rows, and each activation
+//! weight block loaded (and unpacked) serves up to eight activation rows, and each activation
 //! block up to four weight rows. Parallel chunks own runs of weight rows, and each copy of
 //! the loops ([`Isa`]) runs a whole chunk, its loops over tiles compiled with its target
 //! features around the inlined tile.
@@ -32,8 +32,10 @@ use rtx_kernels::f16;
 /// Values per quantized block.
 pub const BLOCK: usize = 32;
 
-/// Rows of activations per register tile.
-pub const MR: usize = 4;
+/// Rows of activations per register tile: the AVX-512 copies take up to 8 at once (32
+/// registers hold their sums, and each weight block unpacked serves all 8), the others 4 at
+/// a time.
+pub const MR: usize = 8;
 
 /// Weight rows per register tile.
 pub const NR: usize = 4;
