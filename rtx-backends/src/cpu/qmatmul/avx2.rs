@@ -1,5 +1,6 @@
-//! The tile on AVX2: one 256-bit register of eight f32 lanes per output, so a tile of up to
-//! four activation rows runs as two passes of two weight rows (eight accumulators). The byte
+//! The tile on AVX2: one 256-bit register of eight f32 lanes per output, so four activation
+//! rows at a time (a tile of more is two such) run as two passes of two weight rows (eight
+//! accumulators). The byte
 //! products are `maddubs` (unsigned by signed bytes, neighbours added) and `madd` (pairs of
 //! those added), which leaves elements 4l to 4l + 3 of a block in lane l, as [`super::scalar`]
 //! defines; the f32 steps are its fused multiply-adds.
