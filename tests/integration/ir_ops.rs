@@ -243,3 +243,39 @@ fn pow_of_two_tensors_differentiates_as_its_derivative_kernels() {
 fn power<T: Float>(a: T, b: T) -> T {
     a.powf(b)
 }
+
+#[test]
+fn gather_differentiates_as_the_tape() {
+    // Along axis 1, with repeated indices in a row (their gradients add) and a column never
+    // read (its gradient is zero).
+    let ids: Vec<i64> = vec![0, 0, 3, 1, 2, 2, 2, 0, 3, 1, 1, 3];
+    let idx: Tensor<X, i64> = Tensor::from_vec(ids, (Const, Const), Device::Cpu);
+    let mut b = Builder::new("Gather");
+    let xv = b.input::<X, f32>("x");
+    let iv = b.input::<X, i64>("idx");
+    let out = b.node_with::<X, f32>(IrOp::Op(Op::Gather), Attrs::axis(1), &[xv.id(), iv.id()]);
+    b.output(out);
+    let graph = b.finish();
+
+    let xt = input().requires_grad();
+    let y = xt.gather::<1, X>(&idx);
+    let v: Vec<f32> = (0..y.numel()).map(|k| 0.25 + 0.5 * k as f32).collect();
+    let seed = Tensor::from_vec(v, y.shape(), Device::Cpu);
+    let grads = (&y * &seed).sum_all().backward();
+    let want = DynTensor::of(&grads.get(&xt).expect("the tape's dx"));
+
+    let inputs = [("x", DynTensor::of(&input())), ("idx", DynTensor::of(&idx))];
+    let back = graph.backward(&inputs, &Params::new(), &[DynTensor::of(&seed)]);
+    let back = back.unwrap();
+    assert_eq!(back.outputs[0].to_bits(), DynTensor::of(&y).to_bits());
+    let dx = back.inputs.get("x").expect("the IR's dx");
+    assert_eq!(
+        dx.to_bits(),
+        want.to_bits(),
+        "IR {:?}, tape {:?}",
+        dx.to_f64_vec(),
+        want.to_f64_vec()
+    );
+    // Row 0 read column 0 twice (seeds 0.25 and 0.75 add) and column 2 never.
+    assert_eq!(want.to_f64_vec()[..3], [1.0, 1.75, 0.0]);
+}

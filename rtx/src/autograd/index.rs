@@ -81,7 +81,9 @@ where
         orig: S,
         index: &Tensor<S2, i64>,
     ) -> Result<Tensor<S, F>> {
-        Tensor::try_zeros(orig, g.device())?.scatter_add_run::<I>(index, g)
+        let (g, idx) = ((g.storage(), g.layout()), (index.storage(), index.layout()));
+        let s = crate::rules::index::gather_back(g, idx, &orig.dims(), I)?;
+        Ok(Tensor::from_storage(s, orig))
     }
     by_float!(E, F => Ok(from_float(place::<I, S, S2, F>(as_float(g), orig, index)?)))
 }

@@ -1,5 +1,5 @@
-//! The backward of `index_select` (the output's gradient rows added into zeros at the
-//! indices they were read from) and of the selections by a mask, `where_cond` and
+//! The backward of `index_select` and `gather` (the output's gradient added into zeros where
+//! it was read from) and of the selections by a mask, `where_cond` and
 //! `masked_fill` (the output's gradient where a branch was taken, zero elsewhere).
 
 use super::Operand;
@@ -23,6 +23,20 @@ pub(crate) fn index_select_back<E: Num>(
     strides[axis] = idx.1.strides()[0];
     let il = Layout::new(g.1.dims(), &strides, idx.1.offset());
     Ok(zeros.scatter_add(&Layout::contiguous(dims), (idx.0, &il), g, axis)?)
+}
+
+/// The gradient `[..dims]` of a tensor of dims `dims` that `gather` read along `axis` at
+/// `idx` (the output's dims), given the output's gradient `g`: `g` scatter-added into zeros
+/// (repeated indices accumulate).
+pub(crate) fn gather_back<E: Num>(
+    g: Operand<'_, E>,
+    idx: Operand<'_, i64>,
+    dims: &[usize],
+    axis: usize,
+) -> Result<Storage<E>> {
+    let numel = dims.iter().product();
+    let zeros = Storage::full(E::ZERO, numel, g.0.device())?;
+    Ok(zeros.scatter_add(&Layout::contiguous(dims), idx, g, axis)?)
 }
 
 /// The gradient of one branch of a selection by `mask` (`where_cond`'s `self` when `taken` is

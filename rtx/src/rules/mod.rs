@@ -9,7 +9,8 @@
 //!   form of `MatmulGrad`, whose computation (`GradPlan`) both share;
 //! - layer and RMS norm: [`norm`]; softmax and log-softmax: [`softmax`]; the reductions:
 //!   [`reduce`];
-//! - 2-d convolution and pooling: [`conv`]; `index_select` (embeddings): [`index`];
+//! - 2-d convolution and pooling: [`conv`]; `index_select` (embeddings) and `gather`:
+//!   [`index`];
 //! - `narrow` and the joins (concatenation, stacking): [`views`]; the fused cross entropy:
 //!   [`loss`] (the other losses are compositions, differentiated through their parts' rules);
 //! - causal attention: `compile::layers::attention::attend`, which returns its backward;

@@ -95,11 +95,6 @@ impl<S: Shape, E: Num> Tensor<S, E> {
         Self::ones(self.shape(), self.device())
     }
 
-    /// [`Tensor::zeros`], returning device errors (backward rules use it).
-    pub(crate) fn try_zeros(shape: S, device: Device) -> Result<Self> {
-        Self::try_full(shape, E::ZERO, device)
-    }
-
     /// [`Tensor::ones_like`], returning device errors.
     pub(crate) fn try_ones_like(&self) -> Result<Self> {
         Self::try_full(self.shape(), E::ONE, self.device())

@@ -271,6 +271,21 @@ pub(super) fn op_node(op: Op, attrs: &Attrs, ins: &[DynTensor], dtype: DType) ->
                 Ok(DynTensor::dense(s, &dims))
             })
         }
+        Op::Gather => {
+            let axis = attrs
+                .axis
+                .ok_or_else(|| exec_error("needs an axis".into()))?;
+            let (x, idx) = (&ins[0], &ins[1]);
+            elements!(x.dtype(), name, E => {
+                let s = x.storage::<E>()?.gather(
+                    x.layout(),
+                    idx.storage::<i64>()?,
+                    idx.layout(),
+                    axis,
+                )?;
+                Ok(DynTensor::dense(s, idx.dims()))
+            })
+        }
         Op::Concat => {
             let axis = attrs
                 .axis
@@ -285,7 +300,7 @@ pub(super) fn op_node(op: Op, attrs: &Attrs, ins: &[DynTensor], dtype: DType) ->
                 Ok(DynTensor::dense(Storage::concat(&parts, axis)?, &dims))
             })
         }
-        Op::Gather | Op::Scatter(_) | Op::Random(_) => Err(exec_error(format!(
+        Op::Scatter(_) | Op::Random(_) => Err(exec_error(format!(
             "the executor does not run {name} yet (no compiled forward emits it)"
         ))),
     }

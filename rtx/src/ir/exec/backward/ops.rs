@@ -115,7 +115,7 @@ pub(super) fn backward(
             let y = r.run.read_rounded(i)?;
             floats!(g.dtype(), c.name(), E => composite::<E>(r, i, *c, g, &vals, &y, saved))?
         }
-        IrOp::Op(op @ (Op::MatMul | Op::Conv | Op::Pool(_) | Op::IndexSelect)) => {
+        IrOp::Op(op @ (Op::MatMul | Op::Conv | Op::Pool(_) | Op::IndexSelect | Op::Gather)) => {
             let vals: Vec<DynTensor> = (0..ins.len()).map(x).collect::<Result<_>>()?;
             floats!(g.dtype(), op.name(), E => layer_op::<E>(r, i, *op, g, &vals))?
         }
@@ -245,7 +245,8 @@ fn composite<E: Float>(
     Ok(out)
 }
 
-/// The backward of a product, a convolution, a pooling or an `index_select` node `i`.
+/// The backward of a product, a convolution, a pooling, an `index_select` or a `gather` node
+/// `i`.
 fn layer_op<E: Float>(
     r: &Reverse<'_, '_>,
     i: NodeId,
@@ -296,6 +297,15 @@ fn layer_op<E: Float>(
                 .ok_or_else(|| exec_error("needs an axis".into()))?;
             let idx = (vals[1].storage::<i64>()?, vals[1].layout());
             let d = index::index_select_back(op::<E>(g)?, idx, vals[0].dims(), axis)?;
+            out.push((ins[0], DynTensor::dense(d, vals[0].dims())));
+        }
+        Op::Gather => {
+            let axis = n
+                .attrs
+                .axis
+                .ok_or_else(|| exec_error("needs an axis".into()))?;
+            let idx = (vals[1].storage::<i64>()?, vals[1].layout());
+            let d = index::gather_back(op::<E>(g)?, idx, vals[0].dims(), axis)?;
             out.push((ins[0], DynTensor::dense(d, vals[0].dims())));
         }
         _ => unreachable!("only these ops come here"),
