@@ -15,14 +15,12 @@ pub(crate) fn index_select_back<E: Num>(
     dims: &[usize],
     axis: usize,
 ) -> Result<Storage<E>> {
-    let numel = dims.iter().product();
-    let zeros = Storage::full(E::ZERO, numel, g.0.device())?;
-    // The index vector, repeated with stride 0 across every axis but `axis`, is a full index
-    // tensor for scatter_add without copying it.
+    // The index vector, repeated with stride 0 across every axis but `axis`, is a gather's
+    // index tensor without copying it.
     let mut strides = vec![0; dims.len()];
     strides[axis] = idx.1.strides()[0];
     let il = Layout::new(g.1.dims(), &strides, idx.1.offset());
-    Ok(zeros.scatter_add(&Layout::contiguous(dims), (idx.0, &il), g, axis)?)
+    gather_back(g, (idx.0, &il), dims, axis)
 }
 
 /// The gradient `[..dims]` of a tensor of dims `dims` that `gather` read along `axis` at

@@ -290,23 +290,19 @@ fn layer_op<E: Float>(
             let dx = conv::pool2d_back(op::<E>(g)?, op::<E>(&vals[0])?, kind, &p)?;
             out.push((ins[0], DynTensor::dense(dx, vals[0].dims())));
         }
-        Op::IndexSelect => {
+        Op::IndexSelect | Op::Gather => {
             let axis = n
                 .attrs
                 .axis
                 .ok_or_else(|| exec_error("needs an axis".into()))?;
             let idx = (vals[1].storage::<i64>()?, vals[1].layout());
-            let d = index::index_select_back(op::<E>(g)?, idx, vals[0].dims(), axis)?;
-            out.push((ins[0], DynTensor::dense(d, vals[0].dims())));
-        }
-        Op::Gather => {
-            let axis = n
-                .attrs
-                .axis
-                .ok_or_else(|| exec_error("needs an axis".into()))?;
-            let idx = (vals[1].storage::<i64>()?, vals[1].layout());
-            let d = index::gather_back(op::<E>(g)?, idx, vals[0].dims(), axis)?;
-            out.push((ins[0], DynTensor::dense(d, vals[0].dims())));
+            let (g, dims) = (op::<E>(g)?, vals[0].dims());
+            let d = if o == Op::IndexSelect {
+                index::index_select_back(g, idx, dims, axis)?
+            } else {
+                index::gather_back(g, idx, dims, axis)?
+            };
+            out.push((ins[0], DynTensor::dense(d, dims)));
         }
         _ => unreachable!("only these ops come here"),
     }
