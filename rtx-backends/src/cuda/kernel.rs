@@ -15,7 +15,7 @@ use super::context::{Context, lock};
 use super::disk_cache::{self, Format};
 use super::probe::{Lib, guard, require};
 use crate::{BackendError, Result};
-use cudarc::driver::sys::CUfunction;
+use cudarc::driver::sys::{CUfunction, CUfunction_attribute};
 use cudarc::driver::{CudaFunction, CudaModule};
 use cudarc::nvrtc::{Ptx, result as nvrtc, sys as nvrtc_sys};
 use std::collections::HashMap;
@@ -38,6 +38,9 @@ pub struct Kernel {
     pub source: &'static str,
     /// NVRTC options beyond the architecture, e.g. `--fmad=false` (part of the cache key).
     pub options: &'static [&'static str],
+    /// Dynamic shared memory a launch may ask for past the default 48 KiB, in bytes (0: no
+    /// more than the default); the function's limit is raised to it when it is loaded.
+    pub dynamic_shared: u32,
 }
 
 impl Kernel {
@@ -47,12 +50,21 @@ impl Kernel {
             name,
             source,
             options: &[],
+            dynamic_shared: 0,
         }
     }
 
     /// The same kernel compiled with `options` (each one is part of the cache key).
     pub const fn with_options(self, options: &'static [&'static str]) -> Kernel {
         Kernel { options, ..self }
+    }
+
+    /// The same kernel launched with `bytes` of dynamic shared memory, which may pass 48 KiB.
+    pub const fn with_dynamic_shared(self, bytes: u32) -> Kernel {
+        Kernel {
+            dynamic_shared: bytes,
+            ..self
+        }
     }
 }
 
@@ -220,9 +232,25 @@ fn remember(
 
 /// `k`'s function in a loaded module.
 fn function_in(cx: &Context, k: &Kernel, module: &Arc<CudaModule>) -> Result<CudaFunction> {
-    module
+    let f = module
         .load_function(k.name)
-        .map_err(|e| cx.err("cuModuleGetFunction", e))
+        .map_err(|e| cx.err("cuModuleGetFunction", e))?;
+    // Past 48 KiB a function must opt in to the dynamic shared memory its launches ask for.
+    if k.dynamic_shared > 48 * 1024 {
+        f.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            k.dynamic_shared as i32,
+        )
+        .map_err(|e| BackendError::Cuda {
+            device: cx.device(),
+            call: "cuFuncSetAttribute",
+            msg: format!(
+                "kernel `{}` needs {} bytes of shared memory a block: {e:?}",
+                k.name, k.dynamic_shared
+            ),
+        })?;
+    }
+    Ok(f)
 }
 
 /// Loads compiled code into the context of `cx` as a module.

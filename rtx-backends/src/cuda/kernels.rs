@@ -12,7 +12,8 @@ use super::launch::{DevicePtr, LaunchArgs, LaunchConfig, launch};
 use crate::{BackendError, Device, Result};
 use rtx_kernels::DType;
 use rtx_kernels::kernel::{
-    KernelEntry, KernelShape, KernelSource, KernelStrides, ParamType, ScalarType, Variant,
+    KernelEntry, KernelKind, KernelShape, KernelSource, KernelStrides, ParamType, ScalarType,
+    Variant,
 };
 
 /// One argument of a generated entry point, in the entry's parameter order.
@@ -71,7 +72,17 @@ pub fn kernel_entry(
 /// The launchable [`Kernel`] of one entry: the whole source, looked up by the entry's symbol
 /// (one NVRTC compile per source and GPU serves all its entries).
 pub fn entry_kernel(source: &'static KernelSource, entry: &'static KernelEntry) -> Kernel {
-    Kernel::new(entry.symbol, source.source).with_options(OPTIONS)
+    Kernel::new(entry.symbol, source.source)
+        .with_options(OPTIONS)
+        .with_dynamic_shared(dynamic_shared(source))
+}
+
+/// The dynamic shared memory a launch of `source` takes (see [`KernelKind::Simt`]).
+fn dynamic_shared(source: &KernelSource) -> u32 {
+    match source.kind {
+        KernelKind::Simt { dynamic_shared, .. } => dynamic_shared,
+        _ => 0,
+    }
 }
 
 /// Launches `entry` of `source` on GPU `ordinal`, after checking `args` against its
@@ -98,6 +109,10 @@ pub unsafe fn launch_entry(
         });
     }
     let launch_args = marshal(entry, entry.dtype, args)?;
+    let config = LaunchConfig {
+        shared_mem: config.shared_mem.max(dynamic_shared(source)),
+        ..config
+    };
     // SAFETY: the arguments match the entry's parameters (checked by `marshal`); pointer
     // validity is the caller's promise.
     unsafe { launch(ordinal, &entry_kernel(source, entry), config, &launch_args) }

@@ -98,6 +98,11 @@ pub enum KernelKind {
     Simt {
         /// Whether the body calls `sync_threads` or a warp shuffle.
         uses_sync: bool,
+        /// Bytes of shared memory a block takes at launch (0 when its shared arrays fit the
+        /// 48 KiB a GPU kernel may declare statically, as most do). Past that, `#[kernel]`
+        /// carves the arrays out of one dynamic allocation of this size, and the launcher
+        /// raises the function's limit to it.
+        dynamic_shared: u32,
     },
 }
 

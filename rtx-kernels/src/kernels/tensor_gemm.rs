@@ -20,8 +20,9 @@ pub const MATMUL_TC_TILE: usize = 128;
 /// [`MATMUL_TC_THREADS`] threads per block and a grid of `ceil(n / 128) x ceil(m / 128)`
 /// blocks; buffers start on 16-byte boundaries (tensors rtx allocates do).
 ///
-/// Each block computes a 128 x 128 tile of C, stepping 32 along K. Three stages of A and B
-/// tiles are in flight: while the warps multiply one, `cp_async` fills the next two. Its 8 warps
+/// Each block computes a 128 x 128 tile of C, stepping 64 along K. Three stages of A and B
+/// tiles (96 KiB of shared memory, so two blocks fit an SM of 228 KiB) are in flight: while
+/// the warps multiply one, `cp_async` fills the next two. Its 8 warps
 /// each hold a 64 x 32 part of the tile as 4 x 4 `mma_m16n8k16` accumulators. Shared tiles are
 /// swizzled (16-byte chunk `c` of row `r` is stored at `c ^ f(r)`), so the 8 rows an `ldmatrix`
 /// reads lie in different banks.
@@ -43,12 +44,15 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     // when the oldest is used (STAGES - 2).
     const STAGES: usize = 3;
     const IN_FLIGHT: usize = 1;
-    // Words (two elements each) of one stage's A tile (128 x 32) and B tile (32 x 128).
-    const STAGE_WORDS: u32 = 2048;
+    // Words (two elements each) of one stage's A tile (128 x 64) and B tile (64 x 128).
+    const STAGE_WORDS: u32 = 4096;
+    // A 64-wide K step doubles the products between barriers over a 32-wide one; its three
+    // stages need 96 KiB, past the 48 KiB of static shared memory (`#[kernel]` makes them
+    // dynamic).
     #[shared]
-    let sa: [u32; 6144];
+    let sa: [u32; 12288];
     #[shared]
-    let sb: [u32; 6144];
+    let sb: [u32; 12288];
     // Index arithmetic within a tile is 32-bit (it stays below 2^32 by the tile sizes), so
     // the address math costs one instruction per step where `usize` costs two or more.
     let tid = thread_idx_x() as u32;
@@ -59,36 +63,35 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     let m0 = block_idx_y() * 128;
     let n0 = block_idx_x() * 128;
     let aligned = k % 8 == 0 && n % 8 == 0;
-    let tiles = (k + 31) / 32;
+    let tiles = (k + 63) / 64;
     // `ldmatrix` addressing: this lane gives row `r8` of matrix `quad`.
     let quad = lane / 8;
     let r8 = lane % 8;
-    // A, 16 words a row: row `(quad % 2) * 8 + r8` of each 16-row fragment, chunk
-    // `2 ks + quad / 2`, swizzled by (row / 2) % 4, which is `r8 / 2` for every such row.
-    let a_row = (wm * 64 + (quad % 2) * 8 + r8) * 16;
-    let a_swizzle = r8 / 2;
+    // A, 32 words a row: row `(quad % 2) * 8 + r8` of each 16-row fragment, chunk
+    // `2 ks + quad / 2`, swizzled by the row mod 8, which is `r8` for every such row.
+    let a_row = (wm * 64 + (quad % 2) * 8 + r8) * 32;
     // B, 64 words a row, read transposed: k-row `ks * 16 + (quad % 2) * 8 + r8`, chunk
     // `wn * 4 + nj * 2 + quad / 2` along N, swizzled by the k-row mod 8, which is `r8`.
     let b_row = ((quad % 2) * 8 + r8) * 64;
     let b_chunk = wn * 4 + quad / 2;
-    // This thread's two A rows and two B k-rows of each tile, and where they land in a stage
-    // (fixed for the whole loop, so computed once).
-    let mut a_src = [0usize; 2];
-    let mut a_dst = [0u32; 2];
-    let mut a_row_ok = [false; 2];
-    let mut a_col = [0usize; 2];
-    let mut b_dst = [0u32; 2];
-    let mut b_krow = [0usize; 2];
-    let mut b_col = [0usize; 2];
-    for i in 0..2 {
+    // This thread's four A rows and four B k-rows of each tile, and where they land in a
+    // stage (fixed for the whole loop, so computed once).
+    let mut a_src = [0usize; 4];
+    let mut a_dst = [0u32; 4];
+    let mut a_row_ok = [false; 4];
+    let mut a_col = [0usize; 4];
+    let mut b_dst = [0u32; 4];
+    let mut b_krow = [0usize; 4];
+    let mut b_col = [0usize; 4];
+    for i in 0..4 {
         let q = tid + (i as u32) * 256;
-        // A: row q / 4, 16-byte chunk q % 4 along K.
-        let r = q / 4;
-        let ch = q % 4;
+        // A: row q / 8, 16-byte chunk q % 8 along K.
+        let r = q / 8;
+        let ch = q % 8;
         a_row_ok[i] = m0 + (r as usize) < m;
         a_src[i] = (m0 + r as usize) * k;
         a_col[i] = (ch * 8) as usize;
-        a_dst[i] = r * 16 + (ch ^ (r / 2 % 4)) * 4;
+        a_dst[i] = r * 32 + (ch ^ (r % 8)) * 4;
         // B: k-row q / 16, chunk q % 16 along N.
         let br = q / 16;
         let bc = q % 16;
@@ -113,8 +116,8 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
         if kt < tiles {
             // ANCHOR_END: tc_pipeline
             let stage = load_stage * STAGE_WORDS;
-            let k0 = kt * 32;
-            for i in 0..2 {
+            let k0 = kt * 64;
+            for i in 0..4 {
                 let gk = k0 + a_col[i];
                 let gkb = k0 + b_krow[i];
                 let gn = b_col[i];
@@ -160,10 +163,10 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
         // ANCHOR: tc_compute
         if kt >= STAGES - 1 {
             let stage = use_stage * STAGE_WORDS;
-            for ks in 0..2 {
+            for ks in 0..4 {
                 for mi in 0..4 {
-                    let chunk = (2 * (ks as u32) + quad / 2) ^ a_swizzle;
-                    let word = stage + a_row + (mi as u32) * 256 + chunk * 4;
+                    let chunk = (2 * (ks as u32) + quad / 2) ^ r8;
+                    let word = stage + a_row + (mi as u32) * 512 + chunk * 4;
                     ldmatrix_x4(&mut af, mi * 4, &sa, word as usize);
                 }
                 for nj in 0..2 {

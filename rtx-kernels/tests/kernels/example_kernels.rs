@@ -454,9 +454,18 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
     );
     assert_eq!(
         softmax_rows::KERNEL.kind,
-        KernelKind::Simt { uses_sync: true }
+        KernelKind::Simt {
+            uses_sync: true,
+            dynamic_shared: 0
+        }
     );
-    assert_eq!(axpy::KERNEL.kind, KernelKind::Simt { uses_sync: false });
+    assert_eq!(
+        axpy::KERNEL.kind,
+        KernelKind::Simt {
+            uses_sync: false,
+            dynamic_shared: 0
+        }
+    );
     let strided = huber::KERNEL.entry(DType::F32, Variant::Strided).unwrap();
     let names: Vec<&str> = strided.params.iter().map(|p| p.name).collect();
     assert_eq!(

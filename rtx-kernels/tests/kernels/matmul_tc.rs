@@ -6,7 +6,7 @@
 //! it.
 
 use half::{bf16, f16};
-use rtx_kernels::kernel::LaunchConfig;
+use rtx_kernels::kernel::{KernelKind, LaunchConfig};
 use rtx_kernels::kernels::{MATMUL_TC_THREADS, MATMUL_TC_TILE, matmul_tc};
 use rtx_kernels::{DType, Element, Float};
 
@@ -48,10 +48,12 @@ fn check<T: Float>(m: usize, n: usize, k: usize, from: fn(f32) -> T, to: fn(T) -
 
 #[test]
 fn bf16_products_match_a_plain_product_with_ragged_edges() {
-    // (m, n, k): one tile exactly, ragged M and N, K a multiple of 8 but not of 32, more
+    // (m, n, k): one tile exactly, ragged M and N, K a multiple of 8 but not of 64, more
     // K tiles than pipeline stages, and sizes whose rows are not 16-byte aligned.
     for (m, n, k) in [
-        (128, 128, 32),
+        (128, 128, 64),
+        (128, 136, 32),
+        (40, 16, 328),
         (130, 136, 72),
         (17, 24, 160),
         (1, 8, 8),
@@ -66,6 +68,21 @@ fn bf16_products_match_a_plain_product_with_ragged_edges() {
 #[test]
 fn f16_products_match_a_plain_product() {
     check::<f16>(70, 48, 96, f16::from_f32, f16::to_f32);
+}
+
+#[test]
+fn three_stages_take_dynamic_shared_memory() {
+    // Two arrays of 12288 words: past the 48 KiB a kernel may declare statically, so the
+    // launcher asks for them dynamically (and the CUDA source declares them `extern`).
+    let k = &matmul_tc::KERNEL;
+    assert_eq!(
+        k.kind,
+        KernelKind::Simt {
+            uses_sync: true,
+            dynamic_shared: 2 * 12288 * 4
+        }
+    );
+    assert!(k.source.contains("extern __shared__"));
 }
 
 #[test]

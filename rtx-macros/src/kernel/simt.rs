@@ -54,7 +54,18 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
     let own_sync = k.uses_sync;
     let deps = super::ir::callees(&k.body);
     let uses_sync = quote!((#own_sync #(|| #deps::USES_SYNC)*));
+    if shared_bytes(k) > SHARED_MAX {
+        return Err(Error::new(
+            k.name.span(),
+            format!(
+                "the `#[shared]` arrays take {} bytes, more than the {} (227 KiB) a block can have on any GPU",
+                shared_bytes(k),
+                SHARED_MAX
+            ),
+        ));
+    }
     let source = cuda_source(k)?;
+    let dynamic_shared = dynamic_shared(k) as u32;
     let source_tokens = super::call::source_tokens(kr, &source, &k.body);
     let desc: Vec<(String, PTy)> = k
         .params
@@ -118,7 +129,10 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
             /// The kernel's CUDA source and entry points.
             pub static KERNEL: #kr::kernel::KernelSource = #kr::kernel::KernelSource {
                 name: #name_s,
-                kind: #kr::kernel::KernelKind::Simt { uses_sync: #uses_sync },
+                kind: #kr::kernel::KernelKind::Simt {
+                    uses_sync: #uses_sync,
+                    dynamic_shared: #dynamic_shared,
+                },
                 source: #source_tokens,
                 entries: &[#(#entries),*],
             };
@@ -253,19 +267,38 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
             ParamTy::Array { .. } => String::new(),
         });
     }
-    for s in &k.shared {
-        let c = w.declare(&s.name.to_string());
-        // `cp_async` and `ldmatrix` move 16-byte rows, so tiles start on 16-byte boundaries.
-        let align = if k.tensor_core {
-            "__attribute__((aligned(16))) "
-        } else {
-            ""
-        };
-        w.line(&format!(
-            "__shared__ {align}{} {c}[{}];",
-            cty(s.elem),
-            s.len
-        ));
+    if dynamic_shared(k) == 0 {
+        for s in &k.shared {
+            let c = w.declare(&s.name.to_string());
+            // `cp_async` and `ldmatrix` move 16-byte rows, so tiles start on 16-byte boundaries.
+            let align = if k.tensor_core {
+                "__attribute__((aligned(16))) "
+            } else {
+                ""
+            };
+            w.line(&format!(
+                "__shared__ {align}{} {c}[{}];",
+                cty(s.elem),
+                s.len
+            ));
+        }
+    } else {
+        // Past 48 KiB a kernel's shared memory must be dynamic: the arrays are consecutive
+        // 16-byte-aligned pieces of one allocation, each sized by its own type in this
+        // instantiation.
+        w.line("extern __shared__ __align__(16) unsigned char rtx_dyn_shared[];");
+        let mut at = "0".to_string();
+        for s in &k.shared {
+            let c = w.declare(&s.name.to_string());
+            let t = cty(s.elem);
+            // A reference to an array, as a static declaration is, so device functions
+            // taking `T (&)[len]` accept it.
+            w.line(&format!(
+                "{t} (&{c})[{len}] = *reinterpret_cast<{t} (*)[{len}]>(rtx_dyn_shared + ({at}));",
+                len = s.len
+            ));
+            at = format!("((({at}) + {} * sizeof({t}) + 15) & ~15ull)", s.len);
+        }
     }
     if let Some(t) = w.block_body(&k.body)
         && !t.is_empty()
@@ -358,6 +391,37 @@ fn entry_body(k: &KernelFn, imp: &str, args: &[&str]) -> String {
 
 /// Whether the kernel is instantiated for the element type of this suffix: every type of its
 /// bound, or f16 and bf16 alone for a kernel on the tensor cores.
+/// The most shared memory a block may declare statically (`__shared__`), in bytes.
+const STATIC_SHARED_MAX: usize = 48 * 1024;
+/// The most any GPU rtx runs on gives one block (Hopper's 227 KiB), in bytes.
+pub(super) const SHARED_MAX: usize = 227 * 1024;
+
+/// The bytes of shared memory `k`'s arrays take, each rounded up to 16 bytes, with the
+/// element type at its widest compute type among the kernel's instantiations (8 bytes, 4 for
+/// a tensor-core kernel, whose compute type is f32).
+pub(super) fn shared_bytes(k: &KernelFn) -> usize {
+    k.shared
+        .iter()
+        .map(|s| {
+            let size = match s.elem {
+                Ty::Elem if k.tensor_core => 4,
+                Ty::Elem | Ty::F64 | Ty::Usize | Ty::U64 | Ty::I64 => 8,
+                _ => 4,
+            };
+            (s.len * size).div_ceil(16) * 16
+        })
+        .sum()
+}
+
+/// The dynamic shared memory `k` is launched with: 0 when its arrays fit statically, else
+/// [`shared_bytes`].
+fn dynamic_shared(k: &KernelFn) -> usize {
+    match shared_bytes(k) {
+        n if n <= STATIC_SHARED_MAX => 0,
+        n => n,
+    }
+}
+
 fn instantiated(k: &KernelFn, suffix: &str) -> bool {
     !k.tensor_core || matches!(suffix, "f16" | "bf16")
 }
