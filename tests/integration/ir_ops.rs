@@ -5,7 +5,7 @@
 use rtx::compile::grad::{vjp1, vjp2};
 use rtx::ir::{Attrs, Builder, DynTensor, IrOp, Params, Value};
 use rtx::op::Op;
-use rtx::op::ReduceOp;
+use rtx::op::{ReduceOp, ScatterOp};
 use rtx::prelude::*;
 use rtx::shape::Shape;
 
@@ -278,4 +278,72 @@ fn gather_differentiates_as_the_tape() {
     );
     // Row 0 read column 0 twice (seeds 0.25 and 0.75 add) and column 2 never.
     assert_eq!(want.to_f64_vec()[..3], [1.0, 1.75, 0.0]);
+}
+
+#[test]
+fn scatter_and_scatter_add_differentiate_as_the_tape() {
+    // Into x [3, 4] along axis 1 from a source [3, 3] through an index [3, 2] (the source is
+    // larger than the index: its last column is never written, so its gradient is zero).
+    // `scatter` writes distinct columns per row (x's gradient is zero there); `scatter_add`
+    // repeats one (both source gradients read the same place).
+    for (kind, ids) in [
+        (ScatterOp::Set, vec![1i64, 3, 0, 2, 2, 1]),
+        (ScatterOp::Add, vec![1i64, 1, 0, 3, 2, 2]),
+    ] {
+        type I = Rank2<3, 2>;
+        type S = Rank2<3, 3>;
+        let idx: Tensor<I, i64> = Tensor::from_vec(ids, (Const, Const), Device::Cpu);
+        let src_v: Vec<f32> = (0..9).map(|k| 1.0 - 0.375 * k as f32).collect();
+        let src = || Tensor::<S>::from_vec(src_v.clone(), (Const, Const), Device::Cpu);
+        let mut b = Builder::new("Scatter");
+        let xv = b.input::<X, f32>("x");
+        let iv = b.input::<I, i64>("idx");
+        let sv = b.input::<S, f32>("src");
+        let ids = [xv.id(), iv.id(), sv.id()];
+        let out = b.node_with::<X, f32>(IrOp::Op(Op::Scatter(kind)), Attrs::axis(1), &ids);
+        b.output(out);
+        let graph = b.finish();
+
+        let (xt, st) = (input().requires_grad(), src().requires_grad());
+        let y = match kind {
+            ScatterOp::Set => xt.scatter::<1>(&idx, &st),
+            ScatterOp::Add => xt.scatter_add::<1>(&idx, &st),
+        };
+        let v: Vec<f32> = (0..y.numel()).map(|k| 0.25 + 0.5 * k as f32).collect();
+        let seed = Tensor::from_vec(v, y.shape(), Device::Cpu);
+        let grads = (&y * &seed).sum_all().backward();
+
+        let inputs = [
+            ("x", DynTensor::of(&input())),
+            ("idx", DynTensor::of(&idx)),
+            ("src", DynTensor::of(&src())),
+        ];
+        let back = graph
+            .backward(&inputs, &Params::new(), &[DynTensor::of(&seed)])
+            .unwrap();
+        assert_eq!(
+            back.outputs[0].to_bits(),
+            DynTensor::of(&y).to_bits(),
+            "{kind:?}"
+        );
+        let dx = DynTensor::of(&grads.get(&xt).expect("the tape's dx"));
+        let dsrc = DynTensor::of(&grads.get(&st).expect("the tape's dsrc"));
+        for (name, want) in [("x", &dx), ("src", &dsrc)] {
+            let got = back.inputs.get(name).expect("the IR's gradient");
+            assert_eq!(got.to_bits(), want.to_bits(), "{kind:?} d{name}");
+        }
+        let (dx, dsrc) = (dx.to_f64_vec(), dsrc.to_f64_vec());
+        match kind {
+            // Row 0 wrote columns 1 and 3: x's gradient is zero there, the seed elsewhere.
+            ScatterOp::Set => assert_eq!(dx[..4], [0.25, 0.0, 1.25, 0.0]),
+            // scatter_add passes the seed through to x whole.
+            ScatterOp::Add => assert_eq!(dx[..4], [0.25, 0.75, 1.25, 1.75]),
+        }
+        // Source row 0 read back the seed at its index; its third column was never written.
+        let want0 = match kind {
+            ScatterOp::Set => [0.75, 1.75, 0.0],
+            ScatterOp::Add => [0.75, 0.75, 0.0],
+        };
+        assert_eq!(dsrc[..3], want0, "{kind:?}");
+    }
 }

@@ -69,7 +69,7 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64) {
     let mut lse = vec![-7.0f32; c.bh * t_q];
     let lens = c.key_len.clone().unwrap_or_default();
     flash_attn_fwd(
-        flash_attn_launch(1, c.bh, t_q),
+        flash_attn_launch(1, c.bh, t_q, d),
         &q,
         &k,
         &v,
@@ -140,7 +140,8 @@ fn check_both(cases: &[Case], seed: u64) {
 fn full_attention_matches_f64_with_ragged_edges() {
     // One query and key; fewer queries than a block over keys ending mid-tile; more queries
     // than a block over one partial key tile; a tile exactly; five key tiles, so the maximum
-    // moves and the rescale matters; a head dim that is neither 64 nor 128.
+    // moves and the rescale matters; head dims that are neither 64 nor 128 (32 takes two row
+    // tiles a warp, as 64 does).
     check_both(
         &[
             case(1, 1, 1, 64, false),
@@ -149,6 +150,7 @@ fn full_attention_matches_f64_with_ragged_edges() {
             case(3, 64, 64, 64, false),
             case(1, 17, 300, 128, false),
             case(1, 40, 70, 80, false),
+            case(1, 150, 90, 32, false),
         ],
         100,
     );
@@ -158,10 +160,12 @@ fn full_attention_matches_f64_with_ragged_edges() {
 fn causal_attention_matches_f64_with_the_diagonal_bottom_right() {
     // Square, across several query blocks and key tiles; more keys than queries (each query
     // sees the keys before its own place at the end); more queries than keys, where the first
-    // t_q - t_k queries see no key (zeros, lse -inf) and a whole block has nothing to do.
+    // t_q - t_k queries see no key (zeros, lse -inf) and a whole block has nothing to do; at
+    // d 64 (two row tiles a warp, 128 rows a block), three blocks run last rows first.
     check_both(
         &[
             case(1, 130, 130, 128, true),
+            case(1, 260, 260, 64, true),
             case(3, 64, 64, 64, true),
             case(1, 1, 1, 128, true),
             case(1, 17, 130, 128, true),
@@ -189,7 +193,7 @@ fn key_padding_matches_f64() {
 fn f32_is_an_error_not_a_launch() {
     let (mut o, mut lse) = (vec![0.0f32; 16], vec![0.0f32; 1]);
     let x = vec![0.0f32; 16];
-    let launch = flash_attn_launch(1, 1, 1);
+    let launch = flash_attn_launch(1, 1, 1, 16);
     let s = flash_attn_dense_strides(1, 1, 16);
     let err = flash_attn_fwd(
         launch,

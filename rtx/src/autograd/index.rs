@@ -6,7 +6,7 @@ use super::{as_float, from_float};
 use crate::error::Result;
 use crate::shape::{Dim, HasAxis, InsertAxis, ReduceAxis, Shape};
 use crate::tensor::{Replaced, Tensor};
-use rtx_backends::{Layout, Storage};
+
 use rtx_kernels::{DType, Element, Num};
 
 /// Runs `$body` with `$f` naming the concrete float type that `$e` is (only float tensors
@@ -101,26 +101,24 @@ where
     S3: Shape,
     E: Element,
 {
-    let picked = g.gather_run::<I, S2>(index)?;
-    if picked.dims() == &src.dims()[..] {
-        return Ok(picked.view(*picked.layout(), src));
-    }
-    // Scattering along axis 0 with each position's own row number writes `picked` into the
-    // leading block of the zeros.
-    let zeros = Tensor::try_full(src, E::default(), g.device())?;
-    let d = picked.dims();
-    let rows: Vec<i64> = (0..d[0] as i64).collect();
-    let rows = Storage::from_vec(rows, g.device())?;
-    let mut strides = vec![0; d.len()];
-    strides[0] = 1;
-    let rl = Layout::new(d, &strides, 0);
-    let out = zeros.storage().scatter(
-        zeros.layout(),
-        (&rows, &rl),
-        (picked.storage(), picked.layout()),
-        0,
-    )?;
-    Ok(Tensor::from_storage(out, src))
+    let (gl, idx) = ((g.storage(), g.layout()), (index.storage(), index.layout()));
+    let s = crate::rules::index::scatter_src_back(gl, idx, &src.dims(), I)?;
+    Ok(Tensor::from_storage(s, src))
+}
+
+/// The input's gradient of `scatter` along `I`: `g` with zeros where the source was written.
+pub(crate) fn scatter_input_back<const I: usize, S, S2, E>(
+    g: &Tensor<S, E>,
+    index: &Tensor<S2, i64>,
+) -> Result<Tensor<S, E>>
+where
+    S: HasAxis<I>,
+    S2: Shape,
+    E: Element,
+{
+    let (gl, idx) = ((g.storage(), g.layout()), (index.storage(), index.layout()));
+    let s = crate::rules::index::scatter_input_back(gl, idx, I)?;
+    Ok(Tensor::from_storage(s, g.shape()))
 }
 
 /// The part of a join's gradient `g` that belongs to an input shaped `shape`: entries

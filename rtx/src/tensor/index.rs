@@ -494,8 +494,7 @@ where
         let dx = if ADD {
             g.clone()
         } else {
-            let zeros = Tensor::try_full(idx.shape(), E::default(), g.device())?;
-            g.scatter_run::<I>(&idx, &zeros)?
+            autograd::index::scatter_input_back::<I, S, S2, E>(g, &idx)?
         };
         let dsrc = autograd::index::gather_into::<I, S, S2, S3, E>(g, &idx, src_shape)?;
         Ok(vec![autograd::erase(dx), autograd::erase(dsrc)])

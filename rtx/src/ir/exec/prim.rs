@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::ir::{Attrs, IrOp, NodeId};
 use crate::tensor::matmul_layouts;
 use rtx_backends::{Conv2dParams, Layout, Pool2dParams, Storage};
-use rtx_kernels::op::{BinaryOp, CmpOp, Op, ReduceOp, UnaryOp, markers};
+use rtx_kernels::op::{BinaryOp, CmpOp, Op, ReduceOp, ScatterOp, UnaryOp, markers};
 use rtx_kernels::{DType, Element, Float, Num, Signed, UnaryOpT, UnaryVisitor};
 
 /// Runs node `i`, a primitive op or a view, on its inputs `ins`.
@@ -300,7 +300,26 @@ pub(super) fn op_node(op: Op, attrs: &Attrs, ins: &[DynTensor], dtype: DType) ->
                 Ok(DynTensor::dense(Storage::concat(&parts, axis)?, &dims))
             })
         }
-        Op::Scatter(_) | Op::Random(_) => Err(exec_error(format!(
+        Op::Scatter(kind) => {
+            let axis = attrs
+                .axis
+                .ok_or_else(|| exec_error("needs an axis".into()))?;
+            let (x, idx, src) = (&ins[0], &ins[1], &ins[2]);
+            let idx = (idx.storage::<i64>()?, idx.layout());
+            match kind {
+                ScatterOp::Set => elements!(x.dtype(), name, E => {
+                    let src = (src.storage::<E>()?, src.layout());
+                    let s = x.storage::<E>()?.scatter(x.layout(), idx, src, axis)?;
+                    Ok(DynTensor::dense(s, x.dims()))
+                }),
+                ScatterOp::Add => nums!(x.dtype(), name, E => {
+                    let src = (src.storage::<E>()?, src.layout());
+                    let s = x.storage::<E>()?.scatter_add(x.layout(), idx, src, axis)?;
+                    Ok(DynTensor::dense(s, x.dims()))
+                }),
+            }
+        }
+        Op::Random(_) => Err(exec_error(format!(
             "the executor does not run {name} yet (no compiled forward emits it)"
         ))),
     }

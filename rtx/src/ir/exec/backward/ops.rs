@@ -18,7 +18,7 @@ use crate::tensor::matmul_layouts_grads;
 use rtx_backends::storage::NormStats;
 use rtx_backends::{Layout, Storage};
 use rtx_kernels::Float;
-use rtx_kernels::op::{Op, ReduceOp};
+use rtx_kernels::op::{Op, ReduceOp, ScatterOp};
 use std::sync::Arc;
 
 /// The gradients node `i` gives its inputs from its own gradient `g`.
@@ -115,7 +115,14 @@ pub(super) fn backward(
             let y = r.run.read_rounded(i)?;
             floats!(g.dtype(), c.name(), E => composite::<E>(r, i, *c, g, &vals, &y, saved))?
         }
-        IrOp::Op(op @ (Op::MatMul | Op::Conv | Op::Pool(_) | Op::IndexSelect | Op::Gather)) => {
+        IrOp::Op(
+            op @ (Op::MatMul
+            | Op::Conv
+            | Op::Pool(_)
+            | Op::IndexSelect
+            | Op::Gather
+            | Op::Scatter(_)),
+        ) => {
             let vals: Vec<DynTensor> = (0..ins.len()).map(x).collect::<Result<_>>()?;
             floats!(g.dtype(), op.name(), E => layer_op::<E>(r, i, *op, g, &vals))?
         }
@@ -245,8 +252,8 @@ fn composite<E: Float>(
     Ok(out)
 }
 
-/// The backward of a product, a convolution, a pooling, an `index_select` or a `gather` node
-/// `i`.
+/// The backward of a product, a convolution, a pooling, an `index_select`, a `gather` or a
+/// `scatter` node `i`.
 fn layer_op<E: Float>(
     r: &Reverse<'_, '_>,
     i: NodeId,
@@ -303,6 +310,29 @@ fn layer_op<E: Float>(
                 index::gather_back(g, idx, dims, axis)?
             };
             out.push((ins[0], DynTensor::dense(d, dims)));
+        }
+        Op::Scatter(kind) => {
+            let axis = n
+                .attrs
+                .axis
+                .ok_or_else(|| exec_error("needs an axis".into()))?;
+            let idx = (vals[1].storage::<i64>()?, vals[1].layout());
+            if want(0) {
+                // `scatter_add` adds to its input, so the input's gradient is the output's.
+                let dx = match kind {
+                    ScatterOp::Add => g.clone(),
+                    ScatterOp::Set => {
+                        let d = index::scatter_input_back(op::<E>(g)?, idx, axis)?;
+                        DynTensor::dense(d, vals[0].dims())
+                    }
+                };
+                out.push((ins[0], dx));
+            }
+            if want(2) {
+                let dims = vals[2].dims();
+                let d = index::scatter_src_back(op::<E>(g)?, idx, dims, axis)?;
+                out.push((ins[2], DynTensor::dense(d, dims)));
+            }
         }
         _ => unreachable!("only these ops come here"),
     }
