@@ -332,13 +332,7 @@ impl<E: Float> Fused<E> {
         // SAFETY: q, k, v and o hold `b h t d` elements, lse `b h t` and key_len `b h`, the
         // extents the kernel is told (its grid covers `b h` rows of `t` queries, each reading
         // `t` keys).
-        unsafe {
-            launch::<E>(
-                &flash_attn_fwd::KERNEL,
-                flash_attn_launch(b, h, t, self.size.d),
-                &args,
-            )
-        }
+        unsafe { launch::<E>(&flash_attn_fwd::KERNEL, flash_attn_launch(b, h, t), &args) }
     }
 
     /// The three backward launches, in order: `delta = rowsum(do o)`, then `dk` and `dv`, then

@@ -97,7 +97,7 @@ pub(crate) unsafe fn forward(
         Arg::Ptr(q),
     ];
     args.extend(tail(dims, layout));
-    let grid = flash_attn_launch(dims.batch, dims.heads, dims.t_q, dims.d);
+    let grid = flash_attn_launch(dims.batch, dims.heads, dims.t_q);
     // SAFETY: the caller's promise covers the extents the arguments name.
     unsafe { launch(ordinal, &flash_attn_fwd::KERNEL, dtype, grid, &args) }
 }

@@ -30,25 +30,16 @@ pub const FLASH_ATTN_BLOCK_K: usize = 64;
 /// The largest head dim [`flash_attn_fwd()`] takes; `d` is a multiple of 16 up to it.
 pub const FLASH_ATTN_MAX_D: usize = 128;
 
-/// Query rows per block of [`flash_attn_fwd()`] at head dim `d`: 128 (two row tiles a warp)
-/// up to a d of 64, 64 past it.
-///
-/// ```
-/// use rtx_kernels::kernels::flash_attn_block_q;
-/// assert_eq!((flash_attn_block_q(64), flash_attn_block_q(128)), (128, 64));
-/// ```
-pub fn flash_attn_block_q(d: usize) -> usize {
-    if d <= 64 { 128 } else { 64 }
-}
+/// Query rows per block of [`flash_attn_fwd()`]: two row tiles of 16 for each of its 4 warps.
+pub const FLASH_ATTN_BLOCK_Q: usize = 128;
 
-/// The launch of [`flash_attn_fwd()`] over `batch x heads` rows of `t_q` queries of head dim
-/// `d`: a grid of `ceil(t_q / flash_attn_block_q(d)) x heads x batch` blocks of
-/// [`FLASH_ATTN_THREADS`] threads (the head and the batch element are the block's y and z, so
-/// no thread divides to find them).
-pub fn flash_attn_launch(batch: usize, heads: usize, t_q: usize, d: usize) -> LaunchConfig {
+/// The launch of [`flash_attn_fwd()`] over `batch x heads` rows of `t_q` queries: a grid of
+/// `ceil(t_q / 128) x heads x batch` blocks of [`FLASH_ATTN_THREADS`] threads (the head and
+/// the batch element are the block's y and z, so no thread divides to find them).
+pub fn flash_attn_launch(batch: usize, heads: usize, t_q: usize) -> LaunchConfig {
     LaunchConfig::new(
         (
-            t_q.div_ceil(flash_attn_block_q(d)) as u32,
+            t_q.div_ceil(FLASH_ATTN_BLOCK_Q) as u32,
             heads as u32,
             batch as u32,
         ),
@@ -109,11 +100,12 @@ pub fn flash_attn_dense_strides(heads: usize, t: usize, d: usize) -> KernelStrid
 /// `f64` so that natively it is not rounded to `T` (the kernel computes with it in f32). Launch
 /// it with [`flash_attn_launch`].
 ///
-/// Each block of 4 warps takes [`flash_attn_block_q`] query rows of one head of one batch
-/// element: each warp owns one row tile of 16 (two up to a d of 64, so that each K and V
-/// fragment a warp reads feeds two products), and holds its rows of `q` as `mma` A fragments in
-/// registers for the whole loop. Causal blocks run the last rows (the most keys) first. Per
-/// 64-key step, a warp computes its 16 x 64 scores per row tile with `mma_m16n8k16` (K's rows read by `ldmatrix` are the B
+/// Each block of 4 warps takes 128 query rows of one head of one batch element: each warp owns
+/// two row tiles of 16, so each K and V fragment it reads feeds two products (as
+/// FlashAttention-2's 128-row blocks do). Q's rows stay in shared memory for the whole loop; up
+/// to a d of 64 a warp also holds its rows as `mma` A fragments in registers, past it it reads
+/// them per step. Causal blocks run the last rows (the most keys) first. Per 64-key step, a
+/// warp computes its 16 x 64 scores per row tile with `mma_m16n8k16` (K's rows read by `ldmatrix` are the B
 /// fragments of `k^T`), takes the row maximum across the 4 lanes that share a row, rescales its
 /// running output and sum, and multiplies the probabilities, rounded to `T` as FlashAttention
 /// does, by V (read transposed by `ldmatrix`): the score accumulator's layout is the A
@@ -122,8 +114,8 @@ pub fn flash_attn_dense_strides(heads: usize, t: usize, d: usize) -> KernelStrid
 /// FlashAttention-2: V's tile is copied while the scores are computed, the next K tile while
 /// the softmax and `P V` run.
 /// Key tiles above the causal diagonal, or past the valid length, are skipped. Shared tiles
-/// (64 rows of 128 elements, 16 KiB each for K and V; Q passes through V's before the loop)
-/// are swizzled (16-byte chunk `c` of row `r` stored at `c ^ (r % 8)`), so the 8 rows an
+/// (64 rows of 128 elements, 16 KiB each for K and V, and Q's 128 rows, 32 KiB; 64 KiB in all,
+/// so two blocks share an SM) are swizzled (16-byte chunk `c` of row `r` stored at `c ^ (r % 8)`), so the 8 rows an
 /// `ldmatrix` reads lie in different banks.
 ///
 /// ```
@@ -135,7 +127,7 @@ pub fn flash_attn_dense_strides(heads: usize, t: usize, d: usize) -> KernelStrid
 /// // Value rows of 1s and 3s: with equal scores, each output is their mean.
 /// let v: Vec<bf16> = (0..t * d).map(|i| bf16::from_f32(1.0 + 2.0 * (i / d) as f32)).collect();
 /// let (mut o, mut lse) = (vec![bf16::ZERO; t * d], vec![0.0f32; t]);
-/// let (launch, s) = (flash_attn_launch(1, 1, t, d), flash_attn_dense_strides(1, t, d));
+/// let (launch, s) = (flash_attn_launch(1, 1, t), flash_attn_dense_strides(1, t, d));
 /// flash_attn_fwd(launch, &q, &k, &v, &mut o, &mut lse, &[], s, s, s, 1, 1, t, t, d, 0.25, 0, 0)
 ///     .unwrap();
 /// assert_eq!(o[0].to_f32(), 2.0);
@@ -169,13 +161,14 @@ pub fn flash_attn_fwd<T: Float>(
     padded: u32,
 ) {
     // One tile each of K and V: 64 rows of 64 words (128 elements, the largest d), so a row's
-    // 16-byte chunks can be swizzled within it whatever d is. Q is staged in `sv` before the
-    // first V tile needs it: row `r` at row `r % 64`, in the row's upper half for `r >= 64`
-    // (only when d <= 64, so the half has room).
+    // 16-byte chunks can be swizzled within it whatever d is; and the block's 128 rows of Q,
+    // which stay for the whole loop. 64 KiB in all (so dynamic: `#[kernel]` sees to it).
     #[shared]
     let sk: [u32; 4096];
     #[shared]
     let sv: [u32; 4096];
+    #[shared]
+    let sq: [u32; 8192];
     // Index arithmetic within the block is 32-bit (one instruction a step where `usize` takes
     // two); only offsets into the buffers are `usize`.
     let tid = thread_idx_x() as u32;
@@ -183,10 +176,11 @@ pub fn flash_attn_fwd<T: Float>(
     let warp = tid / 32;
     let hh = block_idx_y();
     let n = block_idx_z();
-    // Row tiles of 16 per warp: two when d <= 64, so each K and V fragment read feeds twice the
-    // products (the registers a d of 128 needs for one tile hold two at 64).
-    let mt = if d <= 64 { 2u32 } else { 1u32 };
-    let bq = (64 * mt) as usize;
+    // Two row tiles of 16 per warp, so each K and V fragment read feeds two products. Up to a
+    // d of 64 the warp holds its rows of Q in registers; past it they are read from `sq` per
+    // step (the registers go to the output accumulators).
+    let q_in_regs = d <= 64;
+    let bq = 128;
     // Causal blocks further down have more keys: the grid's first blocks take the last rows,
     // so the longest blocks start first and the short ones fill in at the end.
     let bx = if causal != 0 {
@@ -247,15 +241,15 @@ pub fn flash_attn_fwd<T: Float>(
     let k_at = k0 + (cr as usize) * k_rs + (cc * 8) as usize;
     let q_pass = (rstep as usize) * q_rs;
     let k_pass = (rstep as usize) * k_rs;
-    // Q's rows (in `sv`) and the first K tile, in one group.
-    for i in 0..8 {
-        if (i as u32) < passes * mt && c_on {
+    // Q's rows and the first K tile, in one group.
+    for i in 0..16 {
+        if (i as u32) < passes * 2 && c_on {
             let r = cr + (i as u32) * rstep;
-            let dst = (c_dst + ((i as u32) * rstep % 64) * 64 + (r / 64) * 32) as usize;
+            let dst = (c_dst + (i as u32) * rstep * 64) as usize;
             let len = if m0 + (r as usize) < t_q { 8 } else { 0 };
-            cp_async(&mut sv, dst, q, q_at + (i as usize) * q_pass, len);
+            cp_async(&mut sq, dst, q, q_at + (i as usize) * q_pass, len);
         }
-        if (i as u32) < passes && c_on {
+        if i < 8 && (i as u32) < passes && c_on {
             let r = cr + (i as u32) * rstep;
             let dst = (c_dst + (i as u32) * rstep * 64) as usize;
             let len = if (r as usize) < n_end { 8 } else { 0 };
@@ -270,16 +264,18 @@ pub fn flash_attn_fwd<T: Float>(
     // r8 mod 8, so its chunks are swizzled by `r8`.
     let quad = lane / 8;
     let r8 = lane % 8;
-    // Q, A fragments (16 x 16 per step of 16 along d) of row tile `mi` at `(4 mi + ks) 4`:
-    // row `(quad % 2) * 8 + r8` of the warp's 16, chunk `2 ks + quad / 2` (8 on for `mi` 1).
+    // Q, A fragments (16 x 16 per step of 16 along d) of row tile `mi`: row `(quad % 2) * 8 +
+    // r8` of the warp's 16 in the tile (64 rows on for `mi` 1), chunk `2 ks + quad / 2`. Held
+    // at `(4 mi + ks) 4` when in registers (d <= 64), else read per step into `(4 mi) 4`.
     let mut qf = [0u32; 32];
     let q_row = (warp * 16 + (quad % 2) * 8 + r8) * 64;
-    for mi in 0..2 {
-        if (mi as u32) < mt {
-            for ks in 0..8 {
+    if q_in_regs {
+        for mi in 0..2 {
+            for ks in 0..4 {
                 if ks * 16 < d {
-                    let ch = ((2 * (ks as u32) + quad / 2) ^ r8) + (mi as u32) * 8;
-                    ldmatrix_x4(&mut qf, (mi * 4 + ks) * 4, &sv, (q_row + ch * 4) as usize);
+                    let ch = (2 * (ks as u32) + quad / 2) ^ r8;
+                    let word = q_row + (mi as u32) * 4096 + ch * 4;
+                    ldmatrix_x4(&mut qf, (mi * 4 + ks) * 4, &sq, word as usize);
                 }
             }
         }
@@ -294,12 +290,12 @@ pub fn flash_attn_fwd<T: Float>(
     // Accumulator element `i` of a tile is row `g + 8 (i / 2)`, column `2 t4 + i % 2`: this
     // lane holds query rows `row0 + 64 mi` and `row0 + 64 mi + 8` of each row tile `mi`, and
     // shares each with the 3 other lanes of its quad. Row tile `mi`'s scores start at `s[32
-    // mi]`, its output at `acc[32 mi]` (a d of 128 has one tile, whose output takes all 64),
-    // its probabilities at `pf[16 mi]`, and its rows' softmax state at `[2 mi]`.
+    // mi]`, its output at `acc[64 mi]`, its probabilities at `pf[16 mi]`, and its rows'
+    // softmax state at `[2 mi]`.
     let g = lane / 4;
     let t4 = lane % 4;
     let row0 = m0 + (warp * 16 + g) as usize;
-    let mut acc = [0.0; 64];
+    let mut acc = [0.0; 128];
     let mut s = [0.0; 64];
     let mut kf = [0u32; 16];
     let mut pf = [0u32; 32];
@@ -313,8 +309,8 @@ pub fn flash_attn_fwd<T: Float>(
     let mut j = 0;
     while j < tiles {
         let n0 = j * 64;
-        // K tile `j` has landed, for every thread; and every warp is done reading `sv` (the Q
-        // fragments, or the last V tile), which the copies below overwrite.
+        // K tile `j` has landed, for every thread; and every warp is done reading `sv` (the
+        // last V tile), which the copies below overwrite.
         cp_async_wait(0);
         sync_threads();
         let k_tile = k_at + n0 * k_rs;
@@ -342,11 +338,15 @@ pub fn flash_attn_fwd<T: Float>(
                     ldmatrix_x4(&mut kf, np * 4, &sk, word as usize);
                 }
                 for mi in 0..2 {
-                    if (mi as u32) < mt {
-                        for nt in 0..8 {
-                            let at = mi * 32 + nt * 4;
-                            mma_m16n8k16(&mut s, at, &qf, (mi * 4 + ks) * 4, &kf, nt * 2);
-                        }
+                    let mut qa = (mi * 4 + ks) * 4;
+                    if !q_in_regs {
+                        qa = mi * 16;
+                        let ch = (2 * (ks as u32) + quad / 2) ^ r8;
+                        let word = q_row + (mi as u32) * 4096 + ch * 4;
+                        ldmatrix_x4(&mut qf, qa, &sq, word as usize);
+                    }
+                    for nt in 0..8 {
+                        mma_m16n8k16(&mut s, mi * 32 + nt * 4, &qf, qa, &kf, nt * 2);
                     }
                 }
             }
@@ -374,14 +374,12 @@ pub fn flash_attn_fwd<T: Float>(
         // the block has the lowest causal limit).
         if n0 + 64 > kl || (is_causal && n0 + 63 + t_q > m0 + t_k) {
             for mi in 0..2 {
-                if (mi as u32) < mt {
-                    for nt in 0..8 {
-                        for i in 0..4 {
-                            let col = n0 + nt * 8 + (t4 * 2) as usize + i % 2;
-                            let row = row0 + mi * 64 + (i / 2) * 8;
-                            if col >= kl || (is_causal && col + t_q > row + t_k) {
-                                s[mi * 32 + nt * 4 + i] = T::NEG_INFINITY;
-                            }
+                for nt in 0..8 {
+                    for i in 0..4 {
+                        let col = n0 + nt * 8 + (t4 * 2) as usize + i % 2;
+                        let row = row0 + mi * 64 + (i / 2) * 8;
+                        if col >= kl || (is_causal && col + t_q > row + t_k) {
+                            s[mi * 32 + nt * 4 + i] = T::NEG_INFINITY;
                         }
                     }
                 }
@@ -391,37 +389,35 @@ pub fn flash_attn_fwd<T: Float>(
         // Online softmax, row by row: the new maximum over the quad, the rescale of what was
         // summed under the old one, and the probabilities in place of the scores.
         for mi in 0..2 {
-            if (mi as u32) < mt {
-                for h in 0..2 {
-                    let r = mi * 2 + h;
-                    let at = mi * 32 + h * 2;
-                    let mut mx = row_max[r];
-                    for nt in 0..8 {
-                        mx = mx.max(s[at + nt * 4]).max(s[at + nt * 4 + 1]);
-                    }
-                    mx = mx.max(warp_shuffle_xor(mx, 1));
-                    mx = mx.max(warp_shuffle_xor(mx, 2));
-                    // A row with no valid key yet keeps the maximum -inf: subtract 0 instead,
-                    // so each exp is of -inf (0), never of -inf + inf (NaN).
-                    let base = if mx == T::NEG_INFINITY {
-                        0.0
-                    } else {
-                        mx * scale2
-                    };
-                    alpha[r] = (row_max[r] * scale2 - base).exp2();
-                    row_max[r] = mx;
-                    let mut sum = 0.0;
-                    // ANCHOR: exp2
-                    for nt in 0..8 {
-                        for e in 0..2 {
-                            let p = (s[at + nt * 4 + e] * scale2 - base).exp2();
-                            s[at + nt * 4 + e] = p;
-                            sum += p;
-                        }
-                    }
-                    // ANCHOR_END: exp2
-                    row_sum[r] = row_sum[r] * alpha[r] + sum;
+            for h in 0..2 {
+                let r = mi * 2 + h;
+                let at = mi * 32 + h * 2;
+                let mut mx = row_max[r];
+                for nt in 0..8 {
+                    mx = mx.max(s[at + nt * 4]).max(s[at + nt * 4 + 1]);
                 }
+                mx = mx.max(warp_shuffle_xor(mx, 1));
+                mx = mx.max(warp_shuffle_xor(mx, 2));
+                // A row with no valid key yet keeps the maximum -inf: subtract 0 instead,
+                // so each exp is of -inf (0), never of -inf + inf (NaN).
+                let base = if mx == T::NEG_INFINITY {
+                    0.0
+                } else {
+                    mx * scale2
+                };
+                alpha[r] = (row_max[r] * scale2 - base).exp2();
+                row_max[r] = mx;
+                let mut sum = 0.0;
+                // ANCHOR: exp2
+                for nt in 0..8 {
+                    for e in 0..2 {
+                        let p = (s[at + nt * 4 + e] * scale2 - base).exp2();
+                        s[at + nt * 4 + e] = p;
+                        sum += p;
+                    }
+                }
+                // ANCHOR_END: exp2
+                row_sum[r] = row_sum[r] * alpha[r] + sum;
             }
         }
 
@@ -431,24 +427,20 @@ pub fn flash_attn_fwd<T: Float>(
         // the last tile needs no branch. One branch per 16 columns of d covers the rescale and
         // the four key steps; each V fragment feeds every row tile.
         for mi in 0..2 {
-            if (mi as u32) < mt {
-                for kk in 0..4 {
-                    let p = mi * 16 + kk * 4;
-                    let x = mi * 32 + kk * 8;
-                    pf[p] = pack2(s[x], s[x + 1]);
-                    pf[p + 1] = pack2(s[x + 2], s[x + 3]);
-                    pf[p + 2] = pack2(s[x + 4], s[x + 5]);
-                    pf[p + 3] = pack2(s[x + 6], s[x + 7]);
-                }
+            for kk in 0..4 {
+                let p = mi * 16 + kk * 4;
+                let x = mi * 32 + kk * 8;
+                pf[p] = pack2(s[x], s[x + 1]);
+                pf[p + 1] = pack2(s[x + 2], s[x + 3]);
+                pf[p + 2] = pack2(s[x + 4], s[x + 5]);
+                pf[p + 3] = pack2(s[x + 6], s[x + 7]);
             }
         }
         for dp in 0..8 {
             if dp * 16 < d {
                 for mi in 0..2 {
-                    if (mi as u32) < mt {
-                        for x in 0..8 {
-                            acc[mi * 32 + dp * 8 + x] *= alpha[mi * 2 + (x / 2) % 2];
-                        }
+                    for x in 0..8 {
+                        acc[mi * 64 + dp * 8 + x] *= alpha[mi * 2 + (x / 2) % 2];
                     }
                 }
                 let ch = (2 * (dp as u32) + quad / 2) ^ r8;
@@ -456,12 +448,10 @@ pub fn flash_attn_fwd<T: Float>(
                     let word = v_row + (kk as u32) * 1024 + ch * 4;
                     ldmatrix_x4_trans(&mut vf, 0, &sv, word as usize);
                     for mi in 0..2 {
-                        if (mi as u32) < mt {
-                            let at = mi * 32 + dp * 8;
-                            let p = mi * 16 + kk * 4;
-                            mma_m16n8k16(&mut acc, at, &pf, p, &vf, 0);
-                            mma_m16n8k16(&mut acc, at + 4, &pf, p, &vf, 2);
-                        }
+                        let at = mi * 64 + dp * 8;
+                        let p = mi * 16 + kk * 4;
+                        mma_m16n8k16(&mut acc, at, &pf, p, &vf, 0);
+                        mma_m16n8k16(&mut acc, at + 4, &pf, p, &vf, 2);
                     }
                 }
             }
@@ -473,30 +463,28 @@ pub fn flash_attn_fwd<T: Float>(
     let o0 = n * os.stride(0) + hh * os.stride(1);
     let o_rs = os.stride(2);
     for mi in 0..2 {
-        if (mi as u32) < mt {
-            for h in 0..2 {
-                let r = mi * 2 + h;
-                let mut l = row_sum[r];
-                l += warp_shuffle_xor(l, 1);
-                l += warp_shuffle_xor(l, 2);
-                let row = row0 + mi * 64 + h * 8;
-                // Every row with a valid key sums at least exp(0) = 1; a row without one sums 0.
-                let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
-                if row < t_q {
-                    let o_row = o0 + row * o_rs + (t4 * 2) as usize;
-                    for dt in 0..16 {
-                        if dt * 8 < d {
-                            o[o_row + dt * 8] = acc[mi * 32 + dt * 4 + h * 2] * inv;
-                            o[o_row + dt * 8 + 1] = acc[mi * 32 + dt * 4 + h * 2 + 1] * inv;
-                        }
+        for h in 0..2 {
+            let r = mi * 2 + h;
+            let mut l = row_sum[r];
+            l += warp_shuffle_xor(l, 1);
+            l += warp_shuffle_xor(l, 2);
+            let row = row0 + mi * 64 + h * 8;
+            // Every row with a valid key sums at least exp(0) = 1; a row without one sums 0.
+            let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+            if row < t_q {
+                let o_row = o0 + row * o_rs + (t4 * 2) as usize;
+                for dt in 0..16 {
+                    if dt * 8 < d {
+                        o[o_row + dt * 8] = acc[mi * 64 + dt * 4 + h * 2] * inv;
+                        o[o_row + dt * 8 + 1] = acc[mi * 64 + dt * 4 + h * 2 + 1] * inv;
                     }
-                    if t4 == 0 {
-                        lse[b * t_q + row] = if l > 0.0 {
-                            row_max[r] * scale + l.ln()
-                        } else {
-                            T::NEG_INFINITY
-                        };
-                    }
+                }
+                if t4 == 0 {
+                    lse[b * t_q + row] = if l > 0.0 {
+                        row_max[r] * scale + l.ln()
+                    } else {
+                        T::NEG_INFINITY
+                    };
                 }
             }
         }

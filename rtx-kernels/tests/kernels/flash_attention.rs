@@ -69,7 +69,7 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64) {
     let mut lse = vec![-7.0f32; c.bh * t_q];
     let lens = c.key_len.clone().unwrap_or_default();
     flash_attn_fwd(
-        flash_attn_launch(1, c.bh, t_q, d),
+        flash_attn_launch(1, c.bh, t_q),
         &q,
         &k,
         &v,
@@ -140,8 +140,8 @@ fn check_both(cases: &[Case], seed: u64) {
 fn full_attention_matches_f64_with_ragged_edges() {
     // One query and key; fewer queries than a block over keys ending mid-tile; more queries
     // than a block over one partial key tile; a tile exactly; five key tiles, so the maximum
-    // moves and the rescale matters; head dims that are neither 64 nor 128 (32 takes two row
-    // tiles a warp, as 64 does).
+    // moves and the rescale matters; head dims that are neither 64 nor 128 (32 with more
+    // queries than a block).
     check_both(
         &[
             case(1, 1, 1, 64, false),
@@ -160,8 +160,8 @@ fn full_attention_matches_f64_with_ragged_edges() {
 fn causal_attention_matches_f64_with_the_diagonal_bottom_right() {
     // Square, across several query blocks and key tiles; more keys than queries (each query
     // sees the keys before its own place at the end); more queries than keys, where the first
-    // t_q - t_k queries see no key (zeros, lse -inf) and a whole block has nothing to do; at
-    // d 64 (two row tiles a warp, 128 rows a block), three blocks run last rows first.
+    // t_q - t_k queries see no key (zeros, lse -inf) and a whole block has nothing to do;
+    // three blocks of 128 rows, run last rows first.
     check_both(
         &[
             case(1, 130, 130, 128, true),
@@ -193,7 +193,7 @@ fn key_padding_matches_f64() {
 fn f32_is_an_error_not_a_launch() {
     let (mut o, mut lse) = (vec![0.0f32; 16], vec![0.0f32; 1]);
     let x = vec![0.0f32; 16];
-    let launch = flash_attn_launch(1, 1, 1, 16);
+    let launch = flash_attn_launch(1, 1, 1);
     let s = flash_attn_dense_strides(1, 1, 16);
     let err = flash_attn_fwd(
         launch,

@@ -129,7 +129,7 @@ impl<T: Float<Acc = f32>> Run<'_, T> {
         let mut o = nan(o_len);
         let mut lse = vec![f32::NAN; b * h * t_q];
         flash_attn_fwd(
-            flash_attn_launch(b, h, t_q, d),
+            flash_attn_launch(b, h, t_q),
             self.q,
             self.k,
             self.v,
