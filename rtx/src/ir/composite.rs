@@ -6,6 +6,7 @@
 
 use super::builder::binary_op;
 use super::{Attrs, Builder, Composite, IrOp, NodeId, Value};
+use crate::nn::CrossEntropy;
 use crate::shape::{Dim as DimType, ReduceAxis, Shape};
 use crate::tensor::{Kept, Reduced};
 use rtx_kernels::op::{BinaryOp, Op, ReduceOp};
@@ -255,6 +256,33 @@ impl Builder {
     ) -> Value<Y, E> {
         let op = Composite::CausalAttention { heads };
         self.node(IrOp::Composite(op), &[qkv.id])
+    }
+
+    /// The mean cross entropy of `logits` `[B, C]` against class indices `targets` `[B]`,
+    /// with `nn::CrossEntropy`'s options: one `cross_entropy` node (the fused kernel), a
+    /// scalar.
+    ///
+    /// ```
+    /// # use rtx::ir::Builder;
+    /// # use rtx::nn::CrossEntropy;
+    /// # use rtx::shape::{Const, Dyn};
+    /// let mut b = Builder::new("Loss");
+    /// let x = b.input::<(Dyn<'B'>, Const<10>), f32>("logits");
+    /// let t = b.input::<(Dyn<'B'>,), i64>("targets");
+    /// let loss = b.cross_entropy(x, t, CrossEntropy::default());
+    /// assert!(b.finish().nodes[loss.id()].shape.is_empty());
+    /// ```
+    pub fn cross_entropy<B: DimType, C: DimType, E: Float>(
+        &mut self,
+        logits: Value<(B, C), E>,
+        targets: Value<(B,), i64>,
+        opts: CrossEntropy,
+    ) -> Value<(), E> {
+        let op = Composite::CrossEntropy {
+            ignore_index: opts.ignore_index,
+            label_smoothing: opts.label_smoothing,
+        };
+        self.node(IrOp::Composite(op), &[logits.id, targets.id])
     }
 }
 

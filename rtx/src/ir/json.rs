@@ -19,7 +19,7 @@ use std::path::Path;
 pub const FORMAT: &str = "rtx-ir";
 
 /// The newest format version this rtx writes and reads (it reads every older one too).
-pub const VERSION: u64 = 2;
+pub const VERSION: u64 = 3;
 
 /// A node as the file spells it; field order here is the key order in the file.
 #[derive(Serialize, Deserialize)]
@@ -46,6 +46,10 @@ struct NodeRepr {
     eps: Option<Json>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     heads: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ignore_index: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    label_smoothing: Option<Json>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     inputs: Vec<usize>,
     dtype: String,
@@ -97,7 +101,7 @@ impl Graph {
     /// use rtx::ir::Graph;
     /// let text = r#"{"format": "rtx-ir", "version": 9, "name": "M", "nodes": [], "outputs": []}"#;
     /// let err = Graph::from_json(text).unwrap_err().to_string();
-    /// assert_eq!(err, "IR JSON text: version 9 is newer than this rtx reads (versions 1 to 2); \
+    /// assert_eq!(err, "IR JSON text: version 9 is newer than this rtx reads (versions 1 to 3); \
     ///                  a newer rtx wrote it");
     /// ```
     pub fn from_json(text: &str) -> Result<Graph> {
@@ -197,6 +201,8 @@ fn repr(n: &Node) -> NodeRepr {
         pool: n.attrs.pool,
         eps: None,
         heads: None,
+        ignore_index: None,
+        label_smoothing: None,
         inputs: n.inputs.clone(),
         dtype: dtype_name(n.dtype).into(),
         shape: n
@@ -223,6 +229,13 @@ fn repr(n: &Node) -> NodeRepr {
                 r.eps = Some(const_json(eps))
             }
             Composite::CausalAttention { heads } => r.heads = Some(heads),
+            Composite::CrossEntropy {
+                ignore_index,
+                label_smoothing,
+            } => {
+                r.ignore_index = ignore_index;
+                r.label_smoothing = Some(const_json(label_smoothing));
+            }
             Composite::Linear => {}
         },
         IrOp::Op(_) | IrOp::Reshape | IrOp::Expand => {}
@@ -378,6 +391,8 @@ fn node(i: usize, json: &Json, version: u64) -> std::result::Result<Node, String
         ("pool", r.pool.is_some()),
         ("eps", r.eps.is_some()),
         ("heads", r.heads.is_some()),
+        ("ignore_index", r.ignore_index.is_some()),
+        ("label_smoothing", r.label_smoothing.is_some()),
     ]
     .into_iter()
     .filter_map(|(f, present)| present.then_some(f))
@@ -394,8 +409,14 @@ fn node(i: usize, json: &Json, version: u64) -> std::result::Result<Node, String
         "layer_norm" | "rms_norm" => &["eps"],
         "linear" => &[],
         "causal_attention" => &["heads"],
+        "cross_entropy" => &["ignore_index", "label_smoothing"],
         _ => &["axis", "keepdim", "conv", "pool"],
     };
+    if version < 3 && r.op == "cross_entropy" {
+        return Err(format!(
+            "{at}: cross_entropy came with version 3; this file says version {version}"
+        ));
+    }
     if version < 2 && Composite::NAMES.contains(&r.op.as_str()) {
         return Err(format!(
             "{at}: composite ops such as {} came with version 2; this file says version \
@@ -446,6 +467,15 @@ fn node(i: usize, json: &Json, version: u64) -> std::result::Result<Node, String
         "linear" => IrOp::Composite(Composite::Linear),
         "causal_attention" => IrOp::Composite(Composite::CausalAttention {
             heads: r.heads.ok_or_else(|| need("heads"))?,
+        }),
+        "cross_entropy" => IrOp::Composite(Composite::CrossEntropy {
+            ignore_index: r.ignore_index,
+            label_smoothing: constant(
+                &at,
+                r.label_smoothing
+                    .as_ref()
+                    .ok_or_else(|| need("label_smoothing"))?,
+            )?,
         }),
         other => IrOp::Op(op_from_name(other).ok_or_else(|| {
             format!(

@@ -50,14 +50,15 @@
 //! that the loader checks op by op. The views' parameters are in their `IrOp` variants,
 //! since those variants exist only here.
 //!
-//! # Serialized form, version 2
+//! # Serialized form, version 3
 //!
 //! [`Graph::to_json`] writes UTF-8 JSON, one node per line so that a changed node is a
 //! one-line diff. The top-level object has, in this order:
 //!
 //! - `"format"`: always `"rtx-ir"`.
-//! - `"version"`: the format version, an integer; this page describes version 2 (version 1
-//!   had no composite ops, `eps` or `heads`; it still reads).
+//! - `"version"`: the format version, an integer; this page describes version 3 (version 2
+//!   had no `cross_entropy`, `ignore_index` or `label_smoothing`, and version 1 no composite
+//!   ops, `eps` or `heads`; both still read).
 //! - `"name"`: the model's type name (`"Mlp"`).
 //! - `"nodes"`: the nodes in order; a node is referred to by its index in this list (written
 //!   `%3` in summaries), and reads only nodes before it.
@@ -73,7 +74,8 @@
 //!   node's shape), `"narrow"` (the node's size along `axis`, from `start`), and `"size"`
 //!   (the size of the input's `axis`, as a scalar), or a composite op: `"softmax"`,
 //!   `"log_softmax"` and `"mean"` (with `axis`; `mean` also `keepdim`), `"layer_norm"` and
-//!   `"rms_norm"` (with `eps`), `"linear"`, `"causal_attention"` (with `heads`).
+//!   `"rms_norm"` (with `eps`), `"linear"`, `"causal_attention"` (with `heads`),
+//!   `"cross_entropy"` (with `label_smoothing`, and `ignore_index` when targets are ignored).
 //! - `"name"`: for `input`, the argument's name; for `param`, the parameter's dotted name.
 //! - `"value"`: for `constant`, a JSON number (written as the shortest decimal that reads
 //!   back to the same `f64`), or one of the strings `"inf"`, `"-inf"`, `"nan"`, which JSON
@@ -86,6 +88,9 @@
 //! - `"keepdim"`: for reductions and `mean`, `true` when the reduced axis is kept with size 1.
 //! - `"eps"`: for `layer_norm` and `rms_norm`, the number added under the square root.
 //! - `"heads"`: for `causal_attention`, the number of heads.
+//! - `"ignore_index"`: for `cross_entropy`, the target value that adds nothing (absent: none).
+//! - `"label_smoothing"`: for `cross_entropy`, the weight moved to the uniform distribution,
+//!   a number as `"value"` is.
 //! - `"conv"`: for `conv`, `{"stride", "padding", "dilation", "groups"}`, the same along
 //!   every spatial axis.
 //! - `"pool"`: for `max_pool` and `avg_pool`, `{"kernel", "stride", "padding"}`.
@@ -230,6 +235,15 @@ pub enum Composite {
         /// The number of heads.
         heads: usize,
     },
+    /// The mean cross entropy of logits `[B, C]` against class indices `[B]` (`i64`), as
+    /// `nn::cross_entropy_with` computes it in one fused kernel: reads `[logits, targets]` and
+    /// gives a scalar of the logits' element type.
+    CrossEntropy {
+        /// Targets equal to this add nothing and are not counted in the mean.
+        ignore_index: Option<i64>,
+        /// In [0, 1]: the weight moved from the target class to a uniform distribution.
+        label_smoothing: f64,
+    },
 }
 
 impl PartialEq for Composite {
@@ -253,6 +267,16 @@ impl PartialEq for Composite {
             (LayerNorm { eps: a }, LayerNorm { eps: b })
             | (RmsNorm { eps: a }, RmsNorm { eps: b }) => a.to_bits() == b.to_bits(),
             (Linear, Linear) => true,
+            (
+                CrossEntropy {
+                    ignore_index: a,
+                    label_smoothing: s,
+                },
+                CrossEntropy {
+                    ignore_index: b,
+                    label_smoothing: t,
+                },
+            ) => a == b && s.to_bits() == t.to_bits(),
             _ => false,
         }
     }
@@ -260,7 +284,7 @@ impl PartialEq for Composite {
 
 impl Composite {
     /// Every composite op's name, as [`Composite::name`] spells it.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "softmax",
         "log_softmax",
         "mean",
@@ -268,6 +292,7 @@ impl Composite {
         "rms_norm",
         "linear",
         "causal_attention",
+        "cross_entropy",
     ];
 
     /// The op's name in the serialized form (`"layer_norm"`).
@@ -284,6 +309,7 @@ impl Composite {
             Composite::RmsNorm { .. } => 4,
             Composite::Linear => 5,
             Composite::CausalAttention { .. } => 6,
+            Composite::CrossEntropy { .. } => 7,
         };
         Self::NAMES[i]
     }

@@ -36,6 +36,15 @@ pub(super) fn op_text(n: &Node) -> String {
                 params.push(format!("eps={eps:?}"))
             }
             Composite::CausalAttention { heads } => params.push(format!("heads={heads}")),
+            Composite::CrossEntropy {
+                ignore_index,
+                label_smoothing,
+            } => {
+                if let Some(i) = ignore_index {
+                    params.push(format!("ignore_index={i}"));
+                }
+                params.push(format!("label_smoothing={label_smoothing:?}"));
+            }
             Composite::Linear => {}
         },
         IrOp::Op(_) | IrOp::Reshape | IrOp::Expand => {}

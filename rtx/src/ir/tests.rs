@@ -133,7 +133,7 @@ fn layer_norm_is_one_composite_node() {
         "{json}"
     );
     assert_eq!(Graph::from_json(&json).unwrap(), g);
-    let v1 = json.replace(r#""version": 2"#, r#""version": 1"#);
+    let v1 = json.replace(r#""version": 3"#, r#""version": 1"#);
     let err = Graph::from_json(&v1).unwrap_err().to_string();
     assert!(
         err.contains("composite ops such as layer_norm came with version 2"),
@@ -217,7 +217,7 @@ fn the_file_reads_as_documented() {
         text(),
         r#"{
   "format": "rtx-ir",
-  "version": 2,
+  "version": 3,
   "name": "M",
   "nodes": [
     {"op": "input", "name": "x", "dtype": "f32", "shape": ["B", 3]},
@@ -236,11 +236,16 @@ fn the_loader_names_the_node_and_the_problem() {
     let t = text();
     let cases = [
         (
-            t.replace(r#""version": 2"#, r#""version": 3"#),
-            "version 3 is newer than this rtx reads (versions 1 to 2); a newer rtx wrote it",
+            t.replace(r#""version": 3"#, r#""version": 4"#),
+            "version 4 is newer than this rtx reads (versions 1 to 3); a newer rtx wrote it",
         ),
         (
-            t.replace(r#""version": 2"#, r#""version": 0"#),
+            t.replace(r#""version": 3"#, r#""version": 2"#)
+                .replace(r#""op": "sum", "axis": 1"#, r#""op": "cross_entropy""#),
+            "node 3 (cross_entropy): cross_entropy came with version 3; this file says version 2",
+        ),
+        (
+            t.replace(r#""version": 3"#, r#""version": 0"#),
             "version 0 does not exist; versions start at 1",
         ),
         (
@@ -255,7 +260,7 @@ fn the_loader_names_the_node_and_the_problem() {
             t.replace(r#""op": "sum""#, r#""op": "summ""#),
             "node 3 (summ): unknown op \"summ\" (not a primitive op of this rtx, nor one of \
              input, param, constant, permute, reshape, expand, narrow, size, softmax, \
-             log_softmax, mean, layer_norm, rms_norm, linear, causal_attention)",
+             log_softmax, mean, layer_norm, rms_norm, linear, causal_attention, cross_entropy)",
         ),
         (
             t.replace(r#""axis": 1, "#, ""),
@@ -318,7 +323,7 @@ fn the_loader_names_the_node_and_the_problem() {
         );
     }
     assert!(load_err("{").starts_with("IR JSON text: not valid JSON: EOF while parsing"));
-    assert_eq!(VERSION, 2);
+    assert_eq!(VERSION, 3);
 }
 
 /// The index of the first node of op `name`.

@@ -468,8 +468,8 @@ fn check_ir_only(op: &IrOp, n: &Node, ins: &[&Node], arity: impl Fn(usize) -> Ch
     }
 }
 
-/// The rules of the composite ops: float operands of one element type, and the shapes the
-/// layers they stand for give.
+/// The rules of the composite ops: float operands of one element type (cross entropy's
+/// targets aside, `i64`), and the shapes the layers they stand for give.
 fn check_composite(c: Composite, n: &Node, ins: &[&Node]) -> Check {
     let Some(x) = ins.first() else {
         return Err("reads no inputs".into());
@@ -477,8 +477,19 @@ fn check_composite(c: Composite, n: &Node, ins: &[&Node]) -> Check {
     if !x.dtype.is_float() {
         return Err(format!("is not defined for {}", dtype_name(x.dtype)));
     }
-    for t in ins {
-        dtype_is(n, t.dtype)?;
+    let is_loss = matches!(c, Composite::CrossEntropy { .. });
+    for (k, t) in ins.iter().enumerate() {
+        if is_loss && k == 1 {
+            if t.dtype != DType::I64 {
+                return Err(format!(
+                    "its targets %{} are {}, not i64 class indices",
+                    n.inputs[1],
+                    dtype_name(t.dtype)
+                ));
+            }
+        } else {
+            dtype_is(n, t.dtype)?;
+        }
     }
     let inputs_between = |lo: usize, hi: usize, what: &str| {
         if (lo..=hi).contains(&ins.len()) {
@@ -576,6 +587,25 @@ fn check_composite(c: Composite, n: &Node, ins: &[&Node]) -> Check {
             }
             let expect = [x.shape[0].clone(), x.shape[1].clone(), n.shape[2].clone()];
             shape_is(n, &expect)
+        }
+        Composite::CrossEntropy {
+            label_smoothing, ..
+        } => {
+            inputs_between(2, 2, "2 (logits, targets)")?;
+            let t = &ins[1].shape;
+            if x.shape.len() != 2 || t.len() != 1 || !agree(&x.shape[0], &t[0]) {
+                return Err(format!(
+                    "logits {} and targets {} are not [B, C] and [B]",
+                    shape_str(&x.shape),
+                    shape_str(t)
+                ));
+            }
+            if !(0.0..=1.0).contains(&label_smoothing) {
+                return Err(format!(
+                    "label_smoothing {label_smoothing} is not in [0, 1]"
+                ));
+            }
+            rank_is(n, 0)
         }
     }
 }

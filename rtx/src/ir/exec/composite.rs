@@ -2,8 +2,9 @@
 //! it: the backend's softmax and mean, the fused norm (`Storage::norm_rows`, what the static
 //! forward of `LayerNorm` and `RMSNorm` runs), the planned product with its bias epilogue
 //! (`matmul_layouts`, what `Linear`'s static forward runs through
-//! `Tensor::matmul_saving_bias`), and `attend`, the attention `CausalSelfAttention`'s static
-//! forward runs.
+//! `Tensor::matmul_saving_bias`), `attend`, the attention `CausalSelfAttention`'s static
+//! forward runs, and the fused cross entropy (`Storage::cross_entropy`, what
+//! `nn::cross_entropy_with` and its static form run).
 //!
 //! Invariant: for the same operands on the same device, each result is bitwise the compiled
 //! forward's, since it is the same call on the same layouts; and what a node keeps for its
@@ -20,7 +21,8 @@ use rtx_kernels::Float;
 use std::any::Any;
 
 /// What a composite op's forward keeps for its backward: a norm's statistics
-/// (`NormStats`), attention's backward (`QkvBack<E>`); `None` for the others.
+/// (`NormStats`), attention's backward (`QkvBack<E>`), cross entropy's row statistics
+/// (`CrossEntropySaved`); `None` for the others.
 pub(super) type Saved = Option<Box<dyn Any>>;
 
 /// Runs the composite op `c` on its inputs `ins`: its output, and what its backward needs.
@@ -82,6 +84,16 @@ fn typed<E: Float>(c: Composite, ins: &[DynTensor]) -> Result<(DynTensor, Saved)
             let qkv: Seq<E> = x.to_tensor()?;
             let (y, backward) = attend(&qkv, heads);
             Ok((DynTensor::of(&y), Some(Box::new(backward))))
+        }
+        Composite::CrossEntropy {
+            ignore_index,
+            label_smoothing,
+        } => {
+            let t = &ins[1];
+            let targets = (t.storage::<i64>()?, t.layout());
+            let (loss, saved) =
+                s.cross_entropy("cross_entropy", l, targets, ignore_index, label_smoothing)?;
+            Ok((DynTensor::dense(loss, &[]), Some(Box::new(saved))))
         }
     }
 }

@@ -13,9 +13,9 @@ use crate::compile::layers::attention::{QkvBack, Seq};
 use crate::error::Result;
 use crate::ir::{Composite, IrOp, NodeId};
 use crate::rules::reduce::ReduceGrad;
-use crate::rules::{conv, index, norm, reduce, softmax, views};
+use crate::rules::{conv, index, loss, norm, reduce, softmax, views};
 use crate::tensor::matmul_layouts_grads;
-use rtx_backends::storage::NormStats;
+use rtx_backends::storage::{CrossEntropySaved, NormStats};
 use rtx_backends::{Layout, Storage};
 use rtx_kernels::Float;
 use rtx_kernels::op::{Op, ReduceOp, ScatterOp};
@@ -247,6 +247,15 @@ fn composite<E: Float>(
         Composite::Mean { axis, .. } => {
             let dx = reduction(ReduceGrad::Mean, &vals[0], y, g, axis)?;
             out.push((ins[0], dx));
+        }
+        Composite::CrossEntropy { .. } => {
+            let stats = saved
+                .as_ref()
+                .and_then(|s| s.downcast_ref::<CrossEntropySaved>())
+                .ok_or_else(|| exec_error("the forward kept no cross entropy statistics".into()))?;
+            let t = (vals[1].storage::<i64>()?, vals[1].layout());
+            let dx = loss::cross_entropy_back(op::<E>(g)?, op::<E>(&vals[0])?, t, stats)?;
+            out.push((ins[0], DynTensor::dense(dx, vals[0].dims())));
         }
     }
     Ok(out)
