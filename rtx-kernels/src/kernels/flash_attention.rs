@@ -110,12 +110,12 @@ pub fn flash_attn_dense_strides(heads: usize, t: usize, d: usize) -> KernelStrid
 /// running output and sum, and multiplies the probabilities, rounded to `T` as FlashAttention
 /// does, by V (read transposed by `ldmatrix`): the score accumulator's layout is the A
 /// fragment's, so the probabilities never go through shared memory. Output and sums stay in
-/// f32 until the output is rounded once on store. Copies overlap the math as in
-/// FlashAttention-2: V's tile is copied while the scores are computed, the next K tile while
-/// the softmax and `P V` run.
+/// f32 until the output is rounded once on store. K and V are double-buffered: the next
+/// tile's copy runs under the whole of the current tile's math, with one barrier a tile.
 /// Key tiles above the causal diagonal, or past the valid length, are skipped. Shared tiles
-/// (64 rows of 128 elements, 16 KiB each for K and V, and Q's 128 rows, 32 KiB; 64 KiB in all,
-/// so two blocks share an SM) are swizzled (16-byte chunk `c` of row `r` stored at `c ^ (r % 8)`), so the 8 rows an
+/// (two of K and two of V, 64 rows of 128 elements, 16 KiB each, and Q's 128 rows, 32 KiB; 96
+/// KiB in all, so two blocks share an SM) are swizzled (16-byte chunk `c` of row `r` stored at
+/// `c ^ (r % 8)`), so the 8 rows an
 /// `ldmatrix` reads lie in different banks.
 ///
 /// ```
@@ -160,13 +160,14 @@ pub fn flash_attn_fwd<T: Float>(
     causal: u32,
     padded: u32,
 ) {
-    // One tile each of K and V: 64 rows of 64 words (128 elements, the largest d), so a row's
-    // 16-byte chunks can be swizzled within it whatever d is; and the block's 128 rows of Q,
-    // which stay for the whole loop. 64 KiB in all (so dynamic: `#[kernel]` sees to it).
+    // Two tiles each of K and V (tile `j` in buffer `j % 2`, the next one landing while it is
+    // used): 64 rows of 64 words (128 elements, the largest d), so a row's 16-byte chunks can
+    // be swizzled within it whatever d is; and the block's 128 rows of Q, which stay for the
+    // whole loop. 96 KiB in all (so dynamic: `#[kernel]` sees to it), two blocks to an SM.
     #[shared]
-    let sk: [u32; 4096];
+    let sk: [u32; 8192];
     #[shared]
-    let sv: [u32; 4096];
+    let sv: [u32; 8192];
     #[shared]
     let sq: [u32; 8192];
     // Index arithmetic within the block is 32-bit (one instruction a step where `usize` takes
@@ -241,7 +242,7 @@ pub fn flash_attn_fwd<T: Float>(
     let k_at = k0 + (cr as usize) * k_rs + (cc * 8) as usize;
     let q_pass = (rstep as usize) * q_rs;
     let k_pass = (rstep as usize) * k_rs;
-    // Q's rows and the first K tile, in one group.
+    // Q's rows and the first K and V tiles, in one group.
     for i in 0..16 {
         if (i as u32) < passes * 2 && c_on {
             let r = cr + (i as u32) * rstep;
@@ -254,6 +255,7 @@ pub fn flash_attn_fwd<T: Float>(
             let dst = (c_dst + (i as u32) * rstep * 64) as usize;
             let len = if (r as usize) < n_end { 8 } else { 0 };
             cp_async(&mut sk, dst, k, k_at + (i as usize) * k_pass, len);
+            cp_async(&mut sv, dst, v, k_at + (i as usize) * k_pass, len);
         }
     }
     cp_async_commit();
@@ -309,17 +311,28 @@ pub fn flash_attn_fwd<T: Float>(
     let mut j = 0;
     while j < tiles {
         let n0 = j * 64;
-        // K tile `j` has landed, for every thread; and every warp is done reading `sv` (the
-        // last V tile), which the copies below overwrite.
-        cp_async_wait(0);
-        sync_threads();
-        let k_tile = k_at + n0 * k_rs;
-        for i in 0..8 {
-            if (i as u32) < passes && c_on {
-                let r = n0 + (cr + (i as u32) * rstep) as usize;
-                let dst = (c_dst + (i as u32) * rstep * 64) as usize;
-                let len = if r < n_end { 8 } else { 0 };
-                cp_async(&mut sv, dst, v, k_tile + (i as usize) * k_pass, len);
+        // Tile `j`'s K and V sit in buffer `j % 2`.
+        let kb = ((j % 2) * 4096) as u32;
+        if j > 0 {
+            // Tile `j` has landed, for every thread; and every warp is done with tile `j - 1`,
+            // whose buffer the copies below overwrite. (Tile 0 landed before the loop.)
+            cp_async_wait(0);
+            sync_threads();
+        }
+        // Tile `j + 1` is copied while tile `j`'s scores, softmax and `P V` run: one barrier a
+        // tile.
+        if j + 1 < tiles {
+            let n1 = n0 + 64;
+            let k_next = k_at + n1 * k_rs;
+            let nb = (4096 - kb) as usize;
+            for i in 0..8 {
+                if (i as u32) < passes && c_on {
+                    let r = n1 + (cr + (i as u32) * rstep) as usize;
+                    let dst = nb + (c_dst + (i as u32) * rstep * 64) as usize;
+                    let len = if r < n_end { 8 } else { 0 };
+                    cp_async(&mut sk, dst, k, k_next + (i as usize) * k_pass, len);
+                    cp_async(&mut sv, dst, v, k_next + (i as usize) * k_pass, len);
+                }
             }
         }
         cp_async_commit();
@@ -334,7 +347,7 @@ pub fn flash_attn_fwd<T: Float>(
             if ks * 16 < d {
                 let ch = (2 * (ks as u32) + quad % 2) ^ r8;
                 for np in 0..4 {
-                    let word = k_row + (np as u32) * 1024 + ch * 4;
+                    let word = kb + k_row + (np as u32) * 1024 + ch * 4;
                     ldmatrix_x4(&mut kf, np * 4, &sk, word as usize);
                 }
                 for mi in 0..2 {
@@ -351,24 +364,6 @@ pub fn flash_attn_fwd<T: Float>(
                 }
             }
         }
-
-        // V tile `j` has landed for every thread, and every warp is done reading `sk`: the next
-        // K tile is copied while the softmax and P V run.
-        cp_async_wait(0);
-        sync_threads();
-        if j + 1 < tiles {
-            let n1 = n0 + 64;
-            let k_next = k_tile + 64 * k_rs;
-            for i in 0..8 {
-                if (i as u32) < passes && c_on {
-                    let r = n1 + (cr + (i as u32) * rstep) as usize;
-                    let dst = (c_dst + (i as u32) * rstep * 64) as usize;
-                    let len = if r < n_end { 8 } else { 0 };
-                    cp_async(&mut sk, dst, k, k_next + (i as usize) * k_pass, len);
-                }
-            }
-        }
-        cp_async_commit();
 
         // Masks, only on tiles that cross the valid length or the diagonal (the first row of
         // the block has the lowest causal limit).
@@ -445,7 +440,7 @@ pub fn flash_attn_fwd<T: Float>(
                 }
                 let ch = (2 * (dp as u32) + quad / 2) ^ r8;
                 for kk in 0..4 {
-                    let word = v_row + (kk as u32) * 1024 + ch * 4;
+                    let word = kb + v_row + (kk as u32) * 1024 + ch * 4;
                     ldmatrix_x4_trans(&mut vf, 0, &sv, word as usize);
                     for mi in 0..2 {
                         let at = mi * 64 + dp * 8;

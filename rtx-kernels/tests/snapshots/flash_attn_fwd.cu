@@ -367,9 +367,9 @@ template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_f16>(float lo,
 template <typename S, typename A>
 __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, const S* v, S* o, A* lse, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
   extern __shared__ __align__(16) unsigned char rtx_dyn_shared[];
-  unsigned int (&sk)[4096] = *reinterpret_cast<unsigned int (*)[4096]>(rtx_dyn_shared + (0));
-  unsigned int (&sv)[4096] = *reinterpret_cast<unsigned int (*)[4096]>(rtx_dyn_shared + ((((0) + 4096 * sizeof(unsigned int) + 15) & ~15ull)));
-  unsigned int (&sq)[8192] = *reinterpret_cast<unsigned int (*)[8192]>(rtx_dyn_shared + (((((((0) + 4096 * sizeof(unsigned int) + 15) & ~15ull)) + 4096 * sizeof(unsigned int) + 15) & ~15ull)));
+  unsigned int (&sk)[8192] = *reinterpret_cast<unsigned int (*)[8192]>(rtx_dyn_shared + (0));
+  unsigned int (&sv)[8192] = *reinterpret_cast<unsigned int (*)[8192]>(rtx_dyn_shared + ((((0) + 8192 * sizeof(unsigned int) + 15) & ~15ull)));
+  unsigned int (&sq)[8192] = *reinterpret_cast<unsigned int (*)[8192]>(rtx_dyn_shared + (((((((0) + 8192 * sizeof(unsigned int) + 15) & ~15ull)) + 8192 * sizeof(unsigned int) + 15) & ~15ull)));
   unsigned int tid = ((unsigned int)(((unsigned long long)threadIdx.x)));
   unsigned int lane = (tid % 32u);
   unsigned int warp = (tid / 32u);
@@ -424,6 +424,7 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
       unsigned long long dst_1 = ((unsigned long long)((c_dst + ((((unsigned int)(i)) * rstep) * 64u))));
       unsigned long long len_1 = ((((unsigned long long)(r_1)) < n_end) ? 8ull : 0ull);
       rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(dst_1)), rtx_global_addr(k), (k_at + (i * k_pass)), len_1);
+      rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(dst_1)), rtx_global_addr(v), (k_at + (i * k_pass)), len_1);
     }
   }
   rtx_cp_async_commit();
@@ -489,16 +490,24 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
   unsigned long long j = 0ull;
   while ((j < tiles)) {
     unsigned long long n0 = (j * 64ull);
-    rtx_cp_async_wait<0>();
-    __syncthreads();
-    unsigned long long k_tile = (k_at + (n0 * k_rs));
-    #pragma unroll
-    for (unsigned long long i_1 = 0ull; i_1 < 8ull; i_1 += 1) {
-      if (((((unsigned int)(i_1)) < passes) && c_on)) {
-        unsigned long long r_2 = (n0 + ((unsigned long long)((cr + (((unsigned int)(i_1)) * rstep)))));
-        unsigned long long dst_2 = ((unsigned long long)((c_dst + ((((unsigned int)(i_1)) * rstep) * 64u))));
-        unsigned long long len_2 = ((r_2 < n_end) ? 8ull : 0ull);
-        rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(dst_2)), rtx_global_addr(v), (k_tile + (i_1 * k_pass)), len_2);
+    unsigned int kb = ((unsigned int)(((j % 2ull) * 4096ull)));
+    if ((j > 0ull)) {
+      rtx_cp_async_wait<0>();
+      __syncthreads();
+    }
+    if (((j + 1ull) < tiles)) {
+      unsigned long long n1 = (n0 + 64ull);
+      unsigned long long k_next = (k_at + (n1 * k_rs));
+      unsigned long long nb = ((unsigned long long)((4096u - kb)));
+      #pragma unroll
+      for (unsigned long long i_1 = 0ull; i_1 < 8ull; i_1 += 1) {
+        if (((((unsigned int)(i_1)) < passes) && c_on)) {
+          unsigned long long r_2 = (n1 + ((unsigned long long)((cr + (((unsigned int)(i_1)) * rstep)))));
+          unsigned long long dst_2 = (nb + ((unsigned long long)((c_dst + ((((unsigned int)(i_1)) * rstep) * 64u)))));
+          unsigned long long len_2 = ((r_2 < n_end) ? 8ull : 0ull);
+          rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(dst_2)), rtx_global_addr(k), (k_next + (i_1 * k_pass)), len_2);
+          rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(dst_2)), rtx_global_addr(v), (k_next + (i_1 * k_pass)), len_2);
+        }
       }
     }
     rtx_cp_async_commit();
@@ -512,7 +521,7 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
         unsigned int ch_1 = (((2u * ((unsigned int)(ks_2))) + (quad % 2u)) ^ r8);
         #pragma unroll
         for (unsigned long long np = 0ull; np < 4ull; np += 1) {
-          unsigned int word_1 = ((k_row + (((unsigned int)(np)) * 1024u)) + (ch_1 * 4u));
+          unsigned int word_1 = (((kb + k_row) + (((unsigned int)(np)) * 1024u)) + (ch_1 * 4u));
           rtx_ldmatrix_x4(kf[((np * 4ull)) + 0ull], kf[((np * 4ull)) + 1ull], kf[((np * 4ull)) + 2ull], kf[((np * 4ull)) + 3ull], (rtx_smem_addr(sk) + 4u * (unsigned int)(((unsigned long long)(word_1)))));
         }
         #pragma unroll
@@ -531,33 +540,17 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
         }
       }
     }
-    rtx_cp_async_wait<0>();
-    __syncthreads();
-    if (((j + 1ull) < tiles)) {
-      unsigned long long n1 = (n0 + 64ull);
-      unsigned long long k_next = (k_tile + (64ull * k_rs));
-      #pragma unroll
-      for (unsigned long long i_2 = 0ull; i_2 < 8ull; i_2 += 1) {
-        if (((((unsigned int)(i_2)) < passes) && c_on)) {
-          unsigned long long r_3 = (n1 + ((unsigned long long)((cr + (((unsigned int)(i_2)) * rstep)))));
-          unsigned long long dst_3 = ((unsigned long long)((c_dst + ((((unsigned int)(i_2)) * rstep) * 64u))));
-          unsigned long long len_3 = ((r_3 < n_end) ? 8ull : 0ull);
-          rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(dst_3)), rtx_global_addr(k), (k_next + (i_2 * k_pass)), len_3);
-        }
-      }
-    }
-    rtx_cp_async_commit();
     if ((((n0 + 64ull) > kl) || (is_causal && (((n0 + 63ull) + t_q) > (m0 + t_k))))) {
       #pragma unroll
       for (unsigned long long mi_2 = 0ull; mi_2 < 2ull; mi_2 += 1) {
         #pragma unroll
         for (unsigned long long nt_1 = 0ull; nt_1 < 8ull; nt_1 += 1) {
           #pragma unroll
-          for (unsigned long long i_3 = 0ull; i_3 < 4ull; i_3 += 1) {
-            unsigned long long col = (((n0 + (nt_1 * 8ull)) + ((unsigned long long)((t4 * 2u)))) + (i_3 % 2ull));
-            unsigned long long row = ((row0 + (mi_2 * 64ull)) + ((i_3 / 2ull) * 8ull));
+          for (unsigned long long i_2 = 0ull; i_2 < 4ull; i_2 += 1) {
+            unsigned long long col = (((n0 + (nt_1 * 8ull)) + ((unsigned long long)((t4 * 2u)))) + (i_2 % 2ull));
+            unsigned long long row = ((row0 + (mi_2 * 64ull)) + ((i_2 / 2ull) * 8ull));
             if (((col >= kl) || (is_causal && ((col + t_q) > (row + t_k))))) {
-              s[(((mi_2 * 32ull) + (nt_1 * 4ull)) + i_3)] = (-rtx_inf<A>());
+              s[(((mi_2 * 32ull) + (nt_1 * 4ull)) + i_2)] = (-rtx_inf<A>());
             }
           }
         }
@@ -567,9 +560,9 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
     for (unsigned long long mi_3 = 0ull; mi_3 < 2ull; mi_3 += 1) {
       #pragma unroll
       for (unsigned long long h = 0ull; h < 2ull; h += 1) {
-        unsigned long long r_4 = ((mi_3 * 2ull) + h);
+        unsigned long long r_3 = ((mi_3 * 2ull) + h);
         unsigned long long at = ((mi_3 * 32ull) + (h * 2ull));
-        A mx = row_max[r_4];
+        A mx = row_max[r_3];
         #pragma unroll
         for (unsigned long long nt_2 = 0ull; nt_2 < 8ull; nt_2 += 1) {
           mx = rtx_max(rtx_max(mx, s[(at + (nt_2 * 4ull))]), s[((at + (nt_2 * 4ull)) + 1ull)]);
@@ -577,8 +570,8 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
         mx = rtx_max(mx, rtx_shfl_xor(mx, 1u));
         mx = rtx_max(mx, rtx_shfl_xor(mx, 2u));
         A base = ((mx == (-rtx_inf<A>())) ? A(0.0) : (mx * scale2));
-        alpha[r_4] = rtx_exp2(((row_max[r_4] * scale2) - base));
-        row_max[r_4] = mx;
+        alpha[r_3] = rtx_exp2(((row_max[r_3] * scale2) - base));
+        row_max[r_3] = mx;
         A sum = A(0.0);
         #pragma unroll
         for (unsigned long long nt_3 = 0ull; nt_3 < 8ull; nt_3 += 1) {
@@ -589,7 +582,7 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
             sum += p;
           }
         }
-        row_sum[r_4] = ((row_sum[r_4] * alpha[r_4]) + sum);
+        row_sum[r_3] = ((row_sum[r_3] * alpha[r_3]) + sum);
       }
     }
     #pragma unroll
@@ -617,7 +610,7 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
         unsigned int ch_3 = (((2u * ((unsigned int)(dp))) + (quad / 2u)) ^ r8);
         #pragma unroll
         for (unsigned long long kk_1 = 0ull; kk_1 < 4ull; kk_1 += 1) {
-          unsigned int word_3 = ((v_row + (((unsigned int)(kk_1)) * 1024u)) + (ch_3 * 4u));
+          unsigned int word_3 = (((kb + v_row) + (((unsigned int)(kk_1)) * 1024u)) + (ch_3 * 4u));
           rtx_ldmatrix_x4_trans(vf[(0ull) + 0ull], vf[(0ull) + 1ull], vf[(0ull) + 2ull], vf[(0ull) + 3ull], (rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)(word_3)))));
           #pragma unroll
           for (unsigned long long mi_6 = 0ull; mi_6 < 2ull; mi_6 += 1) {
@@ -637,8 +630,8 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
   for (unsigned long long mi_7 = 0ull; mi_7 < 2ull; mi_7 += 1) {
     #pragma unroll
     for (unsigned long long h_1 = 0ull; h_1 < 2ull; h_1 += 1) {
-      unsigned long long r_5 = ((mi_7 * 2ull) + h_1);
-      A l = row_sum[r_5];
+      unsigned long long r_4 = ((mi_7 * 2ull) + h_1);
+      A l = row_sum[r_4];
       l += rtx_shfl_xor(l, 1u);
       l += rtx_shfl_xor(l, 2u);
       unsigned long long row_1 = ((row0 + (mi_7 * 64ull)) + (h_1 * 8ull));
@@ -655,7 +648,7 @@ __device__ __forceinline__ void flash_attn_fwd_impl(const S* q, const S* k, cons
           }
         }
         if ((t4 == 0u)) {
-          lse[((b * t_q) + row_1)] = ((l > A(0.0)) ? ((row_max[r_5] * scale_1) + rtx_ln(l)) : (-rtx_inf<A>()));
+          lse[((b * t_q) + row_1)] = ((l > A(0.0)) ? ((row_max[r_4] * scale_1) + rtx_ln(l)) : (-rtx_inf<A>()));
         }
       }
     }
