@@ -4,9 +4,8 @@
 //! Each runs `nn`'s loss once on its inputs made fresh leaves ([`super::grad`]'s
 //! `try_vjp1`/`try_vjp2`), and its backward runs the rules that loss recorded: the fused cross
 //! entropy's one node (`rules::loss::cross_entropy_back`), the compositions' nodes (`mse_loss`,
-//! `l1_loss`, `binary_cross_entropy_with_logits`) in the tape's order. So a static loss's
-//! gradient is the tape's by construction. `nll_loss` alone still restates its chain (see
-//! [`try_nll_loss`]).
+//! `l1_loss`, `binary_cross_entropy_with_logits`, `nll_loss`) in the tape's order. So a
+//! static loss's gradient is the tape's by construction.
 //!
 //! Backwards of losses against class indices (`cross_entropy`, `nll_loss`) take the loss's
 //! gradient and return the input's; backwards of losses against float targets (`mse_loss`,
@@ -17,7 +16,7 @@ use super::grad::{try_vjp1, try_vjp2};
 use crate::error::{Result, ok};
 use crate::nn::CrossEntropy;
 use crate::nn::loss as eager;
-use crate::shape::{Const, Dim, Shape};
+use crate::shape::{Dim, Shape};
 use crate::tensor::Tensor;
 use rtx_kernels::Float;
 
@@ -139,20 +138,10 @@ pub fn try_nll_loss<B: Dim, C: Dim, E: Float>(
     Tensor<(), E>,
     impl FnOnce(&Tensor<(), E>) -> Tensor<(B, C), E> + use<B, C, E>,
 )> {
-    // Not yet the tape's rule: the tape differentiates `nn`'s composition (gather, mask,
-    // sum, division) node by node, two launches more than this chain, which gives the same
-    // bits. One node for the eager loss with this chain as its rule would end the restatement.
-    // The eager loss checks the targets and gives the value bit for bit.
-    let loss = crate::nn::try_nll_loss(&log_probs.detach(), targets)?;
-    let (shape, device) = (log_probs.shape(), log_probs.device());
-    let rows = log_probs.dims()[0];
-    let index = targets.try_reshape((rows, Const::<1>))?;
+    let (loss, backward) = try_vjp1(log_probs, &|x| eager::try_nll_loss(x, targets))?;
+    // The log-probabilities are floats, so their gradient is always computed.
     let backward = move |dy: &Tensor<(), E>| {
-        // The tape's chain: the division by the row count, the mean's spread, the negation,
-        // then gather's backward (a scatter-add into zeros).
-        let g = (dy / E::from_f64(rows as f64)).neg();
-        let src = g.broadcast_to((rows, Const::<1>));
-        Tensor::zeros(shape, device).scatter_add::<1>(&index, &src)
+        backward(dy, [true]).unwrap_or_else(|| unreachable!("a float input's gradient"))
     };
     Ok((loss, backward))
 }
