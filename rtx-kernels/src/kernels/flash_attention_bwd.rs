@@ -160,15 +160,16 @@ pub fn flash_attn_bwd_rowdot<T: Float>(
 ///
 /// Each block of 4 warps takes 64 keys of one head, their K and V tiles staying in shared
 /// memory; each warp owns 16 of them and holds their dk and dv in f32 accumulators (64 values
-/// each per lane at d = 128). It loops over 32-query tiles of Q and dO, from the first tile
+/// each per lane at d = 128). It loops over tiles of Q and dO (64 queries up to a d of 64, 32
+/// past it, where the accumulators leave no registers for more scores), from the first tile
 /// that sees its first key under the causal mask, and per tile computes, with
 /// `mma_m16n8k16`: `dP^T = V dO^T`, `S^T = K Q^T` (K and V rows are A fragments, Q and dO rows
 /// read by `ldmatrix` the B fragments of their transposes), `P^T`, `dV += P^T dO`,
 /// `dS^T = P^T * (dP^T - D)` and `dK += dS^T Q` (Q and dO read transposed by `ldmatrix` are the
 /// B fragments; `P^T` and `dS^T` rounded to `T` are the A fragments, as the accumulator layout is
 /// the A fragment's). The copy of each Q tile overlaps `dP^T`, that of the next dO tile
-/// overlaps `dK`. Shared memory is exactly 48 KiB (K, V: 64 rows of 128 elements; Q, dO: 32
-/// rows), the static limit, so the tiles are single-buffered; chunks are swizzled (16-byte chunk
+/// overlaps `dK`. Shared memory is 64 KiB (K, V: 64 rows of 128 elements; Q, dO: 64 rows),
+/// dynamic, and the tiles are single-buffered; chunks are swizzled (16-byte chunk
 /// `c` of row `r` stored at `c ^ (r % 8)`) so the 8 rows an `ldmatrix` reads lie in different
 /// banks.
 ///
@@ -217,15 +218,16 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     padded: u32,
 ) {
     // K and V: 64 rows of 64 words (128 elements, the largest d), so a row's 16-byte chunks can
-    // be swizzled within it whatever d is; Q and dO: 32 rows each. 48 KiB in all.
+    // be swizzled within it whatever d is; Q and dO: a query tile each, up to 64 rows. 64 KiB
+    // in all (dynamic: `#[kernel]` sees to it).
     #[shared]
     let sk: [u32; 4096];
     #[shared]
     let sv: [u32; 4096];
     #[shared]
-    let sq: [u32; 2048];
+    let sq: [u32; 4096];
     #[shared]
-    let sdo: [u32; 2048];
+    let sdo: [u32; 4096];
     // Index arithmetic within the block is 32-bit (one instruction a step where `usize`
     // takes two); only offsets into the buffers are `usize`.
     let tid = thread_idx_x() as u32;
@@ -252,6 +254,10 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     // exp2 each.
     let scale2 = scale * 1.4426950408889634;
     let is_causal = causal != 0;
+    // Queries per tile: 64 up to a d of 64 (the accumulators of a d of 128 leave no registers
+    // for twice the scores), so each K and V fragment read and each barrier serve twice the
+    // products; 32 past it.
+    let qt: usize = if d <= 64 { 64 } else { 32 };
     let mut kl = t_k;
     if padded != 0 {
         kl = kl.min(key_len[b] as usize);
@@ -261,9 +267,9 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     // length has none, and stores zeros.
     let mut j0: usize = 0;
     if is_causal && n0 + t_q > t_k {
-        j0 = (n0 + t_q - t_k) / 32;
+        j0 = (n0 + t_q - t_k) / qt;
     }
-    let mut j_end = (t_q + 31) / 32;
+    let mut j_end = (t_q + qt - 1) / qt;
     if n0 >= kl {
         j_end = 0;
     }
@@ -287,12 +293,14 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
             cp_async(&mut sk, (c_dst + (i as u32) * 512) as usize, k, at, len);
             cp_async(&mut sv, (c_dst + (i as u32) * 512) as usize, v, at, len);
         }
-        for i in 0..4 {
-            let r = (cr + 8 * (i as u32)) as usize;
-            let m = j0 * 32 + r;
-            let len = if c_in && m < t_q { 8 } else { 0 };
-            let at = o0 + m * o_rs + (cc * 8) as usize;
-            cp_async(&mut sdo, (c_dst + (i as u32) * 512) as usize, dout, at, len);
+        for i in 0..8 {
+            if i * 8 < qt {
+                let r = (cr + 8 * (i as u32)) as usize;
+                let m = j0 * qt + r;
+                let len = if c_in && m < t_q { 8 } else { 0 };
+                let at = o0 + m * o_rs + (cc * 8) as usize;
+                cp_async(&mut sdo, (c_dst + (i as u32) * 512) as usize, dout, at, len);
+            }
         }
     }
     cp_async_commit();
@@ -304,7 +312,7 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     // K and V rows, A fragments (16 keys x 16 along d): row `(quad % 2) * 8 + r8` of the
     // warp's 16, chunk `2 ks + quad / 2`.
     let a_row = (warp * 16 + (quad % 2) * 8 + r8) * 64;
-    // Q and dO rows as B fragments of their transposes (16 along d x 8 queries), two query
+    // Q and dO rows as B fragments of their transposes (16 along d x 8 queries), two 8-query
     // tiles per `ldmatrix_x4`: query row `np * 16 + (quad / 2) * 8 + r8`, chunk `2 ks + quad % 2`.
     let b_row = ((quad / 2) * 8 + r8) * 64;
     // Q and dO read transposed, B fragments (16 queries x 8 along d), two d tiles per
@@ -318,55 +326,59 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     let key0 = n0 + (warp * 16 + g) as usize;
     let mut dka = [0.0; 64];
     let mut dva = [0.0; 64];
-    let mut st = [0.0; 16];
-    let mut dpt = [0.0; 16];
+    let mut st = [0.0; 32];
+    let mut dpt = [0.0; 32];
     let mut af = [0u32; 4];
-    let mut bf = [0u32; 8];
+    let mut bf = [0u32; 16];
     let mut tf = [0u32; 4];
-    let mut pf = [0u32; 8];
-    // lse and D of this lane's 8 query columns of the tile (column `nt * 8 + 2 t4 + e` at
+    let mut pf = [0u32; 16];
+    // lse and D of this lane's query columns of the tile (column `nt * 8 + 2 t4 + e` at
     // `nt * 2 + e`).
-    let mut lq = [0.0; 8];
-    let mut dl = [0.0; 8];
+    let mut lq = [0.0; 16];
+    let mut dl = [0.0; 16];
 
     let mut j = j0;
     while j < j_end {
-        let m0 = j * 32;
+        let m0 = j * qt;
         // dO tile `j` (with K and V, the first time) has landed for every thread, and every
         // warp is done with the last Q tile, which the copies below overwrite.
         cp_async_wait(0);
         sync_threads();
         if c_on {
-            for i in 0..4 {
-                let r = (cr + 8 * (i as u32)) as usize;
-                let len = if c_in && m0 + r < t_q { 8 } else { 0 };
-                let at = q0 + (m0 + r) * q_rs + (cc * 8) as usize;
-                cp_async(&mut sq, (c_dst + (i as u32) * 512) as usize, q, at, len);
+            for i in 0..8 {
+                if i * 8 < qt {
+                    let r = (cr + 8 * (i as u32)) as usize;
+                    let len = if c_in && m0 + r < t_q { 8 } else { 0 };
+                    let at = q0 + (m0 + r) * q_rs + (cc * 8) as usize;
+                    cp_async(&mut sq, (c_dst + (i as u32) * 512) as usize, q, at, len);
+                }
             }
         }
         cp_async_commit();
 
         // Read early, so their latency hides behind dP^T. A row without a key (lse -inf) or
         // past t_q gets +inf: each exp below is then exp(-inf) = 0, never exp(+inf).
-        for nt in 0..4 {
-            for e in 0..2 {
-                let m = m0 + nt * 8 + (t4 * 2) as usize + e;
-                let mut l = T::INFINITY;
-                let mut dd = 0.0;
-                if m < t_q {
-                    l = lse[b * t_q + m];
-                    dd = delta[b * t_q + m];
+        for nt in 0..8 {
+            if nt * 8 < qt {
+                for e in 0..2 {
+                    let m = m0 + nt * 8 + (t4 * 2) as usize + e;
+                    let mut l = T::INFINITY;
+                    let mut dd = 0.0;
+                    if m < t_q {
+                        l = lse[b * t_q + m];
+                        dd = delta[b * t_q + m];
+                    }
+                    if l == T::NEG_INFINITY {
+                        l = T::INFINITY;
+                    }
+                    lq[nt * 2 + e] = l * 1.4426950408889634;
+                    dl[nt * 2 + e] = dd;
                 }
-                if l == T::NEG_INFINITY {
-                    l = T::INFINITY;
-                }
-                lq[nt * 2 + e] = l * 1.4426950408889634;
-                dl[nt * 2 + e] = dd;
             }
         }
 
-        // dP^T = V dO^T, 16 keys x 32 queries for this warp, while Q's tile is in flight.
-        for x in 0..16 {
+        // dP^T = V dO^T, 16 keys x `qt` queries for this warp, while Q's tile is in flight.
+        for x in 0..32 {
             dpt[x] = 0.0;
         }
         for h in 0..2 {
@@ -375,17 +387,21 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
                     let ks = h * 4 + k4;
                     let ch = (2 * (ks as u32) + quad / 2) ^ r8;
                     ldmatrix_x4(&mut af, 0, &sv, (a_row + ch * 4) as usize);
-                    for np in 0..2 {
-                        let ch = (2 * (ks as u32) + quad % 2) ^ r8;
-                        ldmatrix_x4(
-                            &mut bf,
-                            np * 4,
-                            &sdo,
-                            (b_row + (np as u32) * 1024 + ch * 4) as usize,
-                        );
+                    for np in 0..4 {
+                        if np * 16 < qt {
+                            let ch = (2 * (ks as u32) + quad % 2) ^ r8;
+                            ldmatrix_x4(
+                                &mut bf,
+                                np * 4,
+                                &sdo,
+                                (b_row + (np as u32) * 1024 + ch * 4) as usize,
+                            );
+                        }
                     }
-                    for nt in 0..4 {
-                        mma_m16n8k16(&mut dpt, nt * 4, &af, 0, &bf, nt * 2);
+                    for nt in 0..8 {
+                        if nt * 8 < qt {
+                            mma_m16n8k16(&mut dpt, nt * 4, &af, 0, &bf, nt * 2);
+                        }
                     }
                 }
             }
@@ -396,7 +412,7 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
         sync_threads();
 
         // S^T = K Q^T.
-        for x in 0..16 {
+        for x in 0..32 {
             st[x] = 0.0;
         }
         for h in 0..2 {
@@ -405,17 +421,21 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
                     let ks = h * 4 + k4;
                     let ch = (2 * (ks as u32) + quad / 2) ^ r8;
                     ldmatrix_x4(&mut af, 0, &sk, (a_row + ch * 4) as usize);
-                    for np in 0..2 {
-                        let ch = (2 * (ks as u32) + quad % 2) ^ r8;
-                        ldmatrix_x4(
-                            &mut bf,
-                            np * 4,
-                            &sq,
-                            (b_row + (np as u32) * 1024 + ch * 4) as usize,
-                        );
+                    for np in 0..4 {
+                        if np * 16 < qt {
+                            let ch = (2 * (ks as u32) + quad % 2) ^ r8;
+                            ldmatrix_x4(
+                                &mut bf,
+                                np * 4,
+                                &sq,
+                                (b_row + (np as u32) * 1024 + ch * 4) as usize,
+                            );
+                        }
                     }
-                    for nt in 0..4 {
-                        mma_m16n8k16(&mut st, nt * 4, &af, 0, &bf, nt * 2);
+                    for nt in 0..8 {
+                        if nt * 8 < qt {
+                            mma_m16n8k16(&mut st, nt * 4, &af, 0, &bf, nt * 2);
+                        }
                     }
                 }
             }
@@ -424,43 +444,49 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
         // P^T, with the masks only on tiles that cross the valid length or the diagonal (the
         // block's last key against the tile's first query has the tightest causal limit).
         let masked = n0 + 64 > kl || (is_causal && n0 + 63 + t_q > m0 + t_k);
-        for nt in 0..4 {
-            for i in 0..4 {
-                let mut p = (st[nt * 4 + i] * scale2 - lq[nt * 2 + i % 2]).exp2();
-                if masked {
-                    let key = key0 + (i / 2) * 8;
-                    let m = m0 + nt * 8 + (t4 * 2) as usize + i % 2;
-                    if key >= kl || (is_causal && key + t_q > m + t_k) {
-                        p = 0.0;
+        for nt in 0..8 {
+            if nt * 8 < qt {
+                for i in 0..4 {
+                    let mut p = (st[nt * 4 + i] * scale2 - lq[nt * 2 + i % 2]).exp2();
+                    if masked {
+                        let key = key0 + (i / 2) * 8;
+                        let m = m0 + nt * 8 + (t4 * 2) as usize + i % 2;
+                        if key >= kl || (is_causal && key + t_q > m + t_k) {
+                            p = 0.0;
+                        }
                     }
+                    st[nt * 4 + i] = p;
                 }
-                st[nt * 4 + i] = p;
             }
         }
         // P^T rounded to T as A fragments: query step `kk` is tiles 2 kk and 2 kk + 1;
         // registers 0 and 1 hold keys g and g + 8 of queries 2 t4.., registers 2 and 3 the
         // same 8 queries on.
-        for kk in 0..2 {
-            pf[kk * 4] = pack2(st[kk * 8], st[kk * 8 + 1]);
-            pf[kk * 4 + 1] = pack2(st[kk * 8 + 2], st[kk * 8 + 3]);
-            pf[kk * 4 + 2] = pack2(st[kk * 8 + 4], st[kk * 8 + 5]);
-            pf[kk * 4 + 3] = pack2(st[kk * 8 + 6], st[kk * 8 + 7]);
+        for kk in 0..4 {
+            if kk * 16 < qt {
+                pf[kk * 4] = pack2(st[kk * 8], st[kk * 8 + 1]);
+                pf[kk * 4 + 1] = pack2(st[kk * 8 + 2], st[kk * 8 + 3]);
+                pf[kk * 4 + 2] = pack2(st[kk * 8 + 4], st[kk * 8 + 5]);
+                pf[kk * 4 + 3] = pack2(st[kk * 8 + 6], st[kk * 8 + 7]);
+            }
         }
         // dV += P^T dO.
         for h in 0..2 {
             if h * 64 < d {
-                for kk in 0..2 {
-                    for d4 in 0..4 {
-                        let dp = h * 4 + d4;
-                        let ch = (2 * (dp as u32) + quad / 2) ^ r8;
-                        ldmatrix_x4_trans(
-                            &mut tf,
-                            0,
-                            &sdo,
-                            (t_row + (kk as u32) * 1024 + ch * 4) as usize,
-                        );
-                        mma_m16n8k16(&mut dva, dp * 8, &pf, kk * 4, &tf, 0);
-                        mma_m16n8k16(&mut dva, dp * 8 + 4, &pf, kk * 4, &tf, 2);
+                for kk in 0..4 {
+                    if kk * 16 < qt {
+                        for d4 in 0..4 {
+                            let dp = h * 4 + d4;
+                            let ch = (2 * (dp as u32) + quad / 2) ^ r8;
+                            ldmatrix_x4_trans(
+                                &mut tf,
+                                0,
+                                &sdo,
+                                (t_row + (kk as u32) * 1024 + ch * 4) as usize,
+                            );
+                            mma_m16n8k16(&mut dva, dp * 8, &pf, kk * 4, &tf, 0);
+                            mma_m16n8k16(&mut dva, dp * 8 + 4, &pf, kk * 4, &tf, 2);
+                        }
                     }
                 }
             }
@@ -469,43 +495,51 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
         // Every warp is done with dO tile `j`: the next one is copied while dK is computed.
         sync_threads();
         if j + 1 < j_end && c_on {
-            for i in 0..4 {
-                let r = (cr + 8 * (i as u32)) as usize;
-                let m = m0 + 32 + r;
-                let len = if c_in && m < t_q { 8 } else { 0 };
-                let at = o0 + m * o_rs + (cc * 8) as usize;
-                cp_async(&mut sdo, (c_dst + (i as u32) * 512) as usize, dout, at, len);
+            for i in 0..8 {
+                if i * 8 < qt {
+                    let r = (cr + 8 * (i as u32)) as usize;
+                    let m = m0 + qt + r;
+                    let len = if c_in && m < t_q { 8 } else { 0 };
+                    let at = o0 + m * o_rs + (cc * 8) as usize;
+                    cp_async(&mut sdo, (c_dst + (i as u32) * 512) as usize, dout, at, len);
+                }
             }
         }
         cp_async_commit();
 
         // dS^T = P^T * (dP^T - D), from the f32 P^T, then rounded to T as A fragments.
-        for nt in 0..4 {
-            for i in 0..4 {
-                st[nt * 4 + i] = st[nt * 4 + i] * (dpt[nt * 4 + i] - dl[nt * 2 + i % 2]);
+        for nt in 0..8 {
+            if nt * 8 < qt {
+                for i in 0..4 {
+                    st[nt * 4 + i] = st[nt * 4 + i] * (dpt[nt * 4 + i] - dl[nt * 2 + i % 2]);
+                }
             }
         }
-        for kk in 0..2 {
-            pf[kk * 4] = pack2(st[kk * 8], st[kk * 8 + 1]);
-            pf[kk * 4 + 1] = pack2(st[kk * 8 + 2], st[kk * 8 + 3]);
-            pf[kk * 4 + 2] = pack2(st[kk * 8 + 4], st[kk * 8 + 5]);
-            pf[kk * 4 + 3] = pack2(st[kk * 8 + 6], st[kk * 8 + 7]);
+        for kk in 0..4 {
+            if kk * 16 < qt {
+                pf[kk * 4] = pack2(st[kk * 8], st[kk * 8 + 1]);
+                pf[kk * 4 + 1] = pack2(st[kk * 8 + 2], st[kk * 8 + 3]);
+                pf[kk * 4 + 2] = pack2(st[kk * 8 + 4], st[kk * 8 + 5]);
+                pf[kk * 4 + 3] = pack2(st[kk * 8 + 6], st[kk * 8 + 7]);
+            }
         }
         // dK += dS^T Q (the scale is applied once, on store).
         for h in 0..2 {
             if h * 64 < d {
-                for kk in 0..2 {
-                    for d4 in 0..4 {
-                        let dp = h * 4 + d4;
-                        let ch = (2 * (dp as u32) + quad / 2) ^ r8;
-                        ldmatrix_x4_trans(
-                            &mut tf,
-                            0,
-                            &sq,
-                            (t_row + (kk as u32) * 1024 + ch * 4) as usize,
-                        );
-                        mma_m16n8k16(&mut dka, dp * 8, &pf, kk * 4, &tf, 0);
-                        mma_m16n8k16(&mut dka, dp * 8 + 4, &pf, kk * 4, &tf, 2);
+                for kk in 0..4 {
+                    if kk * 16 < qt {
+                        for d4 in 0..4 {
+                            let dp = h * 4 + d4;
+                            let ch = (2 * (dp as u32) + quad / 2) ^ r8;
+                            ldmatrix_x4_trans(
+                                &mut tf,
+                                0,
+                                &sq,
+                                (t_row + (kk as u32) * 1024 + ch * 4) as usize,
+                            );
+                            mma_m16n8k16(&mut dka, dp * 8, &pf, kk * 4, &tf, 0);
+                            mma_m16n8k16(&mut dka, dp * 8 + 4, &pf, kk * 4, &tf, 2);
+                        }
                     }
                 }
             }

@@ -286,7 +286,12 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
         // Past 48 KiB a kernel's shared memory must be dynamic: the arrays are consecutive
         // 16-byte-aligned pieces of one allocation, each sized by its own type in this
         // instantiation.
-        w.line("extern __shared__ __align__(16) unsigned char rtx_dyn_shared[];");
+        // Through a macro, so the host compiler that checks the generated syntax (whose stand-in
+        // `__shared__` is `static`, which `extern` contradicts) can be given a plain `extern`.
+        src.push_str(
+            "#ifndef RTX_DYN_SHARED\n#define RTX_DYN_SHARED extern __shared__ __align__(16)\n#endif\n",
+        );
+        w.line("RTX_DYN_SHARED unsigned char rtx_dyn_shared[];");
         let mut at = "0".to_string();
         for s in &k.shared {
             let c = w.declare(&s.name.to_string());
