@@ -1,55 +1,30 @@
 //! The backward rules of the elementwise primitives, one line each (ARCHITECTURE.md). Composite
 //! ops built from primitives get their backward from the rules of their parts.
 //!
-//! Each rule maps the output gradient `g` to the input's gradient, given the input `x` and
-//! the output `y`; all tensors have the same shape, and rules run under `no_grad`.
+//! Each rule maps the output gradient `g` to the input's gradient, given the input `x` (and
+//! for some binary ops the output `y`); all tensors have the same shape, and rules run under
+//! `no_grad`.
 
 use crate::error::Result;
 use crate::shape::Shape;
 use crate::tensor::Tensor;
-use rtx_kernels::op::markers::{Add, Cos, Div, Exp, Log, Mul, Pow, Sigmoid, Sin, Sub};
+use rtx_kernels::op::markers::{Add, Div, Log, Mul, Pow, Sub};
 use rtx_kernels::{BinaryOp, Float, Num, UnaryOp};
 
-fn c<E: Float>(v: f64) -> E {
-    E::from_f64(v)
-}
-
-/// d(op(x))/dx times `g`.
+/// d(op(x))/dx times `g`: the derivative `#[kernel]` derived from the op's own formula, in one
+/// launch computed in the compute type (rounded once), the same kernel a fused chain of
+/// `#[model]` and the IR's backward run for the op, so every backward differentiates it alike.
+/// The ops whose kernels are not differentiable formulas have their rule here: negation,
+/// `abs` (whose derivative at 0 is 0, as PyTorch's), and `relu` (0 at 0, as PyTorch's).
 pub(crate) fn unary<S: Shape, E: Float>(
     op: UnaryOp,
     x: &Tensor<S, E>,
-    y: &Tensor<S, E>,
     g: &Tensor<S, E>,
 ) -> Result<Tensor<S, E>> {
     match op {
         UnaryOp::Neg => g.try_neg(),
         UnaryOp::Abs => g.try_same::<Mul>(&x.try_sign()?),
-        UnaryOp::Exp => g.try_same::<Mul>(y),
-        UnaryOp::Log => g.try_same::<Div>(x),
-        UnaryOp::Log1p => g.try_same::<Div>(&x.try_scalar::<Add>(c(1.0))?),
-        UnaryOp::Sqrt => g.try_same::<Div>(&y.try_scalar::<Mul>(c(2.0))?),
-        UnaryOp::Rsqrt => g
-            .try_same::<Mul>(&y.try_same::<Mul>(y)?.try_same::<Mul>(y)?)?
-            .try_scalar::<Mul>(c(-0.5)),
-        UnaryOp::Recip => g.try_same::<Mul>(&y.try_same::<Mul>(y)?)?.try_neg(),
-        UnaryOp::Sin => g.try_same::<Mul>(&x.try_unary::<Cos>()?),
-        UnaryOp::Cos => g.try_same::<Mul>(&x.try_unary::<Sin>()?)?.try_neg(),
-        UnaryOp::Tanh => {
-            g.try_same::<Mul>(&y.try_same::<Mul>(y)?.try_neg()?.try_scalar::<Add>(c(1.0))?)
-        }
-        UnaryOp::Erf => g.try_same::<Mul>(
-            &x.try_same::<Mul>(x)?
-                .try_neg()?
-                .try_unary::<Exp>()?
-                .try_scalar::<Mul>(c(std::f64::consts::FRAC_2_SQRT_PI))?,
-        ),
         UnaryOp::Relu => x.try_relu_grad(g),
-        UnaryOp::Sigmoid => {
-            g.try_same::<Mul>(&y.try_same::<Mul>(&y.try_neg()?.try_scalar::<Add>(c(1.0))?)?)
-        }
-        UnaryOp::Softplus => g.try_same::<Mul>(&x.try_unary::<Sigmoid>()?),
-        // The rest (gelu, silu, ...) differentiate their kernel's formula: `#[kernel]` derives
-        // it, and the fused kernels of `#[model]` differentiate through the same derivative.
         _ => x.try_derived_grad(op, g),
     }
 }

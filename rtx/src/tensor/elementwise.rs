@@ -120,9 +120,10 @@ impl<S: Shape, E: Element> Tensor<S, E> {
         if !autograd::must_record(&[self.node()]) {
             return Ok(out);
         }
-        let (x, y) = (self.detach(), out.detach());
+        // The derivative is computed from the input alone: the output is not kept.
+        let x = self.detach();
         Ok(out.record(vec![self.node().cloned()], move |g| {
-            Ok(vec![autograd::erase(rules::unary(O::OP, &x, &y, g)?)])
+            Ok(vec![autograd::erase(rules::unary(O::OP, &x, g)?)])
         }))
     }
 

@@ -23,9 +23,9 @@ fn train<S: Shape, E: Float>(
     Tensor<S, E>,
     impl FnOnce(Tensor<S, E>, &mut Gradients, bool) -> (Option<Tensor<S, E>>,) + use<S, E>,
 ) {
-    let (x, saved) = (x.detach(), y.clone());
+    let x = x.detach();
     let backward = move |dy: Tensor<S, E>, _: &mut Gradients, need_x: bool| {
-        (need_x.then(|| ok(rules::unary(kind, &x, &saved, &dy))),)
+        (need_x.then(|| ok(rules::unary(kind, &x, &dy))),)
     };
     (y, backward)
 }

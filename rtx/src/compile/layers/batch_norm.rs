@@ -141,7 +141,7 @@ fn train<'l, S: Shape, const C: usize, E: Float>(
                 // variance (`rsqrt(var + eps)`, the `+ eps` passing the gradient unchanged).
                 let g_mean = sum_to(&g_mean, col)?;
                 let d_mean = reduce_back(ReduceGrad::Mean, &x2, &mean, &g_mean, Some(1))?;
-                let g_var = rules::unary(UnaryOp::Rsqrt, &v, &inv, &sum_to(&g_inv, col)?)?;
+                let g_var = rules::unary(UnaryOp::Rsqrt, &v, &sum_to(&g_inv, col)?)?;
                 let d_var = reduce_back(ReduceGrad::Var(0), &x2, &var, &g_var, Some(1))?;
                 dx2 = dx2.same::<Add>(&d_mean).same::<Add>(&d_var);
             }
