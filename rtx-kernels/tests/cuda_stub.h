@@ -7,6 +7,7 @@
 #define __shared__ static
 // Dynamic shared memory (`extern __shared__` on a GPU, which `static` above would contradict).
 #define RTX_DYN_SHARED extern
+#define __launch_bounds__(threads, blocks)
 struct rtx_stub_dim3 { unsigned int x, y, z; };
 extern rtx_stub_dim3 threadIdx, blockIdx, blockDim, gridDim;
 inline void __syncthreads() {}

@@ -23,9 +23,12 @@ pub const MATMUL_TC_TILE: usize = 128;
 /// Each block computes a 128 x 128 tile of C, stepping 64 along K. Three stages of A and B
 /// tiles (96 KiB of shared memory, so two blocks fit an SM of 228 KiB) are in flight: while
 /// the warps multiply one, `cp_async` fills the next two. Its 8 warps
-/// each hold a 64 x 32 part of the tile as 4 x 4 `mma_m16n8k16` accumulators. Shared tiles are
-/// swizzled (16-byte chunk `c` of row `r` is stored at `c ^ f(r)`), so the 8 rows an `ldmatrix`
-/// reads lie in different banks.
+/// each hold a 64 x 32 part of the tile as 4 x 4 `mma_m16n8k16` accumulators, with two sets of
+/// fragments: the next 16-wide K step's are read while this one's products run; its
+/// `launch_bounds(256, 2)` holds it to the 128 registers a thread at which two blocks share an
+/// SM (a launch of more than 256 threads a block is an error). Shared tiles
+/// are swizzled (16-byte chunk `c` of row `r` is stored at `c ^ f(r)`), so the 8 rows an
+/// `ldmatrix` reads lie in different banks.
 ///
 /// ```
 /// use half::bf16;
@@ -38,7 +41,7 @@ pub const MATMUL_TC_TILE: usize = 128;
 /// matmul_tc(LaunchConfig::new((1, 1), MATMUL_TC_THREADS), &a, &b, &mut c, m, n, k).unwrap();
 /// assert_eq!(c[0].to_f32(), 0.0 * 1.0 + 1.0 * -1.0 + 2.0 * -3.0 + 3.0 * -5.0);
 /// ```
-#[kernel(crate = crate)]
+#[kernel(crate = crate, launch_bounds(256, 2))]
 pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k: usize) {
     // Stages of the pipeline, and how many of the newest copy groups may still be in flight
     // when the oldest is used (STAGES - 2).
@@ -74,34 +77,22 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     // `wn * 4 + nj * 2 + quad / 2` along N, swizzled by the k-row mod 8, which is `r8`.
     let b_row = ((quad % 2) * 8 + r8) * 64;
     let b_chunk = wn * 4 + quad / 2;
-    // This thread's four A rows and four B k-rows of each tile, and where they land in a
-    // stage (fixed for the whole loop, so computed once).
-    let mut a_src = [0usize; 4];
-    let mut a_dst = [0u32; 4];
-    let mut a_row_ok = [false; 4];
-    let mut a_col = [0usize; 4];
-    let mut b_dst = [0u32; 4];
-    let mut b_krow = [0usize; 4];
-    let mut b_col = [0usize; 4];
-    for i in 0..4 {
-        let q = tid + (i as u32) * 256;
-        // A: row q / 8, 16-byte chunk q % 8 along K.
-        let r = q / 8;
-        let ch = q % 8;
-        a_row_ok[i] = m0 + (r as usize) < m;
-        a_src[i] = (m0 + r as usize) * k;
-        a_col[i] = (ch * 8) as usize;
-        a_dst[i] = r * 32 + (ch ^ (r % 8)) * 4;
-        // B: k-row q / 16, chunk q % 16 along N.
-        let br = q / 16;
-        let bc = q % 16;
-        b_krow[i] = br as usize;
-        b_col[i] = n0 + (bc * 8) as usize;
-        b_dst[i] = br * 64 + (bc ^ (br % 8)) * 4;
-    }
+    // This thread's copies: chunk `tid % 8` of A rows `tid / 8 + 32 i` and chunk `tid % 16`
+    // of B k-rows `tid / 16 + 16 i`, for i in 0..4. Each i is the first plus a constant (the
+    // swizzle, by the row mod 8, is the same for all four), so only the first is kept: the
+    // registers go to the fragments.
+    let ar = tid / 8;
+    let a_col = ((tid % 8) * 8) as usize;
+    let a_src = (m0 + ar as usize) * k + a_col;
+    let a_dst = ar * 32 + ((tid % 8) ^ (ar % 8)) * 4;
+    let br = tid / 16;
+    let b_col = n0 + ((tid % 16) * 8) as usize;
+    let b_dst = br * 64 + ((tid % 16) ^ (br % 8)) * 4;
     let mut acc = [0.0; 64];
-    let mut af = [0u32; 16];
-    let mut bf = [0u32; 8];
+    // Two sets of fragments: step `ks + 1`'s are read from shared memory while step `ks`'s
+    // products run.
+    let mut af = [0u32; 32];
+    let mut bf = [0u32; 16];
     // Step `kt` loads tile `kt` and multiplies tile `kt - (STAGES - 1)`, so STAGES - 1 tiles
     // are being copied while one is multiplied.
     // ANCHOR: tc_pipeline
@@ -118,26 +109,24 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
             let stage = load_stage * STAGE_WORDS;
             let k0 = kt * 64;
             for i in 0..4 {
-                let gk = k0 + a_col[i];
-                let gkb = k0 + b_krow[i];
-                let gn = b_col[i];
-                let dst = (stage + a_dst[i]) as usize;
-                let bdst = (stage + b_dst[i]) as usize;
+                let row_ok = m0 + (ar as usize) + 32 * i < m;
+                let gk = k0 + a_col;
+                let src = a_src + 32 * i * k + k0;
+                let gkb = k0 + (br as usize) + 16 * i;
+                let gn = b_col;
+                let dst = (stage + a_dst + (i as u32) * 1024) as usize;
+                let bdst = (stage + b_dst + (i as u32) * 1024) as usize;
                 if aligned {
-                    let na = if a_row_ok[i] && gk < k { k - gk } else { 0 };
-                    cp_async(&mut sa, dst, a, a_src[i] + gk, na);
+                    let na = if row_ok && gk < k { k - gk } else { 0 };
+                    cp_async(&mut sa, dst, a, src, na);
                     let nb = if gkb < k && gn < n { n - gn } else { 0 };
                     cp_async(&mut sb, bdst, b, gkb * n + gn, nb);
                 } else {
                     for p in 0..4 {
                         let e = gk + 2 * p;
-                        let lo = if a_row_ok[i] && e < k {
-                            a[a_src[i] + e]
-                        } else {
-                            0.0
-                        };
-                        let hi = if a_row_ok[i] && e + 1 < k {
-                            a[a_src[i] + e + 1]
+                        let lo = if row_ok && e < k { a[src + 2 * p] } else { 0.0 };
+                        let hi = if row_ok && e + 1 < k {
+                            a[src + 2 * p + 1]
                         } else {
                             0.0
                         };
@@ -163,20 +152,31 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
         // ANCHOR: tc_compute
         if kt >= STAGES - 1 {
             let stage = use_stage * STAGE_WORDS;
-            for ks in 0..4 {
-                for mi in 0..4 {
-                    let chunk = (2 * (ks as u32) + quad / 2) ^ r8;
-                    let word = stage + a_row + (mi as u32) * 512 + chunk * 4;
-                    ldmatrix_x4(&mut af, mi * 4, &sa, word as usize);
+            // Step `s` reads the fragments of K step `s` into set `s % 2` and multiplies those
+            // of step `s - 1`, so each `ldmatrix` has a step's products to land under.
+            for step in 0..5 {
+                if step < 4 {
+                    let fa = (step % 2) * 16;
+                    let fb = (step % 2) * 8;
+                    for mi in 0..4 {
+                        let chunk = (2 * (step as u32) + quad / 2) ^ r8;
+                        let word = stage + a_row + (mi as u32) * 512 + chunk * 4;
+                        ldmatrix_x4(&mut af, fa + mi * 4, &sa, word as usize);
+                    }
+                    for nj in 0..2 {
+                        let chunk = (b_chunk + (nj as u32) * 2) ^ r8;
+                        let word = stage + (step as u32) * 1024 + b_row + chunk * 4;
+                        ldmatrix_x4_trans(&mut bf, fb + nj * 4, &sb, word as usize);
+                    }
                 }
-                for nj in 0..2 {
-                    let chunk = (b_chunk + (nj as u32) * 2) ^ r8;
-                    let word = stage + (ks as u32) * 1024 + b_row + chunk * 4;
-                    ldmatrix_x4_trans(&mut bf, nj * 4, &sb, word as usize);
-                }
-                for mi in 0..4 {
-                    for nt in 0..4 {
-                        mma_m16n8k16(&mut acc, (mi * 4 + nt) * 4, &af, mi * 4, &bf, nt * 2);
+                if step > 0 {
+                    let fa = ((step - 1) % 2) * 16;
+                    let fb = ((step - 1) % 2) * 8;
+                    for mi in 0..4 {
+                        for nt in 0..4 {
+                            let at = (mi * 4 + nt) * 4;
+                            mma_m16n8k16(&mut acc, at, &af, fa + mi * 4, &bf, fb + nt * 2);
+                        }
                     }
                 }
             }

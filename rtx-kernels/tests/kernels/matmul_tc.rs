@@ -86,6 +86,25 @@ fn three_stages_take_dynamic_shared_memory() {
 }
 
 #[test]
+fn launch_bounds_hold_on_every_device() {
+    // `launch_bounds(256, 2)`: the CUDA entries carry it, and a larger block is refused by the
+    // emulation as a GPU refuses it.
+    assert!(
+        matmul_tc::KERNEL
+            .source
+            .contains("__launch_bounds__(256, 2) matmul_tc_bf16(")
+    );
+    let mut c = vec![bf16::ZERO; 1];
+    let big = LaunchConfig::new((1, 1), 512);
+    let one = [bf16::ONE];
+    let err = matmul_tc(big, &one, &one, &mut c, 1, 1, 1).unwrap_err();
+    assert!(
+        err.message().contains("more than its launch_bounds of 256"),
+        "{err}"
+    );
+}
+
+#[test]
 fn f32_is_an_error_not_a_launch() {
     let mut c = vec![0.0f32; 1];
     let err = matmul_tc(launch(1, 1), &[1.0f32], &[1.0], &mut c, 1, 1, 1).unwrap_err();

@@ -385,61 +385,25 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
   unsigned int a_row = ((((wm * 64u) + ((quad % 2u) * 8u)) + r8) * 32u);
   unsigned int b_row = ((((quad % 2u) * 8u) + r8) * 64u);
   unsigned int b_chunk = ((wn * 4u) + (quad / 2u));
-  const unsigned long long rtx_t0 = 0ull;
-  unsigned long long a_src[4];
-  #pragma unroll
-  for (int rtx_t1 = 0; rtx_t1 < 4; ++rtx_t1) a_src[rtx_t1] = rtx_t0;
-  const unsigned int rtx_t2 = 0u;
-  unsigned int a_dst[4];
-  #pragma unroll
-  for (int rtx_t3 = 0; rtx_t3 < 4; ++rtx_t3) a_dst[rtx_t3] = rtx_t2;
-  const bool rtx_t4 = false;
-  bool a_row_ok[4];
-  #pragma unroll
-  for (int rtx_t5 = 0; rtx_t5 < 4; ++rtx_t5) a_row_ok[rtx_t5] = rtx_t4;
-  const unsigned long long rtx_t6 = 0ull;
-  unsigned long long a_col[4];
-  #pragma unroll
-  for (int rtx_t7 = 0; rtx_t7 < 4; ++rtx_t7) a_col[rtx_t7] = rtx_t6;
-  const unsigned int rtx_t8 = 0u;
-  unsigned int b_dst[4];
-  #pragma unroll
-  for (int rtx_t9 = 0; rtx_t9 < 4; ++rtx_t9) b_dst[rtx_t9] = rtx_t8;
-  const unsigned long long rtx_t10 = 0ull;
-  unsigned long long b_krow[4];
-  #pragma unroll
-  for (int rtx_t11 = 0; rtx_t11 < 4; ++rtx_t11) b_krow[rtx_t11] = rtx_t10;
-  const unsigned long long rtx_t12 = 0ull;
-  unsigned long long b_col[4];
-  #pragma unroll
-  for (int rtx_t13 = 0; rtx_t13 < 4; ++rtx_t13) b_col[rtx_t13] = rtx_t12;
-  #pragma unroll
-  for (unsigned long long i = 0ull; i < 4ull; i += 1) {
-    unsigned int q = (tid + (((unsigned int)(i)) * 256u));
-    unsigned int r = (q / 8u);
-    unsigned int ch = (q % 8u);
-    a_row_ok[i] = ((m0 + ((unsigned long long)(r))) < m);
-    a_src[i] = ((m0 + ((unsigned long long)(r))) * k);
-    a_col[i] = ((unsigned long long)((ch * 8u)));
-    a_dst[i] = ((r * 32u) + ((ch ^ (r % 8u)) * 4u));
-    unsigned int br = (q / 16u);
-    unsigned int bc = (q % 16u);
-    b_krow[i] = ((unsigned long long)(br));
-    b_col[i] = (n0 + ((unsigned long long)((bc * 8u))));
-    b_dst[i] = ((br * 64u) + ((bc ^ (br % 8u)) * 4u));
-  }
-  const A rtx_t14 = A(0.0);
+  unsigned int ar = (tid / 8u);
+  unsigned long long a_col = ((unsigned long long)(((tid % 8u) * 8u)));
+  unsigned long long a_src = (((m0 + ((unsigned long long)(ar))) * k) + a_col);
+  unsigned int a_dst = ((ar * 32u) + (((tid % 8u) ^ (ar % 8u)) * 4u));
+  unsigned int br = (tid / 16u);
+  unsigned long long b_col = (n0 + ((unsigned long long)(((tid % 16u) * 8u))));
+  unsigned int b_dst = ((br * 64u) + (((tid % 16u) ^ (br % 8u)) * 4u));
+  const A rtx_t0 = A(0.0);
   A acc[64];
   #pragma unroll
-  for (int rtx_t15 = 0; rtx_t15 < 64; ++rtx_t15) acc[rtx_t15] = rtx_t14;
-  const unsigned int rtx_t16 = 0u;
-  unsigned int af[16];
+  for (int rtx_t1 = 0; rtx_t1 < 64; ++rtx_t1) acc[rtx_t1] = rtx_t0;
+  const unsigned int rtx_t2 = 0u;
+  unsigned int af[32];
   #pragma unroll
-  for (int rtx_t17 = 0; rtx_t17 < 16; ++rtx_t17) af[rtx_t17] = rtx_t16;
-  const unsigned int rtx_t18 = 0u;
-  unsigned int bf[8];
+  for (int rtx_t3 = 0; rtx_t3 < 32; ++rtx_t3) af[rtx_t3] = rtx_t2;
+  const unsigned int rtx_t4 = 0u;
+  unsigned int bf[16];
   #pragma unroll
-  for (int rtx_t19 = 0; rtx_t19 < 8; ++rtx_t19) bf[rtx_t19] = rtx_t18;
+  for (int rtx_t5 = 0; rtx_t5 < 16; ++rtx_t5) bf[rtx_t5] = rtx_t4;
   unsigned long long kt = 0ull;
   unsigned int load_stage = 0u;
   unsigned int use_stage = 0u;
@@ -450,23 +414,25 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
       unsigned int stage = (load_stage * 4096u);
       unsigned long long k0 = (kt * 64ull);
       #pragma unroll
-      for (unsigned long long i_1 = 0ull; i_1 < 4ull; i_1 += 1) {
-        unsigned long long gk = (k0 + a_col[i_1]);
-        unsigned long long gkb = (k0 + b_krow[i_1]);
-        unsigned long long gn = b_col[i_1];
-        unsigned long long dst = ((unsigned long long)((stage + a_dst[i_1])));
-        unsigned long long bdst = ((unsigned long long)((stage + b_dst[i_1])));
+      for (unsigned long long i = 0ull; i < 4ull; i += 1) {
+        bool row_ok = (((m0 + ((unsigned long long)(ar))) + (32ull * i)) < m);
+        unsigned long long gk = (k0 + a_col);
+        unsigned long long src = ((a_src + ((32ull * i) * k)) + k0);
+        unsigned long long gkb = ((k0 + ((unsigned long long)(br))) + (16ull * i));
+        unsigned long long gn = b_col;
+        unsigned long long dst = ((unsigned long long)(((stage + a_dst) + (((unsigned int)(i)) * 1024u))));
+        unsigned long long bdst = ((unsigned long long)(((stage + b_dst) + (((unsigned int)(i)) * 1024u))));
         if (aligned) {
-          unsigned long long na = ((a_row_ok[i_1] && (gk < k)) ? (k - gk) : 0ull);
-          rtx_cp_async16<S>((rtx_smem_addr(sa) + 4u * (unsigned int)(dst)), rtx_global_addr(a), (a_src[i_1] + gk), na);
+          unsigned long long na = ((row_ok && (gk < k)) ? (k - gk) : 0ull);
+          rtx_cp_async16<S>((rtx_smem_addr(sa) + 4u * (unsigned int)(dst)), rtx_global_addr(a), src, na);
           unsigned long long nb = (((gkb < k) && (gn < n)) ? (n - gn) : 0ull);
           rtx_cp_async16<S>((rtx_smem_addr(sb) + 4u * (unsigned int)(bdst)), rtx_global_addr(b), ((gkb * n) + gn), nb);
         } else {
           #pragma unroll
           for (unsigned long long p = 0ull; p < 4ull; p += 1) {
             unsigned long long e = (gk + (2ull * p));
-            A lo = ((a_row_ok[i_1] && (e < k)) ? rtx_elem<S>::widen(a[(a_src[i_1] + e)]) : A(0.0));
-            A hi = ((a_row_ok[i_1] && ((e + 1ull) < k)) ? rtx_elem<S>::widen(a[((a_src[i_1] + e) + 1ull)]) : A(0.0));
+            A lo = ((row_ok && (e < k)) ? rtx_elem<S>::widen(a[(src + (2ull * p))]) : A(0.0));
+            A hi = ((row_ok && ((e + 1ull) < k)) ? rtx_elem<S>::widen(a[((src + (2ull * p)) + 1ull)]) : A(0.0));
             sa[(dst + p)] = rtx_pack2<S>(lo, hi);
             unsigned long long f = (gn + (2ull * p));
             A lo_1 = (((gkb < k) && (f < n)) ? rtx_elem<S>::widen(b[((gkb * n) + f)]) : A(0.0));
@@ -481,24 +447,33 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
     if ((kt >= (3ull - 1ull))) {
       unsigned int stage_1 = (use_stage * 4096u);
       #pragma unroll
-      for (unsigned long long ks = 0ull; ks < 4ull; ks += 1) {
-        #pragma unroll
-        for (unsigned long long mi = 0ull; mi < 4ull; mi += 1) {
-          unsigned int chunk = (((2u * ((unsigned int)(ks))) + (quad / 2u)) ^ r8);
-          unsigned int word = (((stage_1 + a_row) + (((unsigned int)(mi)) * 512u)) + (chunk * 4u));
-          rtx_ldmatrix_x4(af[((mi * 4ull)) + 0ull], af[((mi * 4ull)) + 1ull], af[((mi * 4ull)) + 2ull], af[((mi * 4ull)) + 3ull], (rtx_smem_addr(sa) + 4u * (unsigned int)(((unsigned long long)(word)))));
-        }
-        #pragma unroll
-        for (unsigned long long nj = 0ull; nj < 2ull; nj += 1) {
-          unsigned int chunk_1 = ((b_chunk + (((unsigned int)(nj)) * 2u)) ^ r8);
-          unsigned int word_1 = (((stage_1 + (((unsigned int)(ks)) * 1024u)) + b_row) + (chunk_1 * 4u));
-          rtx_ldmatrix_x4_trans(bf[((nj * 4ull)) + 0ull], bf[((nj * 4ull)) + 1ull], bf[((nj * 4ull)) + 2ull], bf[((nj * 4ull)) + 3ull], (rtx_smem_addr(sb) + 4u * (unsigned int)(((unsigned long long)(word_1)))));
-        }
-        #pragma unroll
-        for (unsigned long long mi_1 = 0ull; mi_1 < 4ull; mi_1 += 1) {
+      for (unsigned long long step = 0ull; step < 5ull; step += 1) {
+        if ((step < 4ull)) {
+          unsigned long long fa = ((step % 2ull) * 16ull);
+          unsigned long long fb = ((step % 2ull) * 8ull);
           #pragma unroll
-          for (unsigned long long nt = 0ull; nt < 4ull; nt += 1) {
-            rtx_mma<S>::m16n8k16(acc[((((mi_1 * 4ull) + nt) * 4ull)) + 0ull], acc[((((mi_1 * 4ull) + nt) * 4ull)) + 1ull], acc[((((mi_1 * 4ull) + nt) * 4ull)) + 2ull], acc[((((mi_1 * 4ull) + nt) * 4ull)) + 3ull], af[((mi_1 * 4ull)) + 0ull], af[((mi_1 * 4ull)) + 1ull], af[((mi_1 * 4ull)) + 2ull], af[((mi_1 * 4ull)) + 3ull], bf[((nt * 2ull)) + 0ull], bf[((nt * 2ull)) + 1ull]);
+          for (unsigned long long mi = 0ull; mi < 4ull; mi += 1) {
+            unsigned int chunk = (((2u * ((unsigned int)(step))) + (quad / 2u)) ^ r8);
+            unsigned int word = (((stage_1 + a_row) + (((unsigned int)(mi)) * 512u)) + (chunk * 4u));
+            rtx_ldmatrix_x4(af[((fa + (mi * 4ull))) + 0ull], af[((fa + (mi * 4ull))) + 1ull], af[((fa + (mi * 4ull))) + 2ull], af[((fa + (mi * 4ull))) + 3ull], (rtx_smem_addr(sa) + 4u * (unsigned int)(((unsigned long long)(word)))));
+          }
+          #pragma unroll
+          for (unsigned long long nj = 0ull; nj < 2ull; nj += 1) {
+            unsigned int chunk_1 = ((b_chunk + (((unsigned int)(nj)) * 2u)) ^ r8);
+            unsigned int word_1 = (((stage_1 + (((unsigned int)(step)) * 1024u)) + b_row) + (chunk_1 * 4u));
+            rtx_ldmatrix_x4_trans(bf[((fb + (nj * 4ull))) + 0ull], bf[((fb + (nj * 4ull))) + 1ull], bf[((fb + (nj * 4ull))) + 2ull], bf[((fb + (nj * 4ull))) + 3ull], (rtx_smem_addr(sb) + 4u * (unsigned int)(((unsigned long long)(word_1)))));
+          }
+        }
+        if ((step > 0ull)) {
+          unsigned long long fa_1 = (((step - 1ull) % 2ull) * 16ull);
+          unsigned long long fb_1 = (((step - 1ull) % 2ull) * 8ull);
+          #pragma unroll
+          for (unsigned long long mi_1 = 0ull; mi_1 < 4ull; mi_1 += 1) {
+            #pragma unroll
+            for (unsigned long long nt = 0ull; nt < 4ull; nt += 1) {
+              unsigned long long at = (((mi_1 * 4ull) + nt) * 4ull);
+              rtx_mma<S>::m16n8k16(acc[(at) + 0ull], acc[(at) + 1ull], acc[(at) + 2ull], acc[(at) + 3ull], af[((fa_1 + (mi_1 * 4ull))) + 0ull], af[((fa_1 + (mi_1 * 4ull))) + 1ull], af[((fa_1 + (mi_1 * 4ull))) + 2ull], af[((fa_1 + (mi_1 * 4ull))) + 3ull], bf[((fb_1 + (nt * 2ull))) + 0ull], bf[((fb_1 + (nt * 2ull))) + 1ull]);
+            }
           }
         }
       }
@@ -513,21 +488,21 @@ __device__ __forceinline__ void matmul_tc_impl(const S* a, const S* b, S* c, uns
     #pragma unroll
     for (unsigned long long nt_1 = 0ull; nt_1 < 4ull; nt_1 += 1) {
       #pragma unroll
-      for (unsigned long long i_2 = 0ull; i_2 < 4ull; i_2 += 1) {
-        unsigned long long row = (((m0 + ((unsigned long long)(((wm * 64u) + g)))) + (mi_2 * 16ull)) + ((i_2 / 2ull) * 8ull));
-        unsigned long long col = (((n0 + ((unsigned long long)(((wn * 32u) + (t4 * 2u))))) + (nt_1 * 8ull)) + (i_2 % 2ull));
+      for (unsigned long long i_1 = 0ull; i_1 < 4ull; i_1 += 1) {
+        unsigned long long row = (((m0 + ((unsigned long long)(((wm * 64u) + g)))) + (mi_2 * 16ull)) + ((i_1 / 2ull) * 8ull));
+        unsigned long long col = (((n0 + ((unsigned long long)(((wn * 32u) + (t4 * 2u))))) + (nt_1 * 8ull)) + (i_1 % 2ull));
         if (((row < m) && (col < n))) {
-          const unsigned long long rtx_t20 = ((row * n) + col);
-          c[rtx_t20] = rtx_elem<S>::narrow(acc[((((mi_2 * 4ull) + nt_1) * 4ull) + i_2)]);
+          const unsigned long long rtx_t6 = ((row * n) + col);
+          c[rtx_t6] = rtx_elem<S>::narrow(acc[((((mi_2 * 4ull) + nt_1) * 4ull) + i_1)]);
         }
       }
     }
   }
 }
 
-extern "C" __global__ void matmul_tc_f16(const rtx_f16* a, const rtx_f16* b, rtx_f16* c, unsigned long long m, unsigned long long n, unsigned long long k) {
+extern "C" __global__ void __launch_bounds__(256, 2) matmul_tc_f16(const rtx_f16* a, const rtx_f16* b, rtx_f16* c, unsigned long long m, unsigned long long n, unsigned long long k) {
   matmul_tc_impl<rtx_f16, float>(a, b, c, m, n, k);
 }
-extern "C" __global__ void matmul_tc_bf16(const rtx_bf16* a, const rtx_bf16* b, rtx_bf16* c, unsigned long long m, unsigned long long n, unsigned long long k) {
+extern "C" __global__ void __launch_bounds__(256, 2) matmul_tc_bf16(const rtx_bf16* a, const rtx_bf16* b, rtx_bf16* c, unsigned long long m, unsigned long long n, unsigned long long k) {
   matmul_tc_impl<rtx_bf16, float>(a, b, c, m, n, k);
 }

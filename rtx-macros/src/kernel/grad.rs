@@ -113,6 +113,7 @@ pub fn derive(k: &KernelFn, wrt: &Ident) -> Option<KernelFn> {
         ret: Ty::Elem,
         out_generic: None,
         specialize: vec![],
+        launch_bounds: None,
         shared: vec![],
         uses_sync: false,
         tensor_core: false,

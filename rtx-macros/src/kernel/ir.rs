@@ -634,4 +634,8 @@ pub struct KernelFn {
     /// `specialize(param = v1, v2, ..)` of a SIMT kernel: integer parameters whose listed
     /// values get their own inlined copy of the CUDA body, with the value a constant.
     pub specialize: Vec<(Ident, Vec<u64>)>,
+    /// `launch_bounds(threads, blocks)` of a SIMT kernel: its blocks have at most `threads`
+    /// threads (a larger launch is an error on every device), and the compiler keeps its
+    /// registers low enough for `blocks` of them to share an SM (CUDA's `__launch_bounds__`).
+    pub launch_bounds: Option<(u32, u32)>,
 }

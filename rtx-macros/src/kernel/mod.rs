@@ -56,6 +56,8 @@ struct Args {
     grad: GradOpt,
     /// `specialize(d = 64, 128)`: see [`ir::KernelFn::specialize`].
     specialize: Vec<(Ident, Vec<u64>)>,
+    /// `launch_bounds(256, 2)`: see [`ir::KernelFn::launch_bounds`].
+    launch_bounds: Option<(u32, u32)>,
 }
 
 /// The element types kernels are instantiated for: (suffix, CUDA storage type, DType). A
@@ -134,6 +136,7 @@ fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
         }
     }
     k.specialize = args.specialize.clone();
+    k.launch_bounds = args.launch_bounds;
     let cx = native::NativeCx {
         krate: args.krate.clone(),
         t: k.generic.clone(),
@@ -201,6 +204,7 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
     let mut krate = None;
     let mut grad = GradOpt::Auto;
     let mut specialize = Vec::new();
+    let mut launch_bounds = None;
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("elementwise") {
             kind = Some(Kind::Elementwise);
@@ -237,11 +241,30 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
                 .map(|v| v.base10_parse::<u64>())
                 .collect::<Result<Vec<_>>>()?;
             specialize.push((name, values));
+        } else if meta.path.is_ident("launch_bounds") {
+            // launch_bounds(threads, blocks): the most threads a block has, and how many
+            // blocks an SM must hold at once.
+            let inner;
+            syn::parenthesized!(inner in meta.input);
+            let threads: syn::LitInt = inner.parse()?;
+            inner.parse::<syn::Token![,]>()?;
+            let blocks: syn::LitInt = inner.parse()?;
+            let (t, b) = (
+                threads.base10_parse::<u32>()?,
+                blocks.base10_parse::<u32>()?,
+            );
+            if !(1..=1024).contains(&t) || b == 0 {
+                return Err(Error::new(
+                    threads.span(),
+                    "`launch_bounds(threads, blocks)` takes 1 to 1024 threads and at least one block",
+                ));
+            }
+            launch_bounds = Some((t, b));
         } else {
             return Err(meta.error(
                 "unknown `#[kernel]` argument: expected `elementwise`, `reduce(identity = ..)`, \
-                 `simt`, `device`, `grad`, `no_grad`, `specialize(param = v1, v2)` or \
-                 `crate = path`",
+                 `simt`, `device`, `grad`, `no_grad`, `specialize(param = v1, v2)`, \
+                 `launch_bounds(threads, blocks)` or `crate = path`",
             ));
         }
         Ok(())
@@ -252,6 +275,12 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
         return Err(Error::new(
             proc_macro2::Span::call_site(),
             "`grad`/`no_grad` apply to elementwise kernels only",
+        ));
+    }
+    if launch_bounds.is_some() && !matches!(kind, Kind::Simt) {
+        return Err(Error::new(
+            proc_macro2::Span::call_site(),
+            "`launch_bounds(..)` applies to SIMT kernels only",
         ));
     }
     if !specialize.is_empty() && !matches!(kind, Kind::Simt) {
@@ -265,6 +294,7 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
         krate: krate.unwrap_or_else(|| quote!(::rtx::__private::rtx_kernels)),
         grad,
         specialize,
+        launch_bounds,
     })
 }
 
@@ -455,6 +485,7 @@ fn parse_kernel(item: &ItemFn, mode: Mode, device: bool) -> Result<(KernelFn, Pa
         uses_sync: parser.uses_sync,
         tensor_core: parser.tensor_core,
         specialize: vec![],
+        launch_bounds: None,
     };
     Ok((k, parser))
 }
