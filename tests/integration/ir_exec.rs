@@ -1,7 +1,8 @@
 //! The IR executor against the compiled path: every test model's graph (`#[model]`'s `ir()`)
 //! run by `Graph::run` gives bitwise the compiled training forward's output on the CPU, and
 //! `Graph::backward` bitwise the static backward's gradients (every parameter's and the
-//! input's); and the GPT test model's graph, saved as JSON beside a checkpoint of its
+//! input's), also from a `cross_entropy` node appended as the graph's loss; and the GPT test
+//! model's graph, saved as JSON beside a checkpoint of its
 //! weights, runs in a fresh process that has no model type and gives bitwise the same logits.
 
 use crate::compiled::{Mlp, X};
@@ -9,7 +10,7 @@ use crate::compiled_models::{Block, Cnn, Img, Seq};
 use crate::gpt::Small;
 use rtx::Gradients;
 use rtx::io::Checkpoint;
-use rtx::ir::{Backward, DynTensor, Graph, Params};
+use rtx::ir::{Attrs, Backward, Composite, DynTensor, Graph, IrOp, Node, Params};
 use rtx::nn::{Module, TensorKind, Visitor};
 use rtx::prelude::*;
 use std::path::{Path, PathBuf};
@@ -210,6 +211,66 @@ fn the_gpt_backward_is_bitwise_as_compiled() {
     // ANCHOR_END: backward
     same_grads("gpt", &back, &m, &grads);
     assert_eq!(back.inputs.names().count(), 0, "token ids take no gradient");
+}
+
+#[test]
+fn the_gpt_differentiates_from_its_loss_node_as_the_static_step() {
+    // The model's graph with a `targets` input and a `cross_entropy` node as its output: its
+    // backward, seeded with the loss's gradient, gives every parameter bitwise the gradient of
+    // the static loss's backward followed by the model's static backward, as a training step
+    // runs them.
+    let mut m = Small::<f32>::init(&Device::Cpu, 5);
+    m.track_gradients();
+    let (ids, pos) = gpt_batch();
+    let t: Vec<i64> = (0..16).map(|i| (i * 5 + 1) % 32).collect();
+    let targets: Tensor<(usize,), i64> = Tensor::from_vec(t, (16,), Device::Cpu);
+    let (y, backward) = m.forward_train(&ids, &pos);
+    let (loss, loss_back) = rtx::compile::loss::cross_entropy(&y, &targets);
+    let one = loss.ones_like();
+    let mut grads = Gradients::new();
+    backward(loss_back(&one), &mut grads, false);
+
+    let mut g = Graph::clone(&m.ir::<usize>());
+    let logits = g.outputs[0];
+    let rows = g.nodes[logits].shape[0].clone();
+    let node = |op, inputs, dtype, shape| Node {
+        op,
+        attrs: Attrs::default(),
+        inputs,
+        dtype,
+        shape,
+        scope: String::new(),
+        kernel: None,
+    };
+    g.nodes.push(node(
+        IrOp::Input("targets".into()),
+        vec![],
+        DType::I64,
+        vec![rows],
+    ));
+    let ce = Composite::CrossEntropy {
+        ignore_index: None,
+        label_smoothing: 0.0,
+    };
+    let t_id = g.nodes.len() - 1;
+    g.nodes.push(node(
+        IrOp::Composite(ce),
+        vec![logits, t_id],
+        DType::F32,
+        vec![],
+    ));
+    g.outputs = vec![t_id + 1];
+    g.validate().unwrap();
+    let inputs = [
+        ("ids", DynTensor::of(&ids)),
+        ("pos", DynTensor::of(&pos)),
+        ("targets", DynTensor::of(&targets)),
+    ];
+    let back = g
+        .backward(&inputs, &Params::of_model(&m), &[DynTensor::of(&one)])
+        .unwrap();
+    same_bits("the loss", &back.outputs[0], &DynTensor::of(&loss));
+    same_grads("gpt from its loss", &back, &m, &grads);
 }
 
 #[test]
