@@ -41,6 +41,7 @@ pub const MATMUL_TC_TILE: usize = 128;
 /// matmul_tc(LaunchConfig::new((1, 1), MATMUL_TC_THREADS), &a, &b, &mut c, m, n, k).unwrap();
 /// assert_eq!(c[0].to_f32(), 0.0 * 1.0 + 1.0 * -1.0 + 2.0 * -3.0 + 3.0 * -5.0);
 /// ```
+// ANCHOR: tc_header
 #[kernel(crate = crate, launch_bounds(256, 2))]
 pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k: usize) {
     // Stages of the pipeline, and how many of the newest copy groups may still be in flight
@@ -56,6 +57,7 @@ pub fn matmul_tc<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k:
     let sa: [u32; 12288];
     #[shared]
     let sb: [u32; 12288];
+    // ANCHOR_END: tc_header
     // Index arithmetic within a tile is 32-bit (it stays below 2^32 by the tile sizes), so
     // the address math costs one instruction per step where `usize` costs two or more.
     let tid = thread_idx_x() as u32;
