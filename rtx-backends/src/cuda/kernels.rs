@@ -109,10 +109,6 @@ pub unsafe fn launch_entry(
         });
     }
     let launch_args = marshal(entry, entry.dtype, args)?;
-    let config = LaunchConfig {
-        shared_mem: config.shared_mem.max(dynamic_shared(source)),
-        ..config
-    };
     // SAFETY: the arguments match the entry's parameters (checked by `marshal`); pointer
     // validity is the caller's promise.
     unsafe { launch(ordinal, &entry_kernel(source, entry), config, &launch_args) }

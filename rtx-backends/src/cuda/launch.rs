@@ -189,7 +189,8 @@ pub unsafe fn launch(
                 f,
                 config.grid,
                 config.block,
-                config.shared_mem,
+                // A kernel whose shared arrays are dynamic takes them at every launch.
+                config.shared_mem.max(kernel.dynamic_shared),
                 g.stream.cu_stream(),
                 &mut params,
             )
