@@ -388,7 +388,7 @@ impl<E: Float> Fused<E> {
             )?;
             launch::<E>(
                 &flash_attn_bwd_dq::KERNEL,
-                flash_attn_bwd_dq_launch(b, h, t),
+                flash_attn_bwd_dq_launch(b, h, t, self.size.d),
                 &dq,
             )
         }

@@ -149,7 +149,7 @@ pub(crate) unsafe fn backward(
         )?;
         let grid = flash_attn_bwd_dkdv_launch(dims.batch, dims.heads, dims.t_k);
         launch(ordinal, &flash_attn_bwd_dkdv::KERNEL, dtype, grid, &dkdv)?;
-        let grid = flash_attn_bwd_dq_launch(dims.batch, dims.heads, dims.t_q);
+        let grid = flash_attn_bwd_dq_launch(dims.batch, dims.heads, dims.t_q, dims.d);
         launch(ordinal, &flash_attn_bwd_dq::KERNEL, dtype, grid, &dqa)
     }
 }

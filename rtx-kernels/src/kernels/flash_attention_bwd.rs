@@ -7,8 +7,8 @@
 //! 1. [`flash_attn_bwd_rowdot()`]: `D_i = sum_c do_ic o_ic` (f32), one warp per query row;
 //! 2. [`flash_attn_bwd_dkdv()`]: `dv = P^T do` and `dk = scale dS^T q`, one block per 64 keys,
 //!    looping over the queries;
-//! 3. [`flash_attn_bwd_dq()`]: `dq = scale dS k`, one block per 64 queries, looping over the
-//!    keys;
+//! 3. [`flash_attn_bwd_dq()`]: `dq = scale dS k`, one block per 128 queries (64 past a d of
+//!    64), looping over the keys;
 //!
 //! with `P_ij = exp(scale q_i . k_j - lse_i)`, `dP = do v^T` and `dS = P * (dP - D)`
 //! (elementwise). The last two read `D` and are independent of each other. Each output element
@@ -37,8 +37,11 @@ use rtx_macros::kernel;
 pub const FLASH_ATTN_BWD_THREADS: u32 = 128;
 /// Keys per block of [`flash_attn_bwd_dkdv()`]: its grid's x extent is `ceil(t_k / 64)`.
 pub const FLASH_ATTN_BWD_BLOCK_K: usize = 64;
-/// Queries per block of [`flash_attn_bwd_dq()`]: its grid's x extent is `ceil(t_q / 64)`.
-pub const FLASH_ATTN_BWD_BLOCK_Q: usize = 64;
+/// Queries per block of [`flash_attn_bwd_dq()`] at head dim `d`: 128 up to a d of 64 (two row
+/// tiles of 16 a warp), 64 past it (one; the accumulators leave no registers for two).
+pub fn flash_attn_bwd_dq_rows(d: usize) -> usize {
+    if d <= 64 { 128 } else { 64 }
+}
 /// Query rows per block of [`flash_attn_bwd_rowdot()`], one per warp of its
 /// [`FLASH_ATTN_BWD_THREADS`] threads.
 pub const FLASH_ATTN_BWD_ROWDOT_ROWS: usize = 4;
@@ -71,12 +74,13 @@ pub fn flash_attn_bwd_dkdv_launch(batch: usize, heads: usize, t_k: usize) -> Lau
     )
 }
 
-/// The launch of [`flash_attn_bwd_dq()`] over `batch x heads` rows of `t_q` queries: a grid of
-/// `ceil(t_q / 64) x heads x batch` blocks of [`FLASH_ATTN_BWD_THREADS`] threads.
-pub fn flash_attn_bwd_dq_launch(batch: usize, heads: usize, t_q: usize) -> LaunchConfig {
+/// The launch of [`flash_attn_bwd_dq()`] over `batch x heads` rows of `t_q` queries at head
+/// dim `d`: a grid of `ceil(t_q / flash_attn_bwd_dq_rows(d)) x heads x batch` blocks of
+/// [`FLASH_ATTN_BWD_THREADS`] threads.
+pub fn flash_attn_bwd_dq_launch(batch: usize, heads: usize, t_q: usize, d: usize) -> LaunchConfig {
     LaunchConfig::new(
         (
-            t_q.div_ceil(FLASH_ATTN_BWD_BLOCK_Q) as u32,
+            t_q.div_ceil(flash_attn_bwd_dq_rows(d)) as u32,
             heads as u32,
             batch as u32,
         ),
@@ -571,14 +575,16 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
 /// [`flash_attn_bwd_dq_launch`]; buffers start on 16-byte boundaries and the strides are
 /// multiples of 8 elements.
 ///
-/// Each block of 4 warps takes 64 queries of one head; each warp holds its 16 rows of Q and
-/// dO as A fragments in registers and its dq in f32 accumulators. Q and dO pass through the
-/// shared K and V buffers once; then 32-key tiles of K and V stream through two stages of them
-/// (`cp_async` fills one while the warps compute on the other, one barrier per tile), up to
-/// the causal limit of the block's last query and the valid length. Per tile, with
+/// Each block of 4 warps takes [`flash_attn_bwd_dq_rows`] queries of one head: up to a d of
+/// 64 each warp owns two row tiles of 16 (rows `16 w` and `64 + 16 w`), so each K and V
+/// fragment read from shared memory feeds two products; past it, one. A warp holds its rows of
+/// Q and dO as A fragments in registers and its dq in f32 accumulators. Q and dO pass through
+/// the shared K and V buffers once; then 32-key tiles of K and V stream through two stages of
+/// them (`cp_async` fills one while the warps compute on the other, one barrier per tile), up
+/// to the causal limit of the block's last query and the valid length. Per tile, with
 /// `mma_m16n8k16`: `S = Q K^T`, `dP = dO V^T` (K and V rows read by `ldmatrix` are the B
 /// fragments of their transposes), `dS = P * (dP - D)` in f32, rounded to `T` as A fragments,
-/// and `dQ += dS K` (K read transposed). Shared memory: 32 KiB, swizzled as in
+/// and `dQ += dS K` (K read transposed). Shared memory: 64 KiB (dynamic), swizzled as in
 /// [`flash_attn_bwd_dkdv()`].
 #[kernel(crate = crate, specialize(d = 64, 128))]
 pub fn flash_attn_bwd_dq<T: Float>(
@@ -602,12 +608,13 @@ pub fn flash_attn_bwd_dq<T: Float>(
     causal: u32,
     padded: u32,
 ) {
-    // Two stages of 32 rows of 64 words (128 elements) each for K and for V; before the loop,
-    // the block's 64 rows of Q pass through `sk` and those of dO through `sv`.
+    // Two stages of 32 rows of 64 words (128 elements) each for K and for V, in the first half
+    // of each array; before the loop, the block's up to 128 rows of Q pass through `sk` and
+    // those of dO through `sv`. 64 KiB in all (dynamic: `#[kernel]` sees to it).
     #[shared]
-    let sk: [u32; 4096];
+    let sk: [u32; 8192];
     #[shared]
-    let sv: [u32; 4096];
+    let sv: [u32; 8192];
     // Index arithmetic within the block is 32-bit (one instruction a step where `usize`
     // takes two); only offsets into the buffers are `usize`.
     let tid = thread_idx_x() as u32;
@@ -615,7 +622,11 @@ pub fn flash_attn_bwd_dq<T: Float>(
     let warp = tid / 32;
     let hh = block_idx_y();
     let n = block_idx_z();
-    let m0 = block_idx_x() * 64;
+    // Row tiles of 16 a warp: two up to a d of 64 (rows `16 w` and `64 + 16 w` of the block),
+    // one past it. `flash_attn_bwd_dq_rows` is the same choice.
+    let rt: usize = if d <= 64 { 2 } else { 1 };
+    let bq = 64 * rt;
+    let m0 = block_idx_x() * bq;
     // The whole block leaves together, before any barrier.
     if n >= batch || hh >= heads || m0 >= t_q {
         return;
@@ -642,7 +653,7 @@ pub fn flash_attn_bwd_dq<T: Float>(
     }
     let mut n_end = kl;
     if is_causal {
-        let lim = (m0 + 64).min(t_q) + t_k;
+        let lim = (m0 + bq).min(t_q) + t_k;
         n_end = if lim > t_q { n_end.min(lim - t_q) } else { 0 };
     }
     let tiles = (n_end + 31) / 32;
@@ -656,13 +667,15 @@ pub fn flash_attn_bwd_dq<T: Float>(
     let c_in = ((cc * 8) as usize) < d;
     let c_dst = cr * 64 + (cc ^ cr) * 4;
     if c_on {
-        for i in 0..8 {
-            let r = (cr + 8 * (i as u32)) as usize;
-            let len = if c_in && m0 + r < t_q { 8 } else { 0 };
-            let at = q0 + (m0 + r) * q_rs + (cc * 8) as usize;
-            cp_async(&mut sk, (c_dst + (i as u32) * 512) as usize, q, at, len);
-            let at = o0 + (m0 + r) * o_rs + (cc * 8) as usize;
-            cp_async(&mut sv, (c_dst + (i as u32) * 512) as usize, dout, at, len);
+        for i in 0..16 {
+            if i * 8 < bq {
+                let r = (cr + 8 * (i as u32)) as usize;
+                let len = if c_in && m0 + r < t_q { 8 } else { 0 };
+                let at = q0 + (m0 + r) * q_rs + (cc * 8) as usize;
+                cp_async(&mut sk, (c_dst + (i as u32) * 512) as usize, q, at, len);
+                let at = o0 + (m0 + r) * o_rs + (cc * 8) as usize;
+                cp_async(&mut sv, (c_dst + (i as u32) * 512) as usize, dout, at, len);
+            }
         }
     }
     cp_async_commit();
@@ -673,18 +686,24 @@ pub fn flash_attn_bwd_dq<T: Float>(
     // r8 mod 8, so its chunks are swizzled by `r8`.
     let quad = lane / 8;
     let r8 = lane % 8;
-    // Q and dO, A fragments (16 x 16 per step of 16 along d): row `(quad % 2) * 8 + r8` of the
-    // warp's 16, chunk `2 ks + quad / 2`.
+    // Q and dO, A fragments (16 x 16 per step `ks` of 16 along d) of row tile `mi`: row
+    // `(quad % 2) * 8 + r8` of the warp's 16 in the tile, chunk `2 ks + quad / 2`, held at
+    // `(4 mi + ks) 4` (`ks` runs to 8 only where there is one row tile).
     let mut qf = [0u32; 32];
     let mut df = [0u32; 32];
     let a_row = (warp * 16 + (quad % 2) * 8 + r8) * 64;
-    for h in 0..2 {
-        if h * 64 < d {
-            for k4 in 0..4 {
-                let ks = h * 4 + k4;
-                let ch = (2 * (ks as u32) + quad / 2) ^ r8;
-                ldmatrix_x4(&mut qf, ks * 4, &sk, (a_row + ch * 4) as usize);
-                ldmatrix_x4(&mut df, ks * 4, &sv, (a_row + ch * 4) as usize);
+    for mi in 0..2 {
+        if mi < rt {
+            for h in 0..2 {
+                if h * 64 < d {
+                    for k4 in 0..4 {
+                        let ks = h * 4 + k4;
+                        let ch = (2 * (ks as u32) + quad / 2) ^ r8;
+                        let word = (a_row + (mi as u32) * 4096 + ch * 4) as usize;
+                        ldmatrix_x4(&mut qf, (mi * 4 + ks) * 4, &sk, word);
+                        ldmatrix_x4(&mut df, (mi * 4 + ks) * 4, &sv, word);
+                    }
+                }
             }
         }
     }
@@ -696,30 +715,36 @@ pub fn flash_attn_bwd_dq<T: Float>(
     let t_row = ((quad % 2) * 8 + r8) * 64;
 
     // Accumulator element `i` of a tile is row `g + 8 (i / 2)`, column `2 t4 + i % 2`: this
-    // lane holds query rows `row0` and `row0 + 8`.
+    // lane holds query rows `row0 + 64 mi` and `row0 + 64 mi + 8` of each row tile `mi`. Row
+    // tile `mi`'s scores start at `s[16 mi]`, its dq at `acc[32 mi]`, its dS fragments at
+    // `pf[8 mi]`, its rows' lse and D at `[2 mi]`.
     let g = lane / 4;
     let t4 = lane % 4;
     let row0 = m0 + (warp * 16 + g) as usize;
-    // lse and D of the lane's two rows; a row without a key (lse -inf) or past t_q gets +inf,
-    // so each exp of it is exp(-inf) = 0.
-    let mut lr = [T::INFINITY; 2];
-    let mut dr = [0.0; 2];
-    for h in 0..2 {
-        let row = row0 + h * 8;
-        if row < t_q {
-            let l = lse[b * t_q + row];
-            if l != T::NEG_INFINITY {
-                lr[h] = l * 1.4426950408889634;
+    // lse and D of the lane's rows; a row without a key (lse -inf) or past t_q gets +inf, so
+    // each exp of it is exp(-inf) = 0.
+    let mut lr = [T::INFINITY; 4];
+    let mut dr = [0.0; 4];
+    for mi in 0..2 {
+        if mi < rt {
+            for h in 0..2 {
+                let row = row0 + mi * 64 + h * 8;
+                if row < t_q {
+                    let l = lse[b * t_q + row];
+                    if l != T::NEG_INFINITY {
+                        lr[mi * 2 + h] = l * 1.4426950408889634;
+                    }
+                    dr[mi * 2 + h] = delta[b * t_q + row];
+                }
             }
-            dr[h] = delta[b * t_q + row];
         }
     }
     let mut acc = [0.0; 64];
-    let mut s = [0.0; 16];
-    let mut dps = [0.0; 16];
+    let mut s = [0.0; 32];
+    let mut dps = [0.0; 32];
     let mut kf = [0u32; 8];
     let mut tf = [0u32; 4];
-    let mut pf = [0u32; 8];
+    let mut pf = [0u32; 16];
 
     // Every warp has its Q and dO fragments before the first K and V copies overwrite them.
     sync_threads();
@@ -766,8 +791,9 @@ pub fn flash_attn_bwd_dq<T: Float>(
         }
         cp_async_commit();
 
-        // S = Q K^T and dP = dO V^T, 16 x 32 each for this warp.
-        for x in 0..16 {
+        // S = Q K^T and dP = dO V^T, 16 x 32 each per row tile of this warp; each K and V
+        // fragment feeds every row tile.
+        for x in 0..32 {
             s[x] = 0.0;
             dps[x] = 0.0;
         }
@@ -784,8 +810,13 @@ pub fn flash_attn_bwd_dq<T: Float>(
                             (stage + b_row + (np as u32) * 1024 + ch * 4) as usize,
                         );
                     }
-                    for nt in 0..4 {
-                        mma_m16n8k16(&mut s, nt * 4, &qf, ks * 4, &kf, nt * 2);
+                    for mi in 0..2 {
+                        if mi < rt {
+                            for nt in 0..4 {
+                                let at = mi * 16 + nt * 4;
+                                mma_m16n8k16(&mut s, at, &qf, (mi * 4 + ks) * 4, &kf, nt * 2);
+                            }
+                        }
                     }
                     for np in 0..2 {
                         ldmatrix_x4(
@@ -795,8 +826,13 @@ pub fn flash_attn_bwd_dq<T: Float>(
                             (stage + b_row + (np as u32) * 1024 + ch * 4) as usize,
                         );
                     }
-                    for nt in 0..4 {
-                        mma_m16n8k16(&mut dps, nt * 4, &df, ks * 4, &kf, nt * 2);
+                    for mi in 0..2 {
+                        if mi < rt {
+                            for nt in 0..4 {
+                                let at = mi * 16 + nt * 4;
+                                mma_m16n8k16(&mut dps, at, &df, (mi * 4 + ks) * 4, &kf, nt * 2);
+                            }
+                        }
                     }
                 }
             }
@@ -805,27 +841,36 @@ pub fn flash_attn_bwd_dq<T: Float>(
         // dS = P * (dP - D), with the masks only on tiles that cross the valid length or the
         // diagonal (the block's first row has the lowest causal limit).
         let masked = n0 + 32 > kl || (is_causal && n0 + 31 + t_q > m0 + t_k);
-        for nt in 0..4 {
-            for i in 0..4 {
-                let mut p = (s[nt * 4 + i] * scale2 - lr[i / 2]).exp2();
-                if masked {
-                    let key = n0 + nt * 8 + (t4 * 2) as usize + i % 2;
-                    let row = row0 + (i / 2) * 8;
-                    if key >= kl || (is_causal && key + t_q > row + t_k) {
-                        p = 0.0;
+        for mi in 0..2 {
+            if mi < rt {
+                for nt in 0..4 {
+                    for i in 0..4 {
+                        let x = mi * 16 + nt * 4 + i;
+                        let r = mi * 2 + i / 2;
+                        let mut p = (s[x] * scale2 - lr[r]).exp2();
+                        if masked {
+                            let key = n0 + nt * 8 + (t4 * 2) as usize + i % 2;
+                            let row = row0 + mi * 64 + (i / 2) * 8;
+                            if key >= kl || (is_causal && key + t_q > row + t_k) {
+                                p = 0.0;
+                            }
+                        }
+                        s[x] = p * (dps[x] - dr[r]);
                     }
                 }
-                s[nt * 4 + i] = p * (dps[nt * 4 + i] - dr[i / 2]);
+                // dS rounded to T as A fragments: key step `kk` is tiles 2 kk and 2 kk + 1.
+                for kk in 0..2 {
+                    let x = mi * 16 + kk * 8;
+                    let f = mi * 8 + kk * 4;
+                    pf[f] = pack2(s[x], s[x + 1]);
+                    pf[f + 1] = pack2(s[x + 2], s[x + 3]);
+                    pf[f + 2] = pack2(s[x + 4], s[x + 5]);
+                    pf[f + 3] = pack2(s[x + 6], s[x + 7]);
+                }
             }
         }
-        // dS rounded to T as A fragments: key step `kk` is tiles 2 kk and 2 kk + 1.
-        for kk in 0..2 {
-            pf[kk * 4] = pack2(s[kk * 8], s[kk * 8 + 1]);
-            pf[kk * 4 + 1] = pack2(s[kk * 8 + 2], s[kk * 8 + 3]);
-            pf[kk * 4 + 2] = pack2(s[kk * 8 + 4], s[kk * 8 + 5]);
-            pf[kk * 4 + 3] = pack2(s[kk * 8 + 6], s[kk * 8 + 7]);
-        }
-        // dQ += dS K (the scale is applied once, on store).
+        // dQ += dS K (the scale is applied once, on store); each K fragment feeds every row
+        // tile.
         for h in 0..2 {
             if h * 64 < d {
                 for kk in 0..2 {
@@ -838,8 +883,14 @@ pub fn flash_attn_bwd_dq<T: Float>(
                             &sk,
                             (stage + t_row + (kk as u32) * 1024 + ch * 4) as usize,
                         );
-                        mma_m16n8k16(&mut acc, dp * 8, &pf, kk * 4, &tf, 0);
-                        mma_m16n8k16(&mut acc, dp * 8 + 4, &pf, kk * 4, &tf, 2);
+                        for mi in 0..2 {
+                            if mi < rt {
+                                let at = mi * 32 + dp * 8;
+                                let f = mi * 8 + kk * 4;
+                                mma_m16n8k16(&mut acc, at, &pf, f, &tf, 0);
+                                mma_m16n8k16(&mut acc, at + 4, &pf, f, &tf, 2);
+                            }
+                        }
                     }
                 }
             }
@@ -847,14 +898,19 @@ pub fn flash_attn_bwd_dq<T: Float>(
         j += 1;
     }
 
-    for h in 0..2 {
-        let row = row0 + h * 8;
-        if row < t_q {
-            for dt in 0..16 {
-                if dt * 8 < d {
-                    let at = q0 + row * q_rs + dt * 8 + (t4 * 2) as usize;
-                    dq[at] = acc[dt * 4 + h * 2] * scale;
-                    dq[at + 1] = acc[dt * 4 + h * 2 + 1] * scale;
+    for mi in 0..2 {
+        if mi < rt {
+            for h in 0..2 {
+                let row = row0 + mi * 64 + h * 8;
+                if row < t_q {
+                    for dt in 0..16 {
+                        if dt * 8 < d {
+                            let at = q0 + row * q_rs + dt * 8 + (t4 * 2) as usize;
+                            let x = mi * 32 + dt * 4 + h * 2;
+                            dq[at] = acc[x] * scale;
+                            dq[at + 1] = acc[x + 1] * scale;
+                        }
+                    }
                 }
             }
         }

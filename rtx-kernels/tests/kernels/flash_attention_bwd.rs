@@ -199,7 +199,7 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
     )
     .unwrap();
     flash_attn_bwd_dq(
-        flash_attn_bwd_dq_launch(1, bh, t_q),
+        flash_attn_bwd_dq_launch(1, bh, t_q, d),
         &q,
         &k,
         &v,
@@ -307,6 +307,9 @@ fn causal_attention_gradients_match_f64_with_the_diagonal_bottom_right() {
             (In::Bf16, case(1, 100, 17, 128, true)),
             // A head dim that is neither: the second half of the columns is partly zero-filled.
             (In::F16, case(1, 33, 70, 72, true)),
+            // A small head dim, with the dq kernel's second row tile crossing the diagonal in
+            // a second block of queries.
+            (In::Bf16, case(1, 200, 200, 32, true)),
         ],
         200,
     );

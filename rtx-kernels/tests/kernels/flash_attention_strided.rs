@@ -179,7 +179,7 @@ impl<T: Float<Acc = f32>> Run<'_, T> {
         )
         .unwrap();
         flash_attn_bwd_dq(
-            flash_attn_bwd_dq_launch(b, h, t_q),
+            flash_attn_bwd_dq_launch(b, h, t_q, d),
             self.q,
             self.k,
             self.v,
