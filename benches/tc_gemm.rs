@@ -1,14 +1,20 @@
-//! The tensor-core GEMM written with `#[kernel]` (`rtx::kernels::matmul_tc`: cp.async
-//! pipeline, ldmatrix, mma.sync m16n8k16, f32 accumulation) against cuBLAS on the same bf16
-//! `n x n` product (`Tensor::matmul`, which rtx hands to cuBLASLt), in one run on one GPU.
+//! The tensor-core GEMMs written with `#[kernel]` against cuBLAS on the same bf16 `n x n`
+//! products (`Tensor::matmul`, which rtx hands to cuBLASLt), in one run on one GPU:
+//! `rtx::kernels::matmul_tc` (cp.async pipeline, ldmatrix, mma.sync m16n8k16) on `a b`, and on
+//! a GPU of compute capability 9.0 `matmul_wgmma` (Hopper's wgmma m64n256k16 from swizzled
+//! shared tiles) on `a b^T`, against cuBLAS on the same transposed view (`a.matmul(&b.t())`,
+//! multiplied in place).
 //!
 //! Each figure is the median of `--reps` runs (default 50) timed with CUDA events on rtx's
-//! stream after 5 warm-up runs. The kernel's result is first held to cuBLAS's (relative
+//! stream after 5 warm-up runs. Each kernel's result is first held to cuBLAS's (relative
 //! Frobenius distance below 1e-2). Build with `tools/gpu-build --bench tc_gemm`, run as
 //! `.gpu/bin/tc_gemm [--n 4096] [--reps 50]`; without a GPU it prints a notice and exits.
 
 use rtx::kernel::{self, Arg, LaunchConfig};
-use rtx::kernels::{MATMUL_TC_THREADS, MATMUL_TC_TILE, matmul_tc};
+use rtx::kernels::{
+    MATMUL_TC_THREADS, MATMUL_TC_TILE, MATMUL_WGMMA_COLS, MATMUL_WGMMA_ROWS, MATMUL_WGMMA_THREADS,
+    matmul_tc, matmul_wgmma,
+};
 use rtx::prelude::*;
 use rtx_backends::cuda::{self, Event};
 use std::result::Result;
@@ -88,19 +94,7 @@ fn run() -> Result<(), String> {
         .map_err(err)
     };
     tc(&mut c)?;
-    let reference = a.matmul(&b);
-    let (got, want) = (c.to_vec(), reference.to_vec());
-    let (mut diff, mut norm) = (0.0f64, 0.0f64);
-    for (x, y) in got.iter().zip(&want) {
-        diff += (f64::from(x.to_f32()) - f64::from(y.to_f32())).powi(2);
-        norm += f64::from(y.to_f32()).powi(2);
-    }
-    let rel = (diff / norm).sqrt();
-    println!("matmul_tc vs cuBLAS at {n}^3 bf16: relative Frobenius distance {rel:.2e}");
-    // A NaN distance fails too.
-    if rel.is_nan() || rel >= 1e-2 {
-        return Err(format!("matmul_tc differs from cuBLAS: {rel:.2e}"));
-    }
+    same_as_cublas("matmul_tc", &c, &a.matmul(&b))?;
     let mut failed = None;
     let tc_ms = median_ms(5, reps, || {
         if let Err(e) = tc(&mut c) {
@@ -124,6 +118,78 @@ fn run() -> Result<(), String> {
         "matmul_tc reaches {:.1}% of cuBLAS (target: at least 50%)",
         100.0 * cublas_ms / tc_ms
     );
+    if cuda::gpu_info(0).map_err(err)?.compute_capability != (9, 0) {
+        println!("matmul_wgmma: skipped: wgmma needs compute capability 9.0");
+        return Ok(());
+    }
+    let wg_grid = (
+        n.div_ceil(MATMUL_WGMMA_COLS) as u32,
+        n.div_ceil(MATMUL_WGMMA_ROWS) as u32,
+    );
+    let wg = |c: &mut Tensor<(usize, usize), bf16>| {
+        // SAFETY: `matmul_wgmma` checks every index against n, the tensors' sizes.
+        unsafe {
+            kernel::launch(
+                matmul_wgmma::Op,
+                LaunchConfig::new(wg_grid, MATMUL_WGMMA_THREADS),
+                &mut [
+                    Arg::input(&a),
+                    Arg::input(&b),
+                    Arg::output(c),
+                    Arg::usize(n),
+                    Arg::usize(n),
+                    Arg::usize(n),
+                ],
+            )
+        }
+        .map_err(err)
+    };
+    wg(&mut c)?;
+    let bt = b.t();
+    same_as_cublas("matmul_wgmma", &c, &a.matmul(&bt))?;
+    let mut failed = None;
+    let wg_ms = median_ms(5, reps, || {
+        if let Err(e) = wg(&mut c) {
+            failed = Some(e);
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let cublas_t_ms = median_ms(5, reps, || drop(a.matmul(&bt)))?;
+    println!(
+        "matmul_wgmma (#[kernel], wgmma): {wg_ms:.3} ms, {:.1} TFLOP/s",
+        tflops(wg_ms)
+    );
+    println!(
+        "cuBLAS (a.matmul(&b.t())):       {cublas_t_ms:.3} ms, {:.1} TFLOP/s",
+        tflops(cublas_t_ms)
+    );
+    println!(
+        "matmul_wgmma reaches {:.1}% of cuBLAS (target: at least 50%)",
+        100.0 * cublas_t_ms / wg_ms
+    );
+    Ok(())
+}
+
+/// Errors unless `got` is within a relative Frobenius distance of 1e-2 of cuBLAS's `want`.
+fn same_as_cublas(
+    name: &str,
+    got: &Tensor<(usize, usize), bf16>,
+    want: &Tensor<(usize, usize), bf16>,
+) -> Result<(), String> {
+    let (mut diff, mut norm) = (0.0f64, 0.0f64);
+    for (x, y) in got.to_vec().iter().zip(&want.to_vec()) {
+        diff += (f64::from(x.to_f32()) - f64::from(y.to_f32())).powi(2);
+        norm += f64::from(y.to_f32()).powi(2);
+    }
+    let rel = (diff / norm).sqrt();
+    let n = got.shape().0;
+    println!("{name} vs cuBLAS at {n}^3 bf16: relative Frobenius distance {rel:.2e}");
+    // A NaN distance fails too.
+    if rel.is_nan() || rel >= 1e-2 {
+        return Err(format!("{name} differs from cuBLAS: {rel:.2e}"));
+    }
     Ok(())
 }
 

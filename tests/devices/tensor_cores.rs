@@ -1,12 +1,16 @@
 //! The tensor-core intrinsics of `#[kernel]` on every device: one warp's `cp_async`,
-//! `ldmatrix` and `mma_m16n8k16` against a plain product, and the tensor-core GEMM written with
-//! them (`rtx::kernels::matmul_tc`) against the CPU's emulation of it and against `matmul`.
+//! `ldmatrix` and `mma_m16n8k16` against a plain product, and the tensor-core GEMMs written
+//! with them (`rtx::kernels::matmul_tc`, and `matmul_wgmma` on Hopper's `wgmma`) against the
+//! CPU's emulation of them and against a plain product.
 //! Inputs are multiples of 1/8 small enough that every sum is exact in f32, so each device's
 //! result is the exact product rounded once, whatever order the tensor cores add in.
 
 use super::*;
 use rtx::kernel::{self, Arg, LaunchConfig};
-use rtx::kernels::{MATMUL_TC_THREADS, MATMUL_TC_TILE, matmul_tc};
+use rtx::kernels::{
+    MATMUL_TC_THREADS, MATMUL_TC_TILE, MATMUL_WGMMA_COLS, MATMUL_WGMMA_ROWS, MATMUL_WGMMA_THREADS,
+    matmul_tc, matmul_wgmma,
+};
 
 // ANCHOR: warp_mma
 /// D = A B + 1/2 for A (16 x 16) and B (16 x 8), row-major: one warp copies both into shared
@@ -127,4 +131,73 @@ fn tensor_core_case<E: Float>() {
 fn tensor_core_kernels_match_the_cpu() {
     tensor_core_case::<bf16>();
     tensor_core_case::<f16>();
+}
+
+/// `c = a b^T` by `matmul_wgmma` on `dev`, for `b` stored `n x k`: held to the exact product
+/// rounded once.
+fn wgmma_product<E: Float>(dev: Device, m: usize, n: usize, k: usize) -> Vec<f64> {
+    let (a64, b64) = (eighths(m * k, 5), eighths(n * k, 6));
+    let a: Tensor<(usize, usize), E> =
+        Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (m, k), dev);
+    let b: Tensor<(usize, usize), E> =
+        Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (n, k), dev);
+    let mut c: Tensor<(usize, usize), E> = Tensor::zeros((m, n), dev);
+    let grid = (
+        n.div_ceil(MATMUL_WGMMA_COLS) as u32,
+        m.div_ceil(MATMUL_WGMMA_ROWS) as u32,
+    );
+    // SAFETY: `matmul_wgmma` checks every index against m, n and k, the tensors' sizes.
+    unsafe {
+        kernel::launch(
+            matmul_wgmma::Op,
+            LaunchConfig::new(grid, MATMUL_WGMMA_THREADS),
+            &mut [
+                Arg::input(&a),
+                Arg::input(&b),
+                Arg::output(&mut c),
+                Arg::usize(m),
+                Arg::usize(n),
+                Arg::usize(k),
+            ],
+        )
+    }
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut want = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k).map(|p| a64[i * k + p] * b64[j * k + p]).sum();
+            want[i * n + j] = E::from_f64(dot).to_f64();
+        }
+    }
+    let got = f64s(&c);
+    assert_eq!(got, want, "matmul_wgmma {m}x{n}x{k} on {dev}");
+    got
+}
+
+/// Hopper's `wgmma` on the CPU's emulation and on every GPU of compute capability 9.0 (the
+/// instruction is Hopper's alone; other GPUs print a notice): the same exact products, with
+/// ragged edges, several K tiles, and rows that are not 16-byte aligned.
+#[test]
+fn wgmma_gemm_matches_the_exact_product() {
+    let sizes = [(130, 264, 72), (256, 512, 512), (33, 40, 9)];
+    for (m, n, k) in sizes {
+        wgmma_product::<bf16>(Device::Cpu, m, n, k);
+    }
+    wgmma_product::<f16>(Device::Cpu, 70, 48, 96);
+    let Ok(gpus) = gpus() else {
+        println!("wgmma GEMM on the GPU: skipped: no CUDA device");
+        return;
+    };
+    for dev in gpus {
+        let Device::Cuda(i) = dev else { continue };
+        let cc = cuda::gpu_info(i).map(|g| g.compute_capability);
+        if cc.as_ref().ok() != Some(&(9, 0)) {
+            println!("wgmma GEMM on {dev}: skipped: compute capability {cc:?}, not Hopper's 9.0");
+            continue;
+        }
+        for (m, n, k) in sizes {
+            wgmma_product::<bf16>(dev, m, n, k);
+        }
+        wgmma_product::<f16>(dev, 70, 48, 96);
+    }
 }

@@ -139,9 +139,14 @@ fn include_dir() -> Option<PathBuf> {
     .clone()
 }
 
-/// The `sm_XY` architecture of a GPU.
+/// The architecture NVRTC compiles for: the GPU's own, `sm_XY`, with Hopper's
+/// architecture-specific features on (`sm_90a`, which `wgmma` needs). Such code runs on
+/// compute capability 9.0 alone, the GPU it is compiled for and loaded on.
 pub(crate) fn arch(cx: &Context) -> String {
-    format!("sm_{}{}", cx.cc.0, cx.cc.1)
+    match cx.cc {
+        (9, 0) => "sm_90a".to_string(),
+        (major, minor) => format!("sm_{major}{minor}"),
+    }
 }
 
 /// The cache key of `k`'s source compiled for `arch` by NVRTC `version`.

@@ -201,7 +201,7 @@ struct BlockSync {
 pub struct BlockCtx {
     kernel: &'static str,
     block_idx: Dim3,
-    launch: LaunchConfig,
+    pub(crate) launch: LaunchConfig,
     uses_sync: bool,
 }
 
@@ -209,7 +209,7 @@ pub struct BlockCtx {
 pub struct ThreadCtx<'a> {
     thread_idx: Dim3,
     pub(crate) linear: usize,
-    block: &'a BlockCtx,
+    pub(crate) block: &'a BlockCtx,
     sync: Option<&'a BlockSync>,
     /// Suspends this thread's coroutine while it waits at a barrier.
     yielder: Option<&'a Yielder<(), ()>>,

@@ -1,7 +1,8 @@
 //! Native emulation of the tensor-core intrinsics of `#[kernel]` SIMT code: asynchronous
 //! global-to-shared copies (`cp.async` with commit groups and waits), warp-wide matrix loads
-//! from shared memory (`ldmatrix`) and the warp-wide matrix multiply-accumulate
-//! `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32`.
+//! from shared memory (`ldmatrix`), the warp-wide matrix multiply-accumulate
+//! `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32`, and Hopper's
+//! warpgroup-wide `wgmma.mma_async.sync.aligned.m64n{64,128,256}k16` on shared tiles.
 //!
 //! Every layout here is PTX's, so a kernel computes natively what it computes on the GPU
 //! (PTX ISA, "Warp Level Matrix Multiply-Accumulate Instructions"). Fragments are `u32`
@@ -249,6 +250,84 @@ impl ThreadCtx<'_> {
             let mut sum = c[ci + i].to_f64();
             for k in 0..16 {
                 sum += a_at(row, k) * b_at(k, col);
+            }
+            c[ci + i] = <T::Acc as FloatMath>::c(f64::from(sum as f32));
+        }
+    }
+}
+
+/// Threads of a warpgroup, the unit of Hopper's `wgmma`: four consecutive warps.
+pub const WARPGROUP: usize = 128;
+
+/// Where element `k` of row `row` of a K-major tile in the 128-byte swizzle lies: the word and
+/// the half of it, for a tile operand starting at word `start` of a `words`-word array.
+///
+/// The unswizzled byte address is `start + 1024 (row / 8) + 128 (row % 8) + 2 k`; the hardware
+/// then swaps its 16-byte chunk (address bits 4 to 6) by the row within the 1024-byte group
+/// (bits 7 to 9). `start` is a word inside the first 128 bytes of a 1024-byte group, on a
+/// 32-byte step (a 16-wide K step of a 64-wide row).
+#[track_caller]
+fn swizzled_128b(what: &str, start: usize, words: usize, row: usize, k: usize) -> (usize, u32) {
+    let base = 4 * start;
+    assert!(
+        base % 1024 < 128 && base.is_multiple_of(32),
+        "wgmma: the {what} tile starts at word {start} (byte {base}), which is not a 32-byte K \
+         step inside the first 128 bytes of a 1024-byte swizzle group"
+    );
+    let addr = base + 1024 * (row / 8) + 128 * (row % 8) + 2 * k;
+    let phys = addr ^ (((addr >> 7) & 7) << 4);
+    assert!(
+        phys / 4 < words,
+        "wgmma: row {row} of the {what} tile (from word {start}) lies past the {words}-word array"
+    );
+    (phys / 4, 16 * ((phys / 2) % 2) as u32)
+}
+
+impl ThreadCtx<'_> {
+    /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.T.T` with both operands in shared memory,
+    /// K-major in the 128-byte swizzle (see [`swizzled_128b`]): `c[ci..ci + n / 2] += A B^T`
+    /// for A (64 x 16) from word `a_word` of `ta` and B (`n` x 16) from word `b_word` of `tb`.
+    ///
+    /// The warpgroup's accumulator: register `i` of thread `l` of the group holds row
+    /// `16 (l / 32) + (l % 32) / 4 + 8 ((i / 2) % 2)` and column `8 (i / 4) + 2 (l % 4) + i % 2`.
+    /// Each thread reads shared memory for its own elements, so nothing is exchanged; natively
+    /// the product completes here, where on the GPU it completes at `wgmma_wait`. Each product
+    /// of two 16-bit values is exact, and each 16-long sum is rounded to f32 once, as by
+    /// [`ThreadCtx::mma_m16n8k16`].
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn wgmma<T: Float, const NA: usize, const NB: usize>(
+        &self,
+        n: usize,
+        c: &mut [T::Acc],
+        ci: usize,
+        ta: &SharedArray<u32, NA>,
+        a_word: usize,
+        tb: &SharedArray<u32, NB>,
+        b_word: usize,
+    ) {
+        let threads = self.block.launch.block.count();
+        assert!(
+            threads.is_multiple_of(WARPGROUP),
+            "`wgmma` is warpgroup-wide: a block of {threads} threads is not whole warpgroups of \
+             {WARPGROUP}"
+        );
+        let t = self.linear % WARPGROUP;
+        let (warp, lane) = (t / WARP_SIZE, t % WARP_SIZE);
+        let a_at = |row: usize, k: usize| {
+            let (w, shift) = swizzled_128b("A", a_word, NA, row, k);
+            value16::<T>((ta.get(w) >> shift) as u16)
+        };
+        let b_at = |col: usize, k: usize| {
+            let (w, shift) = swizzled_128b("B", b_word, NB, col, k);
+            value16::<T>((tb.get(w) >> shift) as u16)
+        };
+        for i in 0..n / 2 {
+            let row = 16 * warp + lane / 4 + 8 * ((i / 2) % 2);
+            let col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+            let mut sum = c[ci + i].to_f64();
+            for k in 0..16 {
+                sum += a_at(row, k) * b_at(col, k);
             }
             c[ci + i] = <T::Acc as FloatMath>::c(f64::from(sum as f32));
         }

@@ -41,6 +41,7 @@ mod softmax;
 mod softmax_backward;
 mod softmax_warp;
 mod tensor_gemm;
+mod wgmma_gemm;
 mod unary;
 mod variance;
 
@@ -76,6 +77,7 @@ pub use softmax::*;
 pub use softmax_backward::*;
 pub use softmax_warp::*;
 pub use tensor_gemm::*;
+pub use wgmma_gemm::*;
 pub use unary::*;
 pub use variance::*;
 
@@ -121,6 +123,7 @@ pub static ALL: &[&KernelSource] = &[
     &softmax_rows::KERNEL,
     &dot::KERNEL,
     &matmul_tc::KERNEL,
+    &matmul_wgmma::KERNEL,
     &flash_attn_fwd::KERNEL,
     &flash_attn_bwd_rowdot::KERNEL,
     &flash_attn_bwd_dkdv::KERNEL,

@@ -22,6 +22,7 @@ mod kernels_random;
 mod kernels_softmax;
 mod local_arrays;
 mod matmul_tc;
+mod matmul_wgmma;
 mod nn_kernels;
 mod qmatmul;
 mod snapshots;

@@ -22,6 +22,7 @@ fn generated_cuda_matches_snapshots() {
         "logsumexp_rows",
         "dot",
         "matmul_tc",
+        "matmul_wgmma",
         "flash_attn_fwd",
         "flash_attn_bwd_rowdot",
         "flash_attn_bwd_dkdv",

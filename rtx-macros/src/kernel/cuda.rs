@@ -745,6 +745,37 @@ impl Writer {
     }
 }
 
+/// `wgmma_m64n{n}k16`: one `wgmma.mma_async` on descriptors of the two shared tiles at the
+/// addresses `sa` and `sb`, accumulating into `n / 2` registers of the accumulator named in
+/// `a[0]` from index `a[1]` (one asm operand each, so the array stays in registers). The
+/// statement is written out here rather than in the prelude, where each width would need
+/// a function of up to 130 parameters.
+fn wgmma_call(n: u16, a: &[String], sa: &str, sb: &str) -> String {
+    let regs = usize::from(n / 2);
+    let list: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
+    let outs: Vec<String> = (0..regs)
+        .map(|i| format!("\"+f\"({}[({}) + {i}ull])", a[0], a[1]))
+        .collect();
+    let asm = |t: &str| {
+        format!(
+            "asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{s}, 0; \
+             wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, %{da}, %{db}, p, 1, 1, 0, 0; }}\\n\" \
+             : {outs} : \"l\"(rtx_da), \"l\"(rtx_db), \"r\"(1) : \"memory\");",
+            list = list.join(", "),
+            outs = outs.join(", "),
+            da = regs,
+            db = regs + 1,
+            s = regs + 2,
+        )
+    };
+    format!(
+        "{{ const unsigned long long rtx_da = rtx_wgmma_desc({sa}), rtx_db = rtx_wgmma_desc({sb}); \
+         if (rtx_is_bf16<S>::value) {{ {} }} else {{ {} }} }}",
+        asm("bf16"),
+        asm("f16")
+    )
+}
+
 /// The CUDA call of a tensor-core intrinsic (`prelude_mma.cu`), from its arguments' C++
 /// text: arrays by name, then indices. A fragment's registers are named one by one
 /// (`f[at + 0ull]`), so once the loops around it are unrolled they are constants and the
@@ -779,6 +810,11 @@ fn tensor_call(intr: Intrinsic, a: &[String]) -> String {
             format!("rtx_mma<S>::m16n8k16({})", args.join(", "))
         }
         Intrinsic::Pack2 => format!("rtx_pack2<S>({}, {})", a[0], a[1]),
+        Intrinsic::Wgmma(n) => wgmma_call(n, a, &smem(&a[2], &a[3]), &smem(&a[4], &a[5])),
+        Intrinsic::WgmmaFence => "rtx_wgmma_fence()".into(),
+        Intrinsic::WgmmaCommit => "rtx_wgmma_commit()".into(),
+        Intrinsic::WgmmaWait(n) => format!("rtx_wgmma_wait<{n}>({})", a[0]),
+        Intrinsic::FenceProxyAsync => "rtx_fence_proxy_async()".into(),
         // The other intrinsics are written by `Writer::expr`.
         _ => String::new(),
     }

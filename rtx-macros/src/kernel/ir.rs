@@ -228,6 +228,18 @@ pub enum Intrinsic {
     Mma,
     /// `pack2(lo, hi)`: two `T` values as one `u32` of two 16-bit elements.
     Pack2,
+    /// Hopper's warpgroup product `wgmma_m64n{n}k16(&mut acc, ci, &ta, a_word, &tb,
+    /// b_word)`, both operands K-major in 128-byte-swizzled shared tiles.
+    Wgmma(u16),
+    /// `wgmma_fence()`: orders earlier register writes before the next `wgmma`.
+    WgmmaFence,
+    /// `wgmma_commit()`: closes the group of `wgmma`s issued since the last commit.
+    WgmmaCommit,
+    /// `wgmma_wait(n, &mut acc)`: waits until at most `n` groups are pending; `acc` is
+    /// ready after it.
+    WgmmaWait(u32),
+    /// `fence_proxy_async()`: makes this thread's shared-memory writes visible to `wgmma`.
+    FenceProxyAsync,
 }
 
 /// Constants of `T`: `T::INFINITY`, `T::NEG_INFINITY`, `T::NAN` (float kernels), and
@@ -631,6 +643,9 @@ pub struct KernelFn {
     /// Whether the body uses the tensor-core intrinsics: the kernel then exists for f16 and
     /// bf16 only.
     pub tensor_core: bool,
+    /// Whether the body uses `wgmma`: its shared arrays then start on 1024-byte boundaries
+    /// (the 128-byte swizzle is a function of the address) and it needs Hopper (`sm_90a`).
+    pub wgmma: bool,
     /// `specialize(param = v1, v2, ..)` of a SIMT kernel: integer parameters whose listed
     /// values get their own inlined copy of the CUDA body, with the value a constant.
     pub specialize: Vec<(Ident, Vec<u64>)>,

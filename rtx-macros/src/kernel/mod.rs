@@ -484,6 +484,7 @@ fn parse_kernel(item: &ItemFn, mode: Mode, device: bool) -> Result<(KernelFn, Pa
         shared: parser.shared.clone(),
         uses_sync: parser.uses_sync,
         tensor_core: parser.tensor_core,
+        wgmma: parser.wgmma,
         specialize: vec![],
         launch_bounds: None,
     };

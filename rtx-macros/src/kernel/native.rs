@@ -466,6 +466,16 @@ impl NativeCx {
                         let (t, lo, hi) = (&self.t, &a[0], &a[1]);
                         quote_spanned!(span=> #k::kernel::tensor_core::pack2::<#t>(#lo, #hi))
                     }
+                    Intrinsic::Wgmma(n) => {
+                        let (t, n) = (&self.t, Literal::usize_unsuffixed(usize::from(*n)));
+                        quote_spanned!(span=> __rtx_t.wgmma::<#t, _, _>(#n, #(#a),*))
+                    }
+                    // Natively a `wgmma` completes when it is issued, and shared memory has
+                    // one view: the fences and the wait have nothing to do.
+                    Intrinsic::WgmmaFence
+                    | Intrinsic::WgmmaCommit
+                    | Intrinsic::WgmmaWait(_)
+                    | Intrinsic::FenceProxyAsync => quote!(()),
                 }
             }
             ExprKind::Call(c) if self.simt && c.grad.is_none() => {

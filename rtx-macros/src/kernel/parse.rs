@@ -93,6 +93,8 @@ pub struct Parser {
     pub uses_sync: bool,
     /// Whether the body uses a tensor-core intrinsic (`tensor.rs`).
     pub tensor_core: bool,
+    /// Whether the body uses `wgmma` (`tensor.rs`).
+    pub wgmma: bool,
     loops: usize,
     /// `Some(return type)` while parsing a device function (`#[kernel(device)]`).
     pub device: Option<Ty>,
@@ -108,6 +110,7 @@ impl Parser {
             shared: Vec::new(),
             uses_sync: false,
             tensor_core: false,
+            wgmma: false,
             loops: 0,
             device: None,
         }

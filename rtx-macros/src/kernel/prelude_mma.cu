@@ -90,4 +90,27 @@ template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_f16>(float lo,
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+// Hopper's warpgroup products (sm_90a). A tile operand is K-major in the 128-byte swizzle:
+// rows of 64 16-bit elements (128 bytes), 16-byte chunk c of row r at chunk c ^ (r % 8), 8-row
+// groups 1024 bytes apart, the tile on a 1024-byte boundary (the hardware takes the swizzle
+// from the address bits). Its descriptor: the start address and the group stride (1024
+// bytes) in 16-byte units, the leading offset unused (1), swizzle mode 1 (128 bytes).
+__device__ __forceinline__ unsigned long long rtx_wgmma_desc(unsigned int addr) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+// Whether the storage type S is bf16 (else f16): the instruction names the type in its text.
+template <typename S> struct rtx_is_bf16 { static const bool value = false; };
+template <> struct rtx_is_bf16<rtx_bf16> { static const bool value = true; };
+__device__ __forceinline__ void rtx_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void rtx_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Waits until at most N groups are pending, then passes every accumulator register through an
+// empty asm, so no read of the accumulator is moved above the wait.
+template <int N, typename A, int L> __device__ __forceinline__ void rtx_wgmma_wait(A (&acc)[L]) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#pragma unroll
+  for (int i = 0; i < L; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+// Makes this thread's earlier shared-memory writes (stores, landed cp.async copies) visible to
+// the async proxy, through which wgmma reads its tiles.
+__device__ __forceinline__ void rtx_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 #endif // RTX_KERNEL_PRELUDE_MMA

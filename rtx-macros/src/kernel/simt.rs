@@ -285,11 +285,11 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
     if dynamic_shared(k) == 0 {
         for s in &k.shared {
             let c = w.declare(&s.name.to_string());
-            // `cp_async` and `ldmatrix` move 16-byte rows, so tiles start on 16-byte boundaries.
-            let align = if k.tensor_core {
-                "__attribute__((aligned(16))) "
-            } else {
-                ""
+            // `cp_async` and `ldmatrix` move 16-byte rows, so tiles start on 16-byte boundaries;
+            // `wgmma` takes its swizzle from the address, so its tiles start on 1024.
+            let align = match shared_align(k) {
+                0 => String::new(),
+                a => format!("__attribute__((aligned({a}))) "),
             };
             w.line(&format!(
                 "__shared__ {align}{} {c}[{}];",
@@ -303,9 +303,10 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
         // instantiation.
         // Through a macro, so the host compiler that checks the generated syntax (whose stand-in
         // `__shared__` is `static`, which `extern` contradicts) can be given a plain `extern`.
-        src.push_str(
-            "#ifndef RTX_DYN_SHARED\n#define RTX_DYN_SHARED extern __shared__ __align__(16)\n#endif\n",
-        );
+        src.push_str(&format!(
+            "#ifndef RTX_DYN_SHARED\n#define RTX_DYN_SHARED extern __shared__ __align__({})\n#endif\n",
+            shared_align(k).max(16)
+        ));
         w.line("RTX_DYN_SHARED unsigned char rtx_dyn_shared[];");
         let mut at = "0".to_string();
         for s in &k.shared {
@@ -317,7 +318,8 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
                 "{t} (&{c})[{len}] = *reinterpret_cast<{t} (*)[{len}]>(rtx_dyn_shared + ({at}));",
                 len = s.len
             ));
-            at = format!("((({at}) + {} * sizeof({t}) + 15) & ~15ull)", s.len);
+            let a = shared_align(k).max(16);
+            at = format!("((({at}) + {} * sizeof({t}) + {}) & ~{}ull)", s.len, a - 1, a - 1);
         }
     }
     if let Some(t) = w.block_body(&k.body)
@@ -420,7 +422,7 @@ const STATIC_SHARED_MAX: usize = 48 * 1024;
 /// The most any GPU rtx runs on gives one block (Hopper's 227 KiB), in bytes.
 pub(super) const SHARED_MAX: usize = 227 * 1024;
 
-/// The bytes of shared memory `k`'s arrays take, each rounded up to 16 bytes, with the
+/// The bytes of shared memory `k`'s arrays take, each rounded up to its alignment, with the
 /// element type at its widest compute type among the kernel's instantiations (8 bytes, 4 for
 /// a tensor-core kernel, whose compute type is f32).
 pub(super) fn shared_bytes(k: &KernelFn) -> usize {
@@ -432,9 +434,23 @@ pub(super) fn shared_bytes(k: &KernelFn) -> usize {
                 Ty::Elem | Ty::F64 | Ty::Usize | Ty::U64 | Ty::I64 => 8,
                 _ => 4,
             };
-            (s.len * size).div_ceil(16) * 16
+            let align = shared_align(k).max(16);
+            (s.len * size).div_ceil(align) * align
         })
         .sum()
+}
+
+/// The boundary, in bytes, each `#[shared]` array of `k` starts on: 1024 for a kernel using
+/// `wgmma` (its 128-byte swizzle repeats every 1024 bytes of address), 16 for the other
+/// tensor-core kernels (16-byte rows), else 0: the type's own.
+fn shared_align(k: &KernelFn) -> usize {
+    if k.wgmma {
+        1024
+    } else if k.tensor_core {
+        16
+    } else {
+        0
+    }
 }
 
 /// The dynamic shared memory `k` is launched with: 0 when its arrays fit statically, else

@@ -1,5 +1,7 @@
 //! The tensor-core intrinsics of SIMT kernels: `cp_async`, `cp_async_commit`,
-//! `cp_async_wait`, the `ldmatrix_x{1,2,4}[_trans]` loads, `mma_m16n8k16` and `pack2`.
+//! `cp_async_wait`, the `ldmatrix_x{1,2,4}[_trans]` loads, `mma_m16n8k16` and `pack2`, and
+//! Hopper's warpgroup products `wgmma_m64n{64,128,256}k16` with `wgmma_fence`,
+//! `wgmma_commit`, `wgmma_wait` and `fence_proxy_async`.
 //!
 //! Tiles are `#[shared]` arrays of `u32` words, each holding two 16-bit elements (the layout
 //! `ldmatrix` reads and `cp_async` writes); fragments are per-thread arrays (`u32` words for
@@ -30,6 +32,13 @@ pub(super) const NAMES: &[&str] = &[
     "ldmatrix_x4_trans",
     "mma_m16n8k16",
     "pack2",
+    "wgmma_m64n64k16",
+    "wgmma_m64n128k16",
+    "wgmma_m64n256k16",
+    "wgmma_fence",
+    "wgmma_commit",
+    "wgmma_wait",
+    "fence_proxy_async",
 ];
 
 /// What an array argument must be.
@@ -73,6 +82,9 @@ impl Parser {
             "cp_async_wait" => 1,
             "mma_m16n8k16" => 6,
             "pack2" => 2,
+            "wgmma_fence" | "wgmma_commit" | "fence_proxy_async" => 0,
+            "wgmma_wait" => 2,
+            n if n.starts_with("wgmma_m64") => 6,
             _ => 4,
         };
         if c.args.len() != arity {
@@ -96,7 +108,7 @@ impl Parser {
             }
             "cp_async_commit" => (Intrinsic::CpAsyncCommit, vec![], Ty::Unit),
             "cp_async_wait" => {
-                let n = self.wait_count(a[0])?;
+                let n = self.wait_count(a[0], name)?;
                 (Intrinsic::CpAsyncWait(n), vec![], Ty::Unit)
             }
             "mma_m16n8k16" => {
@@ -115,6 +127,36 @@ impl Parser {
                 let lo = coerce(self.expr(a[0])?, Ty::Elem)?;
                 let hi = coerce(self.expr(a[1])?, Ty::Elem)?;
                 (Intrinsic::Pack2, vec![lo, hi], Ty::U32)
+            }
+            "wgmma_fence" => {
+                self.wgmma = true;
+                (Intrinsic::WgmmaFence, vec![], Ty::Unit)
+            }
+            "wgmma_commit" => {
+                self.wgmma = true;
+                (Intrinsic::WgmmaCommit, vec![], Ty::Unit)
+            }
+            "fence_proxy_async" => (Intrinsic::FenceProxyAsync, vec![], Ty::Unit),
+            "wgmma_wait" => {
+                self.wgmma = true;
+                let n = self.wait_count(a[0], name)?;
+                let acc = self.array_arg(a[1], Want::Local(Ty::Elem, true), name)?;
+                (Intrinsic::WgmmaWait(n), vec![acc], Ty::Unit)
+            }
+            n if n.starts_with("wgmma_m64") => {
+                self.wgmma = true;
+                let cols = n["wgmma_m64n".len()..n.len() - "k16".len()]
+                    .parse()
+                    .expect("a name of NAMES");
+                let args = vec![
+                    self.array_arg(a[0], Want::Local(Ty::Elem, true), name)?,
+                    self.index_arg(a[1])?,
+                    self.array_arg(a[2], Want::Tile, name)?,
+                    self.index_arg(a[3])?,
+                    self.array_arg(a[4], Want::Tile, name)?,
+                    self.index_arg(a[5])?,
+                ];
+                (Intrinsic::Wgmma(cols), args, Ty::Unit)
             }
             _ => {
                 self.uses_sync = true;
@@ -140,9 +182,9 @@ impl Parser {
         coerce(self.expr(a)?, Ty::Usize)
     }
 
-    /// `cp_async_wait`'s count: PTX takes it as an immediate, so it is an integer literal or
-    /// a kernel `const`.
-    fn wait_count(&self, a: &syn::Expr) -> Result<u32> {
+    /// The group count of `cp_async_wait` or `wgmma_wait`: PTX takes it as an immediate, so
+    /// it is an integer literal or a kernel `const`.
+    fn wait_count(&self, a: &syn::Expr, intr: &str) -> Result<u32> {
         let v = match super::strip_parens(a) {
             syn::Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Int(i),
@@ -159,8 +201,10 @@ impl Parser {
         u32::try_from(v).ok().filter(|v| *v <= 7).ok_or_else(|| {
             Error::new(
                 a.span(),
-                "`cp_async_wait(n)` takes the number of newest groups left pending as an \
-                 integer literal or a kernel `const`, 0 to 7 (PTX takes it as an immediate)",
+                format!(
+                    "`{intr}` takes the number of newest groups left pending as an integer \
+                     literal or a kernel `const`, 0 to 7 (PTX takes it as an immediate)"
+                ),
             )
         })
     }
@@ -252,6 +296,18 @@ fn usage(name: &str) -> &'static str {
                            4]`, A in `a[ai..ai + 4]`, B in `b[bi..bi + 2]`"
         }
         "pack2" => "`pack2(lo, hi)` packs two `T` values into a `u32`",
+        "wgmma_fence" => "`wgmma_fence()`",
+        "wgmma_commit" => "`wgmma_commit()`",
+        "fence_proxy_async" => "`fence_proxy_async()`",
+        "wgmma_wait" => {
+            "`wgmma_wait(n, &mut acc)` waits until at most `n` groups of `wgmma`s are \
+             pending; `acc` is ready after it"
+        }
+        n if n.starts_with("wgmma_m64") => {
+            "`wgmma_m64n128k16(&mut acc, ci, &ta, a_word, &tb, b_word)` adds A B^T to \
+             `acc[ci..ci + n / 2]`, A (64 x 16) and B (n x 16) K-major in 128-byte-swizzled \
+             `u32` tiles from words `a_word` and `b_word`"
+        }
         _ => {
             "`ldmatrix_x4(&mut frag, at, &tile, word)` loads into `frag[at..at + 4]`, this \
               lane giving the first word of one 16-byte row of `tile`"

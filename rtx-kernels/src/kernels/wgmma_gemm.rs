@@ -1,0 +1,171 @@
+//! A matrix product on Hopper's warpgroup tensor-core instructions, written with
+//! `#[kernel]`: f16 or bf16 inputs, f32 accumulation, `c = a b^T` for `b` stored as `n x k`
+//! (a linear layer's weight layout). Tiles are staged in shared memory by `cp_async` in a
+//! four-stage pipeline and multiplied by `wgmma_m64n256k16` straight from shared memory, so no
+//! fragment passes through the registers. It shows how far the kernel language reaches on an
+//! H100 or H200; cuBLAS stays rtx's GEMM path.
+//!
+//! Invariant: every size works. Edges of M, N and K are zero-filled in shared memory and
+//! masked on store; when K is not a multiple of 8 rows are not 16-byte aligned, and the tiles
+//! are filled by plain loads instead of `cp_async` (a branch uniform over the grid).
+
+use crate::Float;
+use rtx_macros::kernel;
+
+/// Threads per block of [`matmul_wgmma()`]: two warpgroups.
+pub const MATMUL_WGMMA_THREADS: u32 = 256;
+/// Rows of C per block of [`matmul_wgmma()`].
+pub const MATMUL_WGMMA_ROWS: usize = 128;
+/// Columns of C per block of [`matmul_wgmma()`].
+pub const MATMUL_WGMMA_COLS: usize = 256;
+
+/// `c = a b^T` for row-major `a` (`m x k`), `b` (`n x k`) and `c` (`m x n`), f16 or bf16, on
+/// Hopper's `wgmma` with f32 accumulation (rounded once, to `T`, on store). Launch it on
+/// [`MATMUL_WGMMA_THREADS`] threads per block and a grid of `ceil(n / 256) x ceil(m / 128)`
+/// blocks; buffers start on 16-byte boundaries (tensors rtx allocates do). On a GPU it needs
+/// compute capability 9.0 (`wgmma` is Hopper's alone); the CPU emulates it anywhere.
+///
+/// Each block computes a 128 x 256 tile of C, stepping 64 along K: each of its two
+/// warpgroups holds 64 x 256 of it as 128 f32 accumulators a thread, and issues four
+/// `wgmma_m64n256k16` a K step. Both operands sit K-major in shared memory in the 128-byte
+/// swizzle `wgmma` reads (16-byte chunk `c` of row `r` at chunk `c ^ (r % 8)`), four stages
+/// of 48 KiB: while the tensor cores multiply one stage, `cp_async` fills the stage they
+/// finished with, three tiles ahead.
+///
+/// ```
+/// use half::bf16;
+/// use rtx_kernels::kernel::LaunchConfig;
+/// use rtx_kernels::kernels::{matmul_wgmma, MATMUL_WGMMA_THREADS};
+/// let (m, n, k) = (3, 2, 4);
+/// let a: Vec<bf16> = (0..m * k).map(|i| bf16::from_f32(i as f32)).collect();
+/// // b is n x k: row j is column j of the product's right-hand side.
+/// let b: Vec<bf16> = (0..n * k).map(|i| bf16::from_f32(1.0 - i as f32)).collect();
+/// let mut c = vec![bf16::ZERO; m * n];
+/// matmul_wgmma(LaunchConfig::new((1, 1), MATMUL_WGMMA_THREADS), &a, &b, &mut c, m, n, k)
+///     .unwrap();
+/// assert_eq!(c[1].to_f32(), 0.0 * -3.0 + 1.0 * -4.0 + 2.0 * -5.0 + 3.0 * -6.0);
+/// ```
+// ANCHOR: wgmma_gemm
+#[kernel(crate = crate, launch_bounds(256, 1))]
+pub fn matmul_wgmma<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize, k: usize) {
+    // Four stages: the copies run AHEAD = 3 tiles ahead of the products, so PENDING = 2 copy
+    // groups may still be in flight when a tile is used; the fourth stage is the one the
+    // products of the iteration before read.
+    const AHEAD: usize = 3;
+    const PENDING: usize = 2;
+    // Words (two elements each) of one stage's A tile (128 x 64) and B tile (256 x 64).
+    const A_WORDS: u32 = 4096;
+    const B_WORDS: u32 = 8192;
+    #[shared]
+    let sa: [u32; 16384];
+    #[shared]
+    let sb: [u32; 32768];
+    let tid = thread_idx_x() as u32;
+    // This thread's warpgroup: the 64 rows of the block's tile it multiplies.
+    let wg = tid / 128;
+    let m0 = block_idx_y() * 128;
+    let n0 = block_idx_x() * 256;
+    let aligned = k % 8 == 0;
+    let tiles = (k + 63) / 64;
+    // This thread's copies: 16-byte chunk `tid % 8` of rows `tid / 8 + 32 i`, stored swizzled
+    // by the row mod 8 (the same for every i), 1024 words further per i.
+    let row = tid / 8;
+    let col = ((tid % 8) * 8) as usize;
+    let dst = row * 32 + ((tid % 8) ^ (row % 8)) * 4;
+    let mut acc = [0.0; 128];
+    // Iteration `kt` multiplies tile `kt - AHEAD` (from stage `use_stage`) and loads tile
+    // `kt` into stage `load_stage`, whose last tile was multiplied one iteration ago: every
+    // warpgroup waited for those products before this iteration's barrier.
+    let mut kt = 0;
+    let mut load_stage: u32 = 0;
+    let mut use_stage: u32 = 0;
+    while kt < tiles + AHEAD {
+        if kt >= AHEAD {
+            // The tile multiplied now has landed for this thread (of the groups committed so
+            // far, one per iteration, only the newest PENDING may be pending), is visible to
+            // the tensor cores' view of shared memory, and has landed for every thread.
+            cp_async_wait(PENDING);
+            fence_proxy_async();
+            sync_threads();
+            let a_tile = use_stage * A_WORDS + wg * 2048;
+            let b_tile = use_stage * B_WORDS;
+            wgmma_fence();
+            // A 16-wide K step is 32 bytes (8 words) further along each 128-byte row.
+            for ks in 0..4 {
+                let step = (ks * 8) as u32;
+                wgmma_m64n256k16(
+                    &mut acc,
+                    0,
+                    &sa,
+                    (a_tile + step) as usize,
+                    &sb,
+                    (b_tile + step) as usize,
+                );
+            }
+            wgmma_commit();
+            use_stage = if use_stage == 3 { 0 } else { use_stage + 1 };
+        }
+        if kt < tiles {
+            let k0 = kt * 64;
+            let gk = k0 + col;
+            let a_stage = load_stage * A_WORDS;
+            let b_stage = load_stage * B_WORDS;
+            for i in 0..8 {
+                // Rows `row + 32 i` of B, and for i < 4 of A.
+                let r = (row as usize) + 32 * i;
+                let to = (dst as usize) + 1024 * i;
+                if i < 4 {
+                    let ok = m0 + r < m && gk < k;
+                    let src = (m0 + r) * k + gk;
+                    if aligned {
+                        cp_async(&mut sa, (a_stage as usize) + to, a, src, if ok { k - gk } else { 0 });
+                    } else {
+                        for p in 0..4 {
+                            let e = gk + 2 * p;
+                            let lo = if m0 + r < m && e < k { a[src + 2 * p] } else { 0.0 };
+                            let hi = if m0 + r < m && e + 1 < k { a[src + 2 * p + 1] } else { 0.0 };
+                            sa[(a_stage as usize) + to + p] = pack2(lo, hi);
+                        }
+                    }
+                }
+                let ok = n0 + r < n && gk < k;
+                let src = (n0 + r) * k + gk;
+                if aligned {
+                    cp_async(&mut sb, (b_stage as usize) + to, b, src, if ok { k - gk } else { 0 });
+                } else {
+                    for p in 0..4 {
+                        let e = gk + 2 * p;
+                        let lo = if n0 + r < n && e < k { b[src + 2 * p] } else { 0.0 };
+                        let hi = if n0 + r < n && e + 1 < k { b[src + 2 * p + 1] } else { 0.0 };
+                        sb[(b_stage as usize) + to + p] = pack2(lo, hi);
+                    }
+                }
+            }
+            load_stage = if load_stage == 3 { 0 } else { load_stage + 1 };
+        }
+        cp_async_commit();
+        if kt >= AHEAD {
+            // This warpgroup's products are done with the stage, and `acc` is readable.
+            wgmma_wait(0, &mut acc);
+        }
+        kt += 1;
+    }
+    // ANCHOR_END: wgmma_gemm
+    // Accumulator register i of a thread: row 16 w + l / 4 + 8 ((i / 2) % 2) of the
+    // warpgroup's 64, column 8 (i / 4) + 2 (l % 4) + i % 2, for warp w and lane l.
+    let t = tid % 128;
+    let lane = t % 32;
+    let r0 = m0 + (wg * 64 + (t / 32) * 16 + lane / 4) as usize;
+    let c0 = n0 + (2 * (lane % 4)) as usize;
+    for j in 0..32 {
+        for h in 0..2 {
+            for e in 0..2 {
+                let r = r0 + 8 * h;
+                let cc = c0 + 8 * j + e;
+                if r < m && cc < n {
+                    c[r * n + cc] = acc[4 * j + 2 * h + e];
+                }
+            }
+        }
+    }
+}
