@@ -427,6 +427,19 @@ mod tests {
         }
     }
 
+    /// The 128-byte swizzle: chunk `c` of row `r` at chunk `c ^ (r % 8)`, 8-row groups 1024
+    /// bytes apart, a K step of 16 elements 32 bytes further; starts off a step panic.
+    #[test]
+    fn the_128_byte_swizzle_moves_chunks_by_the_row() {
+        // Row 0: no swap. Row 9 (group 1, row 1 in it), element 8 (chunk 1): chunk 0.
+        assert_eq!(swizzled_128b("A", 0, 4096, 0, 9), (4, 16));
+        assert_eq!(swizzled_128b("A", 0, 4096, 9, 8), (288, 0));
+        // From the second K step (word 8): element 0 is chunk 2, row 3 puts it at chunk 1.
+        assert_eq!(swizzled_128b("B", 8, 4096, 3, 0), (3 * 32 + 4, 0));
+        let off = std::panic::catch_unwind(|| swizzled_128b("A", 4, 4096, 0, 0));
+        assert!(off.is_err(), "a start off a 32-byte step is refused");
+    }
+
     /// A copy lands only when its group is waited for (or the thread ends).
     #[test]
     fn cp_async_lands_at_the_wait() {
