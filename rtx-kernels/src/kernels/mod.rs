@@ -41,9 +41,9 @@ mod softmax;
 mod softmax_backward;
 mod softmax_warp;
 mod tensor_gemm;
-mod wgmma_gemm;
 mod unary;
 mod variance;
+mod wgmma_gemm;
 
 pub use activation::*;
 pub use arg::*;
@@ -77,9 +77,9 @@ pub use softmax::*;
 pub use softmax_backward::*;
 pub use softmax_warp::*;
 pub use tensor_gemm::*;
-pub use wgmma_gemm::*;
 pub use unary::*;
 pub use variance::*;
+pub use wgmma_gemm::*;
 
 use crate::kernel::{Elementwise, KernelSource};
 use crate::{UnaryOp, UnaryOpT, UnaryVisitor};

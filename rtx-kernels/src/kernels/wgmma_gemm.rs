@@ -118,12 +118,26 @@ pub fn matmul_wgmma<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize,
                     let ok = m0 + r < m && gk < k;
                     let src = (m0 + r) * k + gk;
                     if aligned {
-                        cp_async(&mut sa, (a_stage as usize) + to, a, src, if ok { k - gk } else { 0 });
+                        cp_async(
+                            &mut sa,
+                            (a_stage as usize) + to,
+                            a,
+                            src,
+                            if ok { k - gk } else { 0 },
+                        );
                     } else {
                         for p in 0..4 {
                             let e = gk + 2 * p;
-                            let lo = if m0 + r < m && e < k { a[src + 2 * p] } else { 0.0 };
-                            let hi = if m0 + r < m && e + 1 < k { a[src + 2 * p + 1] } else { 0.0 };
+                            let lo = if m0 + r < m && e < k {
+                                a[src + 2 * p]
+                            } else {
+                                0.0
+                            };
+                            let hi = if m0 + r < m && e + 1 < k {
+                                a[src + 2 * p + 1]
+                            } else {
+                                0.0
+                            };
                             sa[(a_stage as usize) + to + p] = pack2(lo, hi);
                         }
                     }
@@ -131,12 +145,26 @@ pub fn matmul_wgmma<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize,
                 let ok = n0 + r < n && gk < k;
                 let src = (n0 + r) * k + gk;
                 if aligned {
-                    cp_async(&mut sb, (b_stage as usize) + to, b, src, if ok { k - gk } else { 0 });
+                    cp_async(
+                        &mut sb,
+                        (b_stage as usize) + to,
+                        b,
+                        src,
+                        if ok { k - gk } else { 0 },
+                    );
                 } else {
                     for p in 0..4 {
                         let e = gk + 2 * p;
-                        let lo = if n0 + r < n && e < k { b[src + 2 * p] } else { 0.0 };
-                        let hi = if n0 + r < n && e + 1 < k { b[src + 2 * p + 1] } else { 0.0 };
+                        let lo = if n0 + r < n && e < k {
+                            b[src + 2 * p]
+                        } else {
+                            0.0
+                        };
+                        let hi = if n0 + r < n && e + 1 < k {
+                            b[src + 2 * p + 1]
+                        } else {
+                            0.0
+                        };
                         sb[(b_stage as usize) + to + p] = pack2(lo, hi);
                     }
                 }

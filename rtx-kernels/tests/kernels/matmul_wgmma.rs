@@ -82,7 +82,10 @@ fn four_stages_take_dynamic_shared_memory_on_1024_byte_boundaries() {
         }
     );
     assert!(k.source.contains("extern __shared__ __align__(1024)"));
-    assert!(k.source.contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"));
+    assert!(
+        k.source
+            .contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16")
+    );
     let dtypes: Vec<DType> = k.entries.iter().map(|e| e.dtype).collect();
     assert_eq!(dtypes, [DType::F16, DType::BF16]);
 }
@@ -96,10 +99,7 @@ fn a_block_of_partial_warpgroups_is_refused() {
     });
     let message = match run {
         Ok(Err(e)) => e.to_string(),
-        Err(p) => p
-            .downcast_ref::<String>()
-            .cloned()
-            .unwrap_or_default(),
+        Err(p) => p.downcast_ref::<String>().cloned().unwrap_or_default(),
         Ok(Ok(())) => String::new(),
     };
     assert!(message.contains("whole warpgroups"), "{message}");

@@ -319,7 +319,12 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
                 len = s.len
             ));
             let a = shared_align(k).max(16);
-            at = format!("((({at}) + {} * sizeof({t}) + {}) & ~{}ull)", s.len, a - 1, a - 1);
+            at = format!(
+                "((({at}) + {} * sizeof({t}) + {}) & ~{}ull)",
+                s.len,
+                a - 1,
+                a - 1
+            );
         }
     }
     if let Some(t) = w.block_body(&k.body)
