@@ -133,6 +133,71 @@ fn tensor_core_kernels_match_the_cpu() {
     tensor_core_case::<f16>();
 }
 
+/// D = A B^T for A (64 x 64) and B (128 x 64), row-major: one warpgroup stores both into
+/// shared memory in the 128-byte swizzle with plain stores (chunk `c` of row `r` at chunk
+/// `c ^ (r % 8)`), and multiplies them with four `wgmma_m64n128k16`, one per 16 of K.
+#[rtx::kernel]
+fn warpgroup_mma<T: Float>(a: &[T], b: &[T], d: &mut [T]) {
+    #[shared]
+    let sa: [u32; 2048];
+    #[shared]
+    let sb: [u32; 4096];
+    let t = thread_idx_x();
+    // Thread t stores words t, t + 128, ...: word w is row w / 32, element pair w % 32.
+    for i in 0..48 {
+        let w = t + 128 * i;
+        let r = if w < 2048 { w / 32 } else { (w - 2048) / 32 };
+        let pair = w % 32;
+        let at = r * 32 + ((pair / 4) ^ (r % 8)) * 4 + pair % 4;
+        if w < 2048 {
+            sa[at] = pack2(a[r * 64 + 2 * pair], a[r * 64 + 2 * pair + 1]);
+        } else {
+            sb[at] = pack2(b[r * 64 + 2 * pair], b[r * 64 + 2 * pair + 1]);
+        }
+    }
+    fence_proxy_async();
+    sync_threads();
+    let mut acc = [0.0; 64];
+    wgmma_fence();
+    for ks in 0..4 {
+        wgmma_m64n128k16(&mut acc, 0, &sa, ks * 8, &sb, ks * 8);
+    }
+    wgmma_commit();
+    wgmma_wait(0, &mut acc);
+    let lane = t % 32;
+    for i in 0..64 {
+        let row = 16 * (t / 32) + lane / 4 + 8 * ((i / 2) % 2);
+        let col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+        d[row * 128 + col] = acc[i];
+    }
+}
+
+fn warpgroup_case<E: Float>(dev: Device) {
+    let (a64, b64) = (eighths(64 * 64, 7), eighths(128 * 64, 8));
+    let a: Tensor<(usize,), E> =
+        Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (64 * 64,), dev);
+    let b: Tensor<(usize,), E> =
+        Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (128 * 64,), dev);
+    let mut d: Tensor<(usize,), E> = Tensor::zeros((64 * 128,), dev);
+    // SAFETY: one warpgroup reads 4096 and 8192 elements and writes 8192, the lengths.
+    unsafe {
+        kernel::launch(
+            warpgroup_mma::Op,
+            LaunchConfig::new(1, 128),
+            &mut [Arg::input(&a), Arg::input(&b), Arg::output(&mut d)],
+        )
+    }
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut want = vec![0.0; 64 * 128];
+    for i in 0..64 {
+        for j in 0..128 {
+            let dot: f64 = (0..64).map(|p| a64[i * 64 + p] * b64[j * 64 + p]).sum();
+            want[i * 128 + j] = E::from_f64(dot).to_f64();
+        }
+    }
+    assert_eq!(f64s(&d), want, "warpgroup_mma ({:?}) on {dev}", E::DTYPE);
+}
+
 /// `c = a b^T` by `matmul_wgmma` on `dev`, for `b` stored `n x k`: held to the exact product
 /// rounded once.
 fn wgmma_product<E: Float>(dev: Device, m: usize, n: usize, k: usize) -> Vec<f64> {
@@ -184,6 +249,8 @@ fn wgmma_gemm_matches_the_exact_product() {
         wgmma_product::<bf16>(Device::Cpu, m, n, k);
     }
     wgmma_product::<f16>(Device::Cpu, 70, 48, 96);
+    warpgroup_case::<bf16>(Device::Cpu);
+    warpgroup_case::<f16>(Device::Cpu);
     let Ok(gpus) = gpus() else {
         println!("wgmma GEMM on the GPU: skipped: no CUDA device");
         return;
@@ -199,5 +266,7 @@ fn wgmma_gemm_matches_the_exact_product() {
             wgmma_product::<bf16>(dev, m, n, k);
         }
         wgmma_product::<f16>(dev, 70, 48, 96);
+        warpgroup_case::<bf16>(dev);
+        warpgroup_case::<f16>(dev);
     }
 }
