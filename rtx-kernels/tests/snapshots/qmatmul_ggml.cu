@@ -331,13 +331,23 @@ __device__ __forceinline__ void qmatmul_ggml_impl(const int* w, const S* x, S* o
   unsigned long long b0 = 0ull;
   while ((b0 < blocks)) {
     unsigned long long width = (rtx_min((blocks - b0), 8ull) * 32ull);
-    #pragma unroll
-    for (unsigned long long q = 0ull; q < 16ull; q += 1) {
-      unsigned long long i = (tid + (128ull * q));
-      unsigned long long t = (i % 256ull);
-      unsigned long long r = (q / 2ull);
-      if (((r < rows) && (t < width))) {
-        xs[(((r * 264ull) + t) + (t / 32ull))] = rtx_elem<S>::widen(x[((((r0 + r) * k) + (b0 * 32ull)) + t)]);
+    if ((rows == 8ull)) {
+      #pragma unroll
+      for (unsigned long long q = 0ull; q < 16ull; q += 1) {
+        unsigned long long i = (tid + (128ull * q));
+        unsigned long long t = (i % 256ull);
+        if ((t < width)) {
+          xs[((((q / 2ull) * 264ull) + t) + (t / 32ull))] = rtx_elem<S>::widen(x[((((r0 + (q / 2ull)) * k) + (b0 * 32ull)) + t)]);
+        }
+      }
+    } else {
+      unsigned long long i_1 = tid;
+      while ((i_1 < (rows * 256ull))) {
+        unsigned long long t_1 = (i_1 % 256ull);
+        if ((t_1 < width)) {
+          xs[((((i_1 / 256ull) * 264ull) + t_1) + (t_1 / 32ull))] = rtx_elem<S>::widen(x[((((r0 + (i_1 / 256ull)) * k) + (b0 * 32ull)) + t_1)]);
+        }
+        i_1 += nt;
       }
     }
     __syncthreads();
@@ -379,11 +389,11 @@ __device__ __forceinline__ void qmatmul_ggml_impl(const int* w, const S* x, S* o
       }
       unsigned long long at = ((8ull * lane) + (lane / 4ull));
       #pragma unroll
-      for (unsigned long long r_1 = 0ull; r_1 < 8ull; r_1 += 1) {
-        if ((r_1 < rows)) {
+      for (unsigned long long r = 0ull; r < 8ull; r += 1) {
+        if ((r < rows)) {
           #pragma unroll
           for (unsigned long long e_2 = 0ull; e_2 < 8ull; e_2 += 1) {
-            acc[r_1] += (v[e_2] * xs[(((r_1 * 264ull) + at) + e_2)]);
+            acc[r] += (v[e_2] * xs[(((r * 264ull) + at) + e_2)]);
           }
         }
       }
@@ -393,10 +403,10 @@ __device__ __forceinline__ void qmatmul_ggml_impl(const int* w, const S* x, S* o
   }
   if (active) {
     #pragma unroll
-    for (unsigned long long r_2 = 0ull; r_2 < 8ull; r_2 += 1) {
-      A s = warp_sum_xor_body<A>(acc[r_2]);
-      if (((lane == 0ull) && (r_2 < rows))) {
-        const unsigned long long rtx_t4 = (((r0 + r_2) * n) + col);
+    for (unsigned long long r_1 = 0ull; r_1 < 8ull; r_1 += 1) {
+      A s = warp_sum_xor_body<A>(acc[r_1]);
+      if (((lane == 0ull) && (r_1 < rows))) {
+        const unsigned long long rtx_t4 = (((r0 + r_1) * n) + col);
         out[rtx_t4] = rtx_elem<S>::narrow(s);
       }
     }
