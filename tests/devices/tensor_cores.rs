@@ -174,10 +174,16 @@ fn warpgroup_mma<T: Float>(a: &[T], b: &[T], d: &mut [T]) {
 
 fn warpgroup_case<E: Float>(dev: Device) {
     let (a64, b64) = (eighths(64 * 64, 7), eighths(128 * 64, 8));
-    let a: Tensor<(usize,), E> =
-        Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (64 * 64,), dev);
-    let b: Tensor<(usize,), E> =
-        Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (128 * 64,), dev);
+    let a: Tensor<(usize,), E> = Tensor::from_vec(
+        a64.iter().map(|&x| E::from_f64(x)).collect(),
+        (64 * 64,),
+        dev,
+    );
+    let b: Tensor<(usize,), E> = Tensor::from_vec(
+        b64.iter().map(|&x| E::from_f64(x)).collect(),
+        (128 * 64,),
+        dev,
+    );
     let mut d: Tensor<(usize,), E> = Tensor::zeros((64 * 128,), dev);
     // SAFETY: one warpgroup reads 4096 and 8192 elements and writes 8192, the lengths.
     unsafe {

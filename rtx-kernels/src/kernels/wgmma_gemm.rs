@@ -68,10 +68,17 @@ pub fn matmul_wgmma<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize,
     let aligned = k % 8 == 0;
     let tiles = (k + 63) / 64;
     // This thread's copies: 16-byte chunk `tid % 8` of rows `tid / 8 + 32 i`, stored swizzled
-    // by the row mod 8 (the same for every i), 1024 words further per i.
+    // by the row mod 8 (the same for every i), 1024 words further per i. Everything a copy
+    // needs but the K offset is worked out here, once: a tile's copies are then an add and a
+    // compare each, where the tensor cores' work leaves room for few instructions.
     let row = tid / 8;
     let col = ((tid % 8) * 8) as usize;
     let dst = row * 32 + ((tid % 8) ^ (row % 8)) * 4;
+    let a_rows = (m - m0).min(128) as u32;
+    let b_rows = (n - n0).min(256) as u32;
+    let a_src = (m0 + row as usize) * k + col;
+    let b_src = (n0 + row as usize) * k + col;
+    let k32 = 32 * k;
     let mut acc = [0.0; 128];
     // Iteration `kt` multiplies tile `kt - AHEAD` (from stage `use_stage`) and loads tile
     // `kt` into stage `load_stage`, whose last tile was multiplied one iteration ago: every
@@ -108,64 +115,50 @@ pub fn matmul_wgmma<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize,
         if kt < tiles {
             let k0 = kt * 64;
             let gk = k0 + col;
-            let a_stage = load_stage * A_WORDS;
-            let b_stage = load_stage * B_WORDS;
+            // The elements of this thread's chunk in K (all 8 but at K's end).
+            let width = if gk + 8 <= k {
+                8
+            } else if gk < k {
+                k - gk
+            } else {
+                0
+            };
+            let a_stage = load_stage * A_WORDS + dst;
+            let b_stage = load_stage * B_WORDS + dst;
             for i in 0..8 {
                 // Rows `row + 32 i` of B, and for i < 4 of A.
-                let r = (row as usize) + 32 * i;
-                let to = (dst as usize) + 1024 * i;
+                let r = row + 32 * (i as u32);
+                let to = 1024 * (i as u32);
                 if i < 4 {
-                    let ok = m0 + r < m && gk < k;
-                    let src = (m0 + r) * k + gk;
+                    let na = if r < a_rows { width } else { 0 };
+                    let src = a_src + i * k32 + k0;
                     if aligned {
-                        cp_async(
-                            &mut sa,
-                            (a_stage as usize) + to,
-                            a,
-                            src,
-                            if ok { k - gk } else { 0 },
-                        );
+                        cp_async(&mut sa, (a_stage + to) as usize, a, src, na);
                     } else {
                         for p in 0..4 {
-                            let e = gk + 2 * p;
-                            let lo = if m0 + r < m && e < k {
-                                a[src + 2 * p]
-                            } else {
-                                0.0
-                            };
-                            let hi = if m0 + r < m && e + 1 < k {
+                            let lo = if 2 * p < na { a[src + 2 * p] } else { 0.0 };
+                            let hi = if 2 * p + 1 < na {
                                 a[src + 2 * p + 1]
                             } else {
                                 0.0
                             };
-                            sa[(a_stage as usize) + to + p] = pack2(lo, hi);
+                            sa[(a_stage + to) as usize + p] = pack2(lo, hi);
                         }
                     }
                 }
-                let ok = n0 + r < n && gk < k;
-                let src = (n0 + r) * k + gk;
+                let nb = if r < b_rows { width } else { 0 };
+                let src = b_src + i * k32 + k0;
                 if aligned {
-                    cp_async(
-                        &mut sb,
-                        (b_stage as usize) + to,
-                        b,
-                        src,
-                        if ok { k - gk } else { 0 },
-                    );
+                    cp_async(&mut sb, (b_stage + to) as usize, b, src, nb);
                 } else {
                     for p in 0..4 {
-                        let e = gk + 2 * p;
-                        let lo = if n0 + r < n && e < k {
-                            b[src + 2 * p]
-                        } else {
-                            0.0
-                        };
-                        let hi = if n0 + r < n && e + 1 < k {
+                        let lo = if 2 * p < nb { b[src + 2 * p] } else { 0.0 };
+                        let hi = if 2 * p + 1 < nb {
                             b[src + 2 * p + 1]
                         } else {
                             0.0
                         };
-                        sb[(b_stage as usize) + to + p] = pack2(lo, hi);
+                        sb[(b_stage + to) as usize + p] = pack2(lo, hi);
                     }
                 }
             }
