@@ -404,6 +404,11 @@ __device__ __forceinline__ void matmul_wgmma_impl(const S* a, const S* b, S* c, 
   unsigned int row = (tid / 8u);
   unsigned long long col = ((unsigned long long)(((tid % 8u) * 8u)));
   unsigned int dst = ((row * 32u) + (((tid % 8u) ^ (row % 8u)) * 4u));
+  unsigned int a_rows = ((unsigned int)(rtx_min((m - m0), 128ull)));
+  unsigned int b_rows = ((unsigned int)(rtx_min((n - n0), 256ull)));
+  unsigned long long a_src = (((m0 + ((unsigned long long)(row))) * k) + col);
+  unsigned long long b_src = (((n0 + ((unsigned long long)(row))) * k) + col);
+  unsigned long long k32 = (32ull * k);
   const A rtx_t0 = A(0.0);
   A acc[128];
   #pragma unroll
@@ -430,38 +435,37 @@ __device__ __forceinline__ void matmul_wgmma_impl(const S* a, const S* b, S* c, 
     if ((kt < tiles)) {
       unsigned long long k0 = (kt * 64ull);
       unsigned long long gk = (k0 + col);
-      unsigned int a_stage = (load_stage * 4096u);
-      unsigned int b_stage = (load_stage * 8192u);
+      unsigned long long width = (((gk + 8ull) <= k) ? 8ull : ((gk < k) ? (k - gk) : 0ull));
+      unsigned int a_stage = ((load_stage * 4096u) + dst);
+      unsigned int b_stage = ((load_stage * 8192u) + dst);
       #pragma unroll
       for (unsigned long long i = 0ull; i < 8ull; i += 1) {
-        unsigned long long r = (((unsigned long long)(row)) + (32ull * i));
-        unsigned long long to = (((unsigned long long)(dst)) + (1024ull * i));
+        unsigned int r = (row + (32u * ((unsigned int)(i))));
+        unsigned int to = (1024u * ((unsigned int)(i)));
         if ((i < 4ull)) {
-          bool ok = (((m0 + r) < m) && (gk < k));
-          unsigned long long src = (((m0 + r) * k) + gk);
+          unsigned long long na = ((r < a_rows) ? width : 0ull);
+          unsigned long long src = ((a_src + (i * k32)) + k0);
           if (aligned) {
-            rtx_cp_async16<S>((rtx_smem_addr(sa) + 4u * (unsigned int)((((unsigned long long)(a_stage)) + to))), rtx_global_addr(a), src, (ok ? (k - gk) : 0ull));
+            rtx_cp_async16<S>((rtx_smem_addr(sa) + 4u * (unsigned int)(((unsigned long long)((a_stage + to))))), rtx_global_addr(a), src, na);
           } else {
             #pragma unroll
             for (unsigned long long p = 0ull; p < 4ull; p += 1) {
-              unsigned long long e = (gk + (2ull * p));
-              A lo = ((((m0 + r) < m) && (e < k)) ? rtx_elem<S>::widen(a[(src + (2ull * p))]) : A(0.0));
-              A hi = ((((m0 + r) < m) && ((e + 1ull) < k)) ? rtx_elem<S>::widen(a[((src + (2ull * p)) + 1ull)]) : A(0.0));
-              sa[((((unsigned long long)(a_stage)) + to) + p)] = rtx_pack2<S>(lo, hi);
+              A lo = (((2ull * p) < na) ? rtx_elem<S>::widen(a[(src + (2ull * p))]) : A(0.0));
+              A hi = ((((2ull * p) + 1ull) < na) ? rtx_elem<S>::widen(a[((src + (2ull * p)) + 1ull)]) : A(0.0));
+              sa[(((unsigned long long)((a_stage + to))) + p)] = rtx_pack2<S>(lo, hi);
             }
           }
         }
-        bool ok_1 = (((n0 + r) < n) && (gk < k));
-        unsigned long long src_1 = (((n0 + r) * k) + gk);
+        unsigned long long nb = ((r < b_rows) ? width : 0ull);
+        unsigned long long src_1 = ((b_src + (i * k32)) + k0);
         if (aligned) {
-          rtx_cp_async16<S>((rtx_smem_addr(sb) + 4u * (unsigned int)((((unsigned long long)(b_stage)) + to))), rtx_global_addr(b), src_1, (ok_1 ? (k - gk) : 0ull));
+          rtx_cp_async16<S>((rtx_smem_addr(sb) + 4u * (unsigned int)(((unsigned long long)((b_stage + to))))), rtx_global_addr(b), src_1, nb);
         } else {
           #pragma unroll
           for (unsigned long long p_1 = 0ull; p_1 < 4ull; p_1 += 1) {
-            unsigned long long e_1 = (gk + (2ull * p_1));
-            A lo_1 = ((((n0 + r) < n) && (e_1 < k)) ? rtx_elem<S>::widen(b[(src_1 + (2ull * p_1))]) : A(0.0));
-            A hi_1 = ((((n0 + r) < n) && ((e_1 + 1ull) < k)) ? rtx_elem<S>::widen(b[((src_1 + (2ull * p_1)) + 1ull)]) : A(0.0));
-            sb[((((unsigned long long)(b_stage)) + to) + p_1)] = rtx_pack2<S>(lo_1, hi_1);
+            A lo_1 = (((2ull * p_1) < nb) ? rtx_elem<S>::widen(b[(src_1 + (2ull * p_1))]) : A(0.0));
+            A hi_1 = ((((2ull * p_1) + 1ull) < nb) ? rtx_elem<S>::widen(b[((src_1 + (2ull * p_1)) + 1ull)]) : A(0.0));
+            sb[(((unsigned long long)((b_stage + to))) + p_1)] = rtx_pack2<S>(lo_1, hi_1);
           }
         }
       }
@@ -482,12 +486,12 @@ __device__ __forceinline__ void matmul_wgmma_impl(const S* a, const S* b, S* c, 
     #pragma unroll
     for (unsigned long long h = 0ull; h < 2ull; h += 1) {
       #pragma unroll
-      for (unsigned long long e_2 = 0ull; e_2 < 2ull; e_2 += 1) {
+      for (unsigned long long e = 0ull; e < 2ull; e += 1) {
         unsigned long long r_1 = (r0 + (8ull * h));
-        unsigned long long cc = ((c0 + (8ull * j)) + e_2);
+        unsigned long long cc = ((c0 + (8ull * j)) + e);
         if (((r_1 < m) && (cc < n))) {
           const unsigned long long rtx_t2 = ((r_1 * n) + cc);
-          c[rtx_t2] = rtx_elem<S>::narrow(acc[(((4ull * j) + (2ull * h)) + e_2)]);
+          c[rtx_t2] = rtx_elem<S>::narrow(acc[(((4ull * j) + (2ull * h)) + e)]);
         }
       }
     }
