@@ -65,111 +65,105 @@ fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+type Matrix = Tensor<(usize, usize), bf16>;
+
 fn run() -> Result<(), String> {
     let (n, reps) = (arg("--n", 4096), arg("--reps", 50));
     let dev = Device::Cuda(0);
-    let a: Tensor<(usize, usize), bf16> = Tensor::from_vec(random(n * n, 1), (n, n), dev);
-    let b: Tensor<(usize, usize), bf16> = Tensor::from_vec(random(n * n, 2), (n, n), dev);
-    let mut c: Tensor<(usize, usize), bf16> = Tensor::zeros((n, n), dev);
-    let grid = (
-        n.div_ceil(MATMUL_TC_TILE) as u32,
-        n.div_ceil(MATMUL_TC_TILE) as u32,
-    );
-    let tc = |c: &mut Tensor<(usize, usize), bf16>| {
-        // SAFETY: `matmul_tc` checks every index against n, the tensors' sizes.
-        unsafe {
-            kernel::launch(
-                matmul_tc::Op,
-                LaunchConfig::new(grid, MATMUL_TC_THREADS),
-                &mut [
-                    Arg::input(&a),
-                    Arg::input(&b),
-                    Arg::output(c),
-                    Arg::usize(n),
-                    Arg::usize(n),
-                    Arg::usize(n),
-                ],
-            )
-        }
-        .map_err(err)
-    };
-    tc(&mut c)?;
-    same_as_cublas("matmul_tc", &c, &a.matmul(&b))?;
-    let mut failed = None;
-    let tc_ms = median_ms(5, reps, || {
-        if let Err(e) = tc(&mut c) {
-            failed = Some(e);
-        }
-    })?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    let cublas_ms = median_ms(5, reps, || drop(a.matmul(&b)))?;
-    let tflops = |ms: f64| 2.0 * (n as f64).powi(3) / (ms * 1e-3) / 1e12;
-    println!(
-        "matmul_tc (#[kernel], mma.sync): {tc_ms:.3} ms, {:.1} TFLOP/s",
-        tflops(tc_ms)
-    );
-    println!(
-        "cuBLAS (a.matmul(&b)):           {cublas_ms:.3} ms, {:.1} TFLOP/s",
-        tflops(cublas_ms)
-    );
-    println!(
-        "matmul_tc reaches {:.1}% of cuBLAS (target: at least 50%)",
-        100.0 * cublas_ms / tc_ms
-    );
+    let a: Matrix = Tensor::from_vec(random(n * n, 1), (n, n), dev);
+    let b: Matrix = Tensor::from_vec(random(n * n, 2), (n, n), dev);
+    let tiles = |rows: usize, cols: usize| (n.div_ceil(cols) as u32, n.div_ceil(rows) as u32);
+    let tc = LaunchConfig::new(tiles(MATMUL_TC_TILE, MATMUL_TC_TILE), MATMUL_TC_THREADS);
+    let gemm = Gemm { n, reps, a: &a };
+    gemm.against_cublas(
+        matmul_tc::Op,
+        tc,
+        &b,
+        "matmul_tc (#[kernel], mma.sync)",
+        "a.matmul(&b)",
+    )?;
     if cuda::gpu_info(0).map_err(err)?.compute_capability != (9, 0) {
         println!("matmul_wgmma: skipped: wgmma needs compute capability 9.0");
         return Ok(());
     }
-    let wg_grid = (
-        n.div_ceil(MATMUL_WGMMA_COLS) as u32,
-        n.div_ceil(MATMUL_WGMMA_ROWS) as u32,
+    let wg = LaunchConfig::new(
+        tiles(MATMUL_WGMMA_ROWS, MATMUL_WGMMA_COLS),
+        MATMUL_WGMMA_THREADS,
     );
-    let wg = |c: &mut Tensor<(usize, usize), bf16>| {
-        // SAFETY: `matmul_wgmma` checks every index against n, the tensors' sizes.
-        unsafe {
-            kernel::launch(
-                matmul_wgmma::Op,
-                LaunchConfig::new(wg_grid, MATMUL_WGMMA_THREADS),
-                &mut [
-                    Arg::input(&a),
-                    Arg::input(&b),
-                    Arg::output(c),
-                    Arg::usize(n),
-                    Arg::usize(n),
-                    Arg::usize(n),
-                ],
-            )
-        }
-        .map_err(err)
-    };
-    wg(&mut c)?;
+    // `matmul_wgmma` reads `b` as `n x k`: cuBLAS multiplies by the same transposed view.
     let bt = b.t();
-    same_as_cublas("matmul_wgmma", &c, &a.matmul(&bt))?;
-    let mut failed = None;
-    let wg_ms = median_ms(5, reps, || {
-        if let Err(e) = wg(&mut c) {
-            failed = Some(e);
+    gemm.against_cublas(
+        matmul_wgmma::Op,
+        wg,
+        &bt,
+        "matmul_wgmma (#[kernel], wgmma)",
+        "a.matmul(&b.t())",
+    )
+}
+
+/// One `n x n x n` product of `a` by each kernel, against cuBLAS's.
+struct Gemm<'a> {
+    n: usize,
+    reps: usize,
+    a: &'a Matrix,
+}
+
+impl Gemm<'_> {
+    /// Launches `kernel` on `config` with `a`, the storage of `b` and `n` for m, n and k,
+    /// holds its result to cuBLAS's `a.matmul(b)`, then times both and prints the ratio.
+    fn against_cublas<K: kernel::Simt>(
+        &self,
+        kernel: K,
+        config: LaunchConfig,
+        b: &Matrix,
+        name: &str,
+        cublas: &str,
+    ) -> Result<(), String> {
+        let (n, a) = (self.n, self.a);
+        let mut c: Matrix = Tensor::zeros((n, n), a.device());
+        let launch = |c: &mut Matrix| {
+            // SAFETY: the GEMM kernels check every index against n, the tensors' sizes.
+            unsafe {
+                kernel::launch(
+                    kernel,
+                    config,
+                    &mut [
+                        Arg::input(a),
+                        Arg::input(b),
+                        Arg::output(c),
+                        Arg::usize(n),
+                        Arg::usize(n),
+                        Arg::usize(n),
+                    ],
+                )
+            }
+            .map_err(err)
+        };
+        launch(&mut c)?;
+        same_as_cublas(name, &c, &a.matmul(b))?;
+        let mut failed = None;
+        let ms = median_ms(5, self.reps, || {
+            if let Err(e) = launch(&mut c) {
+                failed = Some(e);
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
         }
-    })?;
-    if let Some(e) = failed {
-        return Err(e);
+        let cublas_ms = median_ms(5, self.reps, || drop(a.matmul(b)))?;
+        let tflops = |ms: f64| 2.0 * (n as f64).powi(3) / (ms * 1e-3) / 1e12;
+        println!("{name}: {ms:.3} ms, {:.1} TFLOP/s", tflops(ms));
+        println!(
+            "cuBLAS ({cublas}): {cublas_ms:.3} ms, {:.1} TFLOP/s",
+            tflops(cublas_ms)
+        );
+        println!(
+            "{} reaches {:.1}% of cuBLAS (target: at least 50%)",
+            name.split(' ').next().unwrap_or(name),
+            100.0 * cublas_ms / ms
+        );
+        Ok(())
     }
-    let cublas_t_ms = median_ms(5, reps, || drop(a.matmul(&bt)))?;
-    println!(
-        "matmul_wgmma (#[kernel], wgmma): {wg_ms:.3} ms, {:.1} TFLOP/s",
-        tflops(wg_ms)
-    );
-    println!(
-        "cuBLAS (a.matmul(&b.t())):       {cublas_t_ms:.3} ms, {:.1} TFLOP/s",
-        tflops(cublas_t_ms)
-    );
-    println!(
-        "matmul_wgmma reaches {:.1}% of cuBLAS (target: at least 50%)",
-        100.0 * cublas_t_ms / wg_ms
-    );
-    Ok(())
 }
 
 /// Errors unless `got` is within a relative Frobenius distance of 1e-2 of cuBLAS's `want`.

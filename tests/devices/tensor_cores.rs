@@ -65,6 +65,41 @@ fn plain_product(a: &[f64], b: &[f64], m: usize, n: usize, k: usize) -> Vec<f64>
     c
 }
 
+/// The `m x n` result of a GEMM kernel launched on `config` with `a` (`m x k`), `b` (of
+/// `b_dims`: `k x n`, or `n x k` for a product by its transpose) and m, n and k, on `dev`.
+fn launch_gemm<K: kernel::Simt, E: Float>(
+    gemm: K,
+    config: LaunchConfig,
+    dev: Device,
+    a64: &[f64],
+    b64: &[f64],
+    b_dims: (usize, usize),
+    (m, n, k): (usize, usize, usize),
+) -> Vec<f64> {
+    let a: Tensor<(usize, usize), E> =
+        Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (m, k), dev);
+    let b: Tensor<(usize, usize), E> =
+        Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), b_dims, dev);
+    let mut c: Tensor<(usize, usize), E> = Tensor::zeros((m, n), dev);
+    // SAFETY: the GEMM kernels check every index against m, n and k, the tensors' sizes.
+    unsafe {
+        kernel::launch(
+            gemm,
+            config,
+            &mut [
+                Arg::input(&a),
+                Arg::input(&b),
+                Arg::output(&mut c),
+                Arg::usize(m),
+                Arg::usize(n),
+                Arg::usize(k),
+            ],
+        )
+    }
+    .unwrap_or_else(|e| panic!("{e}"));
+    f64s(&c)
+}
+
 fn tensor_core_case<E: Float>() {
     on_every_device::<E>("tensor-core intrinsics", |dev| {
         let mut out = Vec::new();
@@ -91,37 +126,18 @@ fn tensor_core_case<E: Float>() {
         out.push(("warp_mma".to_string(), f64s(&d)));
         for (m, n, k) in [(130, 136, 72), (33, 40, 9), (256, 128, 512)] {
             let (a64, b64) = (eighths(m * k, 3), eighths(k * n, 4));
-            let a: Tensor<(usize, usize), E> =
-                Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (m, k), dev);
-            let b: Tensor<(usize, usize), E> =
-                Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (k, n), dev);
-            let mut c: Tensor<(usize, usize), E> = Tensor::zeros((m, n), dev);
             let grid = (
                 n.div_ceil(MATMUL_TC_TILE) as u32,
                 m.div_ceil(MATMUL_TC_TILE) as u32,
             );
-            // SAFETY: `matmul_tc` checks every index against m, n and k, the tensors' sizes.
-            unsafe {
-                kernel::launch(
-                    matmul_tc::Op,
-                    LaunchConfig::new(grid, MATMUL_TC_THREADS),
-                    &mut [
-                        Arg::input(&a),
-                        Arg::input(&b),
-                        Arg::output(&mut c),
-                        Arg::usize(m),
-                        Arg::usize(n),
-                        Arg::usize(k),
-                    ],
-                )
-            }
-            .unwrap_or_else(|e| panic!("{e}"));
+            let config = LaunchConfig::new(grid, MATMUL_TC_THREADS);
+            let c = launch_gemm::<_, E>(matmul_tc::Op, config, dev, &a64, &b64, (k, n), (m, n, k));
             let want: Vec<f64> = plain_product(&a64, &b64, m, n, k)
                 .into_iter()
                 .map(|x| E::from_f64(x).to_f64())
                 .collect();
-            assert_eq!(f64s(&c), want, "matmul_tc {m}x{n}x{k} on {dev}");
-            out.push((format!("matmul_tc {m}x{n}x{k}"), f64s(&c)));
+            assert_eq!(c, want, "matmul_tc {m}x{n}x{k} on {dev}");
+            out.push((format!("matmul_tc {m}x{n}x{k}"), c));
         }
         out
     });
@@ -208,31 +224,12 @@ fn warpgroup_case<E: Float>(dev: Device) {
 /// rounded once.
 fn wgmma_product<E: Float>(dev: Device, m: usize, n: usize, k: usize) -> Vec<f64> {
     let (a64, b64) = (eighths(m * k, 5), eighths(n * k, 6));
-    let a: Tensor<(usize, usize), E> =
-        Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (m, k), dev);
-    let b: Tensor<(usize, usize), E> =
-        Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (n, k), dev);
-    let mut c: Tensor<(usize, usize), E> = Tensor::zeros((m, n), dev);
     let grid = (
         n.div_ceil(MATMUL_WGMMA_COLS) as u32,
         m.div_ceil(MATMUL_WGMMA_ROWS) as u32,
     );
-    // SAFETY: `matmul_wgmma` checks every index against m, n and k, the tensors' sizes.
-    unsafe {
-        kernel::launch(
-            matmul_wgmma::Op,
-            LaunchConfig::new(grid, MATMUL_WGMMA_THREADS),
-            &mut [
-                Arg::input(&a),
-                Arg::input(&b),
-                Arg::output(&mut c),
-                Arg::usize(m),
-                Arg::usize(n),
-                Arg::usize(k),
-            ],
-        )
-    }
-    .unwrap_or_else(|e| panic!("{e}"));
+    let config = LaunchConfig::new(grid, MATMUL_WGMMA_THREADS);
+    let got = launch_gemm::<_, E>(matmul_wgmma::Op, config, dev, &a64, &b64, (n, k), (m, n, k));
     let mut want = vec![0.0; m * n];
     for i in 0..m {
         for j in 0..n {
@@ -240,7 +237,6 @@ fn wgmma_product<E: Float>(dev: Device, m: usize, n: usize, k: usize) -> Vec<f64
             want[i * n + j] = E::from_f64(dot).to_f64();
         }
     }
-    let got = f64s(&c);
     assert_eq!(got, want, "matmul_wgmma {m}x{n}x{k} on {dev}");
     got
 }

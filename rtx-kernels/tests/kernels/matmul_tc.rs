@@ -6,7 +6,7 @@
 //! it.
 
 use half::{bf16, f16};
-use rtx_kernels::kernel::{KernelKind, LaunchConfig};
+use rtx_kernels::kernel::{KernelKind, LaunchConfig, LaunchError};
 use rtx_kernels::kernels::{MATMUL_TC_THREADS, MATMUL_TC_TILE, matmul_tc};
 use rtx_kernels::{DType, Element, Float};
 
@@ -26,14 +26,28 @@ fn launch(m: usize, n: usize) -> LaunchConfig {
 }
 
 fn check<T: Float>(m: usize, n: usize, k: usize, from: fn(f32) -> T, to: fn(T) -> f32) {
+    let gemm = |a: &[T], b: &[T], c: &mut [T]| matmul_tc(launch(m, n), a, b, c, m, n, k);
+    check_gemm(gemm, false, (m, n, k), from, to);
+}
+
+/// Holds `gemm` (`c = a b`, or `a b^T` for `b` stored `n x k` when `b_t`) to the exact
+/// product rounded once to `T`, on inputs whose every partial sum is exact.
+pub(crate) fn check_gemm<T: Float>(
+    gemm: impl Fn(&[T], &[T], &mut [T]) -> Result<(), LaunchError>,
+    b_t: bool,
+    (m, n, k): (usize, usize, usize),
+    from: fn(f32) -> T,
+    to: fn(T) -> f32,
+) {
     let (a32, b32) = (input(m * k, 1), input(k * n, 2));
     let a: Vec<T> = a32.iter().map(|&x| from(x)).collect();
     let b: Vec<T> = b32.iter().map(|&x| from(x)).collect();
     let mut c = vec![from(-7.0); m * n];
-    matmul_tc(launch(m, n), &a, &b, &mut c, m, n, k).unwrap();
+    gemm(&a, &b, &mut c).unwrap();
+    let b_at = |p: usize, j: usize| if b_t { b32[j * k + p] } else { b32[p * n + j] };
     for i in 0..m {
         for j in 0..n {
-            let want: f32 = (0..k).map(|p| a32[i * k + p] * b32[p * n + j]).sum();
+            let want: f32 = (0..k).map(|p| a32[i * k + p] * b_at(p, j)).sum();
             // One rounding, to T, of the exact sum.
             let want = to(from(want));
             assert_eq!(

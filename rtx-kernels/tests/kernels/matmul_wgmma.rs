@@ -12,12 +12,7 @@ use rtx_kernels::kernels::{
 };
 use rtx_kernels::{DType, Float};
 
-/// Small integers scaled by 1/8: exact in f16 and bf16, and every partial sum exact in f32.
-fn input(len: usize, seed: usize) -> Vec<f32> {
-    (0..len)
-        .map(|i| ((i * 7 + seed * 13) % 11) as f32 / 8.0 - 0.625)
-        .collect()
-}
+use super::matmul_tc::check_gemm;
 
 fn launch(m: usize, n: usize) -> LaunchConfig {
     LaunchConfig::new(
@@ -30,24 +25,8 @@ fn launch(m: usize, n: usize) -> LaunchConfig {
 }
 
 fn check<T: Float>(m: usize, n: usize, k: usize, from: fn(f32) -> T, to: fn(T) -> f32) {
-    let (a32, b32) = (input(m * k, 1), input(n * k, 2));
-    let a: Vec<T> = a32.iter().map(|&x| from(x)).collect();
-    let b: Vec<T> = b32.iter().map(|&x| from(x)).collect();
-    let mut c = vec![from(-7.0); m * n];
-    matmul_wgmma(launch(m, n), &a, &b, &mut c, m, n, k).unwrap();
-    for i in 0..m {
-        for j in 0..n {
-            let want: f32 = (0..k).map(|p| a32[i * k + p] * b32[j * k + p]).sum();
-            // One rounding, to T, of the exact sum.
-            let want = to(from(want));
-            assert_eq!(
-                to(c[i * n + j]),
-                want,
-                "{:?} {m}x{n}x{k}: c[{i}][{j}]",
-                T::DTYPE
-            );
-        }
-    }
+    let gemm = |a: &[T], b: &[T], c: &mut [T]| matmul_wgmma(launch(m, n), a, b, c, m, n, k);
+    check_gemm(gemm, true, (m, n, k), from, to);
 }
 
 #[test]
