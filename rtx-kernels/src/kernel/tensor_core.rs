@@ -259,22 +259,28 @@ impl ThreadCtx<'_> {
 /// Threads of a warpgroup, the unit of Hopper's `wgmma`: four consecutive warps.
 pub const WARPGROUP: usize = 128;
 
-/// Where element `k` of row `row` of a K-major tile in the 128-byte swizzle lies: the word and
-/// the half of it, for a tile operand starting at word `start` of a `words`-word array.
-///
-/// The unswizzled byte address is `start + 1024 (row / 8) + 128 (row % 8) + 2 k`; the hardware
-/// then swaps its 16-byte chunk (address bits 4 to 6) by the row within the 1024-byte group
-/// (bits 7 to 9). `start` is a word inside the first 128 bytes of a 1024-byte group, on a
-/// 32-byte step (a 16-wide K step of a 64-wide row).
+/// Panics unless word `start` can begin a `wgmma` tile operand: a 32-byte K step (16
+/// elements of a 64-wide row) inside the first 128 bytes of a 1024-byte swizzle group.
 #[track_caller]
-fn swizzled_128b(what: &str, start: usize, words: usize, row: usize, k: usize) -> (usize, u32) {
+fn check_tile_start(what: &str, start: usize) {
     let base = 4 * start;
     assert!(
         base % 1024 < 128 && base.is_multiple_of(32),
         "wgmma: the {what} tile starts at word {start} (byte {base}), which is not a 32-byte K \
          step inside the first 128 bytes of a 1024-byte swizzle group"
     );
-    let addr = base + 1024 * (row / 8) + 128 * (row % 8) + 2 * k;
+}
+
+/// Where element `k` of row `row` of a K-major tile in the 128-byte swizzle lies: the word and
+/// the shift of its half, for a tile operand starting at word `start` (checked by
+/// [`check_tile_start`]) of a `words`-word array.
+///
+/// The unswizzled byte address is `start + 1024 (row / 8) + 128 (row % 8) + 2 k`; the hardware
+/// then swaps its 16-byte chunk (address bits 4 to 6) by the row within the 1024-byte group
+/// (bits 7 to 9).
+#[track_caller]
+fn swizzled_128b(what: &str, start: usize, words: usize, row: usize, k: usize) -> (usize, u32) {
+    let addr = 4 * start + 1024 * (row / 8) + 128 * (row % 8) + 2 * k;
     let phys = addr ^ (((addr >> 7) & 7) << 4);
     assert!(
         phys / 4 < words,
@@ -312,6 +318,8 @@ impl ThreadCtx<'_> {
             "`wgmma` is warpgroup-wide: a block of {threads} threads is not whole warpgroups of \
              {WARPGROUP}"
         );
+        check_tile_start("A", a_word);
+        check_tile_start("B", b_word);
         let t = self.linear % WARPGROUP;
         let (warp, lane) = (t / WARP_SIZE, t % WARP_SIZE);
         let a_at = |row: usize, k: usize| {
@@ -436,7 +444,7 @@ mod tests {
         assert_eq!(swizzled_128b("A", 0, 4096, 9, 8), (288, 0));
         // From the second K step (word 8): element 0 is chunk 2, row 3 puts it at chunk 1.
         assert_eq!(swizzled_128b("B", 8, 4096, 3, 0), (3 * 32 + 4, 0));
-        let off = std::panic::catch_unwind(|| swizzled_128b("A", 4, 4096, 0, 0));
+        let off = std::panic::catch_unwind(|| check_tile_start("A", 4));
         assert!(off.is_err(), "a start off a 32-byte step is refused");
     }
 

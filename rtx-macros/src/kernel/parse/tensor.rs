@@ -370,6 +370,15 @@ mod tests {
                 "a per-thread array of `T`",
             ),
             (quote! { cp_async_commit(1); }, "takes 0 argument(s)"),
+            (
+                quote! { let mut acc = [T::NAN; 64]; let f = [0u32; 8]; wgmma_m64n128k16(&mut acc, 0, &f, 0, &f, 0); },
+                "a `#[shared]` array of `u32` words",
+            ),
+            (
+                quote! { let mut acc = [T::NAN; 64]; let n = 1; wgmma_wait(n, &mut acc); },
+                "`wgmma_wait` takes the number of newest groups",
+            ),
+            (quote! { wgmma_commit(0); }, "takes 0 argument(s)"),
         ] {
             let out = expand(
                 quote!(crate = crate),
