@@ -41,6 +41,10 @@ pub struct Kernel {
     /// Dynamic shared memory a launch may ask for past the default 48 KiB, in bytes (0: no
     /// more than the default); the function's limit is raised to it when it is loaded.
     pub dynamic_shared: u32,
+    /// Whether the function starts by waiting for the grid before it in the stream (every
+    /// `#[kernel]` entry does, with `griddepcontrol.wait`), so that on Hopper it may be
+    /// launched before that grid has finished ([`super::launch`] says how).
+    pub waits_for_previous_grid: bool,
 }
 
 impl Kernel {
@@ -51,6 +55,17 @@ impl Kernel {
             source,
             options: &[],
             dynamic_shared: 0,
+            waits_for_previous_grid: false,
+        }
+    }
+
+    /// The same kernel, declared to wait for the previous grid before it touches memory
+    /// (`griddepcontrol.wait` first thing in the function). Declaring it for a function that
+    /// does not wait lets it read what the kernel before it has not finished writing.
+    pub const fn waiting_for_previous_grid(self) -> Kernel {
+        Kernel {
+            waits_for_previous_grid: true,
+            ..self
         }
     }
 

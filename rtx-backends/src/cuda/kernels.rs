@@ -72,7 +72,10 @@ pub fn kernel_entry(
 /// The launchable [`Kernel`] of one entry: the whole source, looked up by the entry's symbol
 /// (one NVRTC compile per source and GPU serves all its entries).
 pub fn entry_kernel(source: &'static KernelSource, entry: &'static KernelEntry) -> Kernel {
+    // Every generated entry starts with RTX_ENTRY() (the kernel prelude), which waits for
+    // the grid before it.
     Kernel::new(entry.symbol, source.source)
+        .waiting_for_previous_grid()
         .with_options(OPTIONS)
         .with_dynamic_shared(dynamic_shared(source))
 }

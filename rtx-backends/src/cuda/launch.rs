@@ -8,10 +8,11 @@ use super::context::lock;
 use super::gpu::{Gpu, gpu};
 use super::kernel::{Kernel, KernelOrigin, function};
 use crate::Result;
-use cudarc::driver::DriverError;
+use cudarc::driver::{DriverError, sys};
 use half::{bf16, f16};
 use rtx_kernels::kernel::{KernelShape, KernelStrides};
 use std::ffi::c_void;
+use std::sync::OnceLock;
 
 /// Runs one dispatch `f` on `g`: binds the context, counts it, and returns its result.
 pub(crate) fn submit<T>(g: &Gpu, f: impl FnOnce(&Gpu) -> Result<T>) -> Result<T> {
@@ -181,6 +182,15 @@ pub unsafe fn launch(
         // of no bytes, which the driver never reads).
         .map(|&i| unsafe { base.add(i) } as *mut c_void)
         .collect();
+    // A kernel whose shared arrays are dynamic takes them at every launch.
+    let shared = config.shared_mem.max(kernel.dynamic_shared);
+    if kernel.waits_for_previous_grid && g.cc >= (9, 0) && early_launch_enabled() {
+        return submit_driver(&g, "cuLaunchKernelEx", |g| {
+            // SAFETY: as below; the kernel waits for the previous grid before it touches
+            // memory, which is what the early launch requires.
+            unsafe { launch_early(f, config, shared, g.stream.cu_stream(), &mut params) }
+        });
+    }
     submit_driver(&g, "cuLaunchKernel", |g| {
         // SAFETY: the caller vouches for the arguments; `params` points into `words`, which
         // outlives the call (the driver copies arguments before returning).
@@ -189,13 +199,57 @@ pub unsafe fn launch(
                 f,
                 config.grid,
                 config.block,
-                // A kernel whose shared arrays are dynamic takes them at every launch.
-                config.shared_mem.max(kernel.dynamic_shared),
+                shared,
                 g.stream.cu_stream(),
                 &mut params,
             )
         }
     })
+}
+
+/// Whether kernels that wait for the previous grid are launched early (on by default;
+/// `RTX_CUDA_EARLY_LAUNCH=0` turns it off, to measure what it gains).
+fn early_launch_enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("RTX_CUDA_EARLY_LAUNCH").map_or(true, |v| v != "0"))
+}
+
+/// Launches `f` with programmatic stream serialization (Hopper's programmatic dependent
+/// launch): the driver may start it once every block of the grid before it in the stream has
+/// started (or signalled with `griddepcontrol.launch_dependents`), instead of once that grid
+/// has finished, so the launch and the blocks' start overlap its tail. Inside a captured
+/// graph the edge becomes a programmatic one. After anything but a kernel it is an ordinary
+/// launch.
+///
+/// # Safety
+/// As `cuLaunchKernel`, and `f` must execute `griddepcontrol.wait` before it reads or writes
+/// memory that earlier work in the stream touches.
+unsafe fn launch_early(
+    f: sys::CUfunction,
+    config: LaunchConfig,
+    shared: u32,
+    stream: sys::CUstream,
+    params: &mut [*mut c_void],
+) -> std::result::Result<(), DriverError> {
+    // SAFETY: a zeroed attribute is a valid plain-data value; the id and value are set below.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: config.grid.0,
+        gridDimY: config.grid.1,
+        gridDimZ: config.grid.2,
+        blockDimX: config.block.0,
+        blockDimY: config.block.1,
+        blockDimZ: config.block.2,
+        sharedMemBytes: shared,
+        hStream: stream,
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: the caller vouches for `f`, `params` and the early start; `cfg` and `attr`
+    // outlive the call, which copies them.
+    unsafe { sys::cuLaunchKernelEx(&cfg, f, params.as_mut_ptr(), std::ptr::null_mut()).result() }
 }
 
 /// Makes `k` ready to launch on GPU `ordinal` (compiling it or reading the disk cache) and

@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -333,14 +344,18 @@ __device__ __forceinline__ void adam_multi_impl(S* const* p, const S* const* g, 
 }
 
 extern "C" __global__ void adam_multi_f32(float* const* p, const float* const* g, const unsigned long long* gstep, float* const* m, float* const* v, float* const* vmax, const unsigned long long* rows, const unsigned long long* starts, const unsigned long long* lens, unsigned long long n_chunks, unsigned long long chunk, float decay, float l2, float w1, float beta2, float w2, float bc2_sqrt, float neg_step, float eps, unsigned int decoupled, unsigned int use_l2, unsigned int small_w, unsigned int amsgrad) {
+  RTX_ENTRY();
   adam_multi_impl<float, float>(p, g, gstep, m, v, vmax, rows, starts, lens, n_chunks, chunk, decay, l2, w1, beta2, w2, bc2_sqrt, neg_step, eps, decoupled, use_l2, small_w, amsgrad);
 }
 extern "C" __global__ void adam_multi_f64(double* const* p, const double* const* g, const unsigned long long* gstep, double* const* m, double* const* v, double* const* vmax, const unsigned long long* rows, const unsigned long long* starts, const unsigned long long* lens, unsigned long long n_chunks, unsigned long long chunk, double decay, double l2, double w1, double beta2, double w2, double bc2_sqrt, double neg_step, double eps, unsigned int decoupled, unsigned int use_l2, unsigned int small_w, unsigned int amsgrad) {
+  RTX_ENTRY();
   adam_multi_impl<double, double>(p, g, gstep, m, v, vmax, rows, starts, lens, n_chunks, chunk, decay, l2, w1, beta2, w2, bc2_sqrt, neg_step, eps, decoupled, use_l2, small_w, amsgrad);
 }
 extern "C" __global__ void adam_multi_f16(rtx_f16* const* p, const rtx_f16* const* g, const unsigned long long* gstep, rtx_f16* const* m, rtx_f16* const* v, rtx_f16* const* vmax, const unsigned long long* rows, const unsigned long long* starts, const unsigned long long* lens, unsigned long long n_chunks, unsigned long long chunk, float decay, float l2, float w1, float beta2, float w2, float bc2_sqrt, float neg_step, float eps, unsigned int decoupled, unsigned int use_l2, unsigned int small_w, unsigned int amsgrad) {
+  RTX_ENTRY();
   adam_multi_impl<rtx_f16, float>(p, g, gstep, m, v, vmax, rows, starts, lens, n_chunks, chunk, decay, l2, w1, beta2, w2, bc2_sqrt, neg_step, eps, decoupled, use_l2, small_w, amsgrad);
 }
 extern "C" __global__ void adam_multi_bf16(rtx_bf16* const* p, const rtx_bf16* const* g, const unsigned long long* gstep, rtx_bf16* const* m, rtx_bf16* const* v, rtx_bf16* const* vmax, const unsigned long long* rows, const unsigned long long* starts, const unsigned long long* lens, unsigned long long n_chunks, unsigned long long chunk, float decay, float l2, float w1, float beta2, float w2, float bc2_sqrt, float neg_step, float eps, unsigned int decoupled, unsigned int use_l2, unsigned int small_w, unsigned int amsgrad) {
+  RTX_ENTRY();
   adam_multi_impl<rtx_bf16, float>(p, g, gstep, m, v, vmax, rows, starts, lens, n_chunks, chunk, decay, l2, w1, beta2, w2, bc2_sqrt, neg_step, eps, decoupled, use_l2, small_w, amsgrad);
 }

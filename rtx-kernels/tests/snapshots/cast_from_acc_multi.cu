@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -483,14 +494,18 @@ __device__ __forceinline__ void cast_from_acc_multi_impl(const A* const* src, S*
 }
 
 extern "C" __global__ void cast_from_acc_multi_f32(const float* const* src, float* const* dst, const unsigned long long* rows, const unsigned long long* starts, const unsigned long long* lens, unsigned long long n_chunks, unsigned long long chunk, const float* scale, unsigned int use_scale) {
+  RTX_ENTRY();
   cast_from_acc_multi_impl<float, float>(src, dst, rows, starts, lens, n_chunks, chunk, scale, use_scale);
 }
 extern "C" __global__ void cast_from_acc_multi_f64(const double* const* src, double* const* dst, const unsigned long long* rows, const unsigned long long* starts, const unsigned long long* lens, unsigned long long n_chunks, unsigned long long chunk, const double* scale, unsigned int use_scale) {
+  RTX_ENTRY();
   cast_from_acc_multi_impl<double, double>(src, dst, rows, starts, lens, n_chunks, chunk, scale, use_scale);
 }
 extern "C" __global__ void cast_from_acc_multi_f16(const float* const* src, rtx_f16* const* dst, const unsigned long long* rows, const unsigned long long* starts, const unsigned long long* lens, unsigned long long n_chunks, unsigned long long chunk, const float* scale, unsigned int use_scale) {
+  RTX_ENTRY();
   cast_from_acc_multi_impl<rtx_f16, float>(src, dst, rows, starts, lens, n_chunks, chunk, scale, use_scale);
 }
 extern "C" __global__ void cast_from_acc_multi_bf16(const float* const* src, rtx_bf16* const* dst, const unsigned long long* rows, const unsigned long long* starts, const unsigned long long* lens, unsigned long long n_chunks, unsigned long long chunk, const float* scale, unsigned int use_scale) {
+  RTX_ENTRY();
   cast_from_acc_multi_impl<rtx_bf16, float>(src, dst, rows, starts, lens, n_chunks, chunk, scale, use_scale);
 }

@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -544,26 +555,34 @@ __device__ __forceinline__ void concat_rows_into_impl(const S* part, rtx_strides
 }
 
 extern "C" __global__ void concat_rows_into_f32(const float* part, rtx_strides ps, float* out, rtx_shape shape, unsigned long long axis, unsigned long long start, unsigned long long total, unsigned long long n) {
+  RTX_ENTRY();
   concat_rows_into_impl<float, float>(part, ps, out, shape, axis, start, total, n);
 }
 extern "C" __global__ void concat_rows_into_f64(const double* part, rtx_strides ps, double* out, rtx_shape shape, unsigned long long axis, unsigned long long start, unsigned long long total, unsigned long long n) {
+  RTX_ENTRY();
   concat_rows_into_impl<double, double>(part, ps, out, shape, axis, start, total, n);
 }
 extern "C" __global__ void concat_rows_into_f16(const rtx_f16* part, rtx_strides ps, rtx_f16* out, rtx_shape shape, unsigned long long axis, unsigned long long start, unsigned long long total, unsigned long long n) {
+  RTX_ENTRY();
   concat_rows_into_impl<rtx_f16, float>(part, ps, out, shape, axis, start, total, n);
 }
 extern "C" __global__ void concat_rows_into_bf16(const rtx_bf16* part, rtx_strides ps, rtx_bf16* out, rtx_shape shape, unsigned long long axis, unsigned long long start, unsigned long long total, unsigned long long n) {
+  RTX_ENTRY();
   concat_rows_into_impl<rtx_bf16, float>(part, ps, out, shape, axis, start, total, n);
 }
 extern "C" __global__ void concat_rows_into_i32(const int* part, rtx_strides ps, int* out, rtx_shape shape, unsigned long long axis, unsigned long long start, unsigned long long total, unsigned long long n) {
+  RTX_ENTRY();
   concat_rows_into_impl<int, int>(part, ps, out, shape, axis, start, total, n);
 }
 extern "C" __global__ void concat_rows_into_i64(const long long* part, rtx_strides ps, long long* out, rtx_shape shape, unsigned long long axis, unsigned long long start, unsigned long long total, unsigned long long n) {
+  RTX_ENTRY();
   concat_rows_into_impl<long long, long long>(part, ps, out, shape, axis, start, total, n);
 }
 extern "C" __global__ void concat_rows_into_u8(const unsigned char* part, rtx_strides ps, unsigned char* out, rtx_shape shape, unsigned long long axis, unsigned long long start, unsigned long long total, unsigned long long n) {
+  RTX_ENTRY();
   concat_rows_into_impl<unsigned char, unsigned char>(part, ps, out, shape, axis, start, total, n);
 }
 extern "C" __global__ void concat_rows_into_bool(const bool* part, rtx_strides ps, bool* out, rtx_shape shape, unsigned long long axis, unsigned long long start, unsigned long long total, unsigned long long n) {
+  RTX_ENTRY();
   concat_rows_into_impl<bool, bool>(part, ps, out, shape, axis, start, total, n);
 }

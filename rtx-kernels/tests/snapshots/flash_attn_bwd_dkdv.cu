@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -718,6 +729,7 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
 }
 
 extern "C" __global__ void flash_attn_bwd_dkdv_f16(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dk, rtx_f16* dv, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+  RTX_ENTRY();
   if (d == 64ull) {
     flash_attn_bwd_dkdv_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dk, dv, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
   } else if (d == 128ull) {
@@ -727,6 +739,7 @@ extern "C" __global__ void flash_attn_bwd_dkdv_f16(const rtx_f16* q, const rtx_f
   }
 }
 extern "C" __global__ void flash_attn_bwd_dkdv_bf16(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dk, rtx_bf16* dv, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+  RTX_ENTRY();
   if (d == 64ull) {
     flash_attn_bwd_dkdv_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dk, dv, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
   } else if (d == 128ull) {

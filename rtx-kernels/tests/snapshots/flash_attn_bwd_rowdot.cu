@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -298,14 +309,18 @@ __device__ __forceinline__ void flash_attn_bwd_rowdot_impl(const S* o, const S* 
 }
 
 extern "C" __global__ void flash_attn_bwd_rowdot_f32(const float* o, const float* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
   flash_attn_bwd_rowdot_impl<float, float>(o, dout, delta, os, batch, heads, t_q, d);
 }
 extern "C" __global__ void flash_attn_bwd_rowdot_f64(const double* o, const double* dout, double* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
   flash_attn_bwd_rowdot_impl<double, double>(o, dout, delta, os, batch, heads, t_q, d);
 }
 extern "C" __global__ void flash_attn_bwd_rowdot_f16(const rtx_f16* o, const rtx_f16* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
   flash_attn_bwd_rowdot_impl<rtx_f16, float>(o, dout, delta, os, batch, heads, t_q, d);
 }
 extern "C" __global__ void flash_attn_bwd_rowdot_bf16(const rtx_bf16* o, const rtx_bf16* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
   flash_attn_bwd_rowdot_impl<rtx_bf16, float>(o, dout, delta, os, batch, heads, t_q, d);
 }

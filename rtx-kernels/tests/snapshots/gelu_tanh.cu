@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -364,26 +375,34 @@ __device__ __forceinline__ void gelu_tanh_strided(const S* x, rtx_strides rtx_st
 }
 
 extern "C" __global__ void gelu_tanh_contig_f32(const float* x, float* rtx_out, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_tanh_contig<float>(x, rtx_out, rtx_n);
 }
 extern "C" __global__ void gelu_tanh_strided_f32(const float* x, rtx_strides rtx_st_x, float* rtx_out, rtx_shape rtx_dims, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_tanh_strided<float>(x, rtx_st_x, rtx_out, rtx_dims, rtx_n);
 }
 extern "C" __global__ void gelu_tanh_contig_f64(const double* x, double* rtx_out, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_tanh_contig<double>(x, rtx_out, rtx_n);
 }
 extern "C" __global__ void gelu_tanh_strided_f64(const double* x, rtx_strides rtx_st_x, double* rtx_out, rtx_shape rtx_dims, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_tanh_strided<double>(x, rtx_st_x, rtx_out, rtx_dims, rtx_n);
 }
 extern "C" __global__ void gelu_tanh_contig_f16(const rtx_f16* x, rtx_f16* rtx_out, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_tanh_contig<rtx_f16>(x, rtx_out, rtx_n);
 }
 extern "C" __global__ void gelu_tanh_strided_f16(const rtx_f16* x, rtx_strides rtx_st_x, rtx_f16* rtx_out, rtx_shape rtx_dims, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_tanh_strided<rtx_f16>(x, rtx_st_x, rtx_out, rtx_dims, rtx_n);
 }
 extern "C" __global__ void gelu_tanh_contig_bf16(const rtx_bf16* x, rtx_bf16* rtx_out, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_tanh_contig<rtx_bf16>(x, rtx_out, rtx_n);
 }
 extern "C" __global__ void gelu_tanh_strided_bf16(const rtx_bf16* x, rtx_strides rtx_st_x, rtx_bf16* rtx_out, rtx_shape rtx_dims, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_tanh_strided<rtx_bf16>(x, rtx_st_x, rtx_out, rtx_dims, rtx_n);
 }

@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -300,14 +311,18 @@ __device__ __forceinline__ void im2col_impl(const S* x, S* col, unsigned long lo
 }
 
 extern "C" __global__ void im2col_f32(const float* x, float* col, unsigned long long n, unsigned long long c, unsigned long long h, unsigned long long w, unsigned long long kh, unsigned long long kw, unsigned long long ho, unsigned long long wo, unsigned long long stride_y, unsigned long long stride_x, unsigned long long pad_y, unsigned long long pad_x, unsigned long long dil_y, unsigned long long dil_x, unsigned long long sn, unsigned long long sc, unsigned long long sy, unsigned long long sx, unsigned long long row_stride, unsigned long long img_stride) {
+  RTX_ENTRY();
   im2col_impl<float, float>(x, col, n, c, h, w, kh, kw, ho, wo, stride_y, stride_x, pad_y, pad_x, dil_y, dil_x, sn, sc, sy, sx, row_stride, img_stride);
 }
 extern "C" __global__ void im2col_f64(const double* x, double* col, unsigned long long n, unsigned long long c, unsigned long long h, unsigned long long w, unsigned long long kh, unsigned long long kw, unsigned long long ho, unsigned long long wo, unsigned long long stride_y, unsigned long long stride_x, unsigned long long pad_y, unsigned long long pad_x, unsigned long long dil_y, unsigned long long dil_x, unsigned long long sn, unsigned long long sc, unsigned long long sy, unsigned long long sx, unsigned long long row_stride, unsigned long long img_stride) {
+  RTX_ENTRY();
   im2col_impl<double, double>(x, col, n, c, h, w, kh, kw, ho, wo, stride_y, stride_x, pad_y, pad_x, dil_y, dil_x, sn, sc, sy, sx, row_stride, img_stride);
 }
 extern "C" __global__ void im2col_f16(const rtx_f16* x, rtx_f16* col, unsigned long long n, unsigned long long c, unsigned long long h, unsigned long long w, unsigned long long kh, unsigned long long kw, unsigned long long ho, unsigned long long wo, unsigned long long stride_y, unsigned long long stride_x, unsigned long long pad_y, unsigned long long pad_x, unsigned long long dil_y, unsigned long long dil_x, unsigned long long sn, unsigned long long sc, unsigned long long sy, unsigned long long sx, unsigned long long row_stride, unsigned long long img_stride) {
+  RTX_ENTRY();
   im2col_impl<rtx_f16, float>(x, col, n, c, h, w, kh, kw, ho, wo, stride_y, stride_x, pad_y, pad_x, dil_y, dil_x, sn, sc, sy, sx, row_stride, img_stride);
 }
 extern "C" __global__ void im2col_bf16(const rtx_bf16* x, rtx_bf16* col, unsigned long long n, unsigned long long c, unsigned long long h, unsigned long long w, unsigned long long kh, unsigned long long kw, unsigned long long ho, unsigned long long wo, unsigned long long stride_y, unsigned long long stride_x, unsigned long long pad_y, unsigned long long pad_x, unsigned long long dil_y, unsigned long long dil_x, unsigned long long sn, unsigned long long sc, unsigned long long sy, unsigned long long sx, unsigned long long row_stride, unsigned long long img_stride) {
+  RTX_ENTRY();
   im2col_impl<rtx_bf16, float>(x, col, n, c, h, w, kh, kw, ho, wo, stride_y, stride_x, pad_y, pad_x, dil_y, dil_x, sn, sc, sy, sx, row_stride, img_stride);
 }

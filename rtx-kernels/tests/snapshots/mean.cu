@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -510,86 +521,114 @@ __device__ __forceinline__ void mean_final(const typename rtx_elem<S>::acc* rtx_
 }
 
 extern "C" __global__ void mean_f32(const float* x, float* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_reduce<float>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_cols_f32(const float* x, float* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_cols<float, false>(x, rtx_out, 0, outer, axis, inner, axis);
 }
 extern "C" __global__ void mean_rows_f32(const float* x, float* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_rows<float>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_partial_f32(const float* x, float* rtx_part, unsigned long long n, unsigned long long chunk) {
+  RTX_ENTRY();
   mean_partial<float>(x, rtx_part, n, chunk);
 }
 extern "C" __global__ void mean_final_f32(const float* rtx_part, float* rtx_out, unsigned long long parts, unsigned long long n) {
+  RTX_ENTRY();
   mean_final<float>(rtx_part, rtx_out, parts, n);
 }
 extern "C" __global__ void mean_cols_partial_f32(const float* x, float* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {
+  RTX_ENTRY();
   mean_cols<float, true>(x, 0, rtx_part, outer, axis, inner, chunk);
 }
 extern "C" __global__ void mean_cols_final_f32(const float* rtx_part, float* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {
+  RTX_ENTRY();
   mean_cols_final<float>(rtx_part, rtx_out, outer, parts, inner, n);
 }
 extern "C" __global__ void mean_f64(const double* x, double* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_reduce<double>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_cols_f64(const double* x, double* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_cols<double, false>(x, rtx_out, 0, outer, axis, inner, axis);
 }
 extern "C" __global__ void mean_rows_f64(const double* x, double* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_rows<double>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_partial_f64(const double* x, double* rtx_part, unsigned long long n, unsigned long long chunk) {
+  RTX_ENTRY();
   mean_partial<double>(x, rtx_part, n, chunk);
 }
 extern "C" __global__ void mean_final_f64(const double* rtx_part, double* rtx_out, unsigned long long parts, unsigned long long n) {
+  RTX_ENTRY();
   mean_final<double>(rtx_part, rtx_out, parts, n);
 }
 extern "C" __global__ void mean_cols_partial_f64(const double* x, double* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {
+  RTX_ENTRY();
   mean_cols<double, true>(x, 0, rtx_part, outer, axis, inner, chunk);
 }
 extern "C" __global__ void mean_cols_final_f64(const double* rtx_part, double* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {
+  RTX_ENTRY();
   mean_cols_final<double>(rtx_part, rtx_out, outer, parts, inner, n);
 }
 extern "C" __global__ void mean_f16(const rtx_f16* x, rtx_f16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_reduce<rtx_f16>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_cols_f16(const rtx_f16* x, rtx_f16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_cols<rtx_f16, false>(x, rtx_out, 0, outer, axis, inner, axis);
 }
 extern "C" __global__ void mean_rows_f16(const rtx_f16* x, rtx_f16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_rows<rtx_f16>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_partial_f16(const rtx_f16* x, float* rtx_part, unsigned long long n, unsigned long long chunk) {
+  RTX_ENTRY();
   mean_partial<rtx_f16>(x, rtx_part, n, chunk);
 }
 extern "C" __global__ void mean_final_f16(const float* rtx_part, rtx_f16* rtx_out, unsigned long long parts, unsigned long long n) {
+  RTX_ENTRY();
   mean_final<rtx_f16>(rtx_part, rtx_out, parts, n);
 }
 extern "C" __global__ void mean_cols_partial_f16(const rtx_f16* x, float* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {
+  RTX_ENTRY();
   mean_cols<rtx_f16, true>(x, 0, rtx_part, outer, axis, inner, chunk);
 }
 extern "C" __global__ void mean_cols_final_f16(const float* rtx_part, rtx_f16* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {
+  RTX_ENTRY();
   mean_cols_final<rtx_f16>(rtx_part, rtx_out, outer, parts, inner, n);
 }
 extern "C" __global__ void mean_bf16(const rtx_bf16* x, rtx_bf16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_reduce<rtx_bf16>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_cols_bf16(const rtx_bf16* x, rtx_bf16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_cols<rtx_bf16, false>(x, rtx_out, 0, outer, axis, inner, axis);
 }
 extern "C" __global__ void mean_rows_bf16(const rtx_bf16* x, rtx_bf16* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {
+  RTX_ENTRY();
   mean_rows<rtx_bf16>(x, rtx_out, outer, axis, inner);
 }
 extern "C" __global__ void mean_partial_bf16(const rtx_bf16* x, float* rtx_part, unsigned long long n, unsigned long long chunk) {
+  RTX_ENTRY();
   mean_partial<rtx_bf16>(x, rtx_part, n, chunk);
 }
 extern "C" __global__ void mean_final_bf16(const float* rtx_part, rtx_bf16* rtx_out, unsigned long long parts, unsigned long long n) {
+  RTX_ENTRY();
   mean_final<rtx_bf16>(rtx_part, rtx_out, parts, n);
 }
 extern "C" __global__ void mean_cols_partial_bf16(const rtx_bf16* x, float* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {
+  RTX_ENTRY();
   mean_cols<rtx_bf16, true>(x, 0, rtx_part, outer, axis, inner, chunk);
 }
 extern "C" __global__ void mean_cols_final_bf16(const float* rtx_part, rtx_bf16* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {
+  RTX_ENTRY();
   mean_cols_final<rtx_bf16>(rtx_part, rtx_out, outer, parts, inner, n);
 }

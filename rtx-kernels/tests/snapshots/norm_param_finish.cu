@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -318,14 +329,18 @@ __device__ __forceinline__ void norm_param_finish_impl(const A* dw_part, const A
 }
 
 extern "C" __global__ void norm_param_finish_f32(const float* dw_part, const float* db_part, float* dw, float* db, unsigned long long chunks, unsigned long long cols, unsigned int has_bias) {
+  RTX_ENTRY();
   norm_param_finish_impl<float, float>(dw_part, db_part, dw, db, chunks, cols, has_bias);
 }
 extern "C" __global__ void norm_param_finish_f64(const double* dw_part, const double* db_part, double* dw, double* db, unsigned long long chunks, unsigned long long cols, unsigned int has_bias) {
+  RTX_ENTRY();
   norm_param_finish_impl<double, double>(dw_part, db_part, dw, db, chunks, cols, has_bias);
 }
 extern "C" __global__ void norm_param_finish_f16(const float* dw_part, const float* db_part, rtx_f16* dw, rtx_f16* db, unsigned long long chunks, unsigned long long cols, unsigned int has_bias) {
+  RTX_ENTRY();
   norm_param_finish_impl<rtx_f16, float>(dw_part, db_part, dw, db, chunks, cols, has_bias);
 }
 extern "C" __global__ void norm_param_finish_bf16(const float* dw_part, const float* db_part, rtx_bf16* dw, rtx_bf16* db, unsigned long long chunks, unsigned long long cols, unsigned int has_bias) {
+  RTX_ENTRY();
   norm_param_finish_impl<rtx_bf16, float>(dw_part, db_part, dw, db, chunks, cols, has_bias);
 }

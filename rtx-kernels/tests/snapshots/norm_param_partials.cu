@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -296,14 +307,18 @@ __device__ __forceinline__ void norm_param_partials_impl(const S* dy, const S* x
 }
 
 extern "C" __global__ void norm_param_partials_f32(const float* dy, const float* x, const float* mean, const float* rstd, float* dw, float* db, unsigned long long rows, unsigned long long cols, unsigned long long rows_per_chunk, unsigned int centered) {
+  RTX_ENTRY();
   norm_param_partials_impl<float, float>(dy, x, mean, rstd, dw, db, rows, cols, rows_per_chunk, centered);
 }
 extern "C" __global__ void norm_param_partials_f64(const double* dy, const double* x, const double* mean, const double* rstd, double* dw, double* db, unsigned long long rows, unsigned long long cols, unsigned long long rows_per_chunk, unsigned int centered) {
+  RTX_ENTRY();
   norm_param_partials_impl<double, double>(dy, x, mean, rstd, dw, db, rows, cols, rows_per_chunk, centered);
 }
 extern "C" __global__ void norm_param_partials_f16(const rtx_f16* dy, const rtx_f16* x, const float* mean, const float* rstd, float* dw, float* db, unsigned long long rows, unsigned long long cols, unsigned long long rows_per_chunk, unsigned int centered) {
+  RTX_ENTRY();
   norm_param_partials_impl<rtx_f16, float>(dy, x, mean, rstd, dw, db, rows, cols, rows_per_chunk, centered);
 }
 extern "C" __global__ void norm_param_partials_bf16(const rtx_bf16* dy, const rtx_bf16* x, const float* mean, const float* rstd, float* dw, float* db, unsigned long long rows, unsigned long long cols, unsigned long long rows_per_chunk, unsigned int centered) {
+  RTX_ENTRY();
   norm_param_partials_impl<rtx_bf16, float>(dy, x, mean, rstd, dw, db, rows, cols, rows_per_chunk, centered);
 }

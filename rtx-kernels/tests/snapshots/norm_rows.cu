@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -474,14 +485,18 @@ __device__ __forceinline__ void norm_rows_impl(const S* x, const S* weight, cons
 }
 
 extern "C" __global__ void norm_rows_f32(const float* x, const float* weight, const float* bias, float* y, float* mean, float* rstd, unsigned long long cols, float eps, unsigned int centered, unsigned int has_weight, unsigned int has_bias) {
+  RTX_ENTRY();
   norm_rows_impl<float, float>(x, weight, bias, y, mean, rstd, cols, eps, centered, has_weight, has_bias);
 }
 extern "C" __global__ void norm_rows_f64(const double* x, const double* weight, const double* bias, double* y, double* mean, double* rstd, unsigned long long cols, double eps, unsigned int centered, unsigned int has_weight, unsigned int has_bias) {
+  RTX_ENTRY();
   norm_rows_impl<double, double>(x, weight, bias, y, mean, rstd, cols, eps, centered, has_weight, has_bias);
 }
 extern "C" __global__ void norm_rows_f16(const rtx_f16* x, const rtx_f16* weight, const rtx_f16* bias, rtx_f16* y, float* mean, float* rstd, unsigned long long cols, float eps, unsigned int centered, unsigned int has_weight, unsigned int has_bias) {
+  RTX_ENTRY();
   norm_rows_impl<rtx_f16, float>(x, weight, bias, y, mean, rstd, cols, eps, centered, has_weight, has_bias);
 }
 extern "C" __global__ void norm_rows_bf16(const rtx_bf16* x, const rtx_bf16* weight, const rtx_bf16* bias, rtx_bf16* y, float* mean, float* rstd, unsigned long long cols, float eps, unsigned int centered, unsigned int has_weight, unsigned int has_bias) {
+  RTX_ENTRY();
   norm_rows_impl<rtx_bf16, float>(x, weight, bias, y, mean, rstd, cols, eps, centered, has_weight, has_bias);
 }

@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -341,14 +352,18 @@ __device__ __forceinline__ void random_dropout_impl(const S* x, S* out, unsigned
 }
 
 extern "C" __global__ void random_dropout_f32(const float* x, float* out, unsigned long long n, unsigned long long seed, unsigned long long threshold, float scale) {
+  RTX_ENTRY();
   random_dropout_impl<float, float>(x, out, n, seed, threshold, scale);
 }
 extern "C" __global__ void random_dropout_f64(const double* x, double* out, unsigned long long n, unsigned long long seed, unsigned long long threshold, double scale) {
+  RTX_ENTRY();
   random_dropout_impl<double, double>(x, out, n, seed, threshold, scale);
 }
 extern "C" __global__ void random_dropout_f16(const rtx_f16* x, rtx_f16* out, unsigned long long n, unsigned long long seed, unsigned long long threshold, float scale) {
+  RTX_ENTRY();
   random_dropout_impl<rtx_f16, float>(x, out, n, seed, threshold, scale);
 }
 extern "C" __global__ void random_dropout_bf16(const rtx_bf16* x, rtx_bf16* out, unsigned long long n, unsigned long long seed, unsigned long long threshold, float scale) {
+  RTX_ENTRY();
   random_dropout_impl<rtx_bf16, float>(x, out, n, seed, threshold, scale);
 }

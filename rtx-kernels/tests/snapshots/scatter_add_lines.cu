@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -503,23 +514,30 @@ __device__ __forceinline__ void scatter_add_lines_impl(S* out, rtx_strides os, c
 }
 
 extern "C" __global__ void scatter_add_lines_f32(float* out, rtx_strides os, const long long* idx, rtx_strides is, const float* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts) {
+  RTX_ENTRY();
   scatter_add_lines_impl<float, float>(out, os, idx, is, src, ss, shape, axis, lines, size, parts);
 }
 extern "C" __global__ void scatter_add_lines_f64(double* out, rtx_strides os, const long long* idx, rtx_strides is, const double* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts) {
+  RTX_ENTRY();
   scatter_add_lines_impl<double, double>(out, os, idx, is, src, ss, shape, axis, lines, size, parts);
 }
 extern "C" __global__ void scatter_add_lines_f16(rtx_f16* out, rtx_strides os, const long long* idx, rtx_strides is, const rtx_f16* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts) {
+  RTX_ENTRY();
   scatter_add_lines_impl<rtx_f16, float>(out, os, idx, is, src, ss, shape, axis, lines, size, parts);
 }
 extern "C" __global__ void scatter_add_lines_bf16(rtx_bf16* out, rtx_strides os, const long long* idx, rtx_strides is, const rtx_bf16* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts) {
+  RTX_ENTRY();
   scatter_add_lines_impl<rtx_bf16, float>(out, os, idx, is, src, ss, shape, axis, lines, size, parts);
 }
 extern "C" __global__ void scatter_add_lines_i32(int* out, rtx_strides os, const long long* idx, rtx_strides is, const int* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts) {
+  RTX_ENTRY();
   scatter_add_lines_impl<int, int>(out, os, idx, is, src, ss, shape, axis, lines, size, parts);
 }
 extern "C" __global__ void scatter_add_lines_i64(long long* out, rtx_strides os, const long long* idx, rtx_strides is, const long long* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts) {
+  RTX_ENTRY();
   scatter_add_lines_impl<long long, long long>(out, os, idx, is, src, ss, shape, axis, lines, size, parts);
 }
 extern "C" __global__ void scatter_add_lines_u8(unsigned char* out, rtx_strides os, const long long* idx, rtx_strides is, const unsigned char* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts) {
+  RTX_ENTRY();
   scatter_add_lines_impl<unsigned char, unsigned char>(out, os, idx, is, src, ss, shape, axis, lines, size, parts);
 }

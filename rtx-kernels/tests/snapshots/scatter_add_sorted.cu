@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -562,23 +573,30 @@ __device__ __forceinline__ void scatter_add_sorted_impl(S* out, rtx_strides os, 
 }
 
 extern "C" __global__ void scatter_add_sorted_f32(float* out, rtx_strides os, const float* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts, const unsigned int* counts, const unsigned int* order, unsigned long long rows) {
+  RTX_ENTRY();
   scatter_add_sorted_impl<float, float>(out, os, src, ss, shape, axis, lines, size, parts, counts, order, rows);
 }
 extern "C" __global__ void scatter_add_sorted_f64(double* out, rtx_strides os, const double* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts, const unsigned int* counts, const unsigned int* order, unsigned long long rows) {
+  RTX_ENTRY();
   scatter_add_sorted_impl<double, double>(out, os, src, ss, shape, axis, lines, size, parts, counts, order, rows);
 }
 extern "C" __global__ void scatter_add_sorted_f16(rtx_f16* out, rtx_strides os, const rtx_f16* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts, const unsigned int* counts, const unsigned int* order, unsigned long long rows) {
+  RTX_ENTRY();
   scatter_add_sorted_impl<rtx_f16, float>(out, os, src, ss, shape, axis, lines, size, parts, counts, order, rows);
 }
 extern "C" __global__ void scatter_add_sorted_bf16(rtx_bf16* out, rtx_strides os, const rtx_bf16* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts, const unsigned int* counts, const unsigned int* order, unsigned long long rows) {
+  RTX_ENTRY();
   scatter_add_sorted_impl<rtx_bf16, float>(out, os, src, ss, shape, axis, lines, size, parts, counts, order, rows);
 }
 extern "C" __global__ void scatter_add_sorted_i32(int* out, rtx_strides os, const int* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts, const unsigned int* counts, const unsigned int* order, unsigned long long rows) {
+  RTX_ENTRY();
   scatter_add_sorted_impl<int, int>(out, os, src, ss, shape, axis, lines, size, parts, counts, order, rows);
 }
 extern "C" __global__ void scatter_add_sorted_i64(long long* out, rtx_strides os, const long long* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts, const unsigned int* counts, const unsigned int* order, unsigned long long rows) {
+  RTX_ENTRY();
   scatter_add_sorted_impl<long long, long long>(out, os, src, ss, shape, axis, lines, size, parts, counts, order, rows);
 }
 extern "C" __global__ void scatter_add_sorted_u8(unsigned char* out, rtx_strides os, const unsigned char* src, rtx_strides ss, rtx_shape shape, unsigned long long axis, unsigned long long lines, unsigned long long size, unsigned long long parts, const unsigned int* counts, const unsigned int* order, unsigned long long rows) {
+  RTX_ENTRY();
   scatter_add_sorted_impl<unsigned char, unsigned char>(out, os, src, ss, shape, axis, lines, size, parts, counts, order, rows);
 }

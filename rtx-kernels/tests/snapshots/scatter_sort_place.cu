@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -519,23 +530,30 @@ __device__ __forceinline__ void scatter_sort_place_impl(const long long* idx, un
 }
 
 extern "C" __global__ void scatter_sort_place_f32(const long long* idx, unsigned long long istart, unsigned long long istep, unsigned long long len, unsigned long long size, unsigned long long chunk, unsigned long long parts, unsigned int* counts, unsigned int* order) {
+  RTX_ENTRY();
   scatter_sort_place_impl<float, float>(idx, istart, istep, len, size, chunk, parts, counts, order);
 }
 extern "C" __global__ void scatter_sort_place_f64(const long long* idx, unsigned long long istart, unsigned long long istep, unsigned long long len, unsigned long long size, unsigned long long chunk, unsigned long long parts, unsigned int* counts, unsigned int* order) {
+  RTX_ENTRY();
   scatter_sort_place_impl<double, double>(idx, istart, istep, len, size, chunk, parts, counts, order);
 }
 extern "C" __global__ void scatter_sort_place_f16(const long long* idx, unsigned long long istart, unsigned long long istep, unsigned long long len, unsigned long long size, unsigned long long chunk, unsigned long long parts, unsigned int* counts, unsigned int* order) {
+  RTX_ENTRY();
   scatter_sort_place_impl<rtx_f16, float>(idx, istart, istep, len, size, chunk, parts, counts, order);
 }
 extern "C" __global__ void scatter_sort_place_bf16(const long long* idx, unsigned long long istart, unsigned long long istep, unsigned long long len, unsigned long long size, unsigned long long chunk, unsigned long long parts, unsigned int* counts, unsigned int* order) {
+  RTX_ENTRY();
   scatter_sort_place_impl<rtx_bf16, float>(idx, istart, istep, len, size, chunk, parts, counts, order);
 }
 extern "C" __global__ void scatter_sort_place_i32(const long long* idx, unsigned long long istart, unsigned long long istep, unsigned long long len, unsigned long long size, unsigned long long chunk, unsigned long long parts, unsigned int* counts, unsigned int* order) {
+  RTX_ENTRY();
   scatter_sort_place_impl<int, int>(idx, istart, istep, len, size, chunk, parts, counts, order);
 }
 extern "C" __global__ void scatter_sort_place_i64(const long long* idx, unsigned long long istart, unsigned long long istep, unsigned long long len, unsigned long long size, unsigned long long chunk, unsigned long long parts, unsigned int* counts, unsigned int* order) {
+  RTX_ENTRY();
   scatter_sort_place_impl<long long, long long>(idx, istart, istep, len, size, chunk, parts, counts, order);
 }
 extern "C" __global__ void scatter_sort_place_u8(const long long* idx, unsigned long long istart, unsigned long long istep, unsigned long long len, unsigned long long size, unsigned long long chunk, unsigned long long parts, unsigned int* counts, unsigned int* order) {
+  RTX_ENTRY();
   scatter_sort_place_impl<unsigned char, unsigned char>(idx, istart, istep, len, size, chunk, parts, counts, order);
 }

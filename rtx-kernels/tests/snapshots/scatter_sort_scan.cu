@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -512,23 +523,30 @@ __device__ __forceinline__ void scatter_sort_scan_impl(unsigned int* counts, uns
 }
 
 extern "C" __global__ void scatter_sort_scan_f32(unsigned int* counts, unsigned long long totals, unsigned int shift) {
+  RTX_ENTRY();
   scatter_sort_scan_impl<float, float>(counts, totals, shift);
 }
 extern "C" __global__ void scatter_sort_scan_f64(unsigned int* counts, unsigned long long totals, unsigned int shift) {
+  RTX_ENTRY();
   scatter_sort_scan_impl<double, double>(counts, totals, shift);
 }
 extern "C" __global__ void scatter_sort_scan_f16(unsigned int* counts, unsigned long long totals, unsigned int shift) {
+  RTX_ENTRY();
   scatter_sort_scan_impl<rtx_f16, float>(counts, totals, shift);
 }
 extern "C" __global__ void scatter_sort_scan_bf16(unsigned int* counts, unsigned long long totals, unsigned int shift) {
+  RTX_ENTRY();
   scatter_sort_scan_impl<rtx_bf16, float>(counts, totals, shift);
 }
 extern "C" __global__ void scatter_sort_scan_i32(unsigned int* counts, unsigned long long totals, unsigned int shift) {
+  RTX_ENTRY();
   scatter_sort_scan_impl<int, int>(counts, totals, shift);
 }
 extern "C" __global__ void scatter_sort_scan_i64(unsigned int* counts, unsigned long long totals, unsigned int shift) {
+  RTX_ENTRY();
   scatter_sort_scan_impl<long long, long long>(counts, totals, shift);
 }
 extern "C" __global__ void scatter_sort_scan_u8(unsigned int* counts, unsigned long long totals, unsigned int shift) {
+  RTX_ENTRY();
   scatter_sort_scan_impl<unsigned char, unsigned char>(counts, totals, shift);
 }

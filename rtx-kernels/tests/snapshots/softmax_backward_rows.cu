@@ -11,6 +11,17 @@ union rtx_f32_bits { float f; unsigned int u; };
 union rtx_f64_bits { double f; unsigned long long u; };
 struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
 
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
 // The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
 // them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
 // device agrees bit for bit; the integer forms after them are the same functions in software.
@@ -398,14 +409,18 @@ __device__ __forceinline__ void softmax_backward_rows_impl(const S* y, const S* 
 }
 
 extern "C" __global__ void softmax_backward_rows_f32(const float* y, const float* g, float* dx, unsigned long long cols, unsigned long long rows, unsigned int warp_rows, unsigned int is_log) {
+  RTX_ENTRY();
   softmax_backward_rows_impl<float, float>(y, g, dx, cols, rows, warp_rows, is_log);
 }
 extern "C" __global__ void softmax_backward_rows_f64(const double* y, const double* g, double* dx, unsigned long long cols, unsigned long long rows, unsigned int warp_rows, unsigned int is_log) {
+  RTX_ENTRY();
   softmax_backward_rows_impl<double, double>(y, g, dx, cols, rows, warp_rows, is_log);
 }
 extern "C" __global__ void softmax_backward_rows_f16(const rtx_f16* y, const rtx_f16* g, rtx_f16* dx, unsigned long long cols, unsigned long long rows, unsigned int warp_rows, unsigned int is_log) {
+  RTX_ENTRY();
   softmax_backward_rows_impl<rtx_f16, float>(y, g, dx, cols, rows, warp_rows, is_log);
 }
 extern "C" __global__ void softmax_backward_rows_bf16(const rtx_bf16* y, const rtx_bf16* g, rtx_bf16* dx, unsigned long long cols, unsigned long long rows, unsigned int warp_rows, unsigned int is_log) {
+  RTX_ENTRY();
   softmax_backward_rows_impl<rtx_bf16, float>(y, g, dx, cols, rows, warp_rows, is_log);
 }

@@ -347,7 +347,7 @@ fn cuda_source(k: &KernelFn, u_elem: super::ir::ElemKind) -> (String, ParamList,
                     .map(|p| p.rsplit(' ').next().unwrap_or(""))
                     .collect();
                 src.push_str(&format!(
-                    "extern \"C\" __global__ void {name}_{variant}_{s_suffix}_to_{d_suffix}({}) {{\n  {name}_{variant}<{s}, {d}>({});\n}}\n",
+                    "extern \"C\" __global__ void {name}_{variant}_{s_suffix}_to_{d_suffix}({}) {{\n  RTX_ENTRY();\n  {name}_{variant}<{s}, {d}>({});\n}}\n",
                     concrete.join(", "),
                     args.join(", ")
                 ));

@@ -607,7 +607,7 @@ fn cuda_source(k: &KernelFn) -> (String, ParamList, ParamList) {
                 .map(|p| p.rsplit(' ').next().unwrap_or(""))
                 .collect();
             src.push_str(&format!(
-                "extern \"C\" __global__ void {name}_{variant}_{suffix}({}) {{\n  {name}_{variant}<{s}>({});\n}}\n",
+                "extern \"C\" __global__ void {name}_{variant}_{suffix}({}) {{\n  RTX_ENTRY();\n  {name}_{variant}<{s}>({});\n}}\n",
                 concrete.join(", "),
                 args.join(", ")
             ));

@@ -495,11 +495,11 @@ fn cuda_source(
     src.push_str(&wide_paths(&name));
     for &(suffix, s, _) in dtypes(k.elem) {
         src.push_str(&format!(
-            "extern \"C\" __global__ void {name}_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
+            "extern \"C\" __global__ void {name}_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n  RTX_ENTRY();\n\
              \x20 {name}_reduce<{s}>(x, rtx_out, outer, axis, inner);\n}}\n\
-             extern \"C\" __global__ void {name}_cols_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
+             extern \"C\" __global__ void {name}_cols_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n  RTX_ENTRY();\n\
              \x20 {name}_cols<{s}, false>(x, rtx_out, 0, outer, axis, inner, axis);\n}}\n\
-             extern \"C\" __global__ void {name}_rows_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n\
+             extern \"C\" __global__ void {name}_rows_{suffix}(const {s}* x, {s}* rtx_out, unsigned long long outer, unsigned long long axis, unsigned long long inner) {{\n  RTX_ENTRY();\n\
              \x20 {name}_rows<{s}>(x, rtx_out, outer, axis, inner);\n}}\n"
         ));
         if !dtypes(ElemKind::Float).iter().any(|d| d.0 == suffix) {
@@ -507,13 +507,13 @@ fn cuda_source(
         }
         let a = super::acc_of(s);
         src.push_str(&format!(
-            "extern \"C\" __global__ void {name}_partial_{suffix}(const {s}* x, {a}* rtx_part, unsigned long long n, unsigned long long chunk) {{\n\
+            "extern \"C\" __global__ void {name}_partial_{suffix}(const {s}* x, {a}* rtx_part, unsigned long long n, unsigned long long chunk) {{\n  RTX_ENTRY();\n\
              \x20 {name}_partial<{s}>(x, rtx_part, n, chunk);\n}}\n\
-             extern \"C\" __global__ void {name}_final_{suffix}(const {a}* rtx_part, {s}* rtx_out, unsigned long long parts, unsigned long long n) {{\n\
+             extern \"C\" __global__ void {name}_final_{suffix}(const {a}* rtx_part, {s}* rtx_out, unsigned long long parts, unsigned long long n) {{\n  RTX_ENTRY();\n\
              \x20 {name}_final<{s}>(rtx_part, rtx_out, parts, n);\n}}\n\
-             extern \"C\" __global__ void {name}_cols_partial_{suffix}(const {s}* x, {a}* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {{\n\
+             extern \"C\" __global__ void {name}_cols_partial_{suffix}(const {s}* x, {a}* rtx_part, unsigned long long outer, unsigned long long axis, unsigned long long inner, unsigned long long chunk) {{\n  RTX_ENTRY();\n\
              \x20 {name}_cols<{s}, true>(x, 0, rtx_part, outer, axis, inner, chunk);\n}}\n\
-             extern \"C\" __global__ void {name}_cols_final_{suffix}(const {a}* rtx_part, {s}* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {{\n\
+             extern \"C\" __global__ void {name}_cols_final_{suffix}(const {a}* rtx_part, {s}* rtx_out, unsigned long long outer, unsigned long long parts, unsigned long long inner, unsigned long long n) {{\n  RTX_ENTRY();\n\
              \x20 {name}_cols_final<{s}>(rtx_part, rtx_out, outer, parts, inner, n);\n}}\n"
         ));
     }

@@ -400,7 +400,8 @@ fn entry_body(k: &KernelFn, imp: &str, args: &[&str]) -> String {
         }
         cases = next.into_iter().chain(cases).collect();
     }
-    let mut out = String::new();
+    // The grid dependency first (prelude.cu says why).
+    let mut out = String::from("  RTX_ENTRY();\n");
     for (i, (conds, a)) in cases.iter().enumerate() {
         if conds.is_empty() {
             if cases.len() == 1 {
