@@ -220,6 +220,113 @@ fn warpgroup_case<E: Float>(dev: Device) {
     assert_eq!(f64s(&d), want, "warpgroup_mma ({:?}) on {dev}", E::DTYPE);
 }
 
+/// Attention's two products on one warpgroup: S = A B^T for A (64 x 64) and B (128 x 64) with
+/// `wgmma_m64n128k16` on K-major tiles, then O = P V with P = S rounded to `T` taken from the
+/// accumulator's registers as A fragments, and V (128 x 128, row-major: N-major, two panels of
+/// 64 columns) by `wgmma_rs_m64n128k16`.
+#[rtx::kernel]
+fn warpgroup_chain<T: Float>(a: &[T], b: &[T], v: &[T], o: &mut [T]) {
+    #[shared]
+    let sa: [u32; 2048];
+    #[shared]
+    let sb: [u32; 4096];
+    #[shared]
+    let sv: [u32; 8192];
+    let t = thread_idx_x();
+    // Word w of a 64-wide tile: row w / 32, element pair w % 32, its chunk swizzled by the row.
+    for i in 0..48 {
+        let w = t + 128 * i;
+        let r = if w < 2048 { w / 32 } else { (w - 2048) / 32 };
+        let pair = w % 32;
+        let at = r * 32 + ((pair / 4) ^ (r % 8)) * 4 + pair % 4;
+        if w < 2048 {
+            sa[at] = pack2(a[r * 64 + 2 * pair], a[r * 64 + 2 * pair + 1]);
+        } else {
+            sb[at] = pack2(b[r * 64 + 2 * pair], b[r * 64 + 2 * pair + 1]);
+        }
+    }
+    // V's panel p (columns 64 p..) holds its 128 rows of 64 at word 4096 p.
+    for i in 0..64 {
+        let w = t + 128 * i;
+        let panel = w / 4096;
+        let r = (w % 4096) / 32;
+        let pair = w % 32;
+        let at = panel * 4096 + r * 32 + ((pair / 4) ^ (r % 8)) * 4 + pair % 4;
+        let col = panel * 64 + 2 * pair;
+        sv[at] = pack2(v[r * 128 + col], v[r * 128 + col + 1]);
+    }
+    fence_proxy_async();
+    sync_threads();
+    let mut s = [0.0; 64];
+    wgmma_fence();
+    for ks in 0..4 {
+        wgmma_m64n128k16(&mut s, 0, &sa, ks * 8, &sb, ks * 8);
+    }
+    wgmma_commit();
+    wgmma_wait(0, &mut s);
+    // Key step kk's A fragment is accumulator elements 8 kk..8 kk + 8, paired.
+    let mut pf = [0u32; 32];
+    for kk in 0..8 {
+        for r in 0..4 {
+            pf[kk * 4 + r] = pack2(s[kk * 8 + 2 * r], s[kk * 8 + 2 * r + 1]);
+        }
+    }
+    let mut acc = [0.0; 64];
+    wgmma_fence();
+    for kk in 0..8 {
+        // 16 keys are two 8-row groups, 512 words.
+        wgmma_rs_m64n128k16(&mut acc, 0, &pf, kk * 4, &sv, kk * 512, 4096);
+    }
+    wgmma_commit();
+    wgmma_wait(0, &mut acc);
+    let lane = t % 32;
+    for i in 0..64 {
+        let row = 16 * (t / 32) + lane / 4 + 8 * ((i / 2) % 2);
+        let col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+        o[row * 128 + col] = acc[i];
+    }
+}
+
+fn chain_case<E: Float>(dev: Device) {
+    let (a64, b64, v64) = (
+        eighths(64 * 64, 3),
+        eighths(128 * 64, 4),
+        eighths(128 * 128, 9),
+    );
+    let on = |x: &[f64]| -> Tensor<(usize,), E> {
+        Tensor::from_vec(x.iter().map(|&x| E::from_f64(x)).collect(), (x.len(),), dev)
+    };
+    let (a, b, v) = (on(&a64), on(&b64), on(&v64));
+    let mut o: Tensor<(usize,), E> = Tensor::zeros((64 * 128,), dev);
+    // SAFETY: one warpgroup reads 4096, 8192 and 16384 elements and writes 8192, the lengths.
+    unsafe {
+        kernel::launch(
+            warpgroup_chain::Op,
+            LaunchConfig::new(1, 128),
+            &mut [
+                Arg::input(&a),
+                Arg::input(&b),
+                Arg::input(&v),
+                Arg::output(&mut o),
+            ],
+        )
+    }
+    .unwrap_or_else(|e| panic!("{e}"));
+    // Every sum here is exact in f32 (multiples of 1/512 under 2^14), so only the two
+    // roundings to E remain: of each score, and of each output.
+    let mut want = vec![0.0; 64 * 128];
+    for i in 0..64 {
+        let p: Vec<f64> = (0..128)
+            .map(|j| E::from_f64((0..64).map(|q| a64[i * 64 + q] * b64[j * 64 + q]).sum()).to_f64())
+            .collect();
+        for c in 0..128 {
+            let dot: f64 = (0..128).map(|j| p[j] * v64[j * 128 + c]).sum();
+            want[i * 128 + c] = E::from_f64(dot).to_f64();
+        }
+    }
+    assert_eq!(f64s(&o), want, "warpgroup_chain ({:?}) on {dev}", E::DTYPE);
+}
+
 /// `c = a b^T` by `matmul_wgmma` on `dev`, for `b` stored `n x k`: held to the exact product
 /// rounded once.
 fn wgmma_product<E: Float>(dev: Device, m: usize, n: usize, k: usize) -> Vec<f64> {
@@ -253,6 +360,8 @@ fn wgmma_gemm_matches_the_exact_product() {
     wgmma_product::<f16>(Device::Cpu, 70, 48, 96);
     warpgroup_case::<bf16>(Device::Cpu);
     warpgroup_case::<f16>(Device::Cpu);
+    chain_case::<bf16>(Device::Cpu);
+    chain_case::<f16>(Device::Cpu);
     let Ok(gpus) = gpus() else {
         println!("wgmma GEMM on the GPU: skipped: no CUDA device");
         return;
@@ -270,5 +379,7 @@ fn wgmma_gemm_matches_the_exact_product() {
         wgmma_product::<f16>(dev, 70, 48, 96);
         warpgroup_case::<bf16>(dev);
         warpgroup_case::<f16>(dev);
+        chain_case::<bf16>(dev);
+        chain_case::<f16>(dev);
     }
 }

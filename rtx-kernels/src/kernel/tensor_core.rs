@@ -342,6 +342,95 @@ impl ThreadCtx<'_> {
     }
 }
 
+/// Where element `n` of K row `k` of an N-major tile in the 128-byte swizzle lies: the word
+/// and the shift of its half, for a tile operand starting at word `start` (a 1024-byte
+/// boundary) of a `words`-word array whose 64-column panels are `panel` words apart.
+///
+/// Each K row of a panel is 64 elements (128 bytes), 8-row groups 1024 bytes apart; the
+/// unswizzled byte address is `start + panel (n / 64) + 1024 (k / 8) + 128 (k % 8) + 2 (n %
+/// 64)`, and the hardware swaps its 16-byte chunk by the row within the group, as for
+/// [`swizzled_128b`].
+#[track_caller]
+fn swizzled_128b_n_major(
+    start: usize,
+    words: usize,
+    panel: usize,
+    k: usize,
+    n: usize,
+) -> (usize, u32) {
+    let addr = 4 * (start + panel * (n / 64)) + 1024 * (k / 8) + 128 * (k % 8) + 2 * (n % 64);
+    let phys = addr ^ (((addr >> 7) & 7) << 4);
+    assert!(
+        phys / 4 < words,
+        "wgmma_rs: row {k} of the B tile (from word {start}, panels {panel} words apart) lies \
+         past the {words}-word array"
+    );
+    (phys / 4, 16 * ((phys / 2) % 2) as u32)
+}
+
+impl ThreadCtx<'_> {
+    /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.T.T` with A from registers and B N-major
+    /// in shared memory (`imm-trans-b` 1): `c[ci..ci + n / 2] += A B` for A (64 x 16) and B
+    /// (16 x `n`) from word `b_word` of `tb`, its 64-column panels `b_panel` words apart (see
+    /// [`swizzled_128b_n_major`]).
+    ///
+    /// Warp `w` of the warpgroup gives rows `16 w..16 w + 16` of A in `a[ai..ai + 4]` of its
+    /// lanes, in the layout of `mma_m16n8k16`'s A fragment (register `r` of lane `l`: row
+    /// `l / 4 + 8 (r % 2)`, columns `2 (l % 4) + 8 (r / 2)` and the next), which is the
+    /// accumulator's layout of the same 16 columns: scores computed by one `wgmma` become the
+    /// A operand of the next by packing pairs. The accumulator is [`ThreadCtx::wgmma`]'s; the
+    /// rows of a warp come from its own lanes, exchanged through the warp.
+    #[allow(clippy::too_many_arguments)]
+    #[track_caller]
+    pub fn wgmma_rs<T: Float, const NB: usize>(
+        &self,
+        n: usize,
+        c: &mut [T::Acc],
+        ci: usize,
+        a: &[u32],
+        ai: usize,
+        tb: &SharedArray<u32, NB>,
+        b_word: usize,
+        b_panel: usize,
+    ) {
+        let threads = self.block.launch.block.count();
+        assert!(
+            threads.is_multiple_of(WARPGROUP),
+            "`wgmma_rs` is warpgroup-wide: a block of {threads} threads is not whole warpgroups \
+             of {WARPGROUP}"
+        );
+        assert!(
+            (4 * b_word).is_multiple_of(1024) && (n <= 64 || (4 * b_panel).is_multiple_of(1024)),
+            "wgmma_rs: the B tile starts at word {b_word} with panels {b_panel} words apart; \
+             both must be on 1024-byte boundaries"
+        );
+        let pair = |lo: u32, hi: u32| u64::from(lo) | (u64::from(hi) << 32);
+        let all = self.warp_all(
+            "wgmma_rs",
+            [pair(a[ai], a[ai + 1]), pair(a[ai + 2], a[ai + 3])],
+        );
+        let reg = |l: usize, r: usize| (all[l][r / 2] >> (32 * (r % 2))) as u32;
+        let a_at = |row: usize, k: usize| {
+            let w = reg(4 * (row % 8) + (k % 8) / 2, row / 8 + 2 * (k / 8));
+            value16::<T>((w >> (16 * (k % 2))) as u16)
+        };
+        let b_at = |k: usize, col: usize| {
+            let (w, shift) = swizzled_128b_n_major(b_word, NB, b_panel, k, col);
+            value16::<T>((tb.get(w) >> shift) as u16)
+        };
+        let lane = self.linear % WARP_SIZE;
+        for i in 0..n / 2 {
+            let row = lane / 4 + 8 * ((i / 2) % 2);
+            let col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+            let mut sum = c[ci + i].to_f64();
+            for k in 0..16 {
+                sum += a_at(row, k) * b_at(k, col);
+            }
+            c[ci + i] = <T::Acc as FloatMath>::c(f64::from(sum as f32));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,7 @@ mod dequant;
 mod dropout;
 mod flash_attention;
 mod flash_attention_bwd;
+mod flash_attention_wgmma;
 mod gather;
 mod index;
 mod join;
@@ -55,6 +56,7 @@ pub use dequant::*;
 pub use dropout::*;
 pub use flash_attention::*;
 pub use flash_attention_bwd::*;
+pub use flash_attention_wgmma::*;
 pub use gather::*;
 pub use index::*;
 pub use join::*;
@@ -125,6 +127,7 @@ pub static ALL: &[&KernelSource] = &[
     &matmul_tc::KERNEL,
     &matmul_wgmma::KERNEL,
     &flash_attn_fwd::KERNEL,
+    &flash_attn_fwd_wgmma::KERNEL,
     &flash_attn_bwd_rowdot::KERNEL,
     &flash_attn_bwd_dkdv::KERNEL,
     &flash_attn_bwd_dq::KERNEL,

@@ -776,6 +776,43 @@ fn wgmma_call(n: u16, a: &[String], sa: &str, sb: &str) -> String {
     )
 }
 
+/// `wgmma_rs_m64n{n}k16`: one `wgmma.mma_async` with A from the four registers
+/// `a[2][a[3]..]` and B from the N-major shared tile at address `sb`, its 64-column panels
+/// `a[6]` words apart (the descriptor's leading byte offset), as [`wgmma_call`] writes it.
+fn wgmma_rs_call(n: u16, a: &[String], sb: &str) -> String {
+    let regs = usize::from(n / 2);
+    let list: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
+    let outs: Vec<String> = (0..regs)
+        .map(|i| format!("\"+f\"({}[({}) + {i}ull])", a[0], a[1]))
+        .collect();
+    let ins: Vec<String> = (0..4)
+        .map(|i| format!("\"r\"({}[({}) + {i}ull])", a[2], a[3]))
+        .collect();
+    let asm = |t: &str| {
+        format!(
+            "asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{s}, 0; \
+             wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{db}, p, 1, 1, 1; }}\\n\" \
+             : {outs} : {ins}, \"l\"(rtx_db), \"r\"(1) : \"memory\");",
+            list = list.join(", "),
+            outs = outs.join(", "),
+            ins = ins.join(", "),
+            a0 = regs,
+            a1 = regs + 1,
+            a2 = regs + 2,
+            a3 = regs + 3,
+            db = regs + 4,
+            s = regs + 5,
+        )
+    };
+    format!(
+        "{{ const unsigned long long rtx_db = rtx_wgmma_desc_mn({sb}, 4u * (unsigned int)({})); \
+         if (rtx_is_bf16<S>::value) {{ {} }} else {{ {} }} }}",
+        a[6],
+        asm("bf16"),
+        asm("f16")
+    )
+}
+
 /// The CUDA call of a tensor-core intrinsic (`prelude_mma.cu`), from its arguments' C++
 /// text: arrays by name, then indices. A fragment's registers are named one by one
 /// (`f[at + 0ull]`), so once the loops around it are unrolled they are constants and the
@@ -811,6 +848,7 @@ fn tensor_call(intr: Intrinsic, a: &[String]) -> String {
         }
         Intrinsic::Pack2 => format!("rtx_pack2<S>({}, {})", a[0], a[1]),
         Intrinsic::Wgmma(n) => wgmma_call(n, a, &smem(&a[2], &a[3]), &smem(&a[4], &a[5])),
+        Intrinsic::WgmmaRs(n) => wgmma_rs_call(n, a, &smem(&a[4], &a[5])),
         Intrinsic::WgmmaFence => "rtx_wgmma_fence()".into(),
         Intrinsic::WgmmaCommit => "rtx_wgmma_commit()".into(),
         Intrinsic::WgmmaWait(n) => format!("rtx_wgmma_wait<{n}>({})", a[0]),

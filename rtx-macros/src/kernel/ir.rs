@@ -231,6 +231,11 @@ pub enum Intrinsic {
     /// Hopper's warpgroup product `wgmma_m64n{n}k16(&mut acc, ci, &ta, a_word, &tb,
     /// b_word)`, both operands K-major in 128-byte-swizzled shared tiles.
     Wgmma(u16),
+    /// `wgmma_rs_m64n{n}k16(&mut acc, ci, &a, ai, &tb, b_word, b_panel)`: A (64 x 16) from
+    /// each thread's registers in the `mma` A fragment layout of its warp's 16 rows, B (16 x
+    /// n) N-major in a 128-byte-swizzled shared tile whose 64-column panels are `b_panel`
+    /// words apart.
+    WgmmaRs(u16),
     /// `wgmma_fence()`: orders earlier register writes before the next `wgmma`.
     WgmmaFence,
     /// `wgmma_commit()`: closes the group of `wgmma`s issued since the last commit.

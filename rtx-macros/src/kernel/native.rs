@@ -470,6 +470,10 @@ impl NativeCx {
                         let (t, n) = (&self.t, Literal::usize_unsuffixed(usize::from(*n)));
                         quote_spanned!(span=> __rtx_t.wgmma::<#t, _, _>(#n, #(#a),*))
                     }
+                    Intrinsic::WgmmaRs(n) => {
+                        let (t, n) = (&self.t, Literal::usize_unsuffixed(usize::from(*n)));
+                        quote_spanned!(span=> __rtx_t.wgmma_rs::<#t, _>(#n, #(#a),*))
+                    }
                     // Natively a `wgmma` completes when it is issued, and shared memory has
                     // one view: the fences and the wait have nothing to do.
                     Intrinsic::WgmmaFence

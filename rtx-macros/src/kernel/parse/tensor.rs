@@ -1,6 +1,7 @@
 //! The tensor-core intrinsics of SIMT kernels: `cp_async`, `cp_async_commit`,
 //! `cp_async_wait`, the `ldmatrix_x{1,2,4}[_trans]` loads, `mma_m16n8k16` and `pack2`, and
-//! Hopper's warpgroup products `wgmma_m64n{64,128,256}k16` with `wgmma_fence`,
+//! Hopper's warpgroup products `wgmma_m64n{64,128,256}k16` (both operands in shared tiles)
+//! and `wgmma_rs_m64n{64,128,256}k16` (A from registers, B N-major), with `wgmma_fence`,
 //! `wgmma_commit`, `wgmma_wait` and `fence_proxy_async`.
 //!
 //! Tiles are `#[shared]` arrays of `u32` words, each holding two 16-bit elements (the layout
@@ -35,6 +36,9 @@ pub(super) const NAMES: &[&str] = &[
     "wgmma_m64n64k16",
     "wgmma_m64n128k16",
     "wgmma_m64n256k16",
+    "wgmma_rs_m64n64k16",
+    "wgmma_rs_m64n128k16",
+    "wgmma_rs_m64n256k16",
     "wgmma_fence",
     "wgmma_commit",
     "wgmma_wait",
@@ -85,6 +89,7 @@ impl Parser {
             "wgmma_fence" | "wgmma_commit" | "fence_proxy_async" => 0,
             "wgmma_wait" => 2,
             n if n.starts_with("wgmma_m64") => 6,
+            n if n.starts_with("wgmma_rs_m64") => 7,
             _ => 4,
         };
         if c.args.len() != arity {
@@ -157,6 +162,22 @@ impl Parser {
                     self.index_arg(a[5])?,
                 ];
                 (Intrinsic::Wgmma(cols), args, Ty::Unit)
+            }
+            n if n.starts_with("wgmma_rs_m64") => {
+                self.wgmma = true;
+                let cols = n["wgmma_rs_m64n".len()..n.len() - "k16".len()]
+                    .parse()
+                    .expect("a name of NAMES");
+                let args = vec![
+                    self.array_arg(a[0], Want::Local(Ty::Elem, true), name)?,
+                    self.index_arg(a[1])?,
+                    self.array_arg(a[2], Want::Local(Ty::U32, false), name)?,
+                    self.index_arg(a[3])?,
+                    self.array_arg(a[4], Want::Tile, name)?,
+                    self.index_arg(a[5])?,
+                    self.index_arg(a[6])?,
+                ];
+                (Intrinsic::WgmmaRs(cols), args, Ty::Unit)
             }
             _ => {
                 self.uses_sync = true;
@@ -307,6 +328,12 @@ fn usage(name: &str) -> &'static str {
             "`wgmma_m64n128k16(&mut acc, ci, &ta, a_word, &tb, b_word)` adds A B^T to \
              `acc[ci..ci + n / 2]`, A (64 x 16) and B (n x 16) K-major in 128-byte-swizzled \
              `u32` tiles from words `a_word` and `b_word`"
+        }
+        n if n.starts_with("wgmma_rs_m64") => {
+            "`wgmma_rs_m64n128k16(&mut acc, ci, &a, ai, &tb, b_word, b_panel)` adds A B to \
+             `acc[ci..ci + n / 2]`, A (64 x 16) in `a[ai..ai + 4]` of each thread, B (16 x n) \
+             N-major in a 128-byte-swizzled `u32` tile from word `b_word`, its 64-column \
+             panels `b_panel` words apart"
         }
         _ => {
             "`ldmatrix_x4(&mut frag, at, &tile, word)` loads into `frag[at..at + 4]`, this \

@@ -1,0 +1,315 @@
+//! Fused attention forward on Hopper's warpgroup products (`wgmma`), in the manner of
+//! FlashAttention-3 without its producer warpgroup: the same computation, operands, layout
+//! and masks as [`flash_attn_fwd()`](super::flash_attn_fwd) (whose documentation says what
+//! each argument means), for head dims 64 and 128 on GPUs of compute capability 9.0.
+//!
+//! Each block of two warpgroups takes 128 query rows, 64 a warpgroup, and streams 128-key
+//! tiles of K and V through shared memory, double-buffered. Per tile a warpgroup computes its
+//! 64 x 128 scores with `wgmma_m64n128k16` (Q and K both K-major tiles), runs the online
+//! softmax on them in registers, and adds `P V` with `wgmma_rs_m64n{d}k16`: the probabilities
+//! go from the scores' accumulator straight into A fragments, and V's rows are read as an
+//! N-major tile, so V is copied as it lies. One `wgmma` instruction does the work of 16 to 32
+//! `mma.sync`s, which frees the issue slots the softmax needs.
+//!
+//! Invariant: every size works, as for [`flash_attn_fwd()`](super::flash_attn_fwd): rows past
+//! `t_q` are zero-filled and not stored, keys past the valid length are zero-filled and get
+//! probability 0 exactly.
+
+use crate::Float;
+use crate::kernel::{KernelStrides, LaunchConfig};
+use rtx_macros::kernel;
+
+/// Threads per block of [`flash_attn_fwd_wgmma()`]: two warpgroups, 64 query rows each.
+pub const FLASH_ATTN_WGMMA_THREADS: u32 = 256;
+/// Query rows per block of [`flash_attn_fwd_wgmma()`].
+pub const FLASH_ATTN_WGMMA_BLOCK_Q: usize = 128;
+/// Keys per step of [`flash_attn_fwd_wgmma()`]'s loop.
+pub const FLASH_ATTN_WGMMA_BLOCK_K: usize = 128;
+
+/// Whether [`flash_attn_fwd_wgmma()`] takes head dim `d` (64 or 128).
+pub fn flash_attn_wgmma_takes(d: usize) -> bool {
+    d == 64 || d == 128
+}
+
+/// The launch of [`flash_attn_fwd_wgmma()`] over `batch x heads` rows of `t_q` queries: a
+/// grid of `ceil(t_q / 128) x heads x batch` blocks of [`FLASH_ATTN_WGMMA_THREADS`] threads.
+pub fn flash_attn_wgmma_launch(batch: usize, heads: usize, t_q: usize) -> LaunchConfig {
+    LaunchConfig::new(
+        (
+            t_q.div_ceil(FLASH_ATTN_WGMMA_BLOCK_Q) as u32,
+            heads as u32,
+            batch as u32,
+        ),
+        FLASH_ATTN_WGMMA_THREADS,
+    )
+}
+
+/// Attention forward on `wgmma`, f16 or bf16: [`flash_attn_fwd()`](super::flash_attn_fwd)'s
+/// results (the same arguments, layout and masks) for `d` 64 or 128, launched with
+/// [`flash_attn_wgmma_launch`]. On a GPU it needs compute capability 9.0.
+///
+/// Shared memory, 160 KiB, one block to an SM: Q's 128 rows (32 KiB), and two buffers each of
+/// K and V (128 rows, 32 KiB each). Every tile is stored as 64-column panels of 128-byte rows
+/// in the 128-byte swizzle (16-byte chunk `c` of row `r` at chunk `c ^ (r % 8)`), panel `p` of
+/// a tile 4096 words on: the K-major layout `wgmma` reads Q and K in, and the N-major one it
+/// reads V in.
+///
+/// ```
+/// use half::bf16;
+/// use rtx_kernels::kernels::{flash_attn_dense_strides, flash_attn_fwd_wgmma, flash_attn_wgmma_launch};
+/// let (t, d) = (2, 64);
+/// let q = vec![bf16::ZERO; t * d];
+/// let k = q.clone();
+/// // Value rows of 1s and 3s: with equal scores, each output is their mean.
+/// let v: Vec<bf16> = (0..t * d).map(|i| bf16::from_f32(1.0 + 2.0 * (i / d) as f32)).collect();
+/// let (mut o, mut lse) = (vec![bf16::ZERO; t * d], vec![0.0f32; t]);
+/// let (launch, s) = (flash_attn_wgmma_launch(1, 1, t), flash_attn_dense_strides(1, t, d));
+/// flash_attn_fwd_wgmma(launch, &q, &k, &v, &mut o, &mut lse, &[], s, s, s, 1, 1, t, t, d, 0.125, 1, 0)
+///     .unwrap();
+/// // Causal: the first query sees the first key alone, the second both.
+/// assert_eq!((o[0].to_f32(), o[d].to_f32(), lse[0]), (1.0, 2.0, 0.0));
+/// ```
+#[kernel(crate = crate, specialize(d = 64, 128), launch_bounds(256, 1))]
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attn_fwd_wgmma<T: Float>(
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    o: &mut [T],
+    lse: &mut [T::Acc],
+    key_len: &[u32],
+    qs: KernelStrides,
+    ks: KernelStrides,
+    os: KernelStrides,
+    batch: usize,
+    heads: usize,
+    t_q: usize,
+    t_k: usize,
+    d: usize,
+    scale: f64,
+    causal: u32,
+    padded: u32,
+) {
+    // Tile `j`'s K and V in buffer `j % 2` (8192 words each: two panels of 128 rows of 32
+    // words); Q's 128 rows in two panels.
+    #[shared]
+    let sk: [u32; 16384];
+    #[shared]
+    let sv: [u32; 16384];
+    #[shared]
+    let sq: [u32; 8192];
+    let tid = thread_idx_x() as u32;
+    let wg = tid / 128;
+    let t = tid % 128;
+    let lane = t % 32;
+    let warp = t / 32;
+    let hh = block_idx_y();
+    let n = block_idx_z();
+    let bq = 128;
+    // Causal blocks further down have more keys: the longest start first.
+    let bx = if causal != 0 {
+        grid_dim_x() - 1 - block_idx_x()
+    } else {
+        block_idx_x()
+    };
+    let m0 = bx * bq;
+    if n >= batch || hh >= heads || m0 >= t_q {
+        return;
+    }
+    let b = n * heads + hh;
+    let q0 = n * qs.stride(0) + hh * qs.stride(1);
+    let q_rs = qs.stride(2);
+    let k0 = n * ks.stride(0) + hh * ks.stride(1);
+    let k_rs = ks.stride(2);
+    let scale = scale as T;
+    let scale2 = scale * 1.4426950408889634;
+    let is_causal = causal != 0;
+    let mut kl = t_k;
+    if padded != 0 {
+        kl = kl.min(key_len[b] as usize);
+    }
+    let mut n_end = kl;
+    if is_causal {
+        let lim = (m0 + bq).min(t_q) + t_k;
+        n_end = if lim > t_q { n_end.min(lim - t_q) } else { 0 };
+    }
+    let tiles = (n_end + 127) / 128;
+
+    // Copies: a row is `d / 8` 16-byte chunks; this thread copies chunk `cc` of rows `cr +
+    // rstep i`. Chunk `cc` lies in panel `cc / 8`, at chunk `(cc % 8) ^ (row % 8)` of its row,
+    // and every row this thread copies is `cr` mod 8.
+    let cpr = (d / 8) as u32;
+    let cc = tid % cpr;
+    let cr = tid / cpr;
+    let rstep = 256 / cpr;
+    let passes = 128 / rstep;
+    let c_dst = (cc / 8) * 4096 + cr * 32 + ((cc % 8) ^ (cr % 8)) * 4;
+    let q_at = q0 + (m0 + cr as usize) * q_rs + (cc * 8) as usize;
+    let k_at = k0 + (cr as usize) * k_rs + (cc * 8) as usize;
+    let q_pass = (rstep as usize) * q_rs;
+    let k_pass = (rstep as usize) * k_rs;
+    for i in 0..8 {
+        if (i as u32) < passes {
+            let r = cr + (i as u32) * rstep;
+            let dst = (c_dst + (i as u32) * rstep * 32) as usize;
+            let lq = if m0 + (r as usize) < t_q { 8 } else { 0 };
+            cp_async(&mut sq, dst, q, q_at + (i as usize) * q_pass, lq);
+            let len = if (r as usize) < n_end { 8 } else { 0 };
+            cp_async(&mut sk, dst, k, k_at + (i as usize) * k_pass, len);
+            cp_async(&mut sv, dst, v, k_at + (i as usize) * k_pass, len);
+        }
+    }
+    cp_async_commit();
+
+    // Accumulator element `i`: row `g + 8 ((i / 2) % 2)` of this warp's 16, column
+    // `8 (i / 4) + 2 t4 + i % 2`. This lane's two rows are `row0` and `row0 + 8`.
+    let g = lane / 4;
+    let t4 = lane % 4;
+    let row0 = m0 + (wg * 64 + warp * 16 + g) as usize;
+    // This warpgroup's 64 rows of Q start 2048 words into each panel.
+    let q_tile = wg * 2048;
+    let mut acc = [0.0; 64];
+    let mut s = [0.0; 64];
+    let mut pf = [0u32; 32];
+    let mut row_max = [T::NEG_INFINITY; 2];
+    let mut row_sum = [0.0; 2];
+    let mut alpha = [0.0; 2];
+
+    let mut j = 0;
+    while j < tiles {
+        let n0 = j * 128;
+        let kb = ((j % 2) * 8192) as u32;
+        // Tile `j` has landed for every thread and is visible to the tensor cores; every
+        // warpgroup is done with tile `j - 1`, whose buffer the copies below overwrite.
+        cp_async_wait(0);
+        fence_proxy_async();
+        sync_threads();
+        if j + 1 < tiles {
+            let n1 = n0 + 128;
+            let k_next = k_at + n1 * k_rs;
+            let nb = (8192 - kb) as usize;
+            for i in 0..8 {
+                if (i as u32) < passes {
+                    let r = n1 + (cr + (i as u32) * rstep) as usize;
+                    let dst = nb + (c_dst + (i as u32) * rstep * 32) as usize;
+                    let len = if r < n_end { 8 } else { 0 };
+                    cp_async(&mut sk, dst, k, k_next + (i as usize) * k_pass, len);
+                    cp_async(&mut sv, dst, v, k_next + (i as usize) * k_pass, len);
+                }
+            }
+        }
+        cp_async_commit();
+
+        // S = Q K^T, 64 x 128 for this warpgroup. A 16-wide step along d is 8 words along a
+        // panel's rows; steps 4 to 7 are in the second panel.
+        for x in 0..64 {
+            s[x] = 0.0;
+        }
+        wgmma_fence();
+        for kk in 0..8 {
+            if kk * 16 < d {
+                let step = ((kk / 4) * 4096 + (kk % 4) * 8) as u32;
+                wgmma_m64n128k16(
+                    &mut s,
+                    0,
+                    &sq,
+                    (q_tile + step) as usize,
+                    &sk,
+                    (kb + step) as usize,
+                );
+            }
+        }
+        wgmma_commit();
+        wgmma_wait(0, &mut s);
+
+        // Masks, only on tiles that cross the valid length or the diagonal.
+        if n0 + 128 > kl || (is_causal && n0 + 127 + t_q > m0 + t_k) {
+            for i in 0..64 {
+                let col = n0 + 8 * (i / 4) + (t4 * 2) as usize + i % 2;
+                let row = row0 + 8 * ((i / 2) % 2);
+                if col >= kl || (is_causal && col + t_q > row + t_k) {
+                    s[i] = T::NEG_INFINITY;
+                }
+            }
+        }
+
+        // Online softmax for this lane's two rows, the maximum over the 4 lanes of a row.
+        for h in 0..2 {
+            let mut mx = row_max[h];
+            for nt in 0..16 {
+                mx = mx.max(s[nt * 4 + h * 2]).max(s[nt * 4 + h * 2 + 1]);
+            }
+            mx = mx.max(warp_shuffle_xor(mx, 1));
+            mx = mx.max(warp_shuffle_xor(mx, 2));
+            let base = if mx == T::NEG_INFINITY {
+                0.0
+            } else {
+                mx * scale2
+            };
+            alpha[h] = (row_max[h] * scale2 - base).exp2();
+            row_max[h] = mx;
+            let mut sum = 0.0;
+            for nt in 0..16 {
+                for e in 0..2 {
+                    let p = (s[nt * 4 + h * 2 + e] * scale2 - base).exp2();
+                    s[nt * 4 + h * 2 + e] = p;
+                    sum += p;
+                }
+            }
+            row_sum[h] = row_sum[h] * alpha[h] + sum;
+        }
+
+        // P as A fragments: key step `kk` is accumulator elements `8 kk..8 kk + 8`, paired.
+        for kk in 0..8 {
+            for r in 0..4 {
+                pf[kk * 4 + r] = pack2(s[kk * 8 + 2 * r], s[kk * 8 + 2 * r + 1]);
+            }
+        }
+        for x in 0..64 {
+            if 8 * (x / 4) < d {
+                acc[x] *= alpha[(x / 2) % 2];
+            }
+        }
+        // O += P V: 16 keys are two 8-row groups of each panel, 512 words.
+        wgmma_fence();
+        for kk in 0..8 {
+            let vw = (kb + (kk as u32) * 512) as usize;
+            if d == 128 {
+                wgmma_rs_m64n128k16(&mut acc, 0, &pf, kk * 4, &sv, vw, 4096);
+            } else {
+                wgmma_rs_m64n64k16(&mut acc, 0, &pf, kk * 4, &sv, vw, 4096);
+            }
+        }
+        wgmma_commit();
+        wgmma_wait(0, &mut acc);
+        j += 1;
+    }
+    // Nothing may be left in flight (a block with no tile never waited).
+    cp_async_wait(0);
+
+    let o0 = n * os.stride(0) + hh * os.stride(1);
+    let o_rs = os.stride(2);
+    for h in 0..2 {
+        let mut l = row_sum[h];
+        l += warp_shuffle_xor(l, 1);
+        l += warp_shuffle_xor(l, 2);
+        let row = row0 + h * 8;
+        let inv = if l > 0.0 { 1.0 / l } else { 0.0 };
+        if row < t_q {
+            let o_row = o0 + row * o_rs + (t4 * 2) as usize;
+            for nt in 0..16 {
+                if nt * 8 < d {
+                    o[o_row + nt * 8] = acc[nt * 4 + h * 2] * inv;
+                    o[o_row + nt * 8 + 1] = acc[nt * 4 + h * 2 + 1] * inv;
+                }
+            }
+            if t4 == 0 {
+                lse[b * t_q + row] = if l > 0.0 {
+                    row_max[h] * scale + l.ln()
+                } else {
+                    T::NEG_INFINITY
+                };
+            }
+        }
+    }
+}
