@@ -26,6 +26,10 @@
 //! forward+backward is 3.5 times the forward (the backward 2.5 times).
 //! `benches/flash_attention_torch.py` times PyTorch on the same sizes.
 //!
+//! On a GPU of compute capability 9.0, the forward on Hopper's warpgroup products
+//! (`flash_attn_fwd_wgmma`, head dims 64 and 128) is checked the same way and timed beside
+//! it, alone and followed by the same backward.
+//!
 //! Build with `tools/gpu-build --bench flash_attention`; run as
 //! `.gpu/bin/flash_attention [--quick] [--reps 30] [--batch 32] [--heads 8]`. Without a GPU it
 //! prints a notice and exits 0; a failed check exits 1 after the table.
@@ -40,7 +44,7 @@ use rtx::kernel::KernelSource;
 use rtx::kernels::{
     flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
     flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_dense_strides, flash_attn_fwd,
-    flash_attn_launch,
+    flash_attn_fwd_wgmma, flash_attn_launch, flash_attn_wgmma_launch, flash_attn_wgmma_takes,
 };
 use rtx::prelude::*;
 use rtx_backends::cuda::{self, Arg, CudaStorage, Event, LaunchConfig};
@@ -335,6 +339,24 @@ impl<E: Float> Fused<E> {
         unsafe { launch::<E>(&flash_attn_fwd::KERNEL, flash_attn_launch(b, h, t), &args) }
     }
 
+    /// One launch of `flash_attn_fwd_wgmma` (compute capability 9.0, d 64 or 128): the same
+    /// `o` and `lse`.
+    fn forward_wgmma(&self) -> Result<(), String> {
+        let Size { b, h, t, .. } = self.size;
+        let mut args = vec![
+            Arg::Ptr(self.q.device_ptr()),
+            Arg::Ptr(self.k.device_ptr()),
+            Arg::Ptr(self.v.device_ptr()),
+            Arg::Ptr(self.o.device_ptr()),
+            Arg::Ptr(self.lse.device_ptr()),
+            Arg::Ptr(self.key_len.device_ptr()),
+        ];
+        args.extend(self.dims());
+        let grid = flash_attn_wgmma_launch(b, h, t);
+        // SAFETY: as `forward`'s; the grid covers the same rows.
+        unsafe { launch::<E>(&flash_attn_fwd_wgmma::KERNEL, grid, &args) }
+    }
+
     /// The three backward launches, in order: `delta = rowsum(do o)`, then `dk` and `dv`, then
     /// `dq`, from the forward's `o` and `lse`.
     fn backward(&self) -> Result<(), String> {
@@ -415,6 +437,9 @@ struct Row {
     unfused_fwd_ms: f64,
     fused_fwd_bwd_ms: f64,
     unfused_fwd_bwd_ms: f64,
+    /// The `wgmma` forward where it runs: its errors (o and lse; the gradients are the
+    /// backward's), its time alone and followed by the backward.
+    wgmma: Option<(Errors, f64, f64)>,
 }
 
 const O_TOL: f64 = 2e-2;
@@ -428,7 +453,14 @@ fn grad_tol(dtype: DType) -> f64 {
 impl Row {
     fn ok(&self) -> bool {
         let e = &self.errors;
-        e.o <= O_TOL && e.lse <= LSE_TOL && e.grads.iter().all(|&g| g <= grad_tol(self.dtype))
+        let wgmma_ok = self
+            .wgmma
+            .as_ref()
+            .is_none_or(|(w, ..)| w.o <= O_TOL && w.lse <= LSE_TOL);
+        wgmma_ok
+            && e.o <= O_TOL
+            && e.lse <= LSE_TOL
+            && e.grads.iter().all(|&g| g <= grad_tol(self.dtype))
     }
 }
 
@@ -567,6 +599,19 @@ fn measure<E: Float>(opts: &Opts, size: Size, seed: u64) -> Result<Row, String> 
     fused.forward()?;
     fused.backward()?;
     let errors = check(size, inputs, &fused)?;
+    let hopper = cuda::gpu_info(0).map_err(err)?.compute_capability == (9, 0);
+    let wgmma = if hopper && flash_attn_wgmma_takes(size.d) {
+        fused.forward_wgmma()?;
+        let e = check(size, inputs, &fused)?;
+        let fwd = median_ms(5, opts.reps, || fused.forward_wgmma())?;
+        let fwd_bwd = median_ms(5, opts.reps, || {
+            fused.forward_wgmma()?;
+            fused.backward()
+        })?;
+        Some((e, fwd, fwd_bwd))
+    } else {
+        None
+    };
     cuda::empty_cache(0).map_err(err)?;
     let row = Row {
         dtype: E::DTYPE,
@@ -579,6 +624,7 @@ fn measure<E: Float>(opts: &Opts, size: Size, seed: u64) -> Result<Row, String> 
             fused.backward()
         })?,
         unfused_fwd_bwd_ms: time_unfused_fwd_bwd(opts.reps, size, inputs)?,
+        wgmma,
     };
     let fwd = |ms: f64| size.fwd_flops() / (ms * 1e-3) / 1e12;
     let fwd_bwd = |ms: f64| size.fwd_bwd_flops() / (ms * 1e-3) / 1e12;
@@ -603,6 +649,16 @@ fn measure<E: Float>(opts: &Opts, size: Size, seed: u64) -> Result<Row, String> 
         row.unfused_fwd_bwd_ms,
         fwd_bwd(row.unfused_fwd_bwd_ms),
     );
+    if let Some((e, f, fb)) = &row.wgmma {
+        println!(
+            "  wgmma forward: o err {:.2e}, lse err {:.2e}; fwd {f:.3} ms ({:.1} TFLOP/s), \
+             fwd+bwd {fb:.3} ms ({:.1} TFLOP/s)",
+            e.o,
+            e.lse,
+            fwd(*f),
+            fwd_bwd(*fb)
+        );
+    }
     Ok(row)
 }
 

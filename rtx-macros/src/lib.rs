@@ -144,7 +144,10 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// f64 instantiation): `cp_async(&mut tile, word, x, i, n)`, `cp_async_commit()`,
 /// `cp_async_wait(n)`, `ldmatrix_x4(&mut frag, at, &tile, word)` (and `_x1`, `_x2`, `_trans`),
 /// `mma_m16n8k16(&mut acc, ci, &a, ai, &b, bi)` and `pack2(lo, hi)`, and on Hopper
-/// `wgmma_m64n{64,128,256}k16(&mut acc, ci, &ta, a_word, &tb, b_word)` with `wgmma_fence()`,
+/// `wgmma_m64n{64,128,256}k16(&mut acc, ci, &ta, a_word, &tb, b_word)` (both operands in
+/// shared tiles, K-major) and `wgmma_rs_m64n{64,128,256}k16(&mut acc, ci, &a, ai, &tb, b_word,
+/// b_panel)` (A from registers, B N-major, its 64-column panels `b_panel` words apart) with
+/// `wgmma_fence()`,
 /// `wgmma_commit()`, `wgmma_wait(n, &mut acc)` and `fence_proxy_async()`, with tiles as
 /// `#[shared]` arrays of `u32` words and fragments as per-thread arrays, in PTX's layouts
 /// (the book's chapter "Writing kernels" and `rtx_kernels::kernel::tensor_core` document them).

@@ -16,7 +16,7 @@
 //! probability 0 exactly.
 
 use crate::Float;
-use crate::kernel::{KernelStrides, LaunchConfig};
+use crate::kernel::LaunchConfig;
 use rtx_macros::kernel;
 
 /// Threads per block of [`flash_attn_fwd_wgmma()`]: two warpgroups, 64 query rows each.

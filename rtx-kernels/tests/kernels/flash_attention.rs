@@ -15,7 +15,10 @@
 //! `1 / t_k` here, and a missing rescale by the change of the row maximum between key tiles.
 
 use half::{bf16, f16};
-use rtx_kernels::kernels::{flash_attn_dense_strides, flash_attn_fwd, flash_attn_launch};
+use rtx_kernels::kernels::{
+    flash_attn_dense_strides, flash_attn_fwd, flash_attn_fwd_wgmma, flash_attn_launch,
+    flash_attn_wgmma_launch,
+};
 use rtx_kernels::{DType, Float};
 
 use crate::flash_common::{Case, case, input, padded};
@@ -56,8 +59,22 @@ fn reference(c: &Case, q: &[f64], k: &[f64], v: &[f64], scale: f64) -> (Vec<f64>
     (o, lse)
 }
 
-/// Runs `c` in `T` (unit roundoff `u`) and holds it to the reference.
+/// Which forward kernel a check runs.
+#[derive(Clone, Copy, Debug)]
+enum Forward {
+    /// `flash_attn_fwd`, on `mma.sync`.
+    Mma,
+    /// `flash_attn_fwd_wgmma`, on Hopper's warpgroup products.
+    Wgmma,
+}
+
+/// Runs `c` in `T` (unit roundoff `u`) on `flash_attn_fwd` and holds it to the reference.
 fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64) {
+    check_on::<T>(Forward::Mma, c, seed, u);
+}
+
+/// Runs `c` in `T` (unit roundoff `u`) on `kernel` and holds it to the reference.
+fn check_on<T: Float<Acc = f32>>(kernel: Forward, c: &Case, seed: u64, u: f64) {
     let (t_q, t_k, d) = (c.t_q, c.t_k, c.d);
     // Scores of standard deviation about 1.3 after scaling: sharp enough that the row maximum
     // moves between key tiles, flat enough that many keys matter.
@@ -68,8 +85,16 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64) {
     let mut o = vec![T::from_f64(-7.0); c.bh * t_q * d];
     let mut lse = vec![-7.0f32; c.bh * t_q];
     let lens = c.key_len.clone().unwrap_or_default();
-    flash_attn_fwd(
-        flash_attn_launch(1, c.bh, t_q),
+    let run = match kernel {
+        Forward::Mma => flash_attn_fwd,
+        Forward::Wgmma => flash_attn_fwd_wgmma,
+    };
+    let launch = match kernel {
+        Forward::Mma => flash_attn_launch(1, c.bh, t_q),
+        Forward::Wgmma => flash_attn_wgmma_launch(1, c.bh, t_q),
+    };
+    run(
+        launch,
         &q,
         &k,
         &v,
@@ -94,7 +119,7 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64) {
     let vmax = v64.iter().fold(0.0f64, |m, x| m.max(x.abs()));
     let tol = 2.5 * u * vmax;
     let what = format!(
-        "{:?} bh {} t_q {t_q} t_k {t_k} d {d} causal {} key_len {:?}",
+        "{kernel:?} {:?} bh {} t_q {t_q} t_k {t_k} d {d} causal {} key_len {:?}",
         T::DTYPE,
         c.bh,
         c.causal,
@@ -187,6 +212,31 @@ fn key_padding_matches_f64() {
         ],
         300,
     );
+}
+
+/// The `wgmma` forward (head dims 64 and 128) on the same kinds of case: ragged edges in
+/// queries and keys, several 128-key tiles (the maximum moves between them), both warpgroups
+/// of a block and several blocks, the causal diagonal with more keys or more queries, and key
+/// padding with and without it.
+#[test]
+fn wgmma_forward_matches_f64() {
+    let cases = [
+        case(1, 1, 1, 64, false),
+        case(2, 17, 100, 128, false),
+        case(1, 100, 300, 64, false),
+        case(1, 200, 260, 128, false),
+        case(1, 260, 260, 64, true),
+        case(1, 130, 130, 128, true),
+        case(1, 17, 300, 128, true),
+        case(2, 100, 17, 64, true),
+        padded(3, 100, 100, 128, false, &[100, 37, 0]),
+        padded(2, 130, 200, 64, true, &[70, 300]),
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let seed = 700 + 10 * i as u64;
+        check_on::<bf16>(Forward::Wgmma, c, seed, BF16_U);
+        check_on::<f16>(Forward::Wgmma, c, seed + 5, F16_U);
+    }
 }
 
 #[test]

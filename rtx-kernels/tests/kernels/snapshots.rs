@@ -24,6 +24,7 @@ fn generated_cuda_matches_snapshots() {
         "matmul_tc",
         "matmul_wgmma",
         "flash_attn_fwd",
+        "flash_attn_fwd_wgmma",
         "flash_attn_bwd_rowdot",
         "flash_attn_bwd_dkdv",
         "flash_attn_bwd_dq",

@@ -380,6 +380,12 @@ template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_f16>(float lo,
 __device__ __forceinline__ unsigned long long rtx_wgmma_desc(unsigned int addr) {
   return (unsigned long long)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
+// The descriptor of an N-major (MN-major) tile in the 128-byte swizzle: K rows of 64-element
+// panels, 8-row groups 1024 bytes apart (the stride byte offset), panels `panel` bytes apart
+// (the leading byte offset); the instruction's trans-b bit says the tile is N-major.
+__device__ __forceinline__ unsigned long long rtx_wgmma_desc_mn(unsigned int addr, unsigned int panel) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((panel >> 4) & 0x3FFFu) << 16) | (64ull << 32) | (1ull << 62);
+}
 // Whether the storage type S is bf16 (else f16): the instruction names the type in its text.
 template <typename S> struct rtx_is_bf16 { static const bool value = false; };
 template <> struct rtx_is_bf16<rtx_bf16> { static const bool value = true; };

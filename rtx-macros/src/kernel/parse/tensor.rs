@@ -406,6 +406,14 @@ mod tests {
                 "`wgmma_wait` takes the number of newest groups",
             ),
             (quote! { wgmma_commit(0); }, "takes 0 argument(s)"),
+            (
+                quote! { let mut acc = [T::NAN; 64]; let f = [0u32; 4]; #[shared] let t: [u32; 2048]; wgmma_rs_m64n128k16(&mut acc, 0, &f, 0, &t, 0); },
+                "takes 7 argument(s)",
+            ),
+            (
+                quote! { let mut acc = [T::NAN; 64]; let f = [0u32; 4]; wgmma_rs_m64n128k16(&mut acc, 0, &f, 0, &f, 0, 4096); },
+                "a `#[shared]` array of `u32` words",
+            ),
         ] {
             let out = expand(
                 quote!(crate = crate),
