@@ -15,8 +15,8 @@ use rtx_kernels::DType;
 use rtx_kernels::kernel::{KernelSource, LaunchConfig as Grid, Variant};
 use rtx_kernels::kernels::{
     flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_launch,
-    flash_attn_strides,
+    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_fwd_wgmma,
+    flash_attn_launch, flash_attn_strides, flash_attn_wgmma_launch, flash_attn_wgmma_takes,
 };
 
 /// One group's strides as the kernels take them.
@@ -73,7 +73,8 @@ unsafe fn launch(
 }
 
 /// `o = softmax(scale q kᵀ, masked) v` and each query row's log-sum-exp `lse` (f32), in one
-/// launch on GPU `ordinal`.
+/// launch on GPU `ordinal`: on Hopper (compute capability 9.0) with head dims 64 and 128 the
+/// `wgmma` kernel, elsewhere the `mma.sync` one.
 ///
 /// # Safety
 /// `q`, `k`, `v` and `o` are the addresses of those operands' first elements of `dtype`, and
@@ -97,6 +98,12 @@ pub(crate) unsafe fn forward(
         Arg::Ptr(q),
     ];
     args.extend(tail(dims, layout));
+    let hopper = super::gpu::gpu(ordinal)?.cc == (9, 0);
+    if hopper && flash_attn_wgmma_takes(dims.d) {
+        let grid = flash_attn_wgmma_launch(dims.batch, dims.heads, dims.t_q);
+        // SAFETY: as below; the same arguments.
+        return unsafe { launch(ordinal, &flash_attn_fwd_wgmma::KERNEL, dtype, grid, &args) };
+    }
     let grid = flash_attn_launch(dims.batch, dims.heads, dims.t_q);
     // SAFETY: the caller's promise covers the extents the arguments name.
     unsafe { launch(ordinal, &flash_attn_fwd::KERNEL, dtype, grid, &args) }
