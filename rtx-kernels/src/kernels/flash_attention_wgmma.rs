@@ -9,9 +9,7 @@
 //! softmax on them in registers, and adds `P V` with `wgmma_rs_m64n{d}k16`: the probabilities
 //! go from the scores' accumulator straight into A fragments, and V's rows are read as an
 //! N-major tile, so V is copied as it lies. One `wgmma` instruction does the work of 16 to 32
-//! `mma.sync`s, which frees the issue slots the softmax needs, and the softmax of one tile runs
-//! while the tensor cores add the tile before it (FlashAttention-3's overlap within a
-//! warpgroup).
+//! `mma.sync`s, which frees the issue slots the softmax needs.
 //!
 //! Invariant: every size works, as for [`flash_attn_fwd()`](super::flash_attn_fwd): rows past
 //! `t_q` are zero-filled and not stored, keys past the valid length are zero-filled and get
@@ -158,6 +156,7 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
             cp_async(&mut sq, dst, q, q_at + (i as usize) * q_pass, lq);
             let len = if (r as usize) < n_end { 8 } else { 0 };
             cp_async(&mut sk, dst, k, k_at + (i as usize) * k_pass, len);
+            cp_async(&mut sv, dst, v, k_at + (i as usize) * k_pass, len);
         }
     }
     cp_async_commit();
@@ -176,149 +175,117 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
     let mut row_sum = [0.0; 2];
     let mut alpha = [0.0; 2];
 
-    // Iteration `j` computes tile `j`'s scores and softmax while the tensor cores add tile
-    // `j - 1`'s `P V`: the scores' product is issued first, then `P V`, and the wait for the
-    // first lets the softmax run under the second. So tile `j`'s K must land one iteration
-    // before its V: iteration `j` copies K of tile `j + 1` (into the buffer tile `j - 1`'s
-    // scores used, done an iteration ago) and V of tile `j` (into the buffer tile `j - 2`'s
-    // `P V` used, also done an iteration ago). Each iteration's barrier is where the copies of
-    // the one before have landed for every thread.
     let mut j = 0;
-    while j <= tiles {
+    while j < tiles {
+        let n0 = j * 128;
+        let kb = ((j % 2) * 8192) as u32;
+        // Tile `j` has landed for every thread and is visible to the tensor cores; every
+        // warpgroup is done with tile `j - 1`, whose buffer the copies below overwrite.
         cp_async_wait(0);
         fence_proxy_async();
         sync_threads();
-        for i in 0..8 {
-            if (i as u32) < passes {
-                let r = (cr + (i as u32) * rstep) as usize;
-                let dst = (c_dst + (i as u32) * rstep * 32) as usize;
-                if j + 1 < tiles {
-                    let n1 = (j + 1) * 128;
-                    let len = if n1 + r < n_end { 8 } else { 0 };
-                    let to = (((j + 1) % 2) * 8192) as usize + dst;
-                    cp_async(
-                        &mut sk,
-                        to,
-                        k,
-                        k_at + n1 * k_rs + (i as usize) * k_pass,
-                        len,
-                    );
-                }
-                if j < tiles {
-                    let n0 = j * 128;
-                    let len = if n0 + r < n_end { 8 } else { 0 };
-                    let to = ((j % 2) * 8192) as usize + dst;
-                    cp_async(
-                        &mut sv,
-                        to,
-                        v,
-                        k_at + n0 * k_rs + (i as usize) * k_pass,
-                        len,
-                    );
+        if j + 1 < tiles {
+            let n1 = n0 + 128;
+            let k_next = k_at + n1 * k_rs;
+            let nb = (8192 - kb) as usize;
+            for i in 0..8 {
+                if (i as u32) < passes {
+                    let r = n1 + (cr + (i as u32) * rstep) as usize;
+                    let dst = nb + (c_dst + (i as u32) * rstep * 32) as usize;
+                    let len = if r < n_end { 8 } else { 0 };
+                    cp_async(&mut sk, dst, k, k_next + (i as usize) * k_pass, len);
+                    cp_async(&mut sv, dst, v, k_next + (i as usize) * k_pass, len);
                 }
             }
         }
         cp_async_commit();
 
+        // S = Q K^T, 64 x 128 for this warpgroup. A 16-wide step along d is 8 words along a
+        // panel's rows; steps 4 to 7 are in the second panel.
+        for x in 0..64 {
+            s[x] = 0.0;
+        }
         wgmma_fence();
-        if j < tiles {
-            // S = Q K^T, 64 x 128 for this warpgroup. A 16-wide step along d is 8 words along
-            // a panel's rows; steps 4 to 7 are in the second panel.
-            let kb = ((j % 2) * 8192) as u32;
-            for x in 0..64 {
-                s[x] = 0.0;
+        for kk in 0..8 {
+            if kk * 16 < d {
+                let step = ((kk / 4) * 4096 + (kk % 4) * 8) as u32;
+                wgmma_m64n128k16(
+                    &mut s,
+                    0,
+                    &sq,
+                    (q_tile + step) as usize,
+                    &sk,
+                    (kb + step) as usize,
+                );
             }
-            for kk in 0..8 {
-                if kk * 16 < d {
-                    let step = ((kk / 4) * 4096 + (kk % 4) * 8) as u32;
-                    wgmma_m64n128k16(
-                        &mut s,
-                        0,
-                        &sq,
-                        (q_tile + step) as usize,
-                        &sk,
-                        (kb + step) as usize,
-                    );
+        }
+        wgmma_commit();
+        wgmma_wait(0, &mut s);
+
+        // Masks, only on tiles that cross the valid length or the diagonal.
+        if n0 + 128 > kl || (is_causal && n0 + 127 + t_q > m0 + t_k) {
+            for i in 0..64 {
+                let col = n0 + 8 * (i / 4) + (t4 * 2) as usize + i % 2;
+                let row = row0 + 8 * ((i / 2) % 2);
+                if col >= kl || (is_causal && col + t_q > row + t_k) {
+                    s[i] = T::NEG_INFINITY;
                 }
             }
-            wgmma_commit();
         }
-        if j > 0 {
-            // O += P V for tile j - 1: 16 keys are two 8-row groups of each panel, 512 words.
-            let vb = (((j + 1) % 2) * 8192) as u32;
-            for kk in 0..8 {
-                let vw = (vb + (kk as u32) * 512) as usize;
-                if d == 128 {
-                    wgmma_rs_m64n128k16(&mut acc, 0, &pf, kk * 4, &sv, vw, 4096);
-                } else {
-                    wgmma_rs_m64n64k16(&mut acc, 0, &pf, kk * 4, &sv, vw, 4096);
-                }
+
+        // Online softmax for this lane's two rows, the maximum over the 4 lanes of a row.
+        for h in 0..2 {
+            let mut mx = row_max[h];
+            for nt in 0..16 {
+                mx = mx.max(s[nt * 4 + h * 2]).max(s[nt * 4 + h * 2 + 1]);
             }
-            wgmma_commit();
-        }
-        if j < tiles {
-            // The scores are ready (the older group); `P V` may still run.
-            if j > 0 {
-                wgmma_wait(1, &mut s);
+            mx = mx.max(warp_shuffle_xor(mx, 1));
+            mx = mx.max(warp_shuffle_xor(mx, 2));
+            let base = if mx == T::NEG_INFINITY {
+                0.0
             } else {
-                wgmma_wait(0, &mut s);
-            }
-            let n0 = j * 128;
-            // Masks, only on tiles that cross the valid length or the diagonal.
-            if n0 + 128 > kl || (is_causal && n0 + 127 + t_q > m0 + t_k) {
-                for i in 0..64 {
-                    let col = n0 + 8 * (i / 4) + (t4 * 2) as usize + i % 2;
-                    let row = row0 + 8 * ((i / 2) % 2);
-                    if col >= kl || (is_causal && col + t_q > row + t_k) {
-                        s[i] = T::NEG_INFINITY;
-                    }
+                mx * scale2
+            };
+            alpha[h] = (row_max[h] * scale2 - base).exp2();
+            row_max[h] = mx;
+            let mut sum = 0.0;
+            for nt in 0..16 {
+                for e in 0..2 {
+                    let p = (s[nt * 4 + h * 2 + e] * scale2 - base).exp2();
+                    s[nt * 4 + h * 2 + e] = p;
+                    sum += p;
                 }
             }
-            // Online softmax for this lane's two rows, the maximum over the 4 lanes of a row.
-            for h in 0..2 {
-                let mut mx = row_max[h];
-                for nt in 0..16 {
-                    mx = mx.max(s[nt * 4 + h * 2]).max(s[nt * 4 + h * 2 + 1]);
-                }
-                mx = mx.max(warp_shuffle_xor(mx, 1));
-                mx = mx.max(warp_shuffle_xor(mx, 2));
-                let base = if mx == T::NEG_INFINITY {
-                    0.0
-                } else {
-                    mx * scale2
-                };
-                alpha[h] = (row_max[h] * scale2 - base).exp2();
-                row_max[h] = mx;
-                let mut sum = 0.0;
-                for nt in 0..16 {
-                    for e in 0..2 {
-                        let p = (s[nt * 4 + h * 2 + e] * scale2 - base).exp2();
-                        s[nt * 4 + h * 2 + e] = p;
-                        sum += p;
-                    }
-                }
-                row_sum[h] = row_sum[h] * alpha[h] + sum;
+            row_sum[h] = row_sum[h] * alpha[h] + sum;
+        }
+
+        // P as A fragments: key step `kk` is accumulator elements `8 kk..8 kk + 8`, paired.
+        for kk in 0..8 {
+            for r in 0..4 {
+                pf[kk * 4 + r] = pack2(s[kk * 8 + 2 * r], s[kk * 8 + 2 * r + 1]);
             }
         }
-        if j > 0 {
-            wgmma_wait(0, &mut acc);
-        }
-        if j < tiles {
-            // P as A fragments (key step `kk` is accumulator elements `8 kk..8 kk + 8`,
-            // paired), once the previous `P V` is done with them; the output rescaled.
-            for kk in 0..8 {
-                for r in 0..4 {
-                    pf[kk * 4 + r] = pack2(s[kk * 8 + 2 * r], s[kk * 8 + 2 * r + 1]);
-                }
-            }
-            for x in 0..64 {
-                if 8 * (x / 4) < d {
-                    acc[x] *= alpha[(x / 2) % 2];
-                }
+        for x in 0..64 {
+            if 8 * (x / 4) < d {
+                acc[x] *= alpha[(x / 2) % 2];
             }
         }
+        // O += P V: 16 keys are two 8-row groups of each panel, 512 words.
+        wgmma_fence();
+        for kk in 0..8 {
+            let vw = (kb + (kk as u32) * 512) as usize;
+            if d == 128 {
+                wgmma_rs_m64n128k16(&mut acc, 0, &pf, kk * 4, &sv, vw, 4096);
+            } else {
+                wgmma_rs_m64n64k16(&mut acc, 0, &pf, kk * 4, &sv, vw, 4096);
+            }
+        }
+        wgmma_commit();
+        wgmma_wait(0, &mut acc);
         j += 1;
     }
+    // Nothing may be left in flight (a block with no tile never waited).
+    cp_async_wait(0);
 
     let o0 = n * os.stride(0) + hh * os.stride(1);
     let o_rs = os.stride(2);
