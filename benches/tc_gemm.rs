@@ -78,7 +78,7 @@ fn run() -> Result<(), String> {
     gemm.against_cublas(
         matmul_tc::Op,
         tc,
-        &b,
+        (&b, &b),
         "matmul_tc (#[kernel], mma.sync)",
         "a.matmul(&b)",
     )?;
@@ -90,12 +90,14 @@ fn run() -> Result<(), String> {
         tiles(MATMUL_WGMMA_ROWS, MATMUL_WGMMA_COLS),
         MATMUL_WGMMA_THREADS,
     );
-    // `matmul_wgmma` reads `b` as `n x k`: cuBLAS multiplies by the same transposed view.
+    // `matmul_wgmma` reads `b`'s buffer as `n x k`: cuBLAS multiplies by the transposed
+    // view. (The kernel must get `b` itself: a launch argument is a tensor's values in order,
+    // and a transposed view's are `b^T`'s.)
     let bt = b.t();
     gemm.against_cublas(
         matmul_wgmma::Op,
         wg,
-        &bt,
+        (&b, &bt),
         "matmul_wgmma (#[kernel], wgmma)",
         "a.matmul(&b.t())",
     )
@@ -109,13 +111,13 @@ struct Gemm<'a> {
 }
 
 impl Gemm<'_> {
-    /// Launches `kernel` on `config` with `a`, the storage of `b` and `n` for m, n and k,
-    /// holds its result to cuBLAS's `a.matmul(b)`, then times both and prints the ratio.
+    /// Launches `kernel` on `config` with `a`, `b_kernel` and `n` for m, n and k, holds its
+    /// result to cuBLAS's `a.matmul(b_cublas)`, then times both and prints the ratio.
     fn against_cublas<K: kernel::Simt>(
         &self,
         kernel: K,
         config: LaunchConfig,
-        b: &Matrix,
+        (b_kernel, b): (&Matrix, &Matrix),
         name: &str,
         cublas: &str,
     ) -> Result<(), String> {
@@ -129,7 +131,7 @@ impl Gemm<'_> {
                     config,
                     &mut [
                         Arg::input(a),
-                        Arg::input(b),
+                        Arg::input(b_kernel),
                         Arg::output(c),
                         Arg::usize(n),
                         Arg::usize(n),

@@ -16,7 +16,7 @@ use rtx_kernels::kernel::{KernelSource, LaunchConfig as Grid, Variant};
 use rtx_kernels::kernels::{
     flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
     flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_fwd_wgmma,
-    flash_attn_launch, flash_attn_strides, flash_attn_wgmma_launch, flash_attn_wgmma_takes,
+    flash_attn_launch, flash_attn_strides, flash_attn_wgmma_launch,
 };
 
 /// One group's strides as the kernels take them.
@@ -73,8 +73,9 @@ unsafe fn launch(
 }
 
 /// `o = softmax(scale q kᵀ, masked) v` and each query row's log-sum-exp `lse` (f32), in one
-/// launch on GPU `ordinal`: on Hopper (compute capability 9.0) with head dims 64 and 128 the
-/// `wgmma` kernel, elsewhere the `mma.sync` one.
+/// launch on GPU `ordinal`: on Hopper (compute capability 9.0) at head dim 128 the `wgmma`
+/// kernel, elsewhere the `mma.sync` one (at head dim 64 it measured as fast or faster; see
+/// benches/README.md).
 ///
 /// # Safety
 /// `q`, `k`, `v` and `o` are the addresses of those operands' first elements of `dtype`, and
@@ -99,7 +100,7 @@ pub(crate) unsafe fn forward(
     ];
     args.extend(tail(dims, layout));
     let hopper = super::gpu::gpu(ordinal)?.cc == (9, 0);
-    if hopper && flash_attn_wgmma_takes(dims.d) {
+    if hopper && dims.d == 128 {
         let grid = flash_attn_wgmma_launch(dims.batch, dims.heads, dims.t_q);
         // SAFETY: as below; the same arguments.
         return unsafe { launch(ordinal, &flash_attn_fwd_wgmma::KERNEL, dtype, grid, &args) };
