@@ -93,26 +93,34 @@ __device__ __forceinline__ void gelu_affine_strided(const S* x, rtx_strides rtx_
 }
 
 extern "C" __global__ void gelu_affine_contig_f32(const float* x, float a, float b, float* rtx_out, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_affine_contig<float>(x, a, b, rtx_out, rtx_n);
 }
 extern "C" __global__ void gelu_affine_strided_f32(const float* x, rtx_strides rtx_st_x, float a, float b, float* rtx_out, rtx_shape rtx_dims, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_affine_strided<float>(x, rtx_st_x, a, b, rtx_out, rtx_dims, rtx_n);
 }
 extern "C" __global__ void gelu_affine_contig_f64(const double* x, double a, double b, double* rtx_out, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_affine_contig<double>(x, a, b, rtx_out, rtx_n);
 }
 extern "C" __global__ void gelu_affine_strided_f64(const double* x, rtx_strides rtx_st_x, double a, double b, double* rtx_out, rtx_shape rtx_dims, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_affine_strided<double>(x, rtx_st_x, a, b, rtx_out, rtx_dims, rtx_n);
 }
 extern "C" __global__ void gelu_affine_contig_f16(const rtx_f16* x, float a, float b, rtx_f16* rtx_out, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_affine_contig<rtx_f16>(x, a, b, rtx_out, rtx_n);
 }
 extern "C" __global__ void gelu_affine_strided_f16(const rtx_f16* x, rtx_strides rtx_st_x, float a, float b, rtx_f16* rtx_out, rtx_shape rtx_dims, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_affine_strided<rtx_f16>(x, rtx_st_x, a, b, rtx_out, rtx_dims, rtx_n);
 }
 extern "C" __global__ void gelu_affine_contig_bf16(const rtx_bf16* x, float a, float b, rtx_bf16* rtx_out, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_affine_contig<rtx_bf16>(x, a, b, rtx_out, rtx_n);
 }
 extern "C" __global__ void gelu_affine_strided_bf16(const rtx_bf16* x, rtx_strides rtx_st_x, float a, float b, rtx_bf16* rtx_out, rtx_shape rtx_dims, unsigned long long rtx_n) {
+  RTX_ENTRY();
   gelu_affine_strided<rtx_bf16>(x, rtx_st_x, a, b, rtx_out, rtx_dims, rtx_n);
 }
