@@ -321,9 +321,8 @@ impl<E: Float> Fused<E> {
         ]
     }
 
-    /// One launch of `flash_attn_fwd`: `o` and `lse`.
-    fn forward(&self) -> Result<(), String> {
-        let Size { b, h, t, .. } = self.size;
+    /// The forward kernels' arguments: q, k, v, o, lse, key_len, then [`Fused::dims`].
+    fn forward_args(&self) -> Vec<Arg> {
         let mut args = vec![
             Arg::Ptr(self.q.device_ptr()),
             Arg::Ptr(self.k.device_ptr()),
@@ -333,6 +332,13 @@ impl<E: Float> Fused<E> {
             Arg::Ptr(self.key_len.device_ptr()),
         ];
         args.extend(self.dims());
+        args
+    }
+
+    /// One launch of `flash_attn_fwd`: `o` and `lse`.
+    fn forward(&self) -> Result<(), String> {
+        let Size { b, h, t, .. } = self.size;
+        let args = self.forward_args();
         // SAFETY: q, k, v and o hold `b h t d` elements, lse `b h t` and key_len `b h`, the
         // extents the kernel is told (its grid covers `b h` rows of `t` queries, each reading
         // `t` keys).
@@ -343,15 +349,7 @@ impl<E: Float> Fused<E> {
     /// `o` and `lse`.
     fn forward_wgmma(&self) -> Result<(), String> {
         let Size { b, h, t, .. } = self.size;
-        let mut args = vec![
-            Arg::Ptr(self.q.device_ptr()),
-            Arg::Ptr(self.k.device_ptr()),
-            Arg::Ptr(self.v.device_ptr()),
-            Arg::Ptr(self.o.device_ptr()),
-            Arg::Ptr(self.lse.device_ptr()),
-            Arg::Ptr(self.key_len.device_ptr()),
-        ];
-        args.extend(self.dims());
+        let args = self.forward_args();
         let grid = flash_attn_wgmma_launch(b, h, t);
         // SAFETY: as `forward`'s; the grid covers the same rows.
         unsafe { launch::<E>(&flash_attn_fwd_wgmma::KERNEL, grid, &args) }
