@@ -125,16 +125,39 @@ pub fn matmul_wgmma<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize,
             };
             let a_stage = load_stage * A_WORDS + dst;
             let b_stage = load_stage * B_WORDS + dst;
-            for i in 0..8 {
-                // Rows `row + 32 i` of B, and for i < 4 of A.
-                let r = row + 32 * (i as u32);
-                let to = 1024 * (i as u32);
-                if i < 4 {
-                    let na = if r < a_rows { width } else { 0 };
-                    let src = a_src + i * k32 + k0;
-                    if aligned {
-                        cp_async(&mut sa, (a_stage + to) as usize, a, src, na);
-                    } else {
+            // Rows `row + 32 i` of B, and for i < 4 of A. The branch on `aligned` stands
+            // outside the copies (uniform, taken once a tile): inside, ptxas kept a branch and
+            // a convergence barrier around each of the twelve.
+            if aligned {
+                for i in 0..8 {
+                    let r = row + 32 * (i as u32);
+                    let to = 1024 * (i as u32);
+                    if i < 4 {
+                        let na = if r < a_rows { width } else { 0 };
+                        cp_async(
+                            &mut sa,
+                            (a_stage + to) as usize,
+                            a,
+                            a_src + i * k32 + k0,
+                            na,
+                        );
+                    }
+                    let nb = if r < b_rows { width } else { 0 };
+                    cp_async(
+                        &mut sb,
+                        (b_stage + to) as usize,
+                        b,
+                        b_src + i * k32 + k0,
+                        nb,
+                    );
+                }
+            } else {
+                for i in 0..8 {
+                    let r = row + 32 * (i as u32);
+                    let to = 1024 * (i as u32);
+                    if i < 4 {
+                        let na = if r < a_rows { width } else { 0 };
+                        let src = a_src + i * k32 + k0;
                         for p in 0..4 {
                             let lo = if 2 * p < na { a[src + 2 * p] } else { 0.0 };
                             let hi = if 2 * p + 1 < na {
@@ -145,12 +168,8 @@ pub fn matmul_wgmma<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize,
                             sa[(a_stage + to) as usize + p] = pack2(lo, hi);
                         }
                     }
-                }
-                let nb = if r < b_rows { width } else { 0 };
-                let src = b_src + i * k32 + k0;
-                if aligned {
-                    cp_async(&mut sb, (b_stage + to) as usize, b, src, nb);
-                } else {
+                    let nb = if r < b_rows { width } else { 0 };
+                    let src = b_src + i * k32 + k0;
                     for p in 0..4 {
                         let lo = if 2 * p < nb { b[src + 2 * p] } else { 0.0 };
                         let hi = if 2 * p + 1 < nb {

@@ -455,34 +455,40 @@ __device__ __forceinline__ void matmul_wgmma_impl(const S* a, const S* b, S* c, 
       unsigned long long width = (((gk + 8ull) <= k) ? 8ull : ((gk < k) ? (k - gk) : 0ull));
       unsigned int a_stage = ((load_stage * 4096u) + dst);
       unsigned int b_stage = ((load_stage * 8192u) + dst);
-      #pragma unroll
-      for (unsigned long long i = 0ull; i < 8ull; i += 1) {
-        unsigned int r = (row + (32u * ((unsigned int)(i))));
-        unsigned int to = (1024u * ((unsigned int)(i)));
-        if ((i < 4ull)) {
-          unsigned long long na = ((r < a_rows) ? width : 0ull);
-          unsigned long long src = ((a_src + (i * k32)) + k0);
-          if (aligned) {
-            rtx_cp_async16<S>((rtx_smem_addr(sa) + 4u * (unsigned int)(((unsigned long long)((a_stage + to))))), rtx_global_addr(a), src, na);
-          } else {
+      if (aligned) {
+        #pragma unroll
+        for (unsigned long long i = 0ull; i < 8ull; i += 1) {
+          unsigned int r = (row + (32u * ((unsigned int)(i))));
+          unsigned int to = (1024u * ((unsigned int)(i)));
+          if ((i < 4ull)) {
+            unsigned long long na = ((r < a_rows) ? width : 0ull);
+            rtx_cp_async16<S>((rtx_smem_addr(sa) + 4u * (unsigned int)(((unsigned long long)((a_stage + to))))), rtx_global_addr(a), ((a_src + (i * k32)) + k0), na);
+          }
+          unsigned long long nb = ((r < b_rows) ? width : 0ull);
+          rtx_cp_async16<S>((rtx_smem_addr(sb) + 4u * (unsigned int)(((unsigned long long)((b_stage + to))))), rtx_global_addr(b), ((b_src + (i * k32)) + k0), nb);
+        }
+      } else {
+        #pragma unroll
+        for (unsigned long long i_1 = 0ull; i_1 < 8ull; i_1 += 1) {
+          unsigned int r_1 = (row + (32u * ((unsigned int)(i_1))));
+          unsigned int to_1 = (1024u * ((unsigned int)(i_1)));
+          if ((i_1 < 4ull)) {
+            unsigned long long na_1 = ((r_1 < a_rows) ? width : 0ull);
+            unsigned long long src = ((a_src + (i_1 * k32)) + k0);
             #pragma unroll
             for (unsigned long long p = 0ull; p < 4ull; p += 1) {
-              A lo = (((2ull * p) < na) ? rtx_elem<S>::widen(a[(src + (2ull * p))]) : A(0.0));
-              A hi = ((((2ull * p) + 1ull) < na) ? rtx_elem<S>::widen(a[((src + (2ull * p)) + 1ull)]) : A(0.0));
-              sa[(((unsigned long long)((a_stage + to))) + p)] = rtx_pack2<S>(lo, hi);
+              A lo = (((2ull * p) < na_1) ? rtx_elem<S>::widen(a[(src + (2ull * p))]) : A(0.0));
+              A hi = ((((2ull * p) + 1ull) < na_1) ? rtx_elem<S>::widen(a[((src + (2ull * p)) + 1ull)]) : A(0.0));
+              sa[(((unsigned long long)((a_stage + to_1))) + p)] = rtx_pack2<S>(lo, hi);
             }
           }
-        }
-        unsigned long long nb = ((r < b_rows) ? width : 0ull);
-        unsigned long long src_1 = ((b_src + (i * k32)) + k0);
-        if (aligned) {
-          rtx_cp_async16<S>((rtx_smem_addr(sb) + 4u * (unsigned int)(((unsigned long long)((b_stage + to))))), rtx_global_addr(b), src_1, nb);
-        } else {
+          unsigned long long nb_1 = ((r_1 < b_rows) ? width : 0ull);
+          unsigned long long src_1 = ((b_src + (i_1 * k32)) + k0);
           #pragma unroll
           for (unsigned long long p_1 = 0ull; p_1 < 4ull; p_1 += 1) {
-            A lo_1 = (((2ull * p_1) < nb) ? rtx_elem<S>::widen(b[(src_1 + (2ull * p_1))]) : A(0.0));
-            A hi_1 = ((((2ull * p_1) + 1ull) < nb) ? rtx_elem<S>::widen(b[((src_1 + (2ull * p_1)) + 1ull)]) : A(0.0));
-            sb[(((unsigned long long)((b_stage + to))) + p_1)] = rtx_pack2<S>(lo_1, hi_1);
+            A lo_1 = (((2ull * p_1) < nb_1) ? rtx_elem<S>::widen(b[(src_1 + (2ull * p_1))]) : A(0.0));
+            A hi_1 = ((((2ull * p_1) + 1ull) < nb_1) ? rtx_elem<S>::widen(b[((src_1 + (2ull * p_1)) + 1ull)]) : A(0.0));
+            sb[(((unsigned long long)((b_stage + to_1))) + p_1)] = rtx_pack2<S>(lo_1, hi_1);
           }
         }
       }
@@ -504,10 +510,10 @@ __device__ __forceinline__ void matmul_wgmma_impl(const S* a, const S* b, S* c, 
     for (unsigned long long h = 0ull; h < 2ull; h += 1) {
       #pragma unroll
       for (unsigned long long e = 0ull; e < 2ull; e += 1) {
-        unsigned long long r_1 = (r0 + (8ull * h));
+        unsigned long long r_2 = (r0 + (8ull * h));
         unsigned long long cc = ((c0 + (8ull * j)) + e);
-        if (((r_1 < m) && (cc < n))) {
-          const unsigned long long rtx_t2 = ((r_1 * n) + cc);
+        if (((r_2 < m) && (cc < n))) {
+          const unsigned long long rtx_t2 = ((r_2 * n) + cc);
           c[rtx_t2] = rtx_elem<S>::narrow(acc[(((4ull * j) + (2ull * h)) + e)]);
         }
       }
