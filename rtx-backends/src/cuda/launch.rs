@@ -184,7 +184,13 @@ pub unsafe fn launch(
         .collect();
     // A kernel whose shared arrays are dynamic takes them at every launch.
     let shared = config.shared_mem.max(kernel.dynamic_shared);
-    if kernel.waits_for_previous_grid && g.cc >= (9, 0) && early_launch_enabled() {
+    // Not inside a capture: in a graph the programmatic edges measured slower than plain ones
+    // (benches/README.md, "early launch"), while on a stream they hide launch time.
+    if kernel.waits_for_previous_grid
+        && g.cc >= (9, 0)
+        && !g.capturing()
+        && early_launch_enabled()
+    {
         return submit_driver(&g, "cuLaunchKernelEx", |g| {
             // SAFETY: as below; the kernel waits for the previous grid before it touches
             // memory, which is what the early launch requires.
@@ -217,9 +223,8 @@ fn early_launch_enabled() -> bool {
 /// Launches `f` with programmatic stream serialization (Hopper's programmatic dependent
 /// launch): the driver may start it once every block of the grid before it in the stream has
 /// started (or signalled with `griddepcontrol.launch_dependents`), instead of once that grid
-/// has finished, so the launch and the blocks' start overlap its tail. Inside a captured
-/// graph the edge becomes a programmatic one. After anything but a kernel it is an ordinary
-/// launch.
+/// has finished, so the launch and the blocks' start overlap its tail. After anything but a
+/// kernel it is an ordinary launch. [`launch`] uses it outside graph captures only.
 ///
 /// # Safety
 /// As `cuLaunchKernel`, and `f` must execute `griddepcontrol.wait` before it reads or writes
