@@ -186,10 +186,7 @@ pub unsafe fn launch(
     let shared = config.shared_mem.max(kernel.dynamic_shared);
     // Not inside a capture: in a graph the programmatic edges measured slower than plain ones
     // (benches/README.md, "early launch"), while on a stream they hide launch time.
-    if kernel.waits_for_previous_grid
-        && g.cc >= (9, 0)
-        && !g.capturing()
-        && early_launch_enabled()
+    if kernel.waits_for_previous_grid && g.cc >= (9, 0) && !g.capturing() && early_launch_enabled()
     {
         return submit_driver(&g, "cuLaunchKernelEx", |g| {
             // SAFETY: as below; the kernel waits for the previous grid before it touches
