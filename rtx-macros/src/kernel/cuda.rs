@@ -746,68 +746,60 @@ impl Writer {
 }
 
 /// `wgmma_m64n{n}k16`: one `wgmma.mma_async` on descriptors of the two shared tiles at the
-/// addresses `sa` and `sb`, accumulating into `n / 2` registers of the accumulator named in
-/// `a[0]` from index `a[1]` (one asm operand each, so the array stays in registers). The
-/// statement is written out here rather than in the prelude, where each width would need
-/// a function of up to 130 parameters.
+/// addresses `sa` and `sb` (both K-major), as [`wgmma_statement`] writes it.
 fn wgmma_call(n: u16, a: &[String], sa: &str, sb: &str) -> String {
-    let regs = usize::from(n / 2);
-    let list: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
-    let outs: Vec<String> = (0..regs)
-        .map(|i| format!("\"+f\"({}[({}) + {i}ull])", a[0], a[1]))
-        .collect();
-    let asm = |t: &str| {
-        format!(
-            "asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{s}, 0; \
-             wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, %{da}, %{db}, p, 1, 1, 0, 0; }}\\n\" \
-             : {outs} : \"l\"(rtx_da), \"l\"(rtx_db), \"r\"(1) : \"memory\");",
-            list = list.join(", "),
-            outs = outs.join(", "),
-            da = regs,
-            db = regs + 1,
-            s = regs + 2,
-        )
-    };
-    format!(
-        "{{ const unsigned long long rtx_da = rtx_wgmma_desc({sa}), rtx_db = rtx_wgmma_desc({sb}); \
-         if (rtx_is_bf16<S>::value) {{ {} }} else {{ {} }} }}",
-        asm("bf16"),
-        asm("f16")
-    )
+    let decls = format!(
+        "const unsigned long long rtx_da = rtx_wgmma_desc({sa}), rtx_db = rtx_wgmma_desc({sb});"
+    );
+    wgmma_statement(n, a, &decls, &["\"l\"(rtx_da)".to_string()], "1, 1, 0, 0")
 }
 
 /// `wgmma_rs_m64n{n}k16`: one `wgmma.mma_async` with A from the four registers
 /// `a[2][a[3]..]` and B from the N-major shared tile at address `sb`, its 64-column panels
-/// `a[6]` words apart (the descriptor's leading byte offset), as [`wgmma_call`] writes it.
+/// `a[6]` words apart (the descriptor's leading byte offset; `imm-trans-b` 1).
 fn wgmma_rs_call(n: u16, a: &[String], sb: &str) -> String {
+    let decls = format!(
+        "const unsigned long long rtx_db = rtx_wgmma_desc_mn({sb}, 4u * (unsigned int)({}));",
+        a[6]
+    );
+    let regs: Vec<String> = (0..4)
+        .map(|i| format!("\"r\"({}[({}) + {i}ull])", a[2], a[3]))
+        .collect();
+    wgmma_statement(n, a, &decls, &regs, "1, 1, 1")
+}
+
+/// The statement of one `wgmma.mma_async` of width `n`: `decls` (which define the B
+/// descriptor `rtx_db`), then the instruction accumulating into `n / 2` registers of the
+/// accumulator named in `a[0]` from index `a[1]` (one asm operand each, so the array stays in
+/// registers), A given by the asm inputs `a_ins` (one descriptor, or four registers), and the
+/// immediates after the scale predicate. Both element types' texts are written, since PTX
+/// names the type in the instruction, and a compile-time constant picks one. The statement is
+/// written out here rather than in the prelude, where each width would need a function of up
+/// to 130 parameters.
+fn wgmma_statement(n: u16, a: &[String], decls: &str, a_ins: &[String], imms: &str) -> String {
     let regs = usize::from(n / 2);
     let list: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
     let outs: Vec<String> = (0..regs)
         .map(|i| format!("\"+f\"({}[({}) + {i}ull])", a[0], a[1]))
         .collect();
-    let ins: Vec<String> = (0..4)
-        .map(|i| format!("\"r\"({}[({}) + {i}ull])", a[2], a[3]))
-        .collect();
+    let a_ops: Vec<String> = (0..a_ins.len()).map(|i| format!("%{}", regs + i)).collect();
+    let a_op = match a_ops.as_slice() {
+        [one] => one.clone(),
+        many => format!("{{{}}}", many.join(", ")),
+    };
+    let (db, s) = (regs + a_ins.len(), regs + a_ins.len() + 1);
     let asm = |t: &str| {
         format!(
             "asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{s}, 0; \
-             wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {{%{a0}, %{a1}, %{a2}, %{a3}}}, %{db}, p, 1, 1, 1; }}\\n\" \
+             wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{list}}}, {a_op}, %{db}, p, {imms}; }}\\n\" \
              : {outs} : {ins}, \"l\"(rtx_db), \"r\"(1) : \"memory\");",
             list = list.join(", "),
             outs = outs.join(", "),
-            ins = ins.join(", "),
-            a0 = regs,
-            a1 = regs + 1,
-            a2 = regs + 2,
-            a3 = regs + 3,
-            db = regs + 4,
-            s = regs + 5,
+            ins = a_ins.join(", "),
         )
     };
     format!(
-        "{{ const unsigned long long rtx_db = rtx_wgmma_desc_mn({sb}, 4u * (unsigned int)({})); \
-         if (rtx_is_bf16<S>::value) {{ {} }} else {{ {} }} }}",
-        a[6],
+        "{{ {decls} if (rtx_is_bf16<S>::value) {{ {} }} else {{ {} }} }}",
         asm("bf16"),
         asm("f16")
     )
