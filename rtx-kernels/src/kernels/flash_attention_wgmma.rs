@@ -259,6 +259,7 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
             row_sum[h] = row_sum[h] * alpha[h] + sum;
         }
 
+        // ANCHOR: pv
         // P as A fragments: key step `kk` is accumulator elements `8 kk..8 kk + 8`, paired.
         for kk in 0..8 {
             for r in 0..4 {
@@ -282,6 +283,7 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
         }
         wgmma_commit();
         wgmma_wait(0, &mut acc);
+        // ANCHOR_END: pv
         j += 1;
     }
     // Nothing may be left in flight (a block with no tile never waited).
