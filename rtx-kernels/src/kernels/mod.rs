@@ -133,6 +133,7 @@ pub static ALL: &[&KernelSource] = &[
     &flash_attn_bwd_rowdot::KERNEL,
     &flash_attn_bwd_dkdv::KERNEL,
     &flash_attn_bwd_dkdv_wgmma::KERNEL,
+    &flash_attn_bwd_dq_wgmma::KERNEL,
     &flash_attn_bwd_dq::KERNEL,
     &copy::KERNEL,
     &cast::KERNEL,

@@ -27,7 +27,8 @@ use half::{bf16, f16};
 use rtx_kernels::kernels::{
     flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dkdv_wgmma,
     flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_dense_strides,
+    flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot,
+    flash_attn_bwd_rowdot_launch, flash_attn_dense_strides,
 };
 use rtx_kernels::{DType, Float};
 
@@ -136,7 +137,8 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
     check_on::<T>(false, c, seed, u, tiny);
 }
 
-/// [`check`] with dk and dv from `flash_attn_bwd_dkdv_wgmma` when `wgmma` is set.
+/// [`check`] with the `wgmma` kernels (`flash_attn_bwd_dkdv_wgmma`, `flash_attn_bwd_dq_wgmma`)
+/// when `wgmma` is set.
 fn check_on<T: Float<Acc = f32>>(wgmma: bool, c: &Case, seed: u64, u: f64, tiny: f64) {
     let (bh, t_q, t_k, d) = (c.bh, c.t_q, c.t_k, c.d);
     // Scores of standard deviation about 1.3 after scaling: sharp enough that probabilities
@@ -196,27 +198,20 @@ fn check_on<T: Float<Acc = f32>>(wgmma: bool, c: &Case, seed: u64, u: f64, tiny:
         t_k, d, scale, causal, padded,
     )
     .unwrap();
-    flash_attn_bwd_dq(
-        flash_attn_bwd_dq_launch(1, bh, t_q, d),
-        &q,
-        &k,
-        &v,
-        &dout,
-        &lse,
-        &delta,
-        &mut dq,
-        &lens,
-        qs,
-        ks,
-        qs,
-        1,
-        bh,
-        t_q,
-        t_k,
-        d,
-        scale,
-        causal,
-        padded,
+    let (dq_kernel, dq_launch) = if wgmma {
+        (
+            flash_attn_bwd_dq_wgmma as Dq<T>,
+            flash_attn_bwd_dq_wgmma_launch(1, bh, t_q),
+        )
+    } else {
+        (
+            flash_attn_bwd_dq as Dq<T>,
+            flash_attn_bwd_dq_launch(1, bh, t_q, d),
+        )
+    };
+    dq_kernel(
+        dq_launch, &q, &k, &v, &dout, &lse, &delta, &mut dq, &lens, qs, ks, qs, 1, bh, t_q, t_k, d,
+        scale, causal, padded,
     )
     .unwrap();
 
@@ -275,10 +270,34 @@ type DkDv<T> = fn(
     u32,
 ) -> Result<(), rtx_kernels::kernel::LaunchError>;
 
-/// dK and dV on `wgmma` (head dims 64 and 128): ragged sizes, several key blocks and query
+/// The signature both dQ kernels share.
+type Dq<T> = fn(
+    rtx_kernels::kernel::LaunchConfig,
+    &[T],
+    &[T],
+    &[T],
+    &[T],
+    &[f32],
+    &[f32],
+    &mut [T],
+    &[u32],
+    rtx_kernels::kernel::KernelStrides,
+    rtx_kernels::kernel::KernelStrides,
+    rtx_kernels::kernel::KernelStrides,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f64,
+    u32,
+    u32,
+) -> Result<(), rtx_kernels::kernel::LaunchError>;
+
+/// dQ, dK and dV on `wgmma` (head dims 64 and 128): ragged sizes, several key blocks and query
 /// tiles, both causal shapes, and key padding, held to the same f64 reference.
 #[test]
-fn wgmma_dkdv_matches_f64() {
+fn wgmma_backward_matches_f64() {
     let cases = [
         case(1, 1, 1, 64, false),
         case(2, 17, 100, 128, false),
