@@ -15,8 +15,10 @@ use rtx_kernels::DType;
 use rtx_kernels::kernel::{KernelSource, LaunchConfig as Grid, Variant};
 use rtx_kernels::kernels::{
     flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_fwd_wgmma,
-    flash_attn_launch, flash_attn_strides, flash_attn_wgmma_launch,
+    flash_attn_bwd_dkdv_wgmma, flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq_wgmma,
+    flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch,
+    flash_attn_fwd, flash_attn_fwd_wgmma, flash_attn_launch, flash_attn_strides,
+    flash_attn_wgmma_launch,
 };
 
 /// One group's strides as the kernels take them.
@@ -112,7 +114,8 @@ pub(crate) unsafe fn forward(
 
 /// The gradients `dq`, `dk`, `dv` of the forward's inputs for the upstream gradient `dout` of
 /// its output `o`, from its `lse`: three launches on GPU `ordinal`, using `delta`
-/// (`batch heads t_q` f32s) as scratch.
+/// (`batch heads t_q` f32s) as scratch. On Hopper at head dim 128 the dK/dV and dQ kernels are
+/// the `wgmma` ones (see benches/README.md).
 ///
 /// # Safety
 /// Every address is an operand's first element (of `dtype`, or f32 for `lse` and `delta`),
@@ -155,6 +158,12 @@ pub(crate) unsafe fn backward(
             grid,
             &rowdot,
         )?;
+        if super::gpu::gpu(ordinal)?.cc == (9, 0) && dims.d == 128 {
+            let grid = flash_attn_bwd_dkdv_wgmma_launch(dims.batch, dims.heads, dims.t_k);
+            launch(ordinal, &flash_attn_bwd_dkdv_wgmma::KERNEL, dtype, grid, &dkdv)?;
+            let grid = flash_attn_bwd_dq_wgmma_launch(dims.batch, dims.heads, dims.t_q);
+            return launch(ordinal, &flash_attn_bwd_dq_wgmma::KERNEL, dtype, grid, &dqa);
+        }
         let grid = flash_attn_bwd_dkdv_launch(dims.batch, dims.heads, dims.t_k);
         launch(ordinal, &flash_attn_bwd_dkdv::KERNEL, dtype, grid, &dkdv)?;
         let grid = flash_attn_bwd_dq_launch(dims.batch, dims.heads, dims.t_q, dims.d);
