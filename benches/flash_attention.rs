@@ -27,8 +27,10 @@
 //! `benches/flash_attention_torch.py` times PyTorch on the same sizes.
 //!
 //! On a GPU of compute capability 9.0, the forward on Hopper's warpgroup products
-//! (`flash_attn_fwd_wgmma`, head dims 64 and 128) is checked the same way and timed beside
-//! it, alone and followed by the same backward.
+//! (`flash_attn_fwd_wgmma`, head dims 64 and 128) is timed beside it, alone, followed by the
+//! same backward, and followed by the backward on warpgroup products
+//! (`flash_attn_bwd_dkdv_wgmma` and `flash_attn_bwd_dq_wgmma`); that last pair is checked the
+//! same way.
 //!
 //! Build with `tools/gpu-build --bench flash_attention`; run as
 //! `.gpu/bin/flash_attention [--quick] [--reps 30] [--batch 32] [--heads 8]`. Without a GPU it
