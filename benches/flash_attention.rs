@@ -27,8 +27,10 @@
 //! `benches/flash_attention_torch.py` times PyTorch on the same sizes.
 //!
 //! On a GPU of compute capability 9.0, the forward on Hopper's warpgroup products
-//! (`flash_attn_fwd_wgmma`, head dims 64 and 128) is checked the same way and timed beside
-//! it, alone and followed by the same backward.
+//! (`flash_attn_fwd_wgmma`, head dims 64 and 128) is timed beside it, alone, followed by the
+//! same backward, and followed by the backward on warpgroup products
+//! (`flash_attn_bwd_dkdv_wgmma` and `flash_attn_bwd_dq_wgmma`); that last pair is checked the
+//! same way.
 //!
 //! Build with `tools/gpu-build --bench flash_attention`; run as
 //! `.gpu/bin/flash_attention [--quick] [--reps 30] [--batch 32] [--heads 8]`. Without a GPU it
@@ -42,9 +44,11 @@
 
 use rtx::kernel::KernelSource;
 use rtx::kernels::{
-    flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_dense_strides, flash_attn_fwd,
-    flash_attn_fwd_wgmma, flash_attn_launch, flash_attn_wgmma_launch, flash_attn_wgmma_takes,
+    flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dkdv_wgmma,
+    flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
+    flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot,
+    flash_attn_bwd_rowdot_launch, flash_attn_dense_strides, flash_attn_fwd, flash_attn_fwd_wgmma,
+    flash_attn_launch, flash_attn_wgmma_launch, flash_attn_wgmma_takes,
 };
 use rtx::prelude::*;
 use rtx_backends::cuda::{self, Arg, CudaStorage, Event, LaunchConfig};
@@ -358,6 +362,11 @@ impl<E: Float> Fused<E> {
     /// The three backward launches, in order: `delta = rowsum(do o)`, then `dk` and `dv`, then
     /// `dq`, from the forward's `o` and `lse`.
     fn backward(&self) -> Result<(), String> {
+        self.backward_with(false)
+    }
+
+    /// The backward with dK, dV and dQ by the `wgmma` kernels when `wgmma` is set.
+    fn backward_with(&self, wgmma: bool) -> Result<(), String> {
         let Size { b, h, t, d, .. } = self.size;
         let rowdot = [
             Arg::Ptr(self.o.device_ptr()),
@@ -401,16 +410,32 @@ impl<E: Float> Fused<E> {
                 flash_attn_bwd_rowdot_launch(b, h, t),
                 &rowdot,
             )?;
-            launch::<E>(
-                &flash_attn_bwd_dkdv::KERNEL,
-                flash_attn_bwd_dkdv_launch(b, h, t),
-                &dkdv,
-            )?;
-            launch::<E>(
-                &flash_attn_bwd_dq::KERNEL,
-                flash_attn_bwd_dq_launch(b, h, t, self.size.d),
-                &dq,
-            )
+            if wgmma {
+                launch::<E>(
+                    &flash_attn_bwd_dkdv_wgmma::KERNEL,
+                    flash_attn_bwd_dkdv_wgmma_launch(b, h, t),
+                    &dkdv,
+                )?;
+            } else {
+                launch::<E>(
+                    &flash_attn_bwd_dkdv::KERNEL,
+                    flash_attn_bwd_dkdv_launch(b, h, t),
+                    &dkdv,
+                )?;
+            }
+            if wgmma {
+                launch::<E>(
+                    &flash_attn_bwd_dq_wgmma::KERNEL,
+                    flash_attn_bwd_dq_wgmma_launch(b, h, t),
+                    &dq,
+                )
+            } else {
+                launch::<E>(
+                    &flash_attn_bwd_dq::KERNEL,
+                    flash_attn_bwd_dq_launch(b, h, t, self.size.d),
+                    &dq,
+                )
+            }
         }
     }
 }
@@ -435,9 +460,10 @@ struct Row {
     unfused_fwd_ms: f64,
     fused_fwd_bwd_ms: f64,
     unfused_fwd_bwd_ms: f64,
-    /// The `wgmma` forward where it runs: its errors (o and lse; the gradients are the
-    /// backward's), its time alone and followed by the backward.
-    wgmma: Option<(Errors, f64, f64)>,
+    /// The `wgmma` kernels where they run: the errors with the `wgmma` forward and dK/dV
+    /// kernels, the forward's time alone, followed by the backward, and followed by the
+    /// backward with the `wgmma` dK/dV.
+    wgmma: Option<(Errors, f64, f64, f64)>,
 }
 
 const O_TOL: f64 = 2e-2;
@@ -451,10 +477,9 @@ fn grad_tol(dtype: DType) -> f64 {
 impl Row {
     fn ok(&self) -> bool {
         let e = &self.errors;
-        let wgmma_ok = self
-            .wgmma
-            .as_ref()
-            .is_none_or(|(w, ..)| w.o <= O_TOL && w.lse <= LSE_TOL);
+        let wgmma_ok = self.wgmma.as_ref().is_none_or(|(w, ..)| {
+            w.o <= O_TOL && w.lse <= LSE_TOL && w.grads.iter().all(|&g| g <= grad_tol(self.dtype))
+        });
         wgmma_ok
             && e.o <= O_TOL
             && e.lse <= LSE_TOL
@@ -600,13 +625,18 @@ fn measure<E: Float>(opts: &Opts, size: Size, seed: u64) -> Result<Row, String> 
     let hopper = cuda::gpu_info(0).map_err(err)?.compute_capability == (9, 0);
     let wgmma = if hopper && flash_attn_wgmma_takes(size.d) {
         fused.forward_wgmma()?;
+        fused.backward_with(true)?;
         let e = check(size, inputs, &fused)?;
         let fwd = median_ms(5, opts.reps, || fused.forward_wgmma())?;
         let fwd_bwd = median_ms(5, opts.reps, || {
             fused.forward_wgmma()?;
             fused.backward()
         })?;
-        Some((e, fwd, fwd_bwd))
+        let all_wgmma = median_ms(5, opts.reps, || {
+            fused.forward_wgmma()?;
+            fused.backward_with(true)
+        })?;
+        Some((e, fwd, fwd_bwd, all_wgmma))
     } else {
         None
     };
@@ -647,14 +677,17 @@ fn measure<E: Float>(opts: &Opts, size: Size, seed: u64) -> Result<Row, String> 
         row.unfused_fwd_bwd_ms,
         fwd_bwd(row.unfused_fwd_bwd_ms),
     );
-    if let Some((e, f, fb)) = &row.wgmma {
+    if let Some((e, f, fb, fw)) = &row.wgmma {
+        let [dq, dk, dv] = e.grads;
         println!(
-            "  wgmma forward: o err {:.2e}, lse err {:.2e}; fwd {f:.3} ms ({:.1} TFLOP/s), \
-             fwd+bwd {fb:.3} ms ({:.1} TFLOP/s)",
+            "  wgmma: o err {:.2e}, lse err {:.2e}, dq err {dq:.2e}, dk err {dk:.2e}, dv err \
+             {dv:.2e}; fwd {f:.3} ms ({:.1} TFLOP/s), fwd+bwd {fb:.3} ms ({:.1} TFLOP/s), with \
+             the wgmma backward {fw:.3} ms ({:.1} TFLOP/s)",
             e.o,
             e.lse,
             fwd(*f),
-            fwd_bwd(*fb)
+            fwd_bwd(*fb),
+            fwd_bwd(*fw)
         );
     }
     Ok(row)

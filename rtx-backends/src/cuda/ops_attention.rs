@@ -15,8 +15,10 @@ use rtx_kernels::DType;
 use rtx_kernels::kernel::{KernelSource, LaunchConfig as Grid, Variant};
 use rtx_kernels::kernels::{
     flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_fwd_wgmma,
-    flash_attn_launch, flash_attn_strides, flash_attn_wgmma_launch,
+    flash_attn_bwd_dkdv_wgmma, flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq_wgmma,
+    flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch,
+    flash_attn_fwd, flash_attn_fwd_wgmma, flash_attn_launch, flash_attn_strides,
+    flash_attn_wgmma_launch,
 };
 
 /// One group's strides as the kernels take them.
@@ -112,7 +114,8 @@ pub(crate) unsafe fn forward(
 
 /// The gradients `dq`, `dk`, `dv` of the forward's inputs for the upstream gradient `dout` of
 /// its output `o`, from its `lse`: three launches on GPU `ordinal`, using `delta`
-/// (`batch heads t_q` f32s) as scratch.
+/// (`batch heads t_q` f32s) as scratch. On Hopper the dK/dV and dQ kernels are the `wgmma`
+/// ones where they measured faster (see [`wgmma_backward`]).
 ///
 /// # Safety
 /// Every address is an operand's first element (of `dtype`, or f32 for `lse` and `delta`),
@@ -155,9 +158,24 @@ pub(crate) unsafe fn backward(
             grid,
             &rowdot,
         )?;
+        if wgmma_backward(super::gpu::gpu(ordinal)?.cc, dims) {
+            let grid = flash_attn_bwd_dkdv_wgmma_launch(dims.batch, dims.heads, dims.t_k);
+            launch(ordinal, &flash_attn_bwd_dkdv_wgmma::KERNEL, dtype, grid, &dkdv)?;
+            let grid = flash_attn_bwd_dq_wgmma_launch(dims.batch, dims.heads, dims.t_q);
+            return launch(ordinal, &flash_attn_bwd_dq_wgmma::KERNEL, dtype, grid, &dqa);
+        }
         let grid = flash_attn_bwd_dkdv_launch(dims.batch, dims.heads, dims.t_k);
         launch(ordinal, &flash_attn_bwd_dkdv::KERNEL, dtype, grid, &dkdv)?;
         let grid = flash_attn_bwd_dq_launch(dims.batch, dims.heads, dims.t_q, dims.d);
         launch(ordinal, &flash_attn_bwd_dq::KERNEL, dtype, grid, &dqa)
     }
+}
+
+/// Whether the backward's dK/dV and dQ run on the `wgmma` kernels: on Hopper (compute
+/// capability 9.0), at head dim 128 past 256 keys, and at head dim 64 past 2048. On an H200
+/// (benches/README.md, 2026-12-06 23:07; batch 32 x 8 heads, causal bf16) the `wgmma` backward
+/// took 14% less time than the `mma.sync` one at d 128 and 1024 keys, 28% less at 4096, and
+/// 5% more at 256; at d 64 7% less at 4096 keys, the same at 1024, 5% more at 256.
+fn wgmma_backward(cc: (u32, u32), dims: &AttentionDims) -> bool {
+    cc == (9, 0) && ((dims.d == 128 && dims.t_k > 256) || (dims.d == 64 && dims.t_k > 2048))
 }

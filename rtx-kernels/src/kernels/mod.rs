@@ -19,6 +19,7 @@ mod dequant;
 mod dropout;
 mod flash_attention;
 mod flash_attention_bwd;
+mod flash_attention_bwd_wgmma;
 mod flash_attention_wgmma;
 mod gather;
 mod index;
@@ -56,6 +57,7 @@ pub use dequant::*;
 pub use dropout::*;
 pub use flash_attention::*;
 pub use flash_attention_bwd::*;
+pub use flash_attention_bwd_wgmma::*;
 pub use flash_attention_wgmma::*;
 pub use gather::*;
 pub use index::*;
@@ -130,6 +132,8 @@ pub static ALL: &[&KernelSource] = &[
     &flash_attn_fwd_wgmma::KERNEL,
     &flash_attn_bwd_rowdot::KERNEL,
     &flash_attn_bwd_dkdv::KERNEL,
+    &flash_attn_bwd_dkdv_wgmma::KERNEL,
+    &flash_attn_bwd_dq_wgmma::KERNEL,
     &flash_attn_bwd_dq::KERNEL,
     &copy::KERNEL,
     &cast::KERNEL,

@@ -25,8 +25,10 @@
 
 use half::{bf16, f16};
 use rtx_kernels::kernels::{
-    flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_dense_strides,
+    flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dkdv_wgmma,
+    flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
+    flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot,
+    flash_attn_bwd_rowdot_launch, flash_attn_dense_strides,
 };
 use rtx_kernels::{DType, Float};
 
@@ -132,6 +134,12 @@ fn backward(
 /// Runs `c` in `T` (unit roundoff `u`, subnormal rounding error `tiny`) through the three
 /// kernels and holds each result to the reference.
 fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
+    check_on::<T>(false, c, seed, u, tiny);
+}
+
+/// [`check`] with the `wgmma` kernels (`flash_attn_bwd_dkdv_wgmma`, `flash_attn_bwd_dq_wgmma`)
+/// when `wgmma` is set.
+fn check_on<T: Float<Acc = f32>>(wgmma: bool, c: &Case, seed: u64, u: f64, tiny: f64) {
     let (bh, t_q, t_k, d) = (c.bh, c.t_q, c.t_k, c.d);
     // Scores of standard deviation about 1.3 after scaling: sharp enough that probabilities
     // span orders of magnitude, flat enough that many keys matter.
@@ -174,51 +182,36 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
     let lens = c.key_len.clone().unwrap_or_default();
     let (causal, padded) = (u32::from(c.causal), u32::from(c.key_len.is_some()));
     let (qs, ks) = (c.strides(t_q), c.strides(t_k));
-    flash_attn_bwd_dkdv(
-        flash_attn_bwd_dkdv_launch(1, bh, t_k),
-        &q,
-        &k,
-        &v,
-        &dout,
-        &lse,
-        &delta,
-        &mut dk,
-        &mut dv,
-        &lens,
-        qs,
-        ks,
-        qs,
-        1,
-        bh,
-        t_q,
-        t_k,
-        d,
-        scale,
-        causal,
-        padded,
+    let (dkdv, launch) = if wgmma {
+        (
+            flash_attn_bwd_dkdv_wgmma as DkDv<T>,
+            flash_attn_bwd_dkdv_wgmma_launch(1, bh, t_k),
+        )
+    } else {
+        (
+            flash_attn_bwd_dkdv as DkDv<T>,
+            flash_attn_bwd_dkdv_launch(1, bh, t_k),
+        )
+    };
+    dkdv(
+        launch, &q, &k, &v, &dout, &lse, &delta, &mut dk, &mut dv, &lens, qs, ks, qs, 1, bh, t_q,
+        t_k, d, scale, causal, padded,
     )
     .unwrap();
-    flash_attn_bwd_dq(
-        flash_attn_bwd_dq_launch(1, bh, t_q, d),
-        &q,
-        &k,
-        &v,
-        &dout,
-        &lse,
-        &delta,
-        &mut dq,
-        &lens,
-        qs,
-        ks,
-        qs,
-        1,
-        bh,
-        t_q,
-        t_k,
-        d,
-        scale,
-        causal,
-        padded,
+    let (dq_kernel, dq_launch) = if wgmma {
+        (
+            flash_attn_bwd_dq_wgmma as Dq<T>,
+            flash_attn_bwd_dq_wgmma_launch(1, bh, t_q),
+        )
+    } else {
+        (
+            flash_attn_bwd_dq as Dq<T>,
+            flash_attn_bwd_dq_launch(1, bh, t_q, d),
+        )
+    };
+    dq_kernel(
+        dq_launch, &q, &k, &v, &dout, &lse, &delta, &mut dq, &lens, qs, ks, qs, 1, bh, t_q, t_k, d,
+        scale, causal, padded,
     )
     .unwrap();
 
@@ -249,6 +242,75 @@ fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
                 i % d
             );
         }
+    }
+}
+
+/// The signature both dK/dV kernels share.
+type DkDv<T> = fn(
+    rtx_kernels::kernel::LaunchConfig,
+    &[T],
+    &[T],
+    &[T],
+    &[T],
+    &[f32],
+    &[f32],
+    &mut [T],
+    &mut [T],
+    &[u32],
+    rtx_kernels::kernel::KernelStrides,
+    rtx_kernels::kernel::KernelStrides,
+    rtx_kernels::kernel::KernelStrides,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f64,
+    u32,
+    u32,
+) -> Result<(), rtx_kernels::kernel::LaunchError>;
+
+/// The signature both dQ kernels share.
+type Dq<T> = fn(
+    rtx_kernels::kernel::LaunchConfig,
+    &[T],
+    &[T],
+    &[T],
+    &[T],
+    &[f32],
+    &[f32],
+    &mut [T],
+    &[u32],
+    rtx_kernels::kernel::KernelStrides,
+    rtx_kernels::kernel::KernelStrides,
+    rtx_kernels::kernel::KernelStrides,
+    usize,
+    usize,
+    usize,
+    usize,
+    usize,
+    f64,
+    u32,
+    u32,
+) -> Result<(), rtx_kernels::kernel::LaunchError>;
+
+/// dQ, dK and dV on `wgmma` (head dims 64 and 128): ragged sizes, several key blocks and query
+/// tiles, both causal shapes, and key padding, held to the same f64 reference.
+#[test]
+fn wgmma_backward_matches_f64() {
+    let cases = [
+        case(1, 1, 1, 64, false),
+        case(2, 17, 100, 128, false),
+        case(1, 130, 260, 64, false),
+        case(1, 200, 200, 128, true),
+        case(1, 17, 150, 64, true),
+        case(1, 150, 40, 128, true),
+        padded(2, 100, 140, 128, false, &[140, 37]),
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let seed = 900 + 10 * i as u64;
+        check_on::<bf16>(true, c, seed, BF16_U, 0.0);
+        check_on::<f16>(true, c, seed + 5, F16_U, F16_TINY);
     }
 }
 

@@ -27,6 +27,8 @@ fn generated_cuda_matches_snapshots() {
         "flash_attn_fwd_wgmma",
         "flash_attn_bwd_rowdot",
         "flash_attn_bwd_dkdv",
+        "flash_attn_bwd_dkdv_wgmma",
+        "flash_attn_bwd_dq_wgmma",
         "flash_attn_bwd_dq",
         "norm_rows",
         "norm_param_partials",
