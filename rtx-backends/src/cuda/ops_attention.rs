@@ -14,11 +14,11 @@ use crate::{AttentionDims, AttentionLayout, BackendError, Device, HeadStrides, R
 use rtx_kernels::DType;
 use rtx_kernels::kernel::{KernelSource, LaunchConfig as Grid, Variant};
 use rtx_kernels::kernels::{
-    flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_dkdv_wgmma, flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq_wgmma,
-    flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch,
-    flash_attn_fwd, flash_attn_fwd_wgmma, flash_attn_launch, flash_attn_strides,
-    flash_attn_wgmma_launch,
+    flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dkdv_wgmma,
+    flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
+    flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot,
+    flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_fwd_wgmma, flash_attn_launch,
+    flash_attn_strides, flash_attn_wgmma_launch,
 };
 
 /// One group's strides as the kernels take them.
@@ -160,7 +160,13 @@ pub(crate) unsafe fn backward(
         )?;
         if wgmma_backward(super::gpu::gpu(ordinal)?.cc, dims) {
             let grid = flash_attn_bwd_dkdv_wgmma_launch(dims.batch, dims.heads, dims.t_k);
-            launch(ordinal, &flash_attn_bwd_dkdv_wgmma::KERNEL, dtype, grid, &dkdv)?;
+            launch(
+                ordinal,
+                &flash_attn_bwd_dkdv_wgmma::KERNEL,
+                dtype,
+                grid,
+                &dkdv,
+            )?;
             let grid = flash_attn_bwd_dq_wgmma_launch(dims.batch, dims.heads, dims.t_q);
             return launch(ordinal, &flash_attn_bwd_dq_wgmma::KERNEL, dtype, grid, &dqa);
         }
