@@ -12,8 +12,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sdist=${1:-}
 if [ -z "$sdist" ]; then
-  python3 -m pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$work" >/dev/null
-  sdist=$(ls "$work"/llama_cpp_python-0.3.36.tar.gz)
+  # Straight from PyPI's index: `pip download --no-binary` would build cmake from source
+  # just to read the package's metadata.
+  url=$(curl -fsSL https://pypi.org/simple/llama-cpp-python/ \
+    | grep -o 'https://[^"#]*/llama_cpp_python-0\.3\.36\.tar\.gz' | head -1)
+  sdist=$work/llama_cpp_python-0.3.36.tar.gz
+  curl -fsSL -o "$sdist" "$url"
 fi
 tar xzf "$sdist" -C "$work" llama_cpp_python-0.3.36/vendor/llama.cpp
 src=$work/llama_cpp_python-0.3.36/vendor/llama.cpp
