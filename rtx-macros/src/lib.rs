@@ -290,11 +290,13 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// # Specialized entries
 ///
 /// `#[kernel(specialize(d = 64, 128))]` on a SIMT kernel gives each listed value of the integer
-/// parameter `d` its own copy of the CUDA body with `d` a constant, picked in the entry point
-/// by a branch uniform over the grid; other values run the general body. The compiler folds
-/// the constant through its copy, so loops over `d` get fixed trip counts and the branches on
-/// it vanish (the fused attention kernels use it for head dims 64 and 128). The kernel's
-/// meaning is unchanged, and natively it runs as written.
+/// parameter `d` an entry point of its own (`name_bf16__d64`), whose body is the kernel's with
+/// `d` a constant; the descriptor lists them in `KernelEntry::specialized`, and a launch whose
+/// `d` has a listed value runs that entry, any other value the general one. The compiler folds
+/// the constant through the body, so loops over `d` get fixed trip counts and the branches on
+/// it vanish, and, each body being an entry alone, registers are allocated for that body and
+/// not for the largest of them (the fused attention kernels use it for head dims 64 and 128).
+/// The kernel's meaning is unchanged, and natively it runs as written.
 ///
 /// # Paths
 ///

@@ -69,12 +69,13 @@ pub fn kernel_entry(
         })
 }
 
-/// The launchable [`Kernel`] of one entry: the whole source, looked up by the entry's symbol
-/// (one NVRTC compile per source and GPU serves all its entries).
-pub fn entry_kernel(source: &'static KernelSource, entry: &'static KernelEntry) -> Kernel {
+/// The launchable [`Kernel`] of one symbol of `source` (an entry's, or one of its
+/// specialized entries'): the whole source, looked up by the symbol (one NVRTC compile per
+/// source and GPU serves all its entries).
+pub fn entry_kernel(source: &'static KernelSource, symbol: &'static str) -> Kernel {
     // Every generated entry starts with RTX_ENTRY() (the kernel prelude), which waits for
     // the grid before it.
-    Kernel::new(entry.symbol, source.source)
+    Kernel::new(symbol, source.source)
         .waiting_for_previous_grid()
         .with_options(OPTIONS)
         .with_dynamic_shared(dynamic_shared(source))
@@ -112,9 +113,27 @@ pub unsafe fn launch_entry(
         });
     }
     let launch_args = marshal(entry, entry.dtype, args)?;
-    // SAFETY: the arguments match the entry's parameters (checked by `marshal`); pointer
-    // validity is the caller's promise.
-    unsafe { launch(ordinal, &entry_kernel(source, entry), config, &launch_args) }
+    let kernel = entry_kernel(source, specialized_symbol(entry, args));
+    // SAFETY: the arguments match the entry's parameters (checked by `marshal`), and a
+    // specialized entry takes the same ones; pointer validity is the caller's promise.
+    unsafe { launch(ordinal, &kernel, config, &launch_args) }
+}
+
+/// The symbol a launch of `entry` with `args` runs: the first specialized entry whose fixed
+/// arguments all have its values, else the entry's own.
+pub fn specialized_symbol(entry: &'static KernelEntry, args: &[Arg]) -> &'static str {
+    let has = |&(i, v): &(usize, u64)| match args.get(i) {
+        Some(Arg::U64(a)) => *a == v,
+        Some(Arg::U32(a)) => u64::from(*a) == v,
+        Some(Arg::I64(a)) => u64::try_from(*a) == Ok(v),
+        Some(Arg::I32(a)) => u64::try_from(*a) == Ok(v),
+        _ => false,
+    };
+    entry
+        .specialized
+        .iter()
+        .find(|s| s.values.iter().all(has))
+        .map_or(entry.symbol, |s| s.symbol)
 }
 
 /// Checks `args` against `entry.params` and packs them as the entry takes them.
@@ -240,6 +259,37 @@ mod tests {
         ));
         let args = [p, p, Arg::U64(1), Arg::U64(2), Arg::U64(3)];
         assert_eq!(ok(marshal(r, DType::BF16, &args)).len(), 5);
+    }
+
+    #[test]
+    fn a_specialized_value_launches_its_own_entry() {
+        use rtx_kernels::kernels::flash_attn_fwd;
+        let e = ok(kernel_entry(
+            0,
+            &flash_attn_fwd::KERNEL,
+            DType::BF16,
+            DType::BF16,
+            Variant::Simt,
+        ));
+        let d = e.params.iter().position(|p| p.name == "d");
+        assert_eq!(d, Some(13), "{:?}", e.params);
+        let args = |d: u64| {
+            let mut a = vec![Arg::U64(0); e.params.len()];
+            a[13] = Arg::U64(d);
+            a
+        };
+        assert_eq!(specialized_symbol(e, &args(64)), "flash_attn_fwd_bf16__d64");
+        assert_eq!(specialized_symbol(e, &args(128)), "flash_attn_fwd_bf16__d128");
+        // Another head dim runs the general entry, which reads d at run time.
+        assert_eq!(specialized_symbol(e, &args(96)), "flash_attn_fwd_bf16");
+        // Every specialized symbol is an entry point of the source NVRTC compiles.
+        for s in e.specialized {
+            assert!(
+                flash_attn_fwd::KERNEL.source.contains(&format!(" {}(", s.symbol)),
+                "{} is not in the source",
+                s.symbol
+            );
+        }
     }
 
     fn ok<T>(r: Result<T>) -> T {

@@ -161,6 +161,20 @@ pub struct KernelEntry {
     pub params: &'static [KernelParam],
     /// The block size the launcher should use when it has no better idea.
     pub default_block: u32,
+    /// Entries of the same code compiled with some integer arguments fixed
+    /// (`#[kernel(specialize(d = 64, 128))]`): a launch whose arguments have an entry's
+    /// values runs that entry, and any other launch runs this one.
+    pub specialized: &'static [SpecializedEntry],
+}
+
+/// An entry compiled for fixed values of some of its integer arguments, so the compiler folds
+/// them through the body and allocates registers for that body alone.
+#[derive(Debug)]
+pub struct SpecializedEntry {
+    /// The symbol (`flash_attn_fwd_bf16__d64`).
+    pub symbol: &'static str,
+    /// `(argument index, value)` for each fixed argument.
+    pub values: &'static [(usize, u64)],
 }
 
 /// One argument of an entry point.

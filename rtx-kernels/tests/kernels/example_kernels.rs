@@ -323,6 +323,35 @@ fn log_softmax_and_logsumexp_rows_match_reference_for_several_block_sizes() {
 }
 
 #[test]
+fn every_specialized_entry_is_in_its_source() {
+    // `specialize(d = 64, 128)` gives each value an entry point of its own, which fixes the
+    // argument it names (an integer) and has the general entry's name with the value after it.
+    let mut n = 0;
+    for k in every_kernel() {
+        for e in k.entries {
+            for s in e.specialized {
+                n += 1;
+                assert!(s.symbol.starts_with(&format!("{}__", e.symbol)), "{}", s.symbol);
+                let decl = format!(" {}(", s.symbol);
+                assert!(k.source.contains(&decl), "{} is not in its source", s.symbol);
+                for &(i, v) in s.values {
+                    let p = &e.params[i];
+                    assert!(
+                        matches!(p.ty, rtx_kernels::kernel::ParamType::Value(_)),
+                        "{}: {} is not a value",
+                        s.symbol,
+                        p.name
+                    );
+                    assert!(s.symbol.contains(&format!("{}{v}", p.name)), "{}", s.symbol);
+                }
+            }
+        }
+    }
+    // Six attention kernels on the tensor cores (bf16 and f16 entries), two head dims each.
+    assert_eq!(n, 6 * 2 * 2, "specialized entries");
+}
+
+#[test]
 fn descriptors_list_one_entry_per_dtype_and_variant() {
     // The examples, the foundation's ops, and one derivative per differentiable example input;
     // the unary ops come from the registry, each with its kernel and its derivative (but `neg`

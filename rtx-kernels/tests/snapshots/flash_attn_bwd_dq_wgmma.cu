@@ -611,21 +611,25 @@ __device__ __forceinline__ void flash_attn_bwd_dq_wgmma_impl(const S* q, const S
 
 extern "C" __global__ void __launch_bounds__(256, 1) flash_attn_bwd_dq_wgmma_f16(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
   RTX_ENTRY();
-  if (d == 64ull) {
-    flash_attn_bwd_dq_wgmma_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
-  } else if (d == 128ull) {
-    flash_attn_bwd_dq_wgmma_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded);
-  } else {
-    flash_attn_bwd_dq_wgmma_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
-  }
+  flash_attn_bwd_dq_wgmma_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) flash_attn_bwd_dq_wgmma_f16__d64(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+  RTX_ENTRY();
+  flash_attn_bwd_dq_wgmma_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) flash_attn_bwd_dq_wgmma_f16__d128(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+  RTX_ENTRY();
+  flash_attn_bwd_dq_wgmma_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded);
 }
 extern "C" __global__ void __launch_bounds__(256, 1) flash_attn_bwd_dq_wgmma_bf16(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
   RTX_ENTRY();
-  if (d == 64ull) {
-    flash_attn_bwd_dq_wgmma_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
-  } else if (d == 128ull) {
-    flash_attn_bwd_dq_wgmma_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded);
-  } else {
-    flash_attn_bwd_dq_wgmma_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
-  }
+  flash_attn_bwd_dq_wgmma_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) flash_attn_bwd_dq_wgmma_bf16__d64(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+  RTX_ENTRY();
+  flash_attn_bwd_dq_wgmma_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) flash_attn_bwd_dq_wgmma_bf16__d128(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+  RTX_ENTRY();
+  flash_attn_bwd_dq_wgmma_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded);
 }

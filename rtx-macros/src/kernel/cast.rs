@@ -150,6 +150,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn) -> Result<TokenStream> {
                     variant: #kr::kernel::Variant::#v,
                     params: #desc,
                     default_block: 256,
+                    specialized: &[],
                 }));
             }
         }

@@ -197,6 +197,7 @@ fn emit_kernel(
         &contig_desc,
         |s| format!("{name_s}_contig_{s}"),
         out_dt,
+        &[],
     );
     entries.extend(entries_tokens(
         kr,
@@ -205,6 +206,7 @@ fn emit_kernel(
         &strided_desc,
         |s| format!("{name_s}_strided_{s}"),
         out_dt,
+        &[],
     ));
     let n_inputs = inputs.len();
     let elem_bound = quote::format_ident!("{}", k.elem.bound());

@@ -627,7 +627,8 @@ fn params_tokens(k: &TokenStream, params: &[(String, PTy)]) -> TokenStream {
 }
 
 /// One `KernelEntry` per element type of `elem` for a variant: `symbol(suffix)` names the
-/// symbol.
+/// symbol. Each `(tag, values)` of `specialized` is an entry of the same code with the values
+/// fixed (`(argument index, value)`), named `{symbol}__{tag}`.
 fn entries_tokens(
     k: &TokenStream,
     elem: ElemKind,
@@ -635,6 +636,7 @@ fn entries_tokens(
     params: &TokenStream,
     symbol: impl Fn(&str) -> String,
     out: Option<&str>,
+    specialized: &[(String, Vec<(usize, u64)>)],
 ) -> Vec<TokenStream> {
     let variant = format_ident!("{}", variant);
     dtypes(elem)
@@ -643,6 +645,11 @@ fn entries_tokens(
             let sym = symbol(suffix);
             let out = format_ident!("{}", out.unwrap_or(dt));
             let dt = format_ident!("{}", dt);
+            let special = specialized.iter().map(|(tag, values)| {
+                let sym = format!("{sym}__{tag}");
+                let values = values.iter().map(|(i, v)| quote!((#i, #v)));
+                quote!(#k::kernel::SpecializedEntry { symbol: #sym, values: &[#(#values),*] })
+            });
             quote!(#k::kernel::KernelEntry {
                 symbol: #sym,
                 dtype: #k::DType::#dt,
@@ -650,6 +657,7 @@ fn entries_tokens(
                 variant: #k::kernel::Variant::#variant,
                 params: #params,
                 default_block: 256,
+                specialized: &[#(#special),*],
             })
         })
         .collect()

@@ -230,6 +230,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
         &desc,
         |s| format!("{name_s}_{s}"),
         None,
+        &[],
     );
     entries.extend(entries_tokens(
         kr,
@@ -238,6 +239,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
         &desc,
         |s| format!("{name_s}_cols_{s}"),
         None,
+        &[],
     ));
     entries.extend(entries_tokens(
         kr,
@@ -246,6 +248,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
         &desc,
         |s| format!("{name_s}_rows_{s}"),
         None,
+        &[],
     ));
     // The two-stage paths keep their partial results in a float compute type (f32, or f64
     // for f64), so only float element types have them; integers take the one-launch paths.
@@ -266,6 +269,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
             &partial,
             |s| format!("{name_s}_partial_{s}"),
             None,
+            &[],
         ));
         let last = params_tokens(
             kr,
@@ -283,6 +287,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
             &last,
             |s| format!("{name_s}_final_{s}"),
             None,
+            &[],
         ));
         let cols_partial = params_tokens(
             kr,
@@ -302,6 +307,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
             &cols_partial,
             |s| format!("{name_s}_cols_partial_{s}"),
             None,
+            &[],
         ));
         let cols_final = params_tokens(
             kr,
@@ -321,6 +327,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, r: &ReduceArgs) -> Resul
             &cols_final,
             |s| format!("{name_s}_cols_final_{s}"),
             None,
+            &[],
         ));
     }
     let elem_bound = quote::format_ident!("{}", k.elem.bound());

@@ -87,7 +87,15 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
         })
         .collect();
     let desc = params_tokens(kr, &desc);
-    let entries = entries_tokens(kr, k.elem, "Simt", &desc, |s| format!("{name_s}_{s}"), None);
+    let entries = entries_tokens(
+        kr,
+        k.elem,
+        "Simt",
+        &desc,
+        |s| format!("{name_s}_{s}"),
+        None,
+        &specializations(k),
+    );
     // A kernel on the tensor cores has entries for the 16-bit floats only.
     let entries: Vec<TokenStream> = dtypes(k.elem)
         .iter()
@@ -362,67 +370,71 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
             .launch_bounds
             .map(|(t, b)| format!("__launch_bounds__({t}, {b}) "))
             .unwrap_or_default();
+        // The general entry, then one per specialized value with the value a constant.
+        let imp = format!("{name}_impl<{s}, {a}>");
+        let general: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         src.push_str(&format!(
             "extern \"C\" __global__ void {bounds}{name}_{suffix}({}) {{\n{}}}\n",
             concrete.join(", "),
-            entry_body(k, &format!("{name}_impl<{s}, {a}>"), &args)
+            entry_body(&imp, &general)
         ));
+        for (tag, values) in specializations(k) {
+            let mut fixed = general.clone();
+            for (i, v) in values {
+                fixed[i] = format!("{v}ull");
+            }
+            src.push_str(&format!(
+                "extern \"C\" __global__ void {bounds}{name}_{suffix}__{tag}({}) {{\n{}}}\n",
+                concrete.join(", "),
+                entry_body(&imp, &fixed)
+            ));
+        }
     }
     let mma = if w.uses_mma { cuda::PRELUDE_MMA } else { "" };
     Ok(cuda::preludes(w.uses_num) + mma + &src)
 }
 
-/// The body of an entry point: the call of `imp` with `args`, and with `specialize(..)` one
-/// call per listed value (or combination of values) with the value written as a constant,
-/// chosen by branches uniform over the grid. The body is inlined into each call, so the
-/// compiler folds the constant through it: loops over `d` get fixed trip counts and the
-/// branches on it vanish. Other values take the general call.
-fn entry_body(k: &KernelFn, imp: &str, args: &[&str]) -> String {
-    let call = |args: &[String]| format!("{imp}({});", args.join(", "));
-    let general: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let mut cases: Vec<(Vec<String>, Vec<String>)> = vec![(vec![], general.clone())];
+/// The body of an entry point: the grid dependency first (prelude.cu says why), then the call
+/// of `imp` with `args`. The body is inlined into each entry, so in a specialized entry, whose
+/// `args` hold constants, the compiler folds them through it: loops over `d` get fixed trip
+/// counts, the branches on it vanish, and registers are allocated for that body alone.
+fn entry_body(imp: &str, args: &[String]) -> String {
+    format!("  RTX_ENTRY();\n  {imp}({});\n", args.join(", "))
+}
+
+/// The specialized entries of `k` (`specialize(d = 64, 128)`): for each combination of the
+/// listed values, its symbol tag (`d64`, or `d64_h8` for two parameters) and the
+/// `(parameter index, value)` pairs it fixes.
+pub(super) fn specializations(k: &KernelFn) -> Vec<(String, Vec<(usize, u64)>)> {
+    let mut combos: Vec<Vec<(usize, u64)>> = vec![vec![]];
     for (name, values) in &k.specialize {
-        // The parameter's name in the CUDA signature (declared with the same spelling, or
-        // renamed when it clashes with a CUDA word).
         let Some(pos) = k.params.iter().position(|p| p.name == *name) else {
             continue;
         };
-        let c = args[pos];
-        let mut next = Vec::new();
-        for (conds, a) in &cases {
-            for v in values {
-                let mut conds = conds.clone();
-                conds.push(format!("{c} == {v}ull"));
-                let mut a = a.clone();
-                a[pos] = format!("{v}ull");
-                next.push((conds, a));
-            }
-        }
-        cases = next.into_iter().chain(cases).collect();
+        combos = combos
+            .iter()
+            .flat_map(|c| {
+                values.iter().map(move |&v| {
+                    let mut c = c.clone();
+                    c.push((pos, v));
+                    c
+                })
+            })
+            .collect();
     }
-    // The grid dependency first (prelude.cu says why).
-    let mut out = String::from("  RTX_ENTRY();\n");
-    for (i, (conds, a)) in cases.iter().enumerate() {
-        if conds.is_empty() {
-            if cases.len() == 1 {
-                out.push_str(&format!("  {}\n", call(a)));
-            } else {
-                out.push_str(&format!("  }} else {{\n    {}\n  }}\n", call(a)));
-            }
-        } else {
-            let kw = if i == 0 { "  if" } else { "  } else if" };
-            out.push_str(&format!(
-                "{kw} ({}) {{\n    {}\n",
-                conds.join(" && "),
-                call(a)
-            ));
-        }
-    }
-    out
+    combos
+        .into_iter()
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            let tag: Vec<String> = c
+                .iter()
+                .map(|&(i, v)| format!("{}{v}", k.params[i].name))
+                .collect();
+            (tag.join("_"), c)
+        })
+        .collect()
 }
 
-/// Whether the kernel is instantiated for the element type of this suffix: every type of its
-/// bound, or f16 and bf16 alone for a kernel on the tensor cores.
 /// The most shared memory a block may declare statically (`__shared__`), in bytes.
 const STATIC_SHARED_MAX: usize = 48 * 1024;
 /// The most any GPU rtx runs on gives one block (Hopper's 227 KiB), in bytes.
@@ -468,6 +480,8 @@ fn dynamic_shared(k: &KernelFn) -> usize {
     }
 }
 
+/// Whether the kernel is instantiated for the element type of this suffix: every type of its
+/// bound, or f16 and bf16 alone for a kernel on the tensor cores.
 fn instantiated(k: &KernelFn, suffix: &str) -> bool {
     !k.tensor_core || matches!(suffix, "f16" | "bf16")
 }
