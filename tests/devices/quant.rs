@@ -132,8 +132,9 @@ fn finite_blocks(ty: GgmlType, n: usize, k: usize, seed: u64) -> Vec<u8> {
 }
 
 /// A GPU's quantized product (`qmatmul_ggml`, the weight decoded in registers, f32
-/// activations) is the dequantized weight's product up to f32 rounding, for decoding (one
-/// row) and prefill (many), contiguous activations and a transposed view; the CPU's product
+/// activations; from 64 rows `qmatmul_ggml_tc`, the blocks' integers times the activations'
+/// two bf16 parts on the tensor cores) is the dequantized weight's product up to f32 rounding
+/// (1e-5 of the terms' magnitudes), for decoding (one row) and prefill (many), contiguous activations and a transposed view; the CPU's product
 /// (activations quantized to 8 bits, as llama.cpp) stays within its quantization error of it.
 #[test]
 fn quantized_products_on_every_gpu_are_the_dequantized_products() {
@@ -150,6 +151,8 @@ fn quantized_products_on_every_gpu_are_the_dequantized_products() {
             (1, 1536, 576),
             (37, 300, 1536),
             (512, 64, 64),
+            // From 64 rows the products run on the tensor cores: partial tiles both ways.
+            (100, 300, 1536),
         ] {
             let bytes = finite_blocks(ty, n, k, (m * n + k) as u64);
             let cpu_w = QTensor::from_bytes(&bytes, &[n, k], ty, Device::Cpu).unwrap();

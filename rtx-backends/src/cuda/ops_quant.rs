@@ -39,10 +39,17 @@ pub(crate) fn dequantize(
     Ok(out)
 }
 
+/// Activation rows from which [`qmatmul`] multiplies on the tensor cores (a prefill; a
+/// decoding step of up to this many sequences keeps `qmatmul_ggml`, whose cost is reading the
+/// weight).
+const TENSOR_CORE_ROWS: usize = 64;
+
 /// `x · Wᵀ` for the quantized weight `W` `[n, k]` in `words` (GGUF type `kind`, `Q8_0` or
 /// `Q4_1`) and the f32 activations `x` viewed by `xl` as `[m, k]`, as a dense `[m, n]`
-/// storage: one launch of `qmatmul_ggml`, which decodes each weight block in registers. The
-/// caller has checked the kind, the dims and that `words` holds the weight's blocks.
+/// storage: one launch of `qmatmul_ggml`, which decodes each weight block in registers, or
+/// from [`TENSOR_CORE_ROWS`] rows on a GPU of compute capability 8.0 or later,
+/// `qmatmul_ggml_tc`, which multiplies the blocks' integers on the tensor cores. The caller
+/// has checked the kind, the dims and that `words` holds the weight's blocks.
 pub(crate) fn qmatmul(
     words: &CudaStorage<i32>,
     kind: u32,
@@ -51,13 +58,43 @@ pub(crate) fn qmatmul(
     xl: &crate::Layout,
 ) -> Result<CudaStorage<f32>> {
     let m = xl.dims()[0];
-    let src = &kernels::qmatmul_ggml::KERNEL;
-    let entry = kernel_entry(words.ordinal(), src, DType::F32, DType::F32, Variant::Simt)?;
     let out = CudaStorage::<f32>::uninit(words.ordinal(), m * n)?;
     if m == 0 || n == 0 {
         return Ok(out);
     }
     let (xs, at) = super::ops::dense_view(x, xl)?;
+    let args = [
+        Arg::Ptr(words.device_ptr()),
+        Arg::Ptr(xs.ptr_at(at)),
+        Arg::Ptr(out.device_ptr()),
+        Arg::U64(m as u64),
+        Arg::U64(n as u64),
+        Arg::U64(k as u64),
+        Arg::U32(kind),
+    ];
+    if m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0) {
+        let src = &kernels::qmatmul_ggml_tc::KERNEL;
+        // The bf16 entry: its activations' split needs bf16's exponent range.
+        let entry = kernel_entry(words.ordinal(), src, DType::BF16, DType::BF16, Variant::Simt)?;
+        let tile = kernels::QMATMUL_TC_TILE;
+        let config = LaunchConfig {
+            grid: (
+                u32::try_from(n.div_ceil(tile)).map_err(|_| too_big(n, m))?,
+                u32::try_from(m.div_ceil(tile))
+                    .ok()
+                    .filter(|&y| y <= 65535)
+                    .ok_or_else(|| too_big(n, m))?,
+                1,
+            ),
+            block: (kernels::QMATMUL_TC_THREADS, 1, 1),
+            shared_mem: 0,
+        };
+        // SAFETY: as below; the same arguments, the activations and output f32 (`T::Acc`).
+        unsafe { launch_entry(words.ordinal(), src, entry, config, &args)? };
+        return Ok(out);
+    }
+    let src = &kernels::qmatmul_ggml::KERNEL;
+    let entry = kernel_entry(words.ordinal(), src, DType::F32, DType::F32, Variant::Simt)?;
     let warps = (kernels::QMATMUL_THREADS / 32) as usize;
     let config = LaunchConfig {
         grid: (
@@ -71,15 +108,6 @@ pub(crate) fn qmatmul(
         block: (kernels::QMATMUL_THREADS, 1, 1),
         shared_mem: 0,
     };
-    let args = [
-        Arg::Ptr(words.device_ptr()),
-        Arg::Ptr(xs.ptr_at(at)),
-        Arg::Ptr(out.device_ptr()),
-        Arg::U64(m as u64),
-        Arg::U64(n as u64),
-        Arg::U64(k as u64),
-        Arg::U32(kind),
-    ];
     // SAFETY: the kernel reads the `n * k / 32` blocks the caller checked `words` holds, `m *
     // k` activations from the dense view, and writes `m * n` values into `out`.
     unsafe { launch_entry(words.ordinal(), src, entry, config, &args)? };

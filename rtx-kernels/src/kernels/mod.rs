@@ -33,6 +33,7 @@ mod optim;
 mod optim_multi;
 mod pool;
 mod qmatmul;
+mod qmatmul_tc;
 mod random;
 mod reduce;
 mod rows;
@@ -71,6 +72,7 @@ pub use optim::*;
 pub use optim_multi::*;
 pub use pool::*;
 pub use qmatmul::*;
+pub use qmatmul_tc::*;
 pub use random::*;
 pub use reduce::*;
 pub use rows::*;
@@ -207,4 +209,5 @@ pub static ALL: &[&KernelSource] = &[
     &norm_backward_warp_rows::KERNEL,
     &dequantize_ggml::KERNEL,
     &qmatmul_ggml::KERNEL,
+    &qmatmul_ggml_tc::KERNEL,
 ];

@@ -1,11 +1,16 @@
-//! The quantized product kernel (`kernels::qmatmul_ggml`) on the CPU's block emulation: for
-//! `Q8_0` and `Q4_1` weights of random blocks, every output equals the product of the weight
-//! as `dequantize_ggml` decodes it with the activations, up to f32 rounding of the sums, over
-//! sizes that leave partial warps of columns and partial groups of rows. `tests/devices`
-//! holds the GPU to the CPU's product.
+//! The quantized product kernels (`kernels::qmatmul_ggml`, and `qmatmul_ggml_tc` on the
+//! tensor cores) on the CPU's block emulation: for `Q8_0` and `Q4_1` weights of random
+//! blocks, every output equals the product of the weight as `dequantize_ggml` decodes it with
+//! the activations, up to f32 rounding of the sums (and for the tensor cores, the activations'
+//! two bf16 parts), over sizes that leave partial warps of columns and partial groups of rows.
+//! `tests/devices` holds the GPU to the CPU's product.
 
+use half::bf16;
 use rtx_kernels::kernel::LaunchConfig;
-use rtx_kernels::kernels::{QMATMUL_ROWS, QMATMUL_THREADS, dequantize_ggml, qmatmul_ggml};
+use rtx_kernels::kernels::{
+    QMATMUL_ROWS, QMATMUL_TC_THREADS, QMATMUL_TC_TILE, QMATMUL_THREADS, dequantize_ggml,
+    qmatmul_ggml, qmatmul_ggml_tc,
+};
 
 /// A reproducible stream of words.
 fn words(n: usize, seed: u64) -> impl Iterator<Item = u64> {
@@ -46,7 +51,20 @@ fn weight(kind: u32, n: usize, k: usize, seed: u64) -> Vec<i32> {
         .collect()
 }
 
+/// Which kernel [`check_on`] runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    /// `qmatmul_ggml`, f32 FMAs: within 1e-6 of the terms' magnitudes.
+    Fma,
+    /// `qmatmul_ggml_tc`, the tensor cores: within 1e-5 (the activations keep 16 bits).
+    TensorCores,
+}
+
 fn check(kind: u32, m: usize, n: usize, k: usize) {
+    check_on(Path::Fma, kind, m, n, k);
+}
+
+fn check_on(path: Path, kind: u32, m: usize, n: usize, k: usize) {
     let w = weight(kind, n, k, (m * 31 + n * 7 + k) as u64);
     let x: Vec<f32> = words(m * k, 5)
         .map(|v| (v % 1000) as f32 / 500.0 - 1.0)
@@ -64,14 +82,30 @@ fn check(kind: u32, m: usize, n: usize, k: usize) {
     )
     .unwrap();
     let mut out = vec![f32::NAN; m * n];
-    let config = LaunchConfig::new(
-        (
-            n.div_ceil(QMATMUL_THREADS as usize / 32) as u32,
-            m.div_ceil(QMATMUL_ROWS) as u32,
-        ),
-        QMATMUL_THREADS,
-    );
-    qmatmul_ggml(config, &w, &x, &mut out, m, n, k, kind).unwrap();
+    let tol = match path {
+        Path::Fma => {
+            let config = LaunchConfig::new(
+                (
+                    n.div_ceil(QMATMUL_THREADS as usize / 32) as u32,
+                    m.div_ceil(QMATMUL_ROWS) as u32,
+                ),
+                QMATMUL_THREADS,
+            );
+            qmatmul_ggml(config, &w, &x, &mut out, m, n, k, kind).unwrap();
+            1e-6
+        }
+        Path::TensorCores => {
+            let config = LaunchConfig::new(
+                (
+                    n.div_ceil(QMATMUL_TC_TILE) as u32,
+                    m.div_ceil(QMATMUL_TC_TILE) as u32,
+                ),
+                QMATMUL_TC_THREADS,
+            );
+            qmatmul_ggml_tc::<bf16>(config, &w, &x, &mut out, m, n, k, kind).unwrap();
+            1e-5
+        }
+    };
     for r in 0..m {
         for c in 0..n {
             let terms = (0..k).map(|j| f64::from(x[r * k + j]) * f64::from(dense[c * k + j]));
@@ -79,7 +113,7 @@ fn check(kind: u32, m: usize, n: usize, k: usize) {
             let mag: f64 = terms.map(f64::abs).sum();
             let got = f64::from(out[r * n + c]);
             assert!(
-                (got - exact).abs() <= 1e-6 * mag.max(1e-30),
+                (got - exact).abs() <= tol * mag.max(1e-30),
                 "type {kind}, [{m}, {k}] x [{n}, {k}]ᵀ at [{r}, {c}]: {got} against {exact}"
             );
         }
@@ -104,6 +138,17 @@ fn q8_0_products_are_the_dequantized_weights_products() {
 fn q4_1_products_are_the_dequantized_weights_products() {
     for (m, n, k) in [(1, 1, 32), (1, 37, 64), (9, 6, 96), (17, 5, 256)] {
         check(3, m, n, k);
+    }
+}
+
+#[test]
+fn tensor_core_products_are_the_dequantized_weights_products() {
+    // Partial tiles of rows and of weight rows, an odd number of blocks (a step's second block
+    // empty), and two tiles each way.
+    for kind in [8, 3] {
+        for (m, n, k) in [(1, 1, 32), (5, 9, 96), (70, 66, 64), (17, 130, 160)] {
+            check_on(Path::TensorCores, kind, m, n, k);
+        }
     }
 }
 
