@@ -279,13 +279,18 @@ mod tests {
             a
         };
         assert_eq!(specialized_symbol(e, &args(64)), "flash_attn_fwd_bf16__d64");
-        assert_eq!(specialized_symbol(e, &args(128)), "flash_attn_fwd_bf16__d128");
+        assert_eq!(
+            specialized_symbol(e, &args(128)),
+            "flash_attn_fwd_bf16__d128"
+        );
         // Another head dim runs the general entry, which reads d at run time.
         assert_eq!(specialized_symbol(e, &args(96)), "flash_attn_fwd_bf16");
         // Every specialized symbol is an entry point of the source NVRTC compiles.
         for s in e.specialized {
             assert!(
-                flash_attn_fwd::KERNEL.source.contains(&format!(" {}(", s.symbol)),
+                flash_attn_fwd::KERNEL
+                    .source
+                    .contains(&format!(" {}(", s.symbol)),
                 "{} is not in the source",
                 s.symbol
             );

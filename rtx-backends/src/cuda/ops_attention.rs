@@ -18,7 +18,7 @@ use rtx_kernels::kernels::{
     flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
     flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot,
     flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_fwd_wgmma, flash_attn_launch,
-    flash_attn_strides, flash_attn_wgmma_launch,
+    flash_attn_strides, flash_attn_wgmma_launch, flash_attn_wgmma_takes,
 };
 
 /// One group's strides as the kernels take them.
@@ -75,9 +75,9 @@ unsafe fn launch(
 }
 
 /// `o = softmax(scale q kᵀ, masked) v` and each query row's log-sum-exp `lse` (f32), in one
-/// launch on GPU `ordinal`: on Hopper (compute capability 9.0) at head dim 128 the `wgmma`
-/// kernel, elsewhere the `mma.sync` one (at head dim 64 it measured as fast or faster; see
-/// benches/README.md).
+/// launch on GPU `ordinal`: on Hopper (compute capability 9.0) the `wgmma` kernel, elsewhere
+/// the `mma.sync` one (see benches/README.md: with an entry per head dim, `wgmma` measured as
+/// fast or faster at both head dims).
 ///
 /// # Safety
 /// `q`, `k`, `v` and `o` are the addresses of those operands' first elements of `dtype`, and
@@ -102,7 +102,7 @@ pub(crate) unsafe fn forward(
     ];
     args.extend(tail(dims, layout));
     let hopper = super::gpu::gpu(ordinal)?.cc == (9, 0);
-    if hopper && dims.d == 128 {
+    if hopper && flash_attn_wgmma_takes(dims.d) {
         let grid = flash_attn_wgmma_launch(dims.batch, dims.heads, dims.t_q);
         // SAFETY: as below; the same arguments.
         return unsafe { launch(ordinal, &flash_attn_fwd_wgmma::KERNEL, dtype, grid, &args) };

@@ -75,7 +75,13 @@ pub(crate) fn qmatmul(
     if m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0) {
         let src = &kernels::qmatmul_ggml_tc::KERNEL;
         // The bf16 entry: its activations' split needs bf16's exponent range.
-        let entry = kernel_entry(words.ordinal(), src, DType::BF16, DType::BF16, Variant::Simt)?;
+        let entry = kernel_entry(
+            words.ordinal(),
+            src,
+            DType::BF16,
+            DType::BF16,
+            Variant::Simt,
+        )?;
         let tile = kernels::QMATMUL_TC_TILE;
         let config = LaunchConfig {
             grid: (
