@@ -331,9 +331,17 @@ fn every_specialized_entry_is_in_its_source() {
         for e in k.entries {
             for s in e.specialized {
                 n += 1;
-                assert!(s.symbol.starts_with(&format!("{}__", e.symbol)), "{}", s.symbol);
+                assert!(
+                    s.symbol.starts_with(&format!("{}__", e.symbol)),
+                    "{}",
+                    s.symbol
+                );
                 let decl = format!(" {}(", s.symbol);
-                assert!(k.source.contains(&decl), "{} is not in its source", s.symbol);
+                assert!(
+                    k.source.contains(&decl),
+                    "{} is not in its source",
+                    s.symbol
+                );
                 for &(i, v) in s.values {
                     let p = &e.params[i];
                     assert!(
