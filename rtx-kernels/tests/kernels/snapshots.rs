@@ -23,6 +23,8 @@ fn generated_cuda_matches_snapshots() {
         "dot",
         "matmul_tc",
         "matmul_wgmma",
+        "qmatmul_ggml",
+        "qmatmul_ggml_tc",
         "flash_attn_fwd",
         "flash_attn_fwd_wgmma",
         "flash_attn_bwd_rowdot",

@@ -1,0 +1,623 @@
+// rtx kernel prelude: what every generated kernel needs, with no header (NVRTC finds none).
+#ifndef RTX_KERNEL_PRELUDE
+#define RTX_KERNEL_PRELUDE
+// f16 and bf16 travel as their 16-bit patterns and are computed in float.
+struct rtx_f16 { unsigned short bits; };
+struct rtx_bf16 { unsigned short bits; };
+// Layout structs of strided elementwise entries (rtx_kernels::kernel::{KernelShape, KernelStrides}).
+struct rtx_shape { unsigned int rank; unsigned int vectors; unsigned long long dims[6]; };
+struct rtx_strides { long long offset; long long strides[6]; };
+union rtx_f32_bits { float f; unsigned int u; };
+union rtx_f64_bits { double f; unsigned long long u; };
+struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
+
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
+// The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
+// them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
+// device agrees bit for bit; the integer forms after them are the same functions in software.
+__device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
+  const unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
+  const unsigned int e = ((unsigned int)h >> 10) & 0x1fu;
+  const unsigned int m = (unsigned int)h & 0x3ffu;
+  rtx_f32_bits r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r.f) : "h"(h));
+  if (e == 0x1fu && m != 0u) r.u = sign | 0x7f800000u | (m << 13);
+#else
+  if (e == 0x1fu) {
+    r.u = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0u) {
+    r.u = sign | ((e + 112u) << 23) | (m << 13);
+  } else {
+    // Zero or subnormal: m * 2^-24 is exact in float.
+    r.f = (float)m * 5.9604644775390625e-8f;
+    r.u |= sign;
+  }
+#endif
+  return r.f;
+}
+
+// Round to nearest, ties to even; NaN stays a (quiet) NaN.
+__device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
+  rtx_f32_bits b;
+  b.f = f;
+  const unsigned int sign = (b.u >> 16) & 0x8000u;
+  const unsigned int ax = b.u & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
+  if (ax < 0x38800000u) {
+    if (ax < 0x33000000u) return (unsigned short)sign;
+    const unsigned int m = (ax & 0x7fffffu) | 0x800000u;
+    const unsigned int s = 126u - (ax >> 23);
+    unsigned int r = m >> s;
+    const unsigned int rem = m & ((1u << s) - 1u);
+    const unsigned int half = 1u << (s - 1u);
+    if (rem > half || (rem == half && (r & 1u))) r += 1u;
+    return (unsigned short)(sign | r);
+  }
+  unsigned int r = (ax - 0x38000000u) >> 13;
+  const unsigned int rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r += 1u;
+  return (unsigned short)(sign | r);
+#endif
+}
+
+__device__ __forceinline__ float rtx_bf16_to_f32(unsigned short h) {
+  rtx_f32_bits r;
+  r.u = (unsigned int)h << 16;
+  return r.f;
+}
+
+__device__ __forceinline__ unsigned short rtx_f32_to_bf16(float f) {
+  rtx_f32_bits b;
+  b.f = f;
+  if ((b.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b.u >> 16) | 0x40u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  return (unsigned short)((b.u + 0x7fffu + ((b.u >> 16) & 1u)) >> 16);
+#endif
+}
+
+// Storage type S -> compute type acc, and back.
+template <typename S> struct rtx_elem;
+template <> struct rtx_elem<float> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(float x) { return x; }
+  static __device__ __forceinline__ float narrow(float x) { return x; }
+};
+template <> struct rtx_elem<double> {
+  typedef double acc;
+  static __device__ __forceinline__ double widen(double x) { return x; }
+  static __device__ __forceinline__ double narrow(double x) { return x; }
+};
+template <> struct rtx_elem<rtx_f16> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(rtx_f16 x) { return rtx_f16_to_f32(x.bits); }
+  static __device__ __forceinline__ rtx_f16 narrow(float x) { rtx_f16 r; r.bits = rtx_f32_to_f16(x); return r; }
+};
+template <> struct rtx_elem<rtx_bf16> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(rtx_bf16 x) { return rtx_bf16_to_f32(x.bits); }
+  static __device__ __forceinline__ rtx_bf16 narrow(float x) { rtx_bf16 r; r.bits = rtx_f32_to_bf16(x); return r; }
+};
+
+// 16 bytes of elements, loaded and stored as one vector access.
+template <typename S> union rtx_vec {
+  rtx_u4 raw;
+  S v[16 / sizeof(S)];
+};
+template <typename S> __device__ __forceinline__ bool rtx_aligned16(const S* p) {
+  return ((unsigned long long)p & 15ull) == 0ull;
+}
+template <typename S> __device__ __forceinline__ rtx_vec<S> rtx_load_vec(const S* p, unsigned long long v) {
+  rtx_vec<S> r;
+  r.raw = reinterpret_cast<const rtx_u4*>(p)[v];
+  return r;
+}
+template <typename S> __device__ __forceinline__ void rtx_store_vec(S* p, unsigned long long v, rtx_vec<S> x) {
+  reinterpret_cast<rtx_u4*>(p)[v] = x.raw;
+}
+// N elements of T moved as one access of N * sizeof(T) bytes (strided entries' vector path,
+// where bool masks travel beside 16-byte element vectors).
+template <int B> struct rtx_raw;
+template <> struct rtx_raw<16> { typedef rtx_u4 t; };
+template <> struct rtx_raw<8> { typedef unsigned long long t; };
+template <> struct rtx_raw<4> { typedef unsigned int t; };
+template <> struct rtx_raw<2> { typedef unsigned short t; };
+template <> struct rtx_raw<1> { typedef unsigned char t; };
+template <typename T, unsigned int N> union rtx_pack {
+  typename rtx_raw<sizeof(T) * N>::t raw;
+  T v[N];
+};
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_load_pack(const T* p) {
+  rtx_pack<T, N> r;
+  r.raw = *reinterpret_cast<const typename rtx_raw<sizeof(T) * N>::t*>(p);
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_splat_pack(T x) {
+  rtx_pack<T, N> r;
+  for (unsigned int k = 0; k < N; ++k) r.v[k] = x;
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ void rtx_store_pack(T* p, rtx_pack<T, N> x) {
+  *reinterpret_cast<typename rtx_raw<sizeof(T) * N>::t*>(p) = x.raw;
+}
+
+// Math in the compute type.
+__device__ __forceinline__ float rtx_exp(float x) { return expf(x); }
+__device__ __forceinline__ double rtx_exp(double x) { return exp(x); }
+// One hardware instruction (about 2 ulp); a result below 2^-126 is flushed to zero.
+__device__ __forceinline__ float rtx_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ double rtx_exp2(double x) { return exp2(x); }
+__device__ __forceinline__ float rtx_ln(float x) { return logf(x); }
+__device__ __forceinline__ double rtx_ln(double x) { return log(x); }
+__device__ __forceinline__ float rtx_ln_1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double rtx_ln_1p(double x) { return log1p(x); }
+__device__ __forceinline__ float rtx_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double rtx_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float rtx_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double rtx_sin(double x) { return sin(x); }
+__device__ __forceinline__ float rtx_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double rtx_cos(double x) { return cos(x); }
+__device__ __forceinline__ float rtx_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double rtx_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float rtx_erf(float x) { return erff(x); }
+__device__ __forceinline__ double rtx_erf(double x) { return erf(x); }
+__device__ __forceinline__ float rtx_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ double rtx_abs(double x) { return fabs(x); }
+__device__ __forceinline__ float rtx_powf(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double rtx_powf(double x, double y) { return pow(x, y); }
+__device__ __forceinline__ float rtx_mul_add(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double rtx_mul_add(double a, double b, double c) { return fma(a, b, c); }
+__device__ __forceinline__ float rtx_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double rtx_max(double a, double b) { return fmax(a, b); }
+__device__ __forceinline__ float rtx_min(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double rtx_min(double a, double b) { return fmin(a, b); }
+template <typename I> __device__ __forceinline__ I rtx_max(I a, I b) { return a < b ? b : a; }
+template <typename I> __device__ __forceinline__ I rtx_min(I a, I b) { return b < a ? b : a; }
+// Repeated squaring, the same steps as rtx_kernels::kernel::rt::powi.
+template <typename A> __device__ __forceinline__ A rtx_powi(A x, int n) {
+  A base = x;
+  unsigned int e = n < 0 ? 0u - (unsigned int)n : (unsigned int)n;
+  A acc = A(1.0);
+  while (e > 0u) {
+    if (e & 1u) acc = acc * base;
+    base = base * base;
+    e >>= 1;
+  }
+  return n < 0 ? A(1.0) / acc : acc;
+}
+template <typename A> __device__ __forceinline__ A rtx_inf();
+template <> __device__ __forceinline__ float rtx_inf<float>() { rtx_f32_bits b; b.u = 0x7f800000u; return b.f; }
+template <> __device__ __forceinline__ double rtx_inf<double>() { rtx_f64_bits b; b.u = 0x7ff0000000000000ull; return b.f; }
+template <typename A> __device__ __forceinline__ A rtx_nan();
+template <> __device__ __forceinline__ float rtx_nan<float>() { rtx_f32_bits b; b.u = 0x7fc00000u; return b.f; }
+template <> __device__ __forceinline__ double rtx_nan<double>() { rtx_f64_bits b; b.u = 0x7ff8000000000000ull; return b.f; }
+
+// Threads, warps and atomics.
+__device__ __forceinline__ unsigned int rtx_linear_tid() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+__device__ __forceinline__ float rtx_shfl_down(float v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ int rtx_shfl_down(int v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ unsigned int rtx_shfl_down(unsigned int v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ unsigned long long rtx_shfl_down(unsigned long long v, unsigned int o) {
+  unsigned int lo = __shfl_down_sync(0xffffffffu, (unsigned int)v, o);
+  unsigned int hi = __shfl_down_sync(0xffffffffu, (unsigned int)(v >> 32), o);
+  return ((unsigned long long)hi << 32) | lo;
+}
+__device__ __forceinline__ long long rtx_shfl_down(long long v, unsigned int o) {
+  return (long long)rtx_shfl_down((unsigned long long)v, o);
+}
+__device__ __forceinline__ double rtx_shfl_down(double v, unsigned int o) {
+  rtx_f64_bits b;
+  b.f = v;
+  b.u = rtx_shfl_down(b.u, o);
+  return b.f;
+}
+__device__ __forceinline__ float rtx_shfl_xor(float v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ int rtx_shfl_xor(int v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ unsigned int rtx_shfl_xor(unsigned int v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ unsigned long long rtx_shfl_xor(unsigned long long v, unsigned int m) {
+  unsigned int lo = __shfl_xor_sync(0xffffffffu, (unsigned int)v, (int)m);
+  unsigned int hi = __shfl_xor_sync(0xffffffffu, (unsigned int)(v >> 32), (int)m);
+  return ((unsigned long long)hi << 32) | lo;
+}
+__device__ __forceinline__ long long rtx_shfl_xor(long long v, unsigned int m) {
+  return (long long)rtx_shfl_xor((unsigned long long)v, m);
+}
+__device__ __forceinline__ double rtx_shfl_xor(double v, unsigned int m) {
+  rtx_f64_bits b;
+  b.f = v;
+  b.u = rtx_shfl_xor(b.u, m);
+  return b.f;
+}
+__device__ __forceinline__ void rtx_atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(unsigned int* p, unsigned int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(unsigned long long* p, unsigned long long v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(long long* p, long long v) {
+  atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}
+// 16-bit floats: compare-and-swap on the aligned 32-bit word holding the element.
+template <typename H> __device__ __forceinline__ void rtx_atomic_add_16(H* p, float v) {
+  unsigned int* w = (unsigned int*)((unsigned long long)p & ~3ull);
+  const unsigned int shift = ((unsigned long long)p & 2ull) ? 16u : 0u;
+  unsigned int old = *w;
+  unsigned int assumed;
+  do {
+    assumed = old;
+    H h;
+    h.bits = (unsigned short)(assumed >> shift);
+    const H sum = rtx_elem<H>::narrow(rtx_elem<H>::widen(h) + v);
+    const unsigned int next = (assumed & ~(0xffffu << shift)) | ((unsigned int)sum.bits << shift);
+    old = atomicCAS(w, assumed, next);
+  } while (old != assumed);
+}
+__device__ __forceinline__ void rtx_atomic_add(rtx_f16* p, float v) { rtx_atomic_add_16(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(rtx_bf16* p, float v) { rtx_atomic_add_16(p, v); }
+#endif // RTX_KERNEL_PRELUDE
+#ifndef RTX_FN_ggml_f16
+#define RTX_FN_ggml_f16
+
+// `ggml_f16`: device function generated by #[kernel(device)] from Rust.
+template <typename A, typename S = A>
+__device__ __forceinline__ A ggml_f16_body(unsigned int h) {
+  unsigned int e = ((h >> 10u) & 31u);
+  unsigned int m = (h & 1023u);
+  A v = ((e == 31u) ? ((m == 0u) ? rtx_inf<A>() : rtx_nan<A>()) : ((e == 0u) ? (((A)(m)) * (A(1.0) / A(16777216.0))) : ((((A)((m | 1024u))) * ((A)((1u << e)))) * (A(1.0) / A(33554432.0)))));
+  return ((((h >> 15u) & 1u) == 1u) ? (-v) : v);
+}
+#endif // RTX_FN_ggml_f16
+#ifndef RTX_FN_ggml_i8
+#define RTX_FN_ggml_i8
+
+// `ggml_i8`: device function generated by #[kernel(device)] from Rust.
+template <typename A, typename S = A>
+__device__ __forceinline__ int ggml_i8_body(unsigned int b) {
+  return ((b >= 128u) ? (((int)(b)) - 256) : ((int)(b)));
+}
+#endif // RTX_FN_ggml_i8
+// rtx tensor-core prelude: the inline PTX behind #[kernel]'s tensor-core intrinsics (sm_80 and
+// newer), with no header. Fragment layouts are PTX's (rtx_kernels::kernel::tensor_core
+// documents them and emulates each instruction on the CPU).
+#ifndef RTX_KERNEL_PRELUDE_MMA
+#define RTX_KERNEL_PRELUDE_MMA
+// The shared-window address of a generic pointer into shared memory, as ldmatrix and cp.async
+// take it (32 bits suffice: the window is smaller than 4 GiB).
+__device__ __forceinline__ unsigned int rtx_smem_addr(const void* p) {
+  unsigned int a;
+  asm("{ .reg .u64 rtx_s; cvta.to.shared.u64 rtx_s, %1; cvt.u32.u64 %0, rtx_s; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// The global-window address of a generic pointer into global memory.
+__device__ __forceinline__ unsigned long long rtx_global_addr(const void* p) {
+  unsigned long long g;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(p));
+  return g;
+}
+// Callers pass a tile's address as rtx_smem_addr(tile) + 4 * word, and a source's as
+// rtx_global_addr(src) plus the byte offset, so the conversions (opaque to the compiler, as
+// inline PTX) are computed once per array rather than once per instruction.
+// cp.async of 16 bytes (.cg: cached in L2 only, the tile goes to shared memory anyway): n
+// elements of src from index on (at most 16 bytes' worth), the rest of the 16 bytes zeroed.
+// With n = 0 nothing is read, and the address given is src itself, in bounds.
+template <typename S>
+__device__ __forceinline__ void rtx_cp_async16(unsigned int dst, unsigned long long src, unsigned long long index, unsigned long long n) {
+  const unsigned long long most = 16ull / sizeof(S);
+  const unsigned int bytes = (unsigned int)((n < most ? n : most) * sizeof(S));
+  const unsigned long long from = bytes != 0u ? src + index * sizeof(S) : src;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(from), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void rtx_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// PTX takes the count of groups left pending as an immediate.
+template <int N> __device__ __forceinline__ void rtx_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// ldmatrix: each lane gives one 16-byte row (lanes 8m..8m+7 the rows of matrix m) and receives
+// one 32-bit word of each matrix.
+__device__ __forceinline__ void rtx_ldmatrix_x1(unsigned int& r0, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x2(unsigned int& r0, unsigned int& r1, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x4(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x1_trans(unsigned int& r0, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x2_trans(unsigned int& r0, unsigned int& r1, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x4_trans(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(row));
+}
+// D = A B + C on a 16 x 8 x 16 tile, in place on the accumulator (D is C), f32 accumulation;
+// the element type of A and B is the storage type S.
+template <typename S> struct rtx_mma;
+template <> struct rtx_mma<rtx_bf16> {
+  static __device__ __forceinline__ void m16n8k16(float& d0, float& d1, float& d2, float& d3, unsigned int a0, unsigned int a1,
+                                                  unsigned int a2, unsigned int a3, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
+template <> struct rtx_mma<rtx_f16> {
+  static __device__ __forceinline__ void m16n8k16(float& d0, float& d1, float& d2, float& d3, unsigned int a0, unsigned int a1,
+                                                  unsigned int a2, unsigned int a3, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
+// Two compute-type values rounded to S and packed into one word, lo in the low half: one cvt
+// of the pair (a NaN becomes the canonical NaN here: packed words only feed mma operands).
+template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_bf16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_f16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// Hopper's warpgroup products (sm_90a). A tile operand is K-major in the 128-byte swizzle:
+// rows of 64 16-bit elements (128 bytes), 16-byte chunk c of row r at chunk c ^ (r % 8), 8-row
+// groups 1024 bytes apart, the tile on a 1024-byte boundary (the hardware takes the swizzle
+// from the address bits). Its descriptor: the start address and the group stride (1024
+// bytes) in 16-byte units, the leading offset unused (1), swizzle mode 1 (128 bytes).
+__device__ __forceinline__ unsigned long long rtx_wgmma_desc(unsigned int addr) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+// The descriptor of an N-major (MN-major) tile in the 128-byte swizzle: K rows of 64-element
+// panels, 8-row groups 1024 bytes apart (the stride byte offset), panels `panel` bytes apart
+// (the leading byte offset); the instruction's trans-b bit says the tile is N-major.
+__device__ __forceinline__ unsigned long long rtx_wgmma_desc_mn(unsigned int addr, unsigned int panel) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((panel >> 4) & 0x3FFFu) << 16) | (64ull << 32) | (1ull << 62);
+}
+// Whether the storage type S is bf16 (else f16): the instruction names the type in its text.
+template <typename S> struct rtx_is_bf16 { static const bool value = false; };
+template <> struct rtx_is_bf16<rtx_bf16> { static const bool value = true; };
+__device__ __forceinline__ void rtx_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void rtx_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Waits until at most N groups are pending, then passes every accumulator register through an
+// empty asm, so no read of the accumulator is moved above the wait.
+template <int N, typename A, int L> __device__ __forceinline__ void rtx_wgmma_wait(A (&acc)[L]) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#pragma unroll
+  for (int i = 0; i < L; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+// Makes this thread's earlier shared-memory writes (stores, landed cp.async copies) visible to
+// the async proxy, through which wgmma reads its tiles.
+__device__ __forceinline__ void rtx_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#endif // RTX_KERNEL_PRELUDE_MMA
+
+// `qmatmul_ggml_tc`: SIMT kernel generated by #[kernel] from Rust.
+template <typename S, typename A>
+__device__ __forceinline__ void qmatmul_ggml_tc_impl(const int* w, const A* x, A* out, unsigned long long m, unsigned long long n, unsigned long long k, unsigned int kind) {
+  __shared__ __attribute__((aligned(16))) unsigned int xh[2048];
+  __shared__ __attribute__((aligned(16))) unsigned int xl[2048];
+  __shared__ __attribute__((aligned(16))) unsigned int wq[2048];
+  __shared__ __attribute__((aligned(16))) A sd[128];
+  __shared__ __attribute__((aligned(16))) A smn[128];
+  __shared__ __attribute__((aligned(16))) A sx[128];
+  unsigned long long tid = ((unsigned long long)threadIdx.x);
+  unsigned long long lane = ((unsigned long long)(rtx_linear_tid() & 31u));
+  unsigned long long warp = (tid / 32ull);
+  unsigned long long m0 = (((unsigned long long)blockIdx.y) * 64ull);
+  unsigned long long n0 = (((unsigned long long)blockIdx.x) * 64ull);
+  unsigned long long blocks = (k / 32ull);
+  unsigned long long bytes = ((kind == 8u) ? 34ull : 20ull);
+  unsigned long long quad = (lane / 8ull);
+  unsigned long long r8 = (lane % 8ull);
+  unsigned long long a_row = (((warp * 16ull) + ((quad % 2ull) * 8ull)) + r8);
+  const A rtx_t0 = A(0.0);
+  A acc[32];
+  #pragma unroll
+  for (int rtx_t1 = 0; rtx_t1 < 32; ++rtx_t1) acc[rtx_t1] = rtx_t0;
+  const A rtx_t2 = A(0.0);
+  A part[32];
+  #pragma unroll
+  for (int rtx_t3 = 0; rtx_t3 < 32; ++rtx_t3) part[rtx_t3] = rtx_t2;
+  const unsigned int rtx_t4 = 0u;
+  unsigned int ah[4];
+  #pragma unroll
+  for (int rtx_t5 = 0; rtx_t5 < 4; ++rtx_t5) ah[rtx_t5] = rtx_t4;
+  const unsigned int rtx_t6 = 0u;
+  unsigned int al[4];
+  #pragma unroll
+  for (int rtx_t7 = 0; rtx_t7 < 4; ++rtx_t7) al[rtx_t7] = rtx_t6;
+  const unsigned int rtx_t8 = 0u;
+  unsigned int bq[16];
+  #pragma unroll
+  for (int rtx_t9 = 0; rtx_t9 < 16; ++rtx_t9) bq[rtx_t9] = rtx_t8;
+  unsigned long long b0 = 0ull;
+  while ((b0 < blocks)) {
+    unsigned long long c = (tid % 8ull);
+    unsigned long long b = (b0 + (c / 4ull));
+    #pragma unroll
+    for (unsigned long long i = 0ull; i < 4ull; i += 1) {
+      unsigned long long r = ((tid / 8ull) + (16ull * i));
+      unsigned long long word = ((r * 32ull) + ((c ^ (r % 8ull)) * 4ull));
+      unsigned long long row = (m0 + r);
+      bool live = ((row < m) && (b < blocks));
+      unsigned long long at = (((row * k) + (b0 * 32ull)) + (c * 8ull));
+      A sum = A(0.0);
+      #pragma unroll
+      for (unsigned long long p = 0ull; p < 4ull; p += 1) {
+        const A rtx_t10 = A(0.0);
+        A v[2];
+        #pragma unroll
+        for (int rtx_t11 = 0; rtx_t11 < 2; ++rtx_t11) v[rtx_t11] = rtx_t10;
+        #pragma unroll
+        for (unsigned long long e = 0ull; e < 2ull; e += 1) {
+          if (live) {
+            v[e] = x[((at + (2ull * p)) + e)];
+          }
+        }
+        double v0 = ((double)(v[0ull]));
+        double v1 = ((double)(v[1ull]));
+        double c0 = __dmul_rn(v0, 35184372088833.0);
+        double c1 = __dmul_rn(v1, 35184372088833.0);
+        double h0 = __dsub_rn(c0, __dsub_rn(c0, v0));
+        double h1 = __dsub_rn(c1, __dsub_rn(c1, v1));
+        xh[(word + p)] = rtx_pack2<S>(((A)(h0)), ((A)(h1)));
+        xl[(word + p)] = rtx_pack2<S>(((A)(__dsub_rn(v0, h0))), ((A)(__dsub_rn(v1, h1))));
+        sum += (v[0ull] + v[1ull]);
+      }
+      sum += rtx_shfl_xor(sum, 1u);
+      sum += rtx_shfl_xor(sum, 2u);
+      if (((c % 4ull) == 0ull)) {
+        sx[((r * 2ull) + (c / 4ull))] = sum;
+      }
+      unsigned long long col = (n0 + r);
+      const int rtx_t12 = 0;
+      int q[8];
+      #pragma unroll
+      for (int rtx_t13 = 0; rtx_t13 < 8; ++rtx_t13) q[rtx_t13] = rtx_t12;
+      A d = A(0.0);
+      A mn = A(0.0);
+      if (((col < n) && (b < blocks))) {
+        unsigned long long base = (((col * blocks) + b) * bytes);
+        unsigned int head = ((unsigned int)(w[(base / 4ull)]));
+        unsigned long long sub = (c % 4ull);
+        if ((kind == 8u)) {
+          A h = ggml_f16_body<A>(((head >> ((base % 4ull) * 8ull)) & 65535u));
+          d = h;
+          unsigned long long o = ((base + 2ull) + (sub * 8ull));
+          unsigned int w0 = ((unsigned int)(w[(o / 4ull)]));
+          unsigned int w1 = ((unsigned int)(w[((o / 4ull) + 1ull)]));
+          unsigned int lo = w0;
+          unsigned int hi = w1;
+          if (((o % 4ull) != 0ull)) {
+            unsigned int w2 = ((unsigned int)(w[((o / 4ull) + 2ull)]));
+            lo = ((w0 >> 16u) | (w1 << 16u));
+            hi = ((w1 >> 16u) | (w2 << 16u));
+          }
+          #pragma unroll
+          for (unsigned long long e_1 = 0ull; e_1 < 4ull; e_1 += 1) {
+            q[e_1] = ggml_i8_body<A>(((lo >> (8ull * e_1)) & 255u));
+            q[(e_1 + 4ull)] = ggml_i8_body<A>(((hi >> (8ull * e_1)) & 255u));
+          }
+        } else {
+          A h_1 = ggml_f16_body<A>((head & 65535u));
+          A l = ggml_f16_body<A>((head >> 16u));
+          d = h_1;
+          mn = l;
+          unsigned long long o_1 = (((base / 4ull) + 1ull) + ((sub % 2ull) * 2ull));
+          unsigned int lo_1 = ((unsigned int)(w[o_1]));
+          unsigned int hi_1 = ((unsigned int)(w[(o_1 + 1ull)]));
+          unsigned long long shift = ((sub / 2ull) * 4ull);
+          #pragma unroll
+          for (unsigned long long e_2 = 0ull; e_2 < 4ull; e_2 += 1) {
+            q[e_2] = ((int)(((lo_1 >> ((8ull * e_2) + shift)) & 15u)));
+            q[(e_2 + 4ull)] = ((int)(((hi_1 >> ((8ull * e_2) + shift)) & 15u)));
+          }
+        }
+      }
+      #pragma unroll
+      for (unsigned long long p_1 = 0ull; p_1 < 4ull; p_1 += 1) {
+        wq[(word + p_1)] = rtx_pack2<S>(((A)(q[(2ull * p_1)])), ((A)(q[((2ull * p_1) + 1ull)])));
+      }
+      if (((c % 4ull) == 0ull)) {
+        sd[((r * 2ull) + (c / 4ull))] = d;
+        smn[((r * 2ull) + (c / 4ull))] = mn;
+      }
+    }
+    __syncthreads();
+    unsigned long long g = (lane / 4ull);
+    unsigned long long t4 = (lane % 4ull);
+    #pragma unroll
+    for (unsigned long long kb = 0ull; kb < 2ull; kb += 1) {
+      #pragma unroll
+      for (unsigned long long i_1 = 0ull; i_1 < 32ull; i_1 += 1) {
+        part[i_1] = A(0.0);
+      }
+      #pragma unroll
+      for (unsigned long long s = 0ull; s < 2ull; s += 1) {
+        unsigned long long ks = ((2ull * kb) + s);
+        unsigned long long chunk = ((2ull * ks) + (quad / 2ull));
+        unsigned long long word_1 = ((a_row * 32ull) + ((chunk ^ r8) * 4ull));
+        rtx_ldmatrix_x4(ah[(0ull) + 0ull], ah[(0ull) + 1ull], ah[(0ull) + 2ull], ah[(0ull) + 3ull], (rtx_smem_addr(xh) + 4u * (unsigned int)(word_1)));
+        rtx_ldmatrix_x4(al[(0ull) + 0ull], al[(0ull) + 1ull], al[(0ull) + 2ull], al[(0ull) + 3ull], (rtx_smem_addr(xl) + 4u * (unsigned int)(word_1)));
+        #pragma unroll
+        for (unsigned long long j = 0ull; j < 4ull; j += 1) {
+          unsigned long long nr = (((16ull * j) + ((quad / 2ull) * 8ull)) + r8);
+          unsigned long long chunk_1 = ((2ull * ks) + (quad % 2ull));
+          rtx_ldmatrix_x4(bq[((4ull * j)) + 0ull], bq[((4ull * j)) + 1ull], bq[((4ull * j)) + 2ull], bq[((4ull * j)) + 3ull], (rtx_smem_addr(wq) + 4u * (unsigned int)(((nr * 32ull) + ((chunk_1 ^ r8) * 4ull)))));
+        }
+        #pragma unroll
+        for (unsigned long long f = 0ull; f < 8ull; f += 1) {
+          rtx_mma<S>::m16n8k16(part[((f * 4ull)) + 0ull], part[((f * 4ull)) + 1ull], part[((f * 4ull)) + 2ull], part[((f * 4ull)) + 3ull], ah[(0ull) + 0ull], ah[(0ull) + 1ull], ah[(0ull) + 2ull], ah[(0ull) + 3ull], bq[((f * 2ull)) + 0ull], bq[((f * 2ull)) + 1ull]);
+          rtx_mma<S>::m16n8k16(part[((f * 4ull)) + 0ull], part[((f * 4ull)) + 1ull], part[((f * 4ull)) + 2ull], part[((f * 4ull)) + 3ull], al[(0ull) + 0ull], al[(0ull) + 1ull], al[(0ull) + 2ull], al[(0ull) + 3ull], bq[((f * 2ull)) + 0ull], bq[((f * 2ull)) + 1ull]);
+        }
+      }
+      #pragma unroll
+      for (unsigned long long f_1 = 0ull; f_1 < 8ull; f_1 += 1) {
+        #pragma unroll
+        for (unsigned long long i_2 = 0ull; i_2 < 4ull; i_2 += 1) {
+          unsigned long long r_1 = (((warp * 16ull) + g) + (8ull * (i_2 / 2ull)));
+          unsigned long long cw = (((f_1 * 8ull) + (t4 * 2ull)) + (i_2 % 2ull));
+          unsigned long long e_3 = ((f_1 * 4ull) + i_2);
+          acc[e_3] += ((sd[((cw * 2ull) + kb)] * part[e_3]) + (smn[((cw * 2ull) + kb)] * sx[((r_1 * 2ull) + kb)]));
+        }
+      }
+    }
+    __syncthreads();
+    b0 += 2ull;
+  }
+  unsigned long long g_1 = (lane / 4ull);
+  unsigned long long t4_1 = (lane % 4ull);
+  #pragma unroll
+  for (unsigned long long f_2 = 0ull; f_2 < 8ull; f_2 += 1) {
+    #pragma unroll
+    for (unsigned long long i_3 = 0ull; i_3 < 4ull; i_3 += 1) {
+      unsigned long long row_1 = (((m0 + (warp * 16ull)) + g_1) + (8ull * (i_3 / 2ull)));
+      unsigned long long col_1 = (((n0 + (f_2 * 8ull)) + (t4_1 * 2ull)) + (i_3 % 2ull));
+      if (((row_1 < m) && (col_1 < n))) {
+        out[((row_1 * n) + col_1)] = acc[((f_2 * 4ull) + i_3)];
+      }
+    }
+  }
+}
+
+extern "C" __global__ void qmatmul_ggml_tc_f16(const int* w, const float* x, float* out, unsigned long long m, unsigned long long n, unsigned long long k, unsigned int kind) {
+  RTX_ENTRY();
+  qmatmul_ggml_tc_impl<rtx_f16, float>(w, x, out, m, n, k, kind);
+}
+extern "C" __global__ void qmatmul_ggml_tc_bf16(const int* w, const float* x, float* out, unsigned long long m, unsigned long long n, unsigned long long k, unsigned int kind) {
+  RTX_ENTRY();
+  qmatmul_ggml_tc_impl<rtx_bf16, float>(w, x, out, m, n, k, kind);
+}
