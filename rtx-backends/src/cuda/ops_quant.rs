@@ -72,52 +72,48 @@ pub(crate) fn qmatmul(
         Arg::U64(k as u64),
         Arg::U32(kind),
     ];
-    if m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0) {
-        let src = &kernels::qmatmul_ggml_tc::KERNEL;
-        // The bf16 entry: its activations' split needs bf16's exponent range.
-        let entry = kernel_entry(
-            words.ordinal(),
-            src,
-            DType::BF16,
-            DType::BF16,
-            Variant::Simt,
-        )?;
+    // The tensor-core kernel takes its bf16 entry: its activations' split needs bf16's
+    // exponent range (activations and output are f32, its `T::Acc`, either way).
+    let tensor_cores = m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0);
+    let (src, dtype, config) = if tensor_cores {
         let tile = kernels::QMATMUL_TC_TILE;
-        let config = LaunchConfig {
-            grid: (
-                u32::try_from(n.div_ceil(tile)).map_err(|_| too_big(n, m))?,
-                u32::try_from(m.div_ceil(tile))
-                    .ok()
-                    .filter(|&y| y <= 65535)
-                    .ok_or_else(|| too_big(n, m))?,
-                1,
-            ),
-            block: (kernels::QMATMUL_TC_THREADS, 1, 1),
-            shared_mem: 0,
-        };
-        // SAFETY: as below; the same arguments, the activations and output f32 (`T::Acc`).
-        unsafe { launch_entry(words.ordinal(), src, entry, config, &args)? };
-        return Ok(out);
-    }
-    let src = &kernels::qmatmul_ggml::KERNEL;
-    let entry = kernel_entry(words.ordinal(), src, DType::F32, DType::F32, Variant::Simt)?;
-    let warps = (kernels::QMATMUL_THREADS / 32) as usize;
-    let config = LaunchConfig {
+        let config = grid((n, tile), (m, tile), kernels::QMATMUL_TC_THREADS)?;
+        (&kernels::qmatmul_ggml_tc::KERNEL, DType::BF16, config)
+    } else {
+        let warps = (kernels::QMATMUL_THREADS / 32) as usize;
+        let config = grid(
+            (n, warps),
+            (m, kernels::QMATMUL_ROWS),
+            kernels::QMATMUL_THREADS,
+        )?;
+        (&kernels::qmatmul_ggml::KERNEL, DType::F32, config)
+    };
+    let entry = kernel_entry(words.ordinal(), src, dtype, dtype, Variant::Simt)?;
+    // SAFETY: either kernel reads the `n * k / 32` blocks the caller checked `words` holds, `m
+    // * k` activations from the dense view, and writes `m * n` values into `out`.
+    unsafe { launch_entry(words.ordinal(), src, entry, config, &args)? };
+    Ok(out)
+}
+
+/// A grid of `ceil(n / per_x) x ceil(m / per_y)` blocks of `threads` threads for an `[m, n]`
+/// product, or an error where it exceeds a launch's limits.
+fn grid(
+    (n, per_x): (usize, usize),
+    (m, per_y): (usize, usize),
+    threads: u32,
+) -> Result<LaunchConfig> {
+    Ok(LaunchConfig {
         grid: (
-            u32::try_from(n.div_ceil(warps)).map_err(|_| too_big(n, m))?,
-            u32::try_from(m.div_ceil(kernels::QMATMUL_ROWS))
+            u32::try_from(n.div_ceil(per_x)).map_err(|_| too_big(n, m))?,
+            u32::try_from(m.div_ceil(per_y))
                 .ok()
                 .filter(|&y| y <= 65535)
                 .ok_or_else(|| too_big(n, m))?,
             1,
         ),
-        block: (kernels::QMATMUL_THREADS, 1, 1),
+        block: (threads, 1, 1),
         shared_mem: 0,
-    };
-    // SAFETY: the kernel reads the `n * k / 32` blocks the caller checked `words` holds, `m *
-    // k` activations from the dense view, and writes `m * n` values into `out`.
-    unsafe { launch_entry(words.ordinal(), src, entry, config, &args)? };
-    Ok(out)
+    })
 }
 
 /// The error for a product too large for one launch's grid.
