@@ -21,7 +21,9 @@
 //! and the unfused forward+backward through rtx's autograd (the forward, `sum(o * do)` and
 //! `try_backward`, which also pays the product and sum, a pass over `[b, h, t, d]`). Times are
 //! the median per call of `--reps` calls (default 30) queued back to back after 5 warm-ups, each
-//! bracketed by CUDA events on rtx's stream. TFLOP/s count as FlashAttention does: a forward is
+//! bracketed by CUDA events on rtx's stream, behind a head start of GPU work (products of
+//! 4096 x 4096 for about a millisecond a call) so that the host has queued them all before the
+//! GPU reaches them: the intervals are GPU time even where a call's host side is the longer. TFLOP/s count as FlashAttention does: a forward is
 //! `4 b h t^2 d`, halved for the causal mask (the padded size is counted as unpadded causal);
 //! forward+backward is 3.5 times the forward (the backward 2.5 times).
 //! `benches/flash_attention_torch.py` times PyTorch on the same sizes.
@@ -85,9 +87,27 @@ fn options() -> Opts {
     }
 }
 
+/// Queues about `ms` milliseconds of GPU work (bf16 products of 4096 x 4096 through cuBLAS,
+/// results dropped) ahead of the timed calls.
+///
+/// Why: a call's host side (argument packing, the driver's launch) can take longer than a
+/// small kernel, and then back-to-back events would time the host. With the GPU busy first,
+/// the host queues every timed call before the GPU reaches them, so each interval is GPU time.
+fn head_start(ms: f64) -> Result<(), String> {
+    let dev = Device::Cuda(0);
+    let a: Tensor<(usize, usize), bf16> = Tensor::try_randn((4096, 4096), 7, dev).map_err(err)?;
+    // 2 * 4096^3 FLOPs at under 800 TFLOP/s (an H200's dense bf16 peak is about 990).
+    let per_product_ms = 2.0 * 4096f64.powi(3) / 800e12 * 1e3;
+    for _ in 0..(ms / per_product_ms).ceil() as usize {
+        drop(a.try_matmul(&a).map_err(err)?);
+    }
+    Ok(())
+}
+
 /// Median milliseconds per call of `f`: `warmup` calls, then `reps` calls queued back to back
-/// with an event recorded between each two. The host queues ahead of the GPU, so an interval
-/// is one call's GPU time without the launch gaps a synchronize after each call would add.
+/// behind a head start of GPU work (`head_start`), with an event recorded between each two,
+/// so an interval is one call's GPU time, without the launch gaps a synchronize after each
+/// call would add and without the host's time.
 fn median_ms(
     warmup: usize,
     reps: usize,
@@ -100,6 +120,8 @@ fn median_ms(
     let events = (0..=reps)
         .map(|_| Event::new(0).map_err(err))
         .collect::<Result<Vec<_>, _>>()?;
+    // A millisecond of host time per call covers even the unfused backward's many launches.
+    head_start(reps as f64)?;
     events[0].record().map_err(err)?;
     for e in &events[1..] {
         f()?;

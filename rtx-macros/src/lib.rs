@@ -296,7 +296,10 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// the constant through the body, so loops over `d` get fixed trip counts and the branches on
 /// it vanish, and, each body being an entry alone, registers are allocated for that body and
 /// not for the largest of them (the fused attention kernels use it for head dims 64 and 128).
-/// The kernel's meaning is unchanged, and natively it runs as written.
+/// The kernel's meaning is unchanged, and natively it runs as written. Several
+/// `specialize(..)` together give an entry per combination of their values
+/// (`specialize(m = 1), specialize(kind = 8, 3)`: `name_f32__m1_kind8` and `__m1_kind3`), and a
+/// launch runs the first whose values it has all.
 ///
 /// # Paths
 ///

@@ -142,6 +142,33 @@ impl Weight {
         }
     }
 
+    /// `rms_norm(x) · selfᵀ + residual`, the norm (its weight and `eps`) and the residual
+    /// (`[T, out]`) each optional: a block's product with the RMS norm before it and the
+    /// residual add after it. A quantized weight on a GPU joins them to its product
+    /// ([`QTensor::matmul_t_joined`]: one launch when decoding, where they are three); other
+    /// weights and the CPU run the norm ([`rms_norm`], llama.cpp's arithmetic on the CPU), the
+    /// product and the sum in turn.
+    pub fn forward_joined(
+        &self,
+        x: &Tensor<(usize, usize)>,
+        norm: Option<(&Tensor<(usize,)>, f64)>,
+        residual: Option<&Tensor<(usize, usize)>>,
+    ) -> Result<Tensor<(usize, usize)>> {
+        if let Weight::Quantized(q) = self
+            && x.device().is_cuda()
+        {
+            return q.matmul_t_joined(x, norm, residual);
+        }
+        let y = match norm {
+            Some((w, eps)) => self.forward(&rms_norm(x, w, eps)?)?,
+            None => self.forward(x)?,
+        };
+        Ok(match residual {
+            Some(r) => r + &y,
+            None => y,
+        })
+    }
+
     /// `[out, in]`.
     pub fn dims(&self) -> [usize; 2] {
         match self {
@@ -421,7 +448,7 @@ impl Llama {
     /// `position` is past the cache's filled length, or the cache cannot hold the tokens.
     pub fn forward(&self, tokens: &[u32], position: usize, cache: &mut KvCache) -> Result<Matrix> {
         let x = self.hidden("Llama::forward", tokens, position, cache)?;
-        self.head.forward(&x)
+        self.logits(&x)
     }
 
     /// The logits of the last position only, `[1, vocab]`: what generation needs, without
@@ -437,8 +464,7 @@ impl Llama {
     ) -> Result<Matrix> {
         let x = self.hidden("Llama::forward_last", tokens, position, cache)?;
         let t = x.dims()[0];
-        self.head
-            .forward(&x.narrow::<0, usize>(t - 1, 1).contiguous())
+        self.logits(&x.narrow::<0, usize>(t - 1, 1).contiguous())
     }
 
     /// One step over a batch of sequences of different lengths: `tokens[i]` (any number,
@@ -500,7 +526,7 @@ impl Llama {
         }
         let x = self.run_segments(OP, &segments, cache)?;
         if segments.iter().all(|s| s.tokens.len() == 1) {
-            return self.head.forward(&x);
+            return self.logits(&x);
         }
         // Each sequence's last row, then one product of the head over them.
         let mut last = Vec::with_capacity(segments.len());
@@ -510,10 +536,18 @@ impl Llama {
             last.push(x.narrow::<0, usize>(end - 1, 1));
         }
         let refs: Vec<&Matrix> = last.iter().collect();
-        self.head.forward(&Tensor::cat::<0, usize>(&refs))
+        self.logits(&Tensor::cat::<0, usize>(&refs))
     }
 
-    /// The final hidden states `[T, D]` of one sequence's tokens, updating its cache.
+    /// The logits `[T, vocab]` of the residual stream `x` (`[T, D]`) after the last block:
+    /// the final norm joined to the head's product.
+    fn logits(&self, x: &Matrix) -> Result<Matrix> {
+        let eps = self.config.rms_eps;
+        self.head.forward_joined(x, Some((&self.norm, eps)), None)
+    }
+
+    /// The residual stream `[T, D]` after the last block for one sequence's tokens (the final
+    /// norm not yet applied: [`Llama::logits`] joins it to the head), updating its cache.
     fn hidden(
         &self,
         op: &'static str,
@@ -550,22 +584,6 @@ impl Llama {
         QTensor::from_bytes(&self.embedding, &[v, d], self.embedding_type, self.device)?
             .dequantize()
     }
-}
-
-/// The residual stream `x + y` and its RMS norm with `w`: one launch on a GPU, where the add
-/// and the norm are two; on the CPU the add, then [`rms_norm`].
-fn add_rms_norm(
-    x: &Matrix,
-    y: &Matrix,
-    w: &Tensor<(usize,)>,
-    eps: f64,
-) -> Result<(Matrix, Matrix)> {
-    if x.device().is_cuda() {
-        return kernels::add_rms_norm(x, y, w, eps);
-    }
-    let sum = x + y;
-    let normed = rms_norm(&sum, w, eps)?;
-    Ok((sum, normed))
 }
 
 /// `x / sqrt(mean(x²) + eps) * w` over the rows of `[T, D]`, in f32 as `transformers` does.

@@ -132,7 +132,7 @@ fn finite_blocks(ty: GgmlType, n: usize, k: usize, seed: u64) -> Vec<u8> {
 }
 
 /// A GPU's quantized product (`qmatmul_ggml`, the weight decoded in registers, f32
-/// activations; from 64 rows `qmatmul_ggml_tc`, the blocks' integers times the activations'
+/// activations; `qmatvec_ggml` up to 4 rows; from 64 rows `qmatmul_ggml_tc`, the blocks' integers times the activations'
 /// two bf16 parts on the tensor cores) is the dequantized weight's product up to f32 rounding
 /// (1e-5 of the terms' magnitudes), for decoding (one row) and prefill (many), contiguous activations and a transposed view; the CPU's product
 /// (activations quantized to 8 bits, as llama.cpp) stays within its quantization error of it.
@@ -147,8 +147,11 @@ fn quantized_products_on_every_gpu_are_the_dequantized_products() {
     };
     for ty in [GgmlType::Q8_0, GgmlType::Q4_1] {
         for (m, n, k) in [
+            // Up to 4 rows (decoding) the products run on `qmatvec_ggml`.
             (1, 576, 576),
             (1, 1536, 576),
+            (1, 576, 1536),
+            (3, 300, 1536),
             (37, 300, 1536),
             (512, 64, 64),
             // From 64 rows the products run on the tensor cores: partial tiles both ways.
@@ -197,4 +200,82 @@ fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     (0..rows * cols)
         .map(|i| x[(i % rows) * cols + i / rows])
         .collect()
+}
+
+/// `QTensor::matmul_t_joined` (the rows RMS-normed before the product, a residual added
+/// after) on every device: on the CPU exactly the composition `rms_norm`, `matmul_t`, `+`;
+/// on each GPU (one launch up to 4 rows, the norm's launch and the product with the residual
+/// from 5) the dequantized weight's f32 product of the normed rows plus the residual, within
+/// 1e-5 of the terms' magnitudes. A norm weight of the wrong length is an error naming it.
+#[test]
+fn joined_products_are_the_norm_the_product_and_the_sum_on_every_device() {
+    let eps = 1e-5;
+    let mut devices = vec![Device::Cpu];
+    match gpus() {
+        Ok(g) => devices.extend(g),
+        Err(why) => println!("joined quantized products: GPUs skipped: no CUDA device: {why}"),
+    }
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_1] {
+        for (m, n, k) in [(1, 576, 576), (3, 300, 1536), (37, 64, 256), (100, 96, 128)] {
+            let bytes = finite_blocks(ty, n, k, (m + 7 * n + k) as u64);
+            let cpu_w = QTensor::from_bytes(&bytes, &[n, k], ty, Device::Cpu).unwrap();
+            let dense = dequantized(&cpu_w);
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| (i * 53 % 997) as f32 / 250.0 - 2.0)
+                .collect();
+            let g: Vec<f32> = (0..k)
+                .map(|i| 0.5 + (i * 29 % 101) as f32 / 100.0)
+                .collect();
+            let r: Vec<f32> = (0..m * n).map(|i| (i * 17 % 89) as f32 - 44.0).collect();
+            for &dev in &devices {
+                let w = cpu_w.to_device(dev).unwrap();
+                let xs: Tensor<(usize, usize)> = Tensor::from_vec(x.clone(), (m, k), dev);
+                let gs: Tensor<(usize,)> = Tensor::from_vec(g.clone(), (k,), dev);
+                let rs: Tensor<(usize, usize)> = Tensor::from_vec(r.clone(), (m, n), dev);
+                let got = w
+                    .matmul_t_joined(&xs, Some((&gs, eps)), Some(&rs))
+                    .unwrap()
+                    .to_vec();
+                if dev == Device::Cpu {
+                    let normed = rtx::nn::rms_norm(&xs, &gs, eps).unwrap();
+                    let want = (&rs + &w.matmul_t(&normed).unwrap()).to_vec();
+                    assert_eq!(got, want, "{ty} [{m}, {n}, {k}] on the CPU");
+                    continue;
+                }
+                for row in 0..m {
+                    let xr = &x[row * k..(row + 1) * k];
+                    let ms =
+                        xr.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / k as f64;
+                    let rstd = 1.0 / (ms + eps).sqrt();
+                    for c in 0..n {
+                        let terms = (0..k).map(|j| {
+                            f64::from(xr[j]) * rstd * f64::from(g[j]) * f64::from(dense[c * k + j])
+                        });
+                        let exact = terms.clone().sum::<f64>() + f64::from(r[row * n + c]);
+                        let mag: f64 =
+                            terms.map(f64::abs).sum::<f64>() + f64::from(r[row * n + c]).abs();
+                        let v = f64::from(got[row * n + c]);
+                        assert!(
+                            (v - exact).abs() <= 1e-5 * mag.max(1e-30),
+                            "{ty} [{m}, {n}, {k}] on {dev}, [{row}, {c}]: {v} against {exact}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let w = QTensor::from_bytes(
+        &finite_blocks(GgmlType::Q8_0, 2, 64, 1),
+        &[2, 64],
+        GgmlType::Q8_0,
+        Device::Cpu,
+    )
+    .unwrap();
+    let x: Tensor<(usize, usize)> = Tensor::from_vec(vec![1.0; 64], (1, 64), Device::Cpu);
+    let short: Tensor<(usize,)> = Tensor::from_vec(vec![1.0; 32], (32,), Device::Cpu);
+    let err = w
+        .matmul_t_joined(&x, Some((&short, eps)), None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("[32]") && err.contains("norm"), "{err}");
 }

@@ -46,16 +46,21 @@ const TENSOR_CORE_ROWS: usize = 64;
 
 /// `x · Wᵀ` for the quantized weight `W` `[n, k]` in `words` (GGUF type `kind`, `Q8_0` or
 /// `Q4_1`) and the f32 activations `x` viewed by `xl` as `[m, k]`, as a dense `[m, n]`
-/// storage: one launch of `qmatmul_ggml`, which decodes each weight block in registers, or
-/// from [`TENSOR_CORE_ROWS`] rows on a GPU of compute capability 8.0 or later,
-/// `qmatmul_ggml_tc`, which multiplies the blocks' integers on the tensor cores. The caller
-/// has checked the kind, the dims and that `words` holds the weight's blocks.
+/// storage, plus the `[m, n]` `residual` where one is given: one launch. `qmatmul_ggml`
+/// decodes each weight block in registers; for the few rows of a decoding step (up to
+/// `QMATVEC_ROWS`) `qmatvec_ggml` does so without its staging's barriers, and joins the rows'
+/// RMS norm (`norm`: its weight `[k]` and `eps`) to the product; from [`TENSOR_CORE_ROWS`]
+/// rows on a GPU of compute capability 8.0 or later, `qmatmul_ggml_tc` multiplies the blocks'
+/// integers on the tensor cores. The caller has checked the kind, the dims, that `words` holds
+/// the weight's blocks, and the norm's and residual's dims; a norm comes with at most
+/// `QMATVEC_ROWS` rows.
 pub(crate) fn qmatmul(
     words: &CudaStorage<i32>,
     kind: u32,
     (n, k): (usize, usize),
-    x: &CudaStorage<f32>,
-    xl: &crate::Layout,
+    (x, xl): (&CudaStorage<f32>, &crate::Layout),
+    norm: Option<(&CudaStorage<f32>, &crate::Layout, f32)>,
+    residual: Option<(&CudaStorage<f32>, &crate::Layout)>,
 ) -> Result<CudaStorage<f32>> {
     let m = xl.dims()[0];
     let out = CudaStorage::<f32>::uninit(words.ordinal(), m * n)?;
@@ -63,34 +68,75 @@ pub(crate) fn qmatmul(
         return Ok(out);
     }
     let (xs, at) = super::ops::dense_view(x, xl)?;
-    let args = [
-        Arg::Ptr(words.device_ptr()),
-        Arg::Ptr(xs.ptr_at(at)),
-        Arg::Ptr(out.device_ptr()),
-        Arg::U64(m as u64),
-        Arg::U64(n as u64),
-        Arg::U64(k as u64),
-        Arg::U32(kind),
-    ];
-    // The tensor-core kernel takes its bf16 entry: its activations' split needs bf16's
-    // exponent range (activations and output are f32, its `T::Acc`, either way).
-    let tensor_cores = m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0);
-    let (src, dtype, config) = if tensor_cores {
-        let tile = kernels::QMATMUL_TC_TILE;
-        let config = grid((n, tile), (m, tile), kernels::QMATMUL_TC_THREADS)?;
-        (&kernels::qmatmul_ggml_tc::KERNEL, DType::BF16, config)
-    } else {
+    // An absent norm weight or residual is never read: the output stands in for its pointer.
+    let (res, res_at) = match residual {
+        Some((r, rl)) => super::ops::dense_view(r, rl)?,
+        None => (out.clone(), 0),
+    };
+    let add = Arg::U32(u32::from(residual.is_some()));
+    let (src, dtype, config, args) = if m <= kernels::QMATVEC_ROWS {
+        let (g, g_at) = match norm {
+            Some((g, gl, _)) => super::ops::dense_view(g, gl)?,
+            None => (out.clone(), 0),
+        };
         let warps = (kernels::QMATMUL_THREADS / 32) as usize;
-        let config = grid(
-            (n, warps),
-            (m, kernels::QMATMUL_ROWS),
-            kernels::QMATMUL_THREADS,
-        )?;
-        (&kernels::qmatmul_ggml::KERNEL, DType::F32, config)
+        let config = grid((n, warps), (1, 1), kernels::QMATMUL_THREADS)?;
+        let args = vec![
+            Arg::Ptr(words.device_ptr()),
+            Arg::Ptr(xs.ptr_at(at)),
+            Arg::Ptr(g.ptr_at(g_at)),
+            Arg::Ptr(res.ptr_at(res_at)),
+            Arg::Ptr(out.device_ptr()),
+            Arg::U64(m as u64),
+            Arg::U64(n as u64),
+            Arg::U64(k as u64),
+            Arg::U32(kind),
+            Arg::U32(u32::from(norm.is_some())),
+            add,
+            Arg::Acc(norm.map_or(0.0, |(_, _, eps)| f64::from(eps))),
+        ];
+        (&kernels::qmatvec_ggml::KERNEL, DType::F32, config, args)
+    } else {
+        if norm.is_some() {
+            return Err(crate::BackendError::BadArgument {
+                op: "quantized matmul",
+                msg: format!(
+                    "the RMS norm joins products of at most {} rows, not {m}",
+                    kernels::QMATVEC_ROWS
+                ),
+            });
+        }
+        let args = vec![
+            Arg::Ptr(words.device_ptr()),
+            Arg::Ptr(xs.ptr_at(at)),
+            Arg::Ptr(res.ptr_at(res_at)),
+            Arg::Ptr(out.device_ptr()),
+            Arg::U64(m as u64),
+            Arg::U64(n as u64),
+            Arg::U64(k as u64),
+            Arg::U32(kind),
+            add,
+        ];
+        // The tensor-core kernel takes its bf16 entry: its activations' split needs bf16's
+        // exponent range (activations and output are f32, its `T::Acc`, either way).
+        if m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0) {
+            let tile = kernels::QMATMUL_TC_TILE;
+            let config = grid((n, tile), (m, tile), kernels::QMATMUL_TC_THREADS)?;
+            (&kernels::qmatmul_ggml_tc::KERNEL, DType::BF16, config, args)
+        } else {
+            let warps = (kernels::QMATMUL_THREADS / 32) as usize;
+            let config = grid(
+                (n, warps),
+                (m, kernels::QMATMUL_ROWS),
+                kernels::QMATMUL_THREADS,
+            )?;
+            (&kernels::qmatmul_ggml::KERNEL, DType::F32, config, args)
+        }
     };
     let entry = kernel_entry(words.ordinal(), src, dtype, dtype, Variant::Simt)?;
-    // SAFETY: either kernel reads the `n * k / 32` blocks the caller checked `words` holds, `m
-    // * k` activations from the dense view, and writes `m * n` values into `out`.
+    // SAFETY: each kernel reads the `n * k / 32` blocks the caller checked `words` holds, `m
+    // * k` activations from the dense view, the `[k]` norm weight and `[m, n]` residual from
+    // theirs when given (the caller checked their dims), and writes `m * n` values into `out`.
     unsafe { launch_entry(words.ordinal(), src, entry, config, &args)? };
     Ok(out)
 }

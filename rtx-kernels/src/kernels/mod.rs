@@ -210,4 +210,5 @@ pub static ALL: &[&KernelSource] = &[
     &dequantize_ggml::KERNEL,
     &qmatmul_ggml::KERNEL,
     &qmatmul_ggml_tc::KERNEL,
+    &qmatvec_ggml::KERNEL,
 ];

@@ -18,7 +18,8 @@ pub const QMATMUL_THREADS: u32 = 128;
 pub const QMATMUL_ROWS: usize = 8;
 /// `out[r * n + c] = Σ_j x[r * k + j] · W[c, j]` for the quantized weight `W` `[n, k]` in `w`
 /// (ggml blocks of 32 values as little-endian words, GGUF type `kind`: 8 for `Q8_0`, 3 for
-/// `Q4_1`, no other) and activations `x` `[m, k]`, `k` a multiple of 32: a Linear's `x · Wᵀ`. Launch
+/// `Q4_1`, no other) and activations `x` `[m, k]`, `k` a multiple of 32: a Linear's `x · Wᵀ`;
+/// with `add` 1, plus `res[r * n + c]` (a residual `[m, n]`; `res` is not read otherwise). Launch
 /// exactly [`QMATMUL_THREADS`] threads per block (the staging's steps assume it) on a grid of
 /// `ceil(n / 4) x ceil(m / 8)` blocks.
 ///
@@ -40,18 +41,21 @@ pub const QMATMUL_ROWS: usize = 8;
 /// let w: Vec<i32> = bytes.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
 /// let x = vec![1.0f32; 32];
 /// let mut out = vec![0.0f32; 1];
-/// qmatmul_ggml(LaunchConfig::new((1, 1), 128), &w, &x, &mut out, 1, 1, 32, 8).unwrap();
+/// qmatmul_ggml(LaunchConfig::new((1, 1), 128), &w, &x, &[], &mut out, 1, 1, 32, 8, 0).unwrap();
 /// assert_eq!(out[0], 0.5 * (0..32).sum::<i32>() as f32);
 /// ```
 #[kernel(crate = crate)]
+#[allow(clippy::too_many_arguments)]
 pub fn qmatmul_ggml<T: Float>(
     w: &[i32],
     x: &[T],
+    res: &[T],
     out: &mut [T],
     m: usize,
     n: usize,
     k: usize,
     kind: u32,
+    add: u32,
 ) {
     #[shared]
     let xs: [T; 2112];
@@ -103,44 +107,11 @@ pub fn qmatmul_ggml<T: Float>(
         let b = b0 + lane / 4;
         if active && b < blocks {
             let base = (col * blocks + b) * bytes;
-            // The block's scale (and minimum) once for the lane's 8 values, and its bytes a
-            // word at a time: the formulas of `ggml_q8_0` and `ggml_q4_q5` with the decoding
-            // they share taken out of the loop.
-            let head = w[base / 4] as u32;
-            if kind == 8 {
-                // Values `8 q ..` are the bytes from `o`, an even offset: two words, or
-                // three when `o` falls mid-word (the third still inside the buffer, which
-                // holds the block's last bytes in it).
-                let d: T = ggml_f16((head >> ((base % 4) * 8)) & 65535);
-                let o = base + 2 + quarter * 8;
-                let w0 = w[o / 4] as u32;
-                let w1 = w[o / 4 + 1] as u32;
-                let mut lo = w0;
-                let mut hi = w1;
-                if o % 4 != 0 {
-                    let w2 = w[o / 4 + 2] as u32;
-                    lo = (w0 >> 16) | (w1 << 16);
-                    hi = (w1 >> 16) | (w2 << 16);
-                }
-                for e in 0..4 {
-                    let a: i32 = ggml_i8((lo >> (8 * e)) & 255);
-                    let c: i32 = ggml_i8((hi >> (8 * e)) & 255);
-                    v[e] = (a as T) * d;
-                    v[e + 4] = (c as T) * d;
-                }
-            } else {
-                // Q4_1's blocks are whole words: the scale and minimum, then 16 bytes whose
-                // low halves are values 0..16 and high halves 16..32.
-                let d: T = ggml_f16(head & 65535);
-                let mn: T = ggml_f16(head >> 16);
-                let o = base / 4 + 1 + (quarter % 2) * 2;
-                let lo = w[o] as u32;
-                let hi = w[o + 1] as u32;
-                let shift = (quarter / 2) * 4;
-                for e in 0..4 {
-                    v[e] = d * (((lo >> (8 * e + shift)) & 15) as T) + mn;
-                    v[e + 4] = d * (((hi >> (8 * e + shift)) & 15) as T) + mn;
-                }
+            let mut q = [0.0; 8];
+            let d = ggml_octet(w, base, quarter, kind, &mut q);
+            let mn = ggml_min(w[base / 4] as u32, kind);
+            for e in 0..8 {
+                v[e] = d * q[e] + mn;
             }
             // The lane's values are `t0 ..= t0 + 7` of the step, `t0 = 8 lane`.
             let at = 8 * lane + lane / 4;
@@ -160,7 +131,236 @@ pub fn qmatmul_ggml<T: Float>(
         for r in 0..8 {
             let s = warp_sum_xor(acc[r]);
             if lane == 0 && r < rows {
-                out[(r0 + r) * n + col] = s;
+                let at = (r0 + r) * n + col;
+                if add == 1 {
+                    out[at] = s + res[at];
+                } else {
+                    out[at] = s;
+                }
+            }
+        }
+    }
+}
+
+/// The scale of the ggml block at byte `base` of `w` (GGUF type `kind`: 8 for `Q8_0`, else
+/// `Q4_1`), and in `q` the integers of its values `8 sub ..= 8 sub + 7` (`sub` in `0..4`):
+/// `Q8_0`'s -128..=127, `Q4_1`'s 0..=15. A value is `scale · q + minimum` ([`ggml_min()`]).
+/// [`ggml_octet_load()`] then [`ggml_octet_decode()`]; every quantized product kernel decodes
+/// its blocks with these.
+#[kernel(device, crate = crate)]
+pub fn ggml_octet<T: Float>(w: &[i32], base: usize, sub: usize, kind: u32, q: &mut [T; 8]) -> T {
+    let mut words = [0u32; 16];
+    ggml_octet_load(w, base, sub, kind, &mut words, 0);
+    ggml_octet_decode(&words, 0, base, sub, kind, &mut q)
+}
+
+/// The words [`ggml_octet_decode()`] reads for values `8 sub ..` of the block at byte `base`,
+/// into `words[at..at + 4]`: the block's first word (its scale, and `Q4_1`'s minimum), then the
+/// two or three words holding the 8 values' bytes. Loads only, and no branch between them, so a
+/// caller that loads several blocks before decoding any has all their loads in flight at once.
+#[kernel(device, crate = crate)]
+pub fn ggml_octet_load<T: Float>(
+    w: &[i32],
+    base: usize,
+    sub: usize,
+    kind: u32,
+    words: &mut [u32; 16],
+    at: usize,
+) {
+    words[at] = w[base / 4] as u32;
+    if kind == 8 {
+        // Values `8 sub ..` are the bytes from `o`, an even offset: two words, or three when
+        // `o` falls mid-word (the third still inside the buffer, which holds the block's last
+        // bytes in it).
+        let o = base + 2 + sub * 8;
+        words[at + 1] = w[o / 4] as u32;
+        words[at + 2] = w[o / 4 + 1] as u32;
+        words[at + 3] = 0;
+        if o % 4 != 0 {
+            words[at + 3] = w[o / 4 + 2] as u32;
+        }
+    } else {
+        // Q4_1's blocks are whole words: the scale and minimum, then 16 bytes whose low halves
+        // are values 0..16 and high halves 16..32.
+        let o = base / 4 + 1 + (sub % 2) * 2;
+        words[at + 1] = w[o] as u32;
+        words[at + 2] = w[o + 1] as u32;
+    }
+}
+
+/// The scale, and the integers `q`, of values `8 sub ..` of the block at byte `base` from the
+/// words [`ggml_octet_load()`] put at `words[at..]`: the formulas of `ggml_q8_0` and
+/// `ggml_q4_q5`, with the decoding a lane's 8 values share (the scale, the words) done once.
+#[kernel(device, crate = crate)]
+pub fn ggml_octet_decode<T: Float>(
+    words: &[u32; 16],
+    at: usize,
+    base: usize,
+    sub: usize,
+    kind: u32,
+    q: &mut [T; 8],
+) -> T {
+    let head = words[at];
+    let mut d = 0.0;
+    if kind == 8 {
+        d = ggml_f16((head >> ((base % 4) * 8)) & 65535);
+        let mut lo = words[at + 1];
+        let mut hi = words[at + 2];
+        if (base + 2 + sub * 8) % 4 != 0 {
+            lo = (words[at + 1] >> 16) | (words[at + 2] << 16);
+            hi = (words[at + 2] >> 16) | (words[at + 3] << 16);
+        }
+        for e in 0..4 {
+            let a: i32 = ggml_i8((lo >> (8 * e)) & 255);
+            let c: i32 = ggml_i8((hi >> (8 * e)) & 255);
+            q[e] = a as T;
+            q[e + 4] = c as T;
+        }
+    } else {
+        d = ggml_f16(head & 65535);
+        let lo = words[at + 1];
+        let hi = words[at + 2];
+        let shift = (sub / 2) * 4;
+        for e in 0..4 {
+            q[e] = ((lo >> (8 * e + shift)) & 15) as T;
+            q[e + 4] = ((hi >> (8 * e + shift)) & 15) as T;
+        }
+    }
+    d
+}
+
+/// The minimum of the ggml block whose first word is `head`: `Q4_1`'s, 0 for `Q8_0` (`kind`
+/// 8), beside [`ggml_octet()`]'s scale.
+#[kernel(device, crate = crate)]
+pub fn ggml_min<T: Float>(head: u32, kind: u32) -> T {
+    let mut mn = 0.0;
+    if kind != 8 {
+        mn = ggml_f16(head >> 16);
+    }
+    mn
+}
+
+/// Rows of activations [`qmatvec_ggml()`] takes at most: the few of a decoding step.
+pub const QMATVEC_ROWS: usize = 4;
+
+/// `out = x · Wᵀ` as [`qmatmul_ggml()`] computes it (bit for bit with `norm` and `add` 0) for
+/// at most [`QMATVEC_ROWS`] rows of activations (decoding a few sequences), with a decoding block's neighbours joined
+/// to it: with `norm` 1 the rows are first RMS-normed with the weight `g` (`[k]`) and `eps`,
+/// `x / sqrt(mean(x²) + eps) * g` (a warp sees its whole row, so it sums the squares as it
+/// multiplies and scales its finished sums), and with `add` 1 the residual `res` (`[m, n]`)
+/// is added to the output. A warp per weight row, any multiple of 32 threads a block on a
+/// grid of `ceil(n / (threads / 32))` blocks.
+///
+/// A decoding step's products are bound by latency, not bandwidth (an H200 reads all of
+/// SmolLM2-135M's weights in about 30 µs a step). So this kernel has no shared memory and no
+/// barrier: each lane decodes 8 values of a block, as `qmatmul_ggml`'s lanes do, four steps
+/// of 8 blocks unrolled, reading the activations from global memory (the L1 cache serves a
+/// block's warps). Past a row's last block a lane decodes the last block again and adds
+/// nothing, so no load waits on a branch and the compiler issues the four steps' loads
+/// together: a product waits on memory about once per 1024 values of K, where `qmatmul_ggml`
+/// waits on its staging's barriers twice per 256. One row has an entry of its own for each
+/// type and `norm` (those constant, so the branches on them fold away).
+#[kernel(crate = crate, specialize(m = 1), specialize(kind = 8, 3), specialize(norm = 0, 1))]
+#[allow(clippy::too_many_arguments)]
+pub fn qmatvec_ggml<T: Float>(
+    w: &[i32],
+    x: &[T],
+    g: &[T],
+    res: &[T],
+    out: &mut [T],
+    m: usize,
+    n: usize,
+    k: usize,
+    kind: u32,
+    norm: u32,
+    add: u32,
+    eps: T,
+) {
+    let lane = lane_id();
+    let col = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
+    // The whole warp shares `col`, so a warp past the last row leaves whole (there is no
+    // barrier to reach).
+    if col < n {
+        let blocks = k / 32;
+        let bytes = if kind == 8 { 34 } else { 20 };
+        let quarter = lane % 4;
+        let mut acc = [0.0; 4];
+        let mut squares = [0.0; 4];
+        let mut words = [0u32; 16];
+        let mut xs = [0.0; 32];
+        let mut gs = [0.0; 32];
+        let mut q = [0.0; 8];
+        let mut b0 = 0;
+        while b0 < blocks {
+            // The loads of four steps first: each lane's block `b0 + 8 s + lane / 4` (past
+            // the row's last block, the last again, so no load waits on a branch), and for
+            // one row its 8 activations (and norm weights).
+            for s in 0..4 {
+                let bb = (b0 + 8 * s + lane / 4).min(blocks - 1);
+                ggml_octet_load(
+                    w,
+                    (col * blocks + bb) * bytes,
+                    quarter,
+                    kind,
+                    &mut words,
+                    4 * s,
+                );
+                if m == 1 {
+                    for e in 0..8 {
+                        xs[8 * s + e] = x[bb * 32 + quarter * 8 + e];
+                        if norm == 1 {
+                            gs[8 * s + e] = g[bb * 32 + quarter * 8 + e];
+                        }
+                    }
+                }
+            }
+            for s in 0..4 {
+                let b = b0 + 8 * s + lane / 4;
+                let bb = b.min(blocks - 1);
+                let base = (col * blocks + bb) * bytes;
+                let d = ggml_octet_decode(&words, 4 * s, base, quarter, kind, &mut q);
+                let mn = ggml_min(words[4 * s], kind);
+                // Blocks past the row's end add nothing.
+                if b < blocks {
+                    for r in 0..4 {
+                        if r < m {
+                            for e in 0..8 {
+                                let j = bb * 32 + quarter * 8 + e;
+                                let mut xv = 0.0;
+                                if m == 1 {
+                                    xv = xs[8 * s + e];
+                                } else {
+                                    xv = x[r * k + j];
+                                }
+                                if norm == 1 {
+                                    squares[r] += xv * xv;
+                                    if m == 1 {
+                                        xv *= gs[8 * s + e];
+                                    } else {
+                                        xv *= g[j];
+                                    }
+                                }
+                                acc[r] += (d * q[e] + mn) * xv;
+                            }
+                        }
+                    }
+                }
+            }
+            b0 += 32;
+        }
+        for r in 0..4 {
+            if r < m {
+                let mut sum = warp_sum_xor(acc[r]);
+                if norm == 1 {
+                    let total = warp_sum_xor(squares[r]);
+                    sum *= 1.0 / (total / (k as T) + eps).sqrt();
+                }
+                if add == 1 {
+                    sum += res[r * n + col];
+                }
+                if lane == 0 {
+                    out[r * n + col] = sum;
+                }
             }
         }
     }

@@ -8,7 +8,7 @@
 //! Invariant: a block owns a 64 x 64 tile of the output and its sums run in a fixed order,
 //! so a result depends on the launch shape alone.
 
-use super::{ggml_f16, ggml_i8};
+use super::{ggml_min, ggml_octet};
 use crate::Float;
 use rtx_macros::kernel;
 
@@ -47,18 +47,21 @@ pub const QMATMUL_TC_TILE: usize = 64;
 /// let x = vec![1.0f32; 32];
 /// let mut out = vec![0.0f32; 1];
 /// let config = LaunchConfig::new((1, 1), QMATMUL_TC_THREADS);
-/// qmatmul_ggml_tc::<bf16>(config, &w, &x, &mut out, 1, 1, 32, 8).unwrap();
+/// qmatmul_ggml_tc::<bf16>(config, &w, &x, &[], &mut out, 1, 1, 32, 8, 0).unwrap();
 /// assert_eq!(out[0], 0.5 * (0..32).sum::<i32>() as f32);
 /// ```
 #[kernel(crate = crate)]
+#[allow(clippy::too_many_arguments)]
 pub fn qmatmul_ggml_tc<T: Float>(
     w: &[i32],
     x: &[T::Acc],
+    res: &[T::Acc],
     out: &mut [T::Acc],
     m: usize,
     n: usize,
     k: usize,
     kind: u32,
+    add: u32,
 ) {
     // A step's tiles, 64 rows of 64 bf16 values (32 words), 16-byte chunk `c` of row `r`
     // stored at chunk `c ^ (r % 8)` so the 8 rows an `ldmatrix` reads lie in distinct banks.
@@ -133,51 +136,16 @@ pub fn qmatmul_ggml_tc<T: Float>(
             }
             // Weight quants: values `8 (c % 4) ..` of block `b` of weight row `n0 + r`.
             let col = n0 + r;
-            let mut q = [0i32; 8];
+            let mut q = [0.0; 8];
             let mut d = 0.0;
             let mut mn = 0.0;
             if col < n && b < blocks {
                 let base = (col * blocks + b) * bytes;
-                let head = w[base / 4] as u32;
-                let sub = c % 4;
-                if kind == 8 {
-                    // Bytes from `o`, an even offset: two words, or three when `o` falls
-                    // mid-word (the third inside the block).
-                    let h: T = ggml_f16((head >> ((base % 4) * 8)) & 65535);
-                    d = h;
-                    let o = base + 2 + sub * 8;
-                    let w0 = w[o / 4] as u32;
-                    let w1 = w[o / 4 + 1] as u32;
-                    let mut lo = w0;
-                    let mut hi = w1;
-                    if o % 4 != 0 {
-                        let w2 = w[o / 4 + 2] as u32;
-                        lo = (w0 >> 16) | (w1 << 16);
-                        hi = (w1 >> 16) | (w2 << 16);
-                    }
-                    for e in 0..4 {
-                        q[e] = ggml_i8((lo >> (8 * e)) & 255);
-                        q[e + 4] = ggml_i8((hi >> (8 * e)) & 255);
-                    }
-                } else {
-                    // Q4_1: the scale and minimum, then 16 bytes whose low halves are values
-                    // 0..16 and high halves 16..32.
-                    let h: T = ggml_f16(head & 65535);
-                    let l: T = ggml_f16(head >> 16);
-                    d = h;
-                    mn = l;
-                    let o = base / 4 + 1 + (sub % 2) * 2;
-                    let lo = w[o] as u32;
-                    let hi = w[o + 1] as u32;
-                    let shift = (sub / 2) * 4;
-                    for e in 0..4 {
-                        q[e] = ((lo >> (8 * e + shift)) & 15) as i32;
-                        q[e + 4] = ((hi >> (8 * e + shift)) & 15) as i32;
-                    }
-                }
+                d = ggml_octet(w, base, c % 4, kind, &mut q);
+                mn = ggml_min(w[base / 4] as u32, kind);
             }
             for p in 0..4 {
-                wq[word + p] = pack2(q[2 * p] as T, q[2 * p + 1] as T);
+                wq[word + p] = pack2(q[2 * p], q[2 * p + 1]);
             }
             if c % 4 == 0 {
                 sd[r * 2 + c / 4] = d;
@@ -232,7 +200,11 @@ pub fn qmatmul_ggml_tc<T: Float>(
             let row = m0 + warp * 16 + g + 8 * (i / 2);
             let col = n0 + f * 8 + t4 * 2 + i % 2;
             if row < m && col < n {
-                out[row * n + col] = acc[f * 4 + i];
+                if add == 1 {
+                    out[row * n + col] = acc[f * 4 + i] + res[row * n + col];
+                } else {
+                    out[row * n + col] = acc[f * 4 + i];
+                }
             }
         }
     }

@@ -1,5 +1,5 @@
-//! The quantized product kernels (`kernels::qmatmul_ggml`, and `qmatmul_ggml_tc` on the
-//! tensor cores) on the CPU's block emulation: for `Q8_0` and `Q4_1` weights of random
+//! The quantized product kernels (`kernels::qmatmul_ggml`, `qmatvec_ggml` for decoding, and
+//! `qmatmul_ggml_tc` on the tensor cores) on the CPU's block emulation: for `Q8_0` and `Q4_1` weights of random
 //! blocks, every output equals the product of the weight as `dequantize_ggml` decodes it with
 //! the activations, up to f32 rounding of the sums (and for the tensor cores, the activations'
 //! two bf16 parts), over sizes that leave partial warps of columns and partial groups of rows.
@@ -8,8 +8,8 @@
 use half::bf16;
 use rtx_kernels::kernel::LaunchConfig;
 use rtx_kernels::kernels::{
-    QMATMUL_ROWS, QMATMUL_TC_THREADS, QMATMUL_TC_TILE, QMATMUL_THREADS, dequantize_ggml,
-    qmatmul_ggml, qmatmul_ggml_tc,
+    QMATMUL_ROWS, QMATMUL_TC_THREADS, QMATMUL_TC_TILE, QMATMUL_THREADS, QMATVEC_ROWS,
+    dequantize_ggml, qmatmul_ggml, qmatmul_ggml_tc, qmatvec_ggml,
 };
 
 /// A reproducible stream of words.
@@ -91,7 +91,7 @@ fn check_on(path: Path, kind: u32, m: usize, n: usize, k: usize) {
                 ),
                 QMATMUL_THREADS,
             );
-            qmatmul_ggml(config, &w, &x, &mut out, m, n, k, kind).unwrap();
+            qmatmul_ggml(config, &w, &x, &[], &mut out, m, n, k, kind, 0).unwrap();
             1e-6
         }
         Path::TensorCores => {
@@ -102,7 +102,7 @@ fn check_on(path: Path, kind: u32, m: usize, n: usize, k: usize) {
                 ),
                 QMATMUL_TC_THREADS,
             );
-            qmatmul_ggml_tc::<bf16>(config, &w, &x, &mut out, m, n, k, kind).unwrap();
+            qmatmul_ggml_tc::<bf16>(config, &w, &x, &[], &mut out, m, n, k, kind, 0).unwrap();
             1e-5
         }
     };
@@ -148,6 +148,166 @@ fn tensor_core_products_are_the_dequantized_weights_products() {
     for kind in [8, 3] {
         for (m, n, k) in [(1, 1, 32), (5, 9, 96), (70, 66, 64), (17, 130, 160)] {
             check_on(Path::TensorCores, kind, m, n, k);
+        }
+    }
+}
+
+/// The decoding kernel gives `qmatmul_ggml`'s outputs bit for bit (the same lanes decode the
+/// same values and add them in the same order), for 1 to 4 rows, K short of a step of 8 blocks,
+/// one step, several of its 4-step chunks and a ragged last one, and blocks of 64 threads as
+/// of 128.
+#[test]
+fn decoding_products_equal_qmatmul_ggml_bit_for_bit() {
+    for kind in [8, 3] {
+        for (m, n, k) in [
+            (1, 1, 32),
+            (1, 37, 576),
+            (2, 9, 256),
+            (3, 5, 1536),
+            (4, 6, 96),
+            (1, 3, 2048 + 64),
+        ] {
+            assert!(m <= QMATVEC_ROWS);
+            let w = weight(kind, n, k, (m * 13 + n + k) as u64);
+            let x: Vec<f32> = words(m * k, 9)
+                .map(|v| (v % 1000) as f32 / 500.0 - 1.0)
+                .collect();
+            let mut want = vec![f32::NAN; m * n];
+            let config = LaunchConfig::new(
+                (
+                    n.div_ceil(QMATMUL_THREADS as usize / 32) as u32,
+                    m.div_ceil(QMATMUL_ROWS) as u32,
+                ),
+                QMATMUL_THREADS,
+            );
+            qmatmul_ggml(config, &w, &x, &[], &mut want, m, n, k, kind, 0).unwrap();
+            for threads in [64u32, 128] {
+                let mut got = vec![f32::NAN; m * n];
+                let blocks = n.div_ceil(threads as usize / 32) as u32;
+                let config = LaunchConfig::new(blocks, threads);
+                qmatvec_ggml(config, &w, &x, &[], &[], &mut got, m, n, k, kind, 0, 0, 0.0).unwrap();
+                assert_eq!(
+                    got, want,
+                    "type {kind}, [{m}, {k}] x [{n}, {k}]ᵀ, {threads} threads"
+                );
+            }
+        }
+    }
+}
+
+/// The joined neighbours: with `norm` the decoding kernel's products are those of the
+/// RMS-normed rows (`x / sqrt(mean(x²) + eps) * g`, normed first in f64) within 1e-6 of the
+/// terms' magnitudes; with `add` every kernel adds the residual after its sum, exactly.
+#[test]
+fn products_join_the_norm_before_and_the_residual_after() {
+    let eps = 1e-5f32;
+    for kind in [8, 3] {
+        for (m, n, k) in [(1, 37, 576), (3, 5, 1536), (9, 6, 96), (70, 66, 64)] {
+            let w = weight(kind, n, k, (m + n * 3 + k) as u64);
+            let x: Vec<f32> = words(m * k, 11)
+                .map(|v| (v % 1000) as f32 / 250.0 - 2.0)
+                .collect();
+            let g: Vec<f32> = words(k, 12)
+                .map(|v| (v % 1000) as f32 / 1000.0 + 0.5)
+                .collect();
+            let res: Vec<f32> = words(m * n, 13)
+                .map(|v| (v % 1000) as f32 - 500.0)
+                .collect();
+            let mut dense = vec![0.0f32; n * k];
+            let size = if kind == 8 { 34 } else { 20 };
+            dequantize_ggml(
+                LaunchConfig::new(4, 64),
+                &w,
+                &mut dense,
+                kind,
+                32,
+                size,
+                n * k,
+            )
+            .unwrap();
+            // Plain products, then the same with the residual added: exactly the sum.
+            let mut plain = vec![f32::NAN; m * n];
+            let mut added = vec![f32::NAN; m * n];
+            if m <= QMATVEC_ROWS {
+                let config = LaunchConfig::new(n.div_ceil(4) as u32, 128);
+                for (add, out) in [(0, &mut plain), (1, &mut added)] {
+                    qmatvec_ggml(config, &w, &x, &[], &res, out, m, n, k, kind, 0, add, 0.0)
+                        .unwrap();
+                }
+            } else {
+                let (tile, threads) = (QMATMUL_TC_TILE, QMATMUL_TC_THREADS);
+                let tc =
+                    LaunchConfig::new((n.div_ceil(tile) as u32, m.div_ceil(tile) as u32), threads);
+                let fma = LaunchConfig::new(
+                    (n.div_ceil(4) as u32, m.div_ceil(QMATMUL_ROWS) as u32),
+                    QMATMUL_THREADS,
+                );
+                for (add, out) in [(0, &mut plain), (1, &mut added)] {
+                    qmatmul_ggml(fma, &w, &x, &res, out, m, n, k, kind, add).unwrap();
+                }
+                let mut tc_plain = vec![f32::NAN; m * n];
+                let mut tc_added = vec![f32::NAN; m * n];
+                for (add, out) in [(0, &mut tc_plain), (1, &mut tc_added)] {
+                    qmatmul_ggml_tc::<bf16>(tc, &w, &x, &res, out, m, n, k, kind, add).unwrap();
+                }
+                for i in 0..m * n {
+                    assert_eq!(
+                        tc_added[i],
+                        tc_plain[i] + res[i],
+                        "tensor cores, output {i}"
+                    );
+                }
+            }
+            for i in 0..m * n {
+                assert_eq!(
+                    added[i],
+                    plain[i] + res[i],
+                    "type {kind}, [{m}, {n}, {k}], output {i}"
+                );
+            }
+            if m > QMATVEC_ROWS {
+                continue;
+            }
+            let config = LaunchConfig::new(n.div_ceil(4) as u32, 128);
+            let mut normed = vec![f32::NAN; m * n];
+            qmatvec_ggml(
+                config,
+                &w,
+                &x,
+                &g,
+                &[],
+                &mut normed,
+                m,
+                n,
+                k,
+                kind,
+                1,
+                0,
+                eps,
+            )
+            .unwrap();
+            for r in 0..m {
+                let row = &x[r * k..(r + 1) * k];
+                let mean = row
+                    .iter()
+                    .map(|&v| f64::from(v) * f64::from(v))
+                    .sum::<f64>()
+                    / k as f64;
+                let rstd = 1.0 / (mean + f64::from(eps)).sqrt();
+                for c in 0..n {
+                    let terms = (0..k).map(|j| {
+                        f64::from(row[j]) * rstd * f64::from(g[j]) * f64::from(dense[c * k + j])
+                    });
+                    let exact: f64 = terms.clone().sum();
+                    let mag: f64 = terms.map(f64::abs).sum();
+                    let got = f64::from(normed[r * n + c]);
+                    assert!(
+                        (got - exact).abs() <= 1e-6 * mag.max(1e-30),
+                        "type {kind}, normed [{m}, {k}] x [{n}, {k}]ᵀ at [{r}, {c}]: {got} \
+                         against {exact}"
+                    );
+                }
+            }
         }
     }
 }

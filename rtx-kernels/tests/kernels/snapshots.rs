@@ -25,6 +25,7 @@ fn generated_cuda_matches_snapshots() {
         "matmul_wgmma",
         "qmatmul_ggml",
         "qmatmul_ggml_tc",
+        "qmatvec_ggml",
         "flash_attn_fwd",
         "flash_attn_fwd_wgmma",
         "flash_attn_bwd_rowdot",

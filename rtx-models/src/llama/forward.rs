@@ -14,7 +14,7 @@
 
 use super::cache::BatchKvCache;
 use super::kernels;
-use super::{Llama, LlamaBlock, Matrix, add_rms_norm, ggml_numerics, rms_norm, swiglu};
+use super::{Llama, LlamaBlock, Matrix, ggml_numerics, swiglu};
 use rtx::prelude::*;
 
 /// Consecutive tokens of one sequence: `tokens` placed at positions `position..position +
@@ -170,9 +170,8 @@ impl Llama {
         Ok(())
     }
 
-    /// The blocks and the final norm over the embedded rows `x`, placed by `places`. Each
-    /// residual add is joined with the norm that follows it (the next block's, or the final
-    /// one), so a block hands the next its sum and that sum's norm.
+    /// The blocks over the embedded rows `x`, placed by `places`: the residual stream after
+    /// the last block (the final norm is joined to the head, [`Llama::logits`]).
     pub(super) fn layers(
         &self,
         x: Matrix,
@@ -180,41 +179,32 @@ impl Llama {
         plan: &Plan<'_>,
         cache: &mut BatchKvCache,
     ) -> Result<Matrix> {
-        let eps = self.config.rms_eps;
-        let first = self.blocks.first().map_or(&self.norm, |b| &b.attn_norm);
-        let mut normed = rms_norm(&x, first, eps)?;
         let mut x = x;
         for (i, block) in self.blocks.iter().enumerate() {
-            let next = self
-                .blocks
-                .as_slice()
-                .get(i + 1)
-                .map_or(&self.norm, |b| &b.attn_norm);
-            (x, normed) = self.block(block, &x, &normed, next, places, plan, cache, i)?;
+            x = self.block(block, &x, places, plan, cache, i)?;
         }
-        Ok(normed)
+        Ok(x)
     }
 
-    /// One block over `[rows, D]`: from the residual stream `x` and its attention norm `n`,
-    /// the stream after the block and its norm by `next` (the next block's attention norm,
-    /// or the final norm).
-    #[allow(clippy::too_many_arguments)]
+    /// One block over the residual stream `x` (`[rows, D]`), giving the stream after it.
+    /// Each RMS norm is joined to the product after it and each residual add to the product
+    /// before it ([`super::Weight::forward_joined`]), so that a decoding step on a GPU is six
+    /// launches a block: the `qkv` product, the rotary turn and cache write, attention, the
+    /// `o` product, the gate and up product, SwiGLU, and the down product.
     fn block(
         &self,
         b: &LlamaBlock,
         x: &Matrix,
-        n: &Matrix,
-        next: &Tensor<(usize,)>,
         places: &Places,
         plan: &Plan<'_>,
         cache: &mut BatchKvCache,
         layer: usize,
-    ) -> Result<(Matrix, Matrix)> {
+    ) -> Result<Matrix> {
         let c = &self.config;
-        let h = c.head_count;
+        let (h, eps) = (c.head_count, c.rms_eps);
         // One product for the query, key and value heads; then one launch turns the query and
         // key heads and writes the keys and values into the cache.
-        let mut qkv = b.qkv.forward(n)?;
+        let mut qkv = b.qkv.forward_joined(x, Some((&b.attn_norm, eps)), None)?;
         let (cos, sin) = (&self.rope.cos, &self.rope.sin);
         let (keys, values) = (&mut cache.keys[layer], &mut cache.values[layer]);
         kernels::rope_store(
@@ -240,9 +230,11 @@ impl Llama {
                 self.attend_segments(&qkv, segments, places, cache, layer)?
             }
         };
-        let (x, n) = add_rms_norm(x, &b.o.forward(&attn)?, &b.ffn_norm, c.rms_eps)?;
-        let hidden = swiglu(&b.gate_up.forward(&n)?)?;
-        add_rms_norm(&x, &b.down.forward(&hidden)?, next, c.rms_eps)
+        let x = b.o.forward_joined(&attn, None, Some(x))?;
+        let gate_up = b
+            .gate_up
+            .forward_joined(&x, Some((&b.ffn_norm, eps)), None)?;
+        b.down.forward_joined(&swiglu(&gate_up)?, None, Some(&x))
     }
 
     /// Attention of each segment's rows over its own sequence, joined in row order; `qkv` is

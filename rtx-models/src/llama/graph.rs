@@ -119,7 +119,7 @@ impl Llama {
         let places = Places::from_rows(inputs, 1);
         let x = kernels::embed(table, &ids)?;
         let x = self.layers(x, &places, &Plan::Decode, cache)?;
-        self.head.forward(&x)
+        self.logits(&x)
     }
 }
 

@@ -205,37 +205,3 @@ fn the_embedding_lookup_reads_the_rows_of_the_ids() {
     assert_eq!(dst.to_vec(), vec![1.0, 2.0, 3.0]);
     assert_eq!(dst.buffer_id(), before, "the copy keeps the buffer");
 }
-
-#[test]
-fn add_rms_norm_is_the_sum_and_its_norm() {
-    // 70 columns: more than one warp, not a whole number of them.
-    let (rows, cols) = (3, 70);
-    let x: Tensor<(usize, usize)> =
-        Tensor::from_vec(values(rows * cols, 11), (rows, cols), Device::Cpu);
-    let y: Tensor<(usize, usize)> =
-        Tensor::from_vec(values(rows * cols, 12), (rows, cols), Device::Cpu);
-    let w = vector(values(cols, 13));
-    let (sum, normed) = kernels::add_rms_norm(&x, &y, &w, 1e-5).unwrap();
-    let want_sum = (&x + &y).to_vec();
-    assert_eq!(sum.to_vec(), want_sum, "the sum, bit for bit");
-    let got = normed.to_vec();
-    for r in 0..rows {
-        let row = &want_sum[r * cols..][..cols];
-        let ms = row
-            .iter()
-            .map(|&v| f64::from(v) * f64::from(v))
-            .sum::<f64>()
-            / cols as f64;
-        let rstd = 1.0 / (ms + 1e-5).sqrt();
-        for j in 0..cols {
-            let want = f64::from(row[j]) * rstd * f64::from(w.to_vec()[j]);
-            let g = f64::from(got[r * cols + j]);
-            assert!(
-                (g - want).abs() < 1e-5,
-                "row {r} column {j}: {g} against {want}"
-            );
-        }
-    }
-    let bad = kernels::add_rms_norm(&x, &y, &vector(vec![1.0; 3]), 1e-5).unwrap_err();
-    assert!(bad.to_string().contains("[3]"), "{bad}");
-}

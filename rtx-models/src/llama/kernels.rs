@@ -10,7 +10,6 @@
 //! element type, and f32 holds every integer below 2^24 exactly (positions and token ids are
 //! far below). The kernels convert with `as usize`.
 
-use super::Matrix;
 use rtx::kernel::{Arg, LaunchConfig};
 use rtx::prelude::*;
 
@@ -96,41 +95,6 @@ fn rope_store_rows<T: Float>(
 #[rtx::kernel(elementwise)]
 fn silu_mul<T: Float>(gate: T, up: T) -> T {
     rtx::kernels::silu(gate) * up
-}
-
-/// The residual add and the next RMS norm of a block, row by row: `sum = x + y`, and `out =
-/// sum / sqrt(mean(sum²) + eps) * weight` over each row of `cols` values. One block per row,
-/// a block size that is a multiple of 32; each thread walks the elements `tid + k * block`.
-#[rtx::kernel]
-fn add_rms_norm_rows<T: Float>(
-    x: &[T],
-    y: &[T],
-    weight: &[T],
-    sum: &mut [T],
-    out: &mut [T],
-    cols: usize,
-    eps: T,
-) {
-    #[shared]
-    let red: [T; 32];
-    let base = block_idx_x() * cols;
-    let tid = thread_idx_x();
-    let nt = block_dim_x();
-    let mut squares = 0.0;
-    let mut j = tid;
-    while j < cols {
-        let s = x[base + j] + y[base + j];
-        sum[base + j] = s;
-        squares += s * s;
-        j += nt;
-    }
-    let total = rtx::kernels::block_sum(squares, &mut red);
-    let rstd = 1.0 / (total / (cols as T) + eps).sqrt();
-    let mut j = tid;
-    while j < cols {
-        out[base + j] = sum[base + j] * rstd * weight[j];
-        j += nt;
-    }
 }
 
 /// Attention of single-token rows over the cache: block `r * heads + h` takes query head `h`
@@ -379,47 +343,6 @@ pub(super) fn swiglu(gate_up: &Tensor<(usize, usize)>) -> Result<Tensor<(usize, 
     let gate = gate_up.narrow::<1, usize>(0, ff);
     let up = gate_up.narrow::<1, usize>(ff, ff);
     rtx::kernel::try_map2(silu_mul::Op, &gate, &up, &[])
-}
-
-/// `x + y` (`[rows, cols]` each) and its RMS norm with `weight` (`[cols]`) in one launch:
-/// `(sum, normed)`.
-pub(super) fn add_rms_norm(
-    x: &Matrix,
-    y: &Matrix,
-    weight: &Tensor<(usize,)>,
-    eps: f64,
-) -> Result<(Matrix, Matrix)> {
-    let [rows, cols] = x.dims()[..] else {
-        unreachable!("a matrix")
-    };
-    if y.dims() != x.dims() || weight.dims() != [cols] {
-        return Err(Error::ShapeMismatch {
-            op: "Llama add_rms_norm",
-            lhs: format!("{:?} + {:?}", x.dims(), y.dims()),
-            rhs: format!("{:?}", weight.dims()),
-            rule: "x and y have the same dims, and the weight is as long as their rows",
-        });
-    }
-    let mut sum: Matrix = Tensor::empty((rows, cols), x.device());
-    let mut out: Matrix = Tensor::empty((rows, cols), x.device());
-    if rows == 0 {
-        return Ok((sum, out));
-    }
-    let threads = cols.next_multiple_of(32).clamp(32, 1024);
-    let mut args = [
-        Arg::input(x),
-        Arg::input(y),
-        Arg::input(weight),
-        Arg::output(&mut sum),
-        Arg::output(&mut out),
-        Arg::usize(cols),
-        Arg::elem(eps as f32),
-    ];
-    // SAFETY: block `r < rows` reads and writes the `cols` elements of row `r` of the four
-    // `[rows, cols]` matrices, and the `cols` of the weight.
-    let config = LaunchConfig::new(rows as u32, threads as u32);
-    unsafe { rtx::kernel::launch(add_rms_norm_rows::Op, config, &mut args)? };
-    Ok((sum, out))
 }
 
 /// The attention of the single-token rows of `q` over the cache: `q` is `[rows, width]`,

@@ -230,6 +230,95 @@ impl QTensor {
     }
 }
 
+impl QTensor {
+    /// `rms_norm(x) · Wᵀ + residual`: [`QTensor::matmul_t`] with a decoding block's
+    /// neighbours joined to it, each optional. `norm = Some((weight, eps))` RMS-norms each row
+    /// of `x` first (`x / sqrt(mean(x²) + eps) * weight`, [`crate::nn::rms_norm`], `weight`
+    /// `[K]`); `residual` (`[M, N]`) is added to the product. On a GPU a product of a few rows
+    /// (a decoding step) is one launch with both joined, where the composition takes three;
+    /// more rows take the norm's launch, then the product with the residual added in it. On
+    /// the CPU they run in turn. No gradient is recorded (a quantized weight is for
+    /// inference).
+    ///
+    /// # Errors
+    /// As [`QTensor::matmul_t`]; and [`Error::ShapeMismatch`] when the norm's weight is not
+    /// `[K]` or the residual not `[M, N]`.
+    ///
+    /// ```
+    /// use rtx::prelude::*;
+    /// use rtx::quant::{GgmlType, QTensor};
+    ///
+    /// # fn main() -> rtx::Result<()> {
+    /// // A [1, 32] Q8_0 weight of 0.5 * (1, 1, ..., 1).
+    /// let mut block = vec![0x00, 0x38];
+    /// block.extend([1u8; 32]);
+    /// let w = QTensor::from_bytes(&block, &[1, 32], GgmlType::Q8_0, Device::Cpu)?;
+    /// // Rows of 2s: RMS-normed (weight 1) they are rows of 1s, whose product is 16.
+    /// let x: Tensor<(usize, usize)> = Tensor::try_from_vec(vec![2.0; 64], (2, 32), Device::Cpu)?;
+    /// let g: Tensor<(usize,)> = Tensor::try_from_vec(vec![1.0; 32], (32,), Device::Cpu)?;
+    /// let r: Tensor<(usize, usize)> = Tensor::try_from_vec(vec![1.0, 2.0], (2, 1), Device::Cpu)?;
+    /// let y = w.matmul_t_joined(&x, Some((&g, 0.0)), Some(&r))?.to_vec();
+    /// assert!((y[0] - 17.0).abs() < 0.1 && (y[1] - 18.0).abs() < 0.1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn matmul_t_joined(
+        &self,
+        x: &Tensor<(usize, usize), f32>,
+        norm: Option<(&Tensor<(usize,), f32>, f64)>,
+        residual: Option<&Tensor<(usize, usize), f32>>,
+    ) -> Result<Tensor<(usize, usize), f32>> {
+        const OP: &str = "QTensor::matmul_t_joined";
+        let (m, k) = (x.dims()[0], x.dims()[1]);
+        let [n, wk] = self.dims[..] else {
+            return Err(Error::BadArgument {
+                op: OP,
+                msg: format!("the weight {:?} is not a matrix [N, K]", self.dims),
+            });
+        };
+        if wk != k {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: format!("[{m}, {k}]"),
+                rhs: format!("{:?} ({})", self.dims, self.ty),
+                rule: "the activations' last dim must be the weight's K ([M, K] by [N, K])",
+            });
+        }
+        if let Some((g, _)) = norm
+            && g.dims() != [k]
+        {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: format!("activations [{m}, {k}]"),
+                rhs: format!("norm weight {:?}", g.dims()),
+                rule: "the norm's weight is as long as a row of the activations ([K])",
+            });
+        }
+        if let Some(r) = residual
+            && r.dims() != [m, n]
+        {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: format!("product [{m}, {n}]"),
+                rhs: format!("residual {:?}", r.dims()),
+                rule: "the residual is the product's shape ([M, N])",
+            });
+        }
+        let join = rtx_backends::storage::QJoin {
+            norm: norm.map(|(g, eps)| (g.storage(), g.layout(), eps)),
+            residual: residual.map(|r| (r.storage(), r.layout())),
+        };
+        let out = self.words.storage().qmatmul_joined(
+            self.ty.id(),
+            (n, k),
+            x.storage(),
+            x.layout(),
+            join,
+        )?;
+        Ok(Tensor::from_storage(out, (m, n)))
+    }
+}
+
 /// A shape type as messages show it: static dims as numbers, named run-time dims by name,
 /// other run-time dims as `_` (`[_, 4096]`).
 fn describe_type<S: Shape>() -> String {
