@@ -73,65 +73,53 @@ pub(crate) fn qmatmul(
         Some((r, rl)) => super::ops::dense_view(r, rl)?,
         None => (out.clone(), 0),
     };
-    let add = Arg::U32(u32::from(residual.is_some()));
-    let (src, dtype, config, args) = if m <= kernels::QMATVEC_ROWS {
+    // Every kernel's arguments start alike; `qmatvec_ggml` takes the norm's after them.
+    let mut args = vec![
+        Arg::Ptr(words.device_ptr()),
+        Arg::Ptr(xs.ptr_at(at)),
+        Arg::Ptr(res.ptr_at(res_at)),
+        Arg::Ptr(out.device_ptr()),
+        Arg::U64(m as u64),
+        Arg::U64(n as u64),
+        Arg::U64(k as u64),
+        Arg::U32(kind),
+        Arg::U32(u32::from(residual.is_some())),
+    ];
+    let (src, dtype, config) = if m <= kernels::QMATVEC_ROWS {
         let (g, g_at) = match norm {
             Some((g, gl, _)) => super::ops::dense_view(g, gl)?,
             None => (out.clone(), 0),
         };
+        args.extend([
+            Arg::Ptr(g.ptr_at(g_at)),
+            Arg::U32(u32::from(norm.is_some())),
+            Arg::Acc(norm.map_or(0.0, |(_, _, eps)| f64::from(eps))),
+        ]);
         let warps = (kernels::QMATMUL_THREADS / 32) as usize;
         let config = grid((n, warps), (1, 1), kernels::QMATMUL_THREADS)?;
-        let args = vec![
-            Arg::Ptr(words.device_ptr()),
-            Arg::Ptr(xs.ptr_at(at)),
-            Arg::Ptr(g.ptr_at(g_at)),
-            Arg::Ptr(res.ptr_at(res_at)),
-            Arg::Ptr(out.device_ptr()),
-            Arg::U64(m as u64),
-            Arg::U64(n as u64),
-            Arg::U64(k as u64),
-            Arg::U32(kind),
-            Arg::U32(u32::from(norm.is_some())),
-            add,
-            Arg::Acc(norm.map_or(0.0, |(_, _, eps)| f64::from(eps))),
-        ];
-        (&kernels::qmatvec_ggml::KERNEL, DType::F32, config, args)
-    } else {
-        if norm.is_some() {
-            return Err(crate::BackendError::BadArgument {
-                op: "quantized matmul",
-                msg: format!(
-                    "the RMS norm joins products of at most {} rows, not {m}",
-                    kernels::QMATVEC_ROWS
-                ),
-            });
-        }
-        let args = vec![
-            Arg::Ptr(words.device_ptr()),
-            Arg::Ptr(xs.ptr_at(at)),
-            Arg::Ptr(res.ptr_at(res_at)),
-            Arg::Ptr(out.device_ptr()),
-            Arg::U64(m as u64),
-            Arg::U64(n as u64),
-            Arg::U64(k as u64),
-            Arg::U32(kind),
-            add,
-        ];
+        (&kernels::qmatvec_ggml::KERNEL, DType::F32, config)
+    } else if norm.is_some() {
+        return Err(crate::BackendError::BadArgument {
+            op: "quantized matmul",
+            msg: format!(
+                "the RMS norm joins products of at most {} rows, not {m}",
+                kernels::QMATVEC_ROWS
+            ),
+        });
+    } else if m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0) {
         // The tensor-core kernel takes its bf16 entry: its activations' split needs bf16's
         // exponent range (activations and output are f32, its `T::Acc`, either way).
-        if m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0) {
-            let tile = kernels::QMATMUL_TC_TILE;
-            let config = grid((n, tile), (m, tile), kernels::QMATMUL_TC_THREADS)?;
-            (&kernels::qmatmul_ggml_tc::KERNEL, DType::BF16, config, args)
-        } else {
-            let warps = (kernels::QMATMUL_THREADS / 32) as usize;
-            let config = grid(
-                (n, warps),
-                (m, kernels::QMATMUL_ROWS),
-                kernels::QMATMUL_THREADS,
-            )?;
-            (&kernels::qmatmul_ggml::KERNEL, DType::F32, config, args)
-        }
+        let tile = kernels::QMATMUL_TC_TILE;
+        let config = grid((n, tile), (m, tile), kernels::QMATMUL_TC_THREADS)?;
+        (&kernels::qmatmul_ggml_tc::KERNEL, DType::BF16, config)
+    } else {
+        let warps = (kernels::QMATMUL_THREADS / 32) as usize;
+        let config = grid(
+            (n, warps),
+            (m, kernels::QMATMUL_ROWS),
+            kernels::QMATMUL_THREADS,
+        )?;
+        (&kernels::qmatmul_ggml::KERNEL, DType::F32, config)
     };
     let entry = kernel_entry(words.ordinal(), src, dtype, dtype, Variant::Simt)?;
     // SAFETY: each kernel reads the `n * k / 32` blocks the caller checked `words` holds, `m

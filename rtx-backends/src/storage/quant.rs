@@ -121,47 +121,43 @@ impl Storage<i32> {
             Storage::Cuda(c) => Some(c.clone()),
             _ => None,
         };
-        if let (Storage::Cuda(w), Storage::Cuda(xc)) = (self, x) {
-            let residual = join.residual.and_then(|(r, rl)| Some((cuda(r)?, rl)));
-            if m <= rtx_kernels::kernels::QMATVEC_ROWS {
-                let norm = join
-                    .norm
-                    .and_then(|(g, gl, eps)| Some((cuda(g)?, gl, eps as f32)));
-                let out = crate::cuda::ops_quant::qmatmul(
+        let residual = join.residual.and_then(|(r, rl)| Some((cuda(r)?, rl)));
+        let on_gpu =
+            |w: &Storage<i32>,
+             x: &Storage<f32>,
+             xl: &Layout,
+             norm: Option<(&crate::cuda::CudaStorage<f32>, &Layout, f32)>| match (w, x)
+            {
+                (Storage::Cuda(w), Storage::Cuda(xc)) => Some(crate::cuda::ops_quant::qmatmul(
                     w,
                     kind,
                     (n, k),
                     (xc, xl),
-                    norm.as_ref().map(|(g, gl, eps)| (g, *gl, *eps)),
+                    norm,
                     residual.as_ref().map(|(r, rl)| (r, *rl)),
-                )?;
-                return Ok(Storage::Cuda(out));
+                )),
+                _ => None,
+            };
+        // A decoding step's few rows on a GPU: one launch with both joined.
+        if m <= rtx_kernels::kernels::QMATVEC_ROWS {
+            let norm = join
+                .norm
+                .and_then(|(g, gl, eps)| Some((cuda(g)?, gl, eps as f32)));
+            let norm = norm.as_ref().map(|(g, gl, eps)| (g, *gl, *eps));
+            if let Some(out) = on_gpu(self, x, xl, norm) {
+                return Ok(Storage::Cuda(out?));
             }
-            let normed = match join.norm {
-                Some((g, gl, eps)) => Some(x.norm_rows(xl, Some((g, gl)), None, eps, false)?.0),
-                None => None,
-            };
-            let dense = Layout::contiguous(xl.dims());
-            let (xc, xl) = match &normed {
-                Some(Storage::Cuda(y)) => (y, &dense),
-                _ => (xc, xl),
-            };
-            let out = crate::cuda::ops_quant::qmatmul(
-                w,
-                kind,
-                (n, k),
-                (xc, xl),
-                None,
-                residual.as_ref().map(|(r, rl)| (r, *rl)),
-            )?;
-            return Ok(Storage::Cuda(out));
         }
+        // Otherwise the norm first, then the product, with the residual added in it on a GPU.
         let normed = match join.norm {
             Some((g, gl, eps)) => Some(x.norm_rows(xl, Some((g, gl)), None, eps, false)?.0),
             None => None,
         };
         let dense = Layout::contiguous(xl.dims());
         let (x, xl) = normed.as_ref().map_or((x, xl), |y| (y, &dense));
+        if let Some(out) = on_gpu(self, x, xl, None) {
+            return Ok(Storage::Cuda(out?));
+        }
         let out = self.qmatmul(kind, (n, k), x, xl)?;
         match (out, join.residual) {
             (Storage::Cpu(mut out), Some((Storage::Cpu(r), rl))) => {

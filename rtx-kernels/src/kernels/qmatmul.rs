@@ -265,15 +265,15 @@ pub const QMATVEC_ROWS: usize = 4;
 pub fn qmatvec_ggml<T: Float>(
     w: &[i32],
     x: &[T],
-    g: &[T],
     res: &[T],
     out: &mut [T],
     m: usize,
     n: usize,
     k: usize,
     kind: u32,
-    norm: u32,
     add: u32,
+    g: &[T],
+    norm: u32,
     eps: T,
 ) {
     let lane = lane_id();

@@ -51,6 +51,14 @@ fn weight(kind: u32, n: usize, k: usize, seed: u64) -> Vec<i32> {
         .collect()
 }
 
+/// The `len` values of the blocks `w` of type `kind` as `dequantize_ggml` decodes them.
+fn dequantized(kind: u32, w: &[i32], len: usize) -> Vec<f32> {
+    let mut dense = vec![0.0f32; len];
+    let size = if kind == 8 { 34 } else { 20 };
+    dequantize_ggml(LaunchConfig::new(4, 64), w, &mut dense, kind, 32, size, len).unwrap();
+    dense
+}
+
 /// Which kernel [`check_on`] runs.
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
@@ -69,18 +77,7 @@ fn check_on(path: Path, kind: u32, m: usize, n: usize, k: usize) {
     let x: Vec<f32> = words(m * k, 5)
         .map(|v| (v % 1000) as f32 / 500.0 - 1.0)
         .collect();
-    let mut dense = vec![0.0f32; n * k];
-    let size = if kind == 8 { 34 } else { 20 };
-    dequantize_ggml(
-        LaunchConfig::new(4, 64),
-        &w,
-        &mut dense,
-        kind,
-        32,
-        size,
-        n * k,
-    )
-    .unwrap();
+    let dense = dequantized(kind, &w, n * k);
     let mut out = vec![f32::NAN; m * n];
     let tol = match path {
         Path::Fma => {
@@ -185,7 +182,7 @@ fn decoding_products_equal_qmatmul_ggml_bit_for_bit() {
                 let mut got = vec![f32::NAN; m * n];
                 let blocks = n.div_ceil(threads as usize / 32) as u32;
                 let config = LaunchConfig::new(blocks, threads);
-                qmatvec_ggml(config, &w, &x, &[], &[], &mut got, m, n, k, kind, 0, 0, 0.0).unwrap();
+                qmatvec_ggml(config, &w, &x, &[], &mut got, m, n, k, kind, 0, &[], 0, 0.0).unwrap();
                 assert_eq!(
                     got, want,
                     "type {kind}, [{m}, {k}] x [{n}, {k}]ᵀ, {threads} threads"
@@ -213,25 +210,14 @@ fn products_join_the_norm_before_and_the_residual_after() {
             let res: Vec<f32> = words(m * n, 13)
                 .map(|v| (v % 1000) as f32 - 500.0)
                 .collect();
-            let mut dense = vec![0.0f32; n * k];
-            let size = if kind == 8 { 34 } else { 20 };
-            dequantize_ggml(
-                LaunchConfig::new(4, 64),
-                &w,
-                &mut dense,
-                kind,
-                32,
-                size,
-                n * k,
-            )
-            .unwrap();
+            let dense = dequantized(kind, &w, n * k);
             // Plain products, then the same with the residual added: exactly the sum.
             let mut plain = vec![f32::NAN; m * n];
             let mut added = vec![f32::NAN; m * n];
             if m <= QMATVEC_ROWS {
                 let config = LaunchConfig::new(n.div_ceil(4) as u32, 128);
                 for (add, out) in [(0, &mut plain), (1, &mut added)] {
-                    qmatvec_ggml(config, &w, &x, &[], &res, out, m, n, k, kind, 0, add, 0.0)
+                    qmatvec_ggml(config, &w, &x, &res, out, m, n, k, kind, add, &[], 0, 0.0)
                         .unwrap();
                 }
             } else {
@@ -274,15 +260,15 @@ fn products_join_the_norm_before_and_the_residual_after() {
                 config,
                 &w,
                 &x,
-                &g,
                 &[],
                 &mut normed,
                 m,
                 n,
                 k,
                 kind,
-                1,
                 0,
+                &g,
+                1,
                 eps,
             )
             .unwrap();

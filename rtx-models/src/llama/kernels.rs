@@ -110,7 +110,9 @@ fn silu_mul<T: Float>(gate: T, up: T) -> T {
 /// loads are in flight together), into shared memory; the block's maximum and sum are
 /// butterflies and a fixed order over the warps, the same in every thread; then warp `w`
 /// accumulates positions `w, w + warps, ..` for dims `lane + 32 i` (`i < 4`), and the warps'
-/// sums meet in warp order at the end. Every order is fixed by the launch shape, so a row's
+/// sums meet in warp order at the end. A decoding step is bound by latency, so the query is
+/// read straight into registers and each warp's first four value rows are loaded before the
+/// scores: the query's, keys' and values' loads are in flight together. Every order is fixed by the launch shape, so a row's
 /// result depends neither on the other rows nor on how many there are. Needs `head_dim <=
 /// 128` and whole warps.
 #[rtx::kernel]
@@ -131,8 +133,6 @@ fn cached_attention<T: Float>(
 ) {
     const CHUNK: usize = 1024;
     #[shared]
-    let qs: [T; 128];
-    #[shared]
     let sc: [T; 1024];
     #[shared]
     let part: [T; 4096];
@@ -149,14 +149,17 @@ fn cached_attention<T: Float>(
     let kv = (seq[r] as usize * kv_heads + h / group) * max_len * head_dim;
     let qrow = r * q_stride + h * head_dim;
     let orow = (r * heads + h) * head_dim;
-    let mut d = tid;
-    while d < head_dim {
-        qs[d] = q[qrow + d];
-        d += nt;
-    }
-    sync_threads();
     let g = tid / 8;
     let sub = tid % 8;
+    // This lane's query values, `sub + 8 t`, read straight into registers: their loads are in
+    // flight with the first keys' and values' (a shared copy would cost a barrier between).
+    let mut qv = [0.0; 16];
+    for t in 0..16 {
+        let e = sub + 8 * t;
+        if e < head_dim {
+            qv[t] = q[qrow + e];
+        }
+    }
     let groups = nt / 8;
     let mut m_run = T::NEG_INFINITY;
     let mut l_run = 0.0;
@@ -164,6 +167,21 @@ fn cached_attention<T: Float>(
     let mut start = 0;
     while start < len {
         let n = (len - start).min(CHUNK);
+        // The values of this warp's first four positions (`warp + warps p`), loaded before
+        // the scores so that they arrive while the softmax is worked out.
+        let mut vv = [0.0; 16];
+        for p in 0..4 {
+            let j = warp + warps * p;
+            if j < n {
+                let row = kv + (start + j) * head_dim;
+                for i in 0..4 {
+                    let d = lane + 32 * i;
+                    if d < head_dim {
+                        vv[4 * p + i] = values[row + d];
+                    }
+                }
+            }
+        }
         // Scores of this chunk, and this thread's maximum. Every lane runs every round, so
         // the butterflies see whole warps.
         let mut m_mine = T::NEG_INFINITY;
@@ -177,7 +195,7 @@ fn cached_attention<T: Float>(
                 for t in 0..16 {
                     let e = sub + 8 * t;
                     if e < head_dim {
-                        dot += qs[e] * keys[row + e];
+                        dot += qv[t] * keys[row + e];
                     }
                 }
             }
@@ -208,7 +226,15 @@ fn cached_attention<T: Float>(
         l_run = l_run * corr + rtx::kernels::block_sum(l_mine, &mut red);
         // `block_sum` synchronized after the exponentials were written.
         let mut a = [0.0; 4];
-        let mut j = warp;
+        for p in 0..4 {
+            let j = warp + warps * p;
+            if j < n {
+                for i in 0..4 {
+                    a[i] += sc[j] * vv[4 * p + i];
+                }
+            }
+        }
+        let mut j = warp + warps * 4;
         while j < n {
             let p = sc[j];
             let row = kv + (start + j) * head_dim;
