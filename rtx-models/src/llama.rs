@@ -146,8 +146,8 @@ impl Weight {
     /// (`[T, out]`) each optional: a block's product with the RMS norm before it and the
     /// residual add after it. A quantized weight on a GPU joins them to its product
     /// ([`QTensor::matmul_t_joined`]: one launch when decoding, where they are three); other
-    /// weights and the CPU run the norm ([`rms_norm`], llama.cpp's arithmetic on the CPU), the
-    /// product and the sum in turn.
+    /// weights and the CPU run the norm (`rtx::nn::rms_norm` on a GPU, llama.cpp's arithmetic
+    /// on the CPU), the product and the sum in turn.
     pub fn forward_joined(
         &self,
         x: &Tensor<(usize, usize)>,
