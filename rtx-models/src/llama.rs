@@ -83,7 +83,7 @@
 
 use rtx::io::Gguf;
 use rtx::prelude::*;
-use rtx::quant::{GgmlType, QTensor};
+use rtx::quant::{GgmlType, QInput, QTensor};
 use std::path::Path;
 
 mod cache;
@@ -142,26 +142,27 @@ impl Weight {
         }
     }
 
-    /// `rms_norm(x) · selfᵀ + residual`, the norm (its weight and `eps`) and the residual
-    /// (`[T, out]`) each optional: a block's product with the RMS norm before it and the
-    /// residual add after it. A quantized weight on a GPU joins them to its product
+    /// `input(x) · selfᵀ + residual`: a block's product with the step before it joined (its
+    /// RMS norm, or SwiGLU of stacked halves, as [`QInput`] says) and the residual add after
+    /// it (`[T, out]`, optional). A quantized weight on a GPU joins them to its product
     /// ([`QTensor::matmul_t_joined`]: one launch when decoding, where they are three); other
-    /// weights and the CPU run the norm (`rtx::nn::rms_norm` on a GPU, llama.cpp's arithmetic
-    /// on the CPU), the product and the sum in turn.
+    /// weights and the CPU run the norm or SwiGLU (llama.cpp's arithmetic on the CPU), the
+    /// product and the sum in turn.
     pub fn forward_joined(
         &self,
         x: &Tensor<(usize, usize)>,
-        norm: Option<(&Tensor<(usize,)>, f64)>,
+        input: QInput<'_>,
         residual: Option<&Tensor<(usize, usize)>>,
     ) -> Result<Tensor<(usize, usize)>> {
         if let Weight::Quantized(q) = self
             && x.device().is_cuda()
         {
-            return q.matmul_t_joined(x, norm, residual);
+            return q.matmul_t_joined(x, input, residual);
         }
-        let y = match norm {
-            Some((w, eps)) => self.forward(&rms_norm(x, w, eps)?)?,
-            None => self.forward(x)?,
+        let y = match input {
+            QInput::Rows => self.forward(x)?,
+            QInput::RmsNorm(w, eps) => self.forward(&rms_norm(x, w, eps)?)?,
+            QInput::SwiGlu => self.forward(&swiglu(x)?)?,
         };
         Ok(match residual {
             Some(r) => r + &y,
@@ -543,7 +544,8 @@ impl Llama {
     /// the final norm joined to the head's product.
     fn logits(&self, x: &Matrix) -> Result<Matrix> {
         let eps = self.config.rms_eps;
-        self.head.forward_joined(x, Some((&self.norm, eps)), None)
+        self.head
+            .forward_joined(x, QInput::RmsNorm(&self.norm, eps), None)
     }
 
     /// The residual stream `[T, D]` after the last block for one sequence's tokens (the final

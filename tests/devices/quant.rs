@@ -5,7 +5,7 @@
 
 use super::*;
 use rtx::io::{Checkpoint, Gguf};
-use rtx::quant::{GgmlType, QTensor};
+use rtx::quant::{GgmlType, QInput, QTensor};
 use std::path::PathBuf;
 
 /// A fixture file: under the working directory (the repository root, where the GPU binaries
@@ -233,7 +233,7 @@ fn joined_products_are_the_norm_the_product_and_the_sum_on_every_device() {
                 let gs: Tensor<(usize,)> = Tensor::from_vec(g.clone(), (k,), dev);
                 let rs: Tensor<(usize, usize)> = Tensor::from_vec(r.clone(), (m, n), dev);
                 let got = w
-                    .matmul_t_joined(&xs, Some((&gs, eps)), Some(&rs))
+                    .matmul_t_joined(&xs, QInput::RmsNorm(&gs, eps), Some(&rs))
                     .unwrap()
                     .to_vec();
                 if dev == Device::Cpu {
@@ -274,8 +274,81 @@ fn joined_products_are_the_norm_the_product_and_the_sum_on_every_device() {
     let x: Tensor<(usize, usize)> = Tensor::from_vec(vec![1.0; 64], (1, 64), Device::Cpu);
     let short: Tensor<(usize,)> = Tensor::from_vec(vec![1.0; 32], (32,), Device::Cpu);
     let err = w
-        .matmul_t_joined(&x, Some((&short, eps)), None)
+        .matmul_t_joined(&x, QInput::RmsNorm(&short, eps), None)
         .unwrap_err()
         .to_string();
     assert!(err.contains("[32]") && err.contains("norm"), "{err}");
+}
+
+/// `QTensor::matmul_t_joined` with SwiGLU of stacked halves (`[M, 2 K]` activations, a
+/// Llama block's gate and up projections) on every device: on the CPU exactly `silu(gate) *
+/// up` then the product; on each GPU the dequantized weight's f32 product of those values
+/// within 1e-5 of the terms' magnitudes. Activations that are not `[M, 2 K]` are an error.
+#[test]
+fn swiglu_joined_products_are_swiglu_then_the_product_on_every_device() {
+    let mut devices = vec![Device::Cpu];
+    match gpus() {
+        Ok(g) => devices.extend(g),
+        Err(why) => println!("SwiGLU-joined products: GPUs skipped: no CUDA device: {why}"),
+    }
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_1] {
+        for (m, n, k) in [(1, 576, 1536), (4, 96, 256), (37, 64, 128), (70, 64, 64)] {
+            let bytes = finite_blocks(ty, n, k, (3 * m + n + k) as u64);
+            let cpu_w = QTensor::from_bytes(&bytes, &[n, k], ty, Device::Cpu).unwrap();
+            let dense = dequantized(&cpu_w);
+            let x: Vec<f32> = (0..m * 2 * k)
+                .map(|i| (i * 71 % 991) as f32 / 200.0 - 2.5)
+                .collect();
+            let hidden: Vec<f32> = (0..m * k)
+                .map(|i| {
+                    let (r, j) = (i / k, i % k);
+                    let (g, u) = (x[r * 2 * k + j], x[r * 2 * k + k + j]);
+                    rtx::kernels::silu(g) * u
+                })
+                .collect();
+            for &dev in &devices {
+                let w = cpu_w.to_device(dev).unwrap();
+                let xs: Tensor<(usize, usize)> = Tensor::from_vec(x.clone(), (m, 2 * k), dev);
+                let got = w
+                    .matmul_t_joined(&xs, QInput::SwiGlu, None)
+                    .unwrap()
+                    .to_vec();
+                if dev == Device::Cpu {
+                    let h: Tensor<(usize, usize)> = Tensor::from_vec(hidden.clone(), (m, k), dev);
+                    assert_eq!(
+                        got,
+                        w.matmul_t(&h).unwrap().to_vec(),
+                        "{ty} [{m}, {n}, {k}] on the CPU"
+                    );
+                    continue;
+                }
+                for row in 0..m {
+                    for c in 0..n {
+                        let terms = (0..k)
+                            .map(|j| f64::from(hidden[row * k + j]) * f64::from(dense[c * k + j]));
+                        let exact: f64 = terms.clone().sum();
+                        let mag: f64 = terms.map(f64::abs).sum();
+                        let v = f64::from(got[row * n + c]);
+                        assert!(
+                            (v - exact).abs() <= 1e-5 * mag.max(1e-30),
+                            "{ty} [{m}, {n}, {k}] on {dev}, [{row}, {c}]: {v} against {exact}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let w = QTensor::from_bytes(
+        &finite_blocks(GgmlType::Q8_0, 2, 64, 2),
+        &[2, 64],
+        GgmlType::Q8_0,
+        Device::Cpu,
+    )
+    .unwrap();
+    let x: Tensor<(usize, usize)> = Tensor::from_vec(vec![1.0; 64], (1, 64), Device::Cpu);
+    let err = w
+        .matmul_t_joined(&x, QInput::SwiGlu, None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("SwiGLU") && err.contains("[1, 64]"), "{err}");
 }

@@ -44,22 +44,34 @@ pub(crate) fn dequantize(
 /// weight).
 const TENSOR_CORE_ROWS: usize = 64;
 
+/// What the rows of a quantized product's activations are taken as
+/// (`kernels::QINPUT_ROWS`, `QINPUT_RMS_NORM`, `QINPUT_SWIGLU`).
+#[derive(Clone, Copy)]
+pub(crate) enum Rows<'a> {
+    /// `[m, k]` as they are.
+    Plain,
+    /// `[m, k]` RMS-normed first: the norm's weight `[k]` and `eps`.
+    RmsNorm(&'a CudaStorage<f32>, &'a crate::Layout, f32),
+    /// `[m, 2 k]`, SwiGLU of the two halves: `silu(x[.., ..k]) * x[.., k..]`.
+    SwiGlu,
+}
+
 /// `x · Wᵀ` for the quantized weight `W` `[n, k]` in `words` (GGUF type `kind`, `Q8_0` or
-/// `Q4_1`) and the f32 activations `x` viewed by `xl` as `[m, k]`, as a dense `[m, n]`
-/// storage, plus the `[m, n]` `residual` where one is given: one launch. `qmatmul_ggml`
-/// decodes each weight block in registers; for the few rows of a decoding step (up to
-/// `QMATVEC_ROWS`) `qmatvec_ggml` does so without its staging's barriers, and joins the rows'
-/// RMS norm (`norm`: its weight `[k]` and `eps`) to the product; from [`TENSOR_CORE_ROWS`]
-/// rows on a GPU of compute capability 8.0 or later, `qmatmul_ggml_tc` multiplies the blocks'
-/// integers on the tensor cores. The caller has checked the kind, the dims, that `words` holds
-/// the weight's blocks, and the norm's and residual's dims; a norm comes with at most
-/// `QMATVEC_ROWS` rows.
+/// `Q4_1`) and the f32 activations `x` viewed by `xl` as `[m, k]` (`[m, 2 k]` for
+/// [`Rows::SwiGlu`]), as a dense `[m, n]` storage, plus the `[m, n]` `residual` where one is
+/// given: one launch. `qmatmul_ggml` decodes each weight block in registers; for the few rows
+/// of a decoding step (up to `QMATVEC_ROWS`) `qmatvec_ggml` does so without its staging's
+/// barriers, and takes its rows as `rows` says (normed, or SwiGLU of stacked halves); from
+/// [`TENSOR_CORE_ROWS`] rows on a GPU of compute capability 8.0 or later, `qmatmul_ggml_tc`
+/// multiplies the blocks' integers on the tensor cores. The caller has checked the kind, the
+/// dims, that `words` holds the weight's blocks, and the norm's and residual's dims; rows
+/// other than [`Rows::Plain`] come with at most `QMATVEC_ROWS` rows.
 pub(crate) fn qmatmul(
     words: &CudaStorage<i32>,
     kind: u32,
     (n, k): (usize, usize),
     (x, xl): (&CudaStorage<f32>, &crate::Layout),
-    norm: Option<(&CudaStorage<f32>, &crate::Layout, f32)>,
+    rows: Rows<'_>,
     residual: Option<(&CudaStorage<f32>, &crate::Layout)>,
 ) -> Result<CudaStorage<f32>> {
     let m = xl.dims()[0];
@@ -86,23 +98,24 @@ pub(crate) fn qmatmul(
         Arg::U32(u32::from(residual.is_some())),
     ];
     let (src, dtype, config) = if m <= kernels::QMATVEC_ROWS {
-        let (g, g_at) = match norm {
-            Some((g, gl, _)) => super::ops::dense_view(g, gl)?,
-            None => (out.clone(), 0),
+        let ((g, g_at), input, eps) = match rows {
+            Rows::Plain => ((out.clone(), 0), kernels::QINPUT_ROWS, 0.0),
+            Rows::RmsNorm(g, gl, eps) => (
+                super::ops::dense_view(g, gl)?,
+                kernels::QINPUT_RMS_NORM,
+                f64::from(eps),
+            ),
+            Rows::SwiGlu => ((out.clone(), 0), kernels::QINPUT_SWIGLU, 0.0),
         };
-        args.extend([
-            Arg::Ptr(g.ptr_at(g_at)),
-            Arg::U32(u32::from(norm.is_some())),
-            Arg::Acc(norm.map_or(0.0, |(_, _, eps)| f64::from(eps))),
-        ]);
+        args.extend([Arg::Ptr(g.ptr_at(g_at)), Arg::U32(input), Arg::Acc(eps)]);
         let warps = (kernels::QMATMUL_THREADS / 32) as usize;
         let config = grid((n, warps), (1, 1), kernels::QMATMUL_THREADS)?;
         (&kernels::qmatvec_ggml::KERNEL, DType::F32, config)
-    } else if norm.is_some() {
+    } else if !matches!(rows, Rows::Plain) {
         return Err(crate::BackendError::BadArgument {
             op: "quantized matmul",
             msg: format!(
-                "the RMS norm joins products of at most {} rows, not {m}",
+                "a norm or SwiGLU joins products of at most {} rows, not {m}",
                 kernels::QMATVEC_ROWS
             ),
         });
@@ -123,8 +136,9 @@ pub(crate) fn qmatmul(
     };
     let entry = kernel_entry(words.ordinal(), src, dtype, dtype, Variant::Simt)?;
     // SAFETY: each kernel reads the `n * k / 32` blocks the caller checked `words` holds, `m
-    // * k` activations from the dense view, the `[k]` norm weight and `[m, n]` residual from
-    // theirs when given (the caller checked their dims), and writes `m * n` values into `out`.
+    // * k` activations (`m * 2 k` for SwiGLU) from the dense view, the `[k]` norm weight and
+    // `[m, n]` residual from theirs when given (the caller checked their dims), and writes `m
+    // * n` values into `out`.
     unsafe { launch_entry(words.ordinal(), src, entry, config, &args)? };
     Ok(out)
 }
@@ -156,4 +170,28 @@ fn too_big(n: usize, m: usize) -> crate::BackendError {
         op: "quantized matmul",
         msg: format!("[{m}, K] by [{n}, K] is too large for one launch"),
     }
+}
+
+/// `silu(x[.., ..k]) * x[.., k..]` of the `[m, 2 k]` activations viewed by `xl`, as a dense
+/// `[m, k]` storage: one launch of `swiglu_rows`.
+pub(crate) fn swiglu(x: &CudaStorage<f32>, xl: &crate::Layout) -> Result<CudaStorage<f32>> {
+    let (m, k) = (xl.dims()[0], xl.dims()[1] / 2);
+    let out = CudaStorage::<f32>::uninit(x.ordinal(), m * k)?;
+    if m * k == 0 {
+        return Ok(out);
+    }
+    let (xs, at) = super::ops::dense_view(x, xl)?;
+    let src = &kernels::swiglu_rows::KERNEL;
+    let entry = kernel_entry(x.ordinal(), src, DType::F32, DType::F32, Variant::Simt)?;
+    let config = LaunchConfig::for_elements((m * k).min(1 << 24), 256);
+    let args = [
+        Arg::Ptr(xs.ptr_at(at)),
+        Arg::Ptr(out.device_ptr()),
+        Arg::U64(m as u64),
+        Arg::U64(k as u64),
+    ];
+    // SAFETY: the kernel reads the `m * 2 k` values of the dense view and writes `m * k` into
+    // `out`.
+    unsafe { launch_entry(x.ordinal(), src, entry, config, &args)? };
+    Ok(out)
 }

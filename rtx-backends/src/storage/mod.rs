@@ -34,7 +34,7 @@ use crate::cuda::CudaStorage;
 use crate::{BackendError, Device, Layout, Result};
 pub use loss::CrossEntropySaved;
 pub use norm::NormStats;
-pub use quant::QJoin;
+pub use quant::{QInput, QJoin};
 use rtx_kernels::Element;
 
 /// A tensor's elements on one device. Shared between views through an `Arc` in `rtx`.

@@ -8,16 +8,31 @@
 
 use super::Storage;
 use crate::cpu::qmatmul::{self, QWeight};
+use crate::cuda::ops_quant;
 use crate::{BackendError, Layout, Result};
 
+/// What the rows of a quantized product's activations are taken as ([`QJoin::input`]).
+#[derive(Clone, Copy, Default)]
+pub enum QInput<'a> {
+    /// `[m, k]` as they are.
+    #[default]
+    Rows,
+    /// `[m, k]` RMS-normed first, `x / sqrt(mean(x²) + eps) * weight`: the weight (`[k]`, its
+    /// layout) and `eps`.
+    RmsNorm(&'a Storage<f32>, &'a Layout, f64),
+    /// `[m, 2 k]`, a Llama block's gate and up projections side by side, taken as SwiGLU of
+    /// the halves: `silu(x[.., ..k]) * x[.., k..]`.
+    SwiGlu,
+}
+
 /// What a quantized product takes in besides its weight and activations
-/// ([`Storage::qmatmul_joined`]): the rows' RMS norm before it and a residual added after it,
-/// a decoding block's neighbours, joined to the product so that a step launches fewer kernels.
+/// ([`Storage::qmatmul_joined`]): how its rows are taken (normed, or SwiGLU of stacked
+/// halves) and a residual added after it, a decoding block's neighbours, joined to the product
+/// so that a step launches fewer kernels.
 #[derive(Clone, Copy, Default)]
 pub struct QJoin<'a> {
-    /// RMS-norm each row of the activations first, `x / sqrt(mean(x²) + eps) * weight`: the
-    /// weight (`[k]`, its layout) and `eps`.
-    pub norm: Option<(&'a Storage<f32>, &'a Layout, f64)>,
+    /// What the rows of the activations are taken as.
+    pub input: QInput<'a>,
     /// A residual (`[m, n]`, its layout) added to the product.
     pub residual: Option<(&'a Storage<f32>, &'a Layout)>,
 }
@@ -75,11 +90,13 @@ impl Storage<i32> {
         Ok(out.pop().expect("one product"))
     }
 
-    /// [`Storage::qmatmul`] with its neighbours in `join`: the rows of `x` RMS-normed first,
-    /// and a residual added after. On a GPU a product of at most
+    /// [`Storage::qmatmul`] with its neighbours in `join`: the rows of `x` taken as
+    /// [`QJoin::input`] says (RMS-normed, or SwiGLU of `[m, 2 k]` stacked halves), and a
+    /// residual added after. On a GPU a product of at most
     /// `rtx_kernels::kernels::QMATVEC_ROWS` rows (a decoding step) is one launch with both
-    /// joined, and a longer one adds the residual in its own launch (the norm before it is
-    /// one more); on the CPU they are the norm, the product and the sum in turn.
+    /// joined, and a longer one adds the residual in its own launch (the norm or SwiGLU
+    /// before it is one more); on the CPU they are the norm or SwiGLU, the product and the
+    /// sum in turn.
     pub fn qmatmul_joined(
         &self,
         kind: u32,
@@ -93,7 +110,7 @@ impl Storage<i32> {
             op: "quantized matmul",
             msg,
         };
-        if let Some((g, gl, _)) = join.norm
+        if let QInput::RmsNorm(g, gl, _) = join.input
             && (gl.dims() != [k] || g.device() != x.device())
         {
             return Err(bad(format!(
@@ -113,49 +130,64 @@ impl Storage<i32> {
                 x.device()
             )));
         }
-        if join.norm.is_none() && join.residual.is_none() {
-            return self.qmatmul(kind, (n, k), x, xl);
+        // SwiGLU's rows are stacked halves, `[m, 2 k]`.
+        let swiglu = matches!(join.input, QInput::SwiGlu);
+        if swiglu && xl.dims() != [m, 2 * k] {
+            return Err(bad(format!(
+                "SwiGLU's activations {:?} are not the two halves [{m}, {}] of a K = {k} weight",
+                xl.dims(),
+                2 * k
+            )));
         }
-        Storage::qmatmul_check(&[(self, kind, n)], k, x, xl)?;
         let cuda = |s: &Storage<f32>| match s {
             Storage::Cuda(c) => Some(c.clone()),
             _ => None,
         };
         let residual = join.residual.and_then(|(r, rl)| Some((cuda(r)?, rl)));
         let on_gpu =
-            |w: &Storage<i32>,
-             x: &Storage<f32>,
-             xl: &Layout,
-             norm: Option<(&crate::cuda::CudaStorage<f32>, &Layout, f32)>| match (w, x)
-            {
-                (Storage::Cuda(w), Storage::Cuda(xc)) => Some(crate::cuda::ops_quant::qmatmul(
+            |w: &Storage<i32>, x: &Storage<f32>, xl: &Layout, rows: ops_quant::Rows<'_>| match (
+                w, x,
+            ) {
+                (Storage::Cuda(w), Storage::Cuda(xc)) => Some(ops_quant::qmatmul(
                     w,
                     kind,
                     (n, k),
                     (xc, xl),
-                    norm,
+                    rows,
                     residual.as_ref().map(|(r, rl)| (r, *rl)),
                 )),
                 _ => None,
             };
-        // A decoding step's few rows on a GPU: one launch with both joined.
+        // A decoding step's few rows on a GPU: one launch with everything joined.
         if m <= rtx_kernels::kernels::QMATVEC_ROWS {
-            let norm = join
-                .norm
-                .and_then(|(g, gl, eps)| Some((cuda(g)?, gl, eps as f32)));
-            let norm = norm.as_ref().map(|(g, gl, eps)| (g, *gl, *eps));
-            if let Some(out) = on_gpu(self, x, xl, norm) {
+            let halves = Layout::contiguous(&[m, k]);
+            Storage::qmatmul_check(&[(self, kind, n)], k, x, if swiglu { &halves } else { xl })?;
+            let g = match join.input {
+                QInput::RmsNorm(g, gl, eps) => cuda(g).map(|g| (g, gl, eps as f32)),
+                _ => None,
+            };
+            let rows = match (join.input, &g) {
+                (QInput::RmsNorm(..), Some((g, gl, eps))) => ops_quant::Rows::RmsNorm(g, gl, *eps),
+                (QInput::SwiGlu, _) => ops_quant::Rows::SwiGlu,
+                _ => ops_quant::Rows::Plain,
+            };
+            if let Some(out) = on_gpu(self, x, xl, rows) {
                 return Ok(Storage::Cuda(out?));
             }
         }
-        // Otherwise the norm first, then the product, with the residual added in it on a GPU.
-        let normed = match join.norm {
-            Some((g, gl, eps)) => Some(x.norm_rows(xl, Some((g, gl)), None, eps, false)?.0),
-            None => None,
+        // Otherwise the norm or SwiGLU first, then the product, with the residual added in it
+        // on a GPU.
+        let first = match join.input {
+            QInput::Rows => None,
+            QInput::RmsNorm(g, gl, eps) => {
+                Some(x.norm_rows(xl, Some((g, gl)), None, eps, false)?.0)
+            }
+            QInput::SwiGlu => Some(swiglu_halves(x, xl)?),
         };
-        let dense = Layout::contiguous(xl.dims());
-        let (x, xl) = normed.as_ref().map_or((x, xl), |y| (y, &dense));
-        if let Some(out) = on_gpu(self, x, xl, None) {
+        let dense = Layout::contiguous(&[m, k]);
+        let (x, xl) = first.as_ref().map_or((x, xl), |y| (y, &dense));
+        Storage::qmatmul_check(&[(self, kind, n)], k, x, xl)?;
+        if let Some(out) = on_gpu(self, x, xl, ops_quant::Rows::Plain) {
             return Ok(Storage::Cuda(out?));
         }
         let out = self.qmatmul(kind, (n, k), x, xl)?;
@@ -225,9 +257,16 @@ impl Storage<i32> {
             Storage::Cuda(xv) => weights
                 .iter()
                 .map(|&(w, kind, n)| match w {
-                    Storage::Cuda(w) if w.ordinal() == xv.ordinal() => Ok(Storage::Cuda(
-                        crate::cuda::ops_quant::qmatmul(w, kind, (n, k), (xv, xl), None, None)?,
-                    )),
+                    Storage::Cuda(w) if w.ordinal() == xv.ordinal() => {
+                        Ok(Storage::Cuda(ops_quant::qmatmul(
+                            w,
+                            kind,
+                            (n, k),
+                            (xv, xl),
+                            ops_quant::Rows::Plain,
+                            None,
+                        )?))
+                    }
                     _ => Err(bad(format!(
                         "the weight and the activations must be on one GPU (weight on {}, \
                          activations on {})",
@@ -294,5 +333,28 @@ impl Storage<i32> {
             tys.push((ty, bytes));
         }
         Ok(tys)
+    }
+}
+
+/// `silu(x[.., ..k]) * x[.., k..]` of the `[m, 2 k]` activations `x` viewed by `xl`, a dense
+/// `[m, k]` storage: `swiglu_rows` on a GPU, its formula on the CPU.
+fn swiglu_halves(x: &Storage<f32>, xl: &Layout) -> Result<Storage<f32>> {
+    match x {
+        Storage::Cuda(c) => Ok(Storage::Cuda(ops_quant::swiglu(c, xl)?)),
+        Storage::Cpu(v) => {
+            let k = xl.dims()[1] / 2;
+            let v = crate::cpu::elementwise::map(v, xl, |v| v);
+            Ok(Storage::Cpu(
+                v.chunks_exact(2 * k)
+                    .flat_map(|row| {
+                        let (gate, up) = row.split_at(k);
+                        gate.iter()
+                            .zip(up)
+                            .map(|(&g, &u)| rtx_kernels::kernels::silu(g) * u)
+                    })
+                    .collect(),
+            ))
+        }
+        Storage::Backend(_) => Err(super::no_kernel("SwiGLU", x.device())),
     }
 }

@@ -1,6 +1,7 @@
 //! Elementwise kernels: activations and a loss, each with derivative kernels derived by
-//! `#[kernel]` (`<name>_grad_<input>`).
+//! `#[kernel]` (`<name>_grad_<input>`); and SwiGLU over rows of stacked halves.
 
+use super::silu;
 use crate::Float;
 use rtx_macros::kernel;
 
@@ -41,5 +42,28 @@ pub fn huber<T: Float>(x: T, y: T, #[uniform] delta: T) -> T {
         0.5 * d * d
     } else {
         delta * (d - 0.5 * delta)
+    }
+}
+
+/// SwiGLU of rows of stacked halves: `out[r, j] = silu(x[r, j]) * x[r, k + j]` for `x`
+/// `[m, 2 k]` (a Llama block's gate and up projections side by side, one product) and `out`
+/// `[m, k]`; one thread per output, in a grid-stride loop. Quantized products that take SwiGLU
+/// joined (`qmatvec_ggml`) compute the same values.
+///
+/// ```
+/// use rtx_kernels::{kernel::LaunchConfig, kernels::swiglu_rows};
+/// let x = [0.0f32, 1.0, 5.0, 7.0]; // one row: gates 0 and 1, ups 5 and 7
+/// let mut out = [9.0f32; 2];
+/// swiglu_rows(LaunchConfig::new(1, 32), &x, &mut out, 1, 2).unwrap();
+/// assert_eq!(out, [0.0, rtx_kernels::kernels::silu(1.0f32) * 7.0]);
+/// ```
+#[kernel(crate = crate)]
+pub fn swiglu_rows<T: Float>(x: &[T], out: &mut [T], m: usize, k: usize) {
+    let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+    while i < m * k {
+        let r = i / k;
+        let j = i % k;
+        out[i] = silu(x[r * 2 * k + j]) * x[r * 2 * k + k + j];
+        i += grid_dim_x() * block_dim_x();
     }
 }

@@ -211,4 +211,5 @@ pub static ALL: &[&KernelSource] = &[
     &qmatmul_ggml::KERNEL,
     &qmatmul_ggml_tc::KERNEL,
     &qmatvec_ggml::KERNEL,
+    &swiglu_rows::KERNEL,
 ];

@@ -7,7 +7,7 @@
 //! Invariant: a warp computes whole outputs and reduces them with a butterfly, so no output
 //! depends on another warp, and the order of each sum is fixed by the launch shape alone.
 
-use super::{ggml_f16, ggml_i8, warp_sum_xor};
+use super::{ggml_f16, ggml_i8, silu, warp_sum_xor};
 use crate::Float;
 use rtx_macros::kernel;
 
@@ -243,13 +243,25 @@ pub fn ggml_min<T: Float>(head: u32, kind: u32) -> T {
 /// Rows of activations [`qmatvec_ggml()`] takes at most: the few of a decoding step.
 pub const QMATVEC_ROWS: usize = 4;
 
-/// `out = x · Wᵀ` as [`qmatmul_ggml()`] computes it (bit for bit with `norm` and `add` 0) for
-/// at most [`QMATVEC_ROWS`] rows of activations (decoding a few sequences), with a decoding block's neighbours joined
-/// to it: with `norm` 1 the rows are first RMS-normed with the weight `g` (`[k]`) and `eps`,
-/// `x / sqrt(mean(x²) + eps) * g` (a warp sees its whole row, so it sums the squares as it
-/// multiplies and scales its finished sums), and with `add` 1 the residual `res` (`[m, n]`)
-/// is added to the output. A warp per weight row, any multiple of 32 threads a block on a
-/// grid of `ceil(n / (threads / 32))` blocks.
+/// Rows [`qmatvec_ggml()`] multiplies as they are (its `input` 0).
+pub const QINPUT_ROWS: u32 = 0;
+/// Rows [`qmatvec_ggml()`] RMS-norms first (its `input` 1).
+pub const QINPUT_RMS_NORM: u32 = 1;
+/// Rows of stacked halves [`qmatvec_ggml()`] takes SwiGLU of first (its `input` 2).
+pub const QINPUT_SWIGLU: u32 = 2;
+
+/// `out = x · Wᵀ` as [`qmatmul_ggml()`] computes it (bit for bit with `input` 0 and `add` 0)
+/// for at most [`QMATVEC_ROWS`] rows of activations (decoding a few sequences), with a
+/// decoding block's neighbours joined to it. `input` says what the rows are:
+/// - [`QINPUT_ROWS`]: `x` `[m, k]` as it is;
+/// - [`QINPUT_RMS_NORM`]: `x` `[m, k]` RMS-normed with the weight `g` (`[k]`) and `eps`,
+///   `x / sqrt(mean(x²) + eps) * g` (a warp sees its whole row, so it sums the squares as it
+///   multiplies and scales its finished sums);
+/// - [`QINPUT_SWIGLU`]: `x` `[m, 2 k]`, the gate and up projections side by side, taken as
+///   `silu(gate) * up` ([`swiglu_rows()`](super::swiglu_rows())'s values).
+///
+/// With `add` 1 the residual `res` (`[m, n]`) is added to the output. A warp per weight row,
+/// any multiple of 32 threads a block on a grid of `ceil(n / (threads / 32))` blocks.
 ///
 /// A decoding step's products are bound by latency, not bandwidth (an H200 reads all of
 /// SmolLM2-135M's weights in about 30 µs a step). So this kernel has no shared memory and no
@@ -259,8 +271,8 @@ pub const QMATVEC_ROWS: usize = 4;
 /// nothing, so no load waits on a branch and the compiler issues the four steps' loads
 /// together: a product waits on memory about once per 1024 values of K, where `qmatmul_ggml`
 /// waits on its staging's barriers twice per 256. One row has an entry of its own for each
-/// type and `norm` (those constant, so the branches on them fold away).
-#[kernel(crate = crate, specialize(m = 1), specialize(kind = 8, 3), specialize(norm = 0, 1))]
+/// type and `input` (those constant, so the branches on them fold away).
+#[kernel(crate = crate, specialize(m = 1), specialize(kind = 8, 3), specialize(input = 0, 1, 2))]
 #[allow(clippy::too_many_arguments)]
 pub fn qmatvec_ggml<T: Float>(
     w: &[i32],
@@ -273,7 +285,7 @@ pub fn qmatvec_ggml<T: Float>(
     kind: u32,
     add: u32,
     g: &[T],
-    norm: u32,
+    input: u32,
     eps: T,
 ) {
     let lane = lane_id();
@@ -284,6 +296,8 @@ pub fn qmatvec_ggml<T: Float>(
         let blocks = k / 32;
         let bytes = if kind == 8 { 34 } else { 20 };
         let quarter = lane % 4;
+        // A row of stacked halves is twice as long; its up half starts `k` on.
+        let stride = if input == 2 { 2 * k } else { k };
         let mut acc = [0.0; 4];
         let mut squares = [0.0; 4];
         let mut words = [0u32; 16];
@@ -294,7 +308,7 @@ pub fn qmatvec_ggml<T: Float>(
         while b0 < blocks {
             // The loads of four steps first: each lane's block `b0 + 8 s + lane / 4` (past
             // the row's last block, the last again, so no load waits on a branch), and for
-            // one row its 8 activations (and norm weights).
+            // one row its 8 activations (and their norm weights or up halves).
             for s in 0..4 {
                 let bb = (b0 + 8 * s + lane / 4).min(blocks - 1);
                 ggml_octet_load(
@@ -307,9 +321,13 @@ pub fn qmatvec_ggml<T: Float>(
                 );
                 if m == 1 {
                     for e in 0..8 {
-                        xs[8 * s + e] = x[bb * 32 + quarter * 8 + e];
-                        if norm == 1 {
-                            gs[8 * s + e] = g[bb * 32 + quarter * 8 + e];
+                        let j = bb * 32 + quarter * 8 + e;
+                        xs[8 * s + e] = x[j];
+                        if input == 1 {
+                            gs[8 * s + e] = g[j];
+                        }
+                        if input == 2 {
+                            gs[8 * s + e] = x[k + j];
                         }
                     }
                 }
@@ -327,18 +345,25 @@ pub fn qmatvec_ggml<T: Float>(
                             for e in 0..8 {
                                 let j = bb * 32 + quarter * 8 + e;
                                 let mut xv = 0.0;
+                                let mut other = 0.0;
                                 if m == 1 {
                                     xv = xs[8 * s + e];
+                                    other = gs[8 * s + e];
                                 } else {
-                                    xv = x[r * k + j];
-                                }
-                                if norm == 1 {
-                                    squares[r] += xv * xv;
-                                    if m == 1 {
-                                        xv *= gs[8 * s + e];
-                                    } else {
-                                        xv *= g[j];
+                                    xv = x[r * stride + j];
+                                    if input == 1 {
+                                        other = g[j];
                                     }
+                                    if input == 2 {
+                                        other = x[r * stride + k + j];
+                                    }
+                                }
+                                if input == 1 {
+                                    squares[r] += xv * xv;
+                                    xv *= other;
+                                }
+                                if input == 2 {
+                                    xv = silu(xv) * other;
                                 }
                                 acc[r] += (d * q[e] + mn) * xv;
                             }
@@ -351,7 +376,7 @@ pub fn qmatvec_ggml<T: Float>(
         for r in 0..4 {
             if r < m {
                 let mut sum = warp_sum_xor(acc[r]);
-                if norm == 1 {
+                if input == 1 {
                     let total = warp_sum_xor(squares[r]);
                     sum *= 1.0 / (total / (k as T) + eps).sqrt();
                 }

@@ -357,8 +357,8 @@ fn every_specialized_entry_is_in_its_source() {
     }
     // Six attention kernels on the tensor cores (bf16 and f16 entries), two head dims each;
     // the decoding product `qmatvec_ggml` (f32, f64, f16 and bf16 entries) for one row, each
-    // of two types and two norm modes (the product of the lists).
-    assert_eq!(n, 6 * 2 * 2 + 4 * 2 * 2, "specialized entries");
+    // of two types and three inputs (the product of the lists).
+    assert_eq!(n, 6 * 2 * 2 + 4 * 2 * 3, "specialized entries");
 }
 
 #[test]
@@ -366,7 +366,7 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
     // The examples, the foundation's ops, and one derivative per differentiable example input;
     // the unary ops come from the registry, each with its kernel and its derivative (but `neg`
     // and `abs`, over integers too, which have none).
-    assert_eq!(ALL.len(), 97);
+    assert_eq!(ALL.len(), 98);
     let all = every_kernel();
     assert_eq!(all.len(), ALL.len() + 2 * UnaryOp::ALL.len() - 2 - 2);
     for op in UnaryOp::ALL {

@@ -8,8 +8,9 @@
 use half::bf16;
 use rtx_kernels::kernel::LaunchConfig;
 use rtx_kernels::kernels::{
-    QMATMUL_ROWS, QMATMUL_TC_THREADS, QMATMUL_TC_TILE, QMATMUL_THREADS, QMATVEC_ROWS,
-    dequantize_ggml, qmatmul_ggml, qmatmul_ggml_tc, qmatvec_ggml,
+    QINPUT_RMS_NORM, QINPUT_ROWS, QINPUT_SWIGLU, QMATMUL_ROWS, QMATMUL_TC_THREADS, QMATMUL_TC_TILE,
+    QMATMUL_THREADS, QMATVEC_ROWS, dequantize_ggml, qmatmul_ggml, qmatmul_ggml_tc, qmatvec_ggml,
+    silu, swiglu_rows,
 };
 
 /// A reproducible stream of words.
@@ -182,7 +183,22 @@ fn decoding_products_equal_qmatmul_ggml_bit_for_bit() {
                 let mut got = vec![f32::NAN; m * n];
                 let blocks = n.div_ceil(threads as usize / 32) as u32;
                 let config = LaunchConfig::new(blocks, threads);
-                qmatvec_ggml(config, &w, &x, &[], &mut got, m, n, k, kind, 0, &[], 0, 0.0).unwrap();
+                qmatvec_ggml(
+                    config,
+                    &w,
+                    &x,
+                    &[],
+                    &mut got,
+                    m,
+                    n,
+                    k,
+                    kind,
+                    0,
+                    &[],
+                    QINPUT_ROWS,
+                    0.0,
+                )
+                .unwrap();
                 assert_eq!(
                     got, want,
                     "type {kind}, [{m}, {k}] x [{n}, {k}]ᵀ, {threads} threads"
@@ -217,8 +233,22 @@ fn products_join_the_norm_before_and_the_residual_after() {
             if m <= QMATVEC_ROWS {
                 let config = LaunchConfig::new(n.div_ceil(4) as u32, 128);
                 for (add, out) in [(0, &mut plain), (1, &mut added)] {
-                    qmatvec_ggml(config, &w, &x, &res, out, m, n, k, kind, add, &[], 0, 0.0)
-                        .unwrap();
+                    qmatvec_ggml(
+                        config,
+                        &w,
+                        &x,
+                        &res,
+                        out,
+                        m,
+                        n,
+                        k,
+                        kind,
+                        add,
+                        &[],
+                        QINPUT_ROWS,
+                        0.0,
+                    )
+                    .unwrap();
                 }
             } else {
                 let (tile, threads) = (QMATMUL_TC_TILE, QMATMUL_TC_THREADS);
@@ -268,7 +298,7 @@ fn products_join_the_norm_before_and_the_residual_after() {
                 kind,
                 0,
                 &g,
-                1,
+                QINPUT_RMS_NORM,
                 eps,
             )
             .unwrap();
@@ -294,6 +324,56 @@ fn products_join_the_norm_before_and_the_residual_after() {
                     );
                 }
             }
+        }
+    }
+}
+
+/// SwiGLU joined: from `[m, 2 k]` rows of stacked halves the decoding kernel gives, bit for
+/// bit, `qmatmul_ggml`'s product of `swiglu_rows`' values (the same `silu(gate) * up`, the
+/// same sums), and `swiglu_rows` is that formula.
+#[test]
+fn swiglu_joined_products_are_swiglu_rows_then_the_product() {
+    for kind in [8, 3] {
+        for (m, n, k) in [(1, 37, 576), (3, 5, 1536), (4, 6, 96)] {
+            let w = weight(kind, n, k, (m * 5 + n + k) as u64);
+            let x: Vec<f32> = words(m * 2 * k, 21)
+                .map(|v| (v % 1000) as f32 / 200.0 - 2.5)
+                .collect();
+            let mut hidden = vec![f32::NAN; m * k];
+            swiglu_rows(LaunchConfig::new(3, 64), &x, &mut hidden, m, k).unwrap();
+            for (i, &h) in hidden.iter().enumerate() {
+                let (r, j) = (i / k, i % k);
+                assert_eq!(
+                    h,
+                    silu(x[r * 2 * k + j]) * x[r * 2 * k + k + j],
+                    "swiglu_rows [{r}, {j}]"
+                );
+            }
+            let mut want = vec![f32::NAN; m * n];
+            let config = LaunchConfig::new(
+                (n.div_ceil(4) as u32, m.div_ceil(QMATMUL_ROWS) as u32),
+                QMATMUL_THREADS,
+            );
+            qmatmul_ggml(config, &w, &hidden, &[], &mut want, m, n, k, kind, 0).unwrap();
+            let mut got = vec![f32::NAN; m * n];
+            let config = LaunchConfig::new(n.div_ceil(4) as u32, 128);
+            qmatvec_ggml(
+                config,
+                &w,
+                &x,
+                &[],
+                &mut got,
+                m,
+                n,
+                k,
+                kind,
+                0,
+                &[],
+                QINPUT_SWIGLU,
+                0.0,
+            )
+            .unwrap();
+            assert_eq!(got, want, "type {kind}, [{m}, {n}, {k}]");
         }
     }
 }

@@ -14,8 +14,9 @@
 
 use super::cache::BatchKvCache;
 use super::kernels;
-use super::{Llama, LlamaBlock, Matrix, ggml_numerics, swiglu};
+use super::{Llama, LlamaBlock, Matrix, ggml_numerics};
 use rtx::prelude::*;
+use rtx::quant::QInput;
 
 /// Consecutive tokens of one sequence: `tokens` placed at positions `position..position +
 /// tokens.len()` of sequence `seq`.
@@ -188,9 +189,9 @@ impl Llama {
 
     /// One block over the residual stream `x` (`[rows, D]`), giving the stream after it.
     /// Each RMS norm is joined to the product after it and each residual add to the product
-    /// before it ([`super::Weight::forward_joined`]), so that a decoding step on a GPU is six
-    /// launches a block: the `qkv` product, the rotary turn and cache write, attention, the
-    /// `o` product, the gate and up product, SwiGLU, and the down product.
+    /// before it, and SwiGLU to the down product ([`super::Weight::forward_joined`]), so that
+    /// a decoding step on a GPU is six launches a block: the `qkv` product, the rotary turn
+    /// and cache write, attention, the `o` product, and the gate-and-up and down products.
     fn block(
         &self,
         b: &LlamaBlock,
@@ -204,7 +205,9 @@ impl Llama {
         let (h, eps) = (c.head_count, c.rms_eps);
         // One product for the query, key and value heads; then one launch turns the query and
         // key heads and writes the keys and values into the cache.
-        let mut qkv = b.qkv.forward_joined(x, Some((&b.attn_norm, eps)), None)?;
+        let mut qkv = b
+            .qkv
+            .forward_joined(x, QInput::RmsNorm(&b.attn_norm, eps), None)?;
         let (cos, sin) = (&self.rope.cos, &self.rope.sin);
         let (keys, values) = (&mut cache.keys[layer], &mut cache.values[layer]);
         kernels::rope_store(
@@ -230,11 +233,11 @@ impl Llama {
                 self.attend_segments(&qkv, segments, places, cache, layer)?
             }
         };
-        let x = b.o.forward_joined(&attn, None, Some(x))?;
+        let x = b.o.forward_joined(&attn, QInput::Rows, Some(x))?;
         let gate_up = b
             .gate_up
-            .forward_joined(&x, Some((&b.ffn_norm, eps)), None)?;
-        b.down.forward_joined(&swiglu(&gate_up)?, None, Some(&x))
+            .forward_joined(&x, QInput::RmsNorm(&b.ffn_norm, eps), None)?;
+        b.down.forward_joined(&gate_up, QInput::SwiGlu, Some(&x))
     }
 
     /// Attention of each segment's rows over its own sequence, joined in row order; `qkv` is

@@ -103,7 +103,7 @@ fn rope_store_case(split: usize) {
 }
 
 #[test]
-fn silu_mul_is_the_composition_over_the_stacked_halves() {
+fn swiglu_is_the_composition_over_the_stacked_halves() {
     let (rows, ff) = (3, 5);
     let gate_up: Tensor<(usize, usize)> =
         Tensor::from_vec(values(rows * 2 * ff, 9), (rows, 2 * ff), Device::Cpu);

@@ -89,14 +89,6 @@ fn rope_store_rows<T: Float>(
     }
 }
 
-/// `silu(gate) * up`, SwiGLU's product: one launch over the two halves of the stacked
-/// feed-forward projection where the composition takes two, with the same rounding (the
-/// `silu` of the op, then one product, in the element type).
-#[rtx::kernel(elementwise)]
-fn silu_mul<T: Float>(gate: T, up: T) -> T {
-    rtx::kernels::silu(gate) * up
-}
-
 /// Attention of single-token rows over the cache: block `r * heads + h` takes query head `h`
 /// of row `r` (`q`, rows of `q_stride` elements whose first `heads * head_dim` are the query
 /// heads), which belongs to sequence `seq[r]` at position `pos[r]`, and attends over that
@@ -363,12 +355,28 @@ pub(super) fn rope_store_split(
 }
 
 /// `silu(gate) * up` of the stacked feed-forward projection `gate_up` (`[rows, 2 ff]`: the
-/// gate's `ff` columns, then the up projection's), `[rows, ff]`.
+/// gate's `ff` columns, then the up projection's), `[rows, ff]`: one launch of
+/// `rtx::kernels::swiglu_rows`, the values a decoding product joined to SwiGLU computes.
 pub(super) fn swiglu(gate_up: &Tensor<(usize, usize)>) -> Result<Tensor<(usize, usize)>> {
-    let ff = gate_up.dims()[1] / 2;
-    let gate = gate_up.narrow::<1, usize>(0, ff);
-    let up = gate_up.narrow::<1, usize>(ff, ff);
-    rtx::kernel::try_map2(silu_mul::Op, &gate, &up, &[])
+    let (rows, ff) = (gate_up.dims()[0], gate_up.dims()[1] / 2);
+    let gate_up = gate_up.contiguous();
+    let mut out: Tensor<(usize, usize)> = Tensor::try_full((rows, ff), 0.0, gate_up.device())?;
+    let mut args = [
+        Arg::input(&gate_up),
+        Arg::output(&mut out),
+        Arg::usize(rows),
+        Arg::usize(ff),
+    ];
+    // SAFETY: the grid-stride loop reads the `rows * 2 ff` values of the contiguous `gate_up`
+    // and writes the `rows * ff` of `out`.
+    unsafe {
+        rtx::kernel::launch(
+            rtx::kernels::swiglu_rows::Op,
+            elements(rows * ff),
+            &mut args,
+        )?
+    };
+    Ok(out)
 }
 
 /// The attention of the single-token rows of `q` over the cache: `q` is `[rows, width]`,

@@ -230,23 +230,36 @@ impl QTensor {
     }
 }
 
+/// What [`QTensor::matmul_t_joined`] takes the rows of its activations as.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum QInput<'a> {
+    /// `[M, K]` as they are.
+    #[default]
+    Rows,
+    /// `[M, K]` RMS-normed first, `x / sqrt(mean(x²) + eps) * weight` ([`crate::nn::rms_norm`]):
+    /// the weight (`[K]`) and `eps`.
+    RmsNorm(&'a Tensor<(usize,), f32>, f64),
+    /// `[M, 2 K]`, a gated feed-forward's gate and up projections side by side (one product's
+    /// output), taken as SwiGLU of the halves: `silu(gate) * up`.
+    SwiGlu,
+}
+
 impl QTensor {
-    /// `rms_norm(x) · Wᵀ + residual`: [`QTensor::matmul_t`] with a decoding block's
-    /// neighbours joined to it, each optional. `norm = Some((weight, eps))` RMS-norms each row
-    /// of `x` first (`x / sqrt(mean(x²) + eps) * weight`, [`crate::nn::rms_norm`], `weight`
-    /// `[K]`); `residual` (`[M, N]`) is added to the product. On a GPU a product of a few rows
-    /// (a decoding step) is one launch with both joined, where the composition takes three;
-    /// more rows take the norm's launch, then the product with the residual added in it. On
-    /// the CPU they run in turn. No gradient is recorded (a quantized weight is for
-    /// inference).
+    /// `input(x) · Wᵀ + residual`: [`QTensor::matmul_t`] with a decoding block's neighbours
+    /// joined to it. `input` says what the rows are ([`QInput`]: as they are, RMS-normed, or
+    /// SwiGLU of stacked halves); `residual` (`[M, N]`), if given, is added to the product.
+    /// On a GPU a product of a few rows (a decoding step) is one launch with both joined,
+    /// where the composition takes three; more rows take the norm's or SwiGLU's launch, then
+    /// the product with the residual added in it. On the CPU they run in turn. No gradient is
+    /// recorded (a quantized weight is for inference).
     ///
     /// # Errors
     /// As [`QTensor::matmul_t`]; and [`Error::ShapeMismatch`] when the norm's weight is not
-    /// `[K]` or the residual not `[M, N]`.
+    /// `[K]`, SwiGLU's activations not `[M, 2 K]`, or the residual not `[M, N]`.
     ///
     /// ```
     /// use rtx::prelude::*;
-    /// use rtx::quant::{GgmlType, QTensor};
+    /// use rtx::quant::{GgmlType, QInput, QTensor};
     ///
     /// # fn main() -> rtx::Result<()> {
     /// // A [1, 32] Q8_0 weight of 0.5 * (1, 1, ..., 1).
@@ -257,7 +270,7 @@ impl QTensor {
     /// let x: Tensor<(usize, usize)> = Tensor::try_from_vec(vec![2.0; 64], (2, 32), Device::Cpu)?;
     /// let g: Tensor<(usize,)> = Tensor::try_from_vec(vec![1.0; 32], (32,), Device::Cpu)?;
     /// let r: Tensor<(usize, usize)> = Tensor::try_from_vec(vec![1.0, 2.0], (2, 1), Device::Cpu)?;
-    /// let y = w.matmul_t_joined(&x, Some((&g, 0.0)), Some(&r))?.to_vec();
+    /// let y = w.matmul_t_joined(&x, QInput::RmsNorm(&g, 0.0), Some(&r))?.to_vec();
     /// assert!((y[0] - 17.0).abs() < 0.1 && (y[1] - 18.0).abs() < 0.1);
     /// # Ok(())
     /// # }
@@ -265,17 +278,31 @@ impl QTensor {
     pub fn matmul_t_joined(
         &self,
         x: &Tensor<(usize, usize), f32>,
-        norm: Option<(&Tensor<(usize,), f32>, f64)>,
+        input: QInput<'_>,
         residual: Option<&Tensor<(usize, usize), f32>>,
     ) -> Result<Tensor<(usize, usize), f32>> {
         const OP: &str = "QTensor::matmul_t_joined";
-        let (m, k) = (x.dims()[0], x.dims()[1]);
+        let (m, width) = (x.dims()[0], x.dims()[1]);
+        let k = if matches!(input, QInput::SwiGlu) {
+            width / 2
+        } else {
+            width
+        };
         let [n, wk] = self.dims[..] else {
             return Err(Error::BadArgument {
                 op: OP,
                 msg: format!("the weight {:?} is not a matrix [N, K]", self.dims),
             });
         };
+        if matches!(input, QInput::SwiGlu) && (width != 2 * wk) {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: format!("[{m}, {width}]"),
+                rhs: format!("{:?} ({})", self.dims, self.ty),
+                rule: "SwiGLU's activations are the gate and up halves side by side, [M, 2 K] \
+                       for a weight [N, K]",
+            });
+        }
         if wk != k {
             return Err(Error::ShapeMismatch {
                 op: OP,
@@ -284,7 +311,7 @@ impl QTensor {
                 rule: "the activations' last dim must be the weight's K ([M, K] by [N, K])",
             });
         }
-        if let Some((g, _)) = norm
+        if let QInput::RmsNorm(g, _) = input
             && g.dims() != [k]
         {
             return Err(Error::ShapeMismatch {
@@ -304,8 +331,13 @@ impl QTensor {
                 rule: "the residual is the product's shape ([M, N])",
             });
         }
-        let join = rtx_backends::storage::QJoin {
-            norm: norm.map(|(g, eps)| (g.storage(), g.layout(), eps)),
+        use rtx_backends::storage::{QInput as Rows, QJoin};
+        let join = QJoin {
+            input: match input {
+                QInput::Rows => Rows::Rows,
+                QInput::RmsNorm(g, eps) => Rows::RmsNorm(g.storage(), g.layout(), eps),
+                QInput::SwiGlu => Rows::SwiGlu,
+            },
             residual: residual.map(|r| (r.storage(), r.layout())),
         };
         let out = self.words.storage().qmatmul_joined(
