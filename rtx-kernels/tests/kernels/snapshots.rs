@@ -26,6 +26,7 @@ fn generated_cuda_matches_snapshots() {
         "qmatmul_ggml",
         "qmatmul_ggml_tc",
         "qmatvec_ggml",
+        "swiglu_rows",
         "flash_attn_fwd",
         "flash_attn_fwd_wgmma",
         "flash_attn_bwd_rowdot",
