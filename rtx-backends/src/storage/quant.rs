@@ -144,20 +144,20 @@ impl Storage<i32> {
             _ => None,
         };
         let residual = join.residual.and_then(|(r, rl)| Some((cuda(r)?, rl)));
-        let on_gpu =
-            |w: &Storage<i32>, x: &Storage<f32>, xl: &Layout, rows: ops_quant::Rows<'_>| match (
-                w, x,
-            ) {
-                (Storage::Cuda(w), Storage::Cuda(xc)) => Some(ops_quant::qmatmul(
-                    w,
-                    kind,
-                    (n, k),
-                    (xc, xl),
-                    rows,
-                    residual.as_ref().map(|(r, rl)| (r, *rl)),
-                )),
-                _ => None,
-            };
+        let on_gpu = |w: &Storage<i32>,
+                      x: &Storage<f32>,
+                      xl: &Layout,
+                      rows: ops_quant::Rows<'_>| match (w, x) {
+            (Storage::Cuda(w), Storage::Cuda(xc)) => Some(ops_quant::qmatmul(
+                w,
+                kind,
+                (n, k),
+                (xc, xl),
+                rows,
+                residual.as_ref().map(|(r, rl)| (r, *rl)),
+            )),
+            _ => None,
+        };
         // A decoding step's few rows on a GPU: one launch with everything joined.
         if m <= rtx_kernels::kernels::QMATVEC_ROWS {
             let halves = Layout::contiguous(&[m, k]);

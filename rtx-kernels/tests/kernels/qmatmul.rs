@@ -60,6 +60,22 @@ fn dequantized(kind: u32, w: &[i32], len: usize) -> Vec<f32> {
     dense
 }
 
+/// `qmatvec_ggml`'s `[m, n]` product of `x` on blocks of `threads` threads, its rows taken as
+/// `input` says (`g` and `eps` for the norm), no residual.
+fn qmatvec(
+    w: &[i32],
+    x: &[f32],
+    (m, n, k): (usize, usize, usize),
+    kind: u32,
+    threads: u32,
+    (input, g, eps): (u32, &[f32], f32),
+) -> Vec<f32> {
+    let mut out = vec![f32::NAN; m * n];
+    let config = LaunchConfig::new(n.div_ceil(threads as usize / 32) as u32, threads);
+    qmatvec_ggml(config, w, x, &[], &mut out, m, n, k, kind, 0, g, input, eps).unwrap();
+    out
+}
+
 /// Which kernel [`check_on`] runs.
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
@@ -180,25 +196,7 @@ fn decoding_products_equal_qmatmul_ggml_bit_for_bit() {
             );
             qmatmul_ggml(config, &w, &x, &[], &mut want, m, n, k, kind, 0).unwrap();
             for threads in [64u32, 128] {
-                let mut got = vec![f32::NAN; m * n];
-                let blocks = n.div_ceil(threads as usize / 32) as u32;
-                let config = LaunchConfig::new(blocks, threads);
-                qmatvec_ggml(
-                    config,
-                    &w,
-                    &x,
-                    &[],
-                    &mut got,
-                    m,
-                    n,
-                    k,
-                    kind,
-                    0,
-                    &[],
-                    QINPUT_ROWS,
-                    0.0,
-                )
-                .unwrap();
+                let got = qmatvec(&w, &x, (m, n, k), kind, threads, (QINPUT_ROWS, &[], 0.0));
                 assert_eq!(
                     got, want,
                     "type {kind}, [{m}, {k}] x [{n}, {k}]ᵀ, {threads} threads"
@@ -284,24 +282,7 @@ fn products_join_the_norm_before_and_the_residual_after() {
             if m > QMATVEC_ROWS {
                 continue;
             }
-            let config = LaunchConfig::new(n.div_ceil(4) as u32, 128);
-            let mut normed = vec![f32::NAN; m * n];
-            qmatvec_ggml(
-                config,
-                &w,
-                &x,
-                &[],
-                &mut normed,
-                m,
-                n,
-                k,
-                kind,
-                0,
-                &g,
-                QINPUT_RMS_NORM,
-                eps,
-            )
-            .unwrap();
+            let normed = qmatvec(&w, &x, (m, n, k), kind, 128, (QINPUT_RMS_NORM, &g, eps));
             for r in 0..m {
                 let row = &x[r * k..(r + 1) * k];
                 let mean = row
@@ -355,24 +336,7 @@ fn swiglu_joined_products_are_swiglu_rows_then_the_product() {
                 QMATMUL_THREADS,
             );
             qmatmul_ggml(config, &w, &hidden, &[], &mut want, m, n, k, kind, 0).unwrap();
-            let mut got = vec![f32::NAN; m * n];
-            let config = LaunchConfig::new(n.div_ceil(4) as u32, 128);
-            qmatvec_ggml(
-                config,
-                &w,
-                &x,
-                &[],
-                &mut got,
-                m,
-                n,
-                k,
-                kind,
-                0,
-                &[],
-                QINPUT_SWIGLU,
-                0.0,
-            )
-            .unwrap();
+            let got = qmatvec(&w, &x, (m, n, k), kind, 128, (QINPUT_SWIGLU, &[], 0.0));
             assert_eq!(got, want, "type {kind}, [{m}, {n}, {k}]");
         }
     }
