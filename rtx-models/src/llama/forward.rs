@@ -233,11 +233,13 @@ impl Llama {
                 self.attend_segments(&qkv, segments, places, cache, layer)?
             }
         };
+        // ANCHOR: joined
         let x = b.o.forward_joined(&attn, QInput::Rows, Some(x))?;
         let gate_up = b
             .gate_up
             .forward_joined(&x, QInput::RmsNorm(&b.ffn_norm, eps), None)?;
         b.down.forward_joined(&gate_up, QInput::SwiGlu, Some(&x))
+        // ANCHOR_END: joined
     }
 
     /// Attention of each segment's rows over its own sequence, joined in row order; `qkv` is
