@@ -2,7 +2,8 @@
 //! products (`Tensor::matmul`, which rtx hands to cuBLASLt), in one run on one GPU:
 //! `rtx::kernels::matmul_tc` (cp.async pipeline, ldmatrix, mma.sync m16n8k16) on `a b`, and on
 //! a GPU of compute capability 9.0 `matmul_wgmma` (Hopper's wgmma m64n256k16 from swizzled
-//! shared tiles) on `a b^T`, against cuBLAS on the same transposed view (`a.matmul(&b.t())`,
+//! shared tiles) on `a b^T`, its tiles copied by `cp_async` and, in `matmul_wgmma_tma`, by the
+//! tensor memory accelerator, against cuBLAS on the same transposed view (`a.matmul(&b.t())`,
 //! multiplied in place).
 //!
 //! Each figure is the median of `--reps` runs (default 50) timed with CUDA events on rtx's
@@ -13,7 +14,7 @@
 use rtx::kernel::{self, Arg, LaunchConfig};
 use rtx::kernels::{
     MATMUL_TC_THREADS, MATMUL_TC_TILE, MATMUL_WGMMA_COLS, MATMUL_WGMMA_ROWS, MATMUL_WGMMA_THREADS,
-    matmul_tc, matmul_wgmma,
+    matmul_tc, matmul_wgmma, matmul_wgmma_tma,
 };
 use rtx::prelude::*;
 use rtx_backends::cuda::{self, Event};
@@ -79,6 +80,7 @@ fn run() -> Result<(), String> {
         matmul_tc::Op,
         tc,
         (&b, &b),
+        false,
         "matmul_tc (#[kernel], mma.sync)",
         "a.matmul(&b)",
     )?;
@@ -98,7 +100,16 @@ fn run() -> Result<(), String> {
         matmul_wgmma::Op,
         wg,
         (&b, &bt),
+        false,
         "matmul_wgmma (#[kernel], wgmma)",
+        "a.matmul(&b.t())",
+    )?;
+    gemm.against_cublas(
+        matmul_wgmma_tma::Op,
+        wg,
+        (&b, &bt),
+        true,
+        "matmul_wgmma_tma (#[kernel], wgmma, tiles by TMA)",
         "a.matmul(&b.t())",
     )
 }
@@ -118,28 +129,22 @@ impl Gemm<'_> {
         kernel: K,
         config: LaunchConfig,
         (b_kernel, b): (&Matrix, &Matrix),
+        maps: bool,
         name: &str,
         cublas: &str,
     ) -> Result<(), String> {
         let (n, a) = (self.n, self.a);
         let mut c: Matrix = Tensor::zeros((n, n), a.device());
         let launch = |c: &mut Matrix| {
-            // SAFETY: the GEMM kernels check every index against n, the tensors' sizes.
-            unsafe {
-                kernel::launch(
-                    kernel,
-                    config,
-                    &mut [
-                        Arg::input(a),
-                        Arg::input(b_kernel),
-                        Arg::output(c),
-                        Arg::usize(n),
-                        Arg::usize(n),
-                        Arg::usize(n),
-                    ],
-                )
+            let mut args = vec![Arg::input(a), Arg::input(b_kernel)];
+            // The TMA kernel's tensor maps over `a` and `b` (boxes of its tiles' rows).
+            if maps {
+                args.push(Arg::tensor_map(a, 128));
+                args.push(Arg::tensor_map(b_kernel, 256));
             }
-            .map_err(err)
+            args.extend([Arg::output(c), Arg::usize(n), Arg::usize(n), Arg::usize(n)]);
+            // SAFETY: the GEMM kernels check every index against n, the tensors' sizes.
+            unsafe { kernel::launch(kernel, config, &mut args) }.map_err(err)
         };
         launch(&mut c)?;
         same_as_cublas(name, &c, &a.matmul(b))?;

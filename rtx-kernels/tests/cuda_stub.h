@@ -8,6 +8,8 @@
 // Dynamic shared memory (`extern __shared__` on a GPU, which `static` above would contradict).
 #define RTX_DYN_SHARED extern
 #define __launch_bounds__(threads, blocks)
+#define __align__(n) alignas(n)
+#define __grid_constant__
 struct rtx_stub_dim3 { unsigned int x, y, z; };
 extern rtx_stub_dim3 threadIdx, blockIdx, blockDim, gridDim;
 inline void __syncthreads() {}

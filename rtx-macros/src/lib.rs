@@ -151,6 +151,12 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// `wgmma_commit()`, `wgmma_wait(n, &mut acc)` and `fence_proxy_async()`, with tiles as
 /// `#[shared]` arrays of `u32` words and fragments as per-thread arrays, in PTX's layouts
 /// (the book's chapter "Writing kernels" and `rtx_kernels::kernel::tensor_core` document them).
+/// Hopper's tensor memory accelerator: a parameter `map: TensorMap` (a 2-D view of a buffer,
+/// `rtx_kernels::kernel::TensorMap`), `tma_load_2d(&mut tile, word, x, map, col, row, &mut
+/// bar, i)` (a box of `map`'s view of `x` into the tile in the 128-byte swizzle), and barriers
+/// as `#[shared]` arrays of `u64` with `mbarrier_init(&mut bar, i, count)`,
+/// `mbarrier_arrive(&mut bar, i)`, `mbarrier_arrive_expect_tx(&mut bar, i, bytes)` and
+/// `mbarrier_wait(&mut bar, i, parity)` (`rtx_kernels::kernel::tma` emulates them).
 /// ```ignore
 /// #[kernel]
 /// pub fn axpy<T: Float>(a: T, x: &[T], y: &mut [T], n: usize) {

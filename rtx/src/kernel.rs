@@ -41,7 +41,9 @@ use rtx_backends::storage::{SimtBuffer, launch_simt};
 use rtx_backends::{Layout, Storage};
 use rtx_kernels::Float;
 
-pub use rtx_kernels::kernel::{Dim3, Elementwise, KernelSource, LaunchConfig, Reduce, Simt};
+pub use rtx_kernels::kernel::{
+    Dim3, Elementwise, KernelSource, LaunchConfig, Reduce, Simt, TensorMap,
+};
 
 /// The shape of three broadcast operands.
 pub type Broadcast3<A, B, C> = <<A as BroadcastShapes<B>>::Output as BroadcastShapes<C>>::Output;
@@ -245,6 +247,7 @@ enum ArgKind<'a, E: Float> {
     I32(i32),
     U32(u32),
     I64(i64),
+    TensorMap(&'a Storage<E>, &'a Layout, u32),
 }
 
 impl<'a, E: Float> Arg<'a, E> {
@@ -285,6 +288,33 @@ impl<'a, E: Float> Arg<'a, E> {
     /// A value for an `i64` parameter.
     pub fn i64(v: i64) -> Self {
         Arg(ArgKind::I64(v))
+    }
+
+    /// A [`TensorMap`] parameter over `t`, a dense 2-D tensor of f16 or bf16 whose rows are
+    /// whole 16-byte units, copied by `tma_load_2d` in boxes of `box_rows` rows by 64
+    /// elements. `t` must be the tensor passed for the buffer the kernel's `tma_load_2d`
+    /// names: natively the kernel copies from that buffer, on a GPU from the map's address.
+    /// Its shape is checked at launch.
+    pub fn tensor_map<S: Shape>(t: &'a Tensor<S, E>, box_rows: u32) -> Self {
+        Arg(ArgKind::TensorMap(t.storage(), t.layout(), box_rows))
+    }
+}
+
+/// The [`TensorMap`] of `box_rows`-row boxes over a tensor of layout `l`, for kernel `name`.
+fn tensor_map_of(name: &'static str, l: &Layout, box_rows: u32) -> Result<TensorMap> {
+    let bad = |msg: String| crate::Error::BadArgument { op: name, msg };
+    match (l.dims(), l.contiguous_range()) {
+        (&[rows, cols], Some(_)) => {
+            TensorMap::new(rows, cols, cols, box_rows).map_err(|e| bad(e.message().to_string()))
+        }
+        (dims, _) => Err(bad(format!(
+            "a tensor map views a dense 2-D tensor; this one has dims {dims:?}{}",
+            if l.is_contiguous() {
+                ""
+            } else {
+                " and is a strided view (make it contiguous first)"
+            }
+        ))),
     }
 }
 
@@ -370,6 +400,11 @@ pub unsafe fn launch<K: Simt, E: Float>(
             ArgKind::I32(v) => SimtBuffer::I32(*v),
             ArgKind::U32(v) => SimtBuffer::U32(*v),
             ArgKind::I64(v) => SimtBuffer::I64(*v),
+            ArgKind::TensorMap(s, l, box_rows) => {
+                let map = tensor_map_of(name, l, *box_rows)?;
+                let range = l.contiguous_range().unwrap_or(0..0);
+                SimtBuffer::TensorMap(map, *s, range)
+            }
         });
     }
     // SAFETY: outputs are dense storage held alone (`writable`); staying inside the buffers

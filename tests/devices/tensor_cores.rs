@@ -1,7 +1,8 @@
 //! The tensor-core intrinsics of `#[kernel]` on every device: one warp's `cp_async`,
 //! `ldmatrix` and `mma_m16n8k16` against a plain product, and the tensor-core GEMMs written
-//! with them (`rtx::kernels::matmul_tc`, and `matmul_wgmma` on Hopper's `wgmma`) against the
-//! CPU's emulation of them and against a plain product.
+//! with them (`rtx::kernels::matmul_tc`, and `matmul_wgmma` on Hopper's `wgmma`, with its
+//! tiles copied by `cp_async` or by the tensor memory accelerator in `matmul_wgmma_tma`)
+//! against the CPU's emulation of them and against a plain product.
 //! Inputs are multiples of 1/8 small enough that every sum is exact in f32, so each device's
 //! result is the exact product rounded once, whatever order the tensor cores add in.
 
@@ -9,7 +10,7 @@ use super::*;
 use rtx::kernel::{self, Arg, LaunchConfig};
 use rtx::kernels::{
     MATMUL_TC_THREADS, MATMUL_TC_TILE, MATMUL_WGMMA_COLS, MATMUL_WGMMA_ROWS, MATMUL_WGMMA_THREADS,
-    matmul_tc, matmul_wgmma,
+    matmul_tc, matmul_wgmma, matmul_wgmma_tma,
 };
 
 // ANCHOR: warp_mma
@@ -381,5 +382,76 @@ fn wgmma_gemm_matches_the_exact_product() {
         warpgroup_case::<f16>(dev);
         chain_case::<bf16>(dev);
         chain_case::<f16>(dev);
+    }
+}
+
+/// `c = a b^T` by `matmul_wgmma_tma` on `dev` (tiles copied by the tensor memory accelerator
+/// through tensor maps over `a` and `b`): held to the exact product rounded once.
+fn wgmma_tma_product<E: Float>(dev: Device, m: usize, n: usize, k: usize) {
+    let (a64, b64) = (eighths(m * k, 5), eighths(n * k, 6));
+    let a: Tensor<(usize, usize), E> =
+        Tensor::from_vec(a64.iter().map(|&x| E::from_f64(x)).collect(), (m, k), dev);
+    let b: Tensor<(usize, usize), E> =
+        Tensor::from_vec(b64.iter().map(|&x| E::from_f64(x)).collect(), (n, k), dev);
+    let mut c: Tensor<(usize, usize), E> = Tensor::zeros((m, n), dev);
+    let grid = (
+        n.div_ceil(MATMUL_WGMMA_COLS) as u32,
+        m.div_ceil(MATMUL_WGMMA_ROWS) as u32,
+    );
+    // SAFETY: the kernel stores only inside m x n; the copies read through maps of a's and
+    // b's own shapes.
+    unsafe {
+        kernel::launch(
+            matmul_wgmma_tma::Op,
+            LaunchConfig::new(grid, MATMUL_WGMMA_THREADS),
+            &mut [
+                Arg::input(&a),
+                Arg::input(&b),
+                Arg::tensor_map(&a, 128),
+                Arg::tensor_map(&b, 256),
+                Arg::output(&mut c),
+                Arg::usize(m),
+                Arg::usize(n),
+                Arg::usize(k),
+            ],
+        )
+    }
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut want = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k).map(|p| a64[i * k + p] * b64[j * k + p]).sum();
+            want[i * n + j] = E::from_f64(dot).to_f64();
+        }
+    }
+    assert_eq!(f64s(&c), want, "matmul_wgmma_tma {m}x{n}x{k} on {dev}");
+}
+
+/// Hopper's tensor memory accelerator on the CPU's emulation and on every GPU of compute
+/// capability 9.0 (others print a notice): the `wgmma` GEMM with its tiles copied by
+/// `tma_load_2d`, ragged edges zero-filled by the copies, more K tiles than stages.
+#[test]
+fn tma_gemm_matches_the_exact_product() {
+    let sizes = [(130, 264, 72), (256, 512, 512), (40, 16, 328)];
+    let mut devices = vec![Device::Cpu];
+    match gpus() {
+        Ok(gpus) => {
+            for dev in gpus {
+                let Device::Cuda(i) = dev else { continue };
+                let cc = cuda::gpu_info(i).map(|g| g.compute_capability);
+                if cc.as_ref().ok() == Some(&(9, 0)) {
+                    devices.push(dev);
+                } else {
+                    println!("TMA GEMM on {dev}: skipped: compute capability {cc:?}, not 9.0");
+                }
+            }
+        }
+        Err(_) => println!("TMA GEMM on the GPU: skipped: no CUDA device"),
+    }
+    for dev in devices {
+        for (m, n, k) in sizes {
+            wgmma_tma_product::<bf16>(dev, m, n, k);
+        }
+        wgmma_tma_product::<f16>(dev, 70, 48, 96);
     }
 }

@@ -13,7 +13,7 @@ use crate::{BackendError, Device, Result};
 use rtx_kernels::DType;
 use rtx_kernels::kernel::{
     KernelEntry, KernelKind, KernelShape, KernelSource, KernelStrides, ParamType, ScalarType,
-    Variant,
+    TensorMap, Variant,
 };
 
 /// One argument of a generated entry point, in the entry's parameter order.
@@ -38,6 +38,9 @@ pub enum Arg {
     Shape(KernelShape),
     /// One input's offset and strides of a strided entry.
     Strides(KernelStrides),
+    /// A `TensorMap` parameter: the view, and the address of the buffer it views (encoded
+    /// into a `CUtensorMap` at launch).
+    TensorMap(TensorMap, DevicePtr),
 }
 
 /// The NVRTC options every generated kernel is compiled with (none beyond the architecture:
@@ -211,6 +214,9 @@ pub(crate) fn marshal(entry: &KernelEntry, dtype: DType, args: &[Arg]) -> Result
             }
             (ParamType::Strides, Arg::Strides(s)) => {
                 out.push(s);
+            }
+            (ParamType::TensorMap, Arg::TensorMap(m, ptr)) => {
+                out.push(super::tensor_map::encode(&m, ptr, dtype)?);
             }
             (want, got) => {
                 return Err(bad(format!(

@@ -67,7 +67,7 @@ pub trait KernelArg: sealed::Sealed {
     fn push_words(&self, words: &mut Vec<u64>);
 }
 
-mod sealed {
+pub(super) mod sealed {
     pub trait Sealed {}
 }
 

@@ -61,6 +61,7 @@ pub(crate) mod ops_random;
 pub(crate) mod ops_softmax;
 mod probe;
 mod storage;
+mod tensor_map;
 
 pub use alloc::MemoryStats;
 pub use blas::{GemmLibrary, allow_tf32, gemm_library, set_allow_tf32, set_gemm_library};

@@ -138,9 +138,13 @@ pub(crate) fn map_with<O: Element>(
                 )
             }
             ParamType::Shape => Arg::Shape(shape),
-            // Elementwise entries never take tables of buffers (SIMT kernels only).
-            ParamType::Table { .. } => {
-                return Err(bad(src.name, "an elementwise entry takes no table"));
+            // Elementwise entries never take tables of buffers or tensor maps (SIMT kernels
+            // only).
+            ParamType::Table { .. } | ParamType::TensorMap => {
+                return Err(bad(
+                    src.name,
+                    "an elementwise entry takes no table or tensor map",
+                ));
             }
             // The element count closes every elementwise entry's list.
             ParamType::Value(_) if at == last => Arg::U64(n as u64),

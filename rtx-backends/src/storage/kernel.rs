@@ -12,7 +12,7 @@ use crate::cuda::ops::{self as gpu, input};
 use crate::cuda::{self, Arg};
 use crate::{BackendError, Device, Layout, Result};
 use rtx_kernels::kernel::{
-    KernelSource, LaunchConfig, LaunchError, ParamType, ScalarType, SimtArg, Variant,
+    KernelSource, LaunchConfig, LaunchError, ParamType, ScalarType, SimtArg, TensorMap, Variant,
     elementwise_uniforms,
 };
 use rtx_kernels::{Element, Float};
@@ -234,6 +234,9 @@ pub enum SimtBuffer<'a, E> {
     U32(u32),
     /// An `i64` scalar.
     I64(i64),
+    /// A `TensorMap` parameter: the view of the dense elements `range` of a storage (the
+    /// buffer a `tma_load_2d` of the kernel names).
+    TensorMap(TensorMap, &'a Storage<E>, Range<usize>),
 }
 
 impl<E> SimtBuffer<'_, E> {
@@ -244,6 +247,7 @@ impl<E> SimtBuffer<'_, E> {
         match self {
             SimtBuffer::In(s, _) => Some(s.device()),
             SimtBuffer::Out(s) => Some(s.device()),
+            SimtBuffer::TensorMap(_, s, _) => Some(s.device()),
             _ => None,
         }
     }
@@ -305,6 +309,7 @@ pub unsafe fn launch_simt<E: Float>(
                     SimtBuffer::I32(x) => SimtArg::I32(*x),
                     SimtBuffer::U32(x) => SimtArg::U32(*x),
                     SimtBuffer::I64(x) => SimtArg::I64(*x),
+                    SimtBuffer::TensorMap(m, ..) => SimtArg::TensorMap(*m),
                     _ => return Err(super::no_kernel(src.name, device)),
                 });
             }
@@ -340,6 +345,9 @@ pub unsafe fn launch_simt<E: Float>(
                     (ParamType::Value(ScalarType::I32), SimtBuffer::I32(x)) => Arg::I32(*x),
                     (ParamType::Value(ScalarType::U32), SimtBuffer::U32(x)) => Arg::U32(*x),
                     (ParamType::Value(ScalarType::I64), SimtBuffer::I64(x)) => Arg::I64(*x),
+                    (ParamType::TensorMap, SimtBuffer::TensorMap(m, Storage::Cuda(c), r)) => {
+                        Arg::TensorMap(*m, c.ptr_at(r.start))
+                    }
                     (want, got) => {
                         return Err(BackendError::BadArgument {
                             op: src.name,
@@ -374,6 +382,7 @@ fn describe<E>(a: &SimtBuffer<'_, E>) -> &'static str {
         SimtBuffer::I32(_) => "an i32",
         SimtBuffer::U32(_) => "a u32",
         SimtBuffer::I64(_) => "an i64",
+        SimtBuffer::TensorMap(..) => "a tensor map",
     }
 }
 

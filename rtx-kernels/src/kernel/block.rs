@@ -18,6 +18,7 @@
 
 use super::LaunchError;
 use super::tensor_core::AsyncCopies;
+use super::tma::Mbarrier;
 use crate::{Element, FloatMath};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -190,11 +191,13 @@ pub(crate) struct Warp {
 pub(crate) const WIDE: usize = 4;
 
 /// What the threads of one block share when they synchronize.
-struct BlockSync {
+pub(crate) struct BlockSync {
     barrier: Barrier,
     warps: Vec<Warp>,
     /// Arrivals at barriers and threads that returned, so the scheduler can tell a hang.
-    progress: Cell<u64>,
+    pub(crate) progress: Cell<u64>,
+    /// The block's `mbarrier`s, as their intrinsics left them (`tma.rs`).
+    pub(crate) mbarriers: RefCell<Vec<Mbarrier>>,
 }
 
 /// One block of a native launch.
@@ -210,7 +213,7 @@ pub struct ThreadCtx<'a> {
     thread_idx: Dim3,
     pub(crate) linear: usize,
     pub(crate) block: &'a BlockCtx,
-    sync: Option<&'a BlockSync>,
+    pub(crate) sync: Option<&'a BlockSync>,
     /// Suspends this thread's coroutine while it waits at a barrier.
     yielder: Option<&'a Yielder<(), ()>>,
     /// The thread's `cp_async` copies not yet waited for (`tensor_core.rs`).
@@ -292,6 +295,7 @@ impl BlockCtx {
                 })
                 .collect(),
             progress: Cell::new(0),
+            mbarriers: RefCell::default(),
         };
         let (sync, body) = (&sync, &body);
         let mut threads = Vec::with_capacity(n);
@@ -464,6 +468,14 @@ impl ThreadCtx<'_> {
             return;
         }
         while barrier.generation.get() == generation {
+            yielder.suspend(());
+        }
+    }
+
+    /// Suspends this thread's coroutine for a round of the block's others (a thread that
+    /// polls a condition, such as an `mbarrier` phase, between its checks).
+    pub(crate) fn suspend(&self) {
+        if let Some(yielder) = self.yielder {
             yielder.suspend(());
         }
     }

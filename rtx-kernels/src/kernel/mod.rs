@@ -23,6 +23,8 @@ pub mod rt;
 mod scalar;
 #[doc(hidden)]
 pub mod tensor_core;
+#[doc(hidden)]
+pub mod tma;
 
 pub use block::{Dim3, LaunchConfig};
 pub use ops::{
@@ -30,6 +32,7 @@ pub use ops::{
     simt_unsupported,
 };
 pub use scalar::{KernelElem, KernelNum, KernelScalar};
+pub use tma::{TMA_BOX_ROW_BYTES, TensorMap};
 
 use crate::DType;
 use std::fmt;
@@ -202,6 +205,9 @@ pub enum ParamType {
     Shape,
     /// A [`KernelStrides`] passed by value.
     Strides,
+    /// A [`TensorMap`], passed as the 128-byte `CUtensorMap` the launcher encodes from it and
+    /// the address of the buffer it views (a `const __grid_constant__` parameter).
+    TensorMap,
     /// A device pointer to a table of device pointers, one per buffer (a `#[kernel]`
     /// parameter `&[&[T]]` or `&[&mut [T]]`).
     Table {

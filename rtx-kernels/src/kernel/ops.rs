@@ -112,6 +112,8 @@ pub enum SimtArg<'a, T> {
     U32(u32),
     /// An `i64` scalar.
     I64(i64),
+    /// A [`TensorMap`](super::TensorMap): a 2-D view that `tma_load_2d` copies boxes of.
+    TensorMap(super::TensorMap),
 }
 
 impl<T: Copy> SimtArg<'_, T> {
@@ -124,6 +126,7 @@ impl<T: Copy> SimtArg<'_, T> {
             SimtArg::I32(_) => "an i32",
             SimtArg::U32(_) => "a u32",
             SimtArg::I64(_) => "an i64",
+            SimtArg::TensorMap(_) => "a TensorMap",
         }
     }
 
@@ -188,6 +191,14 @@ impl<T: Copy> SimtArg<'_, T> {
         match self {
             SimtArg::I64(v) => Ok(*v),
             other => Err(other.mismatch(kernel, name, "an i64")),
+        }
+    }
+
+    /// The value of a `TensorMap` parameter.
+    pub fn tensor_map(&self, kernel: &str, name: &str) -> Result<super::TensorMap, LaunchError> {
+        match self {
+            SimtArg::TensorMap(v) => Ok(*v),
+            other => Err(other.mismatch(kernel, name, "a TensorMap")),
         }
     }
 }

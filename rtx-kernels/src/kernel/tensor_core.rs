@@ -71,7 +71,7 @@ pub fn half_only<T: Element>(kernel: &str) -> Result<(), LaunchError> {
 }
 
 /// The 16-bit pattern of `x`, an f16 or bf16 value.
-fn bits16<T: Float>(x: T) -> u16 {
+pub(crate) fn bits16<T: Float>(x: T) -> u16 {
     let v = x.to_acc().to_f64();
     match T::DTYPE {
         DType::BF16 => half::bf16::from_f64(v).to_bits(),

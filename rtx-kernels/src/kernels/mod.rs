@@ -130,6 +130,7 @@ pub static ALL: &[&KernelSource] = &[
     &dot::KERNEL,
     &matmul_tc::KERNEL,
     &matmul_wgmma::KERNEL,
+    &matmul_wgmma_tma::KERNEL,
     &flash_attn_fwd::KERNEL,
     &flash_attn_fwd_wgmma::KERNEL,
     &flash_attn_bwd_rowdot::KERNEL,

@@ -191,12 +191,28 @@ pub fn matmul_wgmma<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize,
         kt += 1;
     }
     // ANCHOR_END: wgmma_gemm
+    store_wgmma_tile(c, &acc, m, n, m0, n0, tid as usize);
+}
+
+/// Stores a block's 128 x 256 tile of C, rows from `m0` and columns from `n0` (those inside
+/// `m x n`), from thread `tid`'s 128 accumulators of `wgmma_m64n256k16`.
+#[kernel(device, crate = crate)]
+pub fn store_wgmma_tile<T: Float>(
+    c: &mut [T],
+    acc: &[T; 128],
+    m: usize,
+    n: usize,
+    m0: usize,
+    n0: usize,
+    tid: usize,
+) {
     // Accumulator register i of a thread: row 16 w + l / 4 + 8 ((i / 2) % 2) of the
     // warpgroup's 64, column 8 (i / 4) + 2 (l % 4) + i % 2, for warp w and lane l.
+    let wg = tid / 128;
     let t = tid % 128;
     let lane = t % 32;
-    let r0 = m0 + (wg * 64 + (t / 32) * 16 + lane / 4) as usize;
-    let c0 = n0 + (2 * (lane % 4)) as usize;
+    let r0 = m0 + wg * 64 + (t / 32) * 16 + lane / 4;
+    let c0 = n0 + 2 * (lane % 4);
     for j in 0..32 {
         for h in 0..2 {
             for e in 0..2 {
@@ -209,3 +225,105 @@ pub fn matmul_wgmma<T: Float>(a: &[T], b: &[T], c: &mut [T], m: usize, n: usize,
         }
     }
 }
+
+/// [`matmul_wgmma()`] with its tiles copied by Hopper's tensor memory accelerator: one thread
+/// issues two box copies a K step (A's 128 x 64 and B's 256 x 64, through the tensor maps
+/// `am` over `a` and `bm` over `b`, boxes of 128 and 256 rows), and a shared-memory barrier
+/// per stage counts their bytes, so the other 255 threads spend no instruction on copies.
+/// The launch is `matmul_wgmma`'s; the maps need `k` a multiple of 8 (rows on 16-byte
+/// boundaries), and the tensor memory accelerator zero-fills what lies past `m`, `n` and `k`.
+///
+/// ```
+/// use half::bf16;
+/// use rtx_kernels::kernel::{LaunchConfig, TensorMap};
+/// use rtx_kernels::kernels::{matmul_wgmma_tma, MATMUL_WGMMA_THREADS};
+/// let (m, n, k) = (3, 2, 8);
+/// let a: Vec<bf16> = (0..m * k).map(|i| bf16::from_f32(i as f32)).collect();
+/// let b: Vec<bf16> = (0..n * k).map(|i| bf16::from_f32(1.0 - i as f32)).collect();
+/// let (am, bm) = (TensorMap::new(m, k, k, 128).unwrap(), TensorMap::new(n, k, k, 256).unwrap());
+/// let mut c = vec![bf16::ZERO; m * n];
+/// let launch = LaunchConfig::new((1, 1), MATMUL_WGMMA_THREADS);
+/// matmul_wgmma_tma(launch, &a, &b, am, bm, &mut c, m, n, k).unwrap();
+/// let want: f32 = (0..k).map(|i| i as f32 * (1.0 - (k + i) as f32)).sum();
+/// assert_eq!(c[1].to_f32(), want);
+/// ```
+// ANCHOR: wgmma_tma_gemm
+#[kernel(crate = crate, launch_bounds(256, 1))]
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_wgmma_tma<T: Float>(
+    a: &[T],
+    b: &[T],
+    am: TensorMap,
+    bm: TensorMap,
+    c: &mut [T],
+    m: usize,
+    n: usize,
+    k: usize,
+) {
+    const A_WORDS: usize = 4096;
+    const B_WORDS: usize = 8192;
+    // Bytes a K step copies: A's 128 x 64 and B's 256 x 64 tiles of 16-bit elements.
+    const STAGE_BYTES: usize = 49152;
+    #[shared]
+    let sa: [u32; 16384];
+    #[shared]
+    let sb: [u32; 32768];
+    // Stage `s` has landed when barrier `s` completes a phase: one arrival (the copying
+    // thread's, announcing the stage's bytes) and the bytes themselves.
+    #[shared]
+    let full: [u64; 4];
+    let tid = thread_idx_x();
+    let wg = tid / 128;
+    let m0 = block_idx_y() * 128;
+    let n0 = block_idx_x() * 256;
+    let tiles = (k + 63) / 64;
+    if tid == 0 {
+        for s in 0..4 {
+            mbarrier_init(&mut full, s, 1);
+        }
+        // The barriers are initialized before the copies (another proxy) count on them.
+        fence_proxy_async();
+        // The first three tiles.
+        for s in 0..3 {
+            if s < tiles {
+                mbarrier_arrive_expect_tx(&mut full, s, STAGE_BYTES);
+                tma_load_2d(&mut sa, s * A_WORDS, a, am, s * 64, m0, &mut full, s);
+                tma_load_2d(&mut sb, s * B_WORDS, b, bm, s * 64, n0, &mut full, s);
+            }
+        }
+    }
+    sync_threads();
+    let mut acc = [0.0; 128];
+    let mut kt = 0;
+    while kt < tiles {
+        // Tile `kt` is the `kt / 4`-th use of its stage.
+        let stage = kt % 4;
+        mbarrier_wait(&mut full, stage, (kt / 4) % 2);
+        // Every warpgroup waited for its products of tile `kt - 1` before this barrier, so
+        // that tile's stage may be refilled (with tile `kt + 3`) once it is passed.
+        sync_threads();
+        wgmma_fence();
+        for ks in 0..4 {
+            wgmma_m64n256k16(
+                &mut acc,
+                0,
+                &sa,
+                stage * A_WORDS + wg * 2048 + ks * 8,
+                &sb,
+                stage * B_WORDS + ks * 8,
+            );
+        }
+        wgmma_commit();
+        if tid == 0 && kt + 3 < tiles {
+            let s = (kt + 3) % 4;
+            let k0 = (kt + 3) * 64;
+            mbarrier_arrive_expect_tx(&mut full, s, STAGE_BYTES);
+            tma_load_2d(&mut sa, s * A_WORDS, a, am, k0, m0, &mut full, s);
+            tma_load_2d(&mut sb, s * B_WORDS, b, bm, k0, n0, &mut full, s);
+        }
+        wgmma_wait(0, &mut acc);
+        kt += 1;
+    }
+    store_wgmma_tile(c, &acc, m, n, m0, n0, tid);
+}
+// ANCHOR_END: wgmma_tma_gemm

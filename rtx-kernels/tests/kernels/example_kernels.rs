@@ -366,7 +366,7 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
     // The examples, the foundation's ops, and one derivative per differentiable example input;
     // the unary ops come from the registry, each with its kernel and its derivative (but `neg`
     // and `abs`, over integers too, which have none).
-    assert_eq!(ALL.len(), 98);
+    assert_eq!(ALL.len(), 99);
     let all = every_kernel();
     assert_eq!(all.len(), ALL.len() + 2 * UnaryOp::ALL.len() - 2 - 2);
     for op in UnaryOp::ALL {

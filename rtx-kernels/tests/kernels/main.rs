@@ -26,3 +26,4 @@ mod matmul_wgmma;
 mod nn_kernels;
 mod qmatmul;
 mod snapshots;
+mod tma;

@@ -23,6 +23,7 @@ fn generated_cuda_matches_snapshots() {
         "dot",
         "matmul_tc",
         "matmul_wgmma",
+        "matmul_wgmma_tma",
         "qmatmul_ggml",
         "qmatmul_ggml_tc",
         "qmatvec_ggml",

@@ -132,6 +132,7 @@ pub fn cty(ty: Ty) -> &'static str {
         Ty::Bool => "bool",
         Ty::Shape => "rtx_shape",
         Ty::Strides => "rtx_strides",
+        Ty::TensorMap => "rtx_tensor_map",
         Ty::Unit => "void",
     }
 }
@@ -813,6 +814,8 @@ fn tensor_call(intr: Intrinsic, a: &[String]) -> String {
     // The shared-window address of word `word` of a tile.
     let smem =
         |tile: &str, word: &str| format!("(rtx_smem_addr({tile}) + 4u * (unsigned int)({word}))");
+    // The shared-window address of barrier `i` of a `u64` array.
+    let bar = |bars: &str, i: &str| format!("(rtx_smem_addr({bars}) + 8u * (unsigned int)({i}))");
     let regs = |f: &str, at: &str, n: usize| -> Vec<String> {
         (0..n).map(|i| format!("{f}[({at}) + {i}ull]")).collect()
     };
@@ -845,6 +848,32 @@ fn tensor_call(intr: Intrinsic, a: &[String]) -> String {
         Intrinsic::WgmmaCommit => "rtx_wgmma_commit()".into(),
         Intrinsic::WgmmaWait(n) => format!("rtx_wgmma_wait<{n}>({})", a[0]),
         Intrinsic::FenceProxyAsync => "rtx_fence_proxy_async()".into(),
+        Intrinsic::MbarrierInit => format!(
+            "rtx_mbarrier_init({}, (unsigned int)({}))",
+            bar(&a[0], &a[1]),
+            a[2]
+        ),
+        Intrinsic::MbarrierArrive => format!("rtx_mbarrier_arrive({})", bar(&a[0], &a[1])),
+        Intrinsic::MbarrierArriveExpectTx => format!(
+            "rtx_mbarrier_arrive_expect_tx({}, (unsigned int)({}))",
+            bar(&a[0], &a[1]),
+            a[2]
+        ),
+        Intrinsic::MbarrierWait => format!(
+            "rtx_mbarrier_wait({}, (unsigned int)({}))",
+            bar(&a[0], &a[1]),
+            a[2]
+        ),
+        // The source buffer is named for the native emulation; on the GPU the map holds its
+        // address.
+        Intrinsic::TmaLoad2d => format!(
+            "rtx_tma_load_2d({}, &({}), (int)({}), (int)({}), {})",
+            smem(&a[0], &a[1]),
+            a[3],
+            a[4],
+            a[5],
+            bar(&a[6], &a[7])
+        ),
         // The other intrinsics are written by `Writer::expr`.
         _ => String::new(),
     }

@@ -27,6 +27,9 @@ pub enum Ty {
     /// A `KernelStrides` parameter of a SIMT kernel (read through `.offset()` and
     /// `.stride(d)`).
     Strides,
+    /// A `TensorMap` parameter of a SIMT kernel: a 2-D view of a buffer that
+    /// `tma_load_2d` copies boxes of (`parse/tensor.rs`).
+    TensorMap,
     /// The value of a statement-like expression (`if` without `else`, `sync_threads()`).
     Unit,
 }
@@ -42,7 +45,7 @@ impl Ty {
 
     /// Whether values of the type are plain numbers, bools or `T` (not layouts, not `()`).
     pub fn is_value(self) -> bool {
-        !matches!(self, Ty::Shape | Ty::Strides | Ty::Unit)
+        !matches!(self, Ty::Shape | Ty::Strides | Ty::TensorMap | Ty::Unit)
     }
 
     /// How the type reads in messages.
@@ -58,6 +61,7 @@ impl Ty {
             Ty::Bool => "bool",
             Ty::Shape => "KernelShape",
             Ty::Strides => "KernelStrides",
+            Ty::TensorMap => "TensorMap",
             Ty::Unit => "()",
         }
     }
@@ -245,6 +249,18 @@ pub enum Intrinsic {
     WgmmaWait(u32),
     /// `fence_proxy_async()`: makes this thread's shared-memory writes visible to `wgmma`.
     FenceProxyAsync,
+    /// `mbarrier_init(&mut bar, i, count)`: barrier `i` of a `#[shared]` `u64` array, whose
+    /// phases complete after `count` arrivals and the bytes they announce.
+    MbarrierInit,
+    /// `mbarrier_arrive(&mut bar, i)`.
+    MbarrierArrive,
+    /// `mbarrier_arrive_expect_tx(&mut bar, i, bytes)`.
+    MbarrierArriveExpectTx,
+    /// `mbarrier_wait(&mut bar, i, parity)`: waits for the phase of that parity.
+    MbarrierWait,
+    /// `tma_load_2d(&mut tile, word, x, map, col, row, &mut bar, i)`: a box of `map`'s view
+    /// of `x` into the tile, counted by barrier `i`.
+    TmaLoad2d,
 }
 
 /// Constants of `T`: `T::INFINITY`, `T::NEG_INFINITY`, `T::NAN` (float kernels), and

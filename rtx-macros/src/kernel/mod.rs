@@ -572,6 +572,7 @@ enum PTy {
     Value(Ty),
     Shape,
     Strides,
+    TensorMap,
     /// A table of `T` buffers, whether its rows are written, and whether they hold the
     /// compute type (`T::Acc`).
     Table(bool, bool),
@@ -587,7 +588,7 @@ fn scalar_type(k: &TokenStream, ty: Ty, value: bool) -> TokenStream {
         Ty::U32 => quote!(U32),
         Ty::I64 => quote!(I64),
         // Layout structs are described by `PTy::Shape`/`PTy::Strides`, never as scalars.
-        Ty::Bool | Ty::Unit | Ty::Shape | Ty::Strides => quote!(Bool),
+        Ty::Bool | Ty::Unit | Ty::Shape | Ty::Strides | Ty::TensorMap => quote!(Bool),
     };
     quote!(#k::kernel::ScalarType::#v)
 }
@@ -620,6 +621,7 @@ fn params_tokens(k: &TokenStream, params: &[(String, PTy)]) -> TokenStream {
                 })
             }
             PTy::Strides => quote!(#k::kernel::ParamType::Strides),
+            PTy::TensorMap => quote!(#k::kernel::ParamType::TensorMap),
         };
         quote!(#k::kernel::KernelParam { name: #name, ty: #ty })
     });

@@ -60,6 +60,7 @@ impl NativeCx {
             Ty::Bool => quote!(bool),
             Ty::Shape => quote!(#k::kernel::KernelShape),
             Ty::Strides => quote!(#k::kernel::KernelStrides),
+            Ty::TensorMap => quote!(#k::kernel::TensorMap),
             Ty::Unit => quote!(()),
         }
     }
@@ -473,6 +474,22 @@ impl NativeCx {
                     Intrinsic::WgmmaRs(n) => {
                         let (t, n) = (&self.t, Literal::usize_unsuffixed(usize::from(*n)));
                         quote_spanned!(span=> __rtx_t.wgmma_rs::<#t, _>(#n, #(#a),*))
+                    }
+                    Intrinsic::MbarrierInit => {
+                        quote_spanned!(span=> __rtx_t.mbarrier_init(#(#a),*))
+                    }
+                    Intrinsic::MbarrierArrive => {
+                        quote_spanned!(span=> __rtx_t.mbarrier_arrive(#(#a),*))
+                    }
+                    Intrinsic::MbarrierArriveExpectTx => {
+                        quote_spanned!(span=> __rtx_t.mbarrier_arrive_expect_tx(#(#a),*))
+                    }
+                    Intrinsic::MbarrierWait => {
+                        quote_spanned!(span=> __rtx_t.mbarrier_wait(#(#a),*))
+                    }
+                    Intrinsic::TmaLoad2d => {
+                        let t = &self.t;
+                        quote_spanned!(span=> __rtx_t.tma_load_2d::<#t, _, _>(#(#a),*))
                     }
                     // Natively a `wgmma` completes when it is issued, and shared memory has
                     // one view: the fences and the wait have nothing to do.

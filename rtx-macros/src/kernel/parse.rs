@@ -249,6 +249,19 @@ impl Parser {
                 Ty::Strides
             }));
         }
+        if let syn::Type::Path(p) = ty
+            && p.qself.is_none()
+            && let Some(last) = p.path.segments.last()
+            && last.ident == "TensorMap"
+        {
+            if self.mode != Mode::Simt {
+                return Err(Error::new(
+                    ty.span(),
+                    "`TensorMap` parameters belong to SIMT kernels",
+                ));
+            }
+            return Ok(ParamTy::Scalar(Ty::TensorMap));
+        }
         if let Some(t) = self.table_param_ty(ty)? {
             return Ok(t);
         }

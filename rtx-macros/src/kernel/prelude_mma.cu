@@ -119,4 +119,29 @@ template <int N, typename A, int L> __device__ __forceinline__ void rtx_wgmma_wa
 // Makes this thread's earlier shared-memory writes (stores, landed cp.async copies) visible to
 // the async proxy, through which wgmma reads its tiles.
 __device__ __forceinline__ void rtx_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Hopper's tensor memory accelerator. A tensor map is the 128-byte CUtensorMap the launcher
+// encodes (cuTensorMapEncodeTiled); the kernel takes it as a __grid_constant__ parameter, and
+// the copy reads it there by its generic address.
+struct __align__(64) rtx_tensor_map { unsigned long long opaque[16]; };
+__device__ __forceinline__ void rtx_mbarrier_init(unsigned int bar, unsigned int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void rtx_mbarrier_arrive(unsigned int bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void rtx_mbarrier_arrive_expect_tx(unsigned int bar, unsigned int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// try_wait suspends the thread for a time the hardware chooses, so the loop spins little.
+__device__ __forceinline__ void rtx_mbarrier_wait(unsigned int bar, unsigned int parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n RTX_MBAR_WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra RTX_MBAR_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void rtx_tma_load_2d(unsigned int dst, const rtx_tensor_map* map, int col, int row, unsigned int bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(dst), "l"((unsigned long long)map), "r"(col), "r"(row), "r"(bar) : "memory");
+}
 #endif // RTX_KERNEL_PRELUDE_MMA

@@ -79,6 +79,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
                 ParamTy::Table { mutable, acc } => PTy::Table(mutable, acc),
                 ParamTy::Scalar(Ty::Shape) => PTy::Shape,
                 ParamTy::Scalar(Ty::Strides) => PTy::Strides,
+                ParamTy::Scalar(Ty::TensorMap) => PTy::TensorMap,
                 ParamTy::Scalar(t) => PTy::Value(t),
                 // Only device functions take arrays (the parser rejects them here).
                 ParamTy::Array { elem, .. } => PTy::Value(elem),
@@ -196,6 +197,7 @@ fn marker(cx: &NativeCx, k: &KernelFn) -> TokenStream {
             ParamTy::Scalar(Ty::I32) => get(quote!(i32)),
             ParamTy::Scalar(Ty::U32) => get(quote!(u32)),
             ParamTy::Scalar(Ty::I64) => get(quote!(i64)),
+            ParamTy::Scalar(Ty::TensorMap) => get(quote!(tensor_map)),
             other => {
                 let (ty, rust) = match other {
                     // Compute-type buffers (`&[T::Acc]`) are scratch space, not tensors.
@@ -282,6 +284,9 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
                     format!("const {e}* {c}")
                 }
             }
+            // The hardware reads a tensor map from the kernel's parameter space: the entry
+            // takes it `__grid_constant__` (below), the body by reference to it.
+            ParamTy::Scalar(Ty::TensorMap) => format!("const rtx_tensor_map& {c}"),
             ParamTy::Scalar(t) => format!("{} {c}", cty(t)),
             ParamTy::Table { mutable, acc } => {
                 super::table::cuda_param(Buf::table_row(mutable, acc), &c)
@@ -360,6 +365,9 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
                 let p =
                     p.replacen("S* ", &format!("{s}* "), 1)
                         .replacen("A* ", &format!("{a}* "), 1);
+                if let Some(rest) = p.strip_prefix("const rtx_tensor_map& ") {
+                    return format!("const __grid_constant__ rtx_tensor_map {rest}");
+                }
                 match p.strip_prefix("A ") {
                     Some(rest) => format!("{a} {rest}"),
                     None => p,

@@ -2,7 +2,10 @@
 //! `cp_async_wait`, the `ldmatrix_x{1,2,4}[_trans]` loads, `mma_m16n8k16` and `pack2`, and
 //! Hopper's warpgroup products `wgmma_m64n{64,128,256}k16` (both operands in shared tiles)
 //! and `wgmma_rs_m64n{64,128,256}k16` (A from registers, B N-major), with `wgmma_fence`,
-//! `wgmma_commit`, `wgmma_wait` and `fence_proxy_async`.
+//! `wgmma_commit`, `wgmma_wait` and `fence_proxy_async`; and Hopper's tensor memory
+//! accelerator: `tma_load_2d` (a box of a `TensorMap` parameter's view into a tile) with the
+//! shared-memory barriers that count its bytes, `mbarrier_init`, `mbarrier_arrive`,
+//! `mbarrier_arrive_expect_tx` and `mbarrier_wait` (barriers are `#[shared]` arrays of `u64`).
 //!
 //! Tiles are `#[shared]` arrays of `u32` words, each holding two 16-bit elements (the layout
 //! `ldmatrix` reads and `cp_async` writes); fragments are per-thread arrays (`u32` words for
@@ -43,6 +46,11 @@ pub(super) const NAMES: &[&str] = &[
     "wgmma_commit",
     "wgmma_wait",
     "fence_proxy_async",
+    "mbarrier_init",
+    "mbarrier_arrive",
+    "mbarrier_arrive_expect_tx",
+    "mbarrier_wait",
+    "tma_load_2d",
 ];
 
 /// What an array argument must be.
@@ -50,6 +58,8 @@ pub(super) const NAMES: &[&str] = &[
 enum Want {
     /// A `#[shared]` array of `u32` words.
     Tile,
+    /// A `#[shared]` array of `u64` barriers.
+    Barrier,
     /// A `&[T]` buffer parameter.
     Source,
     /// A per-thread array of this type, written (`&mut v`) or read (`&v`).
@@ -90,6 +100,9 @@ impl Parser {
             "wgmma_wait" => 2,
             n if n.starts_with("wgmma_m64") => 6,
             n if n.starts_with("wgmma_rs_m64") => 7,
+            "mbarrier_arrive" => 2,
+            "mbarrier_init" | "mbarrier_arrive_expect_tx" | "mbarrier_wait" => 3,
+            "tma_load_2d" => 8,
             _ => 4,
         };
         if c.args.len() != arity {
@@ -142,6 +155,42 @@ impl Parser {
                 (Intrinsic::WgmmaCommit, vec![], Ty::Unit)
             }
             "fence_proxy_async" => (Intrinsic::FenceProxyAsync, vec![], Ty::Unit),
+            n if n.starts_with("mbarrier_") => {
+                // Natively the threads run together, so a wait can let the others arrive;
+                // on the GPU the barriers' shared arrays start on 1024-byte boundaries like
+                // `wgmma`'s tiles.
+                self.uses_sync = true;
+                self.wgmma = true;
+                let mut args = vec![
+                    self.array_arg(a[0], Want::Barrier, name)?,
+                    self.index_arg(a[1])?,
+                ];
+                if n != "mbarrier_arrive" {
+                    args.push(self.index_arg(a[2])?);
+                }
+                let intr = match n {
+                    "mbarrier_init" => Intrinsic::MbarrierInit,
+                    "mbarrier_arrive" => Intrinsic::MbarrierArrive,
+                    "mbarrier_arrive_expect_tx" => Intrinsic::MbarrierArriveExpectTx,
+                    _ => Intrinsic::MbarrierWait,
+                };
+                (intr, args, Ty::Unit)
+            }
+            "tma_load_2d" => {
+                self.uses_sync = true;
+                self.wgmma = true;
+                let args = vec![
+                    self.array_arg(a[0], Want::Tile, name)?,
+                    self.index_arg(a[1])?,
+                    self.array_arg(a[2], Want::Source, name)?,
+                    self.map_arg(a[3], name)?,
+                    self.index_arg(a[4])?,
+                    self.index_arg(a[5])?,
+                    self.array_arg(a[6], Want::Barrier, name)?,
+                    self.index_arg(a[7])?,
+                ];
+                (Intrinsic::TmaLoad2d, args, Ty::Unit)
+            }
             "wgmma_wait" => {
                 self.wgmma = true;
                 let n = self.wait_count(a[0], name)?;
@@ -203,6 +252,31 @@ impl Parser {
         coerce(self.expr(a)?, Ty::Usize)
     }
 
+    /// A `TensorMap` parameter, by name.
+    fn map_arg(&mut self, a: &syn::Expr, intr: &str) -> Result<Expr> {
+        let bad = || {
+            Error::new(
+                a.span(),
+                format!(
+                    "this argument of `{intr}` is a `TensorMap` parameter, by name ({})",
+                    usage(intr)
+                ),
+            )
+        };
+        let syn::Expr::Path(p) = super::strip_parens(a) else {
+            return Err(bad());
+        };
+        let Some(id) = p.path.get_ident() else {
+            return Err(bad());
+        };
+        match self.lookup(id)? {
+            Var::Scalar {
+                ty: Ty::TensorMap, ..
+            } => Ok(Expr::var(id.clone(), Ty::TensorMap)),
+            _ => Err(bad()),
+        }
+    }
+
     /// The group count of `cp_async_wait` or `wgmma_wait`: PTX takes it as an immediate, so
     /// it is an integer literal or a kernel `const`.
     fn wait_count(&self, a: &syn::Expr, intr: &str) -> Result<u32> {
@@ -246,6 +320,9 @@ impl Parser {
             Want::Tile => {
                 "a `#[shared]` array of `u32` words, by reference: `&mut tile`".to_string()
             }
+            Want::Barrier => {
+                "a `#[shared]` array of `u64` barriers, by reference: `&mut bar`".to_string()
+            }
             Want::Source => format!("a `&[{}]` buffer parameter, by name: `x`", self.generic),
             Want::Local(ty, m) => format!(
                 "a per-thread array of `{}`, by reference: `{}v`",
@@ -271,6 +348,14 @@ impl Parser {
                 Var::Buf {
                     kind: Buf::Shared,
                     elem: Ty::U32,
+                },
+                Some(_),
+            ) => (Buf::Shared, false),
+            (
+                Want::Barrier,
+                Var::Buf {
+                    kind: Buf::Shared,
+                    elem: Ty::U64,
                 },
                 Some(_),
             ) => (Buf::Shared, false),
@@ -320,6 +405,24 @@ fn usage(name: &str) -> &'static str {
         "wgmma_fence" => "`wgmma_fence()`",
         "wgmma_commit" => "`wgmma_commit()`",
         "fence_proxy_async" => "`fence_proxy_async()`",
+        "mbarrier_init" => {
+            "`mbarrier_init(&mut bar, i, count)` sets barrier `bar[i]` to complete a phase \
+             after `count` arrivals"
+        }
+        "mbarrier_arrive" => "`mbarrier_arrive(&mut bar, i)`",
+        "mbarrier_arrive_expect_tx" => {
+            "`mbarrier_arrive_expect_tx(&mut bar, i, bytes)` arrives at `bar[i]`, whose phase \
+             then also waits for `bytes` bytes of copies"
+        }
+        "mbarrier_wait" => {
+            "`mbarrier_wait(&mut bar, i, parity)` waits until the phase of parity `parity` \
+             (0 or 1) of `bar[i]` has completed"
+        }
+        "tma_load_2d" => {
+            "`tma_load_2d(&mut tile, word, x, map, col, row, &mut bar, i)` copies the box of \
+             `map`'s view of buffer `x` at (`row`, `col`) into `tile` from word `word` on, in \
+             the 128-byte swizzle, counting its bytes on barrier `bar[i]`"
+        }
         "wgmma_wait" => {
             "`wgmma_wait(n, &mut acc)` waits until at most `n` groups of `wgmma`s are \
              pending; `acc` is ready after it"

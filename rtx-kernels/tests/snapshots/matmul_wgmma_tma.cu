@@ -1,0 +1,525 @@
+// rtx kernel prelude: what every generated kernel needs, with no header (NVRTC finds none).
+#ifndef RTX_KERNEL_PRELUDE
+#define RTX_KERNEL_PRELUDE
+// f16 and bf16 travel as their 16-bit patterns and are computed in float.
+struct rtx_f16 { unsigned short bits; };
+struct rtx_bf16 { unsigned short bits; };
+// Layout structs of strided elementwise entries (rtx_kernels::kernel::{KernelShape, KernelStrides}).
+struct rtx_shape { unsigned int rank; unsigned int vectors; unsigned long long dims[6]; };
+struct rtx_strides { long long offset; long long strides[6]; };
+union rtx_f32_bits { float f; unsigned int u; };
+union rtx_f64_bits { double f; unsigned long long u; };
+struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
+
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
+// The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
+// them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
+// device agrees bit for bit; the integer forms after them are the same functions in software.
+__device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
+  const unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
+  const unsigned int e = ((unsigned int)h >> 10) & 0x1fu;
+  const unsigned int m = (unsigned int)h & 0x3ffu;
+  rtx_f32_bits r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r.f) : "h"(h));
+  if (e == 0x1fu && m != 0u) r.u = sign | 0x7f800000u | (m << 13);
+#else
+  if (e == 0x1fu) {
+    r.u = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0u) {
+    r.u = sign | ((e + 112u) << 23) | (m << 13);
+  } else {
+    // Zero or subnormal: m * 2^-24 is exact in float.
+    r.f = (float)m * 5.9604644775390625e-8f;
+    r.u |= sign;
+  }
+#endif
+  return r.f;
+}
+
+// Round to nearest, ties to even; NaN stays a (quiet) NaN.
+__device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
+  rtx_f32_bits b;
+  b.f = f;
+  const unsigned int sign = (b.u >> 16) & 0x8000u;
+  const unsigned int ax = b.u & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
+  if (ax < 0x38800000u) {
+    if (ax < 0x33000000u) return (unsigned short)sign;
+    const unsigned int m = (ax & 0x7fffffu) | 0x800000u;
+    const unsigned int s = 126u - (ax >> 23);
+    unsigned int r = m >> s;
+    const unsigned int rem = m & ((1u << s) - 1u);
+    const unsigned int half = 1u << (s - 1u);
+    if (rem > half || (rem == half && (r & 1u))) r += 1u;
+    return (unsigned short)(sign | r);
+  }
+  unsigned int r = (ax - 0x38000000u) >> 13;
+  const unsigned int rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r += 1u;
+  return (unsigned short)(sign | r);
+#endif
+}
+
+__device__ __forceinline__ float rtx_bf16_to_f32(unsigned short h) {
+  rtx_f32_bits r;
+  r.u = (unsigned int)h << 16;
+  return r.f;
+}
+
+__device__ __forceinline__ unsigned short rtx_f32_to_bf16(float f) {
+  rtx_f32_bits b;
+  b.f = f;
+  if ((b.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b.u >> 16) | 0x40u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  return (unsigned short)((b.u + 0x7fffu + ((b.u >> 16) & 1u)) >> 16);
+#endif
+}
+
+// Storage type S -> compute type acc, and back.
+template <typename S> struct rtx_elem;
+template <> struct rtx_elem<float> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(float x) { return x; }
+  static __device__ __forceinline__ float narrow(float x) { return x; }
+};
+template <> struct rtx_elem<double> {
+  typedef double acc;
+  static __device__ __forceinline__ double widen(double x) { return x; }
+  static __device__ __forceinline__ double narrow(double x) { return x; }
+};
+template <> struct rtx_elem<rtx_f16> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(rtx_f16 x) { return rtx_f16_to_f32(x.bits); }
+  static __device__ __forceinline__ rtx_f16 narrow(float x) { rtx_f16 r; r.bits = rtx_f32_to_f16(x); return r; }
+};
+template <> struct rtx_elem<rtx_bf16> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(rtx_bf16 x) { return rtx_bf16_to_f32(x.bits); }
+  static __device__ __forceinline__ rtx_bf16 narrow(float x) { rtx_bf16 r; r.bits = rtx_f32_to_bf16(x); return r; }
+};
+
+// 16 bytes of elements, loaded and stored as one vector access.
+template <typename S> union rtx_vec {
+  rtx_u4 raw;
+  S v[16 / sizeof(S)];
+};
+template <typename S> __device__ __forceinline__ bool rtx_aligned16(const S* p) {
+  return ((unsigned long long)p & 15ull) == 0ull;
+}
+template <typename S> __device__ __forceinline__ rtx_vec<S> rtx_load_vec(const S* p, unsigned long long v) {
+  rtx_vec<S> r;
+  r.raw = reinterpret_cast<const rtx_u4*>(p)[v];
+  return r;
+}
+template <typename S> __device__ __forceinline__ void rtx_store_vec(S* p, unsigned long long v, rtx_vec<S> x) {
+  reinterpret_cast<rtx_u4*>(p)[v] = x.raw;
+}
+// N elements of T moved as one access of N * sizeof(T) bytes (strided entries' vector path,
+// where bool masks travel beside 16-byte element vectors).
+template <int B> struct rtx_raw;
+template <> struct rtx_raw<16> { typedef rtx_u4 t; };
+template <> struct rtx_raw<8> { typedef unsigned long long t; };
+template <> struct rtx_raw<4> { typedef unsigned int t; };
+template <> struct rtx_raw<2> { typedef unsigned short t; };
+template <> struct rtx_raw<1> { typedef unsigned char t; };
+template <typename T, unsigned int N> union rtx_pack {
+  typename rtx_raw<sizeof(T) * N>::t raw;
+  T v[N];
+};
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_load_pack(const T* p) {
+  rtx_pack<T, N> r;
+  r.raw = *reinterpret_cast<const typename rtx_raw<sizeof(T) * N>::t*>(p);
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_splat_pack(T x) {
+  rtx_pack<T, N> r;
+  for (unsigned int k = 0; k < N; ++k) r.v[k] = x;
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ void rtx_store_pack(T* p, rtx_pack<T, N> x) {
+  *reinterpret_cast<typename rtx_raw<sizeof(T) * N>::t*>(p) = x.raw;
+}
+
+// Math in the compute type.
+__device__ __forceinline__ float rtx_exp(float x) { return expf(x); }
+__device__ __forceinline__ double rtx_exp(double x) { return exp(x); }
+// One hardware instruction (about 2 ulp); a result below 2^-126 is flushed to zero.
+__device__ __forceinline__ float rtx_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ double rtx_exp2(double x) { return exp2(x); }
+__device__ __forceinline__ float rtx_ln(float x) { return logf(x); }
+__device__ __forceinline__ double rtx_ln(double x) { return log(x); }
+__device__ __forceinline__ float rtx_ln_1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double rtx_ln_1p(double x) { return log1p(x); }
+__device__ __forceinline__ float rtx_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double rtx_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float rtx_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double rtx_sin(double x) { return sin(x); }
+__device__ __forceinline__ float rtx_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double rtx_cos(double x) { return cos(x); }
+__device__ __forceinline__ float rtx_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double rtx_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float rtx_erf(float x) { return erff(x); }
+__device__ __forceinline__ double rtx_erf(double x) { return erf(x); }
+__device__ __forceinline__ float rtx_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ double rtx_abs(double x) { return fabs(x); }
+__device__ __forceinline__ float rtx_powf(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double rtx_powf(double x, double y) { return pow(x, y); }
+__device__ __forceinline__ float rtx_mul_add(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double rtx_mul_add(double a, double b, double c) { return fma(a, b, c); }
+__device__ __forceinline__ float rtx_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double rtx_max(double a, double b) { return fmax(a, b); }
+__device__ __forceinline__ float rtx_min(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double rtx_min(double a, double b) { return fmin(a, b); }
+template <typename I> __device__ __forceinline__ I rtx_max(I a, I b) { return a < b ? b : a; }
+template <typename I> __device__ __forceinline__ I rtx_min(I a, I b) { return b < a ? b : a; }
+// Repeated squaring, the same steps as rtx_kernels::kernel::rt::powi.
+template <typename A> __device__ __forceinline__ A rtx_powi(A x, int n) {
+  A base = x;
+  unsigned int e = n < 0 ? 0u - (unsigned int)n : (unsigned int)n;
+  A acc = A(1.0);
+  while (e > 0u) {
+    if (e & 1u) acc = acc * base;
+    base = base * base;
+    e >>= 1;
+  }
+  return n < 0 ? A(1.0) / acc : acc;
+}
+template <typename A> __device__ __forceinline__ A rtx_inf();
+template <> __device__ __forceinline__ float rtx_inf<float>() { rtx_f32_bits b; b.u = 0x7f800000u; return b.f; }
+template <> __device__ __forceinline__ double rtx_inf<double>() { rtx_f64_bits b; b.u = 0x7ff0000000000000ull; return b.f; }
+template <typename A> __device__ __forceinline__ A rtx_nan();
+template <> __device__ __forceinline__ float rtx_nan<float>() { rtx_f32_bits b; b.u = 0x7fc00000u; return b.f; }
+template <> __device__ __forceinline__ double rtx_nan<double>() { rtx_f64_bits b; b.u = 0x7ff8000000000000ull; return b.f; }
+
+// Threads, warps and atomics.
+__device__ __forceinline__ unsigned int rtx_linear_tid() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+__device__ __forceinline__ float rtx_shfl_down(float v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ int rtx_shfl_down(int v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ unsigned int rtx_shfl_down(unsigned int v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ unsigned long long rtx_shfl_down(unsigned long long v, unsigned int o) {
+  unsigned int lo = __shfl_down_sync(0xffffffffu, (unsigned int)v, o);
+  unsigned int hi = __shfl_down_sync(0xffffffffu, (unsigned int)(v >> 32), o);
+  return ((unsigned long long)hi << 32) | lo;
+}
+__device__ __forceinline__ long long rtx_shfl_down(long long v, unsigned int o) {
+  return (long long)rtx_shfl_down((unsigned long long)v, o);
+}
+__device__ __forceinline__ double rtx_shfl_down(double v, unsigned int o) {
+  rtx_f64_bits b;
+  b.f = v;
+  b.u = rtx_shfl_down(b.u, o);
+  return b.f;
+}
+__device__ __forceinline__ float rtx_shfl_xor(float v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ int rtx_shfl_xor(int v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ unsigned int rtx_shfl_xor(unsigned int v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ unsigned long long rtx_shfl_xor(unsigned long long v, unsigned int m) {
+  unsigned int lo = __shfl_xor_sync(0xffffffffu, (unsigned int)v, (int)m);
+  unsigned int hi = __shfl_xor_sync(0xffffffffu, (unsigned int)(v >> 32), (int)m);
+  return ((unsigned long long)hi << 32) | lo;
+}
+__device__ __forceinline__ long long rtx_shfl_xor(long long v, unsigned int m) {
+  return (long long)rtx_shfl_xor((unsigned long long)v, m);
+}
+__device__ __forceinline__ double rtx_shfl_xor(double v, unsigned int m) {
+  rtx_f64_bits b;
+  b.f = v;
+  b.u = rtx_shfl_xor(b.u, m);
+  return b.f;
+}
+__device__ __forceinline__ void rtx_atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(unsigned int* p, unsigned int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(unsigned long long* p, unsigned long long v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(long long* p, long long v) {
+  atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}
+// 16-bit floats: compare-and-swap on the aligned 32-bit word holding the element.
+template <typename H> __device__ __forceinline__ void rtx_atomic_add_16(H* p, float v) {
+  unsigned int* w = (unsigned int*)((unsigned long long)p & ~3ull);
+  const unsigned int shift = ((unsigned long long)p & 2ull) ? 16u : 0u;
+  unsigned int old = *w;
+  unsigned int assumed;
+  do {
+    assumed = old;
+    H h;
+    h.bits = (unsigned short)(assumed >> shift);
+    const H sum = rtx_elem<H>::narrow(rtx_elem<H>::widen(h) + v);
+    const unsigned int next = (assumed & ~(0xffffu << shift)) | ((unsigned int)sum.bits << shift);
+    old = atomicCAS(w, assumed, next);
+  } while (old != assumed);
+}
+__device__ __forceinline__ void rtx_atomic_add(rtx_f16* p, float v) { rtx_atomic_add_16(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(rtx_bf16* p, float v) { rtx_atomic_add_16(p, v); }
+#endif // RTX_KERNEL_PRELUDE
+#ifndef RTX_FN_store_wgmma_tile
+#define RTX_FN_store_wgmma_tile
+
+// `store_wgmma_tile`: device function generated by #[kernel(device)] from Rust.
+template <typename A, typename S = A>
+__device__ __forceinline__ void store_wgmma_tile_body(S* c, const A (&acc)[128], unsigned long long m, unsigned long long n, unsigned long long m0, unsigned long long n0, unsigned long long tid) {
+  unsigned long long wg = (tid / 128ull);
+  unsigned long long t = (tid % 128ull);
+  unsigned long long lane = (t % 32ull);
+  unsigned long long r0 = (((m0 + (wg * 64ull)) + ((t / 32ull) * 16ull)) + (lane / 4ull));
+  unsigned long long c0 = (n0 + (2ull * (lane % 4ull)));
+  #pragma unroll
+  for (unsigned long long j = 0ull; j < 32ull; j += 1) {
+    #pragma unroll
+    for (unsigned long long h = 0ull; h < 2ull; h += 1) {
+      #pragma unroll
+      for (unsigned long long e = 0ull; e < 2ull; e += 1) {
+        unsigned long long r = (r0 + (8ull * h));
+        unsigned long long cc = ((c0 + (8ull * j)) + e);
+        if (((r < m) && (cc < n))) {
+          const unsigned long long rtx_t0 = ((r * n) + cc);
+          c[rtx_t0] = rtx_elem<S>::narrow(acc[(((4ull * j) + (2ull * h)) + e)]);
+        }
+      }
+    }
+  }
+}
+#endif // RTX_FN_store_wgmma_tile
+// rtx tensor-core prelude: the inline PTX behind #[kernel]'s tensor-core intrinsics (sm_80 and
+// newer), with no header. Fragment layouts are PTX's (rtx_kernels::kernel::tensor_core
+// documents them and emulates each instruction on the CPU).
+#ifndef RTX_KERNEL_PRELUDE_MMA
+#define RTX_KERNEL_PRELUDE_MMA
+// The shared-window address of a generic pointer into shared memory, as ldmatrix and cp.async
+// take it (32 bits suffice: the window is smaller than 4 GiB).
+__device__ __forceinline__ unsigned int rtx_smem_addr(const void* p) {
+  unsigned int a;
+  asm("{ .reg .u64 rtx_s; cvta.to.shared.u64 rtx_s, %1; cvt.u32.u64 %0, rtx_s; }" : "=r"(a) : "l"(p));
+  return a;
+}
+// The global-window address of a generic pointer into global memory.
+__device__ __forceinline__ unsigned long long rtx_global_addr(const void* p) {
+  unsigned long long g;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(g) : "l"(p));
+  return g;
+}
+// Callers pass a tile's address as rtx_smem_addr(tile) + 4 * word, and a source's as
+// rtx_global_addr(src) plus the byte offset, so the conversions (opaque to the compiler, as
+// inline PTX) are computed once per array rather than once per instruction.
+// cp.async of 16 bytes (.cg: cached in L2 only, the tile goes to shared memory anyway): n
+// elements of src from index on (at most 16 bytes' worth), the rest of the 16 bytes zeroed.
+// With n = 0 nothing is read, and the address given is src itself, in bounds.
+template <typename S>
+__device__ __forceinline__ void rtx_cp_async16(unsigned int dst, unsigned long long src, unsigned long long index, unsigned long long n) {
+  const unsigned long long most = 16ull / sizeof(S);
+  const unsigned int bytes = (unsigned int)((n < most ? n : most) * sizeof(S));
+  const unsigned long long from = bytes != 0u ? src + index * sizeof(S) : src;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(from), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void rtx_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// PTX takes the count of groups left pending as an immediate.
+template <int N> __device__ __forceinline__ void rtx_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// ldmatrix: each lane gives one 16-byte row (lanes 8m..8m+7 the rows of matrix m) and receives
+// one 32-bit word of each matrix.
+__device__ __forceinline__ void rtx_ldmatrix_x1(unsigned int& r0, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x2(unsigned int& r0, unsigned int& r1, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x4(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x1_trans(unsigned int& r0, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r0) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x2_trans(unsigned int& r0, unsigned int& r1, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(row));
+}
+__device__ __forceinline__ void rtx_ldmatrix_x4_trans(unsigned int& r0, unsigned int& r1, unsigned int& r2, unsigned int& r3, unsigned int row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(row));
+}
+// D = A B + C on a 16 x 8 x 16 tile, in place on the accumulator (D is C), f32 accumulation;
+// the element type of A and B is the storage type S.
+template <typename S> struct rtx_mma;
+template <> struct rtx_mma<rtx_bf16> {
+  static __device__ __forceinline__ void m16n8k16(float& d0, float& d1, float& d2, float& d3, unsigned int a0, unsigned int a1,
+                                                  unsigned int a2, unsigned int a3, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
+template <> struct rtx_mma<rtx_f16> {
+  static __device__ __forceinline__ void m16n8k16(float& d0, float& d1, float& d2, float& d3, unsigned int a0, unsigned int a1,
+                                                  unsigned int a2, unsigned int a3, unsigned int b0, unsigned int b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
+// Two compute-type values rounded to S and packed into one word, lo in the low half: one cvt
+// of the pair (a NaN becomes the canonical NaN here: packed words only feed mma operands).
+template <typename S> __device__ __forceinline__ unsigned int rtx_pack2(float lo, float hi);
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_bf16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_f16>(float lo, float hi) {
+  unsigned int r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+// Hopper's warpgroup products (sm_90a). A tile operand is K-major in the 128-byte swizzle:
+// rows of 64 16-bit elements (128 bytes), 16-byte chunk c of row r at chunk c ^ (r % 8), 8-row
+// groups 1024 bytes apart, the tile on a 1024-byte boundary (the hardware takes the swizzle
+// from the address bits). Its descriptor: the start address and the group stride (1024
+// bytes) in 16-byte units, the leading offset unused (1), swizzle mode 1 (128 bytes).
+__device__ __forceinline__ unsigned long long rtx_wgmma_desc(unsigned int addr) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+// The descriptor of an N-major (MN-major) tile in the 128-byte swizzle: K rows of 64-element
+// panels, 8-row groups 1024 bytes apart (the stride byte offset), panels `panel` bytes apart
+// (the leading byte offset); the instruction's trans-b bit says the tile is N-major.
+__device__ __forceinline__ unsigned long long rtx_wgmma_desc_mn(unsigned int addr, unsigned int panel) {
+  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((panel >> 4) & 0x3FFFu) << 16) | (64ull << 32) | (1ull << 62);
+}
+// Whether the storage type S is bf16 (else f16): the instruction names the type in its text.
+template <typename S> struct rtx_is_bf16 { static const bool value = false; };
+template <> struct rtx_is_bf16<rtx_bf16> { static const bool value = true; };
+__device__ __forceinline__ void rtx_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void rtx_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Waits until at most N groups are pending, then passes every accumulator register through an
+// empty asm, so no read of the accumulator is moved above the wait.
+template <int N, typename A, int L> __device__ __forceinline__ void rtx_wgmma_wait(A (&acc)[L]) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#pragma unroll
+  for (int i = 0; i < L; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+// Makes this thread's earlier shared-memory writes (stores, landed cp.async copies) visible to
+// the async proxy, through which wgmma reads its tiles.
+__device__ __forceinline__ void rtx_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Hopper's tensor memory accelerator. A tensor map is the 128-byte CUtensorMap the launcher
+// encodes (cuTensorMapEncodeTiled); the kernel takes it as a __grid_constant__ parameter, and
+// the copy reads it there by its generic address.
+struct __align__(64) rtx_tensor_map { unsigned long long opaque[16]; };
+__device__ __forceinline__ void rtx_mbarrier_init(unsigned int bar, unsigned int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void rtx_mbarrier_arrive(unsigned int bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void rtx_mbarrier_arrive_expect_tx(unsigned int bar, unsigned int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// try_wait suspends the thread for a time the hardware chooses, so the loop spins little.
+__device__ __forceinline__ void rtx_mbarrier_wait(unsigned int bar, unsigned int parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n RTX_MBAR_WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      " @!p bra RTX_MBAR_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void rtx_tma_load_2d(unsigned int dst, const rtx_tensor_map* map, int col, int row, unsigned int bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(dst), "l"((unsigned long long)map), "r"(col), "r"(row), "r"(bar) : "memory");
+}
+#endif // RTX_KERNEL_PRELUDE_MMA
+
+// `matmul_wgmma_tma`: SIMT kernel generated by #[kernel] from Rust.
+#ifndef RTX_DYN_SHARED
+#define RTX_DYN_SHARED extern __shared__ __align__(1024)
+#endif
+template <typename S, typename A>
+__device__ __forceinline__ void matmul_wgmma_tma_impl(const S* a, const S* b, const rtx_tensor_map& am, const rtx_tensor_map& bm, S* c, unsigned long long m, unsigned long long n, unsigned long long k) {
+  RTX_DYN_SHARED unsigned char rtx_dyn_shared[];
+  unsigned int (&sa)[16384] = *reinterpret_cast<unsigned int (*)[16384]>(rtx_dyn_shared + (0));
+  unsigned int (&sb)[32768] = *reinterpret_cast<unsigned int (*)[32768]>(rtx_dyn_shared + ((((0) + 16384 * sizeof(unsigned int) + 1023) & ~1023ull)));
+  unsigned long long (&full)[4] = *reinterpret_cast<unsigned long long (*)[4]>(rtx_dyn_shared + (((((((0) + 16384 * sizeof(unsigned int) + 1023) & ~1023ull)) + 32768 * sizeof(unsigned int) + 1023) & ~1023ull)));
+  unsigned long long tid = ((unsigned long long)threadIdx.x);
+  unsigned long long wg = (tid / 128ull);
+  unsigned long long m0 = (((unsigned long long)blockIdx.y) * 128ull);
+  unsigned long long n0 = (((unsigned long long)blockIdx.x) * 256ull);
+  unsigned long long tiles = ((k + 63ull) / 64ull);
+  if ((tid == 0ull)) {
+    #pragma unroll
+    for (unsigned long long s = 0ull; s < 4ull; s += 1) {
+      rtx_mbarrier_init((rtx_smem_addr(full) + 8u * (unsigned int)(s)), (unsigned int)(1ull));
+    }
+    rtx_fence_proxy_async();
+    #pragma unroll
+    for (unsigned long long s_1 = 0ull; s_1 < 3ull; s_1 += 1) {
+      if ((s_1 < tiles)) {
+        rtx_mbarrier_arrive_expect_tx((rtx_smem_addr(full) + 8u * (unsigned int)(s_1)), (unsigned int)(49152ull));
+        rtx_tma_load_2d((rtx_smem_addr(sa) + 4u * (unsigned int)((s_1 * 4096ull))), &(am), (int)((s_1 * 64ull)), (int)(m0), (rtx_smem_addr(full) + 8u * (unsigned int)(s_1)));
+        rtx_tma_load_2d((rtx_smem_addr(sb) + 4u * (unsigned int)((s_1 * 8192ull))), &(bm), (int)((s_1 * 64ull)), (int)(n0), (rtx_smem_addr(full) + 8u * (unsigned int)(s_1)));
+      }
+    }
+  }
+  __syncthreads();
+  const A rtx_t0 = A(0.0);
+  A acc[128];
+  #pragma unroll
+  for (int rtx_t1 = 0; rtx_t1 < 128; ++rtx_t1) acc[rtx_t1] = rtx_t0;
+  unsigned long long kt = 0ull;
+  while ((kt < tiles)) {
+    unsigned long long stage = (kt % 4ull);
+    rtx_mbarrier_wait((rtx_smem_addr(full) + 8u * (unsigned int)(stage)), (unsigned int)(((kt / 4ull) % 2ull)));
+    __syncthreads();
+    rtx_wgmma_fence();
+    #pragma unroll
+    for (unsigned long long ks = 0ull; ks < 4ull; ks += 1) {
+      { const unsigned long long rtx_da = rtx_wgmma_desc((rtx_smem_addr(sa) + 4u * (unsigned int)((((stage * 4096ull) + (wg * 2048ull)) + (ks * 8ull))))), rtx_db = rtx_wgmma_desc((rtx_smem_addr(sb) + 4u * (unsigned int)(((stage * 8192ull) + (ks * 8ull))))); if (rtx_is_bf16<S>::value) { asm volatile("{ .reg .pred p; setp.ne.b32 p, %130, 0; wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0; }\n" : "+f"(acc[(0ull) + 0ull]), "+f"(acc[(0ull) + 1ull]), "+f"(acc[(0ull) + 2ull]), "+f"(acc[(0ull) + 3ull]), "+f"(acc[(0ull) + 4ull]), "+f"(acc[(0ull) + 5ull]), "+f"(acc[(0ull) + 6ull]), "+f"(acc[(0ull) + 7ull]), "+f"(acc[(0ull) + 8ull]), "+f"(acc[(0ull) + 9ull]), "+f"(acc[(0ull) + 10ull]), "+f"(acc[(0ull) + 11ull]), "+f"(acc[(0ull) + 12ull]), "+f"(acc[(0ull) + 13ull]), "+f"(acc[(0ull) + 14ull]), "+f"(acc[(0ull) + 15ull]), "+f"(acc[(0ull) + 16ull]), "+f"(acc[(0ull) + 17ull]), "+f"(acc[(0ull) + 18ull]), "+f"(acc[(0ull) + 19ull]), "+f"(acc[(0ull) + 20ull]), "+f"(acc[(0ull) + 21ull]), "+f"(acc[(0ull) + 22ull]), "+f"(acc[(0ull) + 23ull]), "+f"(acc[(0ull) + 24ull]), "+f"(acc[(0ull) + 25ull]), "+f"(acc[(0ull) + 26ull]), "+f"(acc[(0ull) + 27ull]), "+f"(acc[(0ull) + 28ull]), "+f"(acc[(0ull) + 29ull]), "+f"(acc[(0ull) + 30ull]), "+f"(acc[(0ull) + 31ull]), "+f"(acc[(0ull) + 32ull]), "+f"(acc[(0ull) + 33ull]), "+f"(acc[(0ull) + 34ull]), "+f"(acc[(0ull) + 35ull]), "+f"(acc[(0ull) + 36ull]), "+f"(acc[(0ull) + 37ull]), "+f"(acc[(0ull) + 38ull]), "+f"(acc[(0ull) + 39ull]), "+f"(acc[(0ull) + 40ull]), "+f"(acc[(0ull) + 41ull]), "+f"(acc[(0ull) + 42ull]), "+f"(acc[(0ull) + 43ull]), "+f"(acc[(0ull) + 44ull]), "+f"(acc[(0ull) + 45ull]), "+f"(acc[(0ull) + 46ull]), "+f"(acc[(0ull) + 47ull]), "+f"(acc[(0ull) + 48ull]), "+f"(acc[(0ull) + 49ull]), "+f"(acc[(0ull) + 50ull]), "+f"(acc[(0ull) + 51ull]), "+f"(acc[(0ull) + 52ull]), "+f"(acc[(0ull) + 53ull]), "+f"(acc[(0ull) + 54ull]), "+f"(acc[(0ull) + 55ull]), "+f"(acc[(0ull) + 56ull]), "+f"(acc[(0ull) + 57ull]), "+f"(acc[(0ull) + 58ull]), "+f"(acc[(0ull) + 59ull]), "+f"(acc[(0ull) + 60ull]), "+f"(acc[(0ull) + 61ull]), "+f"(acc[(0ull) + 62ull]), "+f"(acc[(0ull) + 63ull]), "+f"(acc[(0ull) + 64ull]), "+f"(acc[(0ull) + 65ull]), "+f"(acc[(0ull) + 66ull]), "+f"(acc[(0ull) + 67ull]), "+f"(acc[(0ull) + 68ull]), "+f"(acc[(0ull) + 69ull]), "+f"(acc[(0ull) + 70ull]), "+f"(acc[(0ull) + 71ull]), "+f"(acc[(0ull) + 72ull]), "+f"(acc[(0ull) + 73ull]), "+f"(acc[(0ull) + 74ull]), "+f"(acc[(0ull) + 75ull]), "+f"(acc[(0ull) + 76ull]), "+f"(acc[(0ull) + 77ull]), "+f"(acc[(0ull) + 78ull]), "+f"(acc[(0ull) + 79ull]), "+f"(acc[(0ull) + 80ull]), "+f"(acc[(0ull) + 81ull]), "+f"(acc[(0ull) + 82ull]), "+f"(acc[(0ull) + 83ull]), "+f"(acc[(0ull) + 84ull]), "+f"(acc[(0ull) + 85ull]), "+f"(acc[(0ull) + 86ull]), "+f"(acc[(0ull) + 87ull]), "+f"(acc[(0ull) + 88ull]), "+f"(acc[(0ull) + 89ull]), "+f"(acc[(0ull) + 90ull]), "+f"(acc[(0ull) + 91ull]), "+f"(acc[(0ull) + 92ull]), "+f"(acc[(0ull) + 93ull]), "+f"(acc[(0ull) + 94ull]), "+f"(acc[(0ull) + 95ull]), "+f"(acc[(0ull) + 96ull]), "+f"(acc[(0ull) + 97ull]), "+f"(acc[(0ull) + 98ull]), "+f"(acc[(0ull) + 99ull]), "+f"(acc[(0ull) + 100ull]), "+f"(acc[(0ull) + 101ull]), "+f"(acc[(0ull) + 102ull]), "+f"(acc[(0ull) + 103ull]), "+f"(acc[(0ull) + 104ull]), "+f"(acc[(0ull) + 105ull]), "+f"(acc[(0ull) + 106ull]), "+f"(acc[(0ull) + 107ull]), "+f"(acc[(0ull) + 108ull]), "+f"(acc[(0ull) + 109ull]), "+f"(acc[(0ull) + 110ull]), "+f"(acc[(0ull) + 111ull]), "+f"(acc[(0ull) + 112ull]), "+f"(acc[(0ull) + 113ull]), "+f"(acc[(0ull) + 114ull]), "+f"(acc[(0ull) + 115ull]), "+f"(acc[(0ull) + 116ull]), "+f"(acc[(0ull) + 117ull]), "+f"(acc[(0ull) + 118ull]), "+f"(acc[(0ull) + 119ull]), "+f"(acc[(0ull) + 120ull]), "+f"(acc[(0ull) + 121ull]), "+f"(acc[(0ull) + 122ull]), "+f"(acc[(0ull) + 123ull]), "+f"(acc[(0ull) + 124ull]), "+f"(acc[(0ull) + 125ull]), "+f"(acc[(0ull) + 126ull]), "+f"(acc[(0ull) + 127ull]) : "l"(rtx_da), "l"(rtx_db), "r"(1) : "memory"); } else { asm volatile("{ .reg .pred p; setp.ne.b32 p, %130, 0; wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0; }\n" : "+f"(acc[(0ull) + 0ull]), "+f"(acc[(0ull) + 1ull]), "+f"(acc[(0ull) + 2ull]), "+f"(acc[(0ull) + 3ull]), "+f"(acc[(0ull) + 4ull]), "+f"(acc[(0ull) + 5ull]), "+f"(acc[(0ull) + 6ull]), "+f"(acc[(0ull) + 7ull]), "+f"(acc[(0ull) + 8ull]), "+f"(acc[(0ull) + 9ull]), "+f"(acc[(0ull) + 10ull]), "+f"(acc[(0ull) + 11ull]), "+f"(acc[(0ull) + 12ull]), "+f"(acc[(0ull) + 13ull]), "+f"(acc[(0ull) + 14ull]), "+f"(acc[(0ull) + 15ull]), "+f"(acc[(0ull) + 16ull]), "+f"(acc[(0ull) + 17ull]), "+f"(acc[(0ull) + 18ull]), "+f"(acc[(0ull) + 19ull]), "+f"(acc[(0ull) + 20ull]), "+f"(acc[(0ull) + 21ull]), "+f"(acc[(0ull) + 22ull]), "+f"(acc[(0ull) + 23ull]), "+f"(acc[(0ull) + 24ull]), "+f"(acc[(0ull) + 25ull]), "+f"(acc[(0ull) + 26ull]), "+f"(acc[(0ull) + 27ull]), "+f"(acc[(0ull) + 28ull]), "+f"(acc[(0ull) + 29ull]), "+f"(acc[(0ull) + 30ull]), "+f"(acc[(0ull) + 31ull]), "+f"(acc[(0ull) + 32ull]), "+f"(acc[(0ull) + 33ull]), "+f"(acc[(0ull) + 34ull]), "+f"(acc[(0ull) + 35ull]), "+f"(acc[(0ull) + 36ull]), "+f"(acc[(0ull) + 37ull]), "+f"(acc[(0ull) + 38ull]), "+f"(acc[(0ull) + 39ull]), "+f"(acc[(0ull) + 40ull]), "+f"(acc[(0ull) + 41ull]), "+f"(acc[(0ull) + 42ull]), "+f"(acc[(0ull) + 43ull]), "+f"(acc[(0ull) + 44ull]), "+f"(acc[(0ull) + 45ull]), "+f"(acc[(0ull) + 46ull]), "+f"(acc[(0ull) + 47ull]), "+f"(acc[(0ull) + 48ull]), "+f"(acc[(0ull) + 49ull]), "+f"(acc[(0ull) + 50ull]), "+f"(acc[(0ull) + 51ull]), "+f"(acc[(0ull) + 52ull]), "+f"(acc[(0ull) + 53ull]), "+f"(acc[(0ull) + 54ull]), "+f"(acc[(0ull) + 55ull]), "+f"(acc[(0ull) + 56ull]), "+f"(acc[(0ull) + 57ull]), "+f"(acc[(0ull) + 58ull]), "+f"(acc[(0ull) + 59ull]), "+f"(acc[(0ull) + 60ull]), "+f"(acc[(0ull) + 61ull]), "+f"(acc[(0ull) + 62ull]), "+f"(acc[(0ull) + 63ull]), "+f"(acc[(0ull) + 64ull]), "+f"(acc[(0ull) + 65ull]), "+f"(acc[(0ull) + 66ull]), "+f"(acc[(0ull) + 67ull]), "+f"(acc[(0ull) + 68ull]), "+f"(acc[(0ull) + 69ull]), "+f"(acc[(0ull) + 70ull]), "+f"(acc[(0ull) + 71ull]), "+f"(acc[(0ull) + 72ull]), "+f"(acc[(0ull) + 73ull]), "+f"(acc[(0ull) + 74ull]), "+f"(acc[(0ull) + 75ull]), "+f"(acc[(0ull) + 76ull]), "+f"(acc[(0ull) + 77ull]), "+f"(acc[(0ull) + 78ull]), "+f"(acc[(0ull) + 79ull]), "+f"(acc[(0ull) + 80ull]), "+f"(acc[(0ull) + 81ull]), "+f"(acc[(0ull) + 82ull]), "+f"(acc[(0ull) + 83ull]), "+f"(acc[(0ull) + 84ull]), "+f"(acc[(0ull) + 85ull]), "+f"(acc[(0ull) + 86ull]), "+f"(acc[(0ull) + 87ull]), "+f"(acc[(0ull) + 88ull]), "+f"(acc[(0ull) + 89ull]), "+f"(acc[(0ull) + 90ull]), "+f"(acc[(0ull) + 91ull]), "+f"(acc[(0ull) + 92ull]), "+f"(acc[(0ull) + 93ull]), "+f"(acc[(0ull) + 94ull]), "+f"(acc[(0ull) + 95ull]), "+f"(acc[(0ull) + 96ull]), "+f"(acc[(0ull) + 97ull]), "+f"(acc[(0ull) + 98ull]), "+f"(acc[(0ull) + 99ull]), "+f"(acc[(0ull) + 100ull]), "+f"(acc[(0ull) + 101ull]), "+f"(acc[(0ull) + 102ull]), "+f"(acc[(0ull) + 103ull]), "+f"(acc[(0ull) + 104ull]), "+f"(acc[(0ull) + 105ull]), "+f"(acc[(0ull) + 106ull]), "+f"(acc[(0ull) + 107ull]), "+f"(acc[(0ull) + 108ull]), "+f"(acc[(0ull) + 109ull]), "+f"(acc[(0ull) + 110ull]), "+f"(acc[(0ull) + 111ull]), "+f"(acc[(0ull) + 112ull]), "+f"(acc[(0ull) + 113ull]), "+f"(acc[(0ull) + 114ull]), "+f"(acc[(0ull) + 115ull]), "+f"(acc[(0ull) + 116ull]), "+f"(acc[(0ull) + 117ull]), "+f"(acc[(0ull) + 118ull]), "+f"(acc[(0ull) + 119ull]), "+f"(acc[(0ull) + 120ull]), "+f"(acc[(0ull) + 121ull]), "+f"(acc[(0ull) + 122ull]), "+f"(acc[(0ull) + 123ull]), "+f"(acc[(0ull) + 124ull]), "+f"(acc[(0ull) + 125ull]), "+f"(acc[(0ull) + 126ull]), "+f"(acc[(0ull) + 127ull]) : "l"(rtx_da), "l"(rtx_db), "r"(1) : "memory"); } };
+    }
+    rtx_wgmma_commit();
+    if (((tid == 0ull) && ((kt + 3ull) < tiles))) {
+      unsigned long long s_2 = ((kt + 3ull) % 4ull);
+      unsigned long long k0 = ((kt + 3ull) * 64ull);
+      rtx_mbarrier_arrive_expect_tx((rtx_smem_addr(full) + 8u * (unsigned int)(s_2)), (unsigned int)(49152ull));
+      rtx_tma_load_2d((rtx_smem_addr(sa) + 4u * (unsigned int)((s_2 * 4096ull))), &(am), (int)(k0), (int)(m0), (rtx_smem_addr(full) + 8u * (unsigned int)(s_2)));
+      rtx_tma_load_2d((rtx_smem_addr(sb) + 4u * (unsigned int)((s_2 * 8192ull))), &(bm), (int)(k0), (int)(n0), (rtx_smem_addr(full) + 8u * (unsigned int)(s_2)));
+    }
+    rtx_wgmma_wait<0>(acc);
+    kt += 1ull;
+  }
+  store_wgmma_tile_body<A>(c, acc, m, n, m0, n0, tid);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_wgmma_tma_f16(const rtx_f16* a, const rtx_f16* b, const __grid_constant__ rtx_tensor_map am, const __grid_constant__ rtx_tensor_map bm, rtx_f16* c, unsigned long long m, unsigned long long n, unsigned long long k) {
+  RTX_ENTRY();
+  matmul_wgmma_tma_impl<rtx_f16, float>(a, b, am, bm, c, m, n, k);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_wgmma_tma_bf16(const rtx_bf16* a, const rtx_bf16* b, const __grid_constant__ rtx_tensor_map am, const __grid_constant__ rtx_tensor_map bm, rtx_bf16* c, unsigned long long m, unsigned long long n, unsigned long long k) {
+  RTX_ENTRY();
+  matmul_wgmma_tma_impl<rtx_bf16, float>(a, b, am, bm, c, m, n, k);
+}
