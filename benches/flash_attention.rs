@@ -46,11 +46,11 @@
 
 use rtx::kernel::KernelSource;
 use rtx::kernels::{
-    flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dkdv_wgmma,
+    FlashWgmmaPlan, flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dkdv_wgmma,
     flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
     flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot,
     flash_attn_bwd_rowdot_launch, flash_attn_dense_strides, flash_attn_fwd, flash_attn_fwd_wgmma,
-    flash_attn_launch, flash_attn_wgmma_launch, flash_attn_wgmma_takes,
+    flash_attn_launch, flash_attn_wgmma_takes,
 };
 use rtx::prelude::*;
 use rtx_backends::cuda::{self, Arg, CudaStorage, Event, LaunchConfig};
@@ -266,6 +266,20 @@ unsafe fn launch<E: Float>(
     c: rtx::kernel::LaunchConfig,
     args: &[Arg],
 ) -> Result<(), String> {
+    // SAFETY: the caller's.
+    unsafe { launch_sized::<E>(source, c, 0, args) }
+}
+
+/// [`launch`] with `shared` bytes of the kernel's dynamic shared memory (0: all of it).
+///
+/// # Safety
+/// As [`launch`]'s, and the kernel uses no more than `shared` bytes with these arguments.
+unsafe fn launch_sized<E: Float>(
+    source: &'static KernelSource,
+    c: rtx::kernel::LaunchConfig,
+    shared: u32,
+    args: &[Arg],
+) -> Result<(), String> {
     let entry = source
         .entries
         .iter()
@@ -274,7 +288,7 @@ unsafe fn launch<E: Float>(
     let config = LaunchConfig {
         grid: (c.grid.x, c.grid.y, c.grid.z),
         block: (c.block.x, c.block.y, c.block.z),
-        shared_mem: 0,
+        shared_mem: shared,
     };
     // SAFETY: the caller's.
     unsafe { cuda::launch_entry(0, source, entry, config, args) }.map_err(err)
@@ -371,14 +385,25 @@ impl<E: Float> Fused<E> {
         unsafe { launch::<E>(&flash_attn_fwd::KERNEL, flash_attn_launch(b, h, t), &args) }
     }
 
-    /// One launch of `flash_attn_fwd_wgmma` (compute capability 9.0, d 64 or 128): the same
-    /// `o` and `lse`.
+    /// One launch of `flash_attn_fwd_wgmma` (compute capability 9.0, d 64 or 128) in the plan
+    /// the backend takes for these keys: the same `o` and `lse`.
     fn forward_wgmma(&self) -> Result<(), String> {
-        let Size { b, h, t, .. } = self.size;
-        let args = self.forward_args();
-        let grid = flash_attn_wgmma_launch(b, h, t);
-        // SAFETY: as `forward`'s; the grid covers the same rows.
-        unsafe { launch::<E>(&flash_attn_fwd_wgmma::KERNEL, grid, &args) }
+        let Size { t, d, .. } = self.size;
+        self.forward_wgmma_in(FlashWgmmaPlan::for_keys(t, d))
+    }
+
+    /// One launch of `flash_attn_fwd_wgmma` in `plan`.
+    fn forward_wgmma_in(&self, plan: FlashWgmmaPlan) -> Result<(), String> {
+        let Size { b, h, t, d, .. } = self.size;
+        let mut args = self.forward_args();
+        args.extend([
+            Arg::U64(u64::from(plan.warpgroups)),
+            Arg::U64(plan.stages as u64),
+        ]);
+        let (grid, shared) = (plan.launch(b, h, t), plan.shared_bytes(d));
+        // SAFETY: as `forward`'s; the grid covers the same rows, and the plan's shared memory
+        // is what the kernel uses in it.
+        unsafe { launch_sized::<E>(&flash_attn_fwd_wgmma::KERNEL, grid, shared, &args) }
     }
 
     /// The three backward launches, in order: `delta = rowsum(do o)`, then `dk` and `dv`, then
@@ -658,6 +683,16 @@ fn measure<E: Float>(opts: &Opts, size: Size, seed: u64) -> Result<Row, String> 
             fused.forward_wgmma()?;
             fused.backward_with(true)
         })?;
+        // The long-row plan (two warpgroups, two stages) beside the backend's, where they
+        // differ.
+        let long = FlashWgmmaPlan {
+            warpgroups: 2,
+            stages: 2,
+        };
+        if FlashWgmmaPlan::for_keys(size.t, size.d) != long {
+            let ms = median_ms(5, opts.reps, || fused.forward_wgmma_in(long))?;
+            println!("  wgmma fwd in the long-row plan: {ms:.3} ms");
+        }
         Some((e, fwd, fwd_bwd, all_wgmma))
     } else {
         None

@@ -37,7 +37,10 @@ pub struct LaunchConfig {
     pub grid: (u32, u32, u32),
     /// Threads per block in x, y, z.
     pub block: (u32, u32, u32),
-    /// Dynamic shared memory per block, in bytes.
+    /// Dynamic shared memory per block, in bytes: 0 for what the kernel declares; for a
+    /// kernel whose shared arrays are dynamic, at most that, when its arguments make it use
+    /// only a prefix of them (a smaller block takes less, so more blocks share a
+    /// multiprocessor).
     pub shared_mem: u32,
 }
 
@@ -182,8 +185,23 @@ pub unsafe fn launch(
         // of no bytes, which the driver never reads).
         .map(|&i| unsafe { base.add(i) } as *mut c_void)
         .collect();
-    // A kernel whose shared arrays are dynamic takes them at every launch.
-    let shared = config.shared_mem.max(kernel.dynamic_shared);
+    // A kernel whose shared arrays are dynamic takes them at every launch, or the prefix of
+    // them the launch asks for.
+    let shared = match (config.shared_mem, kernel.dynamic_shared) {
+        (0, declared) => declared,
+        (asked, 0) => asked,
+        (asked, declared) if asked <= declared => asked,
+        (asked, declared) => {
+            return Err(crate::BackendError::BadArgument {
+                op: "launch",
+                msg: format!(
+                    "kernel `{}` declares {declared} bytes of shared memory; a launch asked \
+                     for {asked}",
+                    kernel.name
+                ),
+            });
+        }
+    };
     // Not inside a capture: in a graph the programmatic edges measured slower than plain ones
     // (benches/README.md, "early launch"), while on a stream they hide launch time.
     if kernel.waits_for_previous_grid && g.cc >= (9, 0) && !g.capturing() && early_launch_enabled()

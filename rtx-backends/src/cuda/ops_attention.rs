@@ -14,11 +14,11 @@ use crate::{AttentionDims, AttentionLayout, BackendError, Device, HeadStrides, R
 use rtx_kernels::DType;
 use rtx_kernels::kernel::{KernelSource, LaunchConfig as Grid, Variant};
 use rtx_kernels::kernels::{
-    flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dkdv_wgmma,
+    FlashWgmmaPlan, flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dkdv_wgmma,
     flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
     flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot,
     flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_fwd_wgmma, flash_attn_launch,
-    flash_attn_strides, flash_attn_wgmma_launch, flash_attn_wgmma_takes,
+    flash_attn_strides, flash_attn_wgmma_takes,
 };
 
 /// One group's strides as the kernels take them.
@@ -56,6 +56,23 @@ unsafe fn launch(
     grid: Grid,
     args: &[Arg],
 ) -> Result<()> {
+    // SAFETY: the caller's.
+    unsafe { launch_sized(ordinal, source, dtype, grid, 0, args) }
+}
+
+/// [`launch`] with `shared` bytes of the kernel's dynamic shared memory (0: all of it).
+///
+/// # Safety
+/// As [`launch`]'s, and the kernel uses no more shared memory than `shared` with these
+/// arguments.
+unsafe fn launch_sized(
+    ordinal: usize,
+    source: &'static KernelSource,
+    dtype: DType,
+    grid: Grid,
+    shared: u32,
+    args: &[Arg],
+) -> Result<()> {
     // One entry per element type (the kernels are generic over `T` alone).
     let entry = source
         .entries
@@ -68,7 +85,7 @@ unsafe fn launch(
     let config = LaunchConfig {
         grid: (grid.grid.x, grid.grid.y, grid.grid.z),
         block: (grid.block.x, grid.block.y, grid.block.z),
-        shared_mem: 0,
+        shared_mem: shared,
     };
     // SAFETY: the caller's.
     unsafe { launch_entry(ordinal, source, entry, config, args) }
@@ -103,9 +120,16 @@ pub(crate) unsafe fn forward(
     args.extend(tail(dims, layout));
     let hopper = super::gpu::gpu(ordinal)?.cc == (9, 0);
     if hopper && flash_attn_wgmma_takes(dims.d) {
-        let grid = flash_attn_wgmma_launch(dims.batch, dims.heads, dims.t_q);
-        // SAFETY: as below; the same arguments.
-        return unsafe { launch(ordinal, &flash_attn_fwd_wgmma::KERNEL, dtype, grid, &args) };
+        let plan = FlashWgmmaPlan::for_keys(dims.t_k, dims.d);
+        let grid = plan.launch(dims.batch, dims.heads, dims.t_q);
+        args.extend([
+            Arg::U64(u64::from(plan.warpgroups)),
+            Arg::U64(plan.stages as u64),
+        ]);
+        let (kernel, shared) = (&flash_attn_fwd_wgmma::KERNEL, plan.shared_bytes(dims.d));
+        // SAFETY: as below; the same arguments, and the plan's shared memory is what the
+        // kernel uses with its warpgroups and stages.
+        return unsafe { launch_sized(ordinal, kernel, dtype, grid, shared, &args) };
     }
     let grid = flash_attn_launch(dims.batch, dims.heads, dims.t_q);
     // SAFETY: the caller's promise covers the extents the arguments name.

@@ -3,13 +3,19 @@
 //! and masks as [`flash_attn_fwd()`](super::flash_attn_fwd) (whose documentation says what
 //! each argument means), for head dims 64 and 128 on GPUs of compute capability 9.0.
 //!
-//! Each block of two warpgroups takes 128 query rows, 64 a warpgroup, and streams 128-key
-//! tiles of K and V through shared memory, double-buffered. Per tile a warpgroup computes its
+//! Each block of one or two warpgroups takes 64 query rows a warpgroup, and streams 128-key
+//! tiles of K and V through shared memory, double-buffered or (one warpgroup at head dim 128,
+//! where few tiles are to come) single-buffered. Per tile a warpgroup computes its
 //! 64 x 128 scores with `wgmma_m64n128k16` (Q and K both K-major tiles), runs the online
 //! softmax on them in registers, and adds `P V` with `wgmma_rs_m64n{d}k16`: the probabilities
 //! go from the scores' accumulator straight into A fragments, and V's rows are read as an
 //! N-major tile, so V is copied as it lies. One `wgmma` instruction does the work of 16 to 32
 //! `mma.sync`s, which frees the issue slots the softmax needs.
+//!
+//! Short sequences take blocks of one warpgroup ([`FlashWgmmaPlan`]): at 256 keys a block
+//! runs one or two key tiles, so its copies in and its stores weigh more than its products,
+//! and only several blocks to a multiprocessor hide one block's copies under another's
+//! products. Two warpgroups share each K and V tile, which halves the copies of long rows.
 //!
 //! Invariant: every size works, as for [`flash_attn_fwd()`](super::flash_attn_fwd): rows past
 //! `t_q` are zero-filled and not stored, keys past the valid length are zero-filled and get
@@ -19,40 +25,108 @@ use crate::Float;
 use crate::kernel::LaunchConfig;
 use rtx_macros::kernel;
 
-/// Threads per block of [`flash_attn_fwd_wgmma()`]: two warpgroups, 64 query rows each.
+/// Threads per block of [`flash_attn_fwd_wgmma()`] in its long-row plan: two warpgroups, 64
+/// query rows each.
 pub const FLASH_ATTN_WGMMA_THREADS: u32 = 256;
-/// Query rows per block of [`flash_attn_fwd_wgmma()`].
+/// Query rows per block of [`flash_attn_fwd_wgmma()`] in its long-row plan.
 pub const FLASH_ATTN_WGMMA_BLOCK_Q: usize = 128;
 /// Keys per step of [`flash_attn_fwd_wgmma()`]'s loop.
 pub const FLASH_ATTN_WGMMA_BLOCK_K: usize = 128;
+/// Rows of keys up to which [`FlashWgmmaPlan::for_keys`] takes blocks of one warpgroup.
+pub const FLASH_ATTN_WGMMA_SHORT_KEYS: usize = 512;
 
 /// Whether [`flash_attn_fwd_wgmma()`] takes head dim `d` (64 or 128).
 pub fn flash_attn_wgmma_takes(d: usize) -> bool {
     d == 64 || d == 128
 }
 
-/// The launch of [`flash_attn_fwd_wgmma()`] over `batch x heads` rows of `t_q` queries: a
-/// grid of `ceil(t_q / 128) x heads x batch` blocks of [`FLASH_ATTN_WGMMA_THREADS`] threads.
+/// How a launch of [`flash_attn_fwd_wgmma()`] is shaped: warpgroups a block (64 query rows
+/// each) and K/V buffers (2: the next tile is copied under the current one's products; 1:
+/// after them), which together set the shared memory a block takes and so how many blocks
+/// share a multiprocessor.
+///
+/// ```
+/// use rtx_kernels::kernels::FlashWgmmaPlan;
+/// // Long rows: two warpgroups share double-buffered tiles, 160 KiB at d 128.
+/// let long = FlashWgmmaPlan::for_keys(4096, 128);
+/// assert_eq!((long.warpgroups, long.stages, long.shared_bytes(128)), (2, 2, 160 * 1024));
+/// // 256 keys at d 64: one warpgroup in 72 KiB, three blocks to a multiprocessor.
+/// let short = FlashWgmmaPlan::for_keys(256, 64);
+/// assert_eq!((short.warpgroups, short.shared_bytes(64)), (1, 72 * 1024));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashWgmmaPlan {
+    /// Warpgroups a block, 1 or 2.
+    pub warpgroups: u32,
+    /// K and V buffers, 1 or 2.
+    pub stages: usize,
+}
+
+impl FlashWgmmaPlan {
+    /// The plan for rows of `t_k` keys at head dim `d`: one warpgroup up to
+    /// [`FLASH_ATTN_WGMMA_SHORT_KEYS`] keys (single-buffered at d 128, so two blocks fit a
+    /// multiprocessor), two double-buffered past it.
+    pub fn for_keys(t_k: usize, d: usize) -> Self {
+        match (t_k <= FLASH_ATTN_WGMMA_SHORT_KEYS, d) {
+            (true, 128) => FlashWgmmaPlan {
+                warpgroups: 1,
+                stages: 1,
+            },
+            (true, _) => FlashWgmmaPlan {
+                warpgroups: 1,
+                stages: 2,
+            },
+            _ => FlashWgmmaPlan {
+                warpgroups: 2,
+                stages: 2,
+            },
+        }
+    }
+
+    /// Bytes of shared memory a block takes at head dim `d`: each K and V buffer 128 rows of
+    /// `d` 16-bit elements, and Q's 64 rows a warpgroup.
+    pub fn shared_bytes(&self, d: usize) -> u32 {
+        let words = 2 * self.stages * 64 * d + 32 * self.warpgroups as usize * d;
+        (4 * words) as u32
+    }
+
+    /// The launch over `batch x heads` rows of `t_q` queries: a grid of `ceil(t_q / rows) x
+    /// heads x batch` blocks of 128 threads a warpgroup (`rows` = 64 a warpgroup).
+    pub fn launch(&self, batch: usize, heads: usize, t_q: usize) -> LaunchConfig {
+        LaunchConfig::new(
+            (
+                t_q.div_ceil(64 * self.warpgroups as usize) as u32,
+                heads as u32,
+                batch as u32,
+            ),
+            128 * self.warpgroups,
+        )
+    }
+}
+
+/// The launch of [`flash_attn_fwd_wgmma()`]'s long-row plan (two warpgroups, two stages) over
+/// `batch x heads` rows of `t_q` queries: a grid of `ceil(t_q / 128) x heads x batch` blocks
+/// of [`FLASH_ATTN_WGMMA_THREADS`] threads.
 pub fn flash_attn_wgmma_launch(batch: usize, heads: usize, t_q: usize) -> LaunchConfig {
-    LaunchConfig::new(
-        (
-            t_q.div_ceil(FLASH_ATTN_WGMMA_BLOCK_Q) as u32,
-            heads as u32,
-            batch as u32,
-        ),
-        FLASH_ATTN_WGMMA_THREADS,
-    )
+    FlashWgmmaPlan {
+        warpgroups: 2,
+        stages: 2,
+    }
+    .launch(batch, heads, t_q)
 }
 
 /// Attention forward on `wgmma`, f16 or bf16: [`flash_attn_fwd()`](super::flash_attn_fwd)'s
-/// results (the same arguments, layout and masks) for `d` 64 or 128, launched with
-/// [`flash_attn_wgmma_launch`]. On a GPU it needs compute capability 9.0.
+/// results (the same arguments, layout and masks) for `d` 64 or 128, in blocks of
+/// `warpgroups` (1 or 2) warpgroups with `stages` (1 or 2) K and V buffers, launched as that
+/// [`FlashWgmmaPlan`] says (its grid, blocks and shared memory). On a GPU it needs compute
+/// capability 9.0.
 ///
-/// Shared memory, 160 KiB, one block to an SM: Q's 128 rows (32 KiB), and two buffers each of
-/// K and V (128 rows, 32 KiB each). Every tile is stored as 64-column panels of 128-byte rows
-/// in the 128-byte swizzle (16-byte chunk `c` of row `r` at chunk `c ^ (r % 8)`), panel `p` of
-/// a tile 4096 words on: the K-major layout `wgmma` reads Q and K in, and the N-major one it
-/// reads V in.
+/// Shared memory, one region after another in one array: `stages` buffers of K (128 rows of
+/// `d` elements each), as many of V, then Q's 64 rows a warpgroup; at most 160 KiB (two
+/// warpgroups, two stages, d 128), 72 KiB for one warpgroup at d 64. Every tile is stored as
+/// 64-column panels of 128-byte rows in the 128-byte swizzle (16-byte chunk `c` of row `r` at
+/// chunk `c ^ (r % 8)`), a K or V tile's panel `p` 4096 words on: the K-major layout `wgmma`
+/// reads Q and K in, and the N-major one it reads V in.
 ///
 /// ```
 /// use half::bf16;
@@ -64,12 +138,17 @@ pub fn flash_attn_wgmma_launch(batch: usize, heads: usize, t_q: usize) -> Launch
 /// let v: Vec<bf16> = (0..t * d).map(|i| bf16::from_f32(1.0 + 2.0 * (i / d) as f32)).collect();
 /// let (mut o, mut lse) = (vec![bf16::ZERO; t * d], vec![0.0f32; t]);
 /// let (launch, s) = (flash_attn_wgmma_launch(1, 1, t), flash_attn_dense_strides(1, t, d));
-/// flash_attn_fwd_wgmma(launch, &q, &k, &v, &mut o, &mut lse, &[], s, s, s, 1, 1, t, t, d, 0.125, 1, 0)
+/// flash_attn_fwd_wgmma(launch, &q, &k, &v, &mut o, &mut lse, &[], s, s, s, 1, 1, t, t, d, 0.125, 1, 0, 2, 2)
 ///     .unwrap();
 /// // Causal: the first query sees the first key alone, the second both.
 /// assert_eq!((o[0].to_f32(), o[d].to_f32(), lse[0]), (1.0, 2.0, 0.0));
 /// ```
-#[kernel(crate = crate, specialize(d = 64, 128), launch_bounds(256, 1))]
+#[kernel(
+    crate = crate,
+    specialize(d = 64, 128),
+    specialize(warpgroups = 1, 2),
+    launch_bounds(256, 1)
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn flash_attn_fwd_wgmma<T: Float>(
     q: &[T],
@@ -89,15 +168,16 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
     scale: f64,
     causal: u32,
     padded: u32,
+    warpgroups: usize,
+    stages: usize,
 ) {
-    // Tile `j`'s K and V in buffer `j % 2` (8192 words each: two panels of 128 rows of 32
-    // words); Q's 128 rows in two panels.
+    // Tile `j`'s K in buffer `j % stages` (`kw` words each: a panel of 128 rows of 32 words
+    // per 64 columns), its V `stages` buffers on, then Q's rows in panels of `bq` rows.
     #[shared]
-    let sk: [u32; 16384];
-    #[shared]
-    let sv: [u32; 16384];
-    #[shared]
-    let sq: [u32; 8192];
+    let sm: [u32; 40960];
+    // The block's threads, as the plan launched them (a constant in each entry, so the copy
+    // loops below fold).
+    let threads = (128 * warpgroups) as u32;
     let tid = thread_idx_x() as u32;
     let wg = tid / 128;
     let t = tid % 128;
@@ -105,7 +185,11 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
     let warp = t / 32;
     let hh = block_idx_y();
     let n = block_idx_z();
-    let bq = 128;
+    let bq = 64 * warpgroups;
+    let kw = 64 * d;
+    let v_at = stages * kw;
+    let q_at = 2 * stages * kw;
+    let q_panel = 32 * bq;
     // Causal blocks further down have more keys: the longest start first.
     let bx = if causal != 0 {
         grid_dim_x() - 1 - block_idx_x()
@@ -136,27 +220,33 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
     let tiles = (n_end + 127) / 128;
 
     // Copies: a row is `d / 8` 16-byte chunks; this thread copies chunk `cc` of rows `cr +
-    // rstep i`. Chunk `cc` lies in panel `cc / 8`, at chunk `(cc % 8) ^ (row % 8)` of its row,
+    // rstep i` (up to 16 passes: one warpgroup at d 128). Chunk `cc` lies in panel `cc / 8`, at chunk `(cc % 8) ^ (row % 8)` of its row,
     // and every row this thread copies is `cr` mod 8.
     let cpr = (d / 8) as u32;
     let cc = tid % cpr;
     let cr = tid / cpr;
-    let rstep = 256 / cpr;
+    let rstep = threads / cpr;
     let passes = 128 / rstep;
-    let c_dst = (cc / 8) * 4096 + cr * 32 + ((cc % 8) ^ (cr % 8)) * 4;
-    let q_at = q0 + (m0 + cr as usize) * q_rs + (cc * 8) as usize;
+    let q_passes = (bq as u32) / rstep;
+    let c_row = cr * 32 + ((cc % 8) ^ (cr % 8)) * 4;
+    let c_dst = (cc / 8) * 4096 + c_row;
+    let q_dst = (q_at as u32) + (cc / 8) * (q_panel as u32) + c_row;
+    let q_src = q0 + (m0 + cr as usize) * q_rs + (cc * 8) as usize;
     let k_at = k0 + (cr as usize) * k_rs + (cc * 8) as usize;
     let q_pass = (rstep as usize) * q_rs;
     let k_pass = (rstep as usize) * k_rs;
-    for i in 0..8 {
-        if (i as u32) < passes {
-            let r = cr + (i as u32) * rstep;
-            let dst = (c_dst + (i as u32) * rstep * 32) as usize;
+    for i in 0..16 {
+        let r = cr + (i as u32) * rstep;
+        let dst = (c_dst + (i as u32) * rstep * 32) as usize;
+        if (i as u32) < q_passes {
             let lq = if m0 + (r as usize) < t_q { 8 } else { 0 };
-            cp_async(&mut sq, dst, q, q_at + (i as usize) * q_pass, lq);
+            let qd = (q_dst + (i as u32) * rstep * 32) as usize;
+            cp_async(&mut sm, qd, q, q_src + (i as usize) * q_pass, lq);
+        }
+        if (i as u32) < passes {
             let len = if (r as usize) < n_end { 8 } else { 0 };
-            cp_async(&mut sk, dst, k, k_at + (i as usize) * k_pass, len);
-            cp_async(&mut sv, dst, v, k_at + (i as usize) * k_pass, len);
+            cp_async(&mut sm, dst, k, k_at + (i as usize) * k_pass, len);
+            cp_async(&mut sm, v_at + dst, v, k_at + (i as usize) * k_pass, len);
         }
     }
     cp_async_commit();
@@ -166,8 +256,8 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
     let g = lane / 4;
     let t4 = lane % 4;
     let row0 = m0 + (wg * 64 + warp * 16 + g) as usize;
-    // This warpgroup's 64 rows of Q start 2048 words into each panel.
-    let q_tile = wg * 2048;
+    // This warpgroup's 64 rows of Q start 2048 words into each of Q's panels.
+    let q_tile = q_at + (wg as usize) * 2048;
     let mut acc = [0.0; 64];
     let mut s = [0.0; 64];
     let mut pf = [0u32; 32];
@@ -178,27 +268,36 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
     let mut j = 0;
     while j < tiles {
         let n0 = j * 128;
-        let kb = ((j % 2) * 8192) as u32;
-        // Tile `j` has landed for every thread and is visible to the tensor cores; every
-        // warpgroup is done with tile `j - 1`, whose buffer the copies below overwrite.
+        let kb = (j % stages) * kw;
+        // What was copied has landed for every thread and is visible to the tensor cores (with
+        // two stages tile `j`); every warpgroup is done with tile `j - 1`, whose buffer the
+        // copies below overwrite.
         cp_async_wait(0);
         fence_proxy_async();
         sync_threads();
-        if j + 1 < tiles {
-            let n1 = n0 + 128;
-            let k_next = k_at + n1 * k_rs;
-            let nb = (8192 - kb) as usize;
-            for i in 0..8 {
+        // Tile `c` into buffer `c % stages`: with two stages the next tile, under this one's
+        // products; with one, this tile itself, now that every warpgroup is done with the
+        // last (tile 0 came with Q).
+        let c = j + stages - 1;
+        if c < tiles && c > 0 {
+            let nb = (c % stages) * kw;
+            let k_next = k_at + c * 128 * k_rs;
+            for i in 0..16 {
                 if (i as u32) < passes {
-                    let r = n1 + (cr + (i as u32) * rstep) as usize;
+                    let r = c * 128 + (cr + (i as u32) * rstep) as usize;
                     let dst = nb + (c_dst + (i as u32) * rstep * 32) as usize;
                     let len = if r < n_end { 8 } else { 0 };
-                    cp_async(&mut sk, dst, k, k_next + (i as usize) * k_pass, len);
-                    cp_async(&mut sv, dst, v, k_next + (i as usize) * k_pass, len);
+                    cp_async(&mut sm, dst, k, k_next + (i as usize) * k_pass, len);
+                    cp_async(&mut sm, v_at + dst, v, k_next + (i as usize) * k_pass, len);
                 }
             }
         }
         cp_async_commit();
+        if stages == 1 {
+            cp_async_wait(0);
+            fence_proxy_async();
+            sync_threads();
+        }
 
         // S = Q K^T, 64 x 128 for this warpgroup. A 16-wide step along d is 8 words along a
         // panel's rows; steps 4 to 7 are in the second panel.
@@ -209,14 +308,8 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
         for kk in 0..8 {
             if kk * 16 < d {
                 let step = ((kk / 4) * 4096 + (kk % 4) * 8) as u32;
-                wgmma_m64n128k16(
-                    &mut s,
-                    0,
-                    &sq,
-                    (q_tile + step) as usize,
-                    &sk,
-                    (kb + step) as usize,
-                );
+                let q_step = (kk / 4) * q_panel + (kk % 4) * 8;
+                wgmma_m64n128k16(&mut s, 0, &sm, q_tile + q_step, &sm, kb + step as usize);
             }
         }
         wgmma_commit();
@@ -274,11 +367,11 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
         // O += P V: 16 keys are two 8-row groups of each panel, 512 words.
         wgmma_fence();
         for kk in 0..8 {
-            let vw = (kb + (kk as u32) * 512) as usize;
+            let vw = v_at + kb + kk * 512;
             if d == 128 {
-                wgmma_rs_m64n128k16(&mut acc, 0, &pf, kk * 4, &sv, vw, 4096);
+                wgmma_rs_m64n128k16(&mut acc, 0, &pf, kk * 4, &sm, vw, 4096);
             } else {
-                wgmma_rs_m64n64k16(&mut acc, 0, &pf, kk * 4, &sv, vw, 4096);
+                wgmma_rs_m64n64k16(&mut acc, 0, &pf, kk * 4, &sm, vw, 4096);
             }
         }
         wgmma_commit();

@@ -16,8 +16,8 @@
 
 use half::{bf16, f16};
 use rtx_kernels::kernels::{
-    flash_attn_dense_strides, flash_attn_fwd, flash_attn_fwd_wgmma, flash_attn_launch,
-    flash_attn_wgmma_launch,
+    FlashWgmmaPlan, flash_attn_dense_strides, flash_attn_fwd, flash_attn_fwd_wgmma,
+    flash_attn_launch,
 };
 use rtx_kernels::{DType, Float};
 
@@ -64,8 +64,8 @@ fn reference(c: &Case, q: &[f64], k: &[f64], v: &[f64], scale: f64) -> (Vec<f64>
 enum Forward {
     /// `flash_attn_fwd`, on `mma.sync`.
     Mma,
-    /// `flash_attn_fwd_wgmma`, on Hopper's warpgroup products.
-    Wgmma,
+    /// `flash_attn_fwd_wgmma`, on Hopper's warpgroup products, shaped by a plan.
+    Wgmma(FlashWgmmaPlan),
 }
 
 /// Runs `c` in `T` (unit roundoff `u`) on `flash_attn_fwd` and holds it to the reference.
@@ -85,34 +85,52 @@ fn check_on<T: Float<Acc = f32>>(kernel: Forward, c: &Case, seed: u64, u: f64) {
     let mut o = vec![T::from_f64(-7.0); c.bh * t_q * d];
     let mut lse = vec![-7.0f32; c.bh * t_q];
     let lens = c.key_len.clone().unwrap_or_default();
-    let run = match kernel {
-        Forward::Mma => flash_attn_fwd,
-        Forward::Wgmma => flash_attn_fwd_wgmma,
-    };
-    let launch = match kernel {
-        Forward::Mma => flash_attn_launch(1, c.bh, t_q),
-        Forward::Wgmma => flash_attn_wgmma_launch(1, c.bh, t_q),
-    };
-    run(
-        launch,
-        &q,
-        &k,
-        &v,
-        &mut o,
-        &mut lse,
-        &lens,
-        c.strides(t_q),
-        c.strides(t_k),
-        c.strides(t_q),
-        1,
-        c.bh,
-        t_q,
-        t_k,
-        d,
-        scale,
-        u32::from(c.causal),
-        u32::from(c.key_len.is_some()),
-    )
+    let (strides_q, strides_k) = (c.strides(t_q), c.strides(t_k));
+    let (causal, padded) = (u32::from(c.causal), u32::from(c.key_len.is_some()));
+    match kernel {
+        Forward::Mma => flash_attn_fwd(
+            flash_attn_launch(1, c.bh, t_q),
+            &q,
+            &k,
+            &v,
+            &mut o,
+            &mut lse,
+            &lens,
+            strides_q,
+            strides_k,
+            strides_q,
+            1,
+            c.bh,
+            t_q,
+            t_k,
+            d,
+            scale,
+            causal,
+            padded,
+        ),
+        Forward::Wgmma(plan) => flash_attn_fwd_wgmma(
+            plan.launch(1, c.bh, t_q),
+            &q,
+            &k,
+            &v,
+            &mut o,
+            &mut lse,
+            &lens,
+            strides_q,
+            strides_k,
+            strides_q,
+            1,
+            c.bh,
+            t_q,
+            t_k,
+            d,
+            scale,
+            causal,
+            padded,
+            plan.warpgroups as usize,
+            plan.stages,
+        ),
+    }
     .unwrap();
     // The kernel scales in f32.
     let (ro, rlse) = reference(c, &q64, &k64, &v64, f64::from(scale as f32));
@@ -214,9 +232,10 @@ fn key_padding_matches_f64() {
     );
 }
 
-/// The `wgmma` forward (head dims 64 and 128) on the same kinds of case: ragged edges in
-/// queries and keys, several 128-key tiles (the maximum moves between them), both warpgroups
-/// of a block and several blocks, the causal diagonal with more keys or more queries, and key
+/// The `wgmma` forward (head dims 64 and 128) on the same kinds of case, in each of its
+/// plans (blocks of one or two warpgroups, one or two K/V buffers): ragged edges in queries
+/// and keys, several 128-key tiles (the maximum moves between them), both warpgroups of a
+/// block and several blocks, the causal diagonal with more keys or more queries, and key
 /// padding with and without it.
 #[test]
 fn wgmma_forward_matches_f64() {
@@ -234,8 +253,11 @@ fn wgmma_forward_matches_f64() {
     ];
     for (i, c) in cases.iter().enumerate() {
         let seed = 700 + 10 * i as u64;
-        check_on::<bf16>(Forward::Wgmma, c, seed, BF16_U);
-        check_on::<f16>(Forward::Wgmma, c, seed + 5, F16_U);
+        for (warpgroups, stages) in [(2, 2), (1, 2), (1, 1)] {
+            let plan = Forward::Wgmma(FlashWgmmaPlan { warpgroups, stages });
+            check_on::<bf16>(plan, c, seed, BF16_U);
+            check_on::<f16>(plan, c, seed + 5, F16_U);
+        }
     }
 }
 
