@@ -683,16 +683,14 @@ fn measure<E: Float>(opts: &Opts, size: Size, seed: u64) -> Result<Row, String> 
             fused.forward_wgmma()?;
             fused.backward_with(true)
         })?;
-        // The long-row plan (two warpgroups, two stages) beside the backend's, where they
-        // differ.
-        let long = FlashWgmmaPlan {
-            warpgroups: 2,
-            stages: 2,
-        };
-        if FlashWgmmaPlan::for_keys(size.t, size.d) != long {
-            let ms = median_ms(5, opts.reps, || fused.forward_wgmma_in(long))?;
-            println!("  wgmma fwd in the long-row plan: {ms:.3} ms");
+        // Every plan, so the choice by length can be checked against them.
+        let mut plans = Vec::new();
+        for (warpgroups, stages) in [(2, 2), (1, 2), (1, 1)] {
+            let plan = FlashWgmmaPlan { warpgroups, stages };
+            let ms = median_ms(5, opts.reps, || fused.forward_wgmma_in(plan))?;
+            plans.push(format!("{warpgroups} warpgroups x {stages} stages {ms:.3} ms"));
         }
+        println!("  wgmma fwd plans: {}", plans.join(", "));
         Some((e, fwd, fwd_bwd, all_wgmma))
     } else {
         None

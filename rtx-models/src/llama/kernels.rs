@@ -106,8 +106,9 @@ fn rope_store_rows<T: Float>(
 /// read straight into registers and each warp's first four value rows are loaded before the
 /// scores: the query's, keys' and values' loads are in flight together. Every order is fixed by the launch shape, so a row's
 /// result depends neither on the other rows nor on how many there are. Needs `head_dim <=
-/// 128` and whole warps.
-#[rtx::kernel]
+/// 128` and whole warps. Blocks of up to 1024 threads: the registers a thread may take are
+/// bounded for that (64), so every launch [`attend`] makes fits a multiprocessor.
+#[rtx::kernel(launch_bounds(1024, 1))]
 fn cached_attention<T: Float>(
     q: &[T],
     keys: &[T],
