@@ -688,7 +688,9 @@ fn measure<E: Float>(opts: &Opts, size: Size, seed: u64) -> Result<Row, String> 
         for (warpgroups, stages) in [(2, 2), (1, 2), (1, 1)] {
             let plan = FlashWgmmaPlan { warpgroups, stages };
             let ms = median_ms(5, opts.reps, || fused.forward_wgmma_in(plan))?;
-            plans.push(format!("{warpgroups} warpgroups x {stages} stages {ms:.3} ms"));
+            plans.push(format!(
+                "{warpgroups} warpgroups x {stages} stages {ms:.3} ms"
+            ));
         }
         println!("  wgmma fwd plans: {}", plans.join(", "));
         Some((e, fwd, fwd_bwd, all_wgmma))
