@@ -14,7 +14,8 @@ use rtx_kernels::{DType, Float};
 
 use super::matmul_tc::check_gemm;
 
-fn launch(m: usize, n: usize) -> LaunchConfig {
+/// The launch of the `wgmma` GEMMs over an `m x n` product.
+pub(crate) fn launch(m: usize, n: usize) -> LaunchConfig {
     LaunchConfig::new(
         (
             n.div_ceil(MATMUL_WGMMA_COLS) as u32,

@@ -8,12 +8,11 @@
 use half::{bf16, f16};
 use rtx_kernels::Float;
 use rtx_kernels::kernel::{KernelKind, LaunchConfig, ParamType, TensorMap};
-use rtx_kernels::kernels::{
-    MATMUL_WGMMA_COLS, MATMUL_WGMMA_ROWS, MATMUL_WGMMA_THREADS, matmul_wgmma_tma,
-};
+use rtx_kernels::kernels::matmul_wgmma_tma;
 use rtx_macros::kernel;
 
 use super::matmul_tc::check_gemm;
+use super::matmul_wgmma::launch;
 
 /// Copies the box at (`row`, `col`) of a `rows x cols` view of `x` into a 16-row tile, waits
 /// for it, and writes the tile's words (each as its two elements) to `out`, in the order they
@@ -213,16 +212,6 @@ fn box_copy_at<T: Float>(x: &[T], map: TensorMap, out: &mut [T], word: usize) {
     }
     mbarrier_wait(&mut bar, 0, 0);
     out[0] = (tile[word] & 1) as T;
-}
-
-fn launch(m: usize, n: usize) -> LaunchConfig {
-    LaunchConfig::new(
-        (
-            n.div_ceil(MATMUL_WGMMA_COLS) as u32,
-            m.div_ceil(MATMUL_WGMMA_ROWS) as u32,
-        ),
-        MATMUL_WGMMA_THREADS,
-    )
 }
 
 fn check<T: Float>(m: usize, n: usize, k: usize, from: fn(f32) -> T, to: fn(T) -> f32) {
