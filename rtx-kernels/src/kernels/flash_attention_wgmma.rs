@@ -25,11 +25,6 @@ use crate::Float;
 use crate::kernel::LaunchConfig;
 use rtx_macros::kernel;
 
-/// Threads per block of [`flash_attn_fwd_wgmma()`] in its long-row plan: two warpgroups, 64
-/// query rows each.
-pub const FLASH_ATTN_WGMMA_THREADS: u32 = 256;
-/// Query rows per block of [`flash_attn_fwd_wgmma()`] in its long-row plan.
-pub const FLASH_ATTN_WGMMA_BLOCK_Q: usize = 128;
 /// Keys per step of [`flash_attn_fwd_wgmma()`]'s loop.
 pub const FLASH_ATTN_WGMMA_BLOCK_K: usize = 128;
 /// Rows of keys up to which [`FlashWgmmaPlan::for_keys`] takes blocks of one warpgroup.
@@ -50,7 +45,7 @@ pub fn flash_attn_wgmma_takes(d: usize) -> bool {
 /// // Long rows: two warpgroups share double-buffered tiles, 160 KiB at d 128.
 /// let long = FlashWgmmaPlan::for_keys(4096, 128);
 /// assert_eq!((long.warpgroups, long.stages, long.shared_bytes(128)), (2, 2, 160 * 1024));
-/// // 256 keys at d 64: one warpgroup in 72 KiB, three blocks to a multiprocessor.
+/// // 256 keys at d 64: one warpgroup in 72 KiB (two blocks to a multiprocessor, by registers).
 /// let short = FlashWgmmaPlan::for_keys(256, 64);
 /// assert_eq!((short.warpgroups, short.shared_bytes(64)), (1, 72 * 1024));
 /// ```
@@ -76,12 +71,16 @@ impl FlashWgmmaPlan {
                 warpgroups: 1,
                 stages: 2,
             },
-            _ => FlashWgmmaPlan {
-                warpgroups: 2,
-                stages: 2,
-            },
+            _ => FlashWgmmaPlan::LONG_ROWS,
         }
     }
+
+    /// The plan for long rows: two warpgroups (128 query rows a block) sharing each
+    /// double-buffered K and V tile.
+    pub const LONG_ROWS: FlashWgmmaPlan = FlashWgmmaPlan {
+        warpgroups: 2,
+        stages: 2,
+    };
 
     /// Bytes of shared memory a block takes at head dim `d`: each K and V buffer 128 rows of
     /// `d` 16-bit elements, and Q's 64 rows a warpgroup.
@@ -104,17 +103,6 @@ impl FlashWgmmaPlan {
     }
 }
 
-/// The launch of [`flash_attn_fwd_wgmma()`]'s long-row plan (two warpgroups, two stages) over
-/// `batch x heads` rows of `t_q` queries: a grid of `ceil(t_q / 128) x heads x batch` blocks
-/// of [`FLASH_ATTN_WGMMA_THREADS`] threads.
-pub fn flash_attn_wgmma_launch(batch: usize, heads: usize, t_q: usize) -> LaunchConfig {
-    FlashWgmmaPlan {
-        warpgroups: 2,
-        stages: 2,
-    }
-    .launch(batch, heads, t_q)
-}
-
 /// Attention forward on `wgmma`, f16 or bf16: [`flash_attn_fwd()`](super::flash_attn_fwd)'s
 /// results (the same arguments, layout and masks) for `d` 64 or 128, in blocks of
 /// `warpgroups` (1 or 2) warpgroups with `stages` (1 or 2) K and V buffers, launched as that
@@ -130,14 +118,14 @@ pub fn flash_attn_wgmma_launch(batch: usize, heads: usize, t_q: usize) -> Launch
 ///
 /// ```
 /// use half::bf16;
-/// use rtx_kernels::kernels::{flash_attn_dense_strides, flash_attn_fwd_wgmma, flash_attn_wgmma_launch};
+/// use rtx_kernels::kernels::{flash_attn_dense_strides, flash_attn_fwd_wgmma, FlashWgmmaPlan};
 /// let (t, d) = (2, 64);
 /// let q = vec![bf16::ZERO; t * d];
 /// let k = q.clone();
 /// // Value rows of 1s and 3s: with equal scores, each output is their mean.
 /// let v: Vec<bf16> = (0..t * d).map(|i| bf16::from_f32(1.0 + 2.0 * (i / d) as f32)).collect();
 /// let (mut o, mut lse) = (vec![bf16::ZERO; t * d], vec![0.0f32; t]);
-/// let (launch, s) = (flash_attn_wgmma_launch(1, 1, t), flash_attn_dense_strides(1, t, d));
+/// let (launch, s) = (FlashWgmmaPlan::LONG_ROWS.launch(1, 1, t), flash_attn_dense_strides(1, t, d));
 /// flash_attn_fwd_wgmma(launch, &q, &k, &v, &mut o, &mut lse, &[], s, s, s, 1, 1, t, t, d, 0.125, 1, 0, 2, 2)
 ///     .unwrap();
 /// // Causal: the first query sees the first key alone, the second both.
