@@ -204,8 +204,9 @@ fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 
 /// `QTensor::matmul_t_joined` (the rows RMS-normed before the product, a residual added
 /// after) on every device: on the CPU exactly the composition `rms_norm`, `matmul_t`, `+`;
-/// on each GPU (one launch up to 4 rows, the norm's launch and the product with the residual
-/// from 5) the dequantized weight's f32 product of the normed rows plus the residual, within
+/// on each GPU (one launch below 64 rows, `qmatvec_ggml` up to 4 and `qmatmul_ggml` past
+/// them; the norm's launch, then the tensor cores' product with the residual, from 64) the
+/// dequantized weight's f32 product of the normed rows plus the residual, within
 /// 1e-5 of the terms' magnitudes. A norm weight of the wrong length is an error naming it.
 #[test]
 fn joined_products_are_the_norm_the_product_and_the_sum_on_every_device() {

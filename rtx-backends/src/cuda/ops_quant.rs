@@ -58,14 +58,14 @@ pub(crate) enum Rows<'a> {
 
 /// `x · Wᵀ` for the quantized weight `W` `[n, k]` in `words` (GGUF type `kind`, `Q8_0` or
 /// `Q4_1`) and the f32 activations `x` viewed by `xl` as `[m, k]` (`[m, 2 k]` for
-/// [`Rows::SwiGlu`]), as a dense `[m, n]` storage, plus the `[m, n]` `residual` where one is
-/// given: one launch. `qmatmul_ggml` decodes each weight block in registers; for the few rows
-/// of a decoding step (up to `QMATVEC_ROWS`) `qmatvec_ggml` does so without its staging's
-/// barriers, and takes its rows as `rows` says (normed, or SwiGLU of stacked halves); from
-/// [`TENSOR_CORE_ROWS`] rows on a GPU of compute capability 8.0 or later, `qmatmul_ggml_tc`
-/// multiplies the blocks' integers on the tensor cores. The caller has checked the kind, the
-/// dims, that `words` holds the weight's blocks, and the norm's and residual's dims; rows
-/// other than [`Rows::Plain`] come with at most `QMATVEC_ROWS` rows.
+/// [`Rows::SwiGlu`]), taken as `rows` says, as a dense `[m, n]` storage, plus the `[m, n]`
+/// `residual` where one is given. `qmatmul_ggml` decodes each weight block in registers, with
+/// the norm or SwiGLU applied as it stages the rows: one launch; for the few rows of a
+/// decoding step (up to `QMATVEC_ROWS`) `qmatvec_ggml` does the same without its staging's
+/// barriers; from [`TENSOR_CORE_ROWS`] rows on a GPU of compute capability 8.0 or later
+/// (a prefill), the norm or SwiGLU is a launch of its own and `qmatmul_ggml_tc` multiplies
+/// the blocks' integers on the tensor cores. The caller has checked the kind, the dims, that
+/// `words` holds the weight's blocks, and the norm's and residual's dims.
 pub(crate) fn qmatmul(
     words: &CudaStorage<i32>,
     kind: u32,
@@ -75,6 +75,18 @@ pub(crate) fn qmatmul(
     residual: Option<(&CudaStorage<f32>, &crate::Layout)>,
 ) -> Result<CudaStorage<f32>> {
     let m = xl.dims()[0];
+    let tensor_cores = m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0);
+    if tensor_cores && !matches!(rows, Rows::Plain) {
+        let first = match rows {
+            Rows::RmsNorm(g, gl, eps) => {
+                let weight = Some((g, gl));
+                super::ops_norm::norm_rows((x, xl), weight, None, f64::from(eps), false)?.0
+            }
+            _ => swiglu(x, xl)?,
+        };
+        let dense = crate::Layout::contiguous(&[m, k]);
+        return qmatmul(words, kind, (n, k), (&first, &dense), Rows::Plain, residual);
+    }
     let out = CudaStorage::<f32>::uninit(words.ordinal(), m * n)?;
     if m == 0 || n == 0 {
         return Ok(out);
@@ -85,7 +97,6 @@ pub(crate) fn qmatmul(
         Some((r, rl)) => super::ops::dense_view(r, rl)?,
         None => (out.clone(), 0),
     };
-    // Every kernel's arguments start alike; `qmatvec_ggml` takes the norm's after them.
     let mut args = vec![
         Arg::Ptr(words.device_ptr()),
         Arg::Ptr(xs.ptr_at(at)),
@@ -97,7 +108,14 @@ pub(crate) fn qmatmul(
         Arg::U32(kind),
         Arg::U32(u32::from(residual.is_some())),
     ];
-    let (src, dtype, config) = if m <= kernels::QMATVEC_ROWS {
+    let (src, dtype, config) = if tensor_cores {
+        // The tensor-core kernel takes its bf16 entry: its activations' split needs bf16's
+        // exponent range (activations and output are f32, its `T::Acc`, either way).
+        let tile = kernels::QMATMUL_TC_TILE;
+        let config = grid((n, tile), (m, tile), kernels::QMATMUL_TC_THREADS)?;
+        (&kernels::qmatmul_ggml_tc::KERNEL, DType::BF16, config)
+    } else {
+        // Both FMA kernels take the rows' input after the common arguments.
         let ((g, g_at), input, eps) = match rows {
             Rows::Plain => ((out.clone(), 0), kernels::QINPUT_ROWS, 0.0),
             Rows::RmsNorm(g, gl, eps) => (
@@ -109,30 +127,14 @@ pub(crate) fn qmatmul(
         };
         args.extend([Arg::Ptr(g.ptr_at(g_at)), Arg::U32(input), Arg::Acc(eps)]);
         let warps = (kernels::QMATMUL_THREADS / 32) as usize;
-        let config = grid((n, warps), (1, 1), kernels::QMATMUL_THREADS)?;
-        (&kernels::qmatvec_ggml::KERNEL, DType::F32, config)
-    } else if !matches!(rows, Rows::Plain) {
-        return Err(crate::BackendError::BadArgument {
-            op: "quantized matmul",
-            msg: format!(
-                "a norm or SwiGLU joins products of at most {} rows, not {m}",
-                kernels::QMATVEC_ROWS
-            ),
-        });
-    } else if m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0) {
-        // The tensor-core kernel takes its bf16 entry: its activations' split needs bf16's
-        // exponent range (activations and output are f32, its `T::Acc`, either way).
-        let tile = kernels::QMATMUL_TC_TILE;
-        let config = grid((n, tile), (m, tile), kernels::QMATMUL_TC_THREADS)?;
-        (&kernels::qmatmul_ggml_tc::KERNEL, DType::BF16, config)
-    } else {
-        let warps = (kernels::QMATMUL_THREADS / 32) as usize;
-        let config = grid(
-            (n, warps),
-            (m, kernels::QMATMUL_ROWS),
-            kernels::QMATMUL_THREADS,
-        )?;
-        (&kernels::qmatmul_ggml::KERNEL, DType::F32, config)
+        if m <= kernels::QMATVEC_ROWS {
+            let config = grid((n, warps), (1, 1), kernels::QMATMUL_THREADS)?;
+            (&kernels::qmatvec_ggml::KERNEL, DType::F32, config)
+        } else {
+            let per = (m, kernels::QMATMUL_ROWS);
+            let config = grid((n, warps), per, kernels::QMATMUL_THREADS)?;
+            (&kernels::qmatmul_ggml::KERNEL, DType::F32, config)
+        }
     };
     let entry = kernel_entry(words.ordinal(), src, dtype, dtype, Variant::Simt)?;
     // SAFETY: each kernel reads the `n * k / 32` blocks the caller checked `words` holds, `m

@@ -92,11 +92,9 @@ impl Storage<i32> {
 
     /// [`Storage::qmatmul`] with its neighbours in `join`: the rows of `x` taken as
     /// [`QJoin::input`] says (RMS-normed, or SwiGLU of `[m, 2 k]` stacked halves), and a
-    /// residual added after. On a GPU a product of at most
-    /// `rtx_kernels::kernels::QMATVEC_ROWS` rows (a decoding step) is one launch with both
-    /// joined, and a longer one adds the residual in its own launch (the norm or SwiGLU
-    /// before it is one more); on the CPU they are the norm or SwiGLU, the product and the
-    /// sum in turn.
+    /// residual added after. On a GPU that is one launch with both joined, but for a prefill's
+    /// product on the tensor cores, which the norm or SwiGLU precedes as a launch of its own;
+    /// on the CPU they are the norm or SwiGLU, the product and the sum in turn.
     pub fn qmatmul_joined(
         &self,
         kind: u32,
@@ -158,8 +156,8 @@ impl Storage<i32> {
             )),
             _ => None,
         };
-        // A decoding step's few rows on a GPU: one launch with everything joined.
-        if m <= rtx_kernels::kernels::QMATVEC_ROWS {
+        // On a GPU one launch with everything joined (a prefill's norm or SwiGLU aside).
+        if x.device().is_cuda() {
             let halves = Layout::contiguous(&[m, k]);
             Storage::qmatmul_check(&[(self, kind, n)], k, x, if swiglu { &halves } else { xl })?;
             let g = match join.input {
@@ -175,8 +173,7 @@ impl Storage<i32> {
                 return Ok(Storage::Cuda(out?));
             }
         }
-        // Otherwise the norm or SwiGLU first, then the product, with the residual added in it
-        // on a GPU.
+        // On the CPU the norm or SwiGLU first, then the product, then the residual.
         let first = match join.input {
             QInput::Rows => None,
             QInput::RmsNorm(g, gl, eps) => {

@@ -19,9 +19,12 @@ pub const QMATMUL_ROWS: usize = 8;
 /// `out[r * n + c] = Σ_j x[r * k + j] · W[c, j]` for the quantized weight `W` `[n, k]` in `w`
 /// (ggml blocks of 32 values as little-endian words, GGUF type `kind`: 8 for `Q8_0`, 3 for
 /// `Q4_1`, no other) and activations `x` `[m, k]`, `k` a multiple of 32: a Linear's `x · Wᵀ`;
-/// with `add` 1, plus `res[r * n + c]` (a residual `[m, n]`; `res` is not read otherwise). Launch
-/// exactly [`QMATMUL_THREADS`] threads per block (the staging's steps assume it) on a grid of
-/// `ceil(n / 4) x ceil(m / 8)` blocks.
+/// with `add` 1, plus `res[r * n + c]` (a residual `[m, n]`; `res` is not read otherwise). The
+/// rows are taken as `input` says, as [`qmatvec_ggml()`] takes them: as they are
+/// ([`QINPUT_ROWS`]), RMS-normed with the weight `g` and `eps` ([`QINPUT_RMS_NORM`]), or as
+/// SwiGLU of `[m, 2 k]` stacked halves ([`QINPUT_SWIGLU`]), so a batched decoding step's
+/// norm and SwiGLU are not launches of their own. Launch exactly [`QMATMUL_THREADS`] threads
+/// per block (the staging's steps assume it) on a grid of `ceil(n / 4) x ceil(m / 8)` blocks.
 ///
 /// Warp `w` of block `(bx, by)` takes weight row `c = 4 bx + w` and activation rows
 /// `8 by ..`; each step the warp takes 8 blocks of 32 values, lane `l` decoding the 8 values
@@ -30,10 +33,14 @@ pub const QMATMUL_ROWS: usize = 8;
 /// are first staged in shared memory by the whole block (loads of 128 contiguous bytes a
 /// warp), one padding slot after each 32, so the lanes' reads, 8 values apart, fall in
 /// distinct banks: read from global memory, those reads bound the vocabulary's product by
-/// the L1 cache's throughput (an H100: 80% busy, DRAM 14%).
+/// the L1 cache's throughput (an H100: 80% busy, DRAM 14%). The staging applies the input's
+/// SwiGLU, or the norm's weight while each thread sums the squares of the values it stages;
+/// the block adds those up per row (in a fixed order) and scales the finished sums. An entry
+/// for each `input`: 47 or 48 registers a thread each (f32, `sm_90a`), where one entry for
+/// all three took 88, and the vocabulary's product runs many blocks.
 ///
 /// ```
-/// use rtx_kernels::{kernels::qmatmul_ggml, kernel::LaunchConfig};
+/// use rtx_kernels::{kernels::{qmatmul_ggml, QINPUT_ROWS}, kernel::LaunchConfig};
 /// // One Q8_0 block of scale 0.5 (f16 0x3800) and values 0, 1, ..., 31, as words.
 /// let mut bytes = vec![0x00, 0x38];
 /// bytes.extend(0..32u8);
@@ -41,10 +48,11 @@ pub const QMATMUL_ROWS: usize = 8;
 /// let w: Vec<i32> = bytes.chunks(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
 /// let x = vec![1.0f32; 32];
 /// let mut out = vec![0.0f32; 1];
-/// qmatmul_ggml(LaunchConfig::new((1, 1), 128), &w, &x, &[], &mut out, 1, 1, 32, 8, 0).unwrap();
+/// let launch = LaunchConfig::new((1, 1), 128);
+/// qmatmul_ggml(launch, &w, &x, &[], &mut out, 1, 1, 32, 8, 0, &[], QINPUT_ROWS, 0.0).unwrap();
 /// assert_eq!(out[0], 0.5 * (0..32).sum::<i32>() as f32);
 /// ```
-#[kernel(crate = crate)]
+#[kernel(crate = crate, specialize(input = 0, 1, 2))]
 #[allow(clippy::too_many_arguments)]
 pub fn qmatmul_ggml<T: Float>(
     w: &[i32],
@@ -56,9 +64,14 @@ pub fn qmatmul_ggml<T: Float>(
     k: usize,
     kind: u32,
     add: u32,
+    g: &[T],
+    input: u32,
+    eps: T,
 ) {
     #[shared]
     let xs: [T; 2112];
+    #[shared]
+    let red: [T; 32];
     let lane = lane_id();
     let tid = thread_idx_x();
     let nt = block_dim_x();
@@ -71,36 +84,34 @@ pub fn qmatmul_ggml<T: Float>(
     let blocks = k / 32;
     let bytes = if kind == 8 { 34 } else { 20 };
     let quarter = lane % 4;
+    // A row of stacked halves is twice as long; its up half starts `k` on.
+    let stride = if input == 2 { 2 * k } else { k };
     let mut acc = [0.0; 8];
+    let mut squares = [0.0; 8];
     let mut v = [0.0; 8];
     let mut b0 = 0;
     while b0 < blocks {
-        // Values `32 b0 ..` of each row (fewer at a row's end), value `t` of row `r` at
-        // `264 r + t + t / 32`.
         let width = (blocks - b0).min(8) * 32;
-        if rows == 8 {
-            // A full tile of rows (a batch of 8 or more, a prefill): value `i = tid + 128 q`
-            // of the step is row `q / 2`'s value `i % 256`, unrolled, so each thread's loads
-            // are in flight together (a loop issued them one at a time, and the products of
-            // 32 rows waited on it: an H100 took 47 µs for the down projection's product where
-            // this takes 26).
-            for q in 0..16 {
-                let i = tid + 128 * q;
-                let t = i % 256;
-                if t < width {
-                    xs[(q / 2) * 264 + t + t / 32] = x[(r0 + q / 2) * k + b0 * 32 + t];
+        // Values `32 b0 ..` of each row (fewer at a row's end), value `t` of row `r` at
+        // `264 r + t + t / 32`: value `i = tid + 128 q` of the step is row `q / 2`'s value
+        // `i % 256`, unrolled, so each thread's loads are in flight together (a loop issued
+        // them one at a time, and the products of 32 rows waited on it: an H100 took 47 µs
+        // for the down projection's product where this takes 26). Up to 4 rows take
+        // `qmatvec_ggml` instead, so the rows past a short tile's last cost little.
+        for q in 0..16 {
+            let t = (tid + 128 * q) % 256;
+            if q / 2 < rows && t < width {
+                let j = b0 * 32 + t;
+                let at = (r0 + q / 2) * stride + j;
+                let mut xv = x[at];
+                if input == 1 {
+                    squares[q / 2] += xv * xv;
+                    xv *= g[j];
                 }
-            }
-        } else {
-            // Fewer rows (decoding one sequence): a loop over just those, which at one row is
-            // two steps where the sixteen unrolled ones cost 9% of a decode step.
-            let mut i = tid;
-            while i < rows * 256 {
-                let t = i % 256;
-                if t < width {
-                    xs[(i / 256) * 264 + t + t / 32] = x[(r0 + i / 256) * k + b0 * 32 + t];
+                if input == 2 {
+                    xv = silu(xv) * x[at + k];
                 }
-                i += nt;
+                xs[(q / 2) * 264 + t + t / 32] = xv;
             }
         }
         sync_threads();
@@ -127,9 +138,30 @@ pub fn qmatmul_ggml<T: Float>(
         sync_threads();
         b0 += 8;
     }
+    // The norm's scale of each row: every warp's squares, added in warp order.
+    let mut scale = [1.0; 8];
+    if input == 1 {
+        for r in 0..8 {
+            let s = warp_sum_xor(squares[r]);
+            if lane == 0 {
+                red[(tid / 32) * 8 + r] = s;
+            }
+        }
+        sync_threads();
+        for r in 0..8 {
+            let mut total = 0.0;
+            for wi in 0..4 {
+                total += red[wi * 8 + r];
+            }
+            scale[r] = 1.0 / (total / (k as T) + eps).sqrt();
+        }
+    }
     if active {
         for r in 0..8 {
-            let s = warp_sum_xor(acc[r]);
+            let mut s = warp_sum_xor(acc[r]);
+            if input == 1 {
+                s *= scale[r];
+            }
             if lane == 0 && r < rows {
                 let at = (r0 + r) * n + col;
                 if add == 1 {

@@ -76,6 +76,39 @@ fn qmatvec(
     out
 }
 
+/// `qmatmul_ggml`'s `[m, n]` product of `x`, its rows taken as `input` says (`g` and `eps`
+/// for the norm), no residual.
+fn qmatmul(
+    w: &[i32],
+    x: &[f32],
+    (m, n, k): (usize, usize, usize),
+    kind: u32,
+    (input, g, eps): (u32, &[f32], f32),
+) -> Vec<f32> {
+    let mut out = vec![f32::NAN; m * n];
+    let config = LaunchConfig::new(
+        (n.div_ceil(4) as u32, m.div_ceil(QMATMUL_ROWS) as u32),
+        QMATMUL_THREADS,
+    );
+    qmatmul_ggml(
+        config,
+        &w,
+        x,
+        &[],
+        &mut out,
+        m,
+        n,
+        k,
+        kind,
+        0,
+        g,
+        input,
+        eps,
+    )
+    .unwrap();
+    out
+}
+
 /// Which kernel [`check_on`] runs.
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
@@ -105,7 +138,22 @@ fn check_on(path: Path, kind: u32, m: usize, n: usize, k: usize) {
                 ),
                 QMATMUL_THREADS,
             );
-            qmatmul_ggml(config, &w, &x, &[], &mut out, m, n, k, kind, 0).unwrap();
+            qmatmul_ggml(
+                config,
+                &w,
+                &x,
+                &[],
+                &mut out,
+                m,
+                n,
+                k,
+                kind,
+                0,
+                &[],
+                QINPUT_ROWS,
+                0.0,
+            )
+            .unwrap();
             1e-6
         }
         Path::TensorCores => {
@@ -194,7 +242,22 @@ fn decoding_products_equal_qmatmul_ggml_bit_for_bit() {
                 ),
                 QMATMUL_THREADS,
             );
-            qmatmul_ggml(config, &w, &x, &[], &mut want, m, n, k, kind, 0).unwrap();
+            qmatmul_ggml(
+                config,
+                &w,
+                &x,
+                &[],
+                &mut want,
+                m,
+                n,
+                k,
+                kind,
+                0,
+                &[],
+                QINPUT_ROWS,
+                0.0,
+            )
+            .unwrap();
             for threads in [64u32, 128] {
                 let got = qmatvec(&w, &x, (m, n, k), kind, threads, (QINPUT_ROWS, &[], 0.0));
                 assert_eq!(
@@ -206,8 +269,8 @@ fn decoding_products_equal_qmatmul_ggml_bit_for_bit() {
     }
 }
 
-/// The joined neighbours: with `norm` the decoding kernel's products are those of the
-/// RMS-normed rows (`x / sqrt(mean(x²) + eps) * g`, normed first in f64) within 1e-6 of the
+/// The joined neighbours: with `norm` the decoding kernel's and `qmatmul_ggml`'s products are
+/// those of the RMS-normed rows (`x / sqrt(mean(x²) + eps) * g`, normed first in f64) within 1e-6 of the
 /// terms' magnitudes; with `add` every kernel adds the residual after its sum, exactly.
 #[test]
 fn products_join_the_norm_before_and_the_residual_after() {
@@ -257,7 +320,22 @@ fn products_join_the_norm_before_and_the_residual_after() {
                     QMATMUL_THREADS,
                 );
                 for (add, out) in [(0, &mut plain), (1, &mut added)] {
-                    qmatmul_ggml(fma, &w, &x, &res, out, m, n, k, kind, add).unwrap();
+                    qmatmul_ggml(
+                        fma,
+                        &w,
+                        &x,
+                        &res,
+                        out,
+                        m,
+                        n,
+                        k,
+                        kind,
+                        add,
+                        &[],
+                        QINPUT_ROWS,
+                        0.0,
+                    )
+                    .unwrap();
                 }
                 let mut tc_plain = vec![f32::NAN; m * n];
                 let mut tc_added = vec![f32::NAN; m * n];
@@ -279,10 +357,11 @@ fn products_join_the_norm_before_and_the_residual_after() {
                     "type {kind}, [{m}, {n}, {k}], output {i}"
                 );
             }
-            if m > QMATVEC_ROWS {
-                continue;
-            }
-            let normed = qmatvec(&w, &x, (m, n, k), kind, 128, (QINPUT_RMS_NORM, &g, eps));
+            let normed = if m <= QMATVEC_ROWS {
+                qmatvec(&w, &x, (m, n, k), kind, 128, (QINPUT_RMS_NORM, &g, eps))
+            } else {
+                qmatmul(&w, &x, (m, n, k), kind, (QINPUT_RMS_NORM, &g, eps))
+            };
             for r in 0..m {
                 let row = &x[r * k..(r + 1) * k];
                 let mean = row
@@ -309,13 +388,19 @@ fn products_join_the_norm_before_and_the_residual_after() {
     }
 }
 
-/// SwiGLU joined: from `[m, 2 k]` rows of stacked halves the decoding kernel gives, bit for
-/// bit, `qmatmul_ggml`'s product of `swiglu_rows`' values (the same `silu(gate) * up`, the
-/// same sums), and `swiglu_rows` is that formula.
+/// SwiGLU joined: from `[m, 2 k]` rows of stacked halves the decoding kernel (up to 4 rows)
+/// and `qmatmul_ggml` (any) give, bit for bit, `qmatmul_ggml`'s product of `swiglu_rows`'
+/// values (the same `silu(gate) * up`, the same sums), and `swiglu_rows` is that formula.
 #[test]
 fn swiglu_joined_products_are_swiglu_rows_then_the_product() {
     for kind in [8, 3] {
-        for (m, n, k) in [(1, 37, 576), (3, 5, 1536), (4, 6, 96)] {
+        for (m, n, k) in [
+            (1, 37, 576),
+            (3, 5, 1536),
+            (4, 6, 96),
+            (9, 7, 288),
+            (17, 5, 64),
+        ] {
             let w = weight(kind, n, k, (m * 5 + n + k) as u64);
             let x: Vec<f32> = words(m * 2 * k, 21)
                 .map(|v| (v % 1000) as f32 / 200.0 - 2.5)
@@ -335,8 +420,27 @@ fn swiglu_joined_products_are_swiglu_rows_then_the_product() {
                 (n.div_ceil(4) as u32, m.div_ceil(QMATMUL_ROWS) as u32),
                 QMATMUL_THREADS,
             );
-            qmatmul_ggml(config, &w, &hidden, &[], &mut want, m, n, k, kind, 0).unwrap();
-            let got = qmatvec(&w, &x, (m, n, k), kind, 128, (QINPUT_SWIGLU, &[], 0.0));
+            qmatmul_ggml(
+                config,
+                &w,
+                &hidden,
+                &[],
+                &mut want,
+                m,
+                n,
+                k,
+                kind,
+                0,
+                &[],
+                QINPUT_ROWS,
+                0.0,
+            )
+            .unwrap();
+            let got = if m <= QMATVEC_ROWS {
+                qmatvec(&w, &x, (m, n, k), kind, 128, (QINPUT_SWIGLU, &[], 0.0))
+            } else {
+                qmatmul(&w, &x, (m, n, k), kind, (QINPUT_SWIGLU, &[], 0.0))
+            };
             assert_eq!(got, want, "type {kind}, [{m}, {n}, {k}]");
         }
     }

@@ -248,9 +248,10 @@ impl QTensor {
     /// `input(x) · Wᵀ + residual`: [`QTensor::matmul_t`] with a decoding block's neighbours
     /// joined to it. `input` says what the rows are ([`QInput`]: as they are, RMS-normed, or
     /// SwiGLU of stacked halves); `residual` (`[M, N]`), if given, is added to the product.
-    /// On a GPU a product of a few rows (a decoding step) is one launch with both joined,
-    /// where the composition takes three; more rows take the norm's or SwiGLU's launch, then
-    /// the product with the residual added in it. On the CPU they run in turn. No gradient is
+    /// On a GPU a product of up to 63 rows (a decoding step) is one launch with both joined,
+    /// where the composition takes three; more rows (a prefill, on the tensor cores) take the
+    /// norm's or SwiGLU's launch, then the product with the residual added in it. On the CPU
+    /// they run in turn. No gradient is
     /// recorded (a quantized weight is for inference).
     ///
     /// # Errors
