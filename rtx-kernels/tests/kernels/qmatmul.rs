@@ -90,22 +90,7 @@ fn qmatmul(
         (n.div_ceil(4) as u32, m.div_ceil(QMATMUL_ROWS) as u32),
         QMATMUL_THREADS,
     );
-    qmatmul_ggml(
-        config,
-        &w,
-        x,
-        &[],
-        &mut out,
-        m,
-        n,
-        k,
-        kind,
-        0,
-        g,
-        input,
-        eps,
-    )
-    .unwrap();
+    qmatmul_ggml(config, w, x, &[], &mut out, m, n, k, kind, 0, g, input, eps).unwrap();
     out
 }
 
