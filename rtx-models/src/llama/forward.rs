@@ -190,9 +190,8 @@ impl Llama {
     /// One block over the residual stream `x` (`[rows, D]`), giving the stream after it.
     /// Each RMS norm is joined to the product after it and each residual add to the product
     /// before it, and SwiGLU to the down product ([`super::Weight::forward_joined`]), so that
-    /// a decoding step on a GPU is five launches a block: the `qkv` product, attention (with
-    /// the rotary turn and the cache write), the `o` product, and the gate-and-up and down
-    /// products.
+    /// a decoding step on a GPU is six launches a block: the `qkv` product, the rotary turn
+    /// and cache write, attention, the `o` product, and the gate-and-up and down products.
     fn block(
         &self,
         b: &LlamaBlock,
@@ -205,30 +204,32 @@ impl Llama {
         let c = &self.config;
         let (h, eps) = (c.head_count, c.rms_eps);
         // One product for the query, key and value heads; then one launch turns the query and
-        // key heads and writes the keys and values into the cache, which a decoding step's
-        // attention does itself.
+        // key heads and writes the keys and values into the cache.
         let mut qkv = b
             .qkv
             .forward_joined(x, QInput::RmsNorm(&b.attn_norm, eps), None)?;
-        let tables = (&self.rope.cos, &self.rope.sin);
+        let (cos, sin) = (&self.rope.cos, &self.rope.sin);
         let (keys, values) = (&mut cache.keys[layer], &mut cache.values[layer]);
+        kernels::rope_store(
+            &mut qkv,
+            keys,
+            values,
+            cos,
+            sin,
+            &places.seq,
+            &places.pos,
+            h,
+        )?;
         let attn = match plan {
-            Plan::Decode => {
-                let (seq, pos) = (&places.seq, &places.pos);
-                kernels::attend(&qkv, keys, values, tables, seq, pos, h, true)?
-            }
+            Plan::Decode => kernels::attend(
+                &qkv,
+                &cache.keys[layer],
+                &cache.values[layer],
+                &places.seq,
+                &places.pos,
+                h,
+            )?,
             Plan::Segments(segments) => {
-                let (cos, sin) = tables;
-                kernels::rope_store(
-                    &mut qkv,
-                    keys,
-                    values,
-                    cos,
-                    sin,
-                    &places.seq,
-                    &places.pos,
-                    h,
-                )?;
                 self.attend_segments(&qkv, segments, places, cache, layer)?
             }
         };
@@ -248,7 +249,7 @@ impl Llama {
         qkv: &Matrix,
         segments: &[Segment<'_>],
         places: &Places,
-        cache: &mut BatchKvCache,
+        cache: &BatchKvCache,
         layer: usize,
     ) -> Result<Matrix> {
         let h = self.config.head_count;
@@ -261,9 +262,8 @@ impl Llama {
                 self.attend_cpu(&rows, s, cache, layer)?
             } else if t == 1 {
                 let at = places.narrow(first, 1);
-                let (keys, values) = (&mut cache.keys[layer], &mut cache.values[layer]);
-                let tables = (&self.rope.cos, &self.rope.sin);
-                kernels::attend(&rows, keys, values, tables, &at.seq, &at.pos, h, false)?
+                let (keys, values) = (&cache.keys[layer], &cache.values[layer]);
+                kernels::attend(&rows, keys, values, &at.seq, &at.pos, h)?
             } else {
                 self.attend_prefill(&rows, s, cache, layer)?
             });

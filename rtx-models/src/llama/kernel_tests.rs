@@ -134,10 +134,8 @@ fn cached_attention_case(hd: usize) {
         .map(|x| 4.0 * x)
         .collect();
     let shape = (batch, kv_heads, max_len, hd);
-    let mut keys = Tensor::from_vec(k_v.clone(), shape, Device::Cpu);
-    let mut vals = Tensor::from_vec(v_v.clone(), shape, Device::Cpu);
-    // Read only when the kernel turns the rows itself.
-    let table: Tensor<(usize, usize)> = Tensor::zeros((1, hd / 2), Device::Cpu);
+    let keys = Tensor::from_vec(k_v.clone(), shape, Device::Cpu);
+    let vals = Tensor::from_vec(v_v.clone(), shape, Device::Cpu);
     // Each row of `q` is followed by 3 columns the kernel must not read, as the stacked
     // keys and values follow the query heads in a step's projections.
     let extra = 3;
@@ -151,12 +149,9 @@ fn cached_attention_case(hd: usize) {
     let pos = vector(rows.iter().map(|r| r.1 as f32).collect());
     // One warp (the CPU's launch), eight, and 32 (a GPU's).
     for threads in [32, 256, 1024] {
-        let tables = (&table, &table);
-        let got = kernels::attend_threads(
-            &q, &mut keys, &mut vals, tables, &seq, &pos, heads, false, threads,
-        )
-        .unwrap()
-        .to_vec();
+        let got = kernels::attend_threads(&q, &keys, &vals, &seq, &pos, heads, threads)
+            .unwrap()
+            .to_vec();
         let scale = 1.0 / (hd as f64).sqrt();
         for (r, &(s, p)) in rows.iter().enumerate() {
             for h in 0..heads {
@@ -188,66 +183,6 @@ fn cached_attention_case(hd: usize) {
                     );
                 }
             }
-        }
-    }
-}
-
-/// A decoding step's attention with the rotary turn and the cache write joined (`turn`)
-/// gives, bit for bit, what `rope_store` then the attention give: the same outputs and the
-/// same caches, on one warp, eight and 32, with grouped heads, head widths of 8 and 72, and a
-/// row whose own position lies in the second 1024-position chunk.
-#[test]
-fn attention_with_the_turn_joined_is_rope_store_then_attention_bit_for_bit() {
-    for hd in [8, 72] {
-        // A decoding step's rows are of different sequences: none reads what another writes.
-        let (batch, kv_heads, max_len, heads) = (3, 2, 1100, 6);
-        let half = hd / 2;
-        let width = (heads + 2 * kv_heads) * hd;
-        let rows = [(2usize, 1099usize), (0, 0), (1, 5)];
-        let qkv_v = values(rows.len() * width, 31);
-        let n = batch * kv_heads * max_len * hd;
-        let (k_v, v_v) = (values(n, 32), values(n, 33));
-        let (cos_v, sin_v) = (values(max_len * half, 34), values(max_len * half, 35));
-        let cos = Tensor::from_vec(cos_v, (max_len, half), Device::Cpu);
-        let sin = Tensor::from_vec(sin_v, (max_len, half), Device::Cpu);
-        let seq = vector(rows.iter().map(|r| r.0 as f32).collect());
-        let pos = vector(rows.iter().map(|r| r.1 as f32).collect());
-        let shape = (batch, kv_heads, max_len, hd);
-        let fresh = || {
-            let qkv: Tensor<(usize, usize)> =
-                Tensor::from_vec(qkv_v.clone(), (rows.len(), width), Device::Cpu);
-            let keys = Tensor::from_vec(k_v.clone(), shape, Device::Cpu);
-            let vals = Tensor::from_vec(v_v.clone(), shape, Device::Cpu);
-            (qkv, keys, vals)
-        };
-        for threads in [32, 256, 1024] {
-            let (mut qkv, mut keys, mut vals) = fresh();
-            kernels::rope_store_split(
-                &mut qkv, &mut keys, &mut vals, &cos, &sin, &seq, &pos, heads, 1,
-            )
-            .unwrap();
-            let tables = (&cos, &sin);
-            let want = kernels::attend_threads(
-                &qkv, &mut keys, &mut vals, tables, &seq, &pos, heads, false, threads,
-            )
-            .unwrap();
-            let (qkv, mut keys_j, mut vals_j) = fresh();
-            let got = kernels::attend_threads(
-                &qkv,
-                &mut keys_j,
-                &mut vals_j,
-                tables,
-                &seq,
-                &pos,
-                heads,
-                true,
-                threads,
-            )
-            .unwrap();
-            let at = format!("head width {hd}, {threads} threads");
-            assert_eq!(got.to_vec(), want.to_vec(), "outputs, {at}");
-            assert_eq!(keys_j.to_vec(), keys.to_vec(), "keys, {at}");
-            assert_eq!(vals_j.to_vec(), vals.to_vec(), "values, {at}");
         }
     }
 }

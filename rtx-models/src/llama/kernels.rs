@@ -16,9 +16,6 @@ use rtx::prelude::*;
 /// Threads per block of the one-thread-per-element kernels.
 const THREADS: usize = 256;
 
-/// The rotary tables `cos` and `sin`, `[positions, head_dim / 2]` each.
-pub(super) type Tables<'a> = (&'a Tensor<(usize, usize)>, &'a Tensor<(usize, usize)>);
-
 /// The rotary turn and the cache write of a step's projected rows `qkv` (`[rows, (heads +
 /// 2 kv_heads) * 2 half]`: the query heads, then the key heads, then the value heads, as
 /// [`crate::llama::LlamaBlock::qkv`] stacks them), in one launch. Row `r` belongs to
@@ -93,20 +90,11 @@ fn rope_store_rows<T: Float>(
 }
 
 /// Attention of single-token rows over the cache: block `r * heads + h` takes query head `h`
-/// of row `r` (`qkv`, rows of `q_stride` elements whose first `heads * head_dim` are the query
-/// heads), which belongs to sequence `seq[r]` at position `p = pos[r]`, and attends over that
-/// sequence's cached keys and values at positions `0..=p` of key-value head `h / group`
-/// (`keys` and `values`, `[batch, kv_heads, max_len, head_dim]`), writing `out`, `[rows, heads
-/// * head_dim]`.
-///
-/// With `turn` 0 this step's keys and values are already in the cache, and the query heads
-/// already turned ([`rope_store_rows`]). With `turn` 1 the kernel does that launch's work for
-/// its rows too: `qkv` rows are a step's whole stacked projections, the query turned in
-/// registers and the row's key head turned (by [`rope_store_rows`]' formula, with the tables
-/// `cos` and `sin`) into shared memory, beside its value head; the block of each key-value
-/// head's first query head writes both into the cache at `p`, and every block takes position
-/// `p` from shared memory, so none reads what another writes. A decoding step is then one
-/// launch fewer a block.
+/// of row `r` (`q`, rows of `q_stride` elements whose first `heads * head_dim` are the query
+/// heads), which belongs to sequence `seq[r]` at position `pos[r]`, and attends over that
+/// sequence's cached keys and values at positions `0..=pos[r]` of key-value head `h / group`
+/// (`keys` and `values`, `[batch, kv_heads, max_len, head_dim]`, this step's own key already
+/// written), writing `out`, `[rows, heads * head_dim]`.
 ///
 /// Positions go in chunks of 1024 (their scores held in shared memory), joined by rescaling with the running maximum (an
 /// online softmax). In a chunk, each group of 8 lanes scores one position at a time (lane
@@ -122,11 +110,9 @@ fn rope_store_rows<T: Float>(
 /// bounded for that (64), so every launch [`attend`] makes fits a multiprocessor.
 #[rtx::kernel(launch_bounds(1024, 1))]
 fn cached_attention<T: Float>(
-    qkv: &[T],
-    keys: &mut [T],
-    values: &mut [T],
-    cos: &[T],
-    sin: &[T],
+    q: &[T],
+    keys: &[T],
+    values: &[T],
     seq: &[T],
     pos: &[T],
     out: &mut [T],
@@ -137,7 +123,6 @@ fn cached_attention<T: Float>(
     head_dim: usize,
     max_len: usize,
     scale: T,
-    turn: u32,
 ) {
     const CHUNK: usize = 1024;
     #[shared]
@@ -146,9 +131,6 @@ fn cached_attention<T: Float>(
     let part: [T; 4096];
     #[shared]
     let red: [T; 32];
-    // With `turn`: position `p`'s key (`0..head_dim`) and value (`128..`).
-    #[shared]
-    let cur: [T; 256];
     let tid = thread_idx_x();
     let nt = block_dim_x();
     let lane = lane_id();
@@ -156,11 +138,8 @@ fn cached_attention<T: Float>(
     let warps = nt / 32;
     let r = block_idx_x() / heads;
     let h = block_idx_x() % heads;
-    let p_at = pos[r] as usize;
-    let len = p_at + 1;
-    let kvh = h / group;
-    let kv = (seq[r] as usize * kv_heads + kvh) * max_len * head_dim;
-    let half = head_dim / 2;
+    let len = pos[r] as usize + 1;
+    let kv = (seq[r] as usize * kv_heads + h / group) * max_len * head_dim;
     let qrow = r * q_stride + h * head_dim;
     let orow = (r * heads + h) * head_dim;
     let g = tid / 8;
@@ -171,47 +150,8 @@ fn cached_attention<T: Float>(
     for t in 0..16 {
         let e = sub + 8 * t;
         if e < head_dim {
-            qv[t] = qkv[qrow + e];
+            qv[t] = q[qrow + e];
         }
-    }
-    if turn == 1 {
-        // Pair `(2i, 2i + 1)` is lanes `l` and `l ^ 1` at the same `t`.
-        for t in 0..16 {
-            let other = warp_shuffle_xor(qv[t], 1);
-            let e = sub + 8 * t;
-            if e < head_dim {
-                let c = cos[p_at * half + e / 2];
-                let s = sin[p_at * half + e / 2];
-                if e % 2 == 0 {
-                    qv[t] = qv[t].mul_add(c, -(other * s));
-                } else {
-                    qv[t] = other.mul_add(s, qv[t] * c);
-                }
-            }
-        }
-        let krow = r * q_stride + (heads + kvh) * head_dim;
-        let vrow = r * q_stride + (heads + kv_heads + kvh) * head_dim;
-        let at = kv + p_at * head_dim;
-        let mut d = tid;
-        while d < head_dim {
-            let c = cos[p_at * half + d / 2];
-            let s = sin[p_at * half + d / 2];
-            let a = qkv[krow + d - d % 2];
-            let b = qkv[krow + d - d % 2 + 1];
-            let mut kd = a.mul_add(s, b * c);
-            if d % 2 == 0 {
-                kd = a.mul_add(c, -(b * s));
-            }
-            let vd = qkv[vrow + d];
-            cur[d] = kd;
-            cur[128 + d] = vd;
-            if h % group == 0 {
-                keys[at + d] = kd;
-                values[at + d] = vd;
-            }
-            d += nt;
-        }
-        sync_threads();
     }
     let groups = nt / 8;
     let mut m_run = T::NEG_INFINITY;
@@ -227,15 +167,10 @@ fn cached_attention<T: Float>(
             let j = warp + warps * p;
             if j < n {
                 let row = kv + (start + j) * head_dim;
-                let here = turn == 1 && start + j == p_at;
                 for i in 0..4 {
                     let d = lane + 32 * i;
                     if d < head_dim {
-                        if here {
-                            vv[4 * p + i] = cur[128 + d];
-                        } else {
-                            vv[4 * p + i] = values[row + d];
-                        }
+                        vv[4 * p + i] = values[row + d];
                     }
                 }
             }
@@ -247,14 +182,7 @@ fn cached_attention<T: Float>(
         while round < n {
             let j = round + g;
             let mut dot = 0.0;
-            if turn == 1 && start + j == p_at {
-                for t in 0..16 {
-                    let e = sub + 8 * t;
-                    if e < head_dim {
-                        dot += qv[t] * cur[e];
-                    }
-                }
-            } else if j < n {
+            if j < n {
                 let row = kv + (start + j) * head_dim;
                 // A constant trip count, so the loads are unrolled and in flight together.
                 for t in 0..16 {
@@ -303,15 +231,10 @@ fn cached_attention<T: Float>(
         while j < n {
             let p = sc[j];
             let row = kv + (start + j) * head_dim;
-            let here = turn == 1 && start + j == p_at;
             for i in 0..4 {
                 let d = lane + 32 * i;
                 if d < head_dim {
-                    if here {
-                        a[i] += p * cur[128 + d];
-                    } else {
-                        a[i] += p * values[row + d];
-                    }
+                    a[i] += p * values[row + d];
                 }
             }
             j += warps;
@@ -457,65 +380,52 @@ pub(super) fn swiglu(gate_up: &Tensor<(usize, usize)>) -> Result<Tensor<(usize, 
     Ok(out)
 }
 
-/// The attention of the single-token rows of `qkv` over the cache: `qkv` is `[rows, width]`,
-/// whose first `heads * head_dim` columns are the query heads; row `r` is sequence `seq[r]` at
-/// position `pos[r]` and sees positions `0..=pos[r]`. With `turn`, `qkv` holds the step's
-/// stacked projections as the `qkv` product leaves them, and this launch also does
-/// [`rope_store`]'s work (with the tables `cos` and `sin`): the rows' query heads are turned as
-/// they are read and their keys and values written into the caches. Without it that is done:
-/// the query heads are turned and the caches hold position `pos[r]`. `[rows, heads *
-/// head_dim]`. The caller has checked every sequence and position against the caches and the
-/// tables.
-#[allow(clippy::too_many_arguments)]
+/// The attention of the single-token rows of `q` over the cache: `q` is `[rows, width]`,
+/// whose first `heads * head_dim` columns are the query heads (the rest, the stacked keys
+/// and values, are not read); row `r` is sequence `seq[r]` at position `pos[r]` and sees
+/// positions `0..=pos[r]`, whose keys and values are already written. `[rows, heads *
+/// head_dim]`.
 pub(super) fn attend(
-    qkv: &Tensor<(usize, usize)>,
-    keys: &mut Tensor<(usize, usize, usize, usize)>,
-    values: &mut Tensor<(usize, usize, usize, usize)>,
-    (cos, sin): Tables<'_>,
+    q: &Tensor<(usize, usize)>,
+    keys: &Tensor<(usize, usize, usize, usize)>,
+    values: &Tensor<(usize, usize, usize, usize)>,
     seq: &Tensor<(usize,)>,
     pos: &Tensor<(usize,)>,
     heads: usize,
-    turn: bool,
 ) -> Result<Tensor<(usize, usize)>> {
     // On a GPU with few blocks (a decoding step at batch 1 has 9), 32 warps, which share the
     // scoring (128 positions a round) and the weighted sum of the values (blocks of 8 warps
     // spent 13 µs here on an H100, most of it waiting on loads one round after another);
     // with a block for every multiprocessor or more, 8 warps. On the CPU's emulation, where
     // every thread is a coroutine switched at each barrier, one.
-    let blocks = qkv.dims()[0] * heads;
-    let threads = match (qkv.device().is_cuda(), blocks >= 128) {
+    let blocks = q.dims()[0] * heads;
+    let threads = match (q.device().is_cuda(), blocks >= 128) {
         (false, _) => 32,
         (true, false) => 1024,
         (true, true) => 256,
     };
-    let tables = (cos, sin);
-    attend_threads(qkv, keys, values, tables, seq, pos, heads, turn, threads)
+    attend_threads(q, keys, values, seq, pos, heads, threads)
 }
 
 /// [`attend`] with blocks of `threads` (a multiple of 32, at most 1024).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn attend_threads(
-    qkv: &Tensor<(usize, usize)>,
-    keys: &mut Tensor<(usize, usize, usize, usize)>,
-    values: &mut Tensor<(usize, usize, usize, usize)>,
-    (cos, sin): Tables<'_>,
+    q: &Tensor<(usize, usize)>,
+    keys: &Tensor<(usize, usize, usize, usize)>,
+    values: &Tensor<(usize, usize, usize, usize)>,
     seq: &Tensor<(usize,)>,
     pos: &Tensor<(usize,)>,
     heads: usize,
-    turn: bool,
     threads: usize,
 ) -> Result<Tensor<(usize, usize)>> {
     let [_, kv_heads, max_len, head_dim] = keys.dims()[..] else {
         unreachable!("a rank-4 cache")
     };
-    let [rows, q_stride] = qkv.dims()[..] else {
+    let [rows, q_stride] = q.dims()[..] else {
         unreachable!("a matrix")
     };
     debug_assert!(q_stride >= heads * head_dim);
-    debug_assert!(!turn || q_stride == (heads + 2 * kv_heads) * head_dim);
-    debug_assert!(!turn || cos.dims()[1] * 2 == head_dim);
     debug_assert!(threads.is_multiple_of(32) && (32..=1024).contains(&threads));
-    let mut out: Tensor<(usize, usize)> = Tensor::empty((rows, heads * head_dim), qkv.device());
+    let mut out: Tensor<(usize, usize)> = Tensor::empty((rows, heads * head_dim), q.device());
     if head_dim > 128 {
         return Err(Error::BadArgument {
             op: "Llama attention",
@@ -524,11 +434,9 @@ pub(super) fn attend_threads(
     }
     let config = LaunchConfig::new((rows * heads) as u32, threads as u32);
     let mut args = [
-        Arg::input(qkv),
-        Arg::output(keys),
-        Arg::output(values),
-        Arg::input(cos),
-        Arg::input(sin),
+        Arg::input(q),
+        Arg::input(keys),
+        Arg::input(values),
         Arg::input(seq),
         Arg::input(pos),
         Arg::output(&mut out),
@@ -539,16 +447,12 @@ pub(super) fn attend_threads(
         Arg::usize(head_dim),
         Arg::usize(max_len),
         Arg::elem(1.0 / (head_dim as f32).sqrt()),
-        Arg::u32(u32::from(turn)),
     ];
-    // SAFETY: block `r heads + h` reads the query heads of row `r < rows` of `qkv` (`heads *
-    // head_dim <= q_stride`; with `turn` also its key and value heads, inside the row of
-    // `(heads + 2 kv_heads) head_dim`, and the tables at `pos[r]`, which the caller checked
-    // lie inside them), row `r` of `seq` and `pos`, the cache at the sequence and positions
-    // `..= pos[r]` the caller checked lie inside it (with `turn` writing position `pos[r]`,
-    // which no block of the launch reads from the cache), and writes its head of row `r` of
-    // `out`; shared indices stay below `CHUNK` (scores), 256 (the current key and value,
-    // `head_dim <= 128`) and `warps * head_dim <= 32 * 128` (the warps' sums).
+    // SAFETY: block `r heads + h` reads the query heads of row `r < rows` of `q` (`heads *
+    // head_dim <= q_stride`), row `r` of `seq` and `pos`, the cache
+    // at the sequence and positions `..= pos[r]` the caller checked lie inside it, and writes
+    // its head of row `r` of `out`; shared indices stay below `CHUNK` (scores), 128 (the
+    // query, `head_dim <= 128`) and `warps * head_dim <= 32 * 128` (the warps' sums).
     unsafe { rtx::kernel::launch(cached_attention::Op, config, &mut args)? };
     Ok(out)
 }
