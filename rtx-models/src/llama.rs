@@ -143,11 +143,10 @@ impl Weight {
     }
 
     /// `input(x) · selfᵀ + residual`: a block's product with the step before it joined (its
-    /// RMS norm, or SwiGLU of stacked halves, as [`QInput`] says) and the residual add after
-    /// it (`[T, out]`, optional). A quantized weight on a GPU joins them to its product
-    /// ([`QTensor::matmul_t_joined`]: one launch when decoding, where they are three); other
-    /// weights and the CPU run the norm or SwiGLU (llama.cpp's arithmetic on the CPU), the
-    /// product and the sum in turn.
+    /// RMS norm, as [`QInput`] says) and the residual add after it (`[T, out]`, optional). A
+    /// quantized weight on a GPU joins them to its product ([`QTensor::matmul_t_joined`]: one
+    /// launch when decoding, where they are three); other weights and the CPU run the norm
+    /// (llama.cpp's arithmetic on the CPU), the product and the sum in turn.
     pub fn forward_joined(
         &self,
         x: &Tensor<(usize, usize)>,
@@ -162,12 +161,29 @@ impl Weight {
         let y = match input {
             QInput::Rows => self.forward(x)?,
             QInput::RmsNorm(w, eps) => self.forward(&rms_norm(x, w, eps)?)?,
-            QInput::SwiGlu => self.forward(&swiglu(x)?)?,
         };
         Ok(match residual {
             Some(r) => r + &y,
             None => y,
         })
+    }
+
+    /// SwiGLU of a stacked gate-and-up weight (`[2 ff, in]`, the gate's rows first) over
+    /// `input(x)`: `silu(x · gateᵀ) * (x · upᵀ)`, `[T, ff]`. A quantized weight on a GPU takes
+    /// each output's two sums together ([`QTensor::matmul_t_swiglu`]: one launch when
+    /// decoding); other weights and the CPU run [`Weight::forward_joined`], then SwiGLU
+    /// (llama.cpp's arithmetic on the CPU).
+    pub fn forward_swiglu(
+        &self,
+        x: &Tensor<(usize, usize)>,
+        input: QInput<'_>,
+    ) -> Result<Tensor<(usize, usize)>> {
+        if let Weight::Quantized(q) = self
+            && x.device().is_cuda()
+        {
+            return q.matmul_t_swiglu(x, input);
+        }
+        swiglu(&self.forward_joined(x, input, None)?)
     }
 
     /// `[out, in]`.

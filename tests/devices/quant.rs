@@ -281,75 +281,97 @@ fn joined_products_are_the_norm_the_product_and_the_sum_on_every_device() {
     assert!(err.contains("[32]") && err.contains("norm"), "{err}");
 }
 
-/// `QTensor::matmul_t_joined` with SwiGLU of stacked halves (`[M, 2 K]` activations, a
-/// Llama block's gate and up projections) on every device: on the CPU exactly `silu(gate) *
-/// up` then the product; on each GPU the dequantized weight's f32 product of those values
-/// within 1e-5 of the terms' magnitudes. Activations that are not `[M, 2 K]` are an error.
+/// `QTensor::matmul_t_swiglu` (a stacked gate-and-up weight `[2 F, K]`, SwiGLU of the two
+/// products) on every device, its rows plain or RMS-normed: on the CPU exactly the product,
+/// then `silu(gate) * up`; on each GPU (one launch below 64 rows, the product then SwiGLU's
+/// launch from 64) the dequantized weight's f32 products' SwiGLU within 1e-5 of the terms'
+/// magnitudes. A weight of odd rows is an error naming it.
 #[test]
-fn swiglu_joined_products_are_swiglu_then_the_product_on_every_device() {
+fn swiglu_products_are_silu_of_the_gate_times_the_up_on_every_device() {
+    let eps = 1e-5;
     let mut devices = vec![Device::Cpu];
     match gpus() {
         Ok(g) => devices.extend(g),
-        Err(why) => println!("SwiGLU-joined products: GPUs skipped: no CUDA device: {why}"),
+        Err(why) => println!("SwiGLU products: GPUs skipped: no CUDA device: {why}"),
     }
     for ty in [GgmlType::Q8_0, GgmlType::Q4_1] {
-        for (m, n, k) in [(1, 576, 1536), (4, 96, 256), (37, 64, 128), (70, 64, 64)] {
-            let bytes = finite_blocks(ty, n, k, (3 * m + n + k) as u64);
-            let cpu_w = QTensor::from_bytes(&bytes, &[n, k], ty, Device::Cpu).unwrap();
+        for (m, f, k) in [(1, 576, 576), (4, 96, 256), (37, 64, 128), (70, 64, 64)] {
+            let bytes = finite_blocks(ty, 2 * f, k, (3 * m + f + k) as u64);
+            let cpu_w = QTensor::from_bytes(&bytes, &[2 * f, k], ty, Device::Cpu).unwrap();
             let dense = dequantized(&cpu_w);
-            let x: Vec<f32> = (0..m * 2 * k)
+            let x: Vec<f32> = (0..m * k)
                 .map(|i| (i * 71 % 991) as f32 / 200.0 - 2.5)
                 .collect();
-            let hidden: Vec<f32> = (0..m * k)
-                .map(|i| {
-                    let (r, j) = (i / k, i % k);
-                    let (g, u) = (x[r * 2 * k + j], x[r * 2 * k + k + j]);
-                    rtx::kernels::silu(g) * u
-                })
+            let g: Vec<f32> = (0..k)
+                .map(|i| 0.5 + (i * 29 % 101) as f32 / 100.0)
                 .collect();
-            for &dev in &devices {
-                let w = cpu_w.to_device(dev).unwrap();
-                let xs: Tensor<(usize, usize)> = Tensor::from_vec(x.clone(), (m, 2 * k), dev);
-                let got = w
-                    .matmul_t_joined(&xs, QInput::SwiGlu, None)
-                    .unwrap()
-                    .to_vec();
-                if dev == Device::Cpu {
-                    let h: Tensor<(usize, usize)> = Tensor::from_vec(hidden.clone(), (m, k), dev);
-                    assert_eq!(
-                        got,
-                        w.matmul_t(&h).unwrap().to_vec(),
-                        "{ty} [{m}, {n}, {k}] on the CPU"
-                    );
-                    continue;
-                }
-                for row in 0..m {
-                    for c in 0..n {
-                        let terms = (0..k)
-                            .map(|j| f64::from(hidden[row * k + j]) * f64::from(dense[c * k + j]));
-                        let exact: f64 = terms.clone().sum();
-                        let mag: f64 = terms.map(f64::abs).sum();
-                        let v = f64::from(got[row * n + c]);
-                        assert!(
-                            (v - exact).abs() <= 1e-5 * mag.max(1e-30),
-                            "{ty} [{m}, {n}, {k}] on {dev}, [{row}, {c}]: {v} against {exact}"
-                        );
+            for normed in [false, true] {
+                // The rows as the product takes them, in f64.
+                let rows: Vec<f64> = (0..m)
+                    .flat_map(|r| {
+                        let xr = &x[r * k..(r + 1) * k];
+                        let ms = xr.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / k as f64;
+                        let rstd = if normed { 1.0 / (ms + eps).sqrt() } else { 1.0 };
+                        let g = &g;
+                        (0..k).map(move |j| {
+                            let w = if normed { f64::from(g[j]) } else { 1.0 };
+                            f64::from(xr[j]) * rstd * w
+                        })
+                    })
+                    .collect();
+                for &dev in &devices {
+                    let w = cpu_w.to_device(dev).unwrap();
+                    let xs: Tensor<(usize, usize)> = Tensor::from_vec(x.clone(), (m, k), dev);
+                    let gs: Tensor<(usize,)> = Tensor::from_vec(g.clone(), (k,), dev);
+                    let input = if normed {
+                        QInput::RmsNorm(&gs, eps)
+                    } else {
+                        QInput::Rows
+                    };
+                    let got = w.matmul_t_swiglu(&xs, input).unwrap().to_vec();
+                    if dev == Device::Cpu {
+                        let both = w.matmul_t_joined(&xs, input, None).unwrap().to_vec();
+                        let want: Vec<f32> = (0..m * f)
+                            .map(|i| {
+                                let (r, c) = (i / f, i % f);
+                                rtx::kernels::silu(both[r * 2 * f + c]) * both[r * 2 * f + f + c]
+                            })
+                            .collect();
+                        assert_eq!(got, want, "{ty} [{m}, {f}, {k}] normed {normed}, CPU");
+                        continue;
+                    }
+                    for r in 0..m {
+                        let sum = |row: usize| {
+                            let terms =
+                                (0..k).map(|j| rows[r * k + j] * f64::from(dense[row * k + j]));
+                            (terms.clone().sum::<f64>(), terms.map(f64::abs).sum::<f64>())
+                        };
+                        for c in 0..f {
+                            let ((gate, gmag), (up, umag)) = (sum(c), sum(f + c));
+                            let silu = gate / (1.0 + (-gate).exp());
+                            let exact = silu * up;
+                            // The error of each sum, carried through SwiGLU (|silu'| <= 1.1).
+                            let bound = 1e-5 * (1.1 * gmag * up.abs() + silu.abs() * umag);
+                            let v = f64::from(got[r * f + c]);
+                            assert!(
+                                (v - exact).abs() <= bound.max(1e-30),
+                                "{ty} [{m}, {f}, {k}] normed {normed} on {dev}, [{r}, {c}]: {v} \
+                                 against {exact}"
+                            );
+                        }
                     }
                 }
             }
         }
     }
     let w = QTensor::from_bytes(
-        &finite_blocks(GgmlType::Q8_0, 2, 64, 2),
-        &[2, 64],
+        &finite_blocks(GgmlType::Q8_0, 3, 64, 2),
+        &[3, 64],
         GgmlType::Q8_0,
         Device::Cpu,
     )
     .unwrap();
     let x: Tensor<(usize, usize)> = Tensor::from_vec(vec![1.0; 64], (1, 64), Device::Cpu);
-    let err = w
-        .matmul_t_joined(&x, QInput::SwiGlu, None)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("SwiGLU") && err.contains("[1, 64]"), "{err}");
+    let err = w.matmul_t_swiglu(&x, QInput::Rows).unwrap_err().to_string();
+    assert!(err.contains("SwiGLU") && err.contains("[3, 64]"), "{err}");
 }

@@ -45,50 +45,64 @@ pub(crate) fn dequantize(
 const TENSOR_CORE_ROWS: usize = 64;
 
 /// What the rows of a quantized product's activations are taken as
-/// (`kernels::QINPUT_ROWS`, `QINPUT_RMS_NORM`, `QINPUT_SWIGLU`).
+/// (`kernels::QINPUT_ROWS`, `QINPUT_RMS_NORM`).
 #[derive(Clone, Copy)]
 pub(crate) enum Rows<'a> {
     /// `[m, k]` as they are.
     Plain,
     /// `[m, k]` RMS-normed first: the norm's weight `[k]` and `eps`.
     RmsNorm(&'a CudaStorage<f32>, &'a crate::Layout, f32),
-    /// `[m, 2 k]`, SwiGLU of the two halves: `silu(x[.., ..k]) * x[.., k..]`.
-    SwiGlu,
 }
 
 /// `x · Wᵀ` for the quantized weight `W` `[n, k]` in `words` (GGUF type `kind`, `Q8_0` or
-/// `Q4_1`) and the f32 activations `x` viewed by `xl` as `[m, k]` (`[m, 2 k]` for
-/// [`Rows::SwiGlu`]), taken as `rows` says, as a dense `[m, n]` storage, plus the `[m, n]`
-/// `residual` where one is given. `qmatmul_ggml` decodes each weight block in registers, with
-/// the norm or SwiGLU applied as it stages the rows: one launch; for the few rows of a
-/// decoding step (up to `QMATVEC_ROWS`) `qmatvec_ggml` does the same without its staging's
-/// barriers; from [`TENSOR_CORE_ROWS`] rows on a GPU of compute capability 8.0 or later
-/// (a prefill), the norm or SwiGLU is a launch of its own and `qmatmul_ggml_tc` multiplies
-/// the blocks' integers on the tensor cores. The caller has checked the kind, the dims, that
-/// `words` holds the weight's blocks, and the norm's and residual's dims.
+/// `Q4_1`) and the f32 activations `x` viewed by `xl` as `[m, k]`, taken as `rows` says, as a
+/// dense `[m, n]` storage; with `glu`, SwiGLU of the two halves of that product (`W` is a
+/// gated feed-forward's gate rows then up rows), `[m, n / 2]`; plus the `residual` of the
+/// output's shape where one is given. `qmatmul_ggml` decodes each weight block in registers,
+/// with the norm applied as it stages the rows and SwiGLU as it finishes its sums: one
+/// launch; for the few rows of a decoding step (up to `QMATVEC_ROWS`) `qmatvec_ggml` does the
+/// same without its staging's barriers; from [`TENSOR_CORE_ROWS`] rows on a GPU of compute
+/// capability 8.0 or later (a prefill), the norm and SwiGLU are launches of their own and
+/// `qmatmul_ggml_tc` multiplies the blocks' integers on the tensor cores. The caller has
+/// checked the kind, the dims (`n` even with `glu`), that `words` holds the weight's blocks,
+/// and the norm's and residual's dims.
 pub(crate) fn qmatmul(
     words: &CudaStorage<i32>,
     kind: u32,
     (n, k): (usize, usize),
     (x, xl): (&CudaStorage<f32>, &crate::Layout),
     rows: Rows<'_>,
+    glu: bool,
     residual: Option<(&CudaStorage<f32>, &crate::Layout)>,
 ) -> Result<CudaStorage<f32>> {
     let m = xl.dims()[0];
     let tensor_cores = m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0);
-    if tensor_cores && !matches!(rows, Rows::Plain) {
-        let first = match rows {
+    if tensor_cores && (glu || !matches!(rows, Rows::Plain)) {
+        let normed;
+        let (x, xl) = match rows {
             Rows::RmsNorm(g, gl, eps) => {
                 let weight = Some((g, gl));
-                super::ops_norm::norm_rows((x, xl), weight, None, f64::from(eps), false)?.0
+                normed =
+                    super::ops_norm::norm_rows((x, xl), weight, None, f64::from(eps), false)?.0;
+                (&normed, &crate::Layout::contiguous(&[m, k]))
             }
-            _ => swiglu(x, xl)?,
+            Rows::Plain => (x, xl),
         };
-        let dense = crate::Layout::contiguous(&[m, k]);
-        return qmatmul(words, kind, (n, k), (&first, &dense), Rows::Plain, residual);
+        if !glu {
+            return qmatmul(words, kind, (n, k), (x, xl), Rows::Plain, false, residual);
+        }
+        if residual.is_some() {
+            return Err(crate::BackendError::BadArgument {
+                op: "quantized matmul",
+                msg: "a product on the tensor cores adds no residual to SwiGLU's output".into(),
+            });
+        }
+        let both = qmatmul(words, kind, (n, k), (x, xl), Rows::Plain, false, None)?;
+        return swiglu(&both, &crate::Layout::contiguous(&[m, n]));
     }
-    let out = CudaStorage::<f32>::uninit(words.ordinal(), m * n)?;
-    if m == 0 || n == 0 {
+    let cols = if glu { n / 2 } else { n };
+    let out = CudaStorage::<f32>::uninit(words.ordinal(), m * cols)?;
+    if m == 0 || cols == 0 {
         return Ok(out);
     }
     let (xs, at) = super::ops::dense_view(x, xl)?;
@@ -103,7 +117,7 @@ pub(crate) fn qmatmul(
         Arg::Ptr(res.ptr_at(res_at)),
         Arg::Ptr(out.device_ptr()),
         Arg::U64(m as u64),
-        Arg::U64(n as u64),
+        Arg::U64(cols as u64),
         Arg::U64(k as u64),
         Arg::U32(kind),
         Arg::U32(u32::from(residual.is_some())),
@@ -115,7 +129,7 @@ pub(crate) fn qmatmul(
         let config = grid((n, tile), (m, tile), kernels::QMATMUL_TC_THREADS)?;
         (&kernels::qmatmul_ggml_tc::KERNEL, DType::BF16, config)
     } else {
-        // Both FMA kernels take the rows' input after the common arguments.
+        // Both FMA kernels take the rows' input and SwiGLU after the common arguments.
         let ((g, g_at), input, eps) = match rows {
             Rows::Plain => ((out.clone(), 0), kernels::QINPUT_ROWS, 0.0),
             Rows::RmsNorm(g, gl, eps) => (
@@ -123,24 +137,28 @@ pub(crate) fn qmatmul(
                 kernels::QINPUT_RMS_NORM,
                 f64::from(eps),
             ),
-            Rows::SwiGlu => ((out.clone(), 0), kernels::QINPUT_SWIGLU, 0.0),
         };
-        args.extend([Arg::Ptr(g.ptr_at(g_at)), Arg::U32(input), Arg::Acc(eps)]);
+        args.extend([
+            Arg::Ptr(g.ptr_at(g_at)),
+            Arg::U32(input),
+            Arg::Acc(eps),
+            Arg::U32(u32::from(glu)),
+        ]);
         let warps = (kernels::QMATMUL_THREADS / 32) as usize;
         if m <= kernels::QMATVEC_ROWS {
-            let config = grid((n, warps), (1, 1), kernels::QMATMUL_THREADS)?;
+            let config = grid((cols, warps), (1, 1), kernels::QMATMUL_THREADS)?;
             (&kernels::qmatvec_ggml::KERNEL, DType::F32, config)
         } else {
             let per = (m, kernels::QMATMUL_ROWS);
-            let config = grid((n, warps), per, kernels::QMATMUL_THREADS)?;
+            let config = grid((cols, warps), per, kernels::QMATMUL_THREADS)?;
             (&kernels::qmatmul_ggml::KERNEL, DType::F32, config)
         }
     };
     let entry = kernel_entry(words.ordinal(), src, dtype, dtype, Variant::Simt)?;
-    // SAFETY: each kernel reads the `n * k / 32` blocks the caller checked `words` holds, `m
-    // * k` activations (`m * 2 k` for SwiGLU) from the dense view, the `[k]` norm weight and
-    // `[m, n]` residual from theirs when given (the caller checked their dims), and writes `m
-    // * n` values into `out`.
+    // SAFETY: each kernel reads the `n * k / 32` blocks the caller checked `words` holds (with
+    // `glu`, rows `c` and `cols + c` for output `c < cols = n / 2`), `m * k` activations from
+    // the dense view, the `[k]` norm weight and `[m, cols]` residual from theirs when given
+    // (the caller checked their dims), and writes `m * cols` values into `out`.
     unsafe { launch_entry(words.ordinal(), src, entry, config, &args)? };
     Ok(out)
 }

@@ -20,20 +20,20 @@ pub enum QInput<'a> {
     /// `[m, k]` RMS-normed first, `x / sqrt(mean(x²) + eps) * weight`: the weight (`[k]`, its
     /// layout) and `eps`.
     RmsNorm(&'a Storage<f32>, &'a Layout, f64),
-    /// `[m, 2 k]`, a Llama block's gate and up projections side by side, taken as SwiGLU of
-    /// the halves: `silu(x[.., ..k]) * x[.., k..]`.
-    SwiGlu,
 }
 
 /// What a quantized product takes in besides its weight and activations
-/// ([`Storage::qmatmul_joined`]): how its rows are taken (normed, or SwiGLU of stacked
-/// halves) and a residual added after it, a decoding block's neighbours, joined to the product
-/// so that a step launches fewer kernels.
+/// ([`Storage::qmatmul_joined`]): how its rows are taken (normed or not), whether its output
+/// is SwiGLU of its halves, and a residual added after it: a decoding block's neighbours,
+/// joined to the product so that a step launches fewer kernels.
 #[derive(Clone, Copy, Default)]
 pub struct QJoin<'a> {
     /// What the rows of the activations are taken as.
     pub input: QInput<'a>,
-    /// A residual (`[m, n]`, its layout) added to the product.
+    /// The weight `[n, k]` is a gated feed-forward's gate rows then its up rows, and the
+    /// output is `silu(gate) * up` of the product's halves, `[m, n / 2]`.
+    pub swiglu: bool,
+    /// A residual (the output's shape, its layout) added to the output.
     pub residual: Option<(&'a Storage<f32>, &'a Layout)>,
 }
 
@@ -91,10 +91,11 @@ impl Storage<i32> {
     }
 
     /// [`Storage::qmatmul`] with its neighbours in `join`: the rows of `x` taken as
-    /// [`QJoin::input`] says (RMS-normed, or SwiGLU of `[m, 2 k]` stacked halves), and a
-    /// residual added after. On a GPU that is one launch with both joined, but for a prefill's
-    /// product on the tensor cores, which the norm or SwiGLU precedes as a launch of its own;
-    /// on the CPU they are the norm or SwiGLU, the product and the sum in turn.
+    /// [`QJoin::input`] says (RMS-normed or not), the output SwiGLU of the product's halves
+    /// with [`QJoin::swiglu`], and a residual added after. On a GPU that is one launch with
+    /// all of them joined, but for a prefill's product on the tensor cores, which the norm
+    /// precedes and SwiGLU follows as launches of their own; on the CPU they are the norm, the
+    /// product, SwiGLU and the sum in turn.
     pub fn qmatmul_joined(
         &self,
         kind: u32,
@@ -108,6 +109,12 @@ impl Storage<i32> {
             op: "quantized matmul",
             msg,
         };
+        if join.swiglu && n % 2 != 0 {
+            return Err(bad(format!(
+                "SwiGLU's weight [{n}, {k}] is not gate and up halves: {n} rows"
+            )));
+        }
+        let cols = if join.swiglu { n / 2 } else { n };
         if let QInput::RmsNorm(g, gl, _) = join.input
             && (gl.dims() != [k] || g.device() != x.device())
         {
@@ -119,75 +126,50 @@ impl Storage<i32> {
             )));
         }
         if let Some((r, rl)) = join.residual
-            && (rl.dims() != [m, n] || r.device() != x.device())
+            && (rl.dims() != [m, cols] || r.device() != x.device())
         {
             return Err(bad(format!(
-                "the residual {:?} on {} is not [{m}, {n}] on the activations' device {}",
+                "the residual {:?} on {} is not [{m}, {cols}] on the activations' device {}",
                 rl.dims(),
                 r.device(),
                 x.device()
             )));
         }
-        // SwiGLU's rows are stacked halves, `[m, 2 k]`.
-        let swiglu = matches!(join.input, QInput::SwiGlu);
-        if swiglu && xl.dims() != [m, 2 * k] {
-            return Err(bad(format!(
-                "SwiGLU's activations {:?} are not the two halves [{m}, {}] of a K = {k} weight",
-                xl.dims(),
-                2 * k
-            )));
-        }
-        let cuda = |s: &Storage<f32>| match s {
-            Storage::Cuda(c) => Some(c.clone()),
-            _ => None,
-        };
-        let residual = join.residual.and_then(|(r, rl)| Some((cuda(r)?, rl)));
-        let on_gpu = |w: &Storage<i32>,
-                      x: &Storage<f32>,
-                      xl: &Layout,
-                      rows: ops_quant::Rows<'_>| match (w, x) {
-            (Storage::Cuda(w), Storage::Cuda(xc)) => Some(ops_quant::qmatmul(
-                w,
-                kind,
-                (n, k),
-                (xc, xl),
-                rows,
-                residual.as_ref().map(|(r, rl)| (r, *rl)),
-            )),
-            _ => None,
-        };
-        // On a GPU one launch with everything joined (a prefill's norm or SwiGLU aside).
-        if x.device().is_cuda() {
-            let halves = Layout::contiguous(&[m, k]);
-            Storage::qmatmul_check(&[(self, kind, n)], k, x, if swiglu { &halves } else { xl })?;
+        Storage::qmatmul_check(&[(self, kind, n)], k, x, xl)?;
+        if let (Storage::Cuda(w), Storage::Cuda(xc)) = (self, x) {
+            let cuda = |s: &Storage<f32>| match s {
+                Storage::Cuda(c) => Ok(c.clone()),
+                other => Err(bad(format!("an operand on {} beside CUDA", other.device()))),
+            };
             let g = match join.input {
-                QInput::RmsNorm(g, gl, eps) => cuda(g).map(|g| (g, gl, eps as f32)),
-                _ => None,
+                QInput::RmsNorm(g, gl, eps) => Some((cuda(g)?, gl, eps as f32)),
+                QInput::Rows => None,
             };
-            let rows = match (join.input, &g) {
-                (QInput::RmsNorm(..), Some((g, gl, eps))) => ops_quant::Rows::RmsNorm(g, gl, *eps),
-                (QInput::SwiGlu, _) => ops_quant::Rows::SwiGlu,
-                _ => ops_quant::Rows::Plain,
+            let rows = match &g {
+                Some((g, gl, eps)) => ops_quant::Rows::RmsNorm(g, gl, *eps),
+                None => ops_quant::Rows::Plain,
             };
-            if let Some(out) = on_gpu(self, x, xl, rows) {
-                return Ok(Storage::Cuda(out?));
-            }
+            let residual = match join.residual {
+                Some((r, rl)) => Some((cuda(r)?, rl)),
+                None => None,
+            };
+            let residual = residual.as_ref().map(|(r, rl)| (r, *rl));
+            let out = ops_quant::qmatmul(w, kind, (n, k), (xc, xl), rows, join.swiglu, residual)?;
+            return Ok(Storage::Cuda(out));
         }
-        // On the CPU the norm or SwiGLU first, then the product, then the residual.
-        let first = match join.input {
+        // Elsewhere the norm, the product, SwiGLU and the residual in turn.
+        let normed = match join.input {
             QInput::Rows => None,
             QInput::RmsNorm(g, gl, eps) => {
                 Some(x.norm_rows(xl, Some((g, gl)), None, eps, false)?.0)
             }
-            QInput::SwiGlu => Some(swiglu_halves(x, xl)?),
         };
         let dense = Layout::contiguous(&[m, k]);
-        let (x, xl) = first.as_ref().map_or((x, xl), |y| (y, &dense));
-        Storage::qmatmul_check(&[(self, kind, n)], k, x, xl)?;
-        if let Some(out) = on_gpu(self, x, xl, ops_quant::Rows::Plain) {
-            return Ok(Storage::Cuda(out?));
+        let (x, xl) = normed.as_ref().map_or((x, xl), |y| (y, &dense));
+        let mut out = self.qmatmul(kind, (n, k), x, xl)?;
+        if join.swiglu {
+            out = swiglu_halves(&out, &Layout::contiguous(&[m, n]))?;
         }
-        let out = self.qmatmul(kind, (n, k), x, xl)?;
         match (out, join.residual) {
             (Storage::Cpu(mut out), Some((Storage::Cpu(r), rl))) => {
                 let r = crate::cpu::elementwise::map(r, rl, |v| v);
@@ -261,6 +243,7 @@ impl Storage<i32> {
                             (n, k),
                             (xv, xl),
                             ops_quant::Rows::Plain,
+                            false,
                             None,
                         )?))
                     }

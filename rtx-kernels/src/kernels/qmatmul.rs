@@ -21,10 +21,12 @@ pub const QMATMUL_ROWS: usize = 8;
 /// `Q4_1`, no other) and activations `x` `[m, k]`, `k` a multiple of 32: a Linear's `x · Wᵀ`;
 /// with `add` 1, plus `res[r * n + c]` (a residual `[m, n]`; `res` is not read otherwise). The
 /// rows are taken as `input` says, as [`qmatvec_ggml()`] takes them: as they are
-/// ([`QINPUT_ROWS`]), RMS-normed with the weight `g` and `eps` ([`QINPUT_RMS_NORM`]), or as
-/// SwiGLU of `[m, 2 k]` stacked halves ([`QINPUT_SWIGLU`]), so a batched decoding step's
-/// norm and SwiGLU are not launches of their own. Launch exactly [`QMATMUL_THREADS`] threads
-/// per block (the staging's steps assume it) on a grid of `ceil(n / 4) x ceil(m / 8)` blocks.
+/// ([`QINPUT_ROWS`]) or RMS-normed with the weight `g` and `eps` ([`QINPUT_RMS_NORM`]); with
+/// `glu` 1 the weight is `[2 n, k]`, gate rows then up rows, and output `c` is
+/// `silu(x · gate_c) * (x · up_c)` (SwiGLU, [`swiglu_rows()`](super::swiglu_rows())'s formula
+/// on the two sums), so a batched decoding step's norm and SwiGLU are not launches of their
+/// own. Launch exactly [`QMATMUL_THREADS`] threads per block (the staging's steps assume it)
+/// on a grid of `ceil(n / 4) x ceil(m / 8)` blocks.
 ///
 /// Warp `w` of block `(bx, by)` takes weight row `c = 4 bx + w` and activation rows
 /// `8 by ..`; each step the warp takes 8 blocks of 32 values, lane `l` decoding the 8 values
@@ -33,11 +35,13 @@ pub const QMATMUL_ROWS: usize = 8;
 /// are first staged in shared memory by the whole block (loads of 128 contiguous bytes a
 /// warp), one padding slot after each 32, so the lanes' reads, 8 values apart, fall in
 /// distinct banks: read from global memory, those reads bound the vocabulary's product by
-/// the L1 cache's throughput (an H100: 80% busy, DRAM 14%). The staging applies the input's
-/// SwiGLU, or the norm's weight while each thread sums the squares of the values it stages;
-/// the block adds those up per row (in a fixed order) and scales the finished sums. An entry
-/// for each `input`: 47 or 48 registers a thread each (f32, `sm_90a`), where one entry for
-/// all three took 88, and the vocabulary's product runs many blocks.
+/// the L1 cache's throughput (an H100: 80% busy, DRAM 14%). The staging applies the norm's
+/// weight while each thread sums the squares of the values it stages; the block adds those
+/// up per row (in a fixed order) and scales the finished sums. With `glu` a warp decodes its
+/// gate row's and up row's blocks together, so SwiGLU is computed once per output (taking
+/// SwiGLU of the input instead, every block recomputed it for its rows: a batch of 32 decoded
+/// 42% slower on an H100). An entry for each `input` and `glu`, so the plain product keeps
+/// the registers of a kernel without the others' (the vocabulary's product runs many blocks).
 ///
 /// ```
 /// use rtx_kernels::{kernels::{qmatmul_ggml, QINPUT_ROWS}, kernel::LaunchConfig};
@@ -49,10 +53,10 @@ pub const QMATMUL_ROWS: usize = 8;
 /// let x = vec![1.0f32; 32];
 /// let mut out = vec![0.0f32; 1];
 /// let launch = LaunchConfig::new((1, 1), 128);
-/// qmatmul_ggml(launch, &w, &x, &[], &mut out, 1, 1, 32, 8, 0, &[], QINPUT_ROWS, 0.0).unwrap();
+/// qmatmul_ggml(launch, &w, &x, &[], &mut out, 1, 1, 32, 8, 0, &[], QINPUT_ROWS, 0.0, 0).unwrap();
 /// assert_eq!(out[0], 0.5 * (0..32).sum::<i32>() as f32);
 /// ```
-#[kernel(crate = crate, specialize(input = 0, 1, 2))]
+#[kernel(crate = crate, specialize(input = 0, 1), specialize(glu = 0, 1))]
 #[allow(clippy::too_many_arguments)]
 pub fn qmatmul_ggml<T: Float>(
     w: &[i32],
@@ -67,6 +71,7 @@ pub fn qmatmul_ggml<T: Float>(
     g: &[T],
     input: u32,
     eps: T,
+    glu: u32,
 ) {
     #[shared]
     let xs: [T; 2112];
@@ -84,11 +89,11 @@ pub fn qmatmul_ggml<T: Float>(
     let blocks = k / 32;
     let bytes = if kind == 8 { 34 } else { 20 };
     let quarter = lane % 4;
-    // A row of stacked halves is twice as long; its up half starts `k` on.
-    let stride = if input == 2 { 2 * k } else { k };
     let mut acc = [0.0; 8];
+    let mut acc_up = [0.0; 8];
     let mut squares = [0.0; 8];
     let mut v = [0.0; 8];
+    let mut vu = [0.0; 8];
     let mut b0 = 0;
     while b0 < blocks {
         let width = (blocks - b0).min(8) * 32;
@@ -102,14 +107,10 @@ pub fn qmatmul_ggml<T: Float>(
             let t = (tid + 128 * q) % 256;
             if q / 2 < rows && t < width {
                 let j = b0 * 32 + t;
-                let at = (r0 + q / 2) * stride + j;
-                let mut xv = x[at];
+                let mut xv = x[(r0 + q / 2) * k + j];
                 if input == 1 {
                     squares[q / 2] += xv * xv;
                     xv *= g[j];
-                }
-                if input == 2 {
-                    xv = silu(xv) * x[at + k];
                 }
                 xs[(q / 2) * 264 + t + t / 32] = xv;
             }
@@ -124,12 +125,25 @@ pub fn qmatmul_ggml<T: Float>(
             for e in 0..8 {
                 v[e] = d * q[e] + mn;
             }
+            if glu == 1 {
+                // The same block of the up row, `n` rows on.
+                let up = ((n + col) * blocks + b) * bytes;
+                let du = ggml_octet(w, up, quarter, kind, &mut q);
+                let mu = ggml_min(w[up / 4] as u32, kind);
+                for e in 0..8 {
+                    vu[e] = du * q[e] + mu;
+                }
+            }
             // The lane's values are `t0 ..= t0 + 7` of the step, `t0 = 8 lane`.
             let at = 8 * lane + lane / 4;
             for r in 0..8 {
                 if r < rows {
                     for e in 0..8 {
-                        acc[r] += v[e] * xs[r * 264 + at + e];
+                        let xv = xs[r * 264 + at + e];
+                        acc[r] += v[e] * xv;
+                        if glu == 1 {
+                            acc_up[r] += vu[e] * xv;
+                        }
                     }
                 }
             }
@@ -161,6 +175,13 @@ pub fn qmatmul_ggml<T: Float>(
             let mut s = warp_sum_xor(acc[r]);
             if input == 1 {
                 s *= scale[r];
+            }
+            if glu == 1 {
+                let mut u = warp_sum_xor(acc_up[r]);
+                if input == 1 {
+                    u *= scale[r];
+                }
+                s = silu(s) * u;
             }
             if lane == 0 && r < rows {
                 let at = (r0 + r) * n + col;
@@ -279,8 +300,6 @@ pub const QMATVEC_ROWS: usize = 4;
 pub const QINPUT_ROWS: u32 = 0;
 /// Rows [`qmatvec_ggml()`] RMS-norms first (its `input` 1).
 pub const QINPUT_RMS_NORM: u32 = 1;
-/// Rows of stacked halves [`qmatvec_ggml()`] takes SwiGLU of first (its `input` 2).
-pub const QINPUT_SWIGLU: u32 = 2;
 
 /// `out = x · Wᵀ` as [`qmatmul_ggml()`] computes it (bit for bit with `input` 0 and `add` 0)
 /// for at most [`QMATVEC_ROWS`] rows of activations (decoding a few sequences), with a
@@ -288,12 +307,14 @@ pub const QINPUT_SWIGLU: u32 = 2;
 /// - [`QINPUT_ROWS`]: `x` `[m, k]` as it is;
 /// - [`QINPUT_RMS_NORM`]: `x` `[m, k]` RMS-normed with the weight `g` (`[k]`) and `eps`,
 ///   `x / sqrt(mean(x²) + eps) * g` (a warp sees its whole row, so it sums the squares as it
-///   multiplies and scales its finished sums);
-/// - [`QINPUT_SWIGLU`]: `x` `[m, 2 k]`, the gate and up projections side by side, taken as
-///   `silu(gate) * up` ([`swiglu_rows()`](super::swiglu_rows())'s values).
+///   multiplies and scales its finished sums).
 ///
-/// With `add` 1 the residual `res` (`[m, n]`) is added to the output. A warp per weight row,
-/// any multiple of 32 threads a block on a grid of `ceil(n / (threads / 32))` blocks.
+/// With `glu` 1 the weight is `[2 n, k]`, a gated feed-forward's gate rows then its up rows,
+/// and output `c` is SwiGLU of the two products, `silu(x · gate_c) * (x · up_c)`
+/// ([`swiglu_rows()`](super::swiglu_rows())'s formula on the sums `glu` 0 gives for rows `c`
+/// and `n + c`): the warp decodes both rows' blocks together. With `add` 1 the residual `res`
+/// (`[m, n]`) is added to the output. A warp per output, any multiple of 32 threads a block on
+/// a grid of `ceil(n / (threads / 32))` blocks.
 ///
 /// A decoding step's products are bound by latency, not bandwidth (an H200 reads all of
 /// SmolLM2-135M's weights in about 30 µs a step). So this kernel has no shared memory and no
@@ -303,8 +324,16 @@ pub const QINPUT_SWIGLU: u32 = 2;
 /// nothing, so no load waits on a branch and the compiler issues the four steps' loads
 /// together: a product waits on memory about once per 1024 values of K, where `qmatmul_ggml`
 /// waits on its staging's barriers twice per 256. One row has an entry of its own for each
-/// type and `input` (those constant, so the branches on them fold away).
-#[kernel(crate = crate, specialize(m = 1), specialize(kind = 8, 3), specialize(input = 0, 1, 2))]
+/// type, `input` and `glu` (those constant, so the branches on them fold away). SwiGLU joined
+/// to the down product's input instead cost every warp the `silu` of a whole row (the down
+/// product took 10.5 µs of a decoding block on an H100, the `o` product 4.5).
+#[kernel(
+    crate = crate,
+    specialize(m = 1),
+    specialize(kind = 8, 3),
+    specialize(input = 0, 1),
+    specialize(glu = 0, 1)
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn qmatvec_ggml<T: Float>(
     w: &[i32],
@@ -319,6 +348,7 @@ pub fn qmatvec_ggml<T: Float>(
     g: &[T],
     input: u32,
     eps: T,
+    glu: u32,
 ) {
     let lane = lane_id();
     let col = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
@@ -328,14 +358,15 @@ pub fn qmatvec_ggml<T: Float>(
         let blocks = k / 32;
         let bytes = if kind == 8 { 34 } else { 20 };
         let quarter = lane % 4;
-        // A row of stacked halves is twice as long; its up half starts `k` on.
-        let stride = if input == 2 { 2 * k } else { k };
         let mut acc = [0.0; 4];
+        let mut acc_up = [0.0; 4];
         let mut squares = [0.0; 4];
         let mut words = [0u32; 16];
+        let mut words_up = [0u32; 16];
         let mut xs = [0.0; 32];
         let mut gs = [0.0; 32];
         let mut q = [0.0; 8];
+        let mut qu = [0.0; 8];
         let mut b0 = 0;
         while b0 < blocks {
             // The loads of four steps first: each lane's block `b0 + 8 s + lane / 4` (past
@@ -343,23 +374,19 @@ pub fn qmatvec_ggml<T: Float>(
             // one row its 8 activations (and their norm weights or up halves).
             for s in 0..4 {
                 let bb = (b0 + 8 * s + lane / 4).min(blocks - 1);
-                ggml_octet_load(
-                    w,
-                    (col * blocks + bb) * bytes,
-                    quarter,
-                    kind,
-                    &mut words,
-                    4 * s,
-                );
+                let base = (col * blocks + bb) * bytes;
+                ggml_octet_load(w, base, quarter, kind, &mut words, 4 * s);
+                if glu == 1 {
+                    // The same block of the up row, `n` rows on.
+                    let up = ((n + col) * blocks + bb) * bytes;
+                    ggml_octet_load(w, up, quarter, kind, &mut words_up, 4 * s);
+                }
                 if m == 1 {
                     for e in 0..8 {
                         let j = bb * 32 + quarter * 8 + e;
                         xs[8 * s + e] = x[j];
                         if input == 1 {
                             gs[8 * s + e] = g[j];
-                        }
-                        if input == 2 {
-                            gs[8 * s + e] = x[k + j];
                         }
                     }
                 }
@@ -370,6 +397,13 @@ pub fn qmatvec_ggml<T: Float>(
                 let base = (col * blocks + bb) * bytes;
                 let d = ggml_octet_decode(&words, 4 * s, base, quarter, kind, &mut q);
                 let mn = ggml_min(words[4 * s], kind);
+                let mut du = 0.0;
+                let mut mu = 0.0;
+                if glu == 1 {
+                    let up = ((n + col) * blocks + bb) * bytes;
+                    du = ggml_octet_decode(&words_up, 4 * s, up, quarter, kind, &mut qu);
+                    mu = ggml_min(words_up[4 * s], kind);
+                }
                 // Blocks past the row's end add nothing.
                 if b < blocks {
                     for r in 0..4 {
@@ -382,22 +416,19 @@ pub fn qmatvec_ggml<T: Float>(
                                     xv = xs[8 * s + e];
                                     other = gs[8 * s + e];
                                 } else {
-                                    xv = x[r * stride + j];
+                                    xv = x[r * k + j];
                                     if input == 1 {
                                         other = g[j];
-                                    }
-                                    if input == 2 {
-                                        other = x[r * stride + k + j];
                                     }
                                 }
                                 if input == 1 {
                                     squares[r] += xv * xv;
                                     xv *= other;
                                 }
-                                if input == 2 {
-                                    xv = silu(xv) * other;
-                                }
                                 acc[r] += (d * q[e] + mn) * xv;
+                                if glu == 1 {
+                                    acc_up[r] += (du * qu[e] + mu) * xv;
+                                }
                             }
                         }
                     }
@@ -408,9 +439,18 @@ pub fn qmatvec_ggml<T: Float>(
         for r in 0..4 {
             if r < m {
                 let mut sum = warp_sum_xor(acc[r]);
+                let mut scale = 1.0;
                 if input == 1 {
                     let total = warp_sum_xor(squares[r]);
-                    sum *= 1.0 / (total / (k as T) + eps).sqrt();
+                    scale = 1.0 / (total / (k as T) + eps).sqrt();
+                    sum *= scale;
+                }
+                if glu == 1 {
+                    let mut up = warp_sum_xor(acc_up[r]);
+                    if input == 1 {
+                        up *= scale;
+                    }
+                    sum = silu(sum) * up;
                 }
                 if add == 1 {
                     sum += res[r * n + col];

@@ -8,7 +8,7 @@
 use half::bf16;
 use rtx_kernels::kernel::LaunchConfig;
 use rtx_kernels::kernels::{
-    QINPUT_RMS_NORM, QINPUT_ROWS, QINPUT_SWIGLU, QMATMUL_ROWS, QMATMUL_TC_THREADS, QMATMUL_TC_TILE,
+    QINPUT_RMS_NORM, QINPUT_ROWS, QMATMUL_ROWS, QMATMUL_TC_THREADS, QMATMUL_TC_TILE,
     QMATMUL_THREADS, QMATVEC_ROWS, dequantize_ggml, qmatmul_ggml, qmatmul_ggml_tc, qmatvec_ggml,
     silu, swiglu_rows,
 };
@@ -61,7 +61,8 @@ fn dequantized(kind: u32, w: &[i32], len: usize) -> Vec<f32> {
 }
 
 /// `qmatvec_ggml`'s `[m, n]` product of `x` on blocks of `threads` threads, its rows taken as
-/// `input` says (`g` and `eps` for the norm), no residual.
+/// `input` says (`g` and `eps` for the norm), SwiGLU of a `[2 n, k]` weight's halves with
+/// `glu`, no residual.
 fn qmatvec(
     w: &[i32],
     x: &[f32],
@@ -69,28 +70,61 @@ fn qmatvec(
     kind: u32,
     threads: u32,
     (input, g, eps): (u32, &[f32], f32),
+    glu: u32,
 ) -> Vec<f32> {
     let mut out = vec![f32::NAN; m * n];
     let config = LaunchConfig::new(n.div_ceil(threads as usize / 32) as u32, threads);
-    qmatvec_ggml(config, w, x, &[], &mut out, m, n, k, kind, 0, g, input, eps).unwrap();
+    qmatvec_ggml(
+        config,
+        w,
+        x,
+        &[],
+        &mut out,
+        m,
+        n,
+        k,
+        kind,
+        0,
+        g,
+        input,
+        eps,
+        glu,
+    )
+    .unwrap();
     out
 }
 
-/// `qmatmul_ggml`'s `[m, n]` product of `x`, its rows taken as `input` says (`g` and `eps`
-/// for the norm), no residual.
+/// `qmatmul_ggml`'s `[m, n]` product of `x`, as [`qmatvec`] takes its arguments.
 fn qmatmul(
     w: &[i32],
     x: &[f32],
     (m, n, k): (usize, usize, usize),
     kind: u32,
     (input, g, eps): (u32, &[f32], f32),
+    glu: u32,
 ) -> Vec<f32> {
     let mut out = vec![f32::NAN; m * n];
     let config = LaunchConfig::new(
         (n.div_ceil(4) as u32, m.div_ceil(QMATMUL_ROWS) as u32),
         QMATMUL_THREADS,
     );
-    qmatmul_ggml(config, w, x, &[], &mut out, m, n, k, kind, 0, g, input, eps).unwrap();
+    qmatmul_ggml(
+        config,
+        w,
+        x,
+        &[],
+        &mut out,
+        m,
+        n,
+        k,
+        kind,
+        0,
+        g,
+        input,
+        eps,
+        glu,
+    )
+    .unwrap();
     out
 }
 
@@ -137,6 +171,7 @@ fn check_on(path: Path, kind: u32, m: usize, n: usize, k: usize) {
                 &[],
                 QINPUT_ROWS,
                 0.0,
+                0,
             )
             .unwrap();
             1e-6
@@ -241,10 +276,11 @@ fn decoding_products_equal_qmatmul_ggml_bit_for_bit() {
                 &[],
                 QINPUT_ROWS,
                 0.0,
+                0,
             )
             .unwrap();
             for threads in [64u32, 128] {
-                let got = qmatvec(&w, &x, (m, n, k), kind, threads, (QINPUT_ROWS, &[], 0.0));
+                let got = qmatvec(&w, &x, (m, n, k), kind, threads, (QINPUT_ROWS, &[], 0.0), 0);
                 assert_eq!(
                     got, want,
                     "type {kind}, [{m}, {k}] x [{n}, {k}]ᵀ, {threads} threads"
@@ -293,6 +329,7 @@ fn products_join_the_norm_before_and_the_residual_after() {
                         &[],
                         QINPUT_ROWS,
                         0.0,
+                        0,
                     )
                     .unwrap();
                 }
@@ -319,6 +356,7 @@ fn products_join_the_norm_before_and_the_residual_after() {
                         &[],
                         QINPUT_ROWS,
                         0.0,
+                        0,
                     )
                     .unwrap();
                 }
@@ -343,9 +381,9 @@ fn products_join_the_norm_before_and_the_residual_after() {
                 );
             }
             let normed = if m <= QMATVEC_ROWS {
-                qmatvec(&w, &x, (m, n, k), kind, 128, (QINPUT_RMS_NORM, &g, eps))
+                qmatvec(&w, &x, (m, n, k), kind, 128, (QINPUT_RMS_NORM, &g, eps), 0)
             } else {
-                qmatmul(&w, &x, (m, n, k), kind, (QINPUT_RMS_NORM, &g, eps))
+                qmatmul(&w, &x, (m, n, k), kind, (QINPUT_RMS_NORM, &g, eps), 0)
             };
             for r in 0..m {
                 let row = &x[r * k..(r + 1) * k];
@@ -373,11 +411,13 @@ fn products_join_the_norm_before_and_the_residual_after() {
     }
 }
 
-/// SwiGLU joined: from `[m, 2 k]` rows of stacked halves the decoding kernel (up to 4 rows)
-/// and `qmatmul_ggml` (any) give, bit for bit, `qmatmul_ggml`'s product of `swiglu_rows`'
-/// values (the same `silu(gate) * up`, the same sums), and `swiglu_rows` is that formula.
+/// SwiGLU as the products' output (`glu`): from a `[2 n, k]` weight (gate rows, then up
+/// rows) both kernels give, bit for bit, `swiglu_rows` of their own `[m, 2 n]` product (the
+/// same sums, then the same `silu(gate) * up`), for plain and RMS-normed rows; and
+/// `swiglu_rows` is that formula.
 #[test]
-fn swiglu_joined_products_are_swiglu_rows_then_the_product() {
+fn swiglu_outputs_are_swiglu_rows_of_the_stacked_product() {
+    let eps = 1e-5f32;
     for kind in [8, 3] {
         for (m, n, k) in [
             (1, 37, 576),
@@ -386,47 +426,32 @@ fn swiglu_joined_products_are_swiglu_rows_then_the_product() {
             (9, 7, 288),
             (17, 5, 64),
         ] {
-            let w = weight(kind, n, k, (m * 5 + n + k) as u64);
-            let x: Vec<f32> = words(m * 2 * k, 21)
+            let w = weight(kind, 2 * n, k, (m * 5 + n + k) as u64);
+            let x: Vec<f32> = words(m * k, 21)
                 .map(|v| (v % 1000) as f32 / 200.0 - 2.5)
                 .collect();
-            let mut hidden = vec![f32::NAN; m * k];
-            swiglu_rows(LaunchConfig::new(3, 64), &x, &mut hidden, m, k).unwrap();
-            for (i, &h) in hidden.iter().enumerate() {
-                let (r, j) = (i / k, i % k);
-                assert_eq!(
-                    h,
-                    silu(x[r * 2 * k + j]) * x[r * 2 * k + k + j],
-                    "swiglu_rows [{r}, {j}]"
-                );
+            let g: Vec<f32> = words(k, 22)
+                .map(|v| (v % 1000) as f32 / 1000.0 + 0.5)
+                .collect();
+            for (input, gw, e) in [(QINPUT_ROWS, &[][..], 0.0), (QINPUT_RMS_NORM, &g[..], eps)] {
+                let run = |cols: usize, glu: u32| {
+                    if m <= QMATVEC_ROWS {
+                        qmatvec(&w, &x, (m, cols, k), kind, 128, (input, gw, e), glu)
+                    } else {
+                        qmatmul(&w, &x, (m, cols, k), kind, (input, gw, e), glu)
+                    }
+                };
+                let stacked = run(2 * n, 0);
+                let mut want = vec![f32::NAN; m * n];
+                swiglu_rows(LaunchConfig::new(3, 64), &stacked, &mut want, m, n).unwrap();
+                for (i, &h) in want.iter().enumerate() {
+                    let (r, j) = (i / n, i % n);
+                    let (gate, up) = (stacked[r * 2 * n + j], stacked[r * 2 * n + n + j]);
+                    assert_eq!(h, silu(gate) * up, "swiglu_rows [{r}, {j}]");
+                }
+                let got = run(n, 1);
+                assert_eq!(got, want, "type {kind}, input {input}, [{m}, {n}, {k}]");
             }
-            let mut want = vec![f32::NAN; m * n];
-            let config = LaunchConfig::new(
-                (n.div_ceil(4) as u32, m.div_ceil(QMATMUL_ROWS) as u32),
-                QMATMUL_THREADS,
-            );
-            qmatmul_ggml(
-                config,
-                &w,
-                &hidden,
-                &[],
-                &mut want,
-                m,
-                n,
-                k,
-                kind,
-                0,
-                &[],
-                QINPUT_ROWS,
-                0.0,
-            )
-            .unwrap();
-            let got = if m <= QMATVEC_ROWS {
-                qmatvec(&w, &x, (m, n, k), kind, 128, (QINPUT_SWIGLU, &[], 0.0))
-            } else {
-                qmatmul(&w, &x, (m, n, k), kind, (QINPUT_SWIGLU, &[], 0.0))
-            };
-            assert_eq!(got, want, "type {kind}, [{m}, {n}, {k}]");
         }
     }
 }

@@ -188,8 +188,9 @@ impl Llama {
     }
 
     /// One block over the residual stream `x` (`[rows, D]`), giving the stream after it.
-    /// Each RMS norm is joined to the product after it and each residual add to the product
-    /// before it, and SwiGLU to the down product ([`super::Weight::forward_joined`]), so that
+    /// Each RMS norm is joined to the product after it, each residual add to the product
+    /// before it, and SwiGLU to the gate-and-up product ([`super::Weight::forward_joined`],
+    /// [`super::Weight::forward_swiglu`]), so that
     /// a decoding step on a GPU is six launches a block: the `qkv` product, the rotary turn
     /// and cache write, attention, the `o` product, and the gate-and-up and down products.
     fn block(
@@ -235,10 +236,10 @@ impl Llama {
         };
         // ANCHOR: joined
         let x = b.o.forward_joined(&attn, QInput::Rows, Some(x))?;
-        let gate_up = b
+        let hidden = b
             .gate_up
-            .forward_joined(&x, QInput::RmsNorm(&b.ffn_norm, eps), None)?;
-        b.down.forward_joined(&gate_up, QInput::SwiGlu, Some(&x))
+            .forward_swiglu(&x, QInput::RmsNorm(&b.ffn_norm, eps))?;
+        b.down.forward_joined(&hidden, QInput::Rows, Some(&x))
         // ANCHOR_END: joined
     }
 

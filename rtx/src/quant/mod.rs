@@ -230,7 +230,8 @@ impl QTensor {
     }
 }
 
-/// What [`QTensor::matmul_t_joined`] takes the rows of its activations as.
+/// What [`QTensor::matmul_t_joined`] and [`QTensor::matmul_t_swiglu`] take the rows of their
+/// activations as.
 #[derive(Clone, Copy, Debug, Default)]
 pub enum QInput<'a> {
     /// `[M, K]` as they are.
@@ -239,24 +240,20 @@ pub enum QInput<'a> {
     /// `[M, K]` RMS-normed first, `x / sqrt(mean(x²) + eps) * weight` ([`crate::nn::rms_norm`]):
     /// the weight (`[K]`) and `eps`.
     RmsNorm(&'a Tensor<(usize,), f32>, f64),
-    /// `[M, 2 K]`, a gated feed-forward's gate and up projections side by side (one product's
-    /// output), taken as SwiGLU of the halves: `silu(gate) * up`.
-    SwiGlu,
 }
 
 impl QTensor {
     /// `input(x) · Wᵀ + residual`: [`QTensor::matmul_t`] with a decoding block's neighbours
-    /// joined to it. `input` says what the rows are ([`QInput`]: as they are, RMS-normed, or
-    /// SwiGLU of stacked halves); `residual` (`[M, N]`), if given, is added to the product.
-    /// On a GPU a product of up to 63 rows (a decoding step) is one launch with both joined,
-    /// where the composition takes three; more rows (a prefill, on the tensor cores) take the
-    /// norm's or SwiGLU's launch, then the product with the residual added in it. On the CPU
-    /// they run in turn. No gradient is
+    /// joined to it. `input` says what the rows are ([`QInput`]: as they are, or RMS-normed);
+    /// `residual` (`[M, N]`), if given, is added to the product. On a GPU a product of up to
+    /// 63 rows (a decoding step) is one launch with both joined, where the composition takes
+    /// three; more rows (a prefill, on the tensor cores) take the norm's launch, then the
+    /// product with the residual added in it. On the CPU they run in turn. No gradient is
     /// recorded (a quantized weight is for inference).
     ///
     /// # Errors
     /// As [`QTensor::matmul_t`]; and [`Error::ShapeMismatch`] when the norm's weight is not
-    /// `[K]`, SwiGLU's activations not `[M, 2 K]`, or the residual not `[M, N]`.
+    /// `[K]` or the residual not `[M, N]`.
     ///
     /// ```
     /// use rtx::prelude::*;
@@ -283,45 +280,7 @@ impl QTensor {
         residual: Option<&Tensor<(usize, usize), f32>>,
     ) -> Result<Tensor<(usize, usize), f32>> {
         const OP: &str = "QTensor::matmul_t_joined";
-        let (m, width) = (x.dims()[0], x.dims()[1]);
-        let k = if matches!(input, QInput::SwiGlu) {
-            width / 2
-        } else {
-            width
-        };
-        let [n, wk] = self.dims[..] else {
-            return Err(Error::BadArgument {
-                op: OP,
-                msg: format!("the weight {:?} is not a matrix [N, K]", self.dims),
-            });
-        };
-        if matches!(input, QInput::SwiGlu) && (width != 2 * wk) {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                lhs: format!("[{m}, {width}]"),
-                rhs: format!("{:?} ({})", self.dims, self.ty),
-                rule: "SwiGLU's activations are the gate and up halves side by side, [M, 2 K] \
-                       for a weight [N, K]",
-            });
-        }
-        if wk != k {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                lhs: format!("[{m}, {k}]"),
-                rhs: format!("{:?} ({})", self.dims, self.ty),
-                rule: "the activations' last dim must be the weight's K ([M, K] by [N, K])",
-            });
-        }
-        if let QInput::RmsNorm(g, _) = input
-            && g.dims() != [k]
-        {
-            return Err(Error::ShapeMismatch {
-                op: OP,
-                lhs: format!("activations [{m}, {k}]"),
-                rhs: format!("norm weight {:?}", g.dims()),
-                rule: "the norm's weight is as long as a row of the activations ([K])",
-            });
-        }
+        let (m, n) = self.check_joined(OP, x, input)?;
         if let Some(r) = residual
             && r.dims() != [m, n]
         {
@@ -332,14 +291,111 @@ impl QTensor {
                 rule: "the residual is the product's shape ([M, N])",
             });
         }
+        self.joined(x, input, false, residual.map(|r| (r.storage(), r.layout())))
+    }
+
+    /// SwiGLU of a gated feed-forward's two projections in one product: `self` is `[2 F, K]`,
+    /// the gate's `F` rows then the up projection's, and the result `[M, F]` is
+    /// `silu(x · gateᵀ) * (x · upᵀ)`, the rows of `x` taken as `input` says. On a GPU, up to
+    /// 63 rows (a decoding step), one launch in which each output's two sums are taken
+    /// together, where the composition takes three (a prefill on the tensor cores: the
+    /// product, then SwiGLU's launch); on the CPU they run in turn. No gradient is recorded.
+    ///
+    /// # Errors
+    /// As [`QTensor::matmul_t_joined`]; and [`Error::ShapeMismatch`] when the weight's rows
+    /// are odd (not two halves).
+    ///
+    /// ```
+    /// use rtx::prelude::*;
+    /// use rtx::quant::{GgmlType, QInput, QTensor};
+    ///
+    /// # fn main() -> rtx::Result<()> {
+    /// // Gate row 0.5 * (1, ..., 1) and up row 0.5 * (2, ..., 2), Q8_0.
+    /// let mut bytes = vec![0x00, 0x38];
+    /// bytes.extend([1u8; 32]);
+    /// bytes.extend([0x00, 0x38]);
+    /// bytes.extend([2u8; 32]);
+    /// let w = QTensor::from_bytes(&bytes, &[2, 32], GgmlType::Q8_0, Device::Cpu)?;
+    /// let x: Tensor<(usize, usize)> = Tensor::try_from_vec(vec![0.125; 32], (1, 32), Device::Cpu)?;
+    /// // gate = 2, up = 4: silu(2) * 4.
+    /// let y = w.matmul_t_swiglu(&x, QInput::Rows)?.to_vec();
+    /// let want = 2.0 / (1.0 + (-2.0f32).exp()) * 4.0;
+    /// assert!((y[0] - want).abs() < 1e-2); // the CPU quantizes x to 8 bits per 32 values
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn matmul_t_swiglu(
+        &self,
+        x: &Tensor<(usize, usize), f32>,
+        input: QInput<'_>,
+    ) -> Result<Tensor<(usize, usize), f32>> {
+        const OP: &str = "QTensor::matmul_t_swiglu";
+        let (_, n) = self.check_joined(OP, x, input)?;
+        if n % 2 != 0 {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: format!("activations {:?}", x.dims()),
+                rhs: format!("{:?} ({})", self.dims, self.ty),
+                rule: "SwiGLU's weight is the gate's rows then the up projection's ([2 F, K])",
+            });
+        }
+        self.joined(x, input, true, None)
+    }
+
+    /// The dims `[M, N]` of `x · selfᵀ`, or an error naming the weight, the activations or
+    /// the norm's weight that do not fit.
+    fn check_joined(
+        &self,
+        op: &'static str,
+        x: &Tensor<(usize, usize), f32>,
+        input: QInput<'_>,
+    ) -> Result<(usize, usize)> {
+        let (m, k) = (x.dims()[0], x.dims()[1]);
+        let [n, wk] = self.dims[..] else {
+            return Err(Error::BadArgument {
+                op,
+                msg: format!("the weight {:?} is not a matrix [N, K]", self.dims),
+            });
+        };
+        if wk != k {
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: format!("[{m}, {k}]"),
+                rhs: format!("{:?} ({})", self.dims, self.ty),
+                rule: "the activations' last dim must be the weight's K ([M, K] by [N, K])",
+            });
+        }
+        if let QInput::RmsNorm(g, _) = input
+            && g.dims() != [k]
+        {
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: format!("activations [{m}, {k}]"),
+                rhs: format!("norm weight {:?}", g.dims()),
+                rule: "the norm's weight is as long as a row of the activations ([K])",
+            });
+        }
+        Ok((m, n))
+    }
+
+    /// The checked product with its neighbours: the backend's joined product.
+    fn joined(
+        &self,
+        x: &Tensor<(usize, usize), f32>,
+        input: QInput<'_>,
+        swiglu: bool,
+        residual: Option<(&rtx_backends::storage::Storage<f32>, &rtx_backends::Layout)>,
+    ) -> Result<Tensor<(usize, usize), f32>> {
         use rtx_backends::storage::{QInput as Rows, QJoin};
+        let (m, k) = (x.dims()[0], x.dims()[1]);
+        let n = self.dims[0];
         let join = QJoin {
             input: match input {
                 QInput::Rows => Rows::Rows,
                 QInput::RmsNorm(g, eps) => Rows::RmsNorm(g.storage(), g.layout(), eps),
-                QInput::SwiGlu => Rows::SwiGlu,
             },
-            residual: residual.map(|r| (r.storage(), r.layout())),
+            swiglu,
+            residual,
         };
         let out = self.words.storage().qmatmul_joined(
             self.ty.id(),
@@ -348,7 +404,8 @@ impl QTensor {
             x.layout(),
             join,
         )?;
-        Ok(Tensor::from_storage(out, (m, n)))
+        let cols = if swiglu { n / 2 } else { n };
+        Ok(Tensor::from_storage(out, (m, cols)))
     }
 }
 
