@@ -2,7 +2,10 @@
 table of the kernels that took the most GPU time, with launch counts and shares, for reading
 where a profiled step goes (benches/gpt_step's `--phases-only` profiles one step).
 
-Usage: python3 benches/ncu_table.py NCU_CSV [ROWS]
+Usage: python3 benches/ncu_table.py NCU_CSV [ROWS] [--last N]
+
+`--last N` keeps only the last N launches (say the final decode steps of a run whose prefill
+came first).
 """
 import csv
 import sys
@@ -13,8 +16,14 @@ TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "mse
 
 
 def main():
-    path = sys.argv[1]
-    rows = int(sys.argv[2]) if len(sys.argv) > 2 else 40
+    args = sys.argv[1:]
+    last = None
+    if "--last" in args:
+        i = args.index("--last")
+        last = int(args[i + 1])
+        del args[i : i + 2]
+    path = args[0]
+    rows = int(args[1]) if len(args) > 1 else 40
     with open(path, newline="") as f:
         # ncu prints its own notices around the CSV; its lines are the quoted ones.
         reader = csv.DictReader(l for l in f if l.startswith('"'))
@@ -22,7 +31,10 @@ def main():
     # The raw page's first row under the header holds the units.
     scale = TO_US[records[0][METRIC]]
     total, count = defaultdict(float), defaultdict(int)
-    for r in records[1:]:
+    launches = records[1:]
+    if last is not None:
+        launches = launches[-last:]
+    for r in launches:
         name = r["Kernel Name"][:110]
         total[name] += float(r[METRIC].replace(",", "")) * scale
         count[name] += 1
