@@ -132,8 +132,8 @@ fn finite_blocks(ty: GgmlType, n: usize, k: usize, seed: u64) -> Vec<u8> {
 }
 
 /// A GPU's quantized product (`qmatmul_ggml`, the weight decoded in registers, f32
-/// activations; `qmatvec_ggml` up to 4 rows; from 64 rows `qmatmul_ggml_tc`, the blocks' integers times the activations'
-/// two bf16 parts on the tensor cores) is the dequantized weight's product up to f32 rounding
+/// activations; `qmatvec_ggml` up to 4 rows; from 64 rows, or 2^20 outputs, `qmatmul_ggml_tc`,
+/// the blocks' integers times the activations' two bf16 parts on the tensor cores) is the dequantized weight's product up to f32 rounding
 /// (1e-5 of the terms' magnitudes), for decoding (one row) and prefill (many), contiguous activations and a transposed view; the CPU's product
 /// (activations quantized to 8 bits, as llama.cpp) stays within its quantization error of it.
 #[test]
@@ -154,8 +154,10 @@ fn quantized_products_on_every_gpu_are_the_dequantized_products() {
             (3, 300, 1536),
             (37, 300, 1536),
             (512, 64, 64),
-            // From 64 rows the products run on the tensor cores: partial tiles both ways.
+            // From 64 rows the products run on the tensor cores: partial tiles both ways; so do
+            // those of over 2^20 outputs past 4 rows (a batch's vocabulary head).
             (100, 300, 1536),
+            (20, 53248, 64),
         ] {
             let bytes = finite_blocks(ty, n, k, (m * n + k) as u64);
             let cpu_w = QTensor::from_bytes(&bytes, &[n, k], ty, Device::Cpu).unwrap();
@@ -205,8 +207,8 @@ fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 /// `QTensor::matmul_t_joined` (the rows RMS-normed before the product, a residual added
 /// after) on every device: on the CPU exactly the composition `rms_norm`, `matmul_t`, `+`;
 /// on each GPU (one launch below 64 rows, `qmatvec_ggml` up to 4 and `qmatmul_ggml` past
-/// them; the norm's launch, then the tensor cores' product with the residual, from 64) the
-/// dequantized weight's f32 product of the normed rows plus the residual, within
+/// them; the norm's launch, then the tensor cores' product with the residual, from 64 rows or
+/// 2^20 outputs) the dequantized weight's f32 product of the normed rows plus the residual, within
 /// 1e-5 of the terms' magnitudes. A norm weight of the wrong length is an error naming it.
 #[test]
 fn joined_products_are_the_norm_the_product_and_the_sum_on_every_device() {
@@ -217,7 +219,13 @@ fn joined_products_are_the_norm_the_product_and_the_sum_on_every_device() {
         Err(why) => println!("joined quantized products: GPUs skipped: no CUDA device: {why}"),
     }
     for ty in [GgmlType::Q8_0, GgmlType::Q4_1] {
-        for (m, n, k) in [(1, 576, 576), (3, 300, 1536), (37, 64, 256), (100, 96, 128)] {
+        for (m, n, k) in [
+            (1, 576, 576),
+            (3, 300, 1536),
+            (37, 64, 256),
+            (100, 96, 128),
+            (20, 53248, 64),
+        ] {
             let bytes = finite_blocks(ty, n, k, (m + 7 * n + k) as u64);
             let cpu_w = QTensor::from_bytes(&bytes, &[n, k], ty, Device::Cpu).unwrap();
             let dense = dequantized(&cpu_w);

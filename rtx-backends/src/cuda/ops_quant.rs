@@ -44,6 +44,13 @@ pub(crate) fn dequantize(
 /// weight).
 const TENSOR_CORE_ROWS: usize = 64;
 
+/// Outputs (`m * n`) from which [`qmatmul`] takes the tensor cores past `QMATVEC_ROWS` rows
+/// too: `qmatmul_ggml`'s blocks of 4 weight rows each stage all `m * k` activations, so the
+/// staging's traffic grows as `m * n` (the vocabulary's head at 32 rows staged 0.9 GB through
+/// the L2 cache and took 560 µs of a 3 ms step on an H100), where the tensor cores' 64-row
+/// tiles stage them once per 64.
+const TENSOR_CORE_OUTPUTS: usize = 1 << 20;
+
 /// What the rows of a quantized product's activations are taken as
 /// (`kernels::QINPUT_ROWS`, `QINPUT_RMS_NORM`).
 #[derive(Clone, Copy)]
@@ -62,8 +69,9 @@ pub(crate) enum Rows<'a> {
 /// with the norm applied as it stages the rows and SwiGLU as it finishes its sums: one
 /// launch; for the few rows of a decoding step (up to `QMATVEC_ROWS`) `qmatvec_ggml` does the
 /// same without its staging's barriers; from [`TENSOR_CORE_ROWS`] rows on a GPU of compute
-/// capability 8.0 or later (a prefill), the norm and SwiGLU are launches of their own and
-/// `qmatmul_ggml_tc` multiplies the blocks' integers on the tensor cores. The caller has
+/// capability 8.0 or later (a prefill), or [`TENSOR_CORE_OUTPUTS`] outputs past the decoding
+/// kernel's rows (the vocabulary's head of a batch), the norm and SwiGLU are launches of their
+/// own and `qmatmul_ggml_tc` multiplies the blocks' integers on the tensor cores. The caller has
 /// checked the kind, the dims (`n` even with `glu`), that `words` holds the weight's blocks,
 /// and the norm's and residual's dims.
 pub(crate) fn qmatmul(
@@ -76,7 +84,9 @@ pub(crate) fn qmatmul(
     residual: Option<(&CudaStorage<f32>, &crate::Layout)>,
 ) -> Result<CudaStorage<f32>> {
     let m = xl.dims()[0];
-    let tensor_cores = m >= TENSOR_CORE_ROWS && super::gpu::gpu(words.ordinal())?.cc >= (8, 0);
+    let wide = m > kernels::QMATVEC_ROWS && m * n >= TENSOR_CORE_OUTPUTS;
+    let tensor_cores =
+        (m >= TENSOR_CORE_ROWS || wide) && super::gpu::gpu(words.ordinal())?.cc >= (8, 0);
     if tensor_cores && (glu || !matches!(rows, Rows::Plain)) {
         let normed;
         let (x, xl) = match rows {
