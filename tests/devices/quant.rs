@@ -158,6 +158,9 @@ fn quantized_products_on_every_gpu_are_the_dequantized_products() {
             // those of over 2^20 outputs past 4 rows (a batch's vocabulary head).
             (100, 300, 1536),
             (20, 53248, 64),
+            // One row times 2^14 weight rows or more (the head) runs on `qmatvec_ggml_wide`,
+            // four rows a warp: the last warp's rows partly empty.
+            (1, 16386, 96),
         ] {
             let bytes = finite_blocks(ty, n, k, (m * n + k) as u64);
             let cpu_w = QTensor::from_bytes(&bytes, &[n, k], ty, Device::Cpu).unwrap();
@@ -206,8 +209,8 @@ fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
 
 /// `QTensor::matmul_t_joined` (the rows RMS-normed before the product, a residual added
 /// after) on every device: on the CPU exactly the composition `rms_norm`, `matmul_t`, `+`;
-/// on each GPU (one launch below 64 rows, `qmatvec_ggml` up to 4 and `qmatmul_ggml` past
-/// them; the norm's launch, then the tensor cores' product with the residual, from 64 rows or
+/// on each GPU (one launch below 64 rows, `qmatvec_ggml` up to 4 (`qmatvec_ggml_wide` for
+/// one row times 2^14 weight rows) and `qmatmul_ggml` past them; the norm's launch, then the tensor cores' product with the residual, from 64 rows or
 /// 2^20 outputs) the dequantized weight's f32 product of the normed rows plus the residual, within
 /// 1e-5 of the terms' magnitudes. A norm weight of the wrong length is an error naming it.
 #[test]
@@ -225,6 +228,7 @@ fn joined_products_are_the_norm_the_product_and_the_sum_on_every_device() {
             (37, 64, 256),
             (100, 96, 128),
             (20, 53248, 64),
+            (1, 16386, 576),
         ] {
             let bytes = finite_blocks(ty, n, k, (m + 7 * n + k) as u64);
             let cpu_w = QTensor::from_bytes(&bytes, &[n, k], ty, Device::Cpu).unwrap();

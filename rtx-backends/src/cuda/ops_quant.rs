@@ -51,6 +51,12 @@ const TENSOR_CORE_ROWS: usize = 64;
 /// tiles stage them once per 64.
 const TENSOR_CORE_OUTPUTS: usize = 1 << 20;
 
+/// Weight rows from which one row of activations takes `qmatvec_ggml_wide` (four weight rows
+/// a warp, sharing the activations' loads): the vocabulary's head. Below it the warp a row of
+/// `qmatvec_ggml` keeps more warps in flight, which a short product needs more (a Llama block's
+/// products are a few thousand rows).
+const WIDE_ROWS: usize = 1 << 14;
+
 /// What the rows of a quantized product's activations are taken as
 /// (`kernels::QINPUT_ROWS`, `QINPUT_RMS_NORM`).
 #[derive(Clone, Copy)]
@@ -68,7 +74,7 @@ pub(crate) enum Rows<'a> {
 /// output's shape where one is given. `qmatmul_ggml` decodes each weight block in registers,
 /// with the norm applied as it stages the rows and SwiGLU as it finishes its sums: one
 /// launch; for the few rows of a decoding step (up to `QMATVEC_ROWS`) `qmatvec_ggml` does the
-/// same without its staging's barriers; from [`TENSOR_CORE_ROWS`] rows on a GPU of compute
+/// same without its staging's barriers (one row times [`WIDE_ROWS`] or more, `qmatvec_ggml_wide`); from [`TENSOR_CORE_ROWS`] rows on a GPU of compute
 /// capability 8.0 or later (a prefill), or [`TENSOR_CORE_OUTPUTS`] outputs past the decoding
 /// kernel's rows (the vocabulary's head of a batch), the norm and SwiGLU are launches of their
 /// own and `qmatmul_ggml_tc` multiplies the blocks' integers on the tensor cores. The caller has
@@ -121,17 +127,24 @@ pub(crate) fn qmatmul(
         Some((r, rl)) => super::ops::dense_view(r, rl)?,
         None => (out.clone(), 0),
     };
+    // One row times many weight rows (a decoding step's vocabulary head) takes
+    // `qmatvec_ggml_wide`, which has no `m` argument.
+    let one_wide = m == 1 && !glu && !tensor_cores && cols >= WIDE_ROWS;
     let mut args = vec![
         Arg::Ptr(words.device_ptr()),
         Arg::Ptr(xs.ptr_at(at)),
         Arg::Ptr(res.ptr_at(res_at)),
         Arg::Ptr(out.device_ptr()),
-        Arg::U64(m as u64),
+    ];
+    if !one_wide {
+        args.push(Arg::U64(m as u64));
+    }
+    args.extend([
         Arg::U64(cols as u64),
         Arg::U64(k as u64),
         Arg::U32(kind),
         Arg::U32(u32::from(residual.is_some())),
-    ];
+    ]);
     let (src, dtype, config) = if tensor_cores {
         // The tensor-core kernel takes its bf16 entry: its activations' split needs bf16's
         // exponent range (activations and output are f32, its `T::Acc`, either way).
@@ -148,17 +161,18 @@ pub(crate) fn qmatmul(
                 f64::from(eps),
             ),
         };
-        args.extend([
-            Arg::Ptr(g.ptr_at(g_at)),
-            Arg::U32(input),
-            Arg::Acc(eps),
-            Arg::U32(u32::from(glu)),
-        ]);
+        args.extend([Arg::Ptr(g.ptr_at(g_at)), Arg::U32(input), Arg::Acc(eps)]);
         let warps = (kernels::QMATMUL_THREADS / 32) as usize;
-        if m <= kernels::QMATVEC_ROWS {
+        if one_wide {
+            let per = warps * kernels::QMATVEC_WIDE_ROWS;
+            let config = grid((cols, per), (1, 1), kernels::QMATMUL_THREADS)?;
+            (&kernels::qmatvec_ggml_wide::KERNEL, DType::F32, config)
+        } else if m <= kernels::QMATVEC_ROWS {
+            args.push(Arg::U32(u32::from(glu)));
             let config = grid((cols, warps), (1, 1), kernels::QMATMUL_THREADS)?;
             (&kernels::qmatvec_ggml::KERNEL, DType::F32, config)
         } else {
+            args.push(Arg::U32(u32::from(glu)));
             let per = (m, kernels::QMATMUL_ROWS);
             let config = grid((cols, warps), per, kernels::QMATMUL_THREADS)?;
             (&kernels::qmatmul_ggml::KERNEL, DType::F32, config)

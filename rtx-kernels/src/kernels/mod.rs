@@ -212,5 +212,6 @@ pub static ALL: &[&KernelSource] = &[
     &qmatmul_ggml::KERNEL,
     &qmatmul_ggml_tc::KERNEL,
     &qmatvec_ggml::KERNEL,
+    &qmatvec_ggml_wide::KERNEL,
     &swiglu_rows::KERNEL,
 ];

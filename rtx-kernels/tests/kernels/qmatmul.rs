@@ -1,5 +1,5 @@
-//! The quantized product kernels (`kernels::qmatmul_ggml`, `qmatvec_ggml` for decoding, and
-//! `qmatmul_ggml_tc` on the tensor cores) on the CPU's block emulation: for `Q8_0` and `Q4_1` weights of random
+//! The quantized product kernels (`kernels::qmatmul_ggml`, `qmatvec_ggml` and
+//! `qmatvec_ggml_wide` for decoding, and `qmatmul_ggml_tc` on the tensor cores) on the CPU's block emulation: for `Q8_0` and `Q4_1` weights of random
 //! blocks, every output equals the product of the weight as `dequantize_ggml` decodes it with
 //! the activations, up to f32 rounding of the sums (and for the tensor cores, the activations'
 //! two bf16 parts), over sizes that leave partial warps of columns and partial groups of rows.
@@ -9,8 +9,8 @@ use half::bf16;
 use rtx_kernels::kernel::LaunchConfig;
 use rtx_kernels::kernels::{
     QINPUT_RMS_NORM, QINPUT_ROWS, QMATMUL_ROWS, QMATMUL_TC_THREADS, QMATMUL_TC_TILE,
-    QMATMUL_THREADS, QMATVEC_ROWS, dequantize_ggml, qmatmul_ggml, qmatmul_ggml_tc, qmatvec_ggml,
-    silu, swiglu_rows,
+    QMATMUL_THREADS, QMATVEC_ROWS, QMATVEC_WIDE_ROWS, dequantize_ggml, qmatmul_ggml,
+    qmatmul_ggml_tc, qmatvec_ggml, qmatvec_ggml_wide, silu, swiglu_rows,
 };
 
 /// A reproducible stream of words.
@@ -285,6 +285,63 @@ fn decoding_products_equal_qmatmul_ggml_bit_for_bit() {
                     got, want,
                     "type {kind}, [{m}, {k}] x [{n}, {k}]ᵀ, {threads} threads"
                 );
+            }
+        }
+    }
+}
+
+/// The wide decoding kernel (four weight rows a warp) gives `qmatvec_ggml`'s one-row outputs
+/// bit for bit, plain, RMS-normed and with the residual added, for row counts that leave a
+/// warp's last rows and a block's last warps empty, K within one 8-block step, the head's 18
+/// blocks (a live partial third step), two and several of its 16-block chunks.
+#[test]
+fn wide_products_equal_qmatvec_ggml_bit_for_bit() {
+    let eps = 1e-5f32;
+    for kind in [8, 3] {
+        for (n, k) in [(1, 32), (7, 576), (37, 512), (130, 96), (9, 2048 + 96)] {
+            let w = weight(kind, n, k, (n * 7 + k) as u64);
+            let x: Vec<f32> = words(k, 21)
+                .map(|v| (v % 1000) as f32 / 250.0 - 2.0)
+                .collect();
+            let g: Vec<f32> = words(k, 22)
+                .map(|v| (v % 1000) as f32 / 1000.0 + 0.5)
+                .collect();
+            let res: Vec<f32> = words(n, 23).map(|v| (v % 1000) as f32 - 500.0).collect();
+            for (input, gw) in [(QINPUT_ROWS, &[][..]), (QINPUT_RMS_NORM, &g[..])] {
+                for add in [0, 1] {
+                    let mut want = vec![f32::NAN; n];
+                    qmatvec_ggml(
+                        LaunchConfig::new(n.div_ceil(4) as u32, 128),
+                        &w,
+                        &x,
+                        &res,
+                        &mut want,
+                        1,
+                        n,
+                        k,
+                        kind,
+                        add,
+                        gw,
+                        input,
+                        eps,
+                        0,
+                    )
+                    .unwrap();
+                    for threads in [64u32, 128] {
+                        let per_block = threads as usize / 32 * QMATVEC_WIDE_ROWS;
+                        let config = LaunchConfig::new(n.div_ceil(per_block) as u32, threads);
+                        let mut got = vec![f32::NAN; n];
+                        qmatvec_ggml_wide(
+                            config, &w, &x, &res, &mut got, n, k, kind, add, gw, input, eps,
+                        )
+                        .unwrap();
+                        assert_eq!(
+                            got, want,
+                            "type {kind}, [{k}] x [{n}, {k}]ᵀ, input {input}, add {add}, \
+                             {threads} threads"
+                        );
+                    }
+                }
             }
         }
     }

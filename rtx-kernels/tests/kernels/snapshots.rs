@@ -27,6 +27,7 @@ fn generated_cuda_matches_snapshots() {
         "qmatmul_ggml",
         "qmatmul_ggml_tc",
         "qmatvec_ggml",
+        "qmatvec_ggml_wide",
         "swiglu_rows",
         "flash_attn_fwd",
         "flash_attn_fwd_wgmma",

@@ -1,0 +1,606 @@
+// rtx kernel prelude: what every generated kernel needs, with no header (NVRTC finds none).
+#ifndef RTX_KERNEL_PRELUDE
+#define RTX_KERNEL_PRELUDE
+// f16 and bf16 travel as their 16-bit patterns and are computed in float.
+struct rtx_f16 { unsigned short bits; };
+struct rtx_bf16 { unsigned short bits; };
+// Layout structs of strided elementwise entries (rtx_kernels::kernel::{KernelShape, KernelStrides}).
+struct rtx_shape { unsigned int rank; unsigned int vectors; unsigned long long dims[6]; };
+struct rtx_strides { long long offset; long long strides[6]; };
+union rtx_f32_bits { float f; unsigned int u; };
+union rtx_f64_bits { double f; unsigned long long u; };
+struct alignas(16) rtx_u4 { unsigned int a, b, c, d; };
+
+// Every entry point starts with RTX_ENTRY(). On Hopper the launcher may start a kernel while
+// the one before it in the stream is still finishing (programmatic dependent launch), so that
+// the launch and the blocks' start overlap the previous kernel's tail. The entry first lets the
+// next kernel launch, then waits until the previous one has finished and its writes are
+// visible: no entry touches memory before that. Launched the ordinary way, both are no-ops.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RTX_ENTRY() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
+#else
+#define RTX_ENTRY()
+#endif
+
+// The conversions are the hardware's (cvt, exact or rounded to nearest even) where the GPU has
+// them, with NaN mapped to the bit patterns the CPU side (the `half` crate) gives, so every
+// device agrees bit for bit; the integer forms after them are the same functions in software.
+__device__ __forceinline__ float rtx_f16_to_f32(unsigned short h) {
+  const unsigned int sign = ((unsigned int)h & 0x8000u) << 16;
+  const unsigned int e = ((unsigned int)h >> 10) & 0x1fu;
+  const unsigned int m = (unsigned int)h & 0x3ffu;
+  rtx_f32_bits r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r.f) : "h"(h));
+  if (e == 0x1fu && m != 0u) r.u = sign | 0x7f800000u | (m << 13);
+#else
+  if (e == 0x1fu) {
+    r.u = sign | 0x7f800000u | (m << 13);
+  } else if (e != 0u) {
+    r.u = sign | ((e + 112u) << 23) | (m << 13);
+  } else {
+    // Zero or subnormal: m * 2^-24 is exact in float.
+    r.f = (float)m * 5.9604644775390625e-8f;
+    r.u |= sign;
+  }
+#endif
+  return r.f;
+}
+
+// Round to nearest, ties to even; NaN stays a (quiet) NaN.
+__device__ __forceinline__ unsigned short rtx_f32_to_f16(float f) {
+  rtx_f32_bits b;
+  b.f = f;
+  const unsigned int sign = (b.u >> 16) & 0x8000u;
+  const unsigned int ax = b.u & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
+  if (ax < 0x38800000u) {
+    if (ax < 0x33000000u) return (unsigned short)sign;
+    const unsigned int m = (ax & 0x7fffffu) | 0x800000u;
+    const unsigned int s = 126u - (ax >> 23);
+    unsigned int r = m >> s;
+    const unsigned int rem = m & ((1u << s) - 1u);
+    const unsigned int half = 1u << (s - 1u);
+    if (rem > half || (rem == half && (r & 1u))) r += 1u;
+    return (unsigned short)(sign | r);
+  }
+  unsigned int r = (ax - 0x38000000u) >> 13;
+  const unsigned int rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r += 1u;
+  return (unsigned short)(sign | r);
+#endif
+}
+
+__device__ __forceinline__ float rtx_bf16_to_f32(unsigned short h) {
+  rtx_f32_bits r;
+  r.u = (unsigned int)h << 16;
+  return r.f;
+}
+
+__device__ __forceinline__ unsigned short rtx_f32_to_bf16(float f) {
+  rtx_f32_bits b;
+  b.f = f;
+  if ((b.u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b.u >> 16) | 0x40u);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  return (unsigned short)((b.u + 0x7fffu + ((b.u >> 16) & 1u)) >> 16);
+#endif
+}
+
+// Storage type S -> compute type acc, and back.
+template <typename S> struct rtx_elem;
+template <> struct rtx_elem<float> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(float x) { return x; }
+  static __device__ __forceinline__ float narrow(float x) { return x; }
+};
+template <> struct rtx_elem<double> {
+  typedef double acc;
+  static __device__ __forceinline__ double widen(double x) { return x; }
+  static __device__ __forceinline__ double narrow(double x) { return x; }
+};
+template <> struct rtx_elem<rtx_f16> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(rtx_f16 x) { return rtx_f16_to_f32(x.bits); }
+  static __device__ __forceinline__ rtx_f16 narrow(float x) { rtx_f16 r; r.bits = rtx_f32_to_f16(x); return r; }
+};
+template <> struct rtx_elem<rtx_bf16> {
+  typedef float acc;
+  static __device__ __forceinline__ float widen(rtx_bf16 x) { return rtx_bf16_to_f32(x.bits); }
+  static __device__ __forceinline__ rtx_bf16 narrow(float x) { rtx_bf16 r; r.bits = rtx_f32_to_bf16(x); return r; }
+};
+
+// 16 bytes of elements, loaded and stored as one vector access.
+template <typename S> union rtx_vec {
+  rtx_u4 raw;
+  S v[16 / sizeof(S)];
+};
+template <typename S> __device__ __forceinline__ bool rtx_aligned16(const S* p) {
+  return ((unsigned long long)p & 15ull) == 0ull;
+}
+template <typename S> __device__ __forceinline__ rtx_vec<S> rtx_load_vec(const S* p, unsigned long long v) {
+  rtx_vec<S> r;
+  r.raw = reinterpret_cast<const rtx_u4*>(p)[v];
+  return r;
+}
+template <typename S> __device__ __forceinline__ void rtx_store_vec(S* p, unsigned long long v, rtx_vec<S> x) {
+  reinterpret_cast<rtx_u4*>(p)[v] = x.raw;
+}
+// N elements of T moved as one access of N * sizeof(T) bytes (strided entries' vector path,
+// where bool masks travel beside 16-byte element vectors).
+template <int B> struct rtx_raw;
+template <> struct rtx_raw<16> { typedef rtx_u4 t; };
+template <> struct rtx_raw<8> { typedef unsigned long long t; };
+template <> struct rtx_raw<4> { typedef unsigned int t; };
+template <> struct rtx_raw<2> { typedef unsigned short t; };
+template <> struct rtx_raw<1> { typedef unsigned char t; };
+template <typename T, unsigned int N> union rtx_pack {
+  typename rtx_raw<sizeof(T) * N>::t raw;
+  T v[N];
+};
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_load_pack(const T* p) {
+  rtx_pack<T, N> r;
+  r.raw = *reinterpret_cast<const typename rtx_raw<sizeof(T) * N>::t*>(p);
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ rtx_pack<T, N> rtx_splat_pack(T x) {
+  rtx_pack<T, N> r;
+  for (unsigned int k = 0; k < N; ++k) r.v[k] = x;
+  return r;
+}
+template <typename T, unsigned int N> __device__ __forceinline__ void rtx_store_pack(T* p, rtx_pack<T, N> x) {
+  *reinterpret_cast<typename rtx_raw<sizeof(T) * N>::t*>(p) = x.raw;
+}
+
+// Math in the compute type.
+__device__ __forceinline__ float rtx_exp(float x) { return expf(x); }
+__device__ __forceinline__ double rtx_exp(double x) { return exp(x); }
+// One hardware instruction (about 2 ulp); a result below 2^-126 is flushed to zero.
+__device__ __forceinline__ float rtx_exp2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ double rtx_exp2(double x) { return exp2(x); }
+__device__ __forceinline__ float rtx_ln(float x) { return logf(x); }
+__device__ __forceinline__ double rtx_ln(double x) { return log(x); }
+__device__ __forceinline__ float rtx_ln_1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double rtx_ln_1p(double x) { return log1p(x); }
+__device__ __forceinline__ float rtx_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double rtx_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float rtx_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double rtx_sin(double x) { return sin(x); }
+__device__ __forceinline__ float rtx_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double rtx_cos(double x) { return cos(x); }
+__device__ __forceinline__ float rtx_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double rtx_tanh(double x) { return tanh(x); }
+__device__ __forceinline__ float rtx_erf(float x) { return erff(x); }
+__device__ __forceinline__ double rtx_erf(double x) { return erf(x); }
+__device__ __forceinline__ float rtx_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ double rtx_abs(double x) { return fabs(x); }
+__device__ __forceinline__ float rtx_powf(float x, float y) { return powf(x, y); }
+__device__ __forceinline__ double rtx_powf(double x, double y) { return pow(x, y); }
+__device__ __forceinline__ float rtx_mul_add(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double rtx_mul_add(double a, double b, double c) { return fma(a, b, c); }
+__device__ __forceinline__ float rtx_max(float a, float b) { return fmaxf(a, b); }
+__device__ __forceinline__ double rtx_max(double a, double b) { return fmax(a, b); }
+__device__ __forceinline__ float rtx_min(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double rtx_min(double a, double b) { return fmin(a, b); }
+template <typename I> __device__ __forceinline__ I rtx_max(I a, I b) { return a < b ? b : a; }
+template <typename I> __device__ __forceinline__ I rtx_min(I a, I b) { return b < a ? b : a; }
+// Repeated squaring, the same steps as rtx_kernels::kernel::rt::powi.
+template <typename A> __device__ __forceinline__ A rtx_powi(A x, int n) {
+  A base = x;
+  unsigned int e = n < 0 ? 0u - (unsigned int)n : (unsigned int)n;
+  A acc = A(1.0);
+  while (e > 0u) {
+    if (e & 1u) acc = acc * base;
+    base = base * base;
+    e >>= 1;
+  }
+  return n < 0 ? A(1.0) / acc : acc;
+}
+template <typename A> __device__ __forceinline__ A rtx_inf();
+template <> __device__ __forceinline__ float rtx_inf<float>() { rtx_f32_bits b; b.u = 0x7f800000u; return b.f; }
+template <> __device__ __forceinline__ double rtx_inf<double>() { rtx_f64_bits b; b.u = 0x7ff0000000000000ull; return b.f; }
+template <typename A> __device__ __forceinline__ A rtx_nan();
+template <> __device__ __forceinline__ float rtx_nan<float>() { rtx_f32_bits b; b.u = 0x7fc00000u; return b.f; }
+template <> __device__ __forceinline__ double rtx_nan<double>() { rtx_f64_bits b; b.u = 0x7ff8000000000000ull; return b.f; }
+
+// Threads, warps and atomics.
+__device__ __forceinline__ unsigned int rtx_linear_tid() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+__device__ __forceinline__ float rtx_shfl_down(float v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ int rtx_shfl_down(int v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ unsigned int rtx_shfl_down(unsigned int v, unsigned int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ unsigned long long rtx_shfl_down(unsigned long long v, unsigned int o) {
+  unsigned int lo = __shfl_down_sync(0xffffffffu, (unsigned int)v, o);
+  unsigned int hi = __shfl_down_sync(0xffffffffu, (unsigned int)(v >> 32), o);
+  return ((unsigned long long)hi << 32) | lo;
+}
+__device__ __forceinline__ long long rtx_shfl_down(long long v, unsigned int o) {
+  return (long long)rtx_shfl_down((unsigned long long)v, o);
+}
+__device__ __forceinline__ double rtx_shfl_down(double v, unsigned int o) {
+  rtx_f64_bits b;
+  b.f = v;
+  b.u = rtx_shfl_down(b.u, o);
+  return b.f;
+}
+__device__ __forceinline__ float rtx_shfl_xor(float v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ int rtx_shfl_xor(int v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ unsigned int rtx_shfl_xor(unsigned int v, unsigned int m) { return __shfl_xor_sync(0xffffffffu, v, (int)m); }
+__device__ __forceinline__ unsigned long long rtx_shfl_xor(unsigned long long v, unsigned int m) {
+  unsigned int lo = __shfl_xor_sync(0xffffffffu, (unsigned int)v, (int)m);
+  unsigned int hi = __shfl_xor_sync(0xffffffffu, (unsigned int)(v >> 32), (int)m);
+  return ((unsigned long long)hi << 32) | lo;
+}
+__device__ __forceinline__ long long rtx_shfl_xor(long long v, unsigned int m) {
+  return (long long)rtx_shfl_xor((unsigned long long)v, m);
+}
+__device__ __forceinline__ double rtx_shfl_xor(double v, unsigned int m) {
+  rtx_f64_bits b;
+  b.f = v;
+  b.u = rtx_shfl_xor(b.u, m);
+  return b.f;
+}
+__device__ __forceinline__ void rtx_atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(int* p, int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(unsigned int* p, unsigned int v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(unsigned long long* p, unsigned long long v) { atomicAdd(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(long long* p, long long v) {
+  atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}
+// 16-bit floats: compare-and-swap on the aligned 32-bit word holding the element.
+template <typename H> __device__ __forceinline__ void rtx_atomic_add_16(H* p, float v) {
+  unsigned int* w = (unsigned int*)((unsigned long long)p & ~3ull);
+  const unsigned int shift = ((unsigned long long)p & 2ull) ? 16u : 0u;
+  unsigned int old = *w;
+  unsigned int assumed;
+  do {
+    assumed = old;
+    H h;
+    h.bits = (unsigned short)(assumed >> shift);
+    const H sum = rtx_elem<H>::narrow(rtx_elem<H>::widen(h) + v);
+    const unsigned int next = (assumed & ~(0xffffu << shift)) | ((unsigned int)sum.bits << shift);
+    old = atomicCAS(w, assumed, next);
+  } while (old != assumed);
+}
+__device__ __forceinline__ void rtx_atomic_add(rtx_f16* p, float v) { rtx_atomic_add_16(p, v); }
+__device__ __forceinline__ void rtx_atomic_add(rtx_bf16* p, float v) { rtx_atomic_add_16(p, v); }
+#endif // RTX_KERNEL_PRELUDE
+#ifndef RTX_FN_ggml_octet_load
+#define RTX_FN_ggml_octet_load
+
+// `ggml_octet_load`: device function generated by #[kernel(device)] from Rust.
+template <typename A, typename S = A>
+__device__ __forceinline__ void ggml_octet_load_body(const int* w, unsigned long long base, unsigned long long sub, unsigned int kind, unsigned int (&words)[16], unsigned long long at) {
+  words[at] = ((unsigned int)(w[(base / 4ull)]));
+  if ((kind == 8u)) {
+    unsigned long long o = ((base + 2ull) + (sub * 8ull));
+    words[(at + 1ull)] = ((unsigned int)(w[(o / 4ull)]));
+    words[(at + 2ull)] = ((unsigned int)(w[((o / 4ull) + 1ull)]));
+    words[(at + 3ull)] = 0u;
+    if (((o % 4ull) != 0ull)) {
+      words[(at + 3ull)] = ((unsigned int)(w[((o / 4ull) + 2ull)]));
+    }
+  } else {
+    unsigned long long o_1 = (((base / 4ull) + 1ull) + ((sub % 2ull) * 2ull));
+    words[(at + 1ull)] = ((unsigned int)(w[o_1]));
+    words[(at + 2ull)] = ((unsigned int)(w[(o_1 + 1ull)]));
+  }
+}
+#endif // RTX_FN_ggml_octet_load
+#ifndef RTX_FN_ggml_f16
+#define RTX_FN_ggml_f16
+
+// `ggml_f16`: device function generated by #[kernel(device)] from Rust.
+template <typename A, typename S = A>
+__device__ __forceinline__ A ggml_f16_body(unsigned int h) {
+  unsigned int e = ((h >> 10u) & 31u);
+  unsigned int m = (h & 1023u);
+  A v = ((e == 31u) ? ((m == 0u) ? rtx_inf<A>() : rtx_nan<A>()) : ((e == 0u) ? (((A)(m)) * (A(1.0) / A(16777216.0))) : ((((A)((m | 1024u))) * ((A)((1u << e)))) * (A(1.0) / A(33554432.0)))));
+  return ((((h >> 15u) & 1u) == 1u) ? (-v) : v);
+}
+#endif // RTX_FN_ggml_f16
+#ifndef RTX_FN_ggml_i8
+#define RTX_FN_ggml_i8
+
+// `ggml_i8`: device function generated by #[kernel(device)] from Rust.
+template <typename A, typename S = A>
+__device__ __forceinline__ int ggml_i8_body(unsigned int b) {
+  return ((b >= 128u) ? (((int)(b)) - 256) : ((int)(b)));
+}
+#endif // RTX_FN_ggml_i8
+#ifndef RTX_FN_ggml_octet_decode
+#define RTX_FN_ggml_octet_decode
+
+// `ggml_octet_decode`: device function generated by #[kernel(device)] from Rust.
+template <typename A, typename S = A>
+__device__ __forceinline__ A ggml_octet_decode_body(const unsigned int (&words)[16], unsigned long long at, unsigned long long base, unsigned long long sub, unsigned int kind, A (&q)[8]) {
+  unsigned int head = words[at];
+  A d = A(0.0);
+  if ((kind == 8u)) {
+    d = ggml_f16_body<A>(((head >> ((base % 4ull) * 8ull)) & 65535u));
+    unsigned int lo = words[(at + 1ull)];
+    unsigned int hi = words[(at + 2ull)];
+    if (((((base + 2ull) + (sub * 8ull)) % 4ull) != 0ull)) {
+      lo = ((words[(at + 1ull)] >> 16u) | (words[(at + 2ull)] << 16u));
+      hi = ((words[(at + 2ull)] >> 16u) | (words[(at + 3ull)] << 16u));
+    }
+    #pragma unroll
+    for (unsigned long long e = 0ull; e < 4ull; e += 1) {
+      int a = ggml_i8_body<A>(((lo >> (8ull * e)) & 255u));
+      int c = ggml_i8_body<A>(((hi >> (8ull * e)) & 255u));
+      q[e] = ((A)(a));
+      q[(e + 4ull)] = ((A)(c));
+    }
+  } else {
+    d = ggml_f16_body<A>((head & 65535u));
+    unsigned int lo_1 = words[(at + 1ull)];
+    unsigned int hi_1 = words[(at + 2ull)];
+    unsigned long long shift = ((sub / 2ull) * 4ull);
+    #pragma unroll
+    for (unsigned long long e_1 = 0ull; e_1 < 4ull; e_1 += 1) {
+      q[e_1] = ((A)(((lo_1 >> ((8ull * e_1) + shift)) & 15u)));
+      q[(e_1 + 4ull)] = ((A)(((hi_1 >> ((8ull * e_1) + shift)) & 15u)));
+    }
+  }
+  return d;
+}
+#endif // RTX_FN_ggml_octet_decode
+#ifndef RTX_FN_ggml_f16
+#define RTX_FN_ggml_f16
+
+// `ggml_f16`: device function generated by #[kernel(device)] from Rust.
+template <typename A, typename S = A>
+__device__ __forceinline__ A ggml_f16_body(unsigned int h) {
+  unsigned int e = ((h >> 10u) & 31u);
+  unsigned int m = (h & 1023u);
+  A v = ((e == 31u) ? ((m == 0u) ? rtx_inf<A>() : rtx_nan<A>()) : ((e == 0u) ? (((A)(m)) * (A(1.0) / A(16777216.0))) : ((((A)((m | 1024u))) * ((A)((1u << e)))) * (A(1.0) / A(33554432.0)))));
+  return ((((h >> 15u) & 1u) == 1u) ? (-v) : v);
+}
+#endif // RTX_FN_ggml_f16
+#ifndef RTX_FN_ggml_min
+#define RTX_FN_ggml_min
+
+// `ggml_min`: device function generated by #[kernel(device)] from Rust.
+template <typename A, typename S = A>
+__device__ __forceinline__ A ggml_min_body(unsigned int head, unsigned int kind) {
+  A mn = A(0.0);
+  if ((kind != 8u)) {
+    mn = ggml_f16_body<A>((head >> 16u));
+  }
+  return mn;
+}
+#endif // RTX_FN_ggml_min
+#ifndef RTX_FN_warp_sum_xor
+#define RTX_FN_warp_sum_xor
+
+// `warp_sum_xor`: device function generated by #[kernel(device)] from Rust.
+template <typename A, typename S = A>
+__device__ __forceinline__ A warp_sum_xor_body(A v) {
+  A s = v;
+  unsigned int mask = 16u;
+  while ((mask > 0u)) {
+    s += rtx_shfl_xor(s, mask);
+    mask /= 2u;
+  }
+  return s;
+}
+#endif // RTX_FN_warp_sum_xor
+
+// `qmatvec_ggml_wide`: SIMT kernel generated by #[kernel] from Rust.
+template <typename S, typename A>
+__device__ __forceinline__ void qmatvec_ggml_wide_impl(const int* w, const S* x, const S* res, S* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const S* g, unsigned int input, A eps) {
+  unsigned long long lane = ((unsigned long long)(rtx_linear_tid() & 31u));
+  unsigned long long first = (((((unsigned long long)blockIdx.x) * (((unsigned long long)blockDim.x) / 32ull)) + (((unsigned long long)threadIdx.x) / 32ull)) * 4ull);
+  if ((first < n)) {
+    unsigned long long blocks = (k / 32ull);
+    unsigned long long bytes = ((kind == 8u) ? 34ull : 20ull);
+    unsigned long long quarter = (lane % 4ull);
+    const A rtx_t0 = A(0.0);
+    A acc[4];
+    #pragma unroll
+    for (int rtx_t1 = 0; rtx_t1 < 4; ++rtx_t1) acc[rtx_t1] = rtx_t0;
+    A squares = A(0.0);
+    const unsigned int rtx_t2 = 0u;
+    unsigned int words0[16];
+    #pragma unroll
+    for (int rtx_t3 = 0; rtx_t3 < 16; ++rtx_t3) words0[rtx_t3] = rtx_t2;
+    const unsigned int rtx_t4 = 0u;
+    unsigned int words1[16];
+    #pragma unroll
+    for (int rtx_t5 = 0; rtx_t5 < 16; ++rtx_t5) words1[rtx_t5] = rtx_t4;
+    const A rtx_t6 = A(0.0);
+    A xs[16];
+    #pragma unroll
+    for (int rtx_t7 = 0; rtx_t7 < 16; ++rtx_t7) xs[rtx_t7] = rtx_t6;
+    const A rtx_t8 = A(0.0);
+    A gs[16];
+    #pragma unroll
+    for (int rtx_t9 = 0; rtx_t9 < 16; ++rtx_t9) gs[rtx_t9] = rtx_t8;
+    const A rtx_t10 = A(0.0);
+    A q[8];
+    #pragma unroll
+    for (int rtx_t11 = 0; rtx_t11 < 8; ++rtx_t11) q[rtx_t11] = rtx_t10;
+    unsigned long long b0 = 0ull;
+    while ((b0 < blocks)) {
+      #pragma unroll
+      for (unsigned long long s = 0ull; s < 2ull; s += 1) {
+        if (((b0 + (8ull * s)) < blocks)) {
+          unsigned long long bb = rtx_min(((b0 + (8ull * s)) + (lane / 4ull)), (blocks - 1ull));
+          #pragma unroll
+          for (unsigned long long c = 0ull; c < 4ull; c += 1) {
+            unsigned long long base = (((rtx_min((first + c), (n - 1ull)) * blocks) + bb) * bytes);
+            if ((s == 0ull)) {
+              ggml_octet_load_body<A>(w, base, quarter, kind, words0, (4ull * c));
+            } else {
+              ggml_octet_load_body<A>(w, base, quarter, kind, words1, (4ull * c));
+            }
+          }
+          #pragma unroll
+          for (unsigned long long e = 0ull; e < 8ull; e += 1) {
+            unsigned long long j = (((bb * 32ull) + (quarter * 8ull)) + e);
+            xs[((8ull * s) + e)] = rtx_elem<S>::widen(x[j]);
+            if ((input == 1u)) {
+              gs[((8ull * s) + e)] = rtx_elem<S>::widen(g[j]);
+            }
+          }
+        }
+      }
+      #pragma unroll
+      for (unsigned long long s_1 = 0ull; s_1 < 2ull; s_1 += 1) {
+        if (((b0 + (8ull * s_1)) < blocks)) {
+          unsigned long long b = ((b0 + (8ull * s_1)) + (lane / 4ull));
+          unsigned long long bb_1 = rtx_min(b, (blocks - 1ull));
+          const A rtx_t12 = A(0.0);
+          A xv[8];
+          #pragma unroll
+          for (int rtx_t13 = 0; rtx_t13 < 8; ++rtx_t13) xv[rtx_t13] = rtx_t12;
+          #pragma unroll
+          for (unsigned long long e_1 = 0ull; e_1 < 8ull; e_1 += 1) {
+            xv[e_1] = xs[((8ull * s_1) + e_1)];
+            if (((input == 1u) && (b < blocks))) {
+              squares += (xv[e_1] * xv[e_1]);
+            }
+            if ((input == 1u)) {
+              xv[e_1] *= gs[((8ull * s_1) + e_1)];
+            }
+          }
+          #pragma unroll
+          for (unsigned long long c_1 = 0ull; c_1 < 4ull; c_1 += 1) {
+            unsigned long long base_1 = (((rtx_min((first + c_1), (n - 1ull)) * blocks) + bb_1) * bytes);
+            A d = A(0.0);
+            A mn = A(0.0);
+            if ((s_1 == 0ull)) {
+              d = ggml_octet_decode_body<A>(words0, (4ull * c_1), base_1, quarter, kind, q);
+              mn = ggml_min_body<A>(words0[(4ull * c_1)], kind);
+            } else {
+              d = ggml_octet_decode_body<A>(words1, (4ull * c_1), base_1, quarter, kind, q);
+              mn = ggml_min_body<A>(words1[(4ull * c_1)], kind);
+            }
+            if ((b < blocks)) {
+              #pragma unroll
+              for (unsigned long long e_2 = 0ull; e_2 < 8ull; e_2 += 1) {
+                acc[c_1] += (((d * q[e_2]) + mn) * xv[e_2]);
+              }
+            }
+          }
+        }
+      }
+      b0 += 16ull;
+    }
+    A scale = A(1.0);
+    if ((input == 1u)) {
+      A total = warp_sum_xor_body<A>(squares);
+      scale = (A(1.0) / rtx_sqrt(((total / ((A)(k))) + eps)));
+    }
+    #pragma unroll
+    for (unsigned long long c_2 = 0ull; c_2 < 4ull; c_2 += 1) {
+      A sum = warp_sum_xor_body<A>(acc[c_2]);
+      if ((input == 1u)) {
+        sum *= scale;
+      }
+      if (((add == 1u) && ((first + c_2) < n))) {
+        sum += rtx_elem<S>::widen(res[(first + c_2)]);
+      }
+      if (((lane == 0ull) && ((first + c_2) < n))) {
+        const unsigned long long rtx_t14 = (first + c_2);
+        out[rtx_t14] = rtx_elem<S>::narrow(sum);
+      }
+    }
+  }
+}
+
+extern "C" __global__ void qmatvec_ggml_wide_f32(const int* w, const float* x, const float* res, float* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const float* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<float, float>(w, x, res, out, n, k, kind, add, g, input, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f32__kind8_input0(const int* w, const float* x, const float* res, float* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const float* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<float, float>(w, x, res, out, n, k, 8ull, add, g, 0ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f32__kind8_input1(const int* w, const float* x, const float* res, float* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const float* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<float, float>(w, x, res, out, n, k, 8ull, add, g, 1ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f32__kind3_input0(const int* w, const float* x, const float* res, float* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const float* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<float, float>(w, x, res, out, n, k, 3ull, add, g, 0ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f32__kind3_input1(const int* w, const float* x, const float* res, float* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const float* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<float, float>(w, x, res, out, n, k, 3ull, add, g, 1ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f64(const int* w, const double* x, const double* res, double* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const double* g, unsigned int input, double eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<double, double>(w, x, res, out, n, k, kind, add, g, input, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f64__kind8_input0(const int* w, const double* x, const double* res, double* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const double* g, unsigned int input, double eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<double, double>(w, x, res, out, n, k, 8ull, add, g, 0ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f64__kind8_input1(const int* w, const double* x, const double* res, double* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const double* g, unsigned int input, double eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<double, double>(w, x, res, out, n, k, 8ull, add, g, 1ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f64__kind3_input0(const int* w, const double* x, const double* res, double* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const double* g, unsigned int input, double eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<double, double>(w, x, res, out, n, k, 3ull, add, g, 0ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f64__kind3_input1(const int* w, const double* x, const double* res, double* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const double* g, unsigned int input, double eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<double, double>(w, x, res, out, n, k, 3ull, add, g, 1ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f16(const int* w, const rtx_f16* x, const rtx_f16* res, rtx_f16* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const rtx_f16* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<rtx_f16, float>(w, x, res, out, n, k, kind, add, g, input, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f16__kind8_input0(const int* w, const rtx_f16* x, const rtx_f16* res, rtx_f16* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const rtx_f16* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<rtx_f16, float>(w, x, res, out, n, k, 8ull, add, g, 0ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f16__kind8_input1(const int* w, const rtx_f16* x, const rtx_f16* res, rtx_f16* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const rtx_f16* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<rtx_f16, float>(w, x, res, out, n, k, 8ull, add, g, 1ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f16__kind3_input0(const int* w, const rtx_f16* x, const rtx_f16* res, rtx_f16* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const rtx_f16* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<rtx_f16, float>(w, x, res, out, n, k, 3ull, add, g, 0ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_f16__kind3_input1(const int* w, const rtx_f16* x, const rtx_f16* res, rtx_f16* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const rtx_f16* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<rtx_f16, float>(w, x, res, out, n, k, 3ull, add, g, 1ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_bf16(const int* w, const rtx_bf16* x, const rtx_bf16* res, rtx_bf16* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const rtx_bf16* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<rtx_bf16, float>(w, x, res, out, n, k, kind, add, g, input, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_bf16__kind8_input0(const int* w, const rtx_bf16* x, const rtx_bf16* res, rtx_bf16* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const rtx_bf16* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<rtx_bf16, float>(w, x, res, out, n, k, 8ull, add, g, 0ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_bf16__kind8_input1(const int* w, const rtx_bf16* x, const rtx_bf16* res, rtx_bf16* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const rtx_bf16* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<rtx_bf16, float>(w, x, res, out, n, k, 8ull, add, g, 1ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_bf16__kind3_input0(const int* w, const rtx_bf16* x, const rtx_bf16* res, rtx_bf16* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const rtx_bf16* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<rtx_bf16, float>(w, x, res, out, n, k, 3ull, add, g, 0ull, eps);
+}
+extern "C" __global__ void qmatvec_ggml_wide_bf16__kind3_input1(const int* w, const rtx_bf16* x, const rtx_bf16* res, rtx_bf16* out, unsigned long long n, unsigned long long k, unsigned int kind, unsigned int add, const rtx_bf16* g, unsigned int input, float eps) {
+  RTX_ENTRY();
+  qmatvec_ggml_wide_impl<rtx_bf16, float>(w, x, res, out, n, k, 3ull, add, g, 1ull, eps);
+}
