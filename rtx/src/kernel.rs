@@ -248,6 +248,7 @@ enum ArgKind<'a, E: Float> {
     U32(u32),
     I64(i64),
     TensorMap(&'a Storage<E>, &'a Layout, u32),
+    Words(&'a Storage<i32>, &'a Layout),
 }
 
 impl<'a, E: Float> Arg<'a, E> {
@@ -288,6 +289,13 @@ impl<'a, E: Float> Arg<'a, E> {
     /// A value for an `i64` parameter.
     pub fn i64(v: i64) -> Self {
         Arg(ArgKind::I64(v))
+    }
+
+    /// A dense tensor of `i32` words for a `&[i32]` parameter: packed data a kernel decodes
+    /// itself, such as a quantized weight's blocks ([`crate::quant::QTensor::words`]). A view
+    /// is an error at launch (words are not elements to gather).
+    pub fn words<S: Shape>(t: &'a Tensor<S, i32>) -> Self {
+        Arg(ArgKind::Words(t.storage(), t.layout()))
     }
 
     /// A [`TensorMap`] parameter over `t`, a dense 2-D tensor of f16 or bf16 whose rows are
@@ -369,6 +377,7 @@ pub unsafe fn launch<K: Simt, E: Float>(
         _ => None,
     }) && let Some(other) = args.iter().find_map(|a| match &a.0 {
         ArgKind::In(s, _) if s.device() != d => Some(s.device()),
+        ArgKind::Words(s, _) if s.device() != d => Some(s.device()),
         _ => None,
     }) {
         return Err(rtx_backends::BackendError::DeviceMismatch {
@@ -400,6 +409,18 @@ pub unsafe fn launch<K: Simt, E: Float>(
             ArgKind::I32(v) => SimtBuffer::I32(*v),
             ArgKind::U32(v) => SimtBuffer::U32(*v),
             ArgKind::I64(v) => SimtBuffer::I64(*v),
+            ArgKind::Words(s, l) => match l.contiguous_range() {
+                Some(r) => SimtBuffer::Words(s, r),
+                None => {
+                    return Err(crate::Error::BadArgument {
+                        op: name,
+                        msg: format!(
+                            "a buffer of words must be dense; this one is a view of dims {:?}",
+                            l.dims()
+                        ),
+                    });
+                }
+            },
             ArgKind::TensorMap(s, l, box_rows) => {
                 let map = tensor_map_of(name, l, *box_rows)?;
                 let range = l.contiguous_range().unwrap_or(0..0);

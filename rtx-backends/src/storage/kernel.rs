@@ -237,6 +237,9 @@ pub enum SimtBuffer<'a, E> {
     /// A `TensorMap` parameter: the view of the dense elements `range` of a storage (the
     /// buffer a `tma_load_2d` of the kernel names).
     TensorMap(TensorMap, &'a Storage<E>, Range<usize>),
+    /// A read-only `&[i32]` buffer (a quantized weight's words): the dense elements `range`
+    /// of a storage of words.
+    Words(&'a Storage<i32>, Range<usize>),
 }
 
 impl<E> SimtBuffer<'_, E> {
@@ -248,6 +251,7 @@ impl<E> SimtBuffer<'_, E> {
             SimtBuffer::In(s, _) => Some(s.device()),
             SimtBuffer::Out(s) => Some(s.device()),
             SimtBuffer::TensorMap(_, s, _) => Some(s.device()),
+            SimtBuffer::Words(s, _) => Some(s.device()),
             _ => None,
         }
     }
@@ -310,6 +314,7 @@ pub unsafe fn launch_simt<E: Float>(
                     SimtBuffer::U32(x) => SimtArg::U32(*x),
                     SimtBuffer::I64(x) => SimtArg::I64(*x),
                     SimtBuffer::TensorMap(m, ..) => SimtArg::TensorMap(*m),
+                    SimtBuffer::Words(Storage::Cpu(v), r) => SimtArg::Words(&v[r.clone()]),
                     _ => return Err(super::no_kernel(src.name, device)),
                 });
             }
@@ -345,6 +350,13 @@ pub unsafe fn launch_simt<E: Float>(
                     (ParamType::Value(ScalarType::I32), SimtBuffer::I32(x)) => Arg::I32(*x),
                     (ParamType::Value(ScalarType::U32), SimtBuffer::U32(x)) => Arg::U32(*x),
                     (ParamType::Value(ScalarType::I64), SimtBuffer::I64(x)) => Arg::I64(*x),
+                    (
+                        ParamType::Ptr {
+                            elem: ScalarType::I32,
+                            mutable: false,
+                        },
+                        SimtBuffer::Words(Storage::Cuda(c), r),
+                    ) => Arg::Ptr(c.ptr_at(r.start)),
                     (ParamType::TensorMap, SimtBuffer::TensorMap(m, Storage::Cuda(c), r)) => {
                         Arg::TensorMap(*m, c.ptr_at(r.start))
                     }
@@ -383,6 +395,7 @@ fn describe<E>(a: &SimtBuffer<'_, E>) -> &'static str {
         SimtBuffer::U32(_) => "a u32",
         SimtBuffer::I64(_) => "an i64",
         SimtBuffer::TensorMap(..) => "a tensor map",
+        SimtBuffer::Words(..) => "a buffer of words",
     }
 }
 

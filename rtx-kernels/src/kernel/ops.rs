@@ -114,6 +114,8 @@ pub enum SimtArg<'a, T> {
     I64(i64),
     /// A [`TensorMap`](super::TensorMap): a 2-D view that `tma_load_2d` copies boxes of.
     TensorMap(super::TensorMap),
+    /// A `&[i32]` buffer: words of packed data (a quantized weight's blocks).
+    Words(&'a [i32]),
 }
 
 impl<T: Copy> SimtArg<'_, T> {
@@ -127,6 +129,7 @@ impl<T: Copy> SimtArg<'_, T> {
             SimtArg::U32(_) => "a u32",
             SimtArg::I64(_) => "an i64",
             SimtArg::TensorMap(_) => "a TensorMap",
+            SimtArg::Words(_) => "a buffer of words (&[i32])",
         }
     }
 
@@ -191,6 +194,14 @@ impl<T: Copy> SimtArg<'_, T> {
         match self {
             SimtArg::I64(v) => Ok(*v),
             other => Err(other.mismatch(kernel, name, "an i64")),
+        }
+    }
+
+    /// The buffer of a `&[i32]` parameter.
+    pub fn words(&self, kernel: &str, name: &str) -> Result<&[i32], LaunchError> {
+        match self {
+            SimtArg::Words(s) => Ok(s),
+            other => Err(other.mismatch(kernel, name, "a buffer of words (&[i32])")),
         }
     }
 

@@ -355,87 +355,25 @@ pub fn qmatvec_ggml<T: Float>(
     // The whole warp shares `col`, so a warp past the last row leaves whole (there is no
     // barrier to reach).
     if col < n {
-        let blocks = k / 32;
-        let bytes = if kind == 8 { 34 } else { 20 };
-        let quarter = lane % 4;
         let mut acc = [0.0; 4];
         let mut acc_up = [0.0; 4];
         let mut squares = [0.0; 4];
-        let mut words = [0u32; 16];
-        let mut words_up = [0u32; 16];
-        let mut xs = [0.0; 32];
-        let mut gs = [0.0; 32];
-        let mut q = [0.0; 8];
-        let mut qu = [0.0; 8];
-        let mut b0 = 0;
-        while b0 < blocks {
-            // The loads of four steps first: each lane's block `b0 + 8 s + lane / 4` (past
-            // the row's last block, the last again, so no load waits on a branch), and for
-            // one row its 8 activations (and their norm weights or up halves).
-            for s in 0..4 {
-                let bb = (b0 + 8 * s + lane / 4).min(blocks - 1);
-                let base = (col * blocks + bb) * bytes;
-                ggml_octet_load(w, base, quarter, kind, &mut words, 4 * s);
-                if glu == 1 {
-                    // The same block of the up row, `n` rows on.
-                    let up = ((n + col) * blocks + bb) * bytes;
-                    ggml_octet_load(w, up, quarter, kind, &mut words_up, 4 * s);
-                }
-                if m == 1 {
-                    for e in 0..8 {
-                        let j = bb * 32 + quarter * 8 + e;
-                        xs[8 * s + e] = x[j];
-                        if input == 1 {
-                            gs[8 * s + e] = g[j];
-                        }
-                    }
-                }
-            }
-            for s in 0..4 {
-                let b = b0 + 8 * s + lane / 4;
-                let bb = b.min(blocks - 1);
-                let base = (col * blocks + bb) * bytes;
-                let d = ggml_octet_decode(&words, 4 * s, base, quarter, kind, &mut q);
-                let mn = ggml_min(words[4 * s], kind);
-                let mut du = 0.0;
-                let mut mu = 0.0;
-                if glu == 1 {
-                    let up = ((n + col) * blocks + bb) * bytes;
-                    du = ggml_octet_decode(&words_up, 4 * s, up, quarter, kind, &mut qu);
-                    mu = ggml_min(words_up[4 * s], kind);
-                }
-                // Blocks past the row's end add nothing.
-                if b < blocks {
-                    for r in 0..4 {
-                        if r < m {
-                            for e in 0..8 {
-                                let j = bb * 32 + quarter * 8 + e;
-                                let mut xv = 0.0;
-                                let mut other = 0.0;
-                                if m == 1 {
-                                    xv = xs[8 * s + e];
-                                    other = gs[8 * s + e];
-                                } else {
-                                    xv = x[r * k + j];
-                                    if input == 1 {
-                                        other = g[j];
-                                    }
-                                }
-                                if input == 1 {
-                                    squares[r] += xv * xv;
-                                    xv *= other;
-                                }
-                                acc[r] += (d * q[e] + mn) * xv;
-                                if glu == 1 {
-                                    acc_up[r] += (du * qu[e] + mu) * xv;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            b0 += 32;
-        }
+        // With `glu`, the up row `n` rows on.
+        qmatvec_lanes(
+            w,
+            x,
+            g,
+            m,
+            k,
+            kind,
+            input,
+            col,
+            glu,
+            n + col,
+            &mut acc,
+            &mut acc_up,
+            &mut squares,
+        );
         for r in 0..4 {
             if r < m {
                 let mut sum = warp_sum_xor(acc[r]);
@@ -460,6 +398,111 @@ pub fn qmatvec_ggml<T: Float>(
                 }
             }
         }
+    }
+}
+
+/// A warp's share of [`qmatvec_ggml()`]'s products for weight row `col`, before its lanes
+/// meet: for each of the `m` rows (at most 4) of `x` (`[m, k]`), lane `l`'s partial sum of the
+/// row times row `col` of the weight in `acc[r]` (times the norm's weight `g` with `input` 1,
+/// whose squares of the row's values go to `squares[r]`: the caller scales by them), and with
+/// `pair` 1 the same for weight row `other` in `acc_other[r]`, the two rows' blocks decoded
+/// together. Adding each array's lanes with [`warp_sum_xor()`] gives `qmatvec_ggml`'s sums;
+/// kernels that finish the sums their own way (a rotary turn of each pair) call this.
+/// Every lane of the warp must call it with the same arguments.
+#[kernel(device, crate = crate)]
+#[allow(clippy::too_many_arguments)]
+pub fn qmatvec_lanes<T: Float>(
+    w: &[i32],
+    x: &[T],
+    g: &[T],
+    m: usize,
+    k: usize,
+    kind: u32,
+    input: u32,
+    col: usize,
+    pair: u32,
+    other: usize,
+    acc: &mut [T; 4],
+    acc_other: &mut [T; 4],
+    squares: &mut [T; 4],
+) {
+    let lane = lane_id();
+    let blocks = k / 32;
+    let bytes = if kind == 8 { 34 } else { 20 };
+    let quarter = lane % 4;
+    let mut words = [0u32; 16];
+    let mut words_up = [0u32; 16];
+    let mut xs = [0.0; 32];
+    let mut gs = [0.0; 32];
+    let mut q = [0.0; 8];
+    let mut qu = [0.0; 8];
+    let mut b0 = 0;
+    while b0 < blocks {
+        // The loads of four steps first: each lane's block `b0 + 8 s + lane / 4` (past
+        // the row's last block, the last again, so no load waits on a branch), and for
+        // one row its 8 activations (and their norm weights).
+        for s in 0..4 {
+            let bb = (b0 + 8 * s + lane / 4).min(blocks - 1);
+            let base = (col * blocks + bb) * bytes;
+            ggml_octet_load(w, base, quarter, kind, &mut words, 4 * s);
+            if pair == 1 {
+                let up = (other * blocks + bb) * bytes;
+                ggml_octet_load(w, up, quarter, kind, &mut words_up, 4 * s);
+            }
+            if m == 1 {
+                for e in 0..8 {
+                    let j = bb * 32 + quarter * 8 + e;
+                    xs[8 * s + e] = x[j];
+                    if input == 1 {
+                        gs[8 * s + e] = g[j];
+                    }
+                }
+            }
+        }
+        for s in 0..4 {
+            let b = b0 + 8 * s + lane / 4;
+            let bb = b.min(blocks - 1);
+            let base = (col * blocks + bb) * bytes;
+            let d = ggml_octet_decode(&words, 4 * s, base, quarter, kind, &mut q);
+            let mn = ggml_min(words[4 * s], kind);
+            let mut du = 0.0;
+            let mut mu = 0.0;
+            if pair == 1 {
+                let up = (other * blocks + bb) * bytes;
+                du = ggml_octet_decode(&words_up, 4 * s, up, quarter, kind, &mut qu);
+                mu = ggml_min(words_up[4 * s], kind);
+            }
+            // Blocks past the row's end add nothing.
+            if b < blocks {
+                for r in 0..4 {
+                    if r < m {
+                        for e in 0..8 {
+                            let j = bb * 32 + quarter * 8 + e;
+                            let mut xv = 0.0;
+                            let mut gv = 0.0;
+                            if m == 1 {
+                                xv = xs[8 * s + e];
+                                gv = gs[8 * s + e];
+                            } else {
+                                xv = x[r * k + j];
+                                if input == 1 {
+                                    gv = g[j];
+                                }
+                            }
+                            if input == 1 {
+                                squares[r] += xv * xv;
+                                xv *= gv;
+                            }
+                            acc[r] += (d * q[e] + mn) * xv;
+                            if pair == 1 {
+                                acc_other[r] += (du * qu[e] + mu) * xv;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        b0 += 32;
     }
 }
 

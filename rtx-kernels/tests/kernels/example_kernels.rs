@@ -359,10 +359,10 @@ fn every_specialized_entry_is_in_its_source() {
     // and the `wgmma` forward by head dim and one or two warpgroups; the decoding product
     // `qmatvec_ggml` (f32, f64, f16 and bf16 entries) for one row, each of two types, two
     // inputs and SwiGLU or not (the product of the lists); `qmatmul_ggml` (four entries) for
-    // each input and SwiGLU or not.
+    // each input and SwiGLU or not; `qmatvec_ggml_wide` (four entries) for each type and input.
     assert_eq!(
         n,
-        5 * 2 * 2 + 2 * 2 * 2 + 4 * 2 * 2 * 2 + 4 * 2 * 2,
+        5 * 2 * 2 + 2 * 2 * 2 + 4 * 2 * 2 * 2 + 4 * 2 * 2 + 4 * 2 * 2,
         "specialized entries"
     );
 }
@@ -372,7 +372,7 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
     // The examples, the foundation's ops, and one derivative per differentiable example input;
     // the unary ops come from the registry, each with its kernel and its derivative (but `neg`
     // and `abs`, over integers too, which have none).
-    assert_eq!(ALL.len(), 99);
+    assert_eq!(ALL.len(), 100);
     let all = every_kernel();
     assert_eq!(all.len(), ALL.len() + 2 * UnaryOp::ALL.len() - 2 - 2);
     for op in UnaryOp::ALL {

@@ -192,6 +192,11 @@ fn marker(cx: &NativeCx, k: &KernelFn) -> TokenStream {
                 mutable: true,
                 acc: false,
             } => get(quote!(output)),
+            ParamTy::Slice {
+                elem: Ty::I32,
+                mutable: false,
+                acc: false,
+            } => get(quote!(words)),
             ParamTy::Scalar(Ty::Elem) => get(quote!(elem)),
             ParamTy::Scalar(Ty::Usize) => get(quote!(usize)),
             ParamTy::Scalar(Ty::I32) => get(quote!(i32)),

@@ -14,9 +14,9 @@
 
 use super::cache::BatchKvCache;
 use super::kernels;
-use super::{Llama, LlamaBlock, Matrix, ggml_numerics};
+use super::{Llama, LlamaBlock, Matrix, Weight, ggml_numerics};
 use rtx::prelude::*;
-use rtx::quant::QInput;
+use rtx::quant::{GgmlType, QInput};
 
 /// Consecutive tokens of one sequence: `tokens` placed at positions `position..position +
 /// tokens.len()` of sequence `seq`.
@@ -191,8 +191,9 @@ impl Llama {
     /// Each RMS norm is joined to the product after it, each residual add to the product
     /// before it, and SwiGLU to the gate-and-up product ([`super::Weight::forward_joined`],
     /// [`super::Weight::forward_swiglu`]), so that
-    /// a decoding step on a GPU is six launches a block: the `qkv` product, the rotary turn
-    /// and cache write, attention, the `o` product, and the gate-and-up and down products.
+    /// a decoding step on a GPU is five launches a block: the `qkv` product with the rotary
+    /// turn and cache write as its output ([`kernels::qkv_rope_store`]), attention, the `o`
+    /// product, and the gate-and-up and down products.
     fn block(
         &self,
         b: &LlamaBlock,
@@ -204,23 +205,48 @@ impl Llama {
     ) -> Result<Matrix> {
         let c = &self.config;
         let (h, eps) = (c.head_count, c.rms_eps);
-        // One product for the query, key and value heads; then one launch turns the query and
-        // key heads and writes the keys and values into the cache.
-        let mut qkv = b
-            .qkv
-            .forward_joined(x, QInput::RmsNorm(&b.attn_norm, eps), None)?;
+        // One product for the query, key and value heads, which turns the query and key heads
+        // and writes the keys and values into the cache as it finishes its sums (a decoding
+        // step's few rows of a quantized weight on a GPU); else the product, then one launch
+        // for the turn and the writes.
         let (cos, sin) = (&self.rope.cos, &self.rope.sin);
         let (keys, values) = (&mut cache.keys[layer], &mut cache.values[layer]);
-        kernels::rope_store(
-            &mut qkv,
-            keys,
-            values,
-            cos,
-            sin,
-            &places.seq,
-            &places.pos,
-            h,
-        )?;
+        let qkv = match &b.qkv {
+            Weight::Quantized(w)
+                if x.device().is_cuda()
+                    && x.dims()[0] <= kernels::QKV_ROPE_ROWS
+                    && matches!(w.ggml_type(), GgmlType::Q8_0 | GgmlType::Q4_1) =>
+            {
+                kernels::qkv_rope_store(
+                    w,
+                    x,
+                    Some((&b.attn_norm, eps)),
+                    keys,
+                    values,
+                    cos,
+                    sin,
+                    &places.seq,
+                    &places.pos,
+                    h,
+                )?
+            }
+            _ => {
+                let mut qkv = b
+                    .qkv
+                    .forward_joined(x, QInput::RmsNorm(&b.attn_norm, eps), None)?;
+                kernels::rope_store(
+                    &mut qkv,
+                    keys,
+                    values,
+                    cos,
+                    sin,
+                    &places.seq,
+                    &places.pos,
+                    h,
+                )?;
+                qkv
+            }
+        };
         let attn = match plan {
             Plan::Decode => kernels::attend(
                 &qkv,

@@ -102,6 +102,111 @@ fn rope_store_case(split: usize) {
     assert_eq!(got_v, want_v, "values, split {split}");
 }
 
+/// Random finite blocks of a `[n, k]` weight of type `ty` (`Q8_0` or `Q4_1`): small f16
+/// scales (and minimums), random integers.
+fn weight(ty: rtx::quant::GgmlType, n: usize, k: usize, seed: u64) -> rtx::quant::QTensor {
+    use rtx::quant::{GgmlType, QTensor};
+    let bytes_per = ty.type_size();
+    let noise = values(n * k / 32 * bytes_per, seed);
+    let mut bytes = Vec::with_capacity(noise.len());
+    for (i, v) in noise.iter().enumerate() {
+        let at = i % bytes_per;
+        // f16 0.0625 + a little (0x2c00..0x2cff) as the scale, and -0.5 .. for Q4_1's minimum.
+        bytes.push(match (ty, at) {
+            (_, 0) => ((v + 1.0) * 127.0) as u8,
+            (_, 1) => 0x2c,
+            (GgmlType::Q4_1, 2) => ((v + 1.0) * 127.0) as u8,
+            (GgmlType::Q4_1, 3) => 0xb8,
+            _ => ((v + 1.0) * 127.9) as u8,
+        });
+    }
+    QTensor::from_bytes(&bytes, &[n, k], ty, Device::Cpu).unwrap()
+}
+
+/// The joined `qkv` product and rotary turn (`qkv_rope_store`) leaves `qkv` and both caches
+/// bit for bit as `qmatvec_ggml` then `rope_store_rows` do, for both weight types, one and
+/// three rows, plain and RMS-normed.
+#[test]
+fn qkv_rope_store_is_the_product_then_the_turn_bit_for_bit() {
+    use rtx::kernel::LaunchConfig;
+    use rtx::quant::GgmlType;
+    let (heads, kv_heads, half, batch, max_len, k) = (2, 1, 4, 2, 5, 96);
+    let hd = 2 * half;
+    let n = (heads + 2 * kv_heads) * hd;
+    let eps = 1e-5;
+    let cos = Tensor::from_vec(values(max_len * half, 2), (max_len, half), Device::Cpu);
+    let sin = Tensor::from_vec(values(max_len * half, 3), (max_len, half), Device::Cpu);
+    let g = vector(values(k, 4).iter().map(|v| v + 1.5).collect());
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_1] {
+        let w = weight(ty, n, k, 5 + ty.id() as u64);
+        let words: Vec<i32> = w.words().to_vec();
+        for m in [1, 3] {
+            let xv = values(m * k, 6 + m as u64);
+            let x: Tensor<(usize, usize)> = Tensor::from_vec(xv.clone(), (m, k), Device::Cpu);
+            let seq = vector([1.0, 0.0, 1.0][..m].to_vec());
+            let pos = vector([3.0, 4.0, 0.0][..m].to_vec());
+            for norm in [None, Some((&g, eps))] {
+                let (input, gv) = match norm {
+                    Some(_) => (rtx::kernels::QINPUT_RMS_NORM, g.to_vec()),
+                    None => (rtx::kernels::QINPUT_ROWS, Vec::new()),
+                };
+                let mut product = vec![f32::NAN; m * n];
+                rtx::kernels::qmatvec_ggml(
+                    LaunchConfig::new(n.div_ceil(4) as u32, 128),
+                    &words,
+                    &xv,
+                    &[],
+                    &mut product,
+                    m,
+                    n,
+                    k,
+                    ty.id(),
+                    0,
+                    &gv,
+                    input,
+                    eps as f32,
+                    0,
+                )
+                .unwrap();
+                let shape = (batch, kv_heads, max_len, hd);
+                let mut want = Tensor::from_vec(product, (m, n), Device::Cpu);
+                let (mut want_k, mut want_v) = (
+                    Tensor::zeros(shape, Device::Cpu),
+                    Tensor::zeros(shape, Device::Cpu),
+                );
+                kernels::rope_store_split(
+                    &mut want,
+                    &mut want_k,
+                    &mut want_v,
+                    &cos,
+                    &sin,
+                    &seq,
+                    &pos,
+                    heads,
+                    1,
+                )
+                .unwrap();
+                let (mut keys, mut vals) = (
+                    Tensor::zeros(shape, Device::Cpu),
+                    Tensor::zeros(shape, Device::Cpu),
+                );
+                let got = kernels::qkv_rope_store(
+                    &w, &x, norm, &mut keys, &mut vals, &cos, &sin, &seq, &pos, heads,
+                )
+                .unwrap();
+                let what = format!("{ty}, {m} rows, norm {}", norm.is_some());
+                assert_eq!(got.to_vec(), want.to_vec(), "qkv, {what}");
+                assert_eq!(keys.to_vec(), want_k.to_vec(), "keys, {what}");
+                assert_eq!(vals.to_vec(), want_v.to_vec(), "values, {what}");
+                assert!(
+                    keys.to_vec().iter().any(|&v| v != 0.0),
+                    "keys written, {what}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn swiglu_is_the_composition_over_the_stacked_halves() {
     let (rows, ff) = (3, 5);

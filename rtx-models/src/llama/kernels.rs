@@ -89,6 +89,117 @@ fn rope_store_rows<T: Float>(
     }
 }
 
+/// The `qkv` product of a decoding step's rows with [`rope_store_rows`] as its output, in one
+/// launch: for the quantized weight `w` (`[n, k]`, GGUF type `kind`, `n = (heads + 2
+/// kv_heads) * 2 half`) and the `m <= 4` rows of `x` (`[m, k]`, RMS-normed with `g` and
+/// `eps` with `input` 1), warp `p` takes the pair of outputs `2 p, 2 p + 1`
+/// (`rtx::kernels::qmatvec_lanes` decodes both weight rows' blocks together), and writes
+/// them as `rope_store_rows` would have left them after the plain product: a query or key
+/// pair turned by its angle at the row's position (a key pair also into `keys`), a value pair
+/// as it is (and into `values`). The same sums and the same turn, so `qkv` and the caches
+/// are bit for bit those of `qmatvec_ggml` then `rope_store_rows`.
+///
+/// Why: the rotary turn and cache write were a launch of their own, 3 µs a block of a
+/// decoding step on an H100 with almost nothing to do; here the row's position and angles are
+/// loaded before the weights' blocks, so they arrive with them.
+#[rtx::kernel(specialize(m = 1), specialize(kind = 8, 3), specialize(input = 0, 1))]
+#[allow(clippy::too_many_arguments)]
+fn qkv_rope_store_rows<T: Float>(
+    w: &[i32],
+    x: &[T],
+    g: &[T],
+    qkv: &mut [T],
+    keys: &mut [T],
+    values: &mut [T],
+    cos: &[T],
+    sin: &[T],
+    seq: &[T],
+    pos: &[T],
+    m: usize,
+    k: usize,
+    kind: u32,
+    input: u32,
+    eps: T,
+    heads: usize,
+    kv_heads: usize,
+    half: usize,
+    max_len: usize,
+) {
+    let lane = lane_id();
+    let p = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
+    let n = (heads + 2 * kv_heads) * 2 * half;
+    // The whole warp shares `p`, so a warp past the last pair leaves whole.
+    if 2 * p < n {
+        let head = p / half;
+        let i = p % half;
+        let turned = head < heads + kv_heads;
+        let mut cs = [0.0; 4];
+        let mut sn = [0.0; 4];
+        if turned {
+            for r in 0..4 {
+                if r < m {
+                    let at = pos[r] as usize * half + i;
+                    cs[r] = cos[at];
+                    sn[r] = sin[at];
+                }
+            }
+        }
+        let mut acc = [0.0; 4];
+        let mut acc_b = [0.0; 4];
+        let mut squares = [0.0; 4];
+        rtx::kernels::qmatvec_lanes(
+            w,
+            x,
+            g,
+            m,
+            k,
+            kind,
+            input,
+            2 * p,
+            1,
+            2 * p + 1,
+            &mut acc,
+            &mut acc_b,
+            &mut squares,
+        );
+        for r in 0..4 {
+            if r < m {
+                let mut a = rtx::kernels::warp_sum_xor(acc[r]);
+                let mut b = rtx::kernels::warp_sum_xor(acc_b[r]);
+                if input == 1 {
+                    let total = rtx::kernels::warp_sum_xor(squares[r]);
+                    let scale = 1.0 / (total / (k as T) + eps).sqrt();
+                    a *= scale;
+                    b *= scale;
+                }
+                if lane == 0 {
+                    let at = r * n + 2 * p;
+                    let slot = seq[r] as usize * kv_heads;
+                    let place = pos[r] as usize;
+                    if turned {
+                        let xr = a.mul_add(cs[r], -(b * sn[r]));
+                        let yr = a.mul_add(sn[r], b * cs[r]);
+                        qkv[at] = xr;
+                        qkv[at + 1] = yr;
+                        if head >= heads {
+                            let to = ((slot + head - heads) * max_len + place) * 2 * half + 2 * i;
+                            keys[to] = xr;
+                            keys[to + 1] = yr;
+                        }
+                    } else {
+                        qkv[at] = a;
+                        qkv[at + 1] = b;
+                        let vh = head - heads - kv_heads;
+                        let to = ((slot + vh) * max_len + place) * 2 * half + 2 * i;
+                        values[to] = a;
+                        values[to + 1] = b;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Attention of single-token rows over the cache: block `r * heads + h` takes query head `h`
 /// of row `r` (`q`, rows of `q_stride` elements whose first `heads * head_dim` are the query
 /// heads), which belongs to sequence `seq[r]` at position `pos[r]`, and attends over that
@@ -353,6 +464,77 @@ pub(super) fn rope_store_split(
     // and writes inside one key or value head of the caches at the sequence and position the
     // caller checked are below their batch and `max_len`.
     unsafe { rtx::kernel::launch(rope_store_rows::Op, elements(threads_all), &mut args) }
+}
+
+/// Rows a decoding step may have for [`qkv_rope_store`] (its kernel's sums are
+/// `qmatvec_ggml`'s, for at most 4 rows).
+pub(super) const QKV_ROPE_ROWS: usize = rtx::kernels::QMATVEC_ROWS;
+
+/// The stacked `qkv` product of the rows `x` (`[rows, k]`, at most [`QKV_ROPE_ROWS`],
+/// RMS-normed with `norm`'s weight and epsilon when given) with the quantized weight `w`
+/// (`Q8_0` or `Q4_1`, `[(heads + 2 kv_heads) * head_dim, k]`), and the rotary turn and cache
+/// write of [`rope_store`] on it, in one launch: the `[rows, (heads + 2 kv_heads) *
+/// head_dim]` rows `rope_store` leaves. The caller has checked the weight's type and dims,
+/// and every sequence and position against the caches and the tables.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn qkv_rope_store(
+    w: &rtx::quant::QTensor,
+    x: &Tensor<(usize, usize)>,
+    norm: Option<(&Tensor<(usize,)>, f64)>,
+    keys: &mut Tensor<(usize, usize, usize, usize)>,
+    values: &mut Tensor<(usize, usize, usize, usize)>,
+    cos: &Tensor<(usize, usize)>,
+    sin: &Tensor<(usize, usize)>,
+    seq: &Tensor<(usize,)>,
+    pos: &Tensor<(usize,)>,
+    heads: usize,
+) -> Result<Tensor<(usize, usize)>> {
+    let [_, kv_heads, max_len, head_dim] = keys.dims()[..] else {
+        unreachable!("a rank-4 cache")
+    };
+    let (m, k) = (x.dims()[0], x.dims()[1]);
+    let n = w.dims()[0];
+    let half = cos.dims()[1];
+    debug_assert!(m <= QKV_ROPE_ROWS && head_dim == 2 * half);
+    debug_assert_eq!(n, (heads + 2 * kv_heads) * head_dim);
+    debug_assert_eq!(w.dims()[1], k);
+    let mut qkv: Tensor<(usize, usize)> = Tensor::empty((m, n), x.device());
+    // Without a norm its weight is never read: the angles stand in for it.
+    let (g, input, eps) = match norm {
+        Some((g, eps)) => (Arg::input(g), rtx::kernels::QINPUT_RMS_NORM, eps),
+        None => (Arg::input(cos), rtx::kernels::QINPUT_ROWS, 0.0),
+    };
+    let kind = w.ggml_type().id();
+    let mut args = [
+        Arg::words(w.words()),
+        Arg::input(x),
+        g,
+        Arg::output(&mut qkv),
+        Arg::output(keys),
+        Arg::output(values),
+        Arg::input(cos),
+        Arg::input(sin),
+        Arg::input(seq),
+        Arg::input(pos),
+        Arg::usize(m),
+        Arg::usize(k),
+        Arg::u32(kind),
+        Arg::u32(input),
+        Arg::elem(eps as f32),
+        Arg::usize(heads),
+        Arg::usize(kv_heads),
+        Arg::usize(half),
+        Arg::usize(max_len),
+    ];
+    let warps = 4;
+    let config = LaunchConfig::new((n / 2).div_ceil(warps).max(1) as u32, 32 * warps as u32);
+    // SAFETY: warp `p < n / 2` reads weight rows `2 p` and `2 p + 1` (the caller checked the
+    // weight is `[n, k]` of its type, so `words` holds their blocks), `m * k` rows of `x`, `k`
+    // norm weights (or, unread, the rows), the tables at each row's position and the row's
+    // sequence and position (checked by the caller to lie inside the tables and caches), and
+    // writes `qkv` `[m, n]` and inside one key or value head of each cache.
+    unsafe { rtx::kernel::launch(qkv_rope_store_rows::Op, config, &mut args)? };
+    Ok(qkv)
 }
 
 /// `silu(gate) * up` of the stacked feed-forward projection `gate_up` (`[rows, 2 ff]`: the

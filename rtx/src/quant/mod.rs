@@ -101,6 +101,13 @@ impl QTensor {
         })
     }
 
+    /// The blocks' bytes as little-endian words, zero-padded to a multiple of 4 bytes: what a
+    /// `#[kernel]` decoding them takes as a `&[i32]` parameter ([`crate::kernel::Arg::words`]),
+    /// with the formulas of `rtx::kernels::ggml_octet`.
+    pub fn words(&self) -> &Tensor<(usize,), i32> {
+        &self.words
+    }
+
     /// The dims, row-major (outermost first).
     pub fn dims(&self) -> &[usize] {
         &self.dims
