@@ -13,6 +13,7 @@
 struct rtx_stub_dim3 { unsigned int x, y, z; };
 extern rtx_stub_dim3 threadIdx, blockIdx, blockDim, gridDim;
 inline void __syncthreads() {}
+inline void __threadfence() {}
 inline float __shfl_down_sync(unsigned, float v, unsigned) { return v; }
 inline int __shfl_down_sync(unsigned, int v, unsigned) { return v; }
 inline unsigned __shfl_down_sync(unsigned, unsigned v, unsigned) { return v; }

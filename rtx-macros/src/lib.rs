@@ -134,7 +134,10 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// loops and the intrinsics `thread_idx_x()`, `block_idx_x()`,
 /// `block_dim_x()`, `grid_dim_x()` (and `_y`, `_z`; all `usize`), `lane_id()`,
 /// `sync_threads()`, `warp_shuffle_down(v, offset: u32)`, `warp_shuffle_xor(v, mask: u32)`,
-/// `atomic_add(&mut buf[i], v);`, shared memory declared at the top of the body as
+/// `atomic_add(&mut buf[i], v);` (or `let old = atomic_add(&mut buf[i], v);`, the element's
+/// value before the add: a ticket that finds the last block to finish), `thread_fence()`
+/// (CUDA's `__threadfence()`: this thread's earlier writes are seen by every block before its
+/// later ones), shared memory declared at the top of the body as
 /// `#[shared] let s: [T; 256];`, and per-thread arrays `let mut v = [T::NEG_INFINITY; N];`
 /// read and written as `v[k]` (`N` an integer literal or a `const N: usize = 32;` declared
 /// in the body; natively a Rust array, whose indexing panics out of bounds; in CUDA a local

@@ -1,7 +1,8 @@
 //! Users' own `#[kernel]`s through `rtx::kernel` on every device: an elementwise kernel with
 //! uniforms on contiguous, strided and broadcast inputs and its gradients through the derived
 //! kernels, a reduce kernel along each axis, and SIMT kernels (a tiled transpose with shared
-//! memory, an in-place update), each GPU held to the CPU's native run.
+//! memory, an in-place update, a sum finished by the last block to take a ticket with
+//! `atomic_add` after a `thread_fence`), each GPU held to the CPU's native run.
 
 use super::*;
 use rtx::kernel::{self, Arg, LaunchConfig};
@@ -64,6 +65,43 @@ fn axpy_into<T: Float>(a: T, x: &[T], out: &mut [T], n: usize) {
     let i = block_idx_x() * block_dim_x() + thread_idx_x();
     if i < n {
         out[i] = a * x[i] + out[i];
+    }
+}
+
+/// Each block of 32 threads sums its 32 values into `parts`; the last block to finish (the
+/// one whose ticket is the grid's size less one) adds the parts in block order into `out[0]`
+/// and hands the ticket back at 0, so the next launch finds it as this one did.
+#[rtx::kernel]
+fn sum_in_the_last_block<T: Float>(x: &[T], parts: &mut [T], ticket: &mut [T], out: &mut [T]) {
+    #[shared]
+    let last: [T; 1];
+    let b = block_idx_x();
+    let t = thread_idx_x();
+    let mut v = x[b * 32 + t];
+    let mut mask: u32 = 16;
+    while mask > 0 {
+        v += warp_shuffle_xor(v, mask);
+        mask /= 2;
+    }
+    if t == 0 {
+        parts[b] = v;
+        // The part is visible to every block before the ticket is taken.
+        thread_fence();
+        let old = atomic_add(&mut ticket[0], 1.0);
+        last[0] = 0.0;
+        if old == (grid_dim_x() - 1) as T {
+            last[0] = 1.0;
+        }
+    }
+    sync_threads();
+    if t == 0 && last[0] == 1.0 {
+        thread_fence();
+        let mut total = 0.0;
+        for i in 0..grid_dim_x() {
+            total += parts[i];
+        }
+        out[0] = total;
+        ticket[0] = 0.0;
     }
 }
 
@@ -169,10 +207,44 @@ fn simt_case<E: Float>() {
             )
         }
         .unwrap_or_else(|e| panic!("{e}"));
+        // The last block's sum, launched twice over the same ticket: each launch takes the
+        // ticket from 0 and leaves it there.
+        let blocks = 7;
+        let x: Tensor<(usize,), E> =
+            Tensor::from_vec(values(blocks * 32, 8, -2.0, 2.0), (blocks * 32,), dev);
+        let mut parts: Tensor<(usize,), E> = Tensor::zeros((blocks,), dev);
+        let mut ticket: Tensor<(usize,), E> = Tensor::zeros((1,), dev);
+        let mut sums = Vec::new();
+        for _ in 0..2 {
+            let mut total: Tensor<(usize,), E> = Tensor::zeros((1,), dev);
+            // SAFETY: block `b < blocks` reads its 32 values of `x` (`blocks * 32` long) and
+            // writes `parts[b]`; the last block reads `parts` and writes `total[0]`.
+            unsafe {
+                kernel::launch(
+                    sum_in_the_last_block::Op,
+                    LaunchConfig::new(blocks as u32, 32),
+                    &mut [
+                        Arg::input(&x),
+                        Arg::output(&mut parts),
+                        Arg::output(&mut ticket),
+                        Arg::output(&mut total),
+                    ],
+                )
+            }
+            .unwrap_or_else(|e| panic!("{e}"));
+            sums.extend(f64s(&total));
+        }
+        assert_eq!(f64s(&ticket), vec![0.0], "the ticket handed back on {dev}");
+        let want: f64 = f64s(&parts).iter().sum();
+        assert!(
+            (sums[0] - want).abs() <= 1e-2 * want.abs().max(1.0) && sums[0] == sums[1],
+            "the last block's sum on {dev}: {sums:?} against {want}"
+        );
         vec![
             ("transpose".into(), f64s(&t)),
             ("axpy in place".into(), f64s(&acc)),
             ("the shared handle".into(), f64s(&before)),
+            ("the last block's sum".into(), sums),
         ]
     });
 }

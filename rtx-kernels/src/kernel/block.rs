@@ -542,15 +542,15 @@ impl<V: Word, const N: usize> SharedArray<V, N> {
     pub fn set(&self, i: usize, v: V) {
         self.cells[i].store(v.to_word(), Relaxed)
     }
-    /// Atomically replaces cell `i` by `f(old)`.
+    /// Atomically replaces cell `i` by `f(old)`, and returns `old`.
     #[track_caller]
-    pub fn update(&self, i: usize, f: impl Fn(V) -> V) {
+    pub fn update(&self, i: usize, f: impl Fn(V) -> V) -> V {
         let cell = &self.cells[i];
         let mut old = cell.load(Relaxed);
         loop {
             let new = f(V::from_word(old)).to_word();
             match cell.compare_exchange_weak(old, new, Relaxed, Relaxed) {
-                Ok(_) => return,
+                Ok(_) => return V::from_word(old),
                 Err(now) => old = now,
             }
         }
@@ -691,9 +691,10 @@ impl<'a, E: Copy> GlobalMut<'a, E> {
         }
     }
 
-    /// Atomically replaces element `i` by `f(old)` (`atomicAdd` and friends).
+    /// Atomically replaces element `i` by `f(old)` (`atomicAdd` and friends), and returns
+    /// `old`.
     #[track_caller]
-    pub fn update(&self, i: usize, f: impl Fn(E) -> E) {
+    pub fn update(&self, i: usize, f: impl Fn(E) -> E) -> E {
         let p = self.at(i);
         macro_rules! cas {
             ($atomic:ty) => {{
@@ -704,7 +705,8 @@ impl<'a, E: Copy> GlobalMut<'a, E> {
                     // SAFETY: `old` holds the bits of an `E`, and `f` returns an `E`.
                     let new = unsafe { transmute_copy(&f(transmute_copy(&old))) };
                     match a.compare_exchange_weak(old, new, Relaxed, Relaxed) {
-                        Ok(_) => return,
+                        // SAFETY: `old` holds the bits of an `E`.
+                        Ok(_) => return unsafe { transmute_copy(&old) },
                         Err(now) => old = now,
                     }
                 }

@@ -254,31 +254,40 @@ __device__ __forceinline__ double rtx_shfl_xor(double v, unsigned int m) {
   b.u = rtx_shfl_xor(b.u, m);
   return b.f;
 }
-__device__ __forceinline__ void rtx_atomic_add(float* p, float v) { atomicAdd(p, v); }
-__device__ __forceinline__ void rtx_atomic_add(double* p, double v) { atomicAdd(p, v); }
-__device__ __forceinline__ void rtx_atomic_add(int* p, int v) { atomicAdd(p, v); }
-__device__ __forceinline__ void rtx_atomic_add(unsigned int* p, unsigned int v) { atomicAdd(p, v); }
-__device__ __forceinline__ void rtx_atomic_add(unsigned long long* p, unsigned long long v) { atomicAdd(p, v); }
-__device__ __forceinline__ void rtx_atomic_add(long long* p, long long v) {
-  atomicAdd((unsigned long long*)p, (unsigned long long)v);
+// Each returns the element's value before the add (`let old = atomic_add(..)`).
+__device__ __forceinline__ float rtx_atomic_add(float* p, float v) { return atomicAdd(p, v); }
+__device__ __forceinline__ double rtx_atomic_add(double* p, double v) { return atomicAdd(p, v); }
+__device__ __forceinline__ int rtx_atomic_add(int* p, int v) { return atomicAdd(p, v); }
+__device__ __forceinline__ unsigned int rtx_atomic_add(unsigned int* p, unsigned int v) {
+  return atomicAdd(p, v);
 }
-// 16-bit floats: compare-and-swap on the aligned 32-bit word holding the element.
-template <typename H> __device__ __forceinline__ void rtx_atomic_add_16(H* p, float v) {
+__device__ __forceinline__ unsigned long long rtx_atomic_add(unsigned long long* p,
+                                                             unsigned long long v) {
+  return atomicAdd(p, v);
+}
+__device__ __forceinline__ long long rtx_atomic_add(long long* p, long long v) {
+  return (long long)atomicAdd((unsigned long long*)p, (unsigned long long)v);
+}
+// 16-bit floats: compare-and-swap on the aligned 32-bit word holding the element; the old
+// value widened.
+template <typename H> __device__ __forceinline__ float rtx_atomic_add_16(H* p, float v) {
   unsigned int* w = (unsigned int*)((unsigned long long)p & ~3ull);
   const unsigned int shift = ((unsigned long long)p & 2ull) ? 16u : 0u;
   unsigned int old = *w;
   unsigned int assumed;
+  H h;
   do {
     assumed = old;
-    H h;
     h.bits = (unsigned short)(assumed >> shift);
     const H sum = rtx_elem<H>::narrow(rtx_elem<H>::widen(h) + v);
     const unsigned int next = (assumed & ~(0xffffu << shift)) | ((unsigned int)sum.bits << shift);
     old = atomicCAS(w, assumed, next);
   } while (old != assumed);
+  return rtx_elem<H>::widen(h);
 }
-__device__ __forceinline__ void rtx_atomic_add(rtx_f16* p, float v) { rtx_atomic_add_16(p, v); }
-__device__ __forceinline__ void rtx_atomic_add(rtx_bf16* p, float v) { rtx_atomic_add_16(p, v); }
+__device__ __forceinline__ float rtx_atomic_add(rtx_f16* p, float v) { return rtx_atomic_add_16(p, v); }
+__device__ __forceinline__ float rtx_atomic_add(rtx_bf16* p, float v) { return rtx_atomic_add_16(p, v); }
+__device__ __forceinline__ void rtx_thread_fence() { __threadfence(); }
 #endif // RTX_KERNEL_PRELUDE
 // rtx kernel prelude, second part: integer and bool element types, the conversions of
 // rtx_kernels::Element (bit for bit what the CPU backend computes), and wrapping arithmetic.

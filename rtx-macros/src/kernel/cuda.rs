@@ -430,12 +430,24 @@ impl Writer {
                 }
             }
             Stmt::AtomicAdd {
-                buf, index, value, ..
+                buf,
+                index,
+                value,
+                ty,
+                old,
+                ..
             } => {
                 let b = self.name(&buf.to_string());
                 let i = self.expr(index);
                 let v = self.expr(value);
-                self.line(&format!("rtx_atomic_add(&{b}[{i}], {v});"));
+                match old {
+                    None => self.line(&format!("rtx_atomic_add(&{b}[{i}], {v});")),
+                    Some(name) => {
+                        let n = self.declare(&name.to_string());
+                        let t = cty(*ty);
+                        self.line(&format!("{t} {n} = rtx_atomic_add(&{b}[{i}], {v});"));
+                    }
+                }
             }
             Stmt::Expr(e) => {
                 let v = self.expr(e);
@@ -659,6 +671,7 @@ impl Writer {
                     Intrinsic::Index(_, cuda) => format!("((unsigned long long){cuda})"),
                     Intrinsic::LaneId => "((unsigned long long)(rtx_linear_tid() & 31u))".into(),
                     Intrinsic::SyncThreads => "__syncthreads()".into(),
+                    Intrinsic::ThreadFence => "rtx_thread_fence()".into(),
                     Intrinsic::ShuffleDown => format!("rtx_shfl_down({}, {})", a[0], a[1]),
                     Intrinsic::ShuffleXor => format!("rtx_shfl_xor({}, {})", a[0], a[1]),
                     _ => {

@@ -217,6 +217,8 @@ pub enum Intrinsic {
     Index(&'static str, &'static str),
     LaneId,
     SyncThreads,
+    /// `__threadfence()`: this thread's writes reach every block before its later ones.
+    ThreadFence,
     ShuffleDown,
     ShuffleXor,
     /// The tensor-core intrinsics (`parse/tensor.rs`; natively `kernel/tensor_core.rs` of
@@ -417,12 +419,15 @@ pub enum Stmt {
         op: Option<BinOp>,
         value: Expr,
     },
+    /// `atomic_add(&mut buf[index], value);`, or `let old = atomic_add(..);` binding the
+    /// element's value before the add.
     AtomicAdd {
         buf: Ident,
         kind: Buf,
         ty: Ty,
         index: Expr,
         value: Expr,
+        old: Option<Ident>,
     },
     Expr(Expr),
     For {

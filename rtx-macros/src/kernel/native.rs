@@ -238,20 +238,28 @@ impl NativeCx {
                 ty,
                 index,
                 value,
+                old,
             } => {
                 let (i, v) = (self.expr(index), self.expr(value));
-                let add = match (kind, ty) {
-                    (Buf::Shared | Buf::AccOut | Buf::AccIn, _) => {
-                        quote!(|__rtx_o| __rtx_o + __rtx_v)
-                    }
-                    (_, Ty::Elem) => {
-                        let w = self.widen(quote!(__rtx_o));
-                        let n = self.narrow(quote!(#w + __rtx_v));
-                        quote!(|__rtx_o| #n)
-                    }
-                    _ => quote!(|__rtx_o| __rtx_o + __rtx_v),
+                let stored =
+                    matches!(kind, Buf::Shared | Buf::AccOut | Buf::AccIn) || *ty != Ty::Elem;
+                let add = if stored {
+                    quote!(|__rtx_o| __rtx_o + __rtx_v)
+                } else {
+                    let w = self.widen(quote!(__rtx_o));
+                    let n = self.narrow(quote!(#w + __rtx_v));
+                    quote!(|__rtx_o| #n)
                 };
-                quote!({ let __rtx_i: usize = #i; let __rtx_v = #v; #buf.update(__rtx_i, #add); })
+                let update = quote!({ let __rtx_i: usize = #i; let __rtx_v = #v; #buf.update(__rtx_i, #add) });
+                match old {
+                    None => quote!(#update;),
+                    // A `T` element of a tensor buffer is read back in the compute type.
+                    Some(name) if !stored => {
+                        let w = self.widen(quote!(__rtx_o));
+                        quote!(let #name = { let __rtx_o = #update; #w };)
+                    }
+                    Some(name) => quote!(let #name = #update;),
+                }
             }
             Stmt::Expr(e) => {
                 let e = self.expr(e);
@@ -441,6 +449,11 @@ impl NativeCx {
                     }
                     Intrinsic::LaneId => quote!(__rtx_t.lane_id()),
                     Intrinsic::SyncThreads => quote!(__rtx_t.sync_threads()),
+                    Intrinsic::ThreadFence => {
+                        quote!(::core::sync::atomic::fence(
+                            ::core::sync::atomic::Ordering::SeqCst
+                        ))
+                    }
                     Intrinsic::ShuffleDown => {
                         let (v, o) = (&a[0], &a[1]);
                         quote!(__rtx_t.shuffle_down(#v, #o))

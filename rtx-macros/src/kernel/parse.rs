@@ -42,7 +42,8 @@ comparisons and `&&`/`||`, math methods (`x.exp()`, `exp2`, `ln`, `ln_1p`, `sqrt
 `st.stride(d)`), per-thread arrays (`let mut v = [x; N];`, `v[k]`, with `N` a literal or a \
 `const N: usize = 32;` of the kernel) and the intrinsics (`thread_idx_x()`, `block_idx_x()`, `block_dim_x()`, \
 `grid_dim_x()` and their `_y`/`_z` forms, `lane_id()`, `sync_threads()`, \
-`warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)`, and on \
+`warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)` (or `let old = \
+atomic_add(..);` for the value before the add), `thread_fence()`, and on \
 the tensor cores `cp_async`, `cp_async_commit`, `cp_async_wait`, `ldmatrix_x4` and its `_x1`/`_x2`/\
 `_trans` forms, `mma_m16n8k16`, `pack2`, and on Hopper `wgmma_m64n{64,128,256}k16`, \
 `wgmma_rs_m64n{64,128,256}k16`, `wgmma_fence`, `wgmma_commit`, `wgmma_wait`, `fence_proxy_async`); \
@@ -434,6 +435,43 @@ impl Parser {
         {
             return Err(unsupported(diverge.span(), "`let ... else`"));
         }
+        // `let old = atomic_add(&mut buf[i], v);`: the element's value before the add.
+        if let Some(init) = &local.init
+            && let syn::Expr::Call(c) = strip_parens(&init.expr)
+            && is_call_to(c, "atomic_add")
+        {
+            let Stmt::AtomicAdd {
+                buf,
+                kind,
+                ty: elem,
+                index,
+                value,
+                ..
+            } = self.atomic_add(c)?
+            else {
+                unreachable!("atomic_add parses to an atomic add")
+            };
+            if let Some(t) = ty
+                && self.scalar_ty(t)? != elem
+            {
+                return Err(Error::new(
+                    t.span(),
+                    format!(
+                        "atomic_add gives the element's old value, a `{}`",
+                        elem.name()
+                    ),
+                ));
+            }
+            self.declare_scalar(&name, elem, pi.mutability.is_some())?;
+            return Ok(Some(Stmt::AtomicAdd {
+                buf,
+                kind,
+                ty: elem,
+                index,
+                value,
+                old: Some(name),
+            }));
+        }
         let declared = ty.map(|t| self.scalar_ty(t)).transpose()?;
         let init = match &local.init {
             Some(init) => Some(self.expr(&init.expr)?),
@@ -724,6 +762,7 @@ impl Parser {
             ty,
             index,
             value,
+            old: None,
         })
     }
 

@@ -255,6 +255,7 @@ impl Llama {
                 &places.seq,
                 &places.pos,
                 h,
+                &mut cache.tickets,
             )?,
             Plan::Segments(segments) => {
                 self.attend_segments(&qkv, segments, places, cache, layer)?
@@ -276,7 +277,7 @@ impl Llama {
         qkv: &Matrix,
         segments: &[Segment<'_>],
         places: &Places,
-        cache: &BatchKvCache,
+        cache: &mut BatchKvCache,
         layer: usize,
     ) -> Result<Matrix> {
         let h = self.config.head_count;
@@ -290,7 +291,8 @@ impl Llama {
             } else if t == 1 {
                 let at = places.narrow(first, 1);
                 let (keys, values) = (&cache.keys[layer], &cache.values[layer]);
-                kernels::attend(&rows, keys, values, &at.seq, &at.pos, h)?
+                let tickets = &mut cache.tickets;
+                kernels::attend(&rows, keys, values, &at.seq, &at.pos, h, tickets)?
             } else {
                 self.attend_prefill(&rows, s, cache, layer)?
             });

@@ -391,6 +391,7 @@ impl Parser {
                     n.as_str(),
                     "lane_id"
                         | "sync_threads"
+                        | "thread_fence"
                         | "warp_shuffle_down"
                         | "warp_shuffle_xor"
                         | "atomic_add"
@@ -407,6 +408,7 @@ impl Parser {
             }
             "lane_id" => (Intrinsic::LaneId, 0),
             "sync_threads" => (Intrinsic::SyncThreads, 0),
+            "thread_fence" => (Intrinsic::ThreadFence, 0),
             "warp_shuffle_down" => (Intrinsic::ShuffleDown, 2),
             "warp_shuffle_xor" => (Intrinsic::ShuffleXor, 2),
             "atomic_add" => {
