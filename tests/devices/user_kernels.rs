@@ -105,6 +105,16 @@ fn sum_in_the_last_block<T: Float>(x: &[T], parts: &mut [T], ticket: &mut [T], o
     }
 }
 
+/// `out[i] = words[2 i] - words[2 i + 1]` (as `T`): a `&[i32]` parameter, as a kernel
+/// decoding packed data takes one.
+#[rtx::kernel]
+fn word_differences<T: Float>(words: &[i32], out: &mut [T], n: usize) {
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    if i < n {
+        out[i] = (words[2 * i] - words[2 * i + 1]) as T;
+    }
+}
+
 fn elementwise_case<E: Float>() {
     on_every_device::<E>("user elementwise kernels", |dev| {
         let x: Tensor<(usize, usize), E> =
@@ -252,6 +262,46 @@ fn simt_case<E: Float>() {
 #[test]
 fn user_simt_kernels_match_the_cpu() {
     every_float!(simt_case);
+}
+
+/// `Arg::words` hands a dense `i32` tensor to a `&[i32]` parameter on every device (the GPU
+/// held to the CPU), and refuses a view by name.
+#[test]
+fn words_arguments_reach_i32_parameters_and_views_are_refused() {
+    on_every_device::<f32>("words arguments", |dev| {
+        let n = 300;
+        let w: Vec<i32> = (0..2 * n as i32).map(|i| i * i % 1013 - 500).collect();
+        let words: Tensor<(usize,), i32> = Tensor::from_vec(w.clone(), (2 * n,), dev);
+        let mut out: Tensor<(usize,), f32> = Tensor::zeros((n,), dev);
+        // SAFETY: thread `i < n` reads words `2 i` and `2 i + 1` of `2 n` and writes `out[i]`.
+        unsafe {
+            kernel::launch(
+                word_differences::Op,
+                LaunchConfig::new(n.div_ceil(128) as u32, 128),
+                &mut [Arg::words(&words), Arg::output(&mut out), Arg::usize(n)],
+            )
+        }
+        .unwrap_or_else(|e| panic!("{e}"));
+        let want: Vec<f64> = (0..n).map(|i| f64::from(w[2 * i] - w[2 * i + 1])).collect();
+        assert_eq!(f64s(&out), want, "word differences on {dev}");
+        let grid: Tensor<(usize, usize), i32> = Tensor::from_vec(w, (n, 2), dev);
+        let view = grid.t();
+        // SAFETY: refused before launch.
+        let err = unsafe {
+            kernel::launch(
+                word_differences::Op,
+                LaunchConfig::new(1, 32),
+                &mut [Arg::words(&view), Arg::output(&mut out), Arg::usize(1)],
+            )
+        }
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("word_differences") && err.contains("dense"),
+            "{err}"
+        );
+        vec![("word differences".into(), f64s(&out))]
+    });
 }
 
 #[test]
