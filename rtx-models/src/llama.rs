@@ -447,7 +447,7 @@ impl Llama {
         BatchKvCache::new(
             c.block_count,
             batch,
-            (c.head_count, c.head_count_kv),
+            c.head_count_kv,
             max_len,
             c.head_dim,
             self.device,

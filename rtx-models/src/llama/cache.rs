@@ -20,18 +20,15 @@ pub struct BatchKvCache {
     pub(super) values: Vec<CacheTensor>,
     pub(super) max_len: usize,
     pub(super) lens: Vec<usize>,
-    /// The tickets of the decoding attention's split launches, `batch * heads` zeros: each
-    /// launch hands them back at 0 (`kernels::attend`).
-    pub(super) tickets: Tensor<(usize,)>,
 }
 
 impl BatchKvCache {
     /// An empty cache of `blocks` blocks for `batch` sequences of up to `max_len` positions,
-    /// `kv_heads` heads of `head_dim` each, on `device`, for a model of `heads` query heads.
+    /// `kv_heads` heads of `head_dim` each, on `device`.
     pub(super) fn new(
         blocks: usize,
         batch: usize,
-        (heads, kv_heads): (usize, usize),
+        kv_heads: usize,
         max_len: usize,
         head_dim: usize,
         device: Device,
@@ -44,7 +41,6 @@ impl BatchKvCache {
             values: make(),
             max_len,
             lens: vec![0; batch],
-            tickets: Tensor::zeros((batch * heads,), device),
         })
     }
 

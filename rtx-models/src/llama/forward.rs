@@ -255,7 +255,6 @@ impl Llama {
                 &places.seq,
                 &places.pos,
                 h,
-                &mut cache.tickets,
             )?,
             Plan::Segments(segments) => {
                 self.attend_segments(&qkv, segments, places, cache, layer)?
@@ -277,7 +276,7 @@ impl Llama {
         qkv: &Matrix,
         segments: &[Segment<'_>],
         places: &Places,
-        cache: &mut BatchKvCache,
+        cache: &BatchKvCache,
         layer: usize,
     ) -> Result<Matrix> {
         let h = self.config.head_count;
@@ -291,8 +290,7 @@ impl Llama {
             } else if t == 1 {
                 let at = places.narrow(first, 1);
                 let (keys, values) = (&cache.keys[layer], &cache.values[layer]);
-                let tickets = &mut cache.tickets;
-                kernels::attend(&rows, keys, values, &at.seq, &at.pos, h, tickets)?
+                kernels::attend(&rows, keys, values, &at.seq, &at.pos, h)?
             } else {
                 self.attend_prefill(&rows, s, cache, layer)?
             });

@@ -1,7 +1,7 @@
 //! The Llama step's kernels on the CPU emulation, against host computations of what each
 //! must write: rotary turns with the cache writes at each row's sequence and position, the
 //! SwiGLU product, the cached attention (across its chunk boundary, with grouped heads, from
-//! rows wider than the query heads, a head's positions split over blocks or not), the residual add joined with RMS norm, and the embedding
+//! rows wider than the query heads), the residual add joined with RMS norm, and the embedding
 //! lookup.
 
 use super::kernels;
@@ -252,27 +252,11 @@ fn cached_attention_case(hd: usize) {
         Tensor::from_vec(padded, (rows.len(), heads * hd + extra), Device::Cpu);
     let seq = vector(rows.iter().map(|r| r.0 as f32).collect());
     let pos = vector(rows.iter().map(|r| r.1 as f32).collect());
-    // One warp (the CPU's launch), eight and 32 a head; each head's positions split over 3
-    // blocks of a warp and 14 of eight warps (a GPU's at batch 1: most of a short row's
-    // splits empty), the same tickets serving every launch.
-    let mut tickets: Tensor<(usize,)> = Tensor::zeros((rows.len() * heads,), Device::Cpu);
-    for (threads, splits) in [(32, 1), (256, 1), (1024, 1), (32, 3), (256, 14)] {
-        let got = kernels::attend_split(
-            &q,
-            &keys,
-            &vals,
-            &seq,
-            &pos,
-            heads,
-            &mut tickets,
-            (threads, splits),
-        )
-        .unwrap()
-        .to_vec();
-        assert!(
-            tickets.to_vec().iter().all(|&t| t == 0.0),
-            "{splits} splits: the tickets handed back at 0"
-        );
+    // One warp (the CPU's launch), eight, and 32 (a GPU's).
+    for threads in [32, 256, 1024] {
+        let got = kernels::attend_threads(&q, &keys, &vals, &seq, &pos, heads, threads)
+            .unwrap()
+            .to_vec();
         let scale = 1.0 / (hd as f64).sqrt();
         for (r, &(s, p)) in rows.iter().enumerate() {
             for h in 0..heads {
@@ -299,7 +283,7 @@ fn cached_attention_case(hd: usize) {
                     let g = f64::from(got[(r * heads + h) * hd + d]);
                     assert!(
                         (g - want).abs() < 1e-5,
-                        "{threads} threads, {splits} splits, head width {hd}: row {r} (sequence {s}, position {p}) head {h} dim \
+                        "{threads} threads, head width {hd}: row {r} (sequence {s}, position {p}) head {h} dim \
                      {d}: {g} against {want}"
                     );
                 }

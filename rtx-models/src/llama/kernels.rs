@@ -215,22 +215,10 @@ fn qkv_rope_store_rows<T: Float>(
 /// accumulates positions `w, w + warps, ..` for dims `lane + 32 i` (`i < 4`), and the warps'
 /// sums meet in warp order at the end. A decoding step is bound by latency, so the query is
 /// read straight into registers and each warp's first four value rows are loaded before the
-/// scores: the query's, keys' and values' loads are in flight together. Every order is fixed by
-/// the launch shape, so a row's result depends on the other rows neither by their values nor
-/// by their number, only on the grid's splits. Needs `head_dim <= 128` and whole warps. Blocks
-/// of up to 1024 threads: the registers a thread may take are bounded for that (64), so every
-/// launch [`attend`] makes fits a multiprocessor.
-///
-/// A grid of `rows * heads` x `splits` blocks splits each row's positions `0..=pos[r]` into
-/// `splits` runs of `ceil(len / splits)`, one a block (few rows leave most multiprocessors
-/// idle otherwise: a decoding step at batch 1 is 9 heads, and one block a head spent 7 µs of
-/// each block on an H100 on instructions of 9 multiprocessors). With `splits` 1 a block
-/// writes its head's output. Otherwise it writes its run's maximum, sum and unnormalized
-/// output to `parts` (`[rows * heads * splits, head_dim + 2]`), and the last block of the
-/// head to take a ticket from `tickets[r * heads + h]` (an `atomic_add` after a
-/// `thread_fence`, so every block's part is written before its ticket is taken) joins the
-/// runs in split order, rescaled to their common maximum, and hands the ticket back at 0 for
-/// the next launch (`tickets` is 0 between launches).
+/// scores: the query's, keys' and values' loads are in flight together. Every order is fixed by the launch shape, so a row's
+/// result depends neither on the other rows nor on how many there are. Needs `head_dim <=
+/// 128` and whole warps. Blocks of up to 1024 threads: the registers a thread may take are
+/// bounded for that (64), so every launch [`attend`] makes fits a multiprocessor.
 #[rtx::kernel(launch_bounds(1024, 1))]
 fn cached_attention<T: Float>(
     q: &[T],
@@ -239,8 +227,6 @@ fn cached_attention<T: Float>(
     seq: &[T],
     pos: &[T],
     out: &mut [T],
-    parts: &mut [T],
-    tickets: &mut [T],
     q_stride: usize,
     heads: usize,
     group: usize,
@@ -261,16 +247,9 @@ fn cached_attention<T: Float>(
     let lane = lane_id();
     let warp = tid / 32;
     let warps = nt / 32;
-    let bh = block_idx_x();
-    let r = bh / heads;
-    let h = bh % heads;
-    let splits = grid_dim_y();
-    let split = block_idx_y();
-    // This block's run of the row's positions `0..len`.
+    let r = block_idx_x() / heads;
+    let h = block_idx_x() % heads;
     let len = pos[r] as usize + 1;
-    let span = (len + splits - 1) / splits;
-    let lo = (split * span).min(len);
-    let hi = (lo + span).min(len);
     let kv = (seq[r] as usize * kv_heads + h / group) * max_len * head_dim;
     let qrow = r * q_stride + h * head_dim;
     let orow = (r * heads + h) * head_dim;
@@ -289,9 +268,9 @@ fn cached_attention<T: Float>(
     let mut m_run = T::NEG_INFINITY;
     let mut l_run = 0.0;
     let mut acc = [0.0; 4];
-    let mut start = lo;
-    while start < hi {
-        let n = (hi - start).min(CHUNK);
+    let mut start = 0;
+    while start < len {
+        let n = (len - start).min(CHUNK);
         // The values of this warp's first four positions (`warp + warps p`), loaded before
         // the scores so that they arrive while the softmax is worked out.
         let mut vv = [0.0; 16];
@@ -386,62 +365,14 @@ fn cached_attention<T: Float>(
         }
     }
     sync_threads();
-    let at = (bh * splits + split) * (head_dim + 2);
     let mut d = tid;
     while d < head_dim {
         let mut total = 0.0;
         for w in 0..warps {
             total += part[w * head_dim + d];
         }
-        if splits == 1 {
-            out[orow + d] = total / l_run;
-        } else {
-            parts[at + 2 + d] = total;
-        }
+        out[orow + d] = total / l_run;
         d += nt;
-    }
-    if splits > 1 {
-        if tid == 0 {
-            parts[at] = m_run;
-            parts[at + 1] = l_run;
-        }
-        // Every thread's part is seen by every block before the ticket is taken.
-        thread_fence();
-        sync_threads();
-        if tid == 0 {
-            let taken = atomic_add(&mut tickets[bh], 1.0);
-            red[0] = 0.0;
-            if taken == (splits - 1) as T {
-                red[0] = 1.0;
-            }
-        }
-        sync_threads();
-        if red[0] == 1.0 {
-            thread_fence();
-            let first = bh * splits * (head_dim + 2);
-            let mut m_all = T::NEG_INFINITY;
-            for s in 0..splits {
-                m_all = m_all.max(parts[first + s * (head_dim + 2)]);
-            }
-            let mut l_all = 0.0;
-            for s in 0..splits {
-                let run = first + s * (head_dim + 2);
-                l_all += (parts[run] - m_all).exp() * parts[run + 1];
-            }
-            let mut d = tid;
-            while d < head_dim {
-                let mut total = 0.0;
-                for s in 0..splits {
-                    let run = first + s * (head_dim + 2);
-                    total += (parts[run] - m_all).exp() * parts[run + 2 + d];
-                }
-                out[orow + d] = total / l_all;
-                d += nt;
-            }
-            if tid == 0 {
-                tickets[bh] = 0.0;
-            }
-        }
     }
 }
 
@@ -635,9 +566,7 @@ pub(super) fn swiglu(gate_up: &Tensor<(usize, usize)>) -> Result<Tensor<(usize, 
 /// whose first `heads * head_dim` columns are the query heads (the rest, the stacked keys
 /// and values, are not read); row `r` is sequence `seq[r]` at position `pos[r]` and sees
 /// positions `0..=pos[r]`, whose keys and values are already written. `[rows, heads *
-/// head_dim]`. `tickets` (at least `rows * heads`, all 0) is the split launch's scratch,
-/// handed back at 0.
-#[allow(clippy::too_many_arguments)]
+/// head_dim]`.
 pub(super) fn attend(
     q: &Tensor<(usize, usize)>,
     keys: &Tensor<(usize, usize, usize, usize)>,
@@ -645,38 +574,30 @@ pub(super) fn attend(
     seq: &Tensor<(usize,)>,
     pos: &Tensor<(usize,)>,
     heads: usize,
-    tickets: &mut Tensor<(usize,)>,
 ) -> Result<Tensor<(usize, usize)>> {
-    // On a GPU with few heads to attend (a decoding step at batch 1 has 9), each head's
-    // positions split over blocks of 8 warps, about 128 blocks in all (one block a head of 32
-    // warps, which shared the scoring and the weighted sum, took 7 µs of each decoding block
-    // on an H100, busy on 9 multiprocessors); with a block for every multiprocessor or more, a
-    // block of 8 warps a head. On the CPU's emulation, where every thread is a coroutine
-    // switched at each barrier, one warp a head.
+    // On a GPU with few blocks (a decoding step at batch 1 has 9), 32 warps, which share the
+    // scoring (128 positions a round) and the weighted sum of the values (blocks of 8 warps
+    // spent 13 µs here on an H100, most of it waiting on loads one round after another);
+    // with a block for every multiprocessor or more, 8 warps. On the CPU's emulation, where
+    // every thread is a coroutine switched at each barrier, one.
     let blocks = q.dims()[0] * heads;
-    let (threads, splits) = if q.device().is_cuda() {
-        (256, (128 / blocks.max(1)).clamp(1, MAX_SPLITS))
-    } else {
-        (32, 1)
+    let threads = match (q.device().is_cuda(), blocks >= 128) {
+        (false, _) => 32,
+        (true, false) => 1024,
+        (true, true) => 256,
     };
-    attend_split(q, keys, values, seq, pos, heads, tickets, (threads, splits))
+    attend_threads(q, keys, values, seq, pos, heads, threads)
 }
 
-/// The most blocks [`attend`] splits a head's positions over.
-const MAX_SPLITS: usize = 16;
-
-/// [`attend`] with blocks of `threads` (a multiple of 32, at most 1024), each head's
-/// positions split over `splits` blocks.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn attend_split(
+/// [`attend`] with blocks of `threads` (a multiple of 32, at most 1024).
+pub(super) fn attend_threads(
     q: &Tensor<(usize, usize)>,
     keys: &Tensor<(usize, usize, usize, usize)>,
     values: &Tensor<(usize, usize, usize, usize)>,
     seq: &Tensor<(usize,)>,
     pos: &Tensor<(usize,)>,
     heads: usize,
-    tickets: &mut Tensor<(usize,)>,
-    (threads, splits): (usize, usize),
+    threads: usize,
 ) -> Result<Tensor<(usize, usize)>> {
     let [_, kv_heads, max_len, head_dim] = keys.dims()[..] else {
         unreachable!("a rank-4 cache")
@@ -686,7 +607,6 @@ pub(super) fn attend_split(
     };
     debug_assert!(q_stride >= heads * head_dim);
     debug_assert!(threads.is_multiple_of(32) && (32..=1024).contains(&threads));
-    debug_assert!(splits >= 1 && tickets.dims()[0] >= rows * heads);
     let mut out: Tensor<(usize, usize)> = Tensor::empty((rows, heads * head_dim), q.device());
     if head_dim > 128 {
         return Err(Error::BadArgument {
@@ -694,14 +614,7 @@ pub(super) fn attend_split(
             msg: format!("a head width of {head_dim}: the cached attention holds at most 128"),
         });
     }
-    // Without a split the parts are never written: one element stands in.
-    let part_len = if splits > 1 {
-        rows * heads * splits * (head_dim + 2)
-    } else {
-        1
-    };
-    let mut parts: Tensor<(usize,)> = Tensor::empty((part_len,), q.device());
-    let config = LaunchConfig::new(((rows * heads) as u32, splits as u32), threads as u32);
+    let config = LaunchConfig::new((rows * heads) as u32, threads as u32);
     let mut args = [
         Arg::input(q),
         Arg::input(keys),
@@ -709,8 +622,6 @@ pub(super) fn attend_split(
         Arg::input(seq),
         Arg::input(pos),
         Arg::output(&mut out),
-        Arg::output(&mut parts),
-        Arg::output(tickets),
         Arg::usize(q_stride),
         Arg::usize(heads),
         Arg::usize(heads / kv_heads),
@@ -719,13 +630,11 @@ pub(super) fn attend_split(
         Arg::usize(max_len),
         Arg::elem(1.0 / (head_dim as f32).sqrt()),
     ];
-    // SAFETY: block `(r heads + h, s)` reads the query heads of row `r < rows` of `q` (`heads
-    // * head_dim <= q_stride`), row `r` of `seq` and `pos`, the cache at the sequence and
-    // positions `..= pos[r]` the caller checked lie inside it, and writes its head of row `r`
-    // of `out`, or (split) its run's `head_dim + 2` values of `parts` (`rows heads splits`
-    // runs long) and `tickets[r heads + h]` (at least `rows heads` long); shared indices stay
-    // below `CHUNK` (scores), 128 (the query, `head_dim <= 128`) and `warps * head_dim <= 32 *
-    // 128` (the warps' sums).
+    // SAFETY: block `r heads + h` reads the query heads of row `r < rows` of `q` (`heads *
+    // head_dim <= q_stride`), row `r` of `seq` and `pos`, the cache
+    // at the sequence and positions `..= pos[r]` the caller checked lie inside it, and writes
+    // its head of row `r` of `out`; shared indices stay below `CHUNK` (scores), 128 (the
+    // query, `head_dim <= 128`) and `warps * head_dim <= 32 * 128` (the warps' sums).
     unsafe { rtx::kernel::launch(cached_attention::Op, config, &mut args)? };
     Ok(out)
 }
