@@ -137,7 +137,11 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// `atomic_add(&mut buf[i], v);` (or `let old = atomic_add(&mut buf[i], v);`, the element's
 /// value before the add: a ticket that finds the last block to finish), `thread_fence()`
 /// (CUDA's `__threadfence()`: this thread's earlier writes are seen by every block before its
-/// later ones), shared memory declared at the top of the body as
+/// later ones), `grid_sync()` (every thread of every block waits for all the others, as
+/// cooperative groups' `grid.sync()`: a kernel that calls it, itself or through a device
+/// function, is launched cooperatively, and a grid of more blocks than the GPU holds at once
+/// is an error, not a hang; every thread must reach each `grid_sync`, so no `return` before
+/// one; natively the blocks run together, a thread each), shared memory declared at the top of the body as
 /// `#[shared] let s: [T; 256];`, and per-thread arrays `let mut v = [T::NEG_INFINITY; N];`
 /// read and written as `v[k]` (`N` an integer literal or a `const N: usize = 32;` declared
 /// in the body; natively a Rust array, whose indexing panics out of bounds; in CUDA a local
@@ -291,8 +295,9 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// (no `KERNEL`, no launch): what `#[kernel(device)]` generates is a module of its name that
 /// exports `call` (the body natively, on the caller's emulated thread), `DEVICE` (the CUDA `template <typename A, typename S = A> __device__
 /// __forceinline__` function `<name>_body`, behind an include guard, which callers' sources
-/// take in) and `USES_SYNC` (whether the function synchronizes or shuffles, which decides how
-/// a calling kernel's blocks are emulated). Being inlined, a device function costs nothing on
+/// take in), `USES_SYNC` (whether the function synchronizes or shuffles, which decides how
+/// a calling kernel's blocks are emulated) and `USES_GRID_SYNC` (whether it calls
+/// `grid_sync`, which makes a calling kernel's launch cooperative). Being inlined, a device function costs nothing on
 /// the GPU, and a per-thread array it indexes by constants stays in registers. Elementwise
 /// kernels export `call` too, so SIMT code calls both kinds alike.
 ///

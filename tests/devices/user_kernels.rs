@@ -2,7 +2,8 @@
 //! uniforms on contiguous, strided and broadcast inputs and its gradients through the derived
 //! kernels, a reduce kernel along each axis, and SIMT kernels (a tiled transpose with shared
 //! memory, an in-place update, a sum finished by the last block to take a ticket with
-//! `atomic_add` after a `thread_fence`), each GPU held to the CPU's native run.
+//! `atomic_add` after a `thread_fence`, values passed between blocks across `grid_sync`), each
+//! GPU held to the CPU's native run.
 
 use super::*;
 use rtx::kernel::{self, Arg, LaunchConfig};
@@ -102,6 +103,25 @@ fn sum_in_the_last_block<T: Float>(x: &[T], parts: &mut [T], ticket: &mut [T], o
         }
         out[0] = total;
         ticket[0] = 0.0;
+    }
+}
+
+/// `rounds` times over: every thread doubles the value of the thread `block_dim_x()` ahead of
+/// it (mod the grid's threads), which another block holds: `a[i]` ends as `x[(i + rounds
+/// block_dim_x()) % n] * 2^rounds`. Each read waits for every block's write at `grid_sync`; a
+/// grid that ran its blocks one after another would read values of the round before.
+#[rtx::kernel]
+fn pass_along_the_grid<T: Float>(x: &[T], a: &mut [T], b: &mut [T], rounds: usize) {
+    let n = grid_dim_x() * block_dim_x();
+    let i = block_idx_x() * block_dim_x() + thread_idx_x();
+    a[i] = x[i];
+    let mut r = 0;
+    while r < rounds {
+        grid_sync();
+        b[i] = 2.0 * a[(i + block_dim_x()) % n];
+        grid_sync();
+        a[i] = b[i];
+        r += 1;
     }
 }
 
@@ -301,6 +321,51 @@ fn words_arguments_reach_i32_parameters_and_views_are_refused() {
             "{err}"
         );
         vec![("word differences".into(), f64s(&out))]
+    });
+}
+
+/// A kernel that calls `grid_sync` passes values between its blocks on every device (the
+/// blocks run together natively, cooperatively on a GPU), and a grid of more blocks than can
+/// be resident at once is refused by name, not left to hang.
+#[test]
+fn grid_sync_passes_values_between_blocks_and_an_oversized_grid_is_refused() {
+    on_every_device::<f32>("grid_sync", |dev| {
+        let (blocks, threads, rounds) = (6usize, 64usize, 5usize);
+        let n = blocks * threads;
+        let host: Vec<f32> = (0..n).map(|i| i as f32 - 100.0).collect();
+        let x: Tensor<(usize,), f32> = Tensor::from_vec(host.clone(), (n,), dev);
+        let mut a: Tensor<(usize,), f32> = Tensor::zeros((n,), dev);
+        let mut b: Tensor<(usize,), f32> = Tensor::zeros((n,), dev);
+        let launch = |grid: usize, a: &mut Tensor<(usize,), f32>, b: &mut Tensor<(usize,), f32>| {
+            // SAFETY: thread `i` of the `grid * threads` (at most `n`) reads `x[i]` and
+            // `a[(i + threads) % (grid * threads)]` and writes `a[i]` and `b[i]`.
+            unsafe {
+                kernel::launch(
+                    pass_along_the_grid::Op,
+                    LaunchConfig::new(grid as u32, threads as u32),
+                    &mut [
+                        Arg::input(&x),
+                        Arg::output(a),
+                        Arg::output(b),
+                        Arg::usize(rounds),
+                    ],
+                )
+            }
+        };
+        launch(blocks, &mut a, &mut b).unwrap_or_else(|e| panic!("{e}"));
+        let want: Vec<f64> = (0..n)
+            .map(|i| f64::from(host[(i + rounds * threads) % n]) * 32.0)
+            .collect();
+        assert_eq!(f64s(&a), want, "values passed along the grid on {dev}");
+        // Twice, so the GPU's arrival counter is seen to leave each launch as it found it.
+        launch(blocks, &mut a, &mut b).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(f64s(&a), want, "a second launch on {dev}");
+        let err = launch(1 << 20, &mut a, &mut b).unwrap_err().to_string();
+        assert!(
+            err.contains("pass_along_the_grid") && err.contains("grid_sync"),
+            "{err}"
+        );
+        vec![("passed along".into(), f64s(&a))]
     });
 }
 

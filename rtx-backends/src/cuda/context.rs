@@ -21,6 +21,8 @@ pub(crate) struct Context {
     pub name: String,
     /// Compute capability (major, minor).
     pub cc: (u32, u32),
+    /// Streaming multiprocessors.
+    pub multiprocessors: usize,
 }
 
 impl Context {
@@ -39,12 +41,18 @@ impl Context {
         let (major, minor) = ctx
             .compute_capability()
             .map_err(|e| driver_err(device, "cuDeviceGetAttribute", e))?;
+        let multiprocessors = ctx
+            .attribute(
+                cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+            .map_err(|e| driver_err(device, "cuDeviceGetAttribute", e))?;
         Ok(Context {
             ordinal,
             ctx,
             stream,
             name,
             cc: (major as u32, minor as u32),
+            multiprocessors: multiprocessors.max(0) as usize,
         })
     }
 

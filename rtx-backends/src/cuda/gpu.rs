@@ -94,6 +94,9 @@ pub struct GpuInfo {
     pub name: String,
     /// Compute capability (major, minor), e.g. (9, 0) on Hopper.
     pub compute_capability: (u32, u32),
+    /// Streaming multiprocessors (132 on an H100 or H200 SXM): with the blocks each holds, the
+    /// largest grid a kernel that calls `grid_sync` may launch.
+    pub multiprocessors: usize,
     /// Bytes free now (cuMemGetInfo).
     pub free_memory: usize,
     /// Bytes in all.
@@ -116,6 +119,7 @@ pub fn gpu_info(ordinal: usize) -> Result<GpuInfo> {
         ordinal,
         name: g.name.clone(),
         compute_capability: g.cc,
+        multiprocessors: g.multiprocessors,
         free_memory: free,
         total_memory: total,
     })

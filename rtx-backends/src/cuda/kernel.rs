@@ -45,6 +45,9 @@ pub struct Kernel {
     /// `#[kernel]` entry does, with `griddepcontrol.wait`), so that on Hopper it may be
     /// launched before that grid has finished ([`super::launch`] says how).
     pub waits_for_previous_grid: bool,
+    /// Whether the function's blocks wait for each other (`grid_sync`): it is launched
+    /// cooperatively, every block resident at once, or the launch fails.
+    pub cooperative: bool,
 }
 
 impl Kernel {
@@ -56,6 +59,7 @@ impl Kernel {
             options: &[],
             dynamic_shared: 0,
             waits_for_previous_grid: false,
+            cooperative: false,
         }
     }
 
@@ -65,6 +69,15 @@ impl Kernel {
     pub const fn waiting_for_previous_grid(self) -> Kernel {
         Kernel {
             waits_for_previous_grid: true,
+            ..self
+        }
+    }
+
+    /// The same kernel, launched cooperatively: all its blocks resident at once, so that they
+    /// may wait for each other (`grid_sync`); a launch of more blocks than fit the GPU fails.
+    pub const fn cooperative(self) -> Kernel {
+        Kernel {
+            cooperative: true,
             ..self
         }
     }

@@ -78,10 +78,16 @@ pub fn kernel_entry(
 pub fn entry_kernel(source: &'static KernelSource, symbol: &'static str) -> Kernel {
     // Every generated entry starts with RTX_ENTRY() (the kernel prelude), which waits for
     // the grid before it.
-    Kernel::new(symbol, source.source)
+    let k = Kernel::new(symbol, source.source)
         .waiting_for_previous_grid()
         .with_options(OPTIONS)
-        .with_dynamic_shared(dynamic_shared(source))
+        .with_dynamic_shared(dynamic_shared(source));
+    match source.kind {
+        KernelKind::Simt {
+            grid_sync: true, ..
+        } => k.cooperative(),
+        _ => k,
+    }
 }
 
 /// The dynamic shared memory a launch of `source` takes (see [`KernelKind::Simt`]).

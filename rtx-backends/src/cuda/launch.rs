@@ -202,6 +202,36 @@ pub unsafe fn launch(
             });
         }
     };
+    if kernel.cooperative {
+        let fits = resident_blocks(&g, f, config.block, shared)?;
+        let (x, y, z) = config.grid;
+        let blocks = x as usize * y as usize * z as usize;
+        if blocks > fits {
+            return Err(crate::BackendError::BadArgument {
+                op: "launch",
+                msg: format!(
+                    "kernel `{}` synchronizes its grid (grid_sync), so all its blocks must be \
+                     resident at once: a grid of {blocks} blocks of {:?} threads ({shared} bytes \
+                     of dynamic shared memory) is more than the {fits} this GPU holds",
+                    kernel.name, config.block
+                ),
+            });
+        }
+        return submit_driver(&g, "cuLaunchKernelEx", |g| {
+            // SAFETY: as below; every block fits at once (checked above), which the driver
+            // checks again for a cooperative launch.
+            unsafe {
+                launch_with(
+                    f,
+                    config,
+                    shared,
+                    g.stream.cu_stream(),
+                    &mut params,
+                    Attribute::Cooperative,
+                )
+            }
+        });
+    }
     // Not inside a capture: in a graph the programmatic edges measured slower than plain ones
     // (benches/README.md, "early launch"), while on a stream they hide launch time.
     if kernel.waits_for_previous_grid && g.cc >= (9, 0) && !g.capturing() && early_launch_enabled()
@@ -209,7 +239,16 @@ pub unsafe fn launch(
         return submit_driver(&g, "cuLaunchKernelEx", |g| {
             // SAFETY: as below; the kernel waits for the previous grid before it touches
             // memory, which is what the early launch requires.
-            unsafe { launch_early(f, config, shared, g.stream.cu_stream(), &mut params) }
+            unsafe {
+                launch_with(
+                    f,
+                    config,
+                    shared,
+                    g.stream.cu_stream(),
+                    &mut params,
+                    Attribute::Early,
+                )
+            }
         });
     }
     submit_driver(&g, "cuLaunchKernel", |g| {
@@ -235,26 +274,65 @@ fn early_launch_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("RTX_CUDA_EARLY_LAUNCH").map_or(true, |v| v != "0"))
 }
 
-/// Launches `f` with programmatic stream serialization (Hopper's programmatic dependent
-/// launch): the driver may start it once every block of the grid before it in the stream has
-/// started (or signalled with `griddepcontrol.launch_dependents`), instead of once that grid
-/// has finished, so the launch and the blocks' start overlap its tail. After anything but a
-/// kernel it is an ordinary launch. [`launch`] uses it outside graph captures only.
+/// How [`launch_with`] launches a function beyond `cuLaunchKernel`.
+enum Attribute {
+    /// Programmatic stream serialization (Hopper's programmatic dependent launch): the driver
+    /// may start the function once every block of the grid before it in the stream has
+    /// started (or signalled with `griddepcontrol.launch_dependents`), instead of once that
+    /// grid has finished, so the launch and the blocks' start overlap its tail. After anything
+    /// but a kernel it is an ordinary launch. [`launch`] uses it outside graph captures only.
+    Early,
+    /// A cooperative launch: every block resident at once (the driver refuses a grid that
+    /// does not fit), so that blocks may wait for each other.
+    Cooperative,
+}
+
+/// The blocks of `block` threads and `shared` bytes of dynamic shared memory that fit the
+/// GPU at once for `f`: its multiprocessors times the blocks each holds.
+fn resident_blocks(
+    g: &Gpu,
+    f: sys::CUfunction,
+    block: (u32, u32, u32),
+    shared: u32,
+) -> Result<usize> {
+    let threads = (block.0 * block.1 * block.2) as i32;
+    let mut per_sm = 0i32;
+    // SAFETY: `f` is a loaded function of this context (bound by `gpu`), `per_sm` a valid
+    // out-pointer.
+    unsafe {
+        sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut per_sm, f, threads, shared as usize)
+            .result()
+            .map_err(|e| g.err("cuOccupancyMaxActiveBlocksPerMultiprocessor", e))?;
+    }
+    Ok(per_sm.max(0) as usize * g.multiprocessors)
+}
+
+/// Launches `f` as `attribute` says.
 ///
 /// # Safety
-/// As `cuLaunchKernel`, and `f` must execute `griddepcontrol.wait` before it reads or writes
-/// memory that earlier work in the stream touches.
-unsafe fn launch_early(
+/// As `cuLaunchKernel`; for [`Attribute::Early`], `f` must execute `griddepcontrol.wait`
+/// before it reads or writes memory that earlier work in the stream touches.
+unsafe fn launch_with(
     f: sys::CUfunction,
     config: LaunchConfig,
     shared: u32,
     stream: sys::CUstream,
     params: &mut [*mut c_void],
+    attribute: Attribute,
 ) -> std::result::Result<(), DriverError> {
     // SAFETY: a zeroed attribute is a valid plain-data value; the id and value are set below.
     let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
+    match attribute {
+        Attribute::Early => {
+            attr.id =
+                sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr.value.programmaticStreamSerializationAllowed = 1;
+        }
+        Attribute::Cooperative => {
+            attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+            attr.value.cooperative = 1;
+        }
+    }
     let cfg = sys::CUlaunchConfig {
         gridDimX: config.grid.0,
         gridDimY: config.grid.1,

@@ -2,7 +2,9 @@
 //! threads with shared memory, barriers and warp shuffles, so a GPU kernel written with
 //! `#[kernel]` runs (slowly, but exactly) on the CPU and can be tested without a GPU.
 //!
-//! Blocks run one after another. Within a block, a body that never synchronizes runs its
+//! Blocks run one after another, except in a kernel that calls `grid_sync`: its blocks run at
+//! once, an OS thread each ([`run_blocks_together`]), as a cooperative launch keeps them all
+//! resident on a GPU. Within a block, a body that never synchronizes runs its
 //! threads one after another; a body that calls `sync_threads` or a warp shuffle runs each
 //! thread as a coroutine with its own stack (`corosensei`), all on the calling OS thread: a
 //! thread that reaches a barrier suspends, and a round-robin scheduler resumes the others until
@@ -14,7 +16,8 @@
 //! Invariant: everything threads share (global buffers written by the kernel, shared arrays,
 //! warp exchange slots) is accessed through atomics with relaxed ordering; the threads of a
 //! block interleave only at barriers, on one OS thread, so a racy kernel gives the numbers of one
-//! interleaving, never undefined behavior in Rust.
+//! interleaving, never undefined behavior in Rust. Blocks running together meet at the grid's
+//! barrier (a mutex), which orders what each wrote before it for every reader after it.
 
 use super::LaunchError;
 use super::tensor_core::AsyncCopies;
@@ -25,8 +28,8 @@ use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::mem::{align_of, size_of, transmute_copy};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 /// Threads per warp, as on every NVIDIA GPU.
 pub const WARP_SIZE: usize = 32;
@@ -198,6 +201,8 @@ pub(crate) struct BlockSync {
     pub(crate) progress: Cell<u64>,
     /// The block's `mbarrier`s, as their intrinsics left them (`tma.rs`).
     pub(crate) mbarriers: RefCell<Vec<Mbarrier>>,
+    /// The grid barriers the block has passed (`grid_sync`).
+    grid_passes: Cell<u64>,
 }
 
 /// One block of a native launch.
@@ -206,6 +211,8 @@ pub struct BlockCtx {
     block_idx: Dim3,
     pub(crate) launch: LaunchConfig,
     uses_sync: bool,
+    /// The grid's barrier, when the blocks run together ([`run_blocks_together`]).
+    grid: Option<Arc<GridBarrier>>,
 }
 
 /// One thread of a native launch: its indices, and the block's barrier and warps.
@@ -220,20 +227,19 @@ pub struct ThreadCtx<'a> {
     pub(crate) copies: RefCell<AsyncCopies>,
 }
 
-/// Runs `block_fn` for every block of the grid, in order (x fastest).
+/// Runs `block_fn` for every block of the grid, in order (x fastest), or with `grid_sync` all
+/// at once ([`run_blocks_together`]).
 pub fn run_blocks(
     kernel: &'static str,
     launch: LaunchConfig,
     uses_sync: bool,
-    block_fn: impl Fn(&BlockCtx) -> Result<(), LaunchError>,
+    grid_sync: bool,
+    block_fn: impl Fn(&BlockCtx) -> Result<(), LaunchError> + Sync,
 ) -> Result<(), LaunchError> {
-    let threads = launch.block.count();
-    if threads == 0 || threads > 1024 {
-        return Err(LaunchError::new(format!(
-            "kernel `{kernel}`: a block of {:?} has {threads} threads; blocks hold 1 to 1024",
-            launch.block
-        )));
+    if grid_sync {
+        return run_blocks_together(kernel, launch, block_fn);
     }
+    check_block(kernel, launch)?;
     for z in 0..launch.grid.z {
         for y in 0..launch.grid.y {
             for x in 0..launch.grid.x {
@@ -242,11 +248,164 @@ pub fn run_blocks(
                     block_idx: Dim3 { x, y, z },
                     launch,
                     uses_sync,
+                    grid: None,
                 })?;
             }
         }
     }
     Ok(())
+}
+
+/// An error unless a block of `launch` has 1 to 1024 threads.
+fn check_block(kernel: &str, launch: LaunchConfig) -> Result<(), LaunchError> {
+    let threads = launch.block.count();
+    if threads == 0 || threads > 1024 {
+        return Err(LaunchError::new(format!(
+            "kernel `{kernel}`: a block of {:?} has {threads} threads; blocks hold 1 to 1024",
+            launch.block
+        )));
+    }
+    Ok(())
+}
+
+/// Blocks a grid that synchronizes may have in the emulation (an OS thread each).
+pub const MAX_BLOCKS_TOGETHER: usize = 1024;
+
+/// Runs `block_fn` for every block of the grid at once, an OS thread each, for a kernel that
+/// calls `grid_sync` (its blocks wait for each other there, so none may wait for another to
+/// finish first). A block that returns or fails while others wait at the grid's barrier
+/// breaks it: they panic rather than hang (on a GPU the launch would hang). The first block
+/// error in grid order is returned; a panic is resumed, the block's own before the broken
+/// barrier's it caused.
+pub fn run_blocks_together(
+    kernel: &'static str,
+    launch: LaunchConfig,
+    block_fn: impl Fn(&BlockCtx) -> Result<(), LaunchError> + Sync,
+) -> Result<(), LaunchError> {
+    check_block(kernel, launch)?;
+    let blocks = launch.grid.count();
+    if blocks > MAX_BLOCKS_TOGETHER {
+        return Err(LaunchError::new(format!(
+            "kernel `{kernel}` calls grid_sync, so its blocks run together, an OS thread each in \
+             the emulation: a grid of {:?} has {blocks} blocks, more than {MAX_BLOCKS_TOGETHER}",
+            launch.grid
+        )));
+    }
+    let grid = Arc::new(GridBarrier::new(blocks));
+    let g = launch.grid;
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..blocks)
+            .map(|i| {
+                let (grid, block_fn) = (Arc::clone(&grid), &block_fn);
+                let block_idx = Dim3 {
+                    x: (i % g.x as usize) as u32,
+                    y: (i / g.x as usize % g.y as usize) as u32,
+                    z: (i / (g.x as usize * g.y as usize)) as u32,
+                };
+                scope.spawn(move || {
+                    let _exit = GridExit(&grid);
+                    block_fn(&BlockCtx {
+                        kernel,
+                        block_idx,
+                        launch,
+                        uses_sync: true,
+                        grid: Some(Arc::clone(&grid)),
+                    })
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+    });
+    let mut broken = None;
+    let mut first_err = None;
+    for r in results {
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(payload) if payload.is::<GridBroken>() => {
+                broken.get_or_insert(payload);
+            }
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if let Some(payload) = broken {
+        let GridBroken(msg) = *payload.downcast::<GridBroken>().expect("checked above");
+        return Err(LaunchError::new(msg));
+    }
+    Ok(())
+}
+
+/// The barrier every block of a grid meets at in `grid_sync`: a generation count, and the
+/// blocks that have left the launch (which no block may then wait for).
+pub(crate) struct GridBarrier {
+    state: Mutex<GridState>,
+    turn: Condvar,
+    blocks: usize,
+}
+
+struct GridState {
+    arrived: usize,
+    generation: u64,
+    exited: usize,
+}
+
+/// The panic of a block left waiting at a grid barrier another block will never reach.
+struct GridBroken(String);
+
+impl GridBarrier {
+    fn new(blocks: usize) -> Self {
+        GridBarrier {
+            state: Mutex::new(GridState {
+                arrived: 0,
+                generation: 0,
+                exited: 0,
+            }),
+            turn: Condvar::new(),
+            blocks,
+        }
+    }
+
+    /// Blocks the calling OS thread until every block of the grid has arrived.
+    fn wait(&self, kernel: &str, block: Dim3) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let generation = s.generation;
+        s.arrived += 1;
+        if s.arrived == self.blocks {
+            s.arrived = 0;
+            s.generation += 1;
+            self.turn.notify_all();
+            return;
+        }
+        loop {
+            if s.generation != generation {
+                return;
+            }
+            if s.exited > 0 {
+                drop(s);
+                std::panic::panic_any(GridBroken(format!(
+                    "kernel `{kernel}`: block {block:?} waits at grid_sync for blocks that have \
+                     returned or failed (on a GPU this launch would hang)"
+                )));
+            }
+            s = self.turn.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// Counts its block out of the grid's barrier when the block returns or unwinds.
+struct GridExit<'a>(&'a GridBarrier);
+
+impl Drop for GridExit<'_> {
+    fn drop(&mut self) {
+        let mut s = self.0.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.exited += 1;
+        self.0.turn.notify_all();
+    }
 }
 
 impl BlockCtx {
@@ -296,6 +455,7 @@ impl BlockCtx {
                 .collect(),
             progress: Cell::new(0),
             mbarriers: RefCell::default(),
+            grid_passes: Cell::new(0),
         };
         let (sync, body) = (&sync, &body);
         let mut threads = Vec::with_capacity(n);
@@ -484,6 +644,52 @@ impl ThreadCtx<'_> {
     pub fn sync_threads(&self) {
         if let Some(sync) = self.sync {
             self.wait_at(&sync.barrier);
+        }
+    }
+
+    /// `grid_sync()`: waits until every thread of every block of the grid has arrived. The
+    /// block's last thread to arrive waits for the other blocks (blocking this OS thread, on
+    /// which the block's other threads are suspended at the block's barrier).
+    ///
+    /// # Panics
+    /// When the blocks do not run together (a launch through [`run_blocks`]), or when a thread
+    /// of the block has returned before the barrier: on a GPU either would hang.
+    pub fn grid_sync(&self) {
+        let b = self.block;
+        let (Some(grid), Some(sync), Some(yielder)) = (&b.grid, self.sync, self.yielder) else {
+            panic!(
+                "kernel `{}`: grid_sync in a launch whose blocks do not run together",
+                b.kernel
+            );
+        };
+        let barrier = &sync.barrier;
+        let n = b.launch.block.count();
+        let returned = || {
+            panic!(
+                "kernel `{}`: {} of the {n} threads of block {:?} returned before grid_sync \
+                 (every thread must reach it; on a GPU this launch would hang)",
+                b.kernel,
+                n - barrier.live.get(),
+                b.block_idx
+            )
+        };
+        let generation = barrier.generation.get();
+        let passes = sync.grid_passes.get();
+        sync.progress.set(sync.progress.get() + 1);
+        if barrier.arrive() {
+            if barrier.live.get() != n {
+                returned();
+            }
+            grid.wait(b.kernel, b.block_idx);
+            sync.grid_passes.set(passes + 1);
+            return;
+        }
+        while barrier.generation.get() == generation {
+            yielder.suspend(());
+        }
+        // Released by a thread that returned instead of arriving: the grid was not waited for.
+        if sync.grid_passes.get() == passes {
+            returned();
         }
     }
 
@@ -729,7 +935,7 @@ mod tests {
     fn barrier_orders_shared_writes_and_shuffles_reduce_a_warp() {
         let mut out = vec![0.0f32; 2];
         let g = GlobalMut::new("t", "out", &mut out).unwrap();
-        run_blocks("t", LaunchConfig::new(2, 64), true, |blk| {
+        run_blocks("t", LaunchConfig::new(2, 64), true, false, |blk| {
             let s = SharedArray::<f32, 64>::new();
             blk.run_threads(|t| {
                 let tid = t.thread_idx_x();
@@ -755,7 +961,7 @@ mod tests {
     fn returned_threads_do_not_block_the_barrier() {
         let mut out = vec![0usize; 40];
         let g = GlobalMut::new_usize("t", "out", &mut out).unwrap();
-        run_blocks("t", LaunchConfig::new(1, 40), true, |blk| {
+        run_blocks("t", LaunchConfig::new(1, 40), true, false, |blk| {
             blk.run_threads(|t| {
                 let i = t.thread_idx_x();
                 if i >= 30 {
@@ -772,7 +978,7 @@ mod tests {
 
     #[test]
     fn threads_waiting_at_different_barriers_are_an_error_not_a_hang() {
-        let err = run_blocks("diverge", LaunchConfig::new(1, 32), true, |blk| {
+        let err = run_blocks("diverge", LaunchConfig::new(1, 32), true, false, |blk| {
             blk.run_threads(|t| {
                 // Lane 0 waits at the warp's barrier, the others at the block's.
                 if t.lane_id() == 0 {
@@ -790,7 +996,7 @@ mod tests {
     #[test]
     fn a_panicking_thread_unwinds_the_launch_and_the_next_one_runs() {
         let caught = std::panic::catch_unwind(|| {
-            run_blocks("boom", LaunchConfig::new(1, 64), true, |blk| {
+            run_blocks("boom", LaunchConfig::new(1, 64), true, false, |blk| {
                 blk.run_threads(|t| {
                     t.sync_threads();
                     assert!(t.thread_idx_x() != 40, "thread 40 fails");
@@ -804,9 +1010,84 @@ mod tests {
         barrier_orders_shared_writes_and_shuffles_reduce_a_warp();
     }
 
+    /// Block `b` writes its slot, and after the grid's barrier reads the slot of block `b + 1`:
+    /// correct only if every block wrote before any read.
+    #[test]
+    fn blocks_running_together_see_each_others_writes_after_grid_sync() {
+        let blocks = 5;
+        let mut slots = vec![0usize; blocks];
+        let mut seen = vec![0usize; blocks * 32];
+        let (s, out) = (
+            GlobalMut::new_usize("t", "slots", &mut slots).unwrap(),
+            GlobalMut::new_usize("t", "seen", &mut seen).unwrap(),
+        );
+        run_blocks(
+            "t",
+            LaunchConfig::new(blocks as u32, 32),
+            true,
+            true,
+            |blk| {
+                blk.run_threads(|t| {
+                    let b = t.block_idx_x();
+                    if t.thread_idx_x() == 0 {
+                        s.store(b, 10 * (b + 1));
+                    }
+                    t.grid_sync();
+                    out.store(b * 32 + t.thread_idx_x(), s.load((b + 1) % blocks));
+                    t.grid_sync();
+                    // Nobody writes the slots again until all have read them.
+                    if t.thread_idx_x() == 0 {
+                        s.store(b, 0);
+                    }
+                })
+            },
+        )
+        .unwrap();
+        let want: Vec<usize> = (0..blocks * 32)
+            .map(|i| 10 * ((i / 32 + 1) % blocks + 1))
+            .collect();
+        assert_eq!(seen, want);
+        assert_eq!(slots, vec![0; blocks]);
+    }
+
+    #[test]
+    fn a_block_that_skips_grid_sync_is_an_error_not_a_hang() {
+        let err = run_blocks("skip", LaunchConfig::new(3, 32), true, true, |blk| {
+            blk.run_threads(|t| {
+                if t.block_idx_x() != 1 {
+                    t.grid_sync();
+                }
+            })
+        })
+        .unwrap_err();
+        assert!(err.message().contains("kernel `skip`"), "{err}");
+        assert!(err.message().contains("grid_sync"), "{err}");
+    }
+
+    #[test]
+    fn a_thread_that_returns_before_grid_sync_is_named() {
+        let caught = std::panic::catch_unwind(|| {
+            run_blocks("early", LaunchConfig::new(2, 64), true, true, |blk| {
+                blk.run_threads(|t| {
+                    if t.block_idx_x() == 1 && t.thread_idx_x() >= 60 {
+                        return;
+                    }
+                    t.grid_sync();
+                })
+            })
+        });
+        let payload = caught.unwrap_err();
+        let msg = payload
+            .downcast_ref::<String>()
+            .expect("a formatted message");
+        assert!(msg.contains("4 of the 64 threads"), "{msg}");
+        assert!(msg.contains("returned before grid_sync"), "{msg}");
+    }
+
     #[test]
     fn oversized_blocks_are_an_error() {
-        let err = run_blocks("t", LaunchConfig::new(1, 2048), false, |_| Ok(())).unwrap_err();
+        let err =
+            run_blocks("t", LaunchConfig::new(1, 2048), false, false, |_| Ok(())).unwrap_err();
         assert!(err.message().contains("2048 threads"), "{err}");
     }
 }

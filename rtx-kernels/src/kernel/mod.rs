@@ -106,6 +106,9 @@ pub enum KernelKind {
         /// carves the arrays out of one dynamic allocation of this size, and the launcher
         /// raises the function's limit to it.
         dynamic_shared: u32,
+        /// Whether the body calls `grid_sync`: a GPU launches it cooperatively (every block
+        /// resident at once, or the launch fails), and the emulation runs its blocks together.
+        grid_sync: bool,
     },
 }
 

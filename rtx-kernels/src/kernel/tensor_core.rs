@@ -458,7 +458,7 @@ mod tests {
         let mut bad = vec![0u32; 32];
         let g = GlobalMut::new("t", "out", &mut out).unwrap();
         let flags = GlobalMut::new_u32("t", "bad", &mut bad).unwrap();
-        run_blocks("t", LaunchConfig::new(1, 32), true, |blk| {
+        run_blocks("t", LaunchConfig::new(1, 32), true, false, |blk| {
             // A: 16 rows of 8 words; B: 16 rows (k) of 4 words.
             let sa = SharedArray::<u32, 128>::new();
             let sb = SharedArray::<u32, 64>::new();
@@ -543,7 +543,7 @@ mod tests {
         let src: Vec<bf16> = (0..16).map(|i| bf16::from_f32(i as f32)).collect();
         let mut seen = vec![0u32; 3];
         let g = GlobalMut::new_u32("t", "seen", &mut seen).unwrap();
-        run_blocks("t", LaunchConfig::new(1, 1), false, |blk| {
+        run_blocks("t", LaunchConfig::new(1, 1), false, false, |blk| {
             let s = SharedArray::<u32, 8>::new();
             blk.run_threads(|t| {
                 t.cp_async(&s, 0, &src, 0, 8);

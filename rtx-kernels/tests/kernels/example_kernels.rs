@@ -501,14 +501,16 @@ fn descriptors_list_one_entry_per_dtype_and_variant() {
         softmax_rows::KERNEL.kind,
         KernelKind::Simt {
             uses_sync: true,
-            dynamic_shared: 0
+            dynamic_shared: 0,
+            grid_sync: false,
         }
     );
     assert_eq!(
         axpy::KERNEL.kind,
         KernelKind::Simt {
             uses_sync: false,
-            dynamic_shared: 0
+            dynamic_shared: 0,
+            grid_sync: false,
         }
     );
     let strided = huber::KERNEL.entry(DType::F32, Variant::Strided).unwrap();

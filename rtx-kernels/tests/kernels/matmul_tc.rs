@@ -93,7 +93,8 @@ fn three_stages_take_dynamic_shared_memory() {
         k.kind,
         KernelKind::Simt {
             uses_sync: true,
-            dynamic_shared: 2 * 12288 * 4
+            dynamic_shared: 2 * 12288 * 4,
+            grid_sync: false,
         }
     );
     assert!(k.source.contains("extern __shared__"));

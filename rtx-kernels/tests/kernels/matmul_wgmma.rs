@@ -58,7 +58,8 @@ fn four_stages_take_dynamic_shared_memory_on_1024_byte_boundaries() {
         k.kind,
         KernelKind::Simt {
             uses_sync: true,
-            dynamic_shared: (16384 + 32768) * 4
+            dynamic_shared: (16384 + 32768) * 4,
+            grid_sync: false,
         }
     );
     assert!(k.source.contains("extern __shared__ __align__(1024)"));

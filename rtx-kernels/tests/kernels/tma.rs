@@ -238,6 +238,7 @@ fn the_entry_takes_tensor_maps_by_value_in_1024_byte_aligned_shared_memory() {
     let KernelKind::Simt {
         uses_sync,
         dynamic_shared,
+        ..
     } = k.kind
     else {
         panic!("{:?}", k.kind)

@@ -288,6 +288,27 @@ template <typename H> __device__ __forceinline__ float rtx_atomic_add_16(H* p, f
 __device__ __forceinline__ float rtx_atomic_add(rtx_f16* p, float v) { return rtx_atomic_add_16(p, v); }
 __device__ __forceinline__ float rtx_atomic_add(rtx_bf16* p, float v) { return rtx_atomic_add_16(p, v); }
 __device__ __forceinline__ void rtx_thread_fence() { __threadfence(); }
+// grid_sync(): every block of a cooperative launch (all resident at once) waits here for the
+// others. One arrival counter per module: block 0 adds 2^31 - (blocks - 1) and each other block
+// 1, so every barrier flips the counter's top bit and leaves its low bits as they were, and it
+// needs no reset between barriers or launches. Thread 0 arrives for its block after the block's
+// barrier; the fences order the block's writes before its arrival, and the other blocks' writes
+// before its threads' later reads.
+__device__ unsigned int rtx_grid_arrived;
+__device__ __forceinline__ void rtx_grid_sync() {
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
+    const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
+    const unsigned int add = first ? 0x80000000u - (blocks - 1u) : 1u;
+    __threadfence();
+    const unsigned int old = atomicAdd(&rtx_grid_arrived, add);
+    while (((old ^ *(volatile unsigned int*)&rtx_grid_arrived) & 0x80000000u) == 0u) {
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
 #endif // RTX_KERNEL_PRELUDE
 #ifndef RTX_FN_row_share
 #define RTX_FN_row_share

@@ -111,6 +111,9 @@ pub fn module_items(cx: &NativeCx, k: &KernelFn, grads: &[(usize, &KernelFn)]) -
 
         /// Whether calling it synchronizes threads: never, for an elementwise function.
         pub const USES_SYNC: bool = false;
+
+        /// Whether calling it synchronizes the grid: never, for an elementwise function.
+        pub const USES_GRID_SYNC: bool = false;
     };
     let name = k.name.to_string();
     let slots: Vec<syn::Ident> = (0..k.params.len())

@@ -672,6 +672,7 @@ impl Writer {
                     Intrinsic::LaneId => "((unsigned long long)(rtx_linear_tid() & 31u))".into(),
                     Intrinsic::SyncThreads => "__syncthreads()".into(),
                     Intrinsic::ThreadFence => "rtx_thread_fence()".into(),
+                    Intrinsic::GridSync => "rtx_grid_sync()".into(),
                     Intrinsic::ShuffleDown => format!("rtx_shfl_down({}, {})", a[0], a[1]),
                     Intrinsic::ShuffleXor => format!("rtx_shfl_xor({}, {})", a[0], a[1]),
                     _ => {

@@ -43,6 +43,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn) -> Result<TokenStream> {
     let body = cx.block(&k.body);
     let deps = callees(&k.body);
     let uses_sync = k.uses_sync;
+    let uses_grid_sync = k.uses_grid_sync;
     let device = device_source(k)?;
     let device_tokens = if deps.is_empty() {
         quote!(#device)
@@ -85,6 +86,9 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn) -> Result<TokenStream> {
             /// Whether the function synchronizes the block or shuffles within a warp, itself
             /// or through what it calls.
             pub const USES_SYNC: bool = #uses_sync #(|| #deps::USES_SYNC)*;
+
+            /// Whether the function calls `grid_sync`, itself or through what it calls.
+            pub const USES_GRID_SYNC: bool = #uses_grid_sync #(|| #deps::USES_GRID_SYNC)*;
         }
     })
 }

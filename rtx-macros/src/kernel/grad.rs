@@ -116,6 +116,7 @@ pub fn derive(k: &KernelFn, wrt: &Ident) -> Option<KernelFn> {
         launch_bounds: None,
         shared: vec![],
         uses_sync: false,
+        uses_grid_sync: false,
         tensor_core: false,
         wgmma: false,
     })

@@ -219,6 +219,9 @@ pub enum Intrinsic {
     SyncThreads,
     /// `__threadfence()`: this thread's writes reach every block before its later ones.
     ThreadFence,
+    /// `grid_sync()`: every thread of every block of the grid waits for all the others (a
+    /// cooperative launch's grid barrier).
+    GridSync,
     ShuffleDown,
     ShuffleXor,
     /// The tensor-core intrinsics (`parse/tensor.rs`; natively `kernel/tensor_core.rs` of
@@ -666,6 +669,8 @@ pub struct KernelFn {
     pub out_generic: Option<(Ident, ElemKind)>,
     pub shared: Vec<Shared>,
     pub uses_sync: bool,
+    /// Whether the body calls `grid_sync` itself (see [`Intrinsic::GridSync`]).
+    pub uses_grid_sync: bool,
     /// Whether the body uses the tensor-core intrinsics: the kernel then exists for f16 and
     /// bf16 only.
     pub tensor_core: bool,

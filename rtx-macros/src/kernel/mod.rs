@@ -483,6 +483,7 @@ fn parse_kernel(item: &ItemFn, mode: Mode, device: bool) -> Result<(KernelFn, Pa
         out_generic: out_generic.map(|(u, _, e)| (u, e)),
         shared: parser.shared.clone(),
         uses_sync: parser.uses_sync,
+        uses_grid_sync: parser.uses_grid_sync,
         tensor_core: parser.tensor_core,
         wgmma: parser.wgmma,
         specialize: vec![],

@@ -449,6 +449,7 @@ impl NativeCx {
                     }
                     Intrinsic::LaneId => quote!(__rtx_t.lane_id()),
                     Intrinsic::SyncThreads => quote!(__rtx_t.sync_threads()),
+                    Intrinsic::GridSync => quote!(__rtx_t.grid_sync()),
                     Intrinsic::ThreadFence => {
                         quote!(::core::sync::atomic::fence(
                             ::core::sync::atomic::Ordering::SeqCst

@@ -43,7 +43,7 @@ comparisons and `&&`/`||`, math methods (`x.exp()`, `exp2`, `ln`, `ln_1p`, `sqrt
 `const N: usize = 32;` of the kernel) and the intrinsics (`thread_idx_x()`, `block_idx_x()`, `block_dim_x()`, \
 `grid_dim_x()` and their `_y`/`_z` forms, `lane_id()`, `sync_threads()`, \
 `warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)` (or `let old = \
-atomic_add(..);` for the value before the add), `thread_fence()`, and on \
+atomic_add(..);` for the value before the add), `thread_fence()`, `grid_sync()`, and on \
 the tensor cores `cp_async`, `cp_async_commit`, `cp_async_wait`, `ldmatrix_x4` and its `_x1`/`_x2`/\
 `_trans` forms, `mma_m16n8k16`, `pack2`, and on Hopper `wgmma_m64n{64,128,256}k16`, \
 `wgmma_rs_m64n{64,128,256}k16`, `wgmma_fence`, `wgmma_commit`, `wgmma_wait`, `fence_proxy_async`); \
@@ -93,6 +93,8 @@ pub struct Parser {
     scopes: Vec<HashMap<String, Var>>,
     pub shared: Vec<Shared>,
     pub uses_sync: bool,
+    /// Whether the body calls `grid_sync` (the blocks then run together).
+    pub uses_grid_sync: bool,
     /// Whether the body uses a tensor-core intrinsic (`tensor.rs`).
     pub tensor_core: bool,
     /// Whether the body uses `wgmma` (`tensor.rs`).
@@ -111,6 +113,7 @@ impl Parser {
             scopes: vec![HashMap::new()],
             shared: Vec::new(),
             uses_sync: false,
+            uses_grid_sync: false,
             tensor_core: false,
             wgmma: false,
             loops: 0,

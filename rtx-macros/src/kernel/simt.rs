@@ -54,6 +54,8 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
     let own_sync = k.uses_sync;
     let deps = super::ir::callees(&k.body);
     let uses_sync = quote!((#own_sync #(|| #deps::USES_SYNC)*));
+    let own_grid = k.uses_grid_sync;
+    let grid_sync = quote!((#own_grid #(|| #deps::USES_GRID_SYNC)*));
     if shared_bytes(k) > SHARED_MAX {
         return Err(Error::new(
             k.name.span(),
@@ -137,7 +139,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
             #(#wrap_tables)*
             #(#widen)*
             #bounds_check
-            #kr::kernel::block::run_blocks(#name_s, launch, #uses_sync, |__rtx_b| {
+            #kr::kernel::block::run_blocks(#name_s, launch, #uses_sync, #grid_sync, |__rtx_b| {
                 #(#shared)*
                 __rtx_b.run_threads(|__rtx_t: &#kr::kernel::block::ThreadCtx<'_>| #body)
             })
@@ -156,6 +158,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
                 kind: #kr::kernel::KernelKind::Simt {
                     uses_sync: #uses_sync,
                     dynamic_shared: #dynamic_shared,
+                    grid_sync: #grid_sync,
                 },
                 source: #source_tokens,
                 entries: &[#(#entries),*],

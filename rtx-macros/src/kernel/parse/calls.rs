@@ -392,6 +392,7 @@ impl Parser {
                     "lane_id"
                         | "sync_threads"
                         | "thread_fence"
+                        | "grid_sync"
                         | "warp_shuffle_down"
                         | "warp_shuffle_xor"
                         | "atomic_add"
@@ -409,6 +410,7 @@ impl Parser {
             "lane_id" => (Intrinsic::LaneId, 0),
             "sync_threads" => (Intrinsic::SyncThreads, 0),
             "thread_fence" => (Intrinsic::ThreadFence, 0),
+            "grid_sync" => (Intrinsic::GridSync, 0),
             "warp_shuffle_down" => (Intrinsic::ShuffleDown, 2),
             "warp_shuffle_xor" => (Intrinsic::ShuffleXor, 2),
             "atomic_add" => {
@@ -434,6 +436,11 @@ impl Parser {
             Intrinsic::Index(..) | Intrinsic::LaneId => Ty::Usize,
             Intrinsic::SyncThreads => {
                 self.uses_sync = true;
+                Ty::Unit
+            }
+            Intrinsic::GridSync => {
+                self.uses_sync = true;
+                self.uses_grid_sync = true;
                 Ty::Unit
             }
             Intrinsic::ShuffleDown | Intrinsic::ShuffleXor => {
