@@ -22,9 +22,9 @@
 
 pub use rtx_backends::cuda::{
     Event, GpuInfo, Graph, MemoryStats, allow_tf32, device_count, empty_cache, gpu_info,
-    is_available, is_capturing, kernel_cache_dir, memory_limit, memory_stats, nvrtc_version,
-    reset_peak_stats, set_allow_tf32, set_kernel_cache_dir, set_memory_fraction, set_memory_limit,
-    synchronize,
+    is_available, is_capturing, kernel_cache_dir, memory_limit, memory_stats, multiprocessors,
+    nvrtc_version, reset_peak_stats, set_allow_tf32, set_kernel_cache_dir, set_memory_fraction,
+    set_memory_limit, synchronize,
 };
 
 use crate::error::{Error, Result};

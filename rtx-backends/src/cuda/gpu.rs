@@ -125,6 +125,13 @@ pub fn gpu_info(ordinal: usize) -> Result<GpuInfo> {
     })
 }
 
+/// The streaming multiprocessors of GPU `ordinal` (as [`GpuInfo::multiprocessors`], without
+/// asking the driver for its free memory): a grid that calls `grid_sync` holds at most this
+/// many times the blocks each multiprocessor holds.
+pub fn multiprocessors(ordinal: usize) -> Result<usize> {
+    Ok(gpu(ordinal)?.multiprocessors)
+}
+
 /// Waits until every op queued on GPU `ordinal` has finished (as `torch.cuda.synchronize`).
 pub fn synchronize(ordinal: usize) -> Result<()> {
     gpu(ordinal)?.synchronize()

@@ -67,7 +67,7 @@ pub use alloc::MemoryStats;
 pub use blas::{GemmLibrary, allow_tf32, gemm_library, set_allow_tf32, set_gemm_library};
 pub use disk_cache::{kernel_cache_dir, set_kernel_cache_dir};
 pub use event::Event;
-pub use gpu::{GpuInfo, gpu_info, synchronize};
+pub use gpu::{GpuInfo, gpu_info, multiprocessors, synchronize};
 pub use graph::{Graph, begin_capture, end_capture, is_capturing};
 pub use kernel::{Kernel, KernelOrigin, nvrtc_version};
 pub use kernels::{Arg, entry_kernel, kernel_entry, launch_entry};

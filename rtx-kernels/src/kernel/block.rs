@@ -769,6 +769,39 @@ impl<V: Word, const N: usize> Default for SharedArray<V, N> {
     }
 }
 
+/// A global buffer a kernel reads: its own `&[T]` parameters, and, handed to a device
+/// function's `&[T]` parameter, a buffer it writes in another phase (a `GlobalMut`). Device
+/// functions take their read-only buffers as `&(impl Read<T> + ?Sized)`, so one function
+/// reads either.
+pub trait Read<E> {
+    /// Element `i`; out of bounds, a panic naming the length and the index.
+    fn read(&self, i: usize) -> E;
+}
+
+impl<E: Copy> Read<E> for [E] {
+    #[inline(always)]
+    #[track_caller]
+    fn read(&self, i: usize) -> E {
+        self[i]
+    }
+}
+
+impl<E: Copy> Read<E> for GlobalMut<'_, E> {
+    #[inline(always)]
+    #[track_caller]
+    fn read(&self, i: usize) -> E {
+        self.load(i)
+    }
+}
+
+impl<E, R: Read<E> + ?Sized> Read<E> for &R {
+    #[inline(always)]
+    #[track_caller]
+    fn read(&self, i: usize) -> E {
+        (**self).read(i)
+    }
+}
+
 /// A kernel's writable global buffer, shared by all emulated threads.
 pub struct GlobalMut<'a, E> {
     ptr: *mut E,

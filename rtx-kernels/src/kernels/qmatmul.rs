@@ -350,52 +350,78 @@ pub fn qmatvec_ggml<T: Float>(
     eps: T,
     glu: u32,
 ) {
-    let lane = lane_id();
     let col = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
     // The whole warp shares `col`, so a warp past the last row leaves whole (there is no
     // barrier to reach).
     if col < n {
-        let mut acc = [0.0; 4];
-        let mut acc_up = [0.0; 4];
-        let mut squares = [0.0; 4];
-        // With `glu`, the up row `n` rows on.
-        qmatvec_lanes(
-            w,
-            x,
-            g,
-            m,
-            k,
-            kind,
-            input,
-            col,
-            glu,
-            n + col,
-            &mut acc,
-            &mut acc_up,
-            &mut squares,
-        );
-        for r in 0..4 {
-            if r < m {
-                let mut sum = warp_sum_xor(acc[r]);
-                let mut scale = 1.0;
+        qmatvec_out(w, x, res, out, m, n, k, kind, add, g, input, eps, glu, col);
+    }
+}
+
+/// [`qmatvec_ggml()`]'s output `col` (`col < n`) for each of the `m` rows, computed by the
+/// calling warp: the sums of [`qmatvec_lanes()`], then the norm's scale, SwiGLU and the
+/// residual as that kernel applies them, written by lane 0. Every lane of the warp must call
+/// it with the same arguments; a kernel that takes several products in one launch (a Llama
+/// decoding block) calls it a warp per output.
+#[kernel(device, crate = crate)]
+#[allow(clippy::too_many_arguments)]
+pub fn qmatvec_out<T: Float>(
+    w: &[i32],
+    x: &[T],
+    res: &[T],
+    out: &mut [T],
+    m: usize,
+    n: usize,
+    k: usize,
+    kind: u32,
+    add: u32,
+    g: &[T],
+    input: u32,
+    eps: T,
+    glu: u32,
+    col: usize,
+) {
+    let lane = lane_id();
+    let mut acc = [0.0; 4];
+    let mut acc_up = [0.0; 4];
+    let mut squares = [0.0; 4];
+    // With `glu`, the up row `n` rows on.
+    qmatvec_lanes(
+        w,
+        x,
+        g,
+        m,
+        k,
+        kind,
+        input,
+        col,
+        glu,
+        n + col,
+        &mut acc,
+        &mut acc_up,
+        &mut squares,
+    );
+    for r in 0..4 {
+        if r < m {
+            let mut sum = warp_sum_xor(acc[r]);
+            let mut scale = 1.0;
+            if input == 1 {
+                let total = warp_sum_xor(squares[r]);
+                scale = 1.0 / (total / (k as T) + eps).sqrt();
+                sum *= scale;
+            }
+            if glu == 1 {
+                let mut up = warp_sum_xor(acc_up[r]);
                 if input == 1 {
-                    let total = warp_sum_xor(squares[r]);
-                    scale = 1.0 / (total / (k as T) + eps).sqrt();
-                    sum *= scale;
+                    up *= scale;
                 }
-                if glu == 1 {
-                    let mut up = warp_sum_xor(acc_up[r]);
-                    if input == 1 {
-                        up *= scale;
-                    }
-                    sum = silu(sum) * up;
-                }
-                if add == 1 {
-                    sum += res[r * n + col];
-                }
-                if lane == 0 {
-                    out[r * n + col] = sum;
-                }
+                sum = silu(sum) * up;
+            }
+            if add == 1 {
+                sum += res[r * n + col];
+            }
+            if lane == 0 {
+                out[r * n + col] = sum;
             }
         }
     }

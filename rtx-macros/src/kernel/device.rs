@@ -118,7 +118,8 @@ fn native_params(cx: &NativeCx, k: &KernelFn) -> Vec<TokenStream> {
                     if mutable {
                         quote!(#name: &#kr::kernel::block::GlobalMut<'_, #e>)
                     } else {
-                        quote!(#name: &[#e])
+                        // A kernel's own `&[T]`, or a buffer it writes in another phase.
+                        quote!(#name: &(impl #kr::kernel::block::Read<#e> + ?Sized))
                     }
                 }
                 ParamTy::Array {

@@ -121,7 +121,10 @@ impl NativeCx {
         index: TokenStream,
     ) -> TokenStream {
         let raw = match kind {
-            Buf::In | Buf::AccIn => quote!(#buf[#index]),
+            Buf::In | Buf::AccIn => {
+                let kr = &self.krate;
+                quote!(#kr::kernel::block::Read::read(#buf, #index))
+            }
             Buf::Out | Buf::AccOut => quote!(#buf.load(#index)),
             Buf::Shared => return quote!(#buf.get(#index)),
             Buf::Local => return quote!(#buf[#index]),

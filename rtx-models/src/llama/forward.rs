@@ -193,7 +193,8 @@ impl Llama {
     /// [`super::Weight::forward_swiglu`]), so that
     /// a decoding step on a GPU is five launches a block: the `qkv` product with the rotary
     /// turn and cache write as its output ([`kernels::qkv_rope_store`]), attention, the `o`
-    /// product, and the gate-and-up and down products.
+    /// product, and the gate-and-up and down products; and where its kernel takes the weights,
+    /// those five as phases of one cooperative launch ([`kernels::decode_block_fused`]).
     fn block(
         &self,
         b: &LlamaBlock,
@@ -205,11 +206,17 @@ impl Llama {
     ) -> Result<Matrix> {
         let c = &self.config;
         let (h, eps) = (c.head_count, c.rms_eps);
+        let (cos, sin) = (&self.rope.cos, &self.rope.sin);
+        // A decoding step's few rows on a GPU: the whole block in one cooperative launch.
+        if let (Plan::Decode, Some(w)) = (plan, self.one_launch(b, x.dims()[0])) {
+            let (keys, values) = (&mut cache.keys[layer], &mut cache.values[layer]);
+            let (seq, pos) = (&places.seq, &places.pos);
+            return kernels::decode_block_fused(&w, x, keys, values, cos, sin, seq, pos, 0);
+        }
         // One product for the query, key and value heads, which turns the query and key heads
         // and writes the keys and values into the cache as it finishes its sums (a decoding
         // step's few rows of a quantized weight on a GPU); else the product, then one launch
         // for the turn and the writes.
-        let (cos, sin) = (&self.rope.cos, &self.rope.sin);
         let (keys, values) = (&mut cache.keys[layer], &mut cache.values[layer]);
         let qkv = match &b.qkv {
             Weight::Quantized(w)
@@ -267,6 +274,42 @@ impl Llama {
             .forward_swiglu(&x, QInput::RmsNorm(&b.ffn_norm, eps))?;
         b.down.forward_joined(&hidden, QInput::Rows, Some(&x))
         // ANCHOR_END: joined
+    }
+
+    /// The weights of block `b` for [`kernels::decode_block_fused`], when it takes `rows`
+    /// decoding rows of this model: one row (the kernel's entries specialized for it keep
+    /// within 128 registers; its generic entry spills a kilobyte a thread, by
+    /// `tools/ptxas-info`), on a GPU, all four products quantized as its kernel takes them,
+    /// and unless `RTX_LLAMA_ONE_LAUNCH=0` (which keeps the five launches, to measure what one
+    /// gains).
+    fn one_launch<'a>(
+        &'a self,
+        b: &'a LlamaBlock,
+        rows: usize,
+    ) -> Option<kernels::BlockWeights<'a>> {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let on =
+            *ON.get_or_init(|| std::env::var("RTX_LLAMA_ONE_LAUNCH").map_or(true, |v| v != "0"));
+        let (
+            Weight::Quantized(qkv),
+            Weight::Quantized(o),
+            Weight::Quantized(gate_up),
+            Weight::Quantized(down),
+        ) = (&b.qkv, &b.o, &b.gate_up, &b.down)
+        else {
+            return None;
+        };
+        let w = kernels::BlockWeights {
+            qkv,
+            o,
+            gate_up,
+            down,
+            attn_norm: &b.attn_norm,
+            ffn_norm: &b.ffn_norm,
+            eps: self.config.rms_eps,
+            heads: self.config.head_count,
+        };
+        (on && rows == 1 && self.device.is_cuda() && w.fit(self.config.head_dim)).then_some(w)
     }
 
     /// Attention of each segment's rows over its own sequence, joined in row order; `qkv` is

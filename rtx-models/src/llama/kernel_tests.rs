@@ -310,3 +310,114 @@ fn the_embedding_lookup_reads_the_rows_of_the_ids() {
     assert_eq!(dst.to_vec(), vec![1.0, 2.0, 3.0]);
     assert_eq!(dst.buffer_id(), before, "the copy keeps the buffer");
 }
+
+/// A decoding block in one cooperative launch (`decode_block_fused`) gives the stream after
+/// the block and both caches bit for bit as its five launches do (`qkv_rope_store`,
+/// `attend_threads` with the same block size, and `qmatvec_ggml` for the `o`, gate-and-up and
+/// down products), for both weight types and one and three rows, on a grid of 3 blocks, so
+/// every phase's loop takes several turns (heads too, reusing the shared arrays).
+#[test]
+fn a_decoding_block_in_one_launch_is_its_five_launches_bit_for_bit() {
+    use rtx::kernel::LaunchConfig;
+    use rtx::quant::GgmlType;
+    let (heads, kv_heads, half, batch, max_len, d, ff) = (4, 2, 4, 2, 6, 64, 64);
+    let hd = 2 * half;
+    let width = (heads + 2 * kv_heads) * hd;
+    let eps = 1e-5;
+    let cos = Tensor::from_vec(values(max_len * half, 2), (max_len, half), Device::Cpu);
+    let sin = Tensor::from_vec(values(max_len * half, 3), (max_len, half), Device::Cpu);
+    let attn_norm = vector(values(d, 4).iter().map(|v| v + 1.5).collect());
+    let ffn_norm = vector(values(d, 5).iter().map(|v| v + 1.25).collect());
+    let shape = (batch, kv_heads, max_len, hd);
+    let cache = |seed| {
+        Tensor::from_vec(
+            values(shape.0 * shape.1 * shape.2 * shape.3, seed),
+            shape,
+            Device::Cpu,
+        )
+    };
+    for ty in [GgmlType::Q8_0, GgmlType::Q4_1] {
+        let s = 10 * ty.id() as u64;
+        let (w_qkv, w_o) = (
+            weight(ty, width, d, s + 1),
+            weight(ty, d, heads * hd, s + 2),
+        );
+        let (w_gu, w_down) = (weight(ty, 2 * ff, d, s + 3), weight(ty, d, ff, s + 4));
+        let w = kernels::BlockWeights {
+            qkv: &w_qkv,
+            o: &w_o,
+            gate_up: &w_gu,
+            down: &w_down,
+            attn_norm: &attn_norm,
+            ffn_norm: &ffn_norm,
+            eps,
+            heads,
+        };
+        assert!(w.fit(hd));
+        for m in [1, 3] {
+            let xv = values(m * d, 6 + m as u64);
+            let x: Tensor<(usize, usize)> = Tensor::from_vec(xv.clone(), (m, d), Device::Cpu);
+            let seq = vector([1.0, 0.0, 1.0][..m].to_vec());
+            let pos = vector([3.0, 5.0, 0.0][..m].to_vec());
+            // The five launches.
+            let (mut want_k, mut want_v) = (cache(7), cache(8));
+            let qkv = kernels::qkv_rope_store(
+                &w_qkv,
+                &x,
+                Some((&attn_norm, eps)),
+                &mut want_k,
+                &mut want_v,
+                &cos,
+                &sin,
+                &seq,
+                &pos,
+                heads,
+            )
+            .unwrap();
+            let attn = kernels::attend_threads(&qkv, &want_k, &want_v, &seq, &pos, heads, 64)
+                .unwrap()
+                .to_vec();
+            let product = |w: &rtx::quant::QTensor,
+                           x: &[f32],
+                           res: &[f32],
+                           n: usize,
+                           k: usize,
+                           g: &[f32],
+                           glu| {
+                let mut out = vec![f32::NAN; m * n];
+                let input = if g.is_empty() { 0 } else { 1 };
+                rtx::kernels::qmatvec_ggml(
+                    LaunchConfig::new(n.div_ceil(4) as u32, 128),
+                    &w.words().to_vec(),
+                    x,
+                    res,
+                    &mut out,
+                    m,
+                    n,
+                    k,
+                    ty.id(),
+                    u32::from(!res.is_empty()),
+                    g,
+                    input,
+                    eps as f32,
+                    glu,
+                )
+                .unwrap();
+                out
+            };
+            let mid = product(&w_o, &attn, &xv, d, heads * hd, &[], 0);
+            let hidden = product(&w_gu, &mid, &[], ff, d, &ffn_norm.to_vec(), 1);
+            let want = product(&w_down, &hidden, &mid, d, ff, &[], 0);
+            // One launch.
+            let (mut keys, mut vals) = (cache(7), cache(8));
+            let got = kernels::decode_block_fused(
+                &w, &x, &mut keys, &mut vals, &cos, &sin, &seq, &pos, 3,
+            )
+            .unwrap();
+            let what = format!("{ty}, {m} rows");
+            assert_eq!(got.to_vec(), want, "the stream after the block, {what}");
+            assert_eq!(keys.to_vec(), want_k.to_vec(), "keys, {what}");
+            assert_eq!(vals.to_vec(), want_v.to_vec(), "values, {what}");
+        }
+    }
+}

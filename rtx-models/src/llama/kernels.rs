@@ -9,9 +9,13 @@
 //! Those buffers are f32, like the activations: [`rtx::kernel::launch`] takes buffers of one
 //! element type, and f32 holds every integer below 2^24 exactly (positions and token ids are
 //! far below). The kernels convert with `as usize`.
+//!
+//! A decoding step of up to 4 rows on a GPU runs each block in one cooperative launch
+//! ([`decode_block`]): the block's kernels as phases of one, separated by `grid_sync`.
 
 use rtx::kernel::{Arg, LaunchConfig};
 use rtx::prelude::*;
+use rtx::quant::{GgmlType, QTensor};
 
 /// Threads per block of the one-thread-per-element kernels.
 const THREADS: usize = 256;
@@ -125,75 +129,108 @@ fn qkv_rope_store_rows<T: Float>(
     half: usize,
     max_len: usize,
 ) {
-    let lane = lane_id();
     let p = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
-    let n = (heads + 2 * kv_heads) * 2 * half;
     // The whole warp shares `p`, so a warp past the last pair leaves whole.
-    if 2 * p < n {
-        let head = p / half;
-        let i = p % half;
-        let turned = head < heads + kv_heads;
-        let mut cs = [0.0; 4];
-        let mut sn = [0.0; 4];
-        if turned {
-            for r in 0..4 {
-                if r < m {
-                    let at = pos[r] as usize * half + i;
-                    cs[r] = cos[at];
-                    sn[r] = sin[at];
-                }
-            }
-        }
-        let mut acc = [0.0; 4];
-        let mut acc_b = [0.0; 4];
-        let mut squares = [0.0; 4];
-        rtx::kernels::qmatvec_lanes(
-            w,
-            x,
-            g,
-            m,
-            k,
-            kind,
-            input,
-            2 * p,
-            1,
-            2 * p + 1,
-            &mut acc,
-            &mut acc_b,
-            &mut squares,
+    if 2 * p < (heads + 2 * kv_heads) * 2 * half {
+        qkv_rope_pair(
+            w, x, g, qkv, keys, values, cos, sin, seq, pos, m, k, kind, input, eps, heads,
+            kv_heads, half, max_len, p,
         );
+    }
+}
+
+/// [`qkv_rope_store_rows`]'s pair `p` (outputs `2 p, 2 p + 1`, `2 p` below the row's width),
+/// computed by the calling warp; every lane must call it with the same arguments. A decoding
+/// block in one launch ([`decode_block`]) calls it a warp per pair.
+#[rtx::kernel(device)]
+#[allow(clippy::too_many_arguments)]
+fn qkv_rope_pair<T: Float>(
+    w: &[i32],
+    x: &[T],
+    g: &[T],
+    qkv: &mut [T],
+    keys: &mut [T],
+    values: &mut [T],
+    cos: &[T],
+    sin: &[T],
+    seq: &[T],
+    pos: &[T],
+    m: usize,
+    k: usize,
+    kind: u32,
+    input: u32,
+    eps: T,
+    heads: usize,
+    kv_heads: usize,
+    half: usize,
+    max_len: usize,
+    p: usize,
+) {
+    let lane = lane_id();
+    let n = (heads + 2 * kv_heads) * 2 * half;
+    let head = p / half;
+    let i = p % half;
+    let turned = head < heads + kv_heads;
+    let mut cs = [0.0; 4];
+    let mut sn = [0.0; 4];
+    if turned {
         for r in 0..4 {
             if r < m {
-                let mut a = rtx::kernels::warp_sum_xor(acc[r]);
-                let mut b = rtx::kernels::warp_sum_xor(acc_b[r]);
-                if input == 1 {
-                    let total = rtx::kernels::warp_sum_xor(squares[r]);
-                    let scale = 1.0 / (total / (k as T) + eps).sqrt();
-                    a *= scale;
-                    b *= scale;
-                }
-                if lane == 0 {
-                    let at = r * n + 2 * p;
-                    let slot = seq[r] as usize * kv_heads;
-                    let place = pos[r] as usize;
-                    if turned {
-                        let xr = a.mul_add(cs[r], -(b * sn[r]));
-                        let yr = a.mul_add(sn[r], b * cs[r]);
-                        qkv[at] = xr;
-                        qkv[at + 1] = yr;
-                        if head >= heads {
-                            let to = ((slot + head - heads) * max_len + place) * 2 * half + 2 * i;
-                            keys[to] = xr;
-                            keys[to + 1] = yr;
-                        }
-                    } else {
-                        qkv[at] = a;
-                        qkv[at + 1] = b;
-                        let vh = head - heads - kv_heads;
-                        let to = ((slot + vh) * max_len + place) * 2 * half + 2 * i;
-                        values[to] = a;
-                        values[to + 1] = b;
+                let at = pos[r] as usize * half + i;
+                cs[r] = cos[at];
+                sn[r] = sin[at];
+            }
+        }
+    }
+    let mut acc = [0.0; 4];
+    let mut acc_b = [0.0; 4];
+    let mut squares = [0.0; 4];
+    rtx::kernels::qmatvec_lanes(
+        w,
+        x,
+        g,
+        m,
+        k,
+        kind,
+        input,
+        2 * p,
+        1,
+        2 * p + 1,
+        &mut acc,
+        &mut acc_b,
+        &mut squares,
+    );
+    for r in 0..4 {
+        if r < m {
+            let mut a = rtx::kernels::warp_sum_xor(acc[r]);
+            let mut b = rtx::kernels::warp_sum_xor(acc_b[r]);
+            if input == 1 {
+                let total = rtx::kernels::warp_sum_xor(squares[r]);
+                let scale = 1.0 / (total / (k as T) + eps).sqrt();
+                a *= scale;
+                b *= scale;
+            }
+            if lane == 0 {
+                let at = r * n + 2 * p;
+                let slot = seq[r] as usize * kv_heads;
+                let place = pos[r] as usize;
+                if turned {
+                    let xr = a.mul_add(cs[r], -(b * sn[r]));
+                    let yr = a.mul_add(sn[r], b * cs[r]);
+                    qkv[at] = xr;
+                    qkv[at + 1] = yr;
+                    if head >= heads {
+                        let to = ((slot + head - heads) * max_len + place) * 2 * half + 2 * i;
+                        keys[to] = xr;
+                        keys[to + 1] = yr;
                     }
+                } else {
+                    qkv[at] = a;
+                    qkv[at + 1] = b;
+                    let vh = head - heads - kv_heads;
+                    let to = ((slot + vh) * max_len + place) * 2 * half + 2 * i;
+                    values[to] = a;
+                    values[to + 1] = b;
                 }
             }
         }
@@ -235,20 +272,65 @@ fn cached_attention<T: Float>(
     max_len: usize,
     scale: T,
 ) {
-    const CHUNK: usize = 1024;
     #[shared]
     let sc: [T; 1024];
     #[shared]
     let part: [T; 4096];
     #[shared]
     let red: [T; 32];
+    attend_head(
+        q,
+        keys,
+        values,
+        seq,
+        pos,
+        out,
+        q_stride,
+        heads,
+        group,
+        kv_heads,
+        head_dim,
+        max_len,
+        scale,
+        block_idx_x(),
+        &mut sc,
+        &mut part,
+        &mut red,
+    );
+}
+
+/// [`cached_attention`]'s block `b` (query head `b % heads` of row `b / heads`), computed by
+/// the calling block with its shared arrays `sc`, `part` and `red`; every thread must call
+/// it. A decoding block in one launch ([`decode_block`]) calls it a block per head.
+#[rtx::kernel(device)]
+#[allow(clippy::too_many_arguments)]
+fn attend_head<T: Float>(
+    q: &[T],
+    keys: &[T],
+    values: &[T],
+    seq: &[T],
+    pos: &[T],
+    out: &mut [T],
+    q_stride: usize,
+    heads: usize,
+    group: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    max_len: usize,
+    scale: T,
+    b: usize,
+    #[shared] sc: &mut [T; 1024],
+    #[shared] part: &mut [T; 4096],
+    #[shared] red: &mut [T; 32],
+) {
+    const CHUNK: usize = 1024;
     let tid = thread_idx_x();
     let nt = block_dim_x();
     let lane = lane_id();
     let warp = tid / 32;
     let warps = nt / 32;
-    let r = block_idx_x() / heads;
-    let h = block_idx_x() % heads;
+    let r = b / heads;
+    let h = b % heads;
     let len = pos[r] as usize + 1;
     let kv = (seq[r] as usize * kv_heads + h / group) * max_len * head_dim;
     let qrow = r * q_stride + h * head_dim;
@@ -373,6 +455,137 @@ fn cached_attention<T: Float>(
         }
         out[orow + d] = total / l_run;
         d += nt;
+    }
+}
+
+/// A decoding block for `m <= 4` single-token rows in one cooperative launch: the five
+/// launches of the block's decoding path ([`qkv_rope_store_rows`], [`cached_attention`], and
+/// `rtx::kernels::qmatvec_ggml` for the `o`, gate-and-up and down products) as five phases
+/// separated by `grid_sync`, each phase's outputs spread over the grid's warps (a warp per pair
+/// or output) or blocks (a block per head), as the kernels it replaces spread them over
+/// theirs, with the same device functions, so every value is bit for bit theirs. `x` is the
+/// residual stream `[m, d]`; the weights are `[(heads + 2 kv_heads) 2 half, d]`, `[d, heads
+/// 2 half]`, `[2 ff, d]` (gate rows, then up rows) and `[d, ff]`, all of GGUF type `kind`;
+/// `qkv`, `attn` (`[m, heads 2 half]`), `mid` (`[m, d]`, the stream after attention) and
+/// `hidden` (`[m, ff]`) are the phases' outputs, `out` (`[m, d]`) the stream after the block.
+///
+/// Why: a decoding step at batch 1 is bound by latency, about 5 µs a launch for little work
+/// (150 launches a step for SmolLM2); a grid barrier costs less than a launch, and the grid
+/// of one block a multiprocessor stays resident from phase to phase.
+#[rtx::kernel(specialize(m = 1), specialize(kind = 8, 3), launch_bounds(512, 1))]
+#[allow(clippy::too_many_arguments)]
+fn decode_block<T: Float>(
+    w_qkv: &[i32],
+    w_o: &[i32],
+    w_gate_up: &[i32],
+    w_down: &[i32],
+    attn_norm: &[T],
+    ffn_norm: &[T],
+    x: &[T],
+    qkv: &mut [T],
+    keys: &mut [T],
+    values: &mut [T],
+    cos: &[T],
+    sin: &[T],
+    seq: &[T],
+    pos: &[T],
+    attn: &mut [T],
+    mid: &mut [T],
+    hidden: &mut [T],
+    out: &mut [T],
+    m: usize,
+    d: usize,
+    ff: usize,
+    kind: u32,
+    eps: T,
+    heads: usize,
+    kv_heads: usize,
+    half: usize,
+    max_len: usize,
+    scale: T,
+) {
+    #[shared]
+    let sc: [T; 1024];
+    #[shared]
+    let part: [T; 4096];
+    #[shared]
+    let red: [T; 32];
+    let warps = block_dim_x() / 32;
+    let all = grid_dim_x() * warps;
+    let first = block_idx_x() * warps + thread_idx_x() / 32;
+    let hd = 2 * half;
+    let width = (heads + 2 * kv_heads) * hd;
+    // Every loop's bound is the same for a whole warp (or, for heads, a whole block), as the
+    // device functions' shuffles and barriers need; every thread reaches every `grid_sync`.
+    let mut p = first;
+    while 2 * p < width {
+        qkv_rope_pair(
+            w_qkv, x, attn_norm, qkv, keys, values, cos, sin, seq, pos, m, d, kind, 1, eps, heads,
+            kv_heads, half, max_len, p,
+        );
+        p += all;
+    }
+    grid_sync();
+    let mut b = block_idx_x();
+    while b < m * heads {
+        attend_head(
+            qkv,
+            keys,
+            values,
+            seq,
+            pos,
+            attn,
+            width,
+            heads,
+            heads / kv_heads,
+            kv_heads,
+            hd,
+            max_len,
+            scale,
+            b,
+            &mut sc,
+            &mut part,
+            &mut red,
+        );
+        b += grid_dim_x();
+    }
+    grid_sync();
+    // The norm's weight stands in, unread, where a product has no norm.
+    let mut c_o = first;
+    while c_o < d {
+        rtx::kernels::qmatvec_out(
+            w_o,
+            attn,
+            x,
+            mid,
+            m,
+            d,
+            heads * hd,
+            kind,
+            1,
+            ffn_norm,
+            0,
+            eps,
+            0,
+            c_o,
+        );
+        c_o += all;
+    }
+    grid_sync();
+    let mut c_gu = first;
+    while c_gu < ff {
+        rtx::kernels::qmatvec_out(
+            w_gate_up, mid, mid, hidden, m, ff, d, kind, 0, ffn_norm, 1, eps, 1, c_gu,
+        );
+        c_gu += all;
+    }
+    grid_sync();
+    let mut c_down = first;
+    while c_down < d {
+        rtx::kernels::qmatvec_out(
+            w_down, hidden, mid, out, m, d, ff, kind, 1, ffn_norm, 0, eps, 0, c_down,
+        );
+        c_down += all;
     }
 }
 
@@ -535,6 +748,116 @@ pub(super) fn qkv_rope_store(
     // writes `qkv` `[m, n]` and inside one key or value head of each cache.
     unsafe { rtx::kernel::launch(qkv_rope_store_rows::Op, config, &mut args)? };
     Ok(qkv)
+}
+
+/// The weights and norms of a block's decoding path in one launch ([`decode_block_fused`]).
+pub(super) struct BlockWeights<'a> {
+    pub qkv: &'a QTensor,
+    pub o: &'a QTensor,
+    pub gate_up: &'a QTensor,
+    pub down: &'a QTensor,
+    pub attn_norm: &'a Tensor<(usize,)>,
+    pub ffn_norm: &'a Tensor<(usize,)>,
+    pub eps: f64,
+    pub heads: usize,
+}
+
+impl BlockWeights<'_> {
+    /// Whether [`decode_block_fused`] takes these weights: the four of one type (`Q8_0` or
+    /// `Q4_1`, the kernel's entries), a head no wider than 128.
+    pub(super) fn fit(&self, head_dim: usize) -> bool {
+        let kind = self.qkv.ggml_type();
+        head_dim <= 128
+            && matches!(kind, GgmlType::Q8_0 | GgmlType::Q4_1)
+            && [self.o, self.gate_up, self.down]
+                .iter()
+                .all(|w| w.ggml_type() == kind)
+    }
+}
+
+/// Threads per block of [`decode_block`]: 16 warps, one block a multiprocessor.
+const BLOCK_THREADS: u32 = 512;
+
+/// A decoding block over the residual stream `x` (`[rows, d]`, at most 4 rows, weights that
+/// [`BlockWeights::fit`] takes) in one cooperative launch of [`decode_block`], giving the stream after it: the
+/// values of the five-launch path, bit for bit, with the keys and values written into the
+/// caches alike. On a GPU the grid is one block a multiprocessor; in the CPU's emulation (for
+/// tests), `blocks` of 64 threads. The caller has checked the weights' dims and every sequence
+/// and position against the caches and the tables.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn decode_block_fused(
+    w: &BlockWeights<'_>,
+    x: &Tensor<(usize, usize)>,
+    keys: &mut Tensor<(usize, usize, usize, usize)>,
+    values: &mut Tensor<(usize, usize, usize, usize)>,
+    cos: &Tensor<(usize, usize)>,
+    sin: &Tensor<(usize, usize)>,
+    seq: &Tensor<(usize,)>,
+    pos: &Tensor<(usize,)>,
+    cpu_blocks: u32,
+) -> Result<Tensor<(usize, usize)>> {
+    let [_, kv_heads, max_len, head_dim] = keys.dims()[..] else {
+        unreachable!("a rank-4 cache")
+    };
+    let (m, d) = (x.dims()[0], x.dims()[1]);
+    let ff = w.down.dims()[1];
+    let half = cos.dims()[1];
+    let heads = w.heads;
+    debug_assert!(m <= QKV_ROPE_ROWS && w.fit(head_dim) && head_dim == 2 * half);
+    debug_assert_eq!(w.qkv.dims(), [(heads + 2 * kv_heads) * head_dim, d]);
+    debug_assert_eq!(w.o.dims(), [d, heads * head_dim]);
+    debug_assert_eq!(w.gate_up.dims(), [2 * ff, d]);
+    let device = x.device();
+    let width = (heads + 2 * kv_heads) * head_dim;
+    let mut qkv: Tensor<(usize, usize)> = Tensor::empty((m, width), device);
+    let mut attn: Tensor<(usize, usize)> = Tensor::empty((m, heads * head_dim), device);
+    let mut mid: Tensor<(usize, usize)> = Tensor::empty((m, d), device);
+    let mut hidden: Tensor<(usize, usize)> = Tensor::empty((m, ff), device);
+    let mut out: Tensor<(usize, usize)> = Tensor::empty((m, d), device);
+    let config = match device {
+        Device::Cuda(ordinal) => {
+            LaunchConfig::new(rtx::cuda::multiprocessors(ordinal)? as u32, BLOCK_THREADS)
+        }
+        _ => LaunchConfig::new(cpu_blocks, 64),
+    };
+    let mut args = [
+        Arg::words(w.qkv.words()),
+        Arg::words(w.o.words()),
+        Arg::words(w.gate_up.words()),
+        Arg::words(w.down.words()),
+        Arg::input(w.attn_norm),
+        Arg::input(w.ffn_norm),
+        Arg::input(x),
+        Arg::output(&mut qkv),
+        Arg::output(keys),
+        Arg::output(values),
+        Arg::input(cos),
+        Arg::input(sin),
+        Arg::input(seq),
+        Arg::input(pos),
+        Arg::output(&mut attn),
+        Arg::output(&mut mid),
+        Arg::output(&mut hidden),
+        Arg::output(&mut out),
+        Arg::usize(m),
+        Arg::usize(d),
+        Arg::usize(ff),
+        Arg::u32(w.qkv.ggml_type().id()),
+        Arg::elem(w.eps as f32),
+        Arg::usize(heads),
+        Arg::usize(kv_heads),
+        Arg::usize(half),
+        Arg::usize(max_len),
+        Arg::elem(1.0 / (head_dim as f32).sqrt()),
+    ];
+    // SAFETY: each phase reads and writes what the kernel it stands for does (see
+    // `qkv_rope_store`, `attend_threads` and `QTensor::matmul_t_joined`'s decoding product):
+    // weight rows below each weight's dims (checked by the caller), `m` rows of `x`, `qkv`,
+    // `attn`, `mid` and `hidden` of the widths allocated here, the norms' `d` weights, the
+    // tables and caches at the rows' sequences and positions (checked by the caller); shared
+    // indices as in `attend_threads` (`head_dim <= 128`, at most 16 warps).
+    unsafe { rtx::kernel::launch(decode_block::Op, config, &mut args)? };
+    Ok(out)
 }
 
 /// `silu(gate) * up` of the stacked feed-forward projection `gate_up` (`[rows, 2 ff]`: the
