@@ -292,8 +292,9 @@ __device__ __forceinline__ void rtx_thread_fence() { __threadfence(); }
 // others. One arrival counter per module: block 0 adds 2^31 - (blocks - 1) and each other block
 // 1, so every barrier flips the counter's top bit and leaves its low bits as they were, and it
 // needs no reset between barriers or launches. Thread 0 arrives for its block after the block's
-// barrier; the fences order the block's writes before its arrival, and the other blocks' writes
-// before its threads' later reads.
+// barrier, with a release add (the block's writes, ordered before it by the barrier, are seen
+// by whoever acquires the flip), and polls with acquire loads (the other blocks' writes are
+// seen by its block's threads after the second barrier): no full fence either side.
 __device__ unsigned int rtx_grid_arrived;
 __device__ __forceinline__ void rtx_grid_sync() {
   __syncthreads();
@@ -301,11 +302,20 @@ __device__ __forceinline__ void rtx_grid_sync() {
     const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
     const bool first = blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0;
     const unsigned int add = first ? 0x80000000u - (blocks - 1u) : 1u;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    unsigned int old, now;
+    asm volatile("atom.add.release.gpu.u32 %0, [%1], %2;"
+                 : "=r"(old) : "l"(&rtx_grid_arrived), "r"(add) : "memory");
+    do {
+      asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(now) : "l"(&rtx_grid_arrived) : "memory");
+    } while (((old ^ now) & 0x80000000u) == 0u);
+#else
     __threadfence();
     const unsigned int old = atomicAdd(&rtx_grid_arrived, add);
     while (((old ^ *(volatile unsigned int*)&rtx_grid_arrived) & 0x80000000u) == 0u) {
     }
     __threadfence();
+#endif
   }
   __syncthreads();
 }

@@ -193,8 +193,9 @@ impl Llama {
     /// [`super::Weight::forward_swiglu`]), so that
     /// a decoding step on a GPU is five launches a block: the `qkv` product with the rotary
     /// turn and cache write as its output ([`kernels::qkv_rope_store`]), attention, the `o`
-    /// product, and the gate-and-up and down products; and where its kernel takes the weights,
-    /// those five as phases of one cooperative launch ([`kernels::decode_block_fused`]).
+    /// product, and the gate-and-up and down products; or, when asked for (see
+    /// [`Llama::one_launch`]), those five as phases of one cooperative launch
+    /// ([`kernels::decode_block_fused`]).
     fn block(
         &self,
         b: &LlamaBlock,
@@ -277,19 +278,19 @@ impl Llama {
     }
 
     /// The weights of block `b` for [`kernels::decode_block_fused`], when it takes `rows`
-    /// decoding rows of this model: one row (the kernel's entries specialized for it keep
-    /// within 128 registers; its generic entry spills a kilobyte a thread, by
-    /// `tools/ptxas-info`), on a GPU, all four products quantized as its kernel takes them,
-    /// and unless `RTX_LLAMA_ONE_LAUNCH=0` (which keeps the five launches, to measure what one
-    /// gains).
+    /// decoding rows of this model: with `RTX_LLAMA_ONE_LAUNCH=1`, one row (the kernel's
+    /// entries specialized for it keep within 128 registers; its generic entry spills a
+    /// kilobyte a thread, by `tools/ptxas-info`), on a GPU, all four products quantized as its
+    /// kernel takes them. Off by default: on an H100 the one launch took 34 µs a block where
+    /// the five took 23.5 (benches/README.md, the Llama decode section); it is the ground for
+    /// a block whose phases load their weights before the barrier that precedes them.
     fn one_launch<'a>(
         &'a self,
         b: &'a LlamaBlock,
         rows: usize,
     ) -> Option<kernels::BlockWeights<'a>> {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let on =
-            *ON.get_or_init(|| std::env::var("RTX_LLAMA_ONE_LAUNCH").map_or(true, |v| v != "0"));
+        let on = *ON.get_or_init(|| std::env::var("RTX_LLAMA_ONE_LAUNCH").is_ok_and(|v| v == "1"));
         let (
             Weight::Quantized(qkv),
             Weight::Quantized(o),
