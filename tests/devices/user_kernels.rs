@@ -110,6 +110,7 @@ fn sum_in_the_last_block<T: Float>(x: &[T], parts: &mut [T], ticket: &mut [T], o
 /// it (mod the grid's threads), which another block holds: `a[i]` ends as `x[(i + rounds
 /// block_dim_x()) % n] * 2^rounds`. Each read waits for every block's write at `grid_sync`; a
 /// grid that ran its blocks one after another would read values of the round before.
+// ANCHOR: grid_sync
 #[rtx::kernel]
 fn pass_along_the_grid<T: Float>(x: &[T], a: &mut [T], b: &mut [T], rounds: usize) {
     let n = grid_dim_x() * block_dim_x();
@@ -124,6 +125,7 @@ fn pass_along_the_grid<T: Float>(x: &[T], a: &mut [T], b: &mut [T], rounds: usiz
         r += 1;
     }
 }
+// ANCHOR_END: grid_sync
 
 /// `out[i] = words[2 i] - words[2 i + 1]` (as `T`): a `&[i32]` parameter, as a kernel
 /// decoding packed data takes one.

@@ -202,7 +202,10 @@ pub unsafe fn launch(
             });
         }
     };
-    if kernel.cooperative {
+    // A cooperative launch when the blocks wait for each other; else, not inside a capture,
+    // an early one: in a graph the programmatic edges measured slower than plain ones
+    // (benches/README.md, "early launch"), while on a stream they hide launch time.
+    let attribute = if kernel.cooperative {
         let fits = resident_blocks(&g, f, config.block, shared)?;
         let (x, y, z) = config.grid;
         let blocks = x as usize * y as usize * z as usize;
@@ -217,27 +220,20 @@ pub unsafe fn launch(
                 ),
             });
         }
-        return submit_driver(&g, "cuLaunchKernelEx", |g| {
-            // SAFETY: as below; every block fits at once (checked above), which the driver
-            // checks again for a cooperative launch.
-            unsafe {
-                launch_with(
-                    f,
-                    config,
-                    shared,
-                    g.stream.cu_stream(),
-                    &mut params,
-                    Attribute::Cooperative,
-                )
-            }
-        });
-    }
-    // Not inside a capture: in a graph the programmatic edges measured slower than plain ones
-    // (benches/README.md, "early launch"), while on a stream they hide launch time.
-    if kernel.waits_for_previous_grid && g.cc >= (9, 0) && !g.capturing() && early_launch_enabled()
+        Some(Attribute::Cooperative)
+    } else if kernel.waits_for_previous_grid
+        && g.cc >= (9, 0)
+        && !g.capturing()
+        && early_launch_enabled()
     {
+        Some(Attribute::Early)
+    } else {
+        None
+    };
+    if let Some(attribute) = attribute {
         return submit_driver(&g, "cuLaunchKernelEx", |g| {
-            // SAFETY: as below; the kernel waits for the previous grid before it touches
+            // SAFETY: as below; a cooperative grid fits at once (checked above, and again by
+            // the driver), and an early one waits for the previous grid before it touches
             // memory, which is what the early launch requires.
             unsafe {
                 launch_with(
@@ -246,7 +242,7 @@ pub unsafe fn launch(
                     shared,
                     g.stream.cu_stream(),
                     &mut params,
-                    Attribute::Early,
+                    attribute,
                 )
             }
         });
