@@ -1,155 +1,229 @@
-//! The tile on AVX2: one 256-bit register of eight f32 lanes per output, so four activation
-//! rows at a time (a tile of more is two such) run as two passes of two weight rows (eight
-//! accumulators). The byte
-//! products are `maddubs` (unsigned by signed bytes, neighbours added) and `madd` (pairs of
-//! those added), which leaves elements 4l to 4l + 3 of a block in lane l, as [`super::scalar`]
-//! defines; the f32 steps are its fused multiply-adds.
+//! The products on AVX2, eight weight rows at a time with one f32 lane per weight row.
+//!
+//! The [`super::scalar`] definition keeps, per output, eight f32 lanes, lane `l` accumulating
+//! the sums of elements `4l..4l + 3` of each block. Here register `q` holds lane `q` of eight
+//! outputs (the eight weight rows of a tile, one row of activations), so each step is one
+//! instruction for eight outputs: per block and quad `q`, the weight rows' four bytes of quad
+//! `q` side by side meet the activations' four bytes broadcast (`maddubs` then `madd`, exact
+//! integer sums), are widened, and are added with one fused multiply-add into register `q`.
+//! The lanes' final sum, `((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))`, is then eight
+//! vector adds, and `Q4_1`'s minimums one more fused multiply-add per block, so every output
+//! is the scalar definition's, bit for bit.
+//!
+//! The weight rows are stored one after another, so their quads are first gathered side by
+//! side: for each tile of eight rows, every block is unpacked once (4-bit values to bytes,
+//! 4-byte groups transposed, the f16 scales widened) into a small buffer that serves every row
+//! of activations of the panel.
 
-use super::avx512::values;
-use super::scalar::lanes_sum;
-use super::{BLOCK, Chunk, MR, NR, Out, QWeight, Tile, TileKernel, for_tiles};
+use super::{BLOCK, Chunk, Out, PANEL, QWeight, ahead};
 use std::arch::x86_64::*;
 
-/// The chunk's outputs, every tile on AVX2.
+/// Weight rows per tile: one per f32 lane of a 256-bit register.
+const WR: usize = 8;
+
+/// 32-byte slots per block in a tile's unpacked weights: the eight quads, the rows' scales,
+/// and (`Q4_1`) their minimums.
+const SLOTS: usize = 10;
+
+/// The chunk's outputs on AVX2.
 ///
 /// # Safety
 /// The CPU must run AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn chunk(ty: QWeight, c: &Chunk<'_>, out: Out) {
     // SAFETY: the features are enabled here.
-    unsafe { for_tiles::<Tiles>(ty, c, out) }
-}
-
-/// The AVX2 tile.
-struct Tiles;
-
-impl TileKernel for Tiles {
-    #[inline(always)]
-    unsafe fn tile(ty: QWeight, t: &Tile<'_>, out: &mut [[f32; NR]; MR]) {
-        // SAFETY: the caller enables the features.
-        unsafe { tile(ty, t, out) }
+    unsafe {
+        match ty {
+            QWeight::Q4_1 => tiles::<true>(c, out),
+            QWeight::Q8_0 => tiles::<false>(c, out),
+        }
     }
 }
 
-/// The tile's `[mr, NR]` outputs into `out`.
+/// Every tile of the chunk: panels of [`PANEL`] activation rows, in each the weight rows
+/// [`WR`] at a time (a short tile repeats its last row, whose outputs are dropped), unpacked
+/// once and then multiplied by each row of the panel. `Q4` for `Q4_1`, else `Q8_0`.
 ///
 /// # Safety
 /// AVX2, FMA and F16C must be enabled in the caller, into which this is inlined.
 #[inline(always)]
-unsafe fn tile(ty: QWeight, t: &Tile<'_>, out: &mut [[f32; NR]; MR]) {
-    let nb = t.blocks(ty);
-    // SAFETY: the caller enables the features, and `blocks` checked every row's length.
-    unsafe { rows4(ty, t, nb, out) };
-    if t.mr > 4 {
-        // Rows 4.. as a second tile of the same weight rows: AVX2's 16 registers hold the
-        // sums of four rows.
-        let upper = Tile {
-            w: t.w,
-            x: std::array::from_fn(|r| t.x[(r + 4).min(MR - 1)]),
-            mr: t.mr - 4,
-            ahead: t.ahead,
-        };
-        let mut o = [[0.0f32; NR]; MR];
-        // SAFETY: as above; the rows are the tile's own.
-        unsafe { rows4(ty, &upper, nb, &mut o) };
-        out[4..].copy_from_slice(&o[..MR - 4]);
+unsafe fn tiles<const Q4: bool>(c: &Chunk<'_>, out: Out) {
+    let nb = c.k / BLOCK;
+    let bb = if Q4 { 20 } else { 34 };
+    assert_eq!(c.row_bytes, nb * bb);
+    assert_eq!(c.w.len(), c.rows * c.row_bytes);
+    assert!(c.x.d.len() >= c.m * nb && c.x.s.len() >= c.m * nb && c.x.q.len() >= c.m * c.k);
+    // SAFETY: the features are enabled by the caller.
+    let mut packed = vec![unsafe { _mm256_setzero_si256() }; nb * SLOTS];
+    for i0 in (0..c.m).step_by(PANEL) {
+        let i1 = (i0 + PANEL).min(c.m);
+        for j0 in (0..c.rows).step_by(WR) {
+            let nr = WR.min(c.rows - j0);
+            let w: [*const u8; WR] =
+                std::array::from_fn(|j| c.w[(j0 + j.min(nr - 1)) * c.row_bytes..].as_ptr());
+            // The rows of a tile are consecutive, so the bytes [`ahead`] tiles on are the
+            // ones needed soon; they are fetched at the pace this tile's are unpacked.
+            let ahead = ahead(w[0], c.row_bytes).wrapping_add(AHEAD_EXTRA * c.row_bytes);
+            // SAFETY: every row holds `nb` blocks of `bb` bytes (asserted above), and
+            // `packed` holds `nb * SLOTS` slots.
+            unsafe { unpack::<Q4>(w, nb, ahead, packed.as_mut_ptr()) };
+            for i in i0..i1 {
+                // SAFETY: row `i < m` of the activations holds `nb` blocks (asserted above).
+                let o = unsafe { row::<Q4>(packed.as_ptr(), c, i, nb) };
+                for (j, &v) in o.iter().enumerate().take(nr) {
+                    out.write(i, j0 + j, v);
+                }
+            }
+        }
     }
 }
 
-/// The tile's first four (or fewer) rows.
+/// Rows past [`ahead`]'s (which counts tiles of [`super::NR`] rows) to prefetch from, so the
+/// distance is the same number of this copy's wider tiles.
+const AHEAD_EXTRA: usize = super::AHEAD_TILES * (WR - super::NR);
+
+/// Unpacks the blocks of the tile's rows `w` into `packed`: per block, slot `q < 8` holds
+/// quad `q` (the values of elements `4q..4q + 3`, as bytes) of rows 0 to 7 side by side,
+/// slot 8 the rows' scales and slot 9 (`Q4_1`) their minimums, as f32.
 ///
 /// # Safety
-/// As [`tile`], and every row of `t` holds `nb` blocks.
+/// AVX2, FMA and F16C are enabled in the caller; each `w[r]` holds `nb` blocks; `packed`
+/// holds `nb * SLOTS` slots.
 #[inline(always)]
-unsafe fn rows4(ty: QWeight, t: &Tile<'_>, nb: usize, out: &mut [[f32; NR]; MR]) {
+unsafe fn unpack<const Q4: bool>(
+    w: [*const u8; WR],
+    nb: usize,
+    ahead: *const u8,
+    packed: *mut __m256i,
+) {
+    let bb = if Q4 { 20 } else { 34 };
+    // SAFETY: the caller's contract; every read is inside a block of a row.
+    unsafe {
+        let nibble = _mm256_set1_epi8(0x0f);
+        for b in 0..nb {
+            for line in (0..WR * bb).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(WR * bb * b + line).cast());
+            }
+            let blk: [*const u8; WR] = std::array::from_fn(|r| w[r].add(b * bb));
+            let dst = packed.add(b * SLOTS);
+            if Q4 {
+                // Rows r and r + 4 in the two halves of one register, 4-byte groups (each
+                // two quads: the low and high halves of its bytes) transposed so that group
+                // k of rows 0 to 3 fills the low half and of rows 4 to 7 the high one.
+                let v: [__m256i; 4] = std::array::from_fn(|r| {
+                    _mm256_set_m128i(
+                        _mm_loadu_si128(blk[r + 4].add(4).cast()),
+                        _mm_loadu_si128(blk[r].add(4).cast()),
+                    )
+                });
+                for (k, g) in transpose4(v).into_iter().enumerate() {
+                    _mm256_storeu_si256(dst.add(k), _mm256_and_si256(g, nibble));
+                    let hi = _mm256_and_si256(_mm256_srli_epi16(g, 4), nibble);
+                    _mm256_storeu_si256(dst.add(k + 4), hi);
+                }
+                // Each row's scale and minimum, (d, m) as two f16 in one 32-bit word.
+                let dm = |r: usize| blk[r].cast::<i32>().read_unaligned();
+                let lo = _mm256_cvtph_ps(_mm_set_epi32(dm(3), dm(2), dm(1), dm(0)));
+                let hi = _mm256_cvtph_ps(_mm_set_epi32(dm(7), dm(6), dm(5), dm(4)));
+                // [d0 d1 d4 d5 | d2 d3 d6 d7], then in row order.
+                let d = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
+                let m = _mm256_shuffle_ps::<0b11_01_11_01>(lo, hi);
+                let order = |v| {
+                    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(v)))
+                };
+                _mm256_storeu_si256(dst.add(8), _mm256_castps_si256(order(d)));
+                _mm256_storeu_si256(dst.add(9), _mm256_castps_si256(order(m)));
+            } else {
+                // Eight groups of four signed bytes a row: an 8 x 8 transpose of 32-bit words.
+                let v: [__m256i; 8] =
+                    std::array::from_fn(|r| _mm256_loadu_si256(blk[r].add(2).cast()));
+                let low = transpose4([v[0], v[1], v[2], v[3]]);
+                let high = transpose4([v[4], v[5], v[6], v[7]]);
+                for k in 0..4 {
+                    // Group k of rows 0-3 and 4-7 in the low halves, group k + 4 in the high.
+                    let (a, b) = (low[k], high[k]);
+                    _mm256_storeu_si256(dst.add(k), _mm256_permute2x128_si256::<0x20>(a, b));
+                    _mm256_storeu_si256(dst.add(k + 4), _mm256_permute2x128_si256::<0x31>(a, b));
+                }
+                let d = |r: usize| blk[r].cast::<i16>().read_unaligned();
+                let scales = _mm_set_epi16(d(7), d(6), d(5), d(4), d(3), d(2), d(1), d(0));
+                _mm256_storeu_si256(dst.add(8), _mm256_castps_si256(_mm256_cvtph_ps(scales)));
+            }
+        }
+    }
+}
+
+/// A transpose of 32-bit words within each 128-bit half: word k of `v[r]`'s half becomes
+/// word r of the result k's half.
+#[inline(always)]
+unsafe fn transpose4(v: [__m256i; 4]) -> [__m256i; 4] {
+    // SAFETY: the caller enables AVX2.
+    unsafe {
+        let t0 = _mm256_unpacklo_epi32(v[0], v[1]);
+        let t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+        let t2 = _mm256_unpacklo_epi32(v[2], v[3]);
+        let t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+        [
+            _mm256_unpacklo_epi64(t0, t2),
+            _mm256_unpackhi_epi64(t0, t2),
+            _mm256_unpacklo_epi64(t1, t3),
+            _mm256_unpackhi_epi64(t1, t3),
+        ]
+    }
+}
+
+/// Activation row `i` times the tile unpacked in `packed`: the eight weight rows' outputs.
+///
+/// # Safety
+/// AVX2, FMA and F16C are enabled in the caller; `packed` holds `nb` unpacked blocks; row
+/// `i` of `c.x` holds `nb` blocks.
+#[inline(always)]
+unsafe fn row<const Q4: bool>(
+    packed: *const __m256i,
+    c: &Chunk<'_>,
+    i: usize,
+    nb: usize,
+) -> [f32; WR] {
     // SAFETY: the caller's contract.
     unsafe {
-        match (t.mr.min(4), ty) {
-            (1, QWeight::Q4_1) => body::<1, true>(t, nb, out),
-            (2, QWeight::Q4_1) => body::<2, true>(t, nb, out),
-            (3, QWeight::Q4_1) => body::<3, true>(t, nb, out),
-            (_, QWeight::Q4_1) => body::<4, true>(t, nb, out),
-            (1, QWeight::Q8_0) => body::<1, false>(t, nb, out),
-            (2, QWeight::Q8_0) => body::<2, false>(t, nb, out),
-            (3, QWeight::Q8_0) => body::<3, false>(t, nb, out),
-            (_, QWeight::Q8_0) => body::<4, false>(t, nb, out),
-        }
-    }
-}
-
-/// `M` activation rows by the tile's weight rows, `Q4` for `Q4_1` (else `Q8_0`). Inlined into
-/// [`chunk`], whose target features its intrinsics take.
-///
-/// # Safety
-/// As [`tile`], and every row of `t` holds `nb` blocks.
-#[inline(always)]
-unsafe fn body<const M: usize, const Q4: bool>(t: &Tile<'_>, nb: usize, out: &mut [[f32; NR]; MR]) {
-    let bb = if Q4 { 20 } else { 34 };
-    // SAFETY: the caller's contract: the features are enabled, and every block read below is
-    // inside its row (`b < nb` blocks of `bb` bytes; 32 activation bytes per block).
-    unsafe {
+        let xd = c.x.d.as_ptr().add(i * nb);
+        let xs = c.x.s.as_ptr().add(i * nb);
+        let xq = c.x.q.as_ptr().add(i * c.k);
         let ones = _mm256_set1_epi16(1);
-        let nibble = _mm_set1_epi8(0x0f);
-        for half in 0..NR / 2 {
-            let w = [t.w[2 * half].as_ptr(), t.w[2 * half + 1].as_ptr()];
-            let mut acc = [[_mm256_setzero_ps(); 2]; M];
-            let mut mins = [[0.0f32; 2]; M];
-            for b in 0..nb {
-                // The bytes of a tile further on (`ahead`), at the pace this tile's are read
-                // (on the first pass; the second finds them in cache).
-                if half == 0 {
-                    for line in (0..NR * bb).step_by(64) {
-                        _mm_prefetch::<_MM_HINT_T0>(
-                            t.ahead.wrapping_add(NR * bb * b + line).cast(),
-                        );
-                    }
-                }
-                let blk = [w[0].add(b * bb), w[1].add(b * bb)];
-                // Both rows' scale and minimum (Q8_0: its first two value bytes, unused)
-                // widened at once: d0, m0, d1, m1.
-                let dm = _mm_cvtph_ps(_mm_set_epi32(
-                    0,
-                    0,
-                    blk[1].cast::<i32>().read_unaligned(),
-                    blk[0].cast::<i32>().read_unaligned(),
-                ));
-                let mut dmv = [0.0f32; 4];
-                _mm_storeu_ps(dmv.as_mut_ptr(), dm);
-                let (dw, mw) = ([dmv[0], dmv[2]], [dmv[1], dmv[3]]);
-                // The values as the unsigned operand (Q4_1's 0..15 as they are; Q8_0's
-                // magnitudes, its signs moved onto the activations below).
-                let v = [values::<Q4>(blk[0], nibble), values::<Q4>(blk[1], nibble)];
-                let (wu, ws) = if Q4 {
-                    (v, v)
+        let mut acc = [_mm256_setzero_ps(); 8];
+        let mut mins = _mm256_setzero_ps();
+        for b in 0..nb {
+            let src = packed.add(b * SLOTS);
+            // The scalar definition's `d_w · d_x`, per weight row.
+            let d = _mm256_mul_ps(
+                _mm256_castsi256_ps(_mm256_loadu_si256(src.add(8))),
+                _mm256_broadcast_ss(&*xd.add(b)),
+            );
+            let quads = xq.add(b * BLOCK).cast::<i32>();
+            for (q, acc) in acc.iter_mut().enumerate() {
+                let x = _mm256_set1_epi32(quads.add(q).read_unaligned());
+                let w = _mm256_loadu_si256(src.add(q));
+                // Unsigned bytes times signed ones: Q4_1's values are 0..15 as they are;
+                // Q8_0's signs move onto the activations. A pair is at most 2 · 128 · 127.
+                let (wu, xs) = if Q4 {
+                    (w, x)
                 } else {
-                    (
-                        [_mm256_sign_epi8(v[0], v[0]), _mm256_sign_epi8(v[1], v[1])],
-                        v,
-                    )
+                    (_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w))
                 };
-                for (i, (acc, mins)) in acc.iter_mut().zip(&mut mins).enumerate() {
-                    let x = &t.x[i];
-                    let xv = _mm256_loadu_si256(x.q.as_ptr().add(b * BLOCK).cast());
-                    let xd = *x.d.get_unchecked(b);
-                    for j in 0..2 {
-                        let xs = if Q4 { xv } else { _mm256_sign_epi8(xv, ws[j]) };
-                        // A pair of products is at most 2 · 128 · 127, inside i16.
-                        let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(wu[j], xs), ones);
-                        let d = _mm256_set1_ps(dw[j] * xd);
-                        acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc[j]);
-                        if Q4 {
-                            mins[j] = mw[j].mul_add(*x.s.get_unchecked(b), mins[j]);
-                        }
-                    }
-                }
+                let sums = _mm256_madd_epi16(_mm256_maddubs_epi16(wu, xs), ones);
+                *acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), *acc);
             }
-            for ((o, acc), mins) in out.iter_mut().zip(&acc).zip(&mins) {
-                for j in 0..2 {
-                    let mut lanes = [0.0f32; 8];
-                    _mm256_storeu_ps(lanes.as_mut_ptr(), acc[j]);
-                    o[2 * half + j] = lanes_sum(&lanes) + mins[j];
-                }
+            if Q4 {
+                let m = _mm256_castsi256_ps(_mm256_loadu_si256(src.add(9)));
+                mins = _mm256_fmadd_ps(m, _mm256_broadcast_ss(&*xs.add(b)), mins);
             }
         }
+        let sum = _mm256_add_ps(
+            _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
+            _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])),
+        );
+        let mut o = [0.0f32; WR];
+        _mm256_storeu_ps(o.as_mut_ptr(), _mm256_add_ps(sum, mins));
+        o
     }
 }

@@ -6,11 +6,13 @@
 //! The weight is `[N, K]` in ggml's layout (each of the N rows is K values stored as K/32
 //! blocks); the product is `x · Wᵀ` for `x` `[M, K]`, as a Linear computes it. M = 1 is a
 //! decoding step (a vector times the matrix), larger M a prefill. Both run as a matrix
-//! product of register tiles: up to [`MR`] rows of activations by [`NR`] weight rows, so each
-//! weight block loaded (and unpacked) serves up to eight activation rows, and each activation
-//! block up to four weight rows. Parallel chunks own runs of weight rows, and each copy of
-//! the loops ([`Isa`]) runs a whole chunk, its loops over tiles compiled with its target
-//! features around the inlined tile.
+//! product of register tiles: on AVX-512 and the baseline up to [`MR`] rows of activations by
+//! [`NR`] weight rows, so each weight block loaded (and unpacked) serves up to eight
+//! activation rows, and each activation block up to four weight rows; on AVX2 eight weight
+//! rows, unpacked once per panel of activation rows into a layout with one f32 lane per
+//! weight row (`avx2.rs`). Parallel chunks own runs of weight rows, and each copy of the loops
+//! ([`Isa`]) runs a whole chunk, its loops over tiles compiled with its target features around
+//! the inlined tile.
 //!
 //! Invariant: every output is the sum the `scalar` module defines, llama.cpp's, in the same f32
 //! operations in the same order on every copy of the loops ([`Isa`]), so the results depend
@@ -32,12 +34,11 @@ use rtx_kernels::f16;
 /// Values per quantized block.
 pub const BLOCK: usize = 32;
 
-/// Rows of activations per register tile: the AVX-512 copies take up to 8 at once (32
-/// registers hold their sums, and each weight block unpacked serves all 8), the others 4 at
-/// a time.
+/// Rows of activations per register tile of the AVX-512 copies and the baseline (32
+/// registers hold the AVX-512 sums of 8 rows, and each weight block unpacked serves all 8).
 pub const MR: usize = 8;
 
-/// Weight rows per register tile.
+/// Weight rows per register tile of the AVX-512 copies and the baseline.
 pub const NR: usize = 4;
 
 /// The weight types these products read.
