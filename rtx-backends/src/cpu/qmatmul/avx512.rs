@@ -223,23 +223,3 @@ unsafe fn word(p: *const u8) -> i32 {
     // SAFETY: the caller's contract.
     unsafe { p.cast::<i32>().read_unaligned() }
 }
-
-/// One weight block's 32 values: Q4_1's low halves (elements 0-15) then its high halves
-/// (16-31), or Q8_0's bytes.
-///
-/// # Safety
-/// AVX2 must be enabled in the caller, into which this is inlined, and the block readable.
-#[inline(always)]
-pub(super) unsafe fn values<const Q4: bool>(p: *const u8, nibble: __m128i) -> __m256i {
-    // SAFETY: the caller's contract.
-    unsafe {
-        if Q4 {
-            let packed = _mm_loadu_si128(p.add(4).cast());
-            let lo = _mm_and_si128(packed, nibble);
-            let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);
-            _mm256_set_m128i(hi, lo)
-        } else {
-            _mm256_loadu_si256(p.add(2).cast())
-        }
-    }
-}
