@@ -53,8 +53,8 @@ unsafe fn tiles<const Q4: bool>(c: &Chunk<'_>, out: Out) {
     assert_eq!(c.row_bytes, nb * bb);
     assert_eq!(c.w.len(), c.rows * c.row_bytes);
     assert!(c.x.d.len() >= c.m * nb && c.x.s.len() >= c.m * nb && c.x.q.len() >= c.m * c.k);
-    // SAFETY: the features are enabled by the caller.
-    let mut packed = vec![unsafe { _mm256_setzero_si256() }; nb * SLOTS];
+    // 32-byte slots as words, so the buffer comes zeroed from the allocator.
+    let mut packed = vec![[0u64; 4]; nb * SLOTS];
     for i0 in (0..c.m).step_by(PANEL) {
         let i1 = (i0 + PANEL).min(c.m);
         for j0 in (0..c.rows).step_by(WR) {
@@ -66,10 +66,10 @@ unsafe fn tiles<const Q4: bool>(c: &Chunk<'_>, out: Out) {
             let ahead = ahead(w[0], c.row_bytes).wrapping_add(AHEAD_EXTRA * c.row_bytes);
             // SAFETY: every row holds `nb` blocks of `bb` bytes (asserted above), and
             // `packed` holds `nb * SLOTS` slots.
-            unsafe { unpack::<Q4>(w, nb, ahead, packed.as_mut_ptr()) };
+            unsafe { unpack::<Q4>(w, nb, ahead, packed.as_mut_ptr().cast()) };
             for i in i0..i1 {
                 // SAFETY: row `i < m` of the activations holds `nb` blocks (asserted above).
-                let o = unsafe { row::<Q4>(packed.as_ptr(), c, i, nb) };
+                let o = unsafe { row::<Q4>(packed.as_ptr().cast(), c, i, nb) };
                 for (j, &v) in o.iter().enumerate().take(nr) {
                     out.write(i, j0 + j, v);
                 }

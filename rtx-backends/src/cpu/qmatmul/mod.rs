@@ -190,11 +190,12 @@ pub fn qmatmul_each_on(
     let xq = quantize_rows(x, k);
     // About eight chunks a thread, handed out as threads free up, so that a thread that
     // starts late (or shares its core) evens out; at least a tile's worth of rows each. A
-    // chunk lies in one weight: (weight, first row, rows).
+    // chunk lies in one weight: (weight, first row, rows). A multiple of 8 rows, the AVX2
+    // copy's tile (twice the others').
     let per_chunk = total
         .div_ceil(8 * rayon::current_num_threads())
-        .next_multiple_of(NR)
-        .clamp(NR, MAX_CHUNK_ROWS);
+        .next_multiple_of(2 * NR)
+        .clamp(2 * NR, MAX_CHUNK_ROWS);
     let chunks: Vec<(usize, usize, usize)> = parts
         .iter()
         .enumerate()
