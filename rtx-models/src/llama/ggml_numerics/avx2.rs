@@ -356,36 +356,52 @@ unsafe fn tile_body<const WIDE: bool>(tile: &Tile<'_>, out: &mut [f32]) {
     }
 }
 
-/// The value sums of [`tile_body`]: key `j` goes to lane `j % 8`; eight dims at a time, the
-/// eight lanes' sums held in registers over all the keys, then folded as `hsum_tile`: (l4 +
-/// l0) + (l6 + l2) and (l5 + l1) + (l7 + l3), then those two. Past `seen` a lane adds nothing.
+/// The value sums of [`tile_body`]: key `j` goes to lane `j % 8`, each lane's sums taken in
+/// key order, then folded as `hsum_tile`: (l4 + l0) + (l6 + l2) and (l5 + l1) + (l7 + l3),
+/// then those two. A lane at a time over 64 dims (eight registers), so each probability
+/// broadcast serves eight value loads; past `seen` a lane adds nothing. Dims past the last
+/// multiple of 64 take eight at a time, all lanes at once.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn value_sums(values: &[f32], probs: &[f32], seen: usize, o: &mut [f32]) {
     let hd = o.len();
     assert!(values.len() >= seen * hd && probs.len() >= seen);
-    for d in (0..hd).step_by(8) {
+    let wide = hd / 64 * 64;
+    let fold = |lanes: &[__m256; 8]| {
+        let t: [__m256; 4] = std::array::from_fn(|m| _mm256_add_ps(lanes[m + 4], lanes[m]));
+        _mm256_add_ps(_mm256_add_ps(t[0], t[2]), _mm256_add_ps(t[1], t[3]))
+    };
+    for d in (0..wide).step_by(64) {
+        // lanes[c][l]: dims d + 8c.., lane l.
+        let mut lanes = [[_mm256_setzero_ps(); 8]; 8];
+        for l in 0..8 {
+            let mut acc = [_mm256_setzero_ps(); 8];
+            for j in (l..seen).step_by(8) {
+                let p = _mm256_broadcast_ss(&probs[j]);
+                for (c, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: `j < seen` and `d + 8c + 8 <= hd`, so the eight floats lie
+                    // inside `values`, `seen` rows of `hd` (checked above).
+                    let v = unsafe { load_unchecked(values, j * hd + d + 8 * c) };
+                    *a = _mm256_fmadd_ps(v, p, *a);
+                }
+            }
+            for (c, a) in acc.into_iter().enumerate() {
+                lanes[c][l] = a;
+            }
+        }
+        for (c, lanes) in lanes.iter().enumerate() {
+            store(o, d + 8 * c, fold(lanes));
+        }
+    }
+    for d in (wide..hd).step_by(8) {
         let mut lanes = [_mm256_setzero_ps(); 8];
-        let add = |lane: &mut __m256, j: usize| {
-            let p = _mm256_broadcast_ss(&probs[j]);
+        for (j, &p) in probs[..seen].iter().enumerate() {
             // SAFETY: `j < seen` and `d + 8 <= hd` (`hd` a multiple of 8, checked by the
             // tile), so the eight floats lie inside `values`, `seen` rows of `hd`.
             let v = unsafe { load_unchecked(values, j * hd + d) };
-            *lane = _mm256_fmadd_ps(v, p, *lane);
-        };
-        let full = seen / 8 * 8;
-        for j0 in (0..full).step_by(8) {
-            for (l, lane) in lanes.iter_mut().enumerate() {
-                add(lane, j0 + l);
-            }
+            lanes[j % 8] = _mm256_fmadd_ps(v, _mm256_set1_ps(p), lanes[j % 8]);
         }
-        for (l, lane) in lanes.iter_mut().enumerate().take(seen - full) {
-            add(lane, full + l);
-        }
-        let t: [__m256; 4] = std::array::from_fn(|m| _mm256_add_ps(lanes[m + 4], lanes[m]));
-        let h0 = _mm256_add_ps(t[0], t[2]);
-        let h1 = _mm256_add_ps(t[1], t[3]);
-        store(o, d, _mm256_add_ps(h0, h1));
+        store(o, d, fold(&lanes));
     }
 }
 
@@ -443,33 +459,39 @@ mod tests {
         unsafe { super::swiglu_row(&mut a, &row) };
         scalar_swiglu(&mut b, &row);
         assert_eq!(a, b);
-        let (heads, group, hd, first, rows) = (4, 2, 64, 5, 19);
-        let q = values(rows * heads * hd, 0.31);
-        let keys = values((first + rows) * hd, 0.17);
-        let vals = values((first + rows) * hd, 0.23);
-        let tile = Tile {
-            q: &q,
-            keys: &keys,
-            values: &vals,
-            shape: (heads, group, 1, hd),
-            rows: (0, first),
-            scale: 0.125,
-        };
-        let (mut a, mut b) = (vec![0f32; rows * group * hd], vec![0f32; rows * group * hd]);
-        // SAFETY: as above, and hd is a multiple of 8.
-        unsafe { super::attend_tile(&tile, &mut a) };
-        scalar_tile(&tile, &mut b);
-        assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
-        if has_avx512() {
-            let mut c = vec![0f32; rows * group * hd];
-            // SAFETY: the CPU has AVX-512F, checked above, and hd is a multiple of 32.
-            unsafe { super::attend_tile_512(&tile, &mut c) };
+        // Head dims of whole 64-dim groups, and one with eight dims past them.
+        for hd in [64, 136] {
+            let (heads, group, first, rows) = (4, 2, 5, 19);
+            let q = values(rows * heads * hd, 0.31);
+            let keys = values((first + rows) * hd, 0.17);
+            let vals = values((first + rows) * hd, 0.23);
+            let tile = Tile {
+                q: &q,
+                keys: &keys,
+                values: &vals,
+                shape: (heads, group, 1, hd),
+                rows: (0, first),
+                scale: 0.125,
+            };
+            let (mut a, mut b) = (vec![0f32; rows * group * hd], vec![0f32; rows * group * hd]);
+            // SAFETY: as above, and hd is a multiple of 8.
+            unsafe { super::attend_tile(&tile, &mut a) };
+            scalar_tile(&tile, &mut b);
             assert!(
-                c.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
-                "the 512-bit tile"
+                a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "the AVX2 tile, head dim {hd}"
             );
-        } else {
-            println!("the 512-bit tile: skipped: this CPU has no AVX-512F");
+            if has_avx512() && hd % 32 == 0 {
+                let mut c = vec![0f32; rows * group * hd];
+                // SAFETY: the CPU has AVX-512F, checked above, and hd is a multiple of 32.
+                unsafe { super::attend_tile_512(&tile, &mut c) };
+                assert!(
+                    c.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "the 512-bit tile"
+                );
+            } else {
+                println!("the 512-bit tile, head dim {hd}: skipped (no AVX-512F, or not 32k)");
+            }
         }
     }
 }
