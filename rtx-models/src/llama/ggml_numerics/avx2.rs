@@ -372,9 +372,8 @@ fn value_sums(values: &[f32], probs: &[f32], seen: usize, o: &mut [f32]) {
         _mm256_add_ps(_mm256_add_ps(t[0], t[2]), _mm256_add_ps(t[1], t[3]))
     };
     for d in (0..wide).step_by(64) {
-        // lanes[c][l]: dims d + 8c.., lane l.
-        let mut lanes = [[_mm256_setzero_ps(); 8]; 8];
-        for l in 0..8 {
+        // lanes[l][c]: lane l, dims d + 8c...
+        let lanes: [[__m256; 8]; 8] = std::array::from_fn(|l| {
             let mut acc = [_mm256_setzero_ps(); 8];
             for j in (l..seen).step_by(8) {
                 let p = _mm256_broadcast_ss(&probs[j]);
@@ -385,11 +384,10 @@ fn value_sums(values: &[f32], probs: &[f32], seen: usize, o: &mut [f32]) {
                     *a = _mm256_fmadd_ps(v, p, *a);
                 }
             }
-            for (c, a) in acc.into_iter().enumerate() {
-                lanes[c][l] = a;
-            }
-        }
-        for (c, lanes) in lanes.iter().enumerate() {
+            acc
+        });
+        let by_dims: [[__m256; 8]; 8] = std::array::from_fn(|c| lanes.map(|lane| lane[c]));
+        for (c, lanes) in by_dims.iter().enumerate() {
             store(o, d + 8 * c, fold(lanes));
         }
     }
