@@ -15,7 +15,7 @@
 //! 4-byte groups transposed, the f16 scales widened) into a small buffer that serves every row
 //! of activations of the panel.
 
-use super::{BLOCK, Chunk, Out, PANEL, QWeight, ahead};
+use super::{AHEAD_TILES, BLOCK, Chunk, Out, PANEL, QWeight};
 use std::arch::x86_64::*;
 
 /// Weight rows per tile: one per f32 lane of a 256-bit register.
@@ -63,9 +63,9 @@ unsafe fn tiles<const Q4: bool>(c: &Chunk<'_>, out: Out) {
             let nr = WR.min(c.rows - j0);
             let w: [*const u8; WR] =
                 std::array::from_fn(|j| c.w[(j0 + j.min(nr - 1)) * c.row_bytes..].as_ptr());
-            // The rows of a tile are consecutive, so the bytes [`ahead`] tiles on are the
+            // The rows of a tile are consecutive, so the bytes [`AHEAD_TILES`] tiles on are the
             // ones needed soon; they are fetched at the pace this tile's are unpacked.
-            let ahead = ahead(w[0], c.row_bytes).wrapping_add(AHEAD_EXTRA * c.row_bytes);
+            let ahead = w[0].wrapping_add(AHEAD_TILES * WR * c.row_bytes);
             // SAFETY: every row holds `nb` blocks of `bb` bytes (asserted above), and
             // `packed` holds `nb * SLOTS` slots.
             unsafe { unpack::<Q4>(w, nb, ahead, packed.as_mut_ptr().cast()) };
@@ -87,10 +87,6 @@ thread_local! {
     /// each cost 2% of the step.
     static PACKED: std::cell::Cell<Vec<[u64; 4]>> = const { std::cell::Cell::new(Vec::new()) };
 }
-
-/// Rows past [`ahead`]'s (which counts tiles of [`super::NR`] rows) to prefetch from, so the
-/// distance is the same number of this copy's wider tiles.
-const AHEAD_EXTRA: usize = super::AHEAD_TILES * (WR - super::NR);
 
 /// Unpacks the blocks of the tile's rows `w` into `packed`: per block, slot `q < 8` holds
 /// quad `q` (the values of elements `4q..4q + 3`, as bytes) of rows 0 to 7 side by side,
