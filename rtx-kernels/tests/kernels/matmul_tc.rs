@@ -119,6 +119,46 @@ fn launch_bounds_hold_on_every_device() {
     );
 }
 
+/// One body, two specialized entries with bounds of their own and a general entry with the
+/// kernel-wide ones: `launch_bounds(.., n = 1)` is `n = 1`'s alone.
+#[rtx_macros::kernel(
+    crate = rtx_kernels,
+    specialize(n = 1, 2),
+    launch_bounds(256, 1),
+    launch_bounds(64, 4, n = 1)
+)]
+fn bounded_fill<T: Float>(out: &mut [T], n: usize) {
+    out[thread_idx_x()] = n as T;
+}
+
+#[test]
+fn launch_bounds_can_differ_by_specialized_entry() {
+    let src = bounded_fill::KERNEL.source;
+    assert!(
+        src.contains("__launch_bounds__(64, 4) bounded_fill_f32__n1("),
+        "{src}"
+    );
+    assert!(src.contains("__launch_bounds__(256, 1) bounded_fill_f32__n2("));
+    assert!(src.contains("__launch_bounds__(256, 1) bounded_fill_f32("));
+    // The emulation holds each launch to the entry a GPU would take for its arguments: 128
+    // threads pass with n = 2 (its entry) and n = 3 (the general one), not with n = 1.
+    let mut out = vec![0.0f32; 128];
+    for n in [2, 3] {
+        bounded_fill(LaunchConfig::new(1, 128), &mut out, n).unwrap();
+        assert!(out.iter().all(|&x| x == n as f32));
+    }
+    let err = bounded_fill(LaunchConfig::new(1, 128), &mut out, 1).unwrap_err();
+    assert!(
+        err.message()
+            .contains("a block of 128 threads is more than its launch_bounds of 64"),
+        "{err}"
+    );
+    bounded_fill(LaunchConfig::new(1, 64), &mut out, 1).unwrap();
+    assert_eq!(out[..64], [1.0; 64]);
+    let err = bounded_fill(LaunchConfig::new(1, 512), &mut out, 2).unwrap_err();
+    assert!(err.message().contains("launch_bounds of 256"), "{err}");
+}
+
 #[test]
 fn f32_is_an_error_not_a_launch() {
     let mut c = vec![0.0f32; 1];

@@ -113,7 +113,7 @@ pub fn derive(k: &KernelFn, wrt: &Ident) -> Option<KernelFn> {
         ret: Ty::Elem,
         out_generic: None,
         specialize: vec![],
-        launch_bounds: None,
+        launch_bounds: vec![],
         shared: vec![],
         uses_sync: false,
         uses_grid_sync: false,

@@ -680,8 +680,49 @@ pub struct KernelFn {
     /// `specialize(param = v1, v2, ..)` of a SIMT kernel: integer parameters whose listed
     /// values get their own inlined copy of the CUDA body, with the value a constant.
     pub specialize: Vec<(Ident, Vec<u64>)>,
-    /// `launch_bounds(threads, blocks)` of a SIMT kernel: its blocks have at most `threads`
-    /// threads (a larger launch is an error on every device), and the compiler keeps its
-    /// registers low enough for `blocks` of them to share an SM (CUDA's `__launch_bounds__`).
-    pub launch_bounds: Option<(u32, u32)>,
+    /// `launch_bounds(threads, blocks)` of a SIMT kernel, and any `launch_bounds(threads,
+    /// blocks, param = value, ..)` for the specialized entries of those values: see
+    /// [`LaunchBounds`].
+    pub launch_bounds: Vec<LaunchBounds>,
+}
+
+/// One `launch_bounds(threads, blocks)` of a SIMT kernel: blocks of the entries it covers have
+/// at most `threads` threads (a larger launch is an error on every device), and the compiler
+/// keeps their registers low enough for `blocks` of them to share an SM (CUDA's
+/// `__launch_bounds__`).
+///
+/// Without `when` it covers every entry; with `when` (`param = value` pairs, each a value of
+/// the kernel's `specialize`) only the specialized entries with those values, and there it
+/// takes precedence over the unconditioned one. Why per entry: the entries of one body can
+/// differ in block size and registers (a block of one warpgroup or two), and a bound right for
+/// one spills or wastes occupancy in another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchBounds {
+    /// The most threads a block has.
+    pub threads: u32,
+    /// Blocks an SM must hold at once.
+    pub blocks: u32,
+    /// The specialized values the bounds are for; empty for every entry.
+    pub when: Vec<(Ident, u64)>,
+}
+
+impl LaunchBounds {
+    /// The bounds of the entry with `values` (`(parameter, value)` of a specialized entry;
+    /// empty for the general entry): the first conditioned bounds whose values all match,
+    /// else the unconditioned ones.
+    pub fn for_entry<'a>(
+        bounds: &'a [LaunchBounds],
+        values: &[(String, u64)],
+    ) -> Option<&'a LaunchBounds> {
+        let holds = |b: &&LaunchBounds| {
+            !b.when.is_empty()
+                && b.when
+                    .iter()
+                    .all(|(name, v)| values.iter().any(|(n, x)| *name == *n && x == v))
+        };
+        bounds
+            .iter()
+            .find(holds)
+            .or_else(|| bounds.iter().find(|b| b.when.is_empty()))
+    }
 }

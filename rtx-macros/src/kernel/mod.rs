@@ -56,8 +56,9 @@ struct Args {
     grad: GradOpt,
     /// `specialize(d = 64, 128)`: see [`ir::KernelFn::specialize`].
     specialize: Vec<(Ident, Vec<u64>)>,
-    /// `launch_bounds(256, 2)`: see [`ir::KernelFn::launch_bounds`].
-    launch_bounds: Option<(u32, u32)>,
+    /// `launch_bounds(256, 2)` and `launch_bounds(128, 3, d = 64)`: see
+    /// [`ir::LaunchBounds`].
+    launch_bounds: Vec<ir::LaunchBounds>,
 }
 
 /// The element types kernels are instantiated for: (suffix, CUDA storage type, DType). A
@@ -136,6 +137,26 @@ fn expand_fn(attr: TokenStream, item: ItemFn) -> Result<TokenStream> {
         }
     }
     k.specialize = args.specialize.clone();
+    // Bounds for specialized entries must name values those entries have.
+    for b in &args.launch_bounds {
+        for (name, v) in &b.when {
+            let listed = args
+                .specialize
+                .iter()
+                .any(|(n, values)| n == name && values.contains(v));
+            if !listed {
+                return Err(Error::new(
+                    name.span(),
+                    format!(
+                        "`launch_bounds({}, {}, {name} = {v})` names no specialized entry of \
+                         `{}`: `{name} = {v}` must be one of the values of a \
+                         `specialize({name} = ..)`",
+                        b.threads, b.blocks, k.name
+                    ),
+                ));
+            }
+        }
+    }
     k.launch_bounds = args.launch_bounds;
     let cx = native::NativeCx {
         krate: args.krate.clone(),
@@ -204,7 +225,7 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
     let mut krate = None;
     let mut grad = GradOpt::Auto;
     let mut specialize = Vec::new();
-    let mut launch_bounds = None;
+    let mut launch_bounds: Vec<ir::LaunchBounds> = Vec::new();
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("elementwise") {
             kind = Some(Kind::Elementwise);
@@ -242,8 +263,9 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
                 .collect::<Result<Vec<_>>>()?;
             specialize.push((name, values));
         } else if meta.path.is_ident("launch_bounds") {
-            // launch_bounds(threads, blocks): the most threads a block has, and how many
-            // blocks an SM must hold at once.
+            // launch_bounds(threads, blocks[, param = value, ..]): the most threads a block
+            // has, how many blocks an SM must hold at once, and which specialized entries
+            // the bounds are for (all when none is named).
             let inner;
             syn::parenthesized!(inner in meta.input);
             let threads: syn::LitInt = inner.parse()?;
@@ -259,12 +281,33 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
                     "`launch_bounds(threads, blocks)` takes 1 to 1024 threads and at least one block",
                 ));
             }
-            launch_bounds = Some((t, b));
+            let mut when = Vec::new();
+            while inner.parse::<Option<syn::Token![,]>>()?.is_some() && !inner.is_empty() {
+                let name: Ident = inner.parse()?;
+                inner.parse::<syn::Token![=]>()?;
+                let v: syn::LitInt = inner.parse()?;
+                when.push((name, v.base10_parse::<u64>()?));
+            }
+            if launch_bounds
+                .iter()
+                .any(|x: &ir::LaunchBounds| x.when == when)
+            {
+                return Err(Error::new(
+                    threads.span(),
+                    "a second `launch_bounds(..)` for the same entries: give each set of \
+                     specialized values (or none, for every entry) one",
+                ));
+            }
+            launch_bounds.push(ir::LaunchBounds {
+                threads: t,
+                blocks: b,
+                when,
+            });
         } else {
             return Err(meta.error(
                 "unknown `#[kernel]` argument: expected `elementwise`, `reduce(identity = ..)`, \
                  `simt`, `device`, `grad`, `no_grad`, `specialize(param = v1, v2)`, \
-                 `launch_bounds(threads, blocks)` or `crate = path`",
+                 `launch_bounds(threads, blocks[, param = value])` or `crate = path`",
             ));
         }
         Ok(())
@@ -277,7 +320,7 @@ fn parse_args(attr: TokenStream) -> Result<Args> {
             "`grad`/`no_grad` apply to elementwise kernels only",
         ));
     }
-    if launch_bounds.is_some() && !matches!(kind, Kind::Simt) {
+    if !launch_bounds.is_empty() && !matches!(kind, Kind::Simt) {
         return Err(Error::new(
             proc_macro2::Span::call_site(),
             "`launch_bounds(..)` applies to SIMT kernels only",
@@ -487,7 +530,7 @@ fn parse_kernel(item: &ItemFn, mode: Mode, device: bool) -> Result<(KernelFn, Pa
         tensor_core: parser.tensor_core,
         wgmma: parser.wgmma,
         specialize: vec![],
-        launch_bounds: None,
+        launch_bounds: vec![],
     };
     Ok((k, parser))
 }
