@@ -30,7 +30,7 @@
 //! rows, partial warps) is a panic natively.
 
 use super::LaunchError;
-use super::block::{SharedArray, ThreadCtx, WARP_SIZE, WIDE};
+use super::block::{GlobalMut, SharedArray, ThreadCtx, WARP_SIZE, WIDE};
 use crate::{DType, Element, Float, FloatMath};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -93,6 +93,19 @@ fn value16<T: Float>(bits: u16) -> f64 {
 /// the low half, as a fragment register or a shared tile word holds them.
 pub fn pack2<T: Float>(lo: T::Acc, hi: T::Acc) -> u32 {
     u32::from(bits16(T::from_acc(lo))) | (u32::from(bits16(T::from_acc(hi))) << 16)
+}
+
+/// `store2(o, i, lo, hi)`: `o[i]` and `o[i + 1]` set to `lo` and `hi` rounded to `T`. On a
+/// GPU it is one 32-bit store, which must be 4-byte aligned, so an odd `i` is refused here as
+/// the GPU would fault on it.
+#[track_caller]
+pub fn store2<T: Float>(o: &GlobalMut<'_, T>, i: usize, lo: T::Acc, hi: T::Acc) {
+    assert!(
+        i % 2 == 0,
+        "`store2` at index {i}: its 32-bit store needs an even index"
+    );
+    o.store(i, T::from_acc(lo));
+    o.store(i + 1, T::from_acc(hi));
 }
 
 impl ThreadCtx<'_> {

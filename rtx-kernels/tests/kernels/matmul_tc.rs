@@ -159,6 +159,34 @@ fn launch_bounds_can_differ_by_specialized_entry() {
     assert!(err.message().contains("launch_bounds of 256"), "{err}");
 }
 
+/// Each thread writes its pair `(2i, 2i + 1)` at `at + 2i` with one `store2`.
+#[rtx_macros::kernel(crate = rtx_kernels)]
+fn pairs_out<T: Float>(o: &mut [T], at: usize) {
+    let i = thread_idx_x();
+    store2(o, at + 2 * i, (2 * i) as T, (2 * i + 1) as T);
+}
+
+#[test]
+fn store2_writes_pairs_at_even_indices_only() {
+    assert!(
+        pairs_out::KERNEL
+            .source
+            .contains("rtx_store2<S>(o + ((at + (2ull * i))), ")
+    );
+    let mut o = vec![bf16::ZERO; 10];
+    pairs_out(LaunchConfig::new(1, 4), &mut o, 2).unwrap();
+    let got: Vec<f32> = o.iter().map(|x| x.to_f32()).collect();
+    assert_eq!(got, [0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+}
+
+#[test]
+#[should_panic(expected = "`store2` at index 1: its 32-bit store needs an even index")]
+fn store2_at_an_odd_index_panics_as_a_gpu_faults() {
+    // A misaligned 32-bit store faults on a GPU; the emulation stops at it the same way.
+    let mut o = vec![bf16::ZERO; 10];
+    let _ = pairs_out(LaunchConfig::new(1, 4), &mut o, 1);
+}
+
 #[test]
 fn f32_is_an_error_not_a_launch() {
     let mut c = vec![0.0f32; 1];

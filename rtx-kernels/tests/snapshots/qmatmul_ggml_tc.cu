@@ -531,6 +531,10 @@ template <> __device__ __forceinline__ unsigned int rtx_pack2<rtx_f16>(float lo,
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+// store2: o[0] = lo and o[1] = hi as one 32-bit store (o is 4-byte aligned: an even index).
+template <typename S> __device__ __forceinline__ void rtx_store2(S* o, float lo, float hi) {
+  *reinterpret_cast<unsigned int*>(o) = rtx_pack2<S>(lo, hi);
+}
 // Hopper's warpgroup products (sm_90a). A tile operand is K-major in the 128-byte swizzle:
 // rows of 64 16-bit elements (128 bytes), 16-byte chunk c of row r at chunk c ^ (r % 8), 8-row
 // groups 1024 bytes apart, the tile on a 1024-byte boundary (the hardware takes the swizzle

@@ -856,6 +856,7 @@ fn tensor_call(intr: Intrinsic, a: &[String]) -> String {
             format!("rtx_mma<S>::m16n8k16({})", args.join(", "))
         }
         Intrinsic::Pack2 => format!("rtx_pack2<S>({}, {})", a[0], a[1]),
+        Intrinsic::Store2 => format!("rtx_store2<S>({} + ({}), {}, {})", a[0], a[1], a[2], a[3]),
         Intrinsic::Wgmma(n) => wgmma_call(n, a, &smem(&a[2], &a[3]), &smem(&a[4], &a[5])),
         Intrinsic::WgmmaRs(n) => wgmma_rs_call(n, a, &smem(&a[4], &a[5])),
         Intrinsic::WgmmaFence => "rtx_wgmma_fence()".into(),

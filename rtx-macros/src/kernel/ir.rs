@@ -237,6 +237,9 @@ pub enum Intrinsic {
     Mma,
     /// `pack2(lo, hi)`: two `T` values as one `u32` of two 16-bit elements.
     Pack2,
+    /// `store2(o, i, lo, hi)`: `o[i] = lo; o[i + 1] = hi` as one 32-bit store (`i` even), the
+    /// way an accumulator fragment's pairs leave a tensor-core kernel.
+    Store2,
     /// Hopper's warpgroup product `wgmma_m64n{n}k16(&mut acc, ci, &ta, a_word, &tb,
     /// b_word)`, both operands K-major in 128-byte-swizzled shared tiles.
     Wgmma(u16),

@@ -484,6 +484,10 @@ impl NativeCx {
                         let (t, lo, hi) = (&self.t, &a[0], &a[1]);
                         quote_spanned!(span=> #k::kernel::tensor_core::pack2::<#t>(#lo, #hi))
                     }
+                    Intrinsic::Store2 => {
+                        let t = &self.t;
+                        quote_spanned!(span=> #k::kernel::tensor_core::store2::<#t>(#(#a),*))
+                    }
                     Intrinsic::Wgmma(n) => {
                         let (t, n) = (&self.t, Literal::usize_unsuffixed(usize::from(*n)));
                         quote_spanned!(span=> __rtx_t.wgmma::<#t, _, _>(#n, #(#a),*))

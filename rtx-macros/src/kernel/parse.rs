@@ -45,7 +45,7 @@ comparisons and `&&`/`||`, math methods (`x.exp()`, `exp2`, `ln`, `ln_1p`, `sqrt
 `warp_shuffle_down(v, offset)`, `warp_shuffle_xor(v, mask)`, `atomic_add(&mut buf[i], v)` (or `let old = \
 atomic_add(..);` for the value before the add), `thread_fence()`, `grid_sync()`, and on \
 the tensor cores `cp_async`, `cp_async_commit`, `cp_async_wait`, `ldmatrix_x4` and its `_x1`/`_x2`/\
-`_trans` forms, `mma_m16n8k16`, `pack2`, and on Hopper `wgmma_m64n{64,128,256}k16`, \
+`_trans` forms, `mma_m16n8k16`, `pack2`, `store2`, and on Hopper `wgmma_m64n{64,128,256}k16`, \
 `wgmma_rs_m64n{64,128,256}k16`, `wgmma_fence`, `wgmma_commit`, `wgmma_wait`, `fence_proxy_async`); \
 kernels over `T: Float` may call elementwise kernel functions whose parameters are all `T` \
 (`gelu(x)`, `super::softplus(y)`), and SIMT kernels may call device functions \

@@ -36,6 +36,7 @@ pub(super) const NAMES: &[&str] = &[
     "ldmatrix_x4_trans",
     "mma_m16n8k16",
     "pack2",
+    "store2",
     "wgmma_m64n64k16",
     "wgmma_m64n128k16",
     "wgmma_m64n256k16",
@@ -62,6 +63,8 @@ enum Want {
     Barrier,
     /// A `&[T]` buffer parameter.
     Source,
+    /// A `&mut [T]` buffer parameter.
+    Dest,
     /// A per-thread array of this type, written (`&mut v`) or read (`&v`).
     Local(Ty, bool),
 }
@@ -96,6 +99,7 @@ impl Parser {
             "cp_async_wait" => 1,
             "mma_m16n8k16" => 6,
             "pack2" => 2,
+            "store2" => 4,
             "wgmma_fence" | "wgmma_commit" | "fence_proxy_async" => 0,
             "wgmma_wait" => 2,
             n if n.starts_with("wgmma_m64") => 6,
@@ -145,6 +149,15 @@ impl Parser {
                 let lo = coerce(self.expr(a[0])?, Ty::Elem)?;
                 let hi = coerce(self.expr(a[1])?, Ty::Elem)?;
                 (Intrinsic::Pack2, vec![lo, hi], Ty::U32)
+            }
+            "store2" => {
+                let args = vec![
+                    self.array_arg(a[0], Want::Dest, name)?,
+                    self.index_arg(a[1])?,
+                    coerce(self.expr(a[2])?, Ty::Elem)?,
+                    coerce(self.expr(a[3])?, Ty::Elem)?,
+                ];
+                (Intrinsic::Store2, args, Ty::Unit)
             }
             "wgmma_fence" => {
                 self.wgmma = true;
@@ -324,6 +337,7 @@ impl Parser {
                 "a `#[shared]` array of `u64` barriers, by reference: `&mut bar`".to_string()
             }
             Want::Source => format!("a `&[{}]` buffer parameter, by name: `x`", self.generic),
+            Want::Dest => format!("a `&mut [{}]` buffer parameter, by name: `o`", self.generic),
             Want::Local(ty, m) => format!(
                 "a per-thread array of `{}`, by reference: `{}v`",
                 if ty == Ty::Elem {
@@ -367,6 +381,14 @@ impl Parser {
                 },
                 None,
             ) => (Buf::In, false),
+            (
+                Want::Dest,
+                Var::Buf {
+                    kind: Buf::Out,
+                    elem: Ty::Elem,
+                },
+                None,
+            ) => (Buf::Out, true),
             (Want::Local(ty, m), Var::Local { elem, mutable }, Some(r))
                 if elem == ty && r == m && (mutable || !m) =>
             {
@@ -402,6 +424,10 @@ fn usage(name: &str) -> &'static str {
                            4]`, A in `a[ai..ai + 4]`, B in `b[bi..bi + 2]`"
         }
         "pack2" => "`pack2(lo, hi)` packs two `T` values into a `u32`",
+        "store2" => {
+            "`store2(o, i, lo, hi)` writes `o[i] = lo` and `o[i + 1] = hi` as one 32-bit \
+             store; `i` must be even"
+        }
         "wgmma_fence" => "`wgmma_fence()`",
         "wgmma_commit" => "`wgmma_commit()`",
         "fence_proxy_async" => "`fence_proxy_async()`",
