@@ -101,7 +101,7 @@ pub fn pack2<T: Float>(lo: T::Acc, hi: T::Acc) -> u32 {
 #[track_caller]
 pub fn store2<T: Float>(o: &GlobalMut<'_, T>, i: usize, lo: T::Acc, hi: T::Acc) {
     assert!(
-        i % 2 == 0,
+        i.is_multiple_of(2),
         "`store2` at index {i}: its 32-bit store needs an even index"
     );
     o.store(i, T::from_acc(lo));
