@@ -6,7 +6,8 @@
 //! Sizes: bf16, batch 32 x 8 heads, causal, head dims 64 and 128, sequences 256, 1024 and 4096;
 //! f16 at d 128, t 1024; and two bf16 sizes at d 64, t 1024 for the other masks: no mask at all,
 //! and causal with key padding (`key_len` t/2 for the odd batch elements, t for the others).
-//! `--quick` keeps t 1024 only (causal d 64 and d 128, f16, no mask, padded).
+//! `--quick` keeps t 1024 only (causal d 64 and d 128, f16, no mask, padded); `--seq 256`
+//! keeps one sequence length and only the causal bf16 rows (d 64 and d 128).
 //!
 //! Each size is first checked against the composition computed in f32 from the same
 //! half-precision inputs: the forward's `o` (largest `|o - ref|` over the largest `|v|`, fail
@@ -65,6 +66,8 @@ fn err(e: impl std::fmt::Display) -> String {
 /// The command line.
 struct Opts {
     quick: bool,
+    /// `--seq t`: the causal bf16 rows at this length alone (0: every length).
+    seq: usize,
     reps: usize,
     batch: usize,
     heads: usize,
@@ -81,6 +84,7 @@ fn arg(name: &str, default: usize) -> usize {
 fn options() -> Opts {
     Opts {
         quick: std::env::args().any(|a| a == "--quick"),
+        seq: arg("--seq", 0),
         reps: arg("--reps", 30).max(1),
         batch: arg("--batch", 32).max(1),
         heads: arg("--heads", 8).max(1),
@@ -797,7 +801,9 @@ fn run() -> Result<bool, String> {
         "flash_attention: {} (compute capability {:?}), batch {} x {} heads, median of {} calls",
         info.name, info.compute_capability, opts.batch, opts.heads, opts.reps
     );
-    let ts: &[usize] = if opts.quick {
+    let ts: &[usize] = if opts.seq > 0 {
+        std::slice::from_ref(&opts.seq)
+    } else if opts.quick {
         &[1024]
     } else {
         &[256, 1024, 4096]
@@ -825,6 +831,10 @@ fn run() -> Result<bool, String> {
             )?;
             seed += 10;
         }
+    }
+    if opts.seq > 0 {
+        print_table(&rows);
+        return Ok(rows.iter().all(Row::ok));
     }
     next(
         &mut rows,
