@@ -385,11 +385,7 @@ fn cuda_source(k: &KernelFn) -> Result<String> {
             })
             .collect();
         let bounds = |values: &[(usize, u64)]| {
-            let named: Vec<(String, u64)> = values
-                .iter()
-                .map(|&(i, v)| (k.params[i].name.to_string(), v))
-                .collect();
-            LaunchBounds::for_entry(&k.launch_bounds, &named)
+            entry_bounds(k, values)
                 .map(|b| format!("__launch_bounds__({}, {}) ", b.threads, b.blocks))
                 .unwrap_or_default()
         };
@@ -433,20 +429,26 @@ fn bounds_limit(k: &KernelFn) -> TokenStream {
         }
         None => quote!(::core::option::Option::<usize>::None),
     };
-    let general = limit(LaunchBounds::for_entry(&k.launch_bounds, &[]));
+    let general = limit(entry_bounds(k, &[]));
     let arms = specializations(k).into_iter().map(|(_, values)| {
-        let named: Vec<(String, u64)> = values
-            .iter()
-            .map(|&(i, v)| (k.params[i].name.to_string(), v))
-            .collect();
         let tests = values.iter().map(|&(i, v)| {
             let p = &k.params[i].name;
             quote!((#p as u64) == #v)
         });
-        let l = limit(LaunchBounds::for_entry(&k.launch_bounds, &named));
+        let l = limit(entry_bounds(k, &values));
         quote!(if #(#tests)&&* { #l } else)
     });
     quote!(#(#arms)* { #general })
+}
+
+/// The bounds of the entry whose fixed arguments are `values` (`(parameter index, value)`;
+/// none for the general entry).
+fn entry_bounds<'a>(k: &'a KernelFn, values: &[(usize, u64)]) -> Option<&'a LaunchBounds> {
+    let named: Vec<(String, u64)> = values
+        .iter()
+        .map(|&(i, v)| (k.params[i].name.to_string(), v))
+        .collect();
+    LaunchBounds::for_entry(&k.launch_bounds, &named)
 }
 
 /// The body of an entry point: the grid dependency first (prelude.cu says why), then the call
