@@ -119,6 +119,7 @@ fn launch_bounds_hold_on_every_device() {
     );
 }
 
+// ANCHOR: bounds_per_entry
 /// One body, two specialized entries with bounds of their own and a general entry with the
 /// kernel-wide ones: `launch_bounds(.., n = 1)` is `n = 1`'s alone.
 #[rtx_macros::kernel(
@@ -130,6 +131,7 @@ fn launch_bounds_hold_on_every_device() {
 fn bounded_fill<T: Float>(out: &mut [T], n: usize) {
     out[thread_idx_x()] = n as T;
 }
+// ANCHOR_END: bounds_per_entry
 
 #[test]
 fn launch_bounds_can_differ_by_specialized_entry() {
@@ -159,12 +161,14 @@ fn launch_bounds_can_differ_by_specialized_entry() {
     assert!(err.message().contains("launch_bounds of 256"), "{err}");
 }
 
+// ANCHOR: store2
 /// Each thread writes its pair `(2i, 2i + 1)` at `at + 2i` with one `store2`.
 #[rtx_macros::kernel(crate = rtx_kernels)]
 fn pairs_out<T: Float>(o: &mut [T], at: usize) {
     let i = thread_idx_x();
     store2(o, at + 2 * i, (2 * i) as T, (2 * i + 1) as T);
 }
+// ANCHOR_END: store2
 
 #[test]
 fn store2_writes_pairs_at_even_indices_only() {
