@@ -296,8 +296,10 @@ pub fn model(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// exports `call` (the body natively, on the caller's emulated thread), `DEVICE` (the CUDA `template <typename A, typename S = A> __device__
 /// __forceinline__` function `<name>_body`, behind an include guard, which callers' sources
 /// take in), `USES_SYNC` (whether the function synchronizes or shuffles, which decides how
-/// a calling kernel's blocks are emulated) and `USES_GRID_SYNC` (whether it calls
-/// `grid_sync`, which makes a calling kernel's launch cooperative). Being inlined, a device function costs nothing on
+/// a calling kernel's blocks are emulated), `USES_GRID_SYNC` (whether it calls
+/// `grid_sync`, which makes a calling kernel's launch cooperative) and `CROSSES_BLOCKS`
+/// (whether it uses `atomic_add`, `thread_fence` or `grid_sync`, which keeps a calling
+/// kernel's emulated blocks from running in parallel). Being inlined, a device function costs nothing on
 /// the GPU, and a per-thread array it indexes by constants stays in registers. Elementwise
 /// kernels export `call` too, so SIMT code calls both kinds alike.
 ///

@@ -2,9 +2,12 @@
 //! threads with shared memory, barriers and warp shuffles, so a GPU kernel written with
 //! `#[kernel]` runs (slowly, but exactly) on the CPU and can be tested without a GPU.
 //!
-//! Blocks run one after another, except in a kernel that calls `grid_sync`: its blocks run at
-//! once, an OS thread each ([`run_blocks_together`]), as a cooperative launch keeps them all
-//! resident on a GPU. Within a block, a body that never synchronizes runs its
+//! Blocks run in parallel on rayon's threads when no block can see another's writes during
+//! the launch (the kernel never calls `atomic_add`, `thread_fence` or `grid_sync`, itself or
+//! through a device function): then the order does not change a number. A kernel that adds
+//! atomically or fences runs its blocks one after another, in grid order; one that calls
+//! `grid_sync` runs them at once, an OS thread each ([`run_blocks_together`]), as a
+//! cooperative launch keeps them all resident on a GPU. Within a block, a body that never synchronizes runs its
 //! threads one after another; a body that calls `sync_threads` or a warp shuffle runs each
 //! thread as a coroutine with its own stack (`corosensei`), all on the calling OS thread: a
 //! thread that reaches a barrier suspends, and a round-robin scheduler resumes the others until
@@ -227,33 +230,62 @@ pub struct ThreadCtx<'a> {
     pub(crate) copies: RefCell<AsyncCopies>,
 }
 
-/// Runs `block_fn` for every block of the grid, in order (x fastest), or with `grid_sync` all
-/// at once ([`run_blocks_together`]).
+/// How the emulation runs a launch's blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockOrder {
+    /// In parallel on rayon's threads: no block sees another's writes during the launch (the
+    /// kernel never calls `atomic_add`, `thread_fence` or `grid_sync`), so the order changes
+    /// no number.
+    Parallel,
+    /// One after another in grid order (x fastest): the kernel adds atomically or fences.
+    InOrder,
+    /// All at once, an OS thread each: the kernel calls `grid_sync`
+    /// ([`run_blocks_together`]).
+    Together,
+}
+
+/// Runs `block_fn` for every block of the grid in `order`. An error is the first in grid
+/// order whatever the order the blocks ran in.
 pub fn run_blocks(
     kernel: &'static str,
     launch: LaunchConfig,
     uses_sync: bool,
-    grid_sync: bool,
+    order: BlockOrder,
     block_fn: impl Fn(&BlockCtx) -> Result<(), LaunchError> + Sync,
 ) -> Result<(), LaunchError> {
-    if grid_sync {
+    if order == BlockOrder::Together {
         return run_blocks_together(kernel, launch, block_fn);
     }
     check_block(kernel, launch)?;
-    for z in 0..launch.grid.z {
-        for y in 0..launch.grid.y {
-            for x in 0..launch.grid.x {
-                block_fn(&BlockCtx {
-                    kernel,
-                    block_idx: Dim3 { x, y, z },
-                    launch,
-                    uses_sync,
-                    grid: None,
-                })?;
-            }
-        }
+    let blocks = launch.grid.count();
+    let block = |i: usize| {
+        block_fn(&BlockCtx {
+            kernel,
+            block_idx: block_at(launch.grid, i),
+            launch,
+            uses_sync,
+            grid: None,
+        })
+    };
+    if order == BlockOrder::Parallel && blocks > 1 && rayon::current_num_threads() > 1 {
+        use rayon::prelude::*;
+        let failed = (0..blocks)
+            .into_par_iter()
+            .filter_map(|i| block(i).err().map(|e| (i, e)))
+            .min_by_key(|(i, _)| *i);
+        return failed.map_or(Ok(()), |(_, e)| Err(e));
     }
-    Ok(())
+    (0..blocks).try_for_each(block)
+}
+
+/// The index of block `i` of `grid`, counting x fastest.
+fn block_at(grid: Dim3, i: usize) -> Dim3 {
+    let (gx, gy) = (grid.x as usize, grid.y as usize);
+    Dim3 {
+        x: (i % gx) as u32,
+        y: (i / gx % gy) as u32,
+        z: (i / (gx * gy)) as u32,
+    }
 }
 
 /// An error unless a block of `launch` has 1 to 1024 threads.
@@ -292,16 +324,11 @@ pub fn run_blocks_together(
         )));
     }
     let grid = Arc::new(GridBarrier::new(blocks));
-    let g = launch.grid;
     let results = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..blocks)
             .map(|i| {
                 let (grid, block_fn) = (Arc::clone(&grid), &block_fn);
-                let block_idx = Dim3 {
-                    x: (i % g.x as usize) as u32,
-                    y: (i / g.x as usize % g.y as usize) as u32,
-                    z: (i / (g.x as usize * g.y as usize)) as u32,
-                };
+                let block_idx = block_at(launch.grid, i);
                 scope.spawn(move || {
                     let _exit = GridExit(&grid);
                     block_fn(&BlockCtx {
@@ -964,28 +991,87 @@ impl<'a, E: Copy> GlobalMut<'a, E> {
 mod tests {
     use super::*;
 
+    /// Independent blocks run on more than one OS thread when rayon has several, and a
+    /// failure is still the first in grid order.
+    #[test]
+    fn independent_blocks_run_in_parallel_and_fail_in_grid_order() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+        let mut out = vec![0usize; 64];
+        let g = GlobalMut::new_usize("t", "out", &mut out).unwrap();
+        pool.install(|| {
+            run_blocks(
+                "t",
+                LaunchConfig::new(64, 8),
+                false,
+                BlockOrder::Parallel,
+                |blk| {
+                    threads.lock().unwrap().insert(std::thread::current().id());
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    blk.run_threads(|t| {
+                        if t.thread_idx_x() == 0 {
+                            g.store(t.block_idx_x(), 3 * t.block_idx_x());
+                        }
+                    })
+                },
+            )
+            .unwrap()
+        });
+        assert_eq!(out, (0..64).map(|b| 3 * b).collect::<Vec<_>>());
+        assert!(
+            threads.lock().unwrap().len() > 1,
+            "the blocks ran on one thread"
+        );
+        let err = pool.install(|| {
+            run_blocks(
+                "t",
+                LaunchConfig::new(64, 1),
+                false,
+                BlockOrder::Parallel,
+                |blk| {
+                    let b = blk.block_idx.x;
+                    if b == 9 || b == 40 {
+                        return Err(LaunchError::new(format!("block {b} fails")));
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap_err()
+        });
+        assert_eq!(err.message(), "block 9 fails");
+    }
+
     #[test]
     fn barrier_orders_shared_writes_and_shuffles_reduce_a_warp() {
         let mut out = vec![0.0f32; 2];
         let g = GlobalMut::new("t", "out", &mut out).unwrap();
-        run_blocks("t", LaunchConfig::new(2, 64), true, false, |blk| {
-            let s = SharedArray::<f32, 64>::new();
-            blk.run_threads(|t| {
-                let tid = t.thread_idx_x();
-                s.set(tid, (tid + 1) as f32);
-                t.sync_threads();
-                // Every thread reads a neighbour's write: only correct after the barrier.
-                let mut v = s.get(63 - tid);
-                let mut off = 16;
-                while off > 0 {
-                    v += t.shuffle_down(v, off);
-                    off /= 2;
-                }
-                if t.lane_id() == 0 {
-                    g.update(t.block_idx_x(), |o| o + v);
-                }
-            })
-        })
+        run_blocks(
+            "t",
+            LaunchConfig::new(2, 64),
+            true,
+            BlockOrder::InOrder,
+            |blk| {
+                let s = SharedArray::<f32, 64>::new();
+                blk.run_threads(|t| {
+                    let tid = t.thread_idx_x();
+                    s.set(tid, (tid + 1) as f32);
+                    t.sync_threads();
+                    // Every thread reads a neighbour's write: only correct after the barrier.
+                    let mut v = s.get(63 - tid);
+                    let mut off = 16;
+                    while off > 0 {
+                        v += t.shuffle_down(v, off);
+                        off /= 2;
+                    }
+                    if t.lane_id() == 0 {
+                        g.update(t.block_idx_x(), |o| o + v);
+                    }
+                })
+            },
+        )
         .unwrap();
         assert_eq!(out, vec![2080.0, 2080.0]);
     }
@@ -994,16 +1080,22 @@ mod tests {
     fn returned_threads_do_not_block_the_barrier() {
         let mut out = vec![0usize; 40];
         let g = GlobalMut::new_usize("t", "out", &mut out).unwrap();
-        run_blocks("t", LaunchConfig::new(1, 40), true, false, |blk| {
-            blk.run_threads(|t| {
-                let i = t.thread_idx_x();
-                if i >= 30 {
-                    return;
-                }
-                t.sync_threads();
-                g.store(i, i * 2);
-            })
-        })
+        run_blocks(
+            "t",
+            LaunchConfig::new(1, 40),
+            true,
+            BlockOrder::InOrder,
+            |blk| {
+                blk.run_threads(|t| {
+                    let i = t.thread_idx_x();
+                    if i >= 30 {
+                        return;
+                    }
+                    t.sync_threads();
+                    g.store(i, i * 2);
+                })
+            },
+        )
         .unwrap();
         assert_eq!(out[29], 58);
         assert_eq!(out[30], 0);
@@ -1011,16 +1103,22 @@ mod tests {
 
     #[test]
     fn threads_waiting_at_different_barriers_are_an_error_not_a_hang() {
-        let err = run_blocks("diverge", LaunchConfig::new(1, 32), true, false, |blk| {
-            blk.run_threads(|t| {
-                // Lane 0 waits at the warp's barrier, the others at the block's.
-                if t.lane_id() == 0 {
-                    t.shuffle_xor(1.0f32, 1);
-                } else {
-                    t.sync_threads();
-                }
-            })
-        })
+        let err = run_blocks(
+            "diverge",
+            LaunchConfig::new(1, 32),
+            true,
+            BlockOrder::InOrder,
+            |blk| {
+                blk.run_threads(|t| {
+                    // Lane 0 waits at the warp's barrier, the others at the block's.
+                    if t.lane_id() == 0 {
+                        t.shuffle_xor(1.0f32, 1);
+                    } else {
+                        t.sync_threads();
+                    }
+                })
+            },
+        )
         .unwrap_err();
         assert!(err.message().contains("kernel `diverge`"), "{err}");
         assert!(err.message().contains("32 threads"), "{err}");
@@ -1029,13 +1127,19 @@ mod tests {
     #[test]
     fn a_panicking_thread_unwinds_the_launch_and_the_next_one_runs() {
         let caught = std::panic::catch_unwind(|| {
-            run_blocks("boom", LaunchConfig::new(1, 64), true, false, |blk| {
-                blk.run_threads(|t| {
-                    t.sync_threads();
-                    assert!(t.thread_idx_x() != 40, "thread 40 fails");
-                    t.sync_threads();
-                })
-            })
+            run_blocks(
+                "boom",
+                LaunchConfig::new(1, 64),
+                true,
+                BlockOrder::InOrder,
+                |blk| {
+                    blk.run_threads(|t| {
+                        t.sync_threads();
+                        assert!(t.thread_idx_x() != 40, "thread 40 fails");
+                        t.sync_threads();
+                    })
+                },
+            )
         });
         let msg = caught.unwrap_err();
         assert_eq!(msg.downcast_ref::<&str>(), Some(&"thread 40 fails"));
@@ -1058,7 +1162,7 @@ mod tests {
             "t",
             LaunchConfig::new(blocks as u32, 32),
             true,
-            true,
+            BlockOrder::Together,
             |blk| {
                 blk.run_threads(|t| {
                     let b = t.block_idx_x();
@@ -1085,13 +1189,19 @@ mod tests {
 
     #[test]
     fn a_block_that_skips_grid_sync_is_an_error_not_a_hang() {
-        let err = run_blocks("skip", LaunchConfig::new(3, 32), true, true, |blk| {
-            blk.run_threads(|t| {
-                if t.block_idx_x() != 1 {
-                    t.grid_sync();
-                }
-            })
-        })
+        let err = run_blocks(
+            "skip",
+            LaunchConfig::new(3, 32),
+            true,
+            BlockOrder::Together,
+            |blk| {
+                blk.run_threads(|t| {
+                    if t.block_idx_x() != 1 {
+                        t.grid_sync();
+                    }
+                })
+            },
+        )
         .unwrap_err();
         assert!(err.message().contains("kernel `skip`"), "{err}");
         assert!(err.message().contains("grid_sync"), "{err}");
@@ -1100,14 +1210,20 @@ mod tests {
     #[test]
     fn a_thread_that_returns_before_grid_sync_is_named() {
         let caught = std::panic::catch_unwind(|| {
-            run_blocks("early", LaunchConfig::new(2, 64), true, true, |blk| {
-                blk.run_threads(|t| {
-                    if t.block_idx_x() == 1 && t.thread_idx_x() >= 60 {
-                        return;
-                    }
-                    t.grid_sync();
-                })
-            })
+            run_blocks(
+                "early",
+                LaunchConfig::new(2, 64),
+                true,
+                BlockOrder::Together,
+                |blk| {
+                    blk.run_threads(|t| {
+                        if t.block_idx_x() == 1 && t.thread_idx_x() >= 60 {
+                            return;
+                        }
+                        t.grid_sync();
+                    })
+                },
+            )
         });
         let payload = caught.unwrap_err();
         let msg = payload
@@ -1119,8 +1235,14 @@ mod tests {
 
     #[test]
     fn oversized_blocks_are_an_error() {
-        let err =
-            run_blocks("t", LaunchConfig::new(1, 2048), false, false, |_| Ok(())).unwrap_err();
+        let err = run_blocks(
+            "t",
+            LaunchConfig::new(1, 2048),
+            false,
+            BlockOrder::InOrder,
+            |_| Ok(()),
+        )
+        .unwrap_err();
         assert!(err.message().contains("2048 threads"), "{err}");
     }
 }

@@ -448,7 +448,7 @@ impl ThreadCtx<'_> {
 mod tests {
     use super::*;
     use crate::kernel::LaunchConfig;
-    use crate::kernel::block::{GlobalMut, run_blocks};
+    use crate::kernel::block::{BlockOrder, GlobalMut, run_blocks};
     use half::bf16;
 
     /// Small integers, exact in bf16 and in every sum below.
@@ -471,62 +471,68 @@ mod tests {
         let mut bad = vec![0u32; 32];
         let g = GlobalMut::new("t", "out", &mut out).unwrap();
         let flags = GlobalMut::new_u32("t", "bad", &mut bad).unwrap();
-        run_blocks("t", LaunchConfig::new(1, 32), true, false, |blk| {
-            // A: 16 rows of 8 words; B: 16 rows (k) of 4 words.
-            let sa = SharedArray::<u32, 128>::new();
-            let sb = SharedArray::<u32, 64>::new();
-            blk.run_threads(|t| {
-                let lane = t.lane_id();
-                if lane == 0 {
-                    for r in 0..16 {
-                        for w in 0..8 {
-                            sa.set(
-                                r * 8 + w,
-                                bits(a_val(r, 2 * w)) | bits(a_val(r, 2 * w + 1)) << 16,
-                            );
+        run_blocks(
+            "t",
+            LaunchConfig::new(1, 32),
+            true,
+            BlockOrder::InOrder,
+            |blk| {
+                // A: 16 rows of 8 words; B: 16 rows (k) of 4 words.
+                let sa = SharedArray::<u32, 128>::new();
+                let sb = SharedArray::<u32, 64>::new();
+                blk.run_threads(|t| {
+                    let lane = t.lane_id();
+                    if lane == 0 {
+                        for r in 0..16 {
+                            for w in 0..8 {
+                                sa.set(
+                                    r * 8 + w,
+                                    bits(a_val(r, 2 * w)) | bits(a_val(r, 2 * w + 1)) << 16,
+                                );
+                            }
+                        }
+                        for k in 0..16 {
+                            for w in 0..4 {
+                                sb.set(
+                                    k * 4 + w,
+                                    bits(b_val(k, 2 * w)) | bits(b_val(k, 2 * w + 1)) << 16,
+                                );
+                            }
                         }
                     }
-                    for k in 0..16 {
-                        for w in 0..4 {
-                            sb.set(
-                                k * 4 + w,
-                                bits(b_val(k, 2 * w)) | bits(b_val(k, 2 * w + 1)) << 16,
-                            );
-                        }
+                    t.sync_threads();
+                    let (gid, tig) = (lane / 4, lane % 4);
+                    let m = lane / 8;
+                    let mut a = [0u32; 4];
+                    t.ldmatrix(
+                        4,
+                        false,
+                        &mut a,
+                        0,
+                        &sa,
+                        (m % 2 * 8 + lane % 8) * 8 + m / 2 * 4,
+                    );
+                    let mut b = [0u32; 2];
+                    t.ldmatrix(2, true, &mut b, 0, &sb, (m % 2 * 8 + lane % 8) * 4);
+                    let by_hand_a: [u32; 4] = std::array::from_fn(|r| {
+                        let (row, k) = (gid + 8 * (r % 2), 2 * tig + 8 * (r / 2));
+                        bits(a_val(row, k)) | bits(a_val(row, k + 1)) << 16
+                    });
+                    let by_hand_b: [u32; 2] = std::array::from_fn(|r| {
+                        let k = 2 * tig + 8 * r;
+                        bits(b_val(k, gid)) | bits(b_val(k + 1, gid)) << 16
+                    });
+                    if a != by_hand_a || b != by_hand_b {
+                        flags.store(lane, 1);
                     }
-                }
-                t.sync_threads();
-                let (gid, tig) = (lane / 4, lane % 4);
-                let m = lane / 8;
-                let mut a = [0u32; 4];
-                t.ldmatrix(
-                    4,
-                    false,
-                    &mut a,
-                    0,
-                    &sa,
-                    (m % 2 * 8 + lane % 8) * 8 + m / 2 * 4,
-                );
-                let mut b = [0u32; 2];
-                t.ldmatrix(2, true, &mut b, 0, &sb, (m % 2 * 8 + lane % 8) * 4);
-                let by_hand_a: [u32; 4] = std::array::from_fn(|r| {
-                    let (row, k) = (gid + 8 * (r % 2), 2 * tig + 8 * (r / 2));
-                    bits(a_val(row, k)) | bits(a_val(row, k + 1)) << 16
-                });
-                let by_hand_b: [u32; 2] = std::array::from_fn(|r| {
-                    let k = 2 * tig + 8 * r;
-                    bits(b_val(k, gid)) | bits(b_val(k + 1, gid)) << 16
-                });
-                if a != by_hand_a || b != by_hand_b {
-                    flags.store(lane, 1);
-                }
-                let mut c = [1.0f32; 4];
-                t.mma_m16n8k16::<bf16>(&mut c, 0, &a, 0, &b, 0);
-                for (i, v) in c.iter().enumerate() {
-                    g.store((gid + 8 * (i / 2)) * 8 + 2 * tig + i % 2, *v);
-                }
-            })
-        })
+                    let mut c = [1.0f32; 4];
+                    t.mma_m16n8k16::<bf16>(&mut c, 0, &a, 0, &b, 0);
+                    for (i, v) in c.iter().enumerate() {
+                        g.store((gid + 8 * (i / 2)) * 8 + 2 * tig + i % 2, *v);
+                    }
+                })
+            },
+        )
         .unwrap();
         assert_eq!(bad, vec![0; 32], "fragments differ from PTX's layouts");
         for r in 0..16 {
@@ -556,23 +562,29 @@ mod tests {
         let src: Vec<bf16> = (0..16).map(|i| bf16::from_f32(i as f32)).collect();
         let mut seen = vec![0u32; 3];
         let g = GlobalMut::new_u32("t", "seen", &mut seen).unwrap();
-        run_blocks("t", LaunchConfig::new(1, 1), false, false, |blk| {
-            let s = SharedArray::<u32, 8>::new();
-            blk.run_threads(|t| {
-                t.cp_async(&s, 0, &src, 0, 8);
-                t.cp_async_commit();
-                t.cp_async(&s, 4, &src, 8, 3);
-                t.cp_async_commit();
-                g.store(0, s.get(0));
-                t.cp_async_wait(1);
-                g.store(1, s.get(0));
-                g.store(2, s.get(5));
-                t.cp_async_wait(0);
-            })?;
-            assert_eq!(s.get(5), bits(10.0), "the second group landed at the wait");
-            assert_eq!(s.get(6), 0, "zero-filled past n");
-            Ok(())
-        })
+        run_blocks(
+            "t",
+            LaunchConfig::new(1, 1),
+            false,
+            BlockOrder::InOrder,
+            |blk| {
+                let s = SharedArray::<u32, 8>::new();
+                blk.run_threads(|t| {
+                    t.cp_async(&s, 0, &src, 0, 8);
+                    t.cp_async_commit();
+                    t.cp_async(&s, 4, &src, 8, 3);
+                    t.cp_async_commit();
+                    g.store(0, s.get(0));
+                    t.cp_async_wait(1);
+                    g.store(1, s.get(0));
+                    g.store(2, s.get(5));
+                    t.cp_async_wait(0);
+                })?;
+                assert_eq!(s.get(5), bits(10.0), "the second group landed at the wait");
+                assert_eq!(s.get(6), 0, "zero-filled past n");
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(seen, vec![0, bits(1.0) << 16, 0]);
     }

@@ -114,6 +114,10 @@ pub fn module_items(cx: &NativeCx, k: &KernelFn, grads: &[(usize, &KernelFn)]) -
 
         /// Whether calling it synchronizes the grid: never, for an elementwise function.
         pub const USES_GRID_SYNC: bool = false;
+
+        /// Whether calling it lets blocks see each other's writes: never, for an
+        /// elementwise function.
+        pub const CROSSES_BLOCKS: bool = false;
     };
     let name = k.name.to_string();
     let slots: Vec<syn::Ident> = (0..k.params.len())

@@ -44,6 +44,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn) -> Result<TokenStream> {
     let deps = callees(&k.body);
     let uses_sync = k.uses_sync;
     let uses_grid_sync = k.uses_grid_sync;
+    let crosses_blocks = k.crosses_blocks;
     let device = device_source(k)?;
     let device_tokens = if deps.is_empty() {
         quote!(#device)
@@ -89,6 +90,10 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn) -> Result<TokenStream> {
 
             /// Whether the function calls `grid_sync`, itself or through what it calls.
             pub const USES_GRID_SYNC: bool = #uses_grid_sync #(|| #deps::USES_GRID_SYNC)*;
+
+            /// Whether the function uses `atomic_add`, `thread_fence` or `grid_sync`, itself or
+            /// through what it calls.
+            pub const CROSSES_BLOCKS: bool = #crosses_blocks #(|| #deps::CROSSES_BLOCKS)*;
         }
     })
 }
@@ -258,8 +263,33 @@ mod tests {
             "template <typename A, typename S = A>",
             "A block_sum_body(A v, A (&red)[32], A (&w)[4])",
             "pub const USES_SYNC : bool = true",
+            "pub const CROSSES_BLOCKS : bool = false",
         ] {
             assert!(out.contains(want), "no `{want}` in {out}");
+        }
+    }
+
+    /// `atomic_add` and `thread_fence` let blocks see each other's writes, so a caller's
+    /// emulated blocks must not run in parallel; plain stores do not.
+    #[test]
+    fn atomics_and_fences_mark_a_device_function_as_crossing_blocks() {
+        let cases = [
+            (quote!(atomic_add(&mut out[0], v);), true),
+            (quote!(out[0] = v; thread_fence();), true),
+            (quote!(out[0] = v;), false),
+        ];
+        for (stmts, crosses) in cases {
+            let out = expand(
+                quote!(device, crate = crate),
+                quote! {
+                    pub fn put<T: Float>(out: &mut [T], v: T) {
+                        #stmts
+                    }
+                },
+            );
+            assert!(!out.contains("compile_error"), "{out}");
+            let want = format!("pub const CROSSES_BLOCKS : bool = {crosses}");
+            assert!(out.contains(&want), "no `{want}` in {out}");
         }
     }
 

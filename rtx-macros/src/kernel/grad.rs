@@ -117,6 +117,7 @@ pub fn derive(k: &KernelFn, wrt: &Ident) -> Option<KernelFn> {
         shared: vec![],
         uses_sync: false,
         uses_grid_sync: false,
+        crosses_blocks: false,
         tensor_core: false,
         wgmma: false,
     })

@@ -674,6 +674,10 @@ pub struct KernelFn {
     pub uses_sync: bool,
     /// Whether the body calls `grid_sync` itself (see [`Intrinsic::GridSync`]).
     pub uses_grid_sync: bool,
+    /// Whether the body itself uses `atomic_add`, `thread_fence` or `grid_sync`: a block may
+    /// then see another's writes during the launch, so the emulation does not run its blocks
+    /// in parallel.
+    pub crosses_blocks: bool,
     /// Whether the body uses the tensor-core intrinsics: the kernel then exists for f16 and
     /// bf16 only.
     pub tensor_core: bool,

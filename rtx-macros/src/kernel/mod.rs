@@ -527,6 +527,7 @@ fn parse_kernel(item: &ItemFn, mode: Mode, device: bool) -> Result<(KernelFn, Pa
         shared: parser.shared.clone(),
         uses_sync: parser.uses_sync,
         uses_grid_sync: parser.uses_grid_sync,
+        crosses_blocks: parser.crosses_blocks,
         tensor_core: parser.tensor_core,
         wgmma: parser.wgmma,
         specialize: vec![],

@@ -95,6 +95,9 @@ pub struct Parser {
     pub uses_sync: bool,
     /// Whether the body calls `grid_sync` (the blocks then run together).
     pub uses_grid_sync: bool,
+    /// Whether the body uses `atomic_add`, `thread_fence` or `grid_sync`, through which a
+    /// block can see another's writes during the launch.
+    pub crosses_blocks: bool,
     /// Whether the body uses a tensor-core intrinsic (`tensor.rs`).
     pub tensor_core: bool,
     /// Whether the body uses `wgmma` (`tensor.rs`).
@@ -114,6 +117,7 @@ impl Parser {
             shared: Vec::new(),
             uses_sync: false,
             uses_grid_sync: false,
+            crosses_blocks: false,
             tensor_core: false,
             wgmma: false,
             loops: 0,
@@ -726,6 +730,7 @@ impl Parser {
 
     fn atomic_add(&mut self, c: &syn::ExprCall) -> Result<Stmt> {
         self.need_simt(c.span(), "atomic_add")?;
+        self.crosses_blocks = true;
         let usage = "use it as `atomic_add(&mut buf[i], v);`";
         if c.args.len() != 2 {
             return Err(Error::new(

@@ -56,6 +56,17 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
     let uses_sync = quote!((#own_sync #(|| #deps::USES_SYNC)*));
     let own_grid = k.uses_grid_sync;
     let grid_sync = quote!((#own_grid #(|| #deps::USES_GRID_SYNC)*));
+    // Blocks that never see each other's writes during the launch run in parallel natively.
+    let own_cross = k.crosses_blocks;
+    let order = quote! {
+        if #grid_sync {
+            #kr::kernel::block::BlockOrder::Together
+        } else if #own_cross #(|| #deps::CROSSES_BLOCKS)* {
+            #kr::kernel::block::BlockOrder::InOrder
+        } else {
+            #kr::kernel::block::BlockOrder::Parallel
+        }
+    };
     if shared_bytes(k) > SHARED_MAX {
         return Err(Error::new(
             k.name.span(),
@@ -141,7 +152,7 @@ pub fn emit(cx: &NativeCx, item: &ItemFn, k: &KernelFn, _p: &Parser) -> Result<T
             #(#wrap)*
             #(#wrap_tables)*
             #(#widen)*
-            #kr::kernel::block::run_blocks(#name_s, launch, #uses_sync, #grid_sync, |__rtx_b| {
+            #kr::kernel::block::run_blocks(#name_s, launch, #uses_sync, #order, |__rtx_b| {
                 #(#shared)*
                 __rtx_b.run_threads(|__rtx_t: &#kr::kernel::block::ThreadCtx<'_>| #body)
             })

@@ -441,6 +441,11 @@ impl Parser {
             Intrinsic::GridSync => {
                 self.uses_sync = true;
                 self.uses_grid_sync = true;
+                self.crosses_blocks = true;
+                Ty::Unit
+            }
+            Intrinsic::ThreadFence => {
+                self.crosses_blocks = true;
                 Ty::Unit
             }
             Intrinsic::ShuffleDown | Intrinsic::ShuffleXor => {
