@@ -10,7 +10,7 @@
 //! [`NR`] weight rows, so each weight block loaded (and unpacked) serves up to eight
 //! activation rows, and each activation block up to four weight rows; on AVX2 eight weight
 //! rows, unpacked once per panel of activation rows into a layout with one f32 lane per
-//! weight row (`avx2.rs`). Parallel chunks own runs of weight rows, and each copy of the loops
+//! weight row (`avx2.rs`; for a single row, into registers only). Parallel chunks own runs of weight rows, and each copy of the loops
 //! ([`Isa`]) runs a whole chunk, its loops over tiles compiled with its target features around
 //! the inlined tile.
 //!

@@ -50,10 +50,11 @@ fn dequantized(ty: QWeight, w: &[u8]) -> Vec<f64> {
     out
 }
 
-/// Shapes that leave partial tiles in both directions, a panel and a half of rows, and tasks
-/// of different widths.
-const SHAPES: [(usize, usize, usize); 7] = [
+/// Shapes that leave partial tiles in both directions, a panel and a half of rows, tasks of
+/// different widths, and one row against many blocks (a decoding step's product).
+const SHAPES: [(usize, usize, usize); 8] = [
     (1, 37, 64),
+    (1, 70, 576),
     (5, 16, 32),
     (3, 50, 256),
     (1, 1, 32),
