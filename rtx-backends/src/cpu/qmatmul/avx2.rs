@@ -196,6 +196,9 @@ unsafe fn unpack<const Q4: bool>(
 }
 
 /// Fetches the lines of one block of the tile [`AHEAD_TILES`] on (`at` bytes into it).
+///
+/// # Safety
+/// None beyond the caller's SSE, which every x86-64 CPU has: a prefetch reads nothing.
 #[inline(always)]
 unsafe fn prefetch(ahead: *const u8, at: usize, bb: usize) {
     for line in (0..WR * bb).step_by(64) {
