@@ -66,9 +66,7 @@ unsafe fn tiles<const Q4: bool>(c: &Chunk<'_>, out: Out) {
     for i0 in (0..c.m).step_by(PANEL) {
         let i1 = (i0 + PANEL).min(c.m);
         for j0 in (0..c.rows).step_by(WR) {
-            let nr = WR.min(c.rows - j0);
-            let w: [*const u8; WR] =
-                std::array::from_fn(|j| c.w[(j0 + j.min(nr - 1)) * c.row_bytes..].as_ptr());
+            let (w, nr) = tile_rows(c, j0);
             // The rows of a tile are consecutive, so the bytes [`AHEAD_TILES`] tiles on are the
             // ones needed soon; they are fetched at the pace this tile's are unpacked.
             let ahead = w[0].wrapping_add(AHEAD_TILES * WR * c.row_bytes);
@@ -85,6 +83,15 @@ unsafe fn tiles<const Q4: bool>(c: &Chunk<'_>, out: Out) {
         }
     }
     PACKED.set(packed);
+}
+
+/// The tile of weight rows from `j0`: their starts (a short tile repeats its last row, whose
+/// outputs are dropped) and how many are real.
+#[inline(always)]
+fn tile_rows(c: &Chunk<'_>, j0: usize) -> ([*const u8; WR], usize) {
+    let nr = WR.min(c.rows - j0);
+    let w = std::array::from_fn(|j| c.w[(j0 + j.min(nr - 1)) * c.row_bytes..].as_ptr());
+    (w, nr)
 }
 
 thread_local! {
@@ -221,9 +228,7 @@ unsafe fn tiles_one_row<const Q4: bool>(c: &Chunk<'_>, out: Out) {
     let nb = c.k / BLOCK;
     let bb = if Q4 { 20 } else { 34 };
     for j0 in (0..c.rows).step_by(WR) {
-        let nr = WR.min(c.rows - j0);
-        let w: [*const u8; WR] =
-            std::array::from_fn(|j| c.w[(j0 + j.min(nr - 1)) * c.row_bytes..].as_ptr());
+        let (w, nr) = tile_rows(c, j0);
         let ahead = w[0].wrapping_add(AHEAD_TILES * WR * c.row_bytes);
         // SAFETY: the features are enabled in the caller.
         let mut sums = unsafe { Sums::new() };
