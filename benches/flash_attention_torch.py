@@ -17,7 +17,7 @@ TFLOP/s count FlashAttention's way (benchmarks/benchmark_flash_attention.py): th
 
 Run on the GPU machine, from the repository root, in the same call as the Rust bench:
 
-    python3 benches/flash_attention_torch.py [--quick] [--reps 30] [--batch 32] [--heads 8]
+    python3 benches/flash_attention_torch.py [--quick | --seq T] [--reps 30] [--batch 32] [--heads 8]
 """
 import argparse
 import sys
@@ -98,6 +98,8 @@ def cell(ms, flops):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="t 1024 only")
+    p.add_argument("--seq", type=int, default=0,
+                   help="the causal bf16 rows at this length alone, as the rtx bench's --seq")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--heads", type=int, default=8)
@@ -109,9 +111,10 @@ def main():
           f"{torch.backends.cudnn.version()}, {torch.cuda.get_device_name(0)}, batch "
           f"{a.batch} x {a.heads} heads, median of {a.reps} calls")
     b, h = a.batch, a.heads
-    ts = [1024] if a.quick else [256, 1024, 4096]
-    sizes = ([(torch.bfloat16, d, t, True) for d in (64, 128) for t in ts]
-             + [(torch.float16, 128, 1024, True), (torch.bfloat16, 64, 1024, False)])
+    ts = [a.seq] if a.seq else [1024] if a.quick else [256, 1024, 4096]
+    sizes = [(torch.bfloat16, d, t, True) for d in (64, 128) for t in ts]
+    if not a.seq:
+        sizes += [(torch.float16, 128, 1024, True), (torch.bfloat16, 64, 1024, False)]
     names = {torch.bfloat16: "BF16", torch.float16: "F16"}
     rows, unavailable = [], {}
     for seed, (dtype, d, t, causal) in enumerate(sizes):

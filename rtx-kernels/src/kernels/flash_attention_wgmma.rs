@@ -135,7 +135,8 @@ impl FlashWgmmaPlan {
     crate = crate,
     specialize(d = 64, 128),
     specialize(warpgroups = 1, 2),
-    launch_bounds(256, 1)
+    launch_bounds(256, 1),
+    launch_bounds(128, 3, d = 64, warpgroups = 1)
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn flash_attn_fwd_wgmma<T: Float>(
@@ -252,21 +253,27 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
     let mut row_max = [T::NEG_INFINITY; 2];
     let mut row_sum = [0.0; 2];
     let mut alpha = [0.0; 2];
+    let mut lim = [0usize; 2];
 
     let mut j = 0;
     while j < tiles {
         let n0 = j * 128;
         let kb = (j % stages) * kw;
-        // What was copied has landed for every thread and is visible to the tensor cores (with
-        // two stages tile `j`); every warpgroup is done with tile `j - 1`, whose buffer the
-        // copies below overwrite.
-        cp_async_wait(0);
-        fence_proxy_async();
-        sync_threads();
-        // Tile `c` into buffer `c % stages`: with two stages the next tile, under this one's
-        // products; with one, this tile itself, now that every warpgroup is done with the
-        // last (tile 0 came with Q).
+        // Tile `c` goes to buffer `c % stages` once no warpgroup reads that buffer: with
+        // two stages tile 1 at once (its buffer is still unused), so it is on its way while
+        // the first step waits for Q and tile 0 alone, and each later tile after the barrier
+        // below, under this tile's products; with one stage each tile after it (tile 0 came
+        // with Q).
         let c = j + stages - 1;
+        let early = stages == 2 && j == 0;
+        // Unless early: what was copied has landed for every thread and is visible to the
+        // tensor cores, and every warpgroup is done with tile `j - 1`, whose buffer the
+        // copies below overwrite.
+        if !early {
+            cp_async_wait(0);
+            fence_proxy_async();
+            sync_threads();
+        }
         if c < tiles && c > 0 {
             let nb = (c % stages) * kw;
             let k_next = k_at + c * 128 * k_rs;
@@ -281,6 +288,11 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
             }
         }
         cp_async_commit();
+        if early {
+            cp_async_wait(1);
+            fence_proxy_async();
+            sync_threads();
+        }
         if stages == 1 {
             cp_async_wait(0);
             fence_proxy_async();
@@ -303,12 +315,22 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
         wgmma_commit();
         wgmma_wait(0, &mut s);
 
-        // Masks, only on tiles that cross the valid length or the diagonal.
+        // Masks, only on tiles that cross the valid length or the diagonal: each of this
+        // lane's rows sees the keys below its own limit, so a masked element costs one compare.
         if n0 + 128 > kl || (is_causal && n0 + 127 + t_q > m0 + t_k) {
+            for h in 0..2 {
+                let seen = row0 + 8 * h + t_k + 1;
+                lim[h] = if !is_causal {
+                    kl
+                } else if seen > t_q {
+                    kl.min(seen - t_q)
+                } else {
+                    0
+                };
+            }
             for i in 0..64 {
                 let col = n0 + 8 * (i / 4) + (t4 * 2) as usize + i % 2;
-                let row = row0 + 8 * ((i / 2) % 2);
-                if col >= kl || (is_causal && col + t_q > row + t_k) {
+                if col >= lim[(i / 2) % 2] {
                     s[i] = T::NEG_INFINITY;
                 }
             }
@@ -382,8 +404,9 @@ pub fn flash_attn_fwd_wgmma<T: Float>(
             let o_row = o0 + row * o_rs + (t4 * 2) as usize;
             for nt in 0..16 {
                 if nt * 8 < d {
-                    o[o_row + nt * 8] = acc[nt * 4 + h * 2] * inv;
-                    o[o_row + nt * 8 + 1] = acc[nt * 4 + h * 2 + 1] * inv;
+                    let lo = acc[nt * 4 + h * 2] * inv;
+                    let hi = acc[nt * 4 + h * 2 + 1] * inv;
+                    store2(o, o_row + nt * 8, lo, hi);
                 }
             }
             if t4 == 0 {

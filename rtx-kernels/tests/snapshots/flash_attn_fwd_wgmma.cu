@@ -573,14 +573,21 @@ __device__ __forceinline__ void flash_attn_fwd_wgmma_impl(const S* q, const S* k
   A alpha[2];
   #pragma unroll
   for (int rtx_t11 = 0; rtx_t11 < 2; ++rtx_t11) alpha[rtx_t11] = rtx_t10;
+  const unsigned long long rtx_t12 = 0ull;
+  unsigned long long lim_1[2];
+  #pragma unroll
+  for (int rtx_t13 = 0; rtx_t13 < 2; ++rtx_t13) lim_1[rtx_t13] = rtx_t12;
   unsigned long long j = 0ull;
   while ((j < tiles)) {
     unsigned long long n0 = (j * 128ull);
     unsigned long long kb = ((j % stages) * kw);
-    rtx_cp_async_wait<0>();
-    rtx_fence_proxy_async();
-    __syncthreads();
     unsigned long long c = ((j + stages) - 1ull);
+    bool early = ((stages == 2ull) && (j == 0ull));
+    if ((!early)) {
+      rtx_cp_async_wait<0>();
+      rtx_fence_proxy_async();
+      __syncthreads();
+    }
     if (((c < tiles) && (c > 0ull))) {
       unsigned long long nb = ((c % stages) * kw);
       unsigned long long k_next = (k_at + ((c * 128ull) * k_rs));
@@ -596,6 +603,11 @@ __device__ __forceinline__ void flash_attn_fwd_wgmma_impl(const S* q, const S* k
       }
     }
     rtx_cp_async_commit();
+    if (early) {
+      rtx_cp_async_wait<1>();
+      rtx_fence_proxy_async();
+      __syncthreads();
+    }
     if ((stages == 1ull)) {
       rtx_cp_async_wait<0>();
       rtx_fence_proxy_async();
@@ -618,37 +630,41 @@ __device__ __forceinline__ void flash_attn_fwd_wgmma_impl(const S* q, const S* k
     rtx_wgmma_wait<0>(s);
     if ((((n0 + 128ull) > kl) || (is_causal && (((n0 + 127ull) + t_q) > (m0 + t_k))))) {
       #pragma unroll
+      for (unsigned long long h = 0ull; h < 2ull; h += 1) {
+        unsigned long long seen = (((row0 + (8ull * h)) + t_k) + 1ull);
+        lim_1[h] = ((!is_causal) ? kl : ((seen > t_q) ? rtx_min(kl, (seen - t_q)) : 0ull));
+      }
+      #pragma unroll
       for (unsigned long long i_2 = 0ull; i_2 < 64ull; i_2 += 1) {
         unsigned long long col = (((n0 + (8ull * (i_2 / 4ull))) + ((unsigned long long)((t4 * 2u)))) + (i_2 % 2ull));
-        unsigned long long row = (row0 + (8ull * ((i_2 / 2ull) % 2ull)));
-        if (((col >= kl) || (is_causal && ((col + t_q) > (row + t_k))))) {
+        if ((col >= lim_1[((i_2 / 2ull) % 2ull)])) {
           s[i_2] = (-rtx_inf<A>());
         }
       }
     }
     #pragma unroll
-    for (unsigned long long h = 0ull; h < 2ull; h += 1) {
-      A mx = row_max[h];
+    for (unsigned long long h_1 = 0ull; h_1 < 2ull; h_1 += 1) {
+      A mx = row_max[h_1];
       #pragma unroll
       for (unsigned long long nt = 0ull; nt < 16ull; nt += 1) {
-        mx = rtx_max(rtx_max(mx, s[((nt * 4ull) + (h * 2ull))]), s[(((nt * 4ull) + (h * 2ull)) + 1ull)]);
+        mx = rtx_max(rtx_max(mx, s[((nt * 4ull) + (h_1 * 2ull))]), s[(((nt * 4ull) + (h_1 * 2ull)) + 1ull)]);
       }
       mx = rtx_max(mx, rtx_shfl_xor(mx, 1u));
       mx = rtx_max(mx, rtx_shfl_xor(mx, 2u));
       A base = ((mx == (-rtx_inf<A>())) ? A(0.0) : (mx * scale2));
-      alpha[h] = rtx_exp2(((row_max[h] * scale2) - base));
-      row_max[h] = mx;
+      alpha[h_1] = rtx_exp2(((row_max[h_1] * scale2) - base));
+      row_max[h_1] = mx;
       A sum = A(0.0);
       #pragma unroll
       for (unsigned long long nt_1 = 0ull; nt_1 < 16ull; nt_1 += 1) {
         #pragma unroll
         for (unsigned long long e = 0ull; e < 2ull; e += 1) {
-          A p = rtx_exp2(((s[(((nt_1 * 4ull) + (h * 2ull)) + e)] * scale2) - base));
-          s[(((nt_1 * 4ull) + (h * 2ull)) + e)] = p;
+          A p = rtx_exp2(((s[(((nt_1 * 4ull) + (h_1 * 2ull)) + e)] * scale2) - base));
+          s[(((nt_1 * 4ull) + (h_1 * 2ull)) + e)] = p;
           sum += p;
         }
       }
-      row_sum[h] = ((row_sum[h] * alpha[h]) + sum);
+      row_sum[h_1] = ((row_sum[h_1] * alpha[h_1]) + sum);
     }
     #pragma unroll
     for (unsigned long long kk_1 = 0ull; kk_1 < 8ull; kk_1 += 1) {
@@ -681,25 +697,24 @@ __device__ __forceinline__ void flash_attn_fwd_wgmma_impl(const S* q, const S* k
   unsigned long long o0 = ((n * ((unsigned long long)(os).strides[0ull])) + (hh * ((unsigned long long)(os).strides[1ull])));
   unsigned long long o_rs = ((unsigned long long)(os).strides[2ull]);
   #pragma unroll
-  for (unsigned long long h_1 = 0ull; h_1 < 2ull; h_1 += 1) {
-    A l = row_sum[h_1];
+  for (unsigned long long h_2 = 0ull; h_2 < 2ull; h_2 += 1) {
+    A l = row_sum[h_2];
     l += rtx_shfl_xor(l, 1u);
     l += rtx_shfl_xor(l, 2u);
-    unsigned long long row_1 = (row0 + (h_1 * 8ull));
+    unsigned long long row = (row0 + (h_2 * 8ull));
     A inv = ((l > A(0.0)) ? (A(1.0) / l) : A(0.0));
-    if ((row_1 < t_q)) {
-      unsigned long long o_row = ((o0 + (row_1 * o_rs)) + ((unsigned long long)((t4 * 2u))));
+    if ((row < t_q)) {
+      unsigned long long o_row = ((o0 + (row * o_rs)) + ((unsigned long long)((t4 * 2u))));
       #pragma unroll
       for (unsigned long long nt_2 = 0ull; nt_2 < 16ull; nt_2 += 1) {
         if (((nt_2 * 8ull) < d)) {
-          const unsigned long long rtx_t12 = (o_row + (nt_2 * 8ull));
-          o[rtx_t12] = rtx_elem<S>::narrow((acc[((nt_2 * 4ull) + (h_1 * 2ull))] * inv));
-          const unsigned long long rtx_t13 = ((o_row + (nt_2 * 8ull)) + 1ull);
-          o[rtx_t13] = rtx_elem<S>::narrow((acc[(((nt_2 * 4ull) + (h_1 * 2ull)) + 1ull)] * inv));
+          A lo = (acc[((nt_2 * 4ull) + (h_2 * 2ull))] * inv);
+          A hi = (acc[(((nt_2 * 4ull) + (h_2 * 2ull)) + 1ull)] * inv);
+          rtx_store2<S>(o + ((o_row + (nt_2 * 8ull))), lo, hi);
         }
       }
       if ((t4 == 0u)) {
-        lse[((b * t_q) + row_1)] = ((l > A(0.0)) ? ((row_max[h_1] * scale_1) + rtx_ln(l)) : (-rtx_inf<A>()));
+        lse[((b * t_q) + row)] = ((l > A(0.0)) ? ((row_max[h_2] * scale_1) + rtx_ln(l)) : (-rtx_inf<A>()));
       }
     }
   }
@@ -709,7 +724,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) flash_attn_fwd_wgmma_f16(co
   RTX_ENTRY();
   flash_attn_fwd_wgmma_impl<rtx_f16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded, warpgroups, stages);
 }
-extern "C" __global__ void __launch_bounds__(256, 1) flash_attn_fwd_wgmma_f16__d64_warpgroups1(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, rtx_f16* o, float* lse, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long warpgroups, unsigned long long stages) {
+extern "C" __global__ void __launch_bounds__(128, 3) flash_attn_fwd_wgmma_f16__d64_warpgroups1(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, rtx_f16* o, float* lse, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long warpgroups, unsigned long long stages) {
   RTX_ENTRY();
   flash_attn_fwd_wgmma_impl<rtx_f16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded, 1ull, stages);
 }
@@ -729,7 +744,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) flash_attn_fwd_wgmma_bf16(c
   RTX_ENTRY();
   flash_attn_fwd_wgmma_impl<rtx_bf16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded, warpgroups, stages);
 }
-extern "C" __global__ void __launch_bounds__(256, 1) flash_attn_fwd_wgmma_bf16__d64_warpgroups1(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, rtx_bf16* o, float* lse, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long warpgroups, unsigned long long stages) {
+extern "C" __global__ void __launch_bounds__(128, 3) flash_attn_fwd_wgmma_bf16__d64_warpgroups1(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, rtx_bf16* o, float* lse, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long warpgroups, unsigned long long stages) {
   RTX_ENTRY();
   flash_attn_fwd_wgmma_impl<rtx_bf16, float>(q, k, v, o, lse, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded, 1ull, stages);
 }
