@@ -15,7 +15,10 @@
 //! Short sequences take blocks of one warpgroup ([`FlashWgmmaPlan`]): at 256 keys a block
 //! runs one or two key tiles, so its copies in and its stores weigh more than its products,
 //! and only several blocks to a multiprocessor hide one block's copies under another's
-//! products. Two warpgroups share each K and V tile, which halves the copies of long rows.
+//! products (three at d 64, held to 168 registers by the entry's launch bounds). A block
+//! starts tile 1's copy right behind Q's and tile 0's, and waits for those alone before its
+//! first products. Two warpgroups share each K and V tile, which halves the copies of long
+//! rows.
 //!
 //! Invariant: every size works, as for [`flash_attn_fwd()`](super::flash_attn_fwd): rows past
 //! `t_q` are zero-filled and not stored, keys past the valid length are zero-filled and get
@@ -45,7 +48,8 @@ pub fn flash_attn_wgmma_takes(d: usize) -> bool {
 /// // Long rows: two warpgroups share double-buffered tiles, 160 KiB at d 128.
 /// let long = FlashWgmmaPlan::for_keys(4096, 128);
 /// assert_eq!((long.warpgroups, long.stages, long.shared_bytes(128)), (2, 2, 160 * 1024));
-/// // 256 keys at d 64: one warpgroup in 72 KiB (two blocks to a multiprocessor, by registers).
+/// // 256 keys at d 64: one warpgroup in 72 KiB, three blocks to a multiprocessor (the entry's
+/// // launch bounds hold it to 168 registers a thread).
 /// let short = FlashWgmmaPlan::for_keys(256, 64);
 /// assert_eq!((short.warpgroups, short.shared_bytes(64)), (1, 72 * 1024));
 /// ```
@@ -60,7 +64,7 @@ pub struct FlashWgmmaPlan {
 impl FlashWgmmaPlan {
     /// The plan for rows of `t_k` keys at head dim `d`: one warpgroup up to
     /// [`FLASH_ATTN_WGMMA_SHORT_KEYS`] keys (single-buffered at d 128, so two blocks fit a
-    /// multiprocessor), two double-buffered past it.
+    /// multiprocessor; double-buffered at d 64, where three do), two double-buffered past it.
     pub fn for_keys(t_k: usize, d: usize) -> Self {
         match (t_k <= FLASH_ATTN_WGMMA_SHORT_KEYS, d) {
             (true, 128) => FlashWgmmaPlan {
