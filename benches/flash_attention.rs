@@ -49,9 +49,9 @@ use rtx::kernel::KernelSource;
 use rtx::kernels::{
     FlashWgmmaPlan, flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dkdv_wgmma,
     flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot,
-    flash_attn_bwd_rowdot_launch, flash_attn_dense_strides, flash_attn_fwd, flash_attn_fwd_wgmma,
-    flash_attn_launch, flash_attn_wgmma_takes,
+    flash_attn_bwd_dq_rows, flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch,
+    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_dense_strides, flash_attn_fwd,
+    flash_attn_fwd_wgmma, flash_attn_launch, flash_attn_wgmma_takes,
 };
 use rtx::prelude::*;
 use rtx_backends::cuda::{self, Arg, CudaStorage, Event, LaunchConfig};
@@ -481,9 +481,11 @@ impl<E: Float> Fused<E> {
                     &dq,
                 )
             } else {
+                let rows = flash_attn_bwd_dq_rows(self.size.d, t);
+                dq.push(Arg::U64(rows as u64));
                 launch::<E>(
                     &flash_attn_bwd_dq::KERNEL,
-                    flash_attn_bwd_dq_launch(b, h, t, self.size.d),
+                    flash_attn_bwd_dq_launch(b, h, t, rows),
                     &dq,
                 )
             }

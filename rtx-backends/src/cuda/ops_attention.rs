@@ -16,9 +16,9 @@ use rtx_kernels::kernel::{KernelSource, LaunchConfig as Grid, Variant};
 use rtx_kernels::kernels::{
     FlashWgmmaPlan, flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dkdv_wgmma,
     flash_attn_bwd_dkdv_wgmma_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch, flash_attn_bwd_rowdot,
-    flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_fwd_wgmma, flash_attn_launch,
-    flash_attn_strides, flash_attn_wgmma_takes,
+    flash_attn_bwd_dq_rows, flash_attn_bwd_dq_wgmma, flash_attn_bwd_dq_wgmma_launch,
+    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_fwd, flash_attn_fwd_wgmma,
+    flash_attn_launch, flash_attn_strides, flash_attn_wgmma_takes,
 };
 
 /// One group's strides as the kernels take them.
@@ -196,7 +196,9 @@ pub(crate) unsafe fn backward(
         }
         let grid = flash_attn_bwd_dkdv_launch(dims.batch, dims.heads, dims.t_k);
         launch(ordinal, &flash_attn_bwd_dkdv::KERNEL, dtype, grid, &dkdv)?;
-        let grid = flash_attn_bwd_dq_launch(dims.batch, dims.heads, dims.t_q, dims.d);
+        let rows = flash_attn_bwd_dq_rows(dims.d, dims.t_k);
+        let grid = flash_attn_bwd_dq_launch(dims.batch, dims.heads, dims.t_q, rows);
+        dqa.push(Arg::U64(rows as u64));
         launch(ordinal, &flash_attn_bwd_dq::KERNEL, dtype, grid, &dqa)
     }
 }

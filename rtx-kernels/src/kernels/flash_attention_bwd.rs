@@ -37,10 +37,13 @@ use rtx_macros::kernel;
 pub const FLASH_ATTN_BWD_THREADS: u32 = 128;
 /// Keys per block of [`flash_attn_bwd_dkdv()`]: its grid's x extent is `ceil(t_k / 64)`.
 pub const FLASH_ATTN_BWD_BLOCK_K: usize = 64;
-/// Queries per block of [`flash_attn_bwd_dq()`] at head dim `d`: 128 up to a d of 64 (two row
-/// tiles of 16 a warp), 64 past it (one; the accumulators leave no registers for two).
-pub fn flash_attn_bwd_dq_rows(d: usize) -> usize {
-    if d <= 64 { 128 } else { 64 }
+/// Queries per block of [`flash_attn_bwd_dq()`] at head dim `d` for rows of `t_k` keys: 128 up
+/// to a d of 64 past 256 keys (two row tiles of 16 a warp, so each K and V fragment read feeds
+/// two products), else 64 (one: past a d of 64 the accumulators leave no registers for two,
+/// and at 256 keys or fewer a block has so few key tiles that twice the blocks, each lighter
+/// in registers, keep more warps busy).
+pub fn flash_attn_bwd_dq_rows(d: usize, t_k: usize) -> usize {
+    if d <= 64 && t_k > 256 { 128 } else { 64 }
 }
 /// Query rows per block of [`flash_attn_bwd_rowdot()`], one per warp of its
 /// [`FLASH_ATTN_BWD_THREADS`] threads.
@@ -74,16 +77,17 @@ pub fn flash_attn_bwd_dkdv_launch(batch: usize, heads: usize, t_k: usize) -> Lau
     )
 }
 
-/// The launch of [`flash_attn_bwd_dq()`] over `batch x heads` rows of `t_q` queries at head
-/// dim `d`: a grid of `ceil(t_q / flash_attn_bwd_dq_rows(d)) x heads x batch` blocks of
-/// [`FLASH_ATTN_BWD_THREADS`] threads.
-pub fn flash_attn_bwd_dq_launch(batch: usize, heads: usize, t_q: usize, d: usize) -> LaunchConfig {
+/// The launch of [`flash_attn_bwd_dq()`] over `batch x heads` rows of `t_q` queries in blocks
+/// of `rows` queries (as [`flash_attn_bwd_dq_rows`] chooses): a grid of `ceil(t_q / rows) x
+/// heads x batch` blocks of [`FLASH_ATTN_BWD_THREADS`] threads.
+pub fn flash_attn_bwd_dq_launch(
+    batch: usize,
+    heads: usize,
+    t_q: usize,
+    rows: usize,
+) -> LaunchConfig {
     LaunchConfig::new(
-        (
-            t_q.div_ceil(flash_attn_bwd_dq_rows(d)) as u32,
-            heads as u32,
-            batch as u32,
-        ),
+        (t_q.div_ceil(rows) as u32, heads as u32, batch as u32),
         FLASH_ATTN_BWD_THREADS,
     )
 }
@@ -575,9 +579,10 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
 /// [`flash_attn_bwd_dq_launch`]; buffers start on 16-byte boundaries and the strides are
 /// multiples of 8 elements.
 ///
-/// Each block of 4 warps takes [`flash_attn_bwd_dq_rows`] queries of one head: up to a d of
-/// 64 each warp owns two row tiles of 16 (rows `16 w` and `64 + 16 w`), so each K and V
-/// fragment read from shared memory feeds two products; past it, one. A warp holds its rows of
+/// Each block of 4 warps takes `rows` queries of one head, 64 or (up to a d of 64) 128, as
+/// [`flash_attn_bwd_dq_rows`] chooses: with 128 each warp owns two row tiles of 16 (rows `16 w`
+/// and `64 + 16 w`), so each K and V fragment read from shared memory feeds two products; with
+/// 64, one. A launch of 128 rows past a d of 64 stores nothing. A warp holds its rows of
 /// Q and dO as A fragments in registers and its dq in f32 accumulators. Q and dO pass through
 /// the shared K and V buffers once; then 32-key tiles of K and V stream through two stages of
 /// them (`cp_async` fills one while the warps compute on the other, one barrier per tile), up
@@ -586,7 +591,8 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
 /// fragments of their transposes), `dS = P * (dP - D)` in f32, rounded to `T` as A fragments,
 /// and `dQ += dS K` (K read transposed). Shared memory: 64 KiB (dynamic), swizzled as in
 /// [`flash_attn_bwd_dkdv()`].
-#[kernel(crate = crate, specialize(d = 64, 128))]
+#[kernel(crate = crate, specialize(d = 64, 128), specialize(rows = 64, 128))]
+#[allow(clippy::too_many_arguments)]
 pub fn flash_attn_bwd_dq<T: Float>(
     q: &[T],
     k: &[T],
@@ -607,6 +613,7 @@ pub fn flash_attn_bwd_dq<T: Float>(
     scale: f64,
     causal: u32,
     padded: u32,
+    rows: usize,
 ) {
     // Two stages of 32 rows of 64 words (128 elements) each for K and for V, in the first half
     // of each array; before the loop, the block's up to 128 rows of Q pass through `sk` and
@@ -622,13 +629,14 @@ pub fn flash_attn_bwd_dq<T: Float>(
     let warp = tid / 32;
     let hh = block_idx_y();
     let n = block_idx_z();
-    // Row tiles of 16 a warp: two up to a d of 64 (rows `16 w` and `64 + 16 w` of the block),
-    // one past it. `flash_attn_bwd_dq_rows` is the same choice.
-    let rt: usize = if d <= 64 { 2 } else { 1 };
+    // Row tiles of 16 a warp: two with 128 rows (rows `16 w` and `64 + 16 w` of the block),
+    // one with 64.
+    let rt: usize = rows / 64;
     let bq = 64 * rt;
     let m0 = block_idx_x() * bq;
-    // The whole block leaves together, before any barrier.
-    if n >= batch || hh >= heads || m0 >= t_q {
+    // The whole block leaves together, before any barrier; two row tiles' fragments fit only up
+    // to a d of 64.
+    if n >= batch || hh >= heads || m0 >= t_q || (rt > 1 && d > 64) {
         return;
     }
     // The row's index among the `batch heads` (for `lse`, `delta` and `key_len`), and where its

@@ -132,14 +132,28 @@ fn backward(
 }
 
 /// Runs `c` in `T` (unit roundoff `u`, subnormal rounding error `tiny`) through the three
-/// kernels and holds each result to the reference.
+/// kernels and holds each result to the reference: with `flash_attn_bwd_dq` in blocks of 64
+/// queries and, up to a d of 64, of 128 too.
 fn check<T: Float<Acc = f32>>(c: &Case, seed: u64, u: f64, tiny: f64) {
-    check_on::<T>(false, c, seed, u, tiny);
+    for rows in [64, 128] {
+        if rows == 64 || c.d <= 64 {
+            check_on::<T>(Bwd::Sync { dq_rows: rows }, c, seed, u, tiny);
+        }
+    }
 }
 
-/// [`check`] with the `wgmma` kernels (`flash_attn_bwd_dkdv_wgmma`, `flash_attn_bwd_dq_wgmma`)
-/// when `wgmma` is set.
-fn check_on<T: Float<Acc = f32>>(wgmma: bool, c: &Case, seed: u64, u: f64, tiny: f64) {
+/// Which backward kernels run.
+#[derive(Clone, Copy)]
+enum Bwd {
+    /// `flash_attn_bwd_dkdv`, and `flash_attn_bwd_dq` in blocks of `dq_rows` queries.
+    Sync { dq_rows: usize },
+    /// `flash_attn_bwd_dkdv_wgmma` and `flash_attn_bwd_dq_wgmma`.
+    Wgmma,
+}
+
+/// [`check`] with the kernels `bwd` names.
+fn check_on<T: Float<Acc = f32>>(bwd: Bwd, c: &Case, seed: u64, u: f64, tiny: f64) {
+    let wgmma = matches!(bwd, Bwd::Wgmma);
     let (bh, t_q, t_k, d) = (c.bh, c.t_q, c.t_k, c.d);
     // Scores of standard deviation about 1.3 after scaling: sharp enough that probabilities
     // span orders of magnitude, flat enough that many keys matter.
@@ -198,21 +212,53 @@ fn check_on<T: Float<Acc = f32>>(wgmma: bool, c: &Case, seed: u64, u: f64, tiny:
         t_k, d, scale, causal, padded,
     )
     .unwrap();
-    let (dq_kernel, dq_launch) = if wgmma {
-        (
-            flash_attn_bwd_dq_wgmma as Dq<T>,
+    match bwd {
+        Bwd::Wgmma => flash_attn_bwd_dq_wgmma(
             flash_attn_bwd_dq_wgmma_launch(1, bh, t_q),
-        )
-    } else {
-        (
-            flash_attn_bwd_dq as Dq<T>,
-            flash_attn_bwd_dq_launch(1, bh, t_q, d),
-        )
-    };
-    dq_kernel(
-        dq_launch, &q, &k, &v, &dout, &lse, &delta, &mut dq, &lens, qs, ks, qs, 1, bh, t_q, t_k, d,
-        scale, causal, padded,
-    )
+            &q,
+            &k,
+            &v,
+            &dout,
+            &lse,
+            &delta,
+            &mut dq,
+            &lens,
+            qs,
+            ks,
+            qs,
+            1,
+            bh,
+            t_q,
+            t_k,
+            d,
+            scale,
+            causal,
+            padded,
+        ),
+        Bwd::Sync { dq_rows } => flash_attn_bwd_dq(
+            flash_attn_bwd_dq_launch(1, bh, t_q, dq_rows),
+            &q,
+            &k,
+            &v,
+            &dout,
+            &lse,
+            &delta,
+            &mut dq,
+            &lens,
+            qs,
+            ks,
+            qs,
+            1,
+            bh,
+            t_q,
+            t_k,
+            d,
+            scale,
+            causal,
+            padded,
+            dq_rows,
+        ),
+    }
     .unwrap();
 
     let what = format!("{:?} {c:?}", T::DTYPE);
@@ -270,30 +316,6 @@ type DkDv<T> = fn(
     u32,
 ) -> Result<(), rtx_kernels::kernel::LaunchError>;
 
-/// The signature both dQ kernels share.
-type Dq<T> = fn(
-    rtx_kernels::kernel::LaunchConfig,
-    &[T],
-    &[T],
-    &[T],
-    &[T],
-    &[f32],
-    &[f32],
-    &mut [T],
-    &[u32],
-    rtx_kernels::kernel::KernelStrides,
-    rtx_kernels::kernel::KernelStrides,
-    rtx_kernels::kernel::KernelStrides,
-    usize,
-    usize,
-    usize,
-    usize,
-    usize,
-    f64,
-    u32,
-    u32,
-) -> Result<(), rtx_kernels::kernel::LaunchError>;
-
 /// dQ, dK and dV on `wgmma` (head dims 64 and 128): ragged sizes, several key blocks and query
 /// tiles, both causal shapes, and key padding, held to the same f64 reference.
 #[test]
@@ -309,8 +331,8 @@ fn wgmma_backward_matches_f64() {
     ];
     for (i, c) in cases.iter().enumerate() {
         let seed = 900 + 10 * i as u64;
-        check_on::<bf16>(true, c, seed, BF16_U, 0.0);
-        check_on::<f16>(true, c, seed + 5, F16_U, F16_TINY);
+        check_on::<bf16>(Bwd::Wgmma, c, seed, BF16_U, 0.0);
+        check_on::<f16>(Bwd::Wgmma, c, seed + 5, F16_U, F16_TINY);
     }
 }
 

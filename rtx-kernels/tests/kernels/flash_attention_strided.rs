@@ -18,8 +18,8 @@ use rtx_kernels::Float;
 use rtx_kernels::kernel::KernelStrides;
 use rtx_kernels::kernels::{
     flash_attn_bwd_dkdv, flash_attn_bwd_dkdv_launch, flash_attn_bwd_dq, flash_attn_bwd_dq_launch,
-    flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch, flash_attn_dense_strides, flash_attn_fwd,
-    flash_attn_launch, flash_attn_strides,
+    flash_attn_bwd_dq_rows, flash_attn_bwd_rowdot, flash_attn_bwd_rowdot_launch,
+    flash_attn_dense_strides, flash_attn_fwd, flash_attn_launch, flash_attn_strides,
 };
 
 use crate::flash_common::input;
@@ -178,8 +178,9 @@ impl<T: Float<Acc = f32>> Run<'_, T> {
             padded,
         )
         .unwrap();
+        let rows = flash_attn_bwd_dq_rows(d, t_k);
         flash_attn_bwd_dq(
-            flash_attn_bwd_dq_launch(b, h, t_q, d),
+            flash_attn_bwd_dq_launch(b, h, t_q, rows),
             self.q,
             self.k,
             self.v,
@@ -199,6 +200,7 @@ impl<T: Float<Acc = f32>> Run<'_, T> {
             scale,
             causal,
             padded,
+            rows,
         )
         .unwrap();
         Outputs {

@@ -477,7 +477,7 @@ __device__ __forceinline__ void rtx_tma_load_2d(unsigned int dst, const rtx_tens
 #define RTX_DYN_SHARED extern __shared__ __align__(16)
 #endif
 template <typename S, typename A>
-__device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, const S* v, const S* dout, const A* lse, const A* delta, S* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+__device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, const S* v, const S* dout, const A* lse, const A* delta, S* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
   RTX_DYN_SHARED unsigned char rtx_dyn_shared[];
   unsigned int (&sk)[8192] = *reinterpret_cast<unsigned int (*)[8192]>(rtx_dyn_shared + (0));
   unsigned int (&sv)[8192] = *reinterpret_cast<unsigned int (*)[8192]>(rtx_dyn_shared + ((((0) + 8192 * sizeof(unsigned int) + 15) & ~15ull)));
@@ -486,10 +486,10 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
   unsigned int warp = (tid / 32u);
   unsigned long long hh = ((unsigned long long)blockIdx.y);
   unsigned long long n = ((unsigned long long)blockIdx.z);
-  unsigned long long rt = ((d <= 64ull) ? 2ull : 1ull);
+  unsigned long long rt = (rows / 64ull);
   unsigned long long bq = (64ull * rt);
   unsigned long long m0 = (((unsigned long long)blockIdx.x) * bq);
-  if ((((n >= batch) || (hh >= heads)) || (m0 >= t_q))) {
+  if (((((n >= batch) || (hh >= heads)) || (m0 >= t_q)) || ((rt > 1ull) && (d > 64ull)))) {
     return;
   }
   unsigned long long b = ((n * heads) + hh);
@@ -769,27 +769,43 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
   }
 }
 
-extern "C" __global__ void flash_attn_bwd_dq_f16(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+extern "C" __global__ void flash_attn_bwd_dq_f16(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
   RTX_ENTRY();
-  flash_attn_bwd_dq_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+  flash_attn_bwd_dq_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded, rows);
 }
-extern "C" __global__ void flash_attn_bwd_dq_f16__d64(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+extern "C" __global__ void flash_attn_bwd_dq_f16__d64_rows64(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
   RTX_ENTRY();
-  flash_attn_bwd_dq_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
+  flash_attn_bwd_dq_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded, 64ull);
 }
-extern "C" __global__ void flash_attn_bwd_dq_f16__d128(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+extern "C" __global__ void flash_attn_bwd_dq_f16__d64_rows128(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
   RTX_ENTRY();
-  flash_attn_bwd_dq_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded);
+  flash_attn_bwd_dq_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded, 128ull);
 }
-extern "C" __global__ void flash_attn_bwd_dq_bf16(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+extern "C" __global__ void flash_attn_bwd_dq_f16__d128_rows64(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
   RTX_ENTRY();
-  flash_attn_bwd_dq_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded);
+  flash_attn_bwd_dq_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded, 64ull);
 }
-extern "C" __global__ void flash_attn_bwd_dq_bf16__d64(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+extern "C" __global__ void flash_attn_bwd_dq_f16__d128_rows128(const rtx_f16* q, const rtx_f16* k, const rtx_f16* v, const rtx_f16* dout, const float* lse, const float* delta, rtx_f16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
   RTX_ENTRY();
-  flash_attn_bwd_dq_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded);
+  flash_attn_bwd_dq_impl<rtx_f16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded, 128ull);
 }
-extern "C" __global__ void flash_attn_bwd_dq_bf16__d128(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded) {
+extern "C" __global__ void flash_attn_bwd_dq_bf16(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
   RTX_ENTRY();
-  flash_attn_bwd_dq_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded);
+  flash_attn_bwd_dq_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, d, scale, causal, padded, rows);
+}
+extern "C" __global__ void flash_attn_bwd_dq_bf16__d64_rows64(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
+  RTX_ENTRY();
+  flash_attn_bwd_dq_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded, 64ull);
+}
+extern "C" __global__ void flash_attn_bwd_dq_bf16__d64_rows128(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
+  RTX_ENTRY();
+  flash_attn_bwd_dq_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 64ull, scale, causal, padded, 128ull);
+}
+extern "C" __global__ void flash_attn_bwd_dq_bf16__d128_rows64(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
+  RTX_ENTRY();
+  flash_attn_bwd_dq_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded, 64ull);
+}
+extern "C" __global__ void flash_attn_bwd_dq_bf16__d128_rows128(const rtx_bf16* q, const rtx_bf16* k, const rtx_bf16* v, const rtx_bf16* dout, const float* lse, const float* delta, rtx_bf16* dq, const unsigned int* key_len, rtx_strides qs, rtx_strides ks, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long t_k, unsigned long long d, double scale, unsigned int causal, unsigned int padded, unsigned long long rows) {
+  RTX_ENTRY();
+  flash_attn_bwd_dq_impl<rtx_bf16, float>(q, k, v, dout, lse, delta, dq, key_len, qs, ks, os, batch, heads, t_q, t_k, 128ull, scale, causal, padded, 128ull);
 }
