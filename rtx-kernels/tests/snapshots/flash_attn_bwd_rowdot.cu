@@ -352,15 +352,47 @@ extern "C" __global__ void flash_attn_bwd_rowdot_f32(const float* o, const float
   RTX_ENTRY();
   flash_attn_bwd_rowdot_impl<float, float>(o, dout, delta, os, batch, heads, t_q, d);
 }
+extern "C" __global__ void flash_attn_bwd_rowdot_f32__d64(const float* o, const float* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
+  flash_attn_bwd_rowdot_impl<float, float>(o, dout, delta, os, batch, heads, t_q, 64ull);
+}
+extern "C" __global__ void flash_attn_bwd_rowdot_f32__d128(const float* o, const float* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
+  flash_attn_bwd_rowdot_impl<float, float>(o, dout, delta, os, batch, heads, t_q, 128ull);
+}
 extern "C" __global__ void flash_attn_bwd_rowdot_f64(const double* o, const double* dout, double* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
   RTX_ENTRY();
   flash_attn_bwd_rowdot_impl<double, double>(o, dout, delta, os, batch, heads, t_q, d);
+}
+extern "C" __global__ void flash_attn_bwd_rowdot_f64__d64(const double* o, const double* dout, double* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
+  flash_attn_bwd_rowdot_impl<double, double>(o, dout, delta, os, batch, heads, t_q, 64ull);
+}
+extern "C" __global__ void flash_attn_bwd_rowdot_f64__d128(const double* o, const double* dout, double* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
+  flash_attn_bwd_rowdot_impl<double, double>(o, dout, delta, os, batch, heads, t_q, 128ull);
 }
 extern "C" __global__ void flash_attn_bwd_rowdot_f16(const rtx_f16* o, const rtx_f16* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
   RTX_ENTRY();
   flash_attn_bwd_rowdot_impl<rtx_f16, float>(o, dout, delta, os, batch, heads, t_q, d);
 }
+extern "C" __global__ void flash_attn_bwd_rowdot_f16__d64(const rtx_f16* o, const rtx_f16* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
+  flash_attn_bwd_rowdot_impl<rtx_f16, float>(o, dout, delta, os, batch, heads, t_q, 64ull);
+}
+extern "C" __global__ void flash_attn_bwd_rowdot_f16__d128(const rtx_f16* o, const rtx_f16* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
+  flash_attn_bwd_rowdot_impl<rtx_f16, float>(o, dout, delta, os, batch, heads, t_q, 128ull);
+}
 extern "C" __global__ void flash_attn_bwd_rowdot_bf16(const rtx_bf16* o, const rtx_bf16* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
   RTX_ENTRY();
   flash_attn_bwd_rowdot_impl<rtx_bf16, float>(o, dout, delta, os, batch, heads, t_q, d);
+}
+extern "C" __global__ void flash_attn_bwd_rowdot_bf16__d64(const rtx_bf16* o, const rtx_bf16* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
+  flash_attn_bwd_rowdot_impl<rtx_bf16, float>(o, dout, delta, os, batch, heads, t_q, 64ull);
+}
+extern "C" __global__ void flash_attn_bwd_rowdot_bf16__d128(const rtx_bf16* o, const rtx_bf16* dout, float* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
+  RTX_ENTRY();
+  flash_attn_bwd_rowdot_impl<rtx_bf16, float>(o, dout, delta, os, batch, heads, t_q, 128ull);
 }
