@@ -586,7 +586,8 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
 /// and `64 + 16 w`), so each K and V fragment read from shared memory feeds two products; with
 /// 64, one. A launch of 128 rows past a d of 64 stores nothing. A warp holds its rows of
 /// Q and dO as A fragments in registers and its dq in f32 accumulators. Q and dO pass through
-/// the shared K and V buffers once; then 32-key tiles of K and V stream through two stages of
+/// the shared K and V buffers once (with 64 rows through their second halves, beside the first
+/// K and V tile, copied with them); then 32-key tiles of K and V stream through two stages of
 /// them (`cp_async` fills one while the warps compute on the other, one barrier per tile), up
 /// to the causal limit of the block's last query and the valid length. Per tile, with
 /// `mma_m16n8k16`: `S = Q K^T`, `dP = dO V^T` (K and V rows read by `ldmatrix` are the B
@@ -619,7 +620,7 @@ pub fn flash_attn_bwd_dq<T: Float>(
 ) {
     // Two stages of 32 rows of 64 words (128 elements) each for K and for V, in the first half
     // of each array; before the loop, the block's up to 128 rows of Q pass through `sk` and
-    // those of dO through `sv`. 64 KiB in all (dynamic: `#[kernel]` sees to it).
+    // those of dO through `sv` (64 rows through the second halves). 64 KiB in all (dynamic: `#[kernel]` sees to it).
     #[shared]
     let sk: [u32; 8192];
     #[shared]
@@ -676,15 +677,28 @@ pub fn flash_attn_bwd_dq<T: Float>(
     let c_on = (((cc / 8) * 64) as usize) < d;
     let c_in = ((cc * 8) as usize) < d;
     let c_dst = cr * 64 + (cc ^ cr) * 4;
+    // Q and dO pass through the arrays' second halves with one row tile, so the first K and V
+    // tile (in the first halves) comes in the same group, and a block waits on memory once
+    // before its first products; with two they fill the arrays, and that tile follows once
+    // the warps hold their fragments.
+    let q_at = (if rt == 1 { 4096 } else { 0 }) as u32;
     if c_on {
         for i in 0..16 {
             if i * 8 < bq {
                 let r = (cr + 8 * (i as u32)) as usize;
+                let dst = (q_at + c_dst + (i as u32) * 512) as usize;
                 let len = if c_in && m0 + r < t_q { 8 } else { 0 };
                 let at = q0 + (m0 + r) * q_rs + (cc * 8) as usize;
-                cp_async(&mut sk, (c_dst + (i as u32) * 512) as usize, q, at, len);
+                cp_async(&mut sk, dst, q, at, len);
                 let at = o0 + (m0 + r) * o_rs + (cc * 8) as usize;
-                cp_async(&mut sv, (c_dst + (i as u32) * 512) as usize, dout, at, len);
+                cp_async(&mut sv, dst, dout, at, len);
+            }
+            if rt == 1 && i < 4 && tiles > 0 {
+                let r = (cr + 8 * (i as u32)) as usize;
+                let len = if c_in && r < n_end { 8 } else { 0 };
+                let at = k0 + r * k_rs + (cc * 8) as usize;
+                cp_async(&mut sk, (c_dst + (i as u32) * 512) as usize, k, at, len);
+                cp_async(&mut sv, (c_dst + (i as u32) * 512) as usize, v, at, len);
             }
         }
     }
@@ -709,7 +723,7 @@ pub fn flash_attn_bwd_dq<T: Float>(
                     for k4 in 0..4 {
                         let ks = h * 4 + k4;
                         let ch = (2 * (ks as u32) + quad / 2) ^ r8;
-                        let word = (a_row + (mi as u32) * 4096 + ch * 4) as usize;
+                        let word = (q_at + a_row + (mi as u32) * 4096 + ch * 4) as usize;
                         ldmatrix_x4(&mut qf, (mi * 4 + ks) * 4, &sk, word);
                         ldmatrix_x4(&mut df, (mi * 4 + ks) * 4, &sv, word);
                     }
@@ -756,15 +770,18 @@ pub fn flash_attn_bwd_dq<T: Float>(
     let mut tf = [0u32; 4];
     let mut pf = [0u32; 16];
 
-    // Every warp has its Q and dO fragments before the first K and V copies overwrite them.
-    sync_threads();
-    if tiles > 0 && c_on {
-        for i in 0..4 {
-            let r = (cr + 8 * (i as u32)) as usize;
-            let len = if c_in && r < n_end { 8 } else { 0 };
-            let at = k0 + r * k_rs + (cc * 8) as usize;
-            cp_async(&mut sk, (c_dst + (i as u32) * 512) as usize, k, at, len);
-            cp_async(&mut sv, (c_dst + (i as u32) * 512) as usize, v, at, len);
+    // With two row tiles, every warp has its Q and dO fragments before the first K and V
+    // copies overwrite them.
+    if rt > 1 {
+        sync_threads();
+        if tiles > 0 && c_on {
+            for i in 0..4 {
+                let r = (cr + 8 * (i as u32)) as usize;
+                let len = if c_in && r < n_end { 8 } else { 0 };
+                let at = k0 + r * k_rs + (cc * 8) as usize;
+                cp_async(&mut sk, (c_dst + (i as u32) * 512) as usize, k, at, len);
+                cp_async(&mut sv, (c_dst + (i as u32) * 512) as usize, v, at, len);
+            }
         }
     }
     cp_async_commit();

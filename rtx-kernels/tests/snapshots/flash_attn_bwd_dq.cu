@@ -517,16 +517,25 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
   bool c_on = (((unsigned long long)(((cc / 8u) * 64u))) < d);
   bool c_in = (((unsigned long long)((cc * 8u))) < d);
   unsigned int c_dst = ((cr * 64u) + ((cc ^ cr) * 4u));
+  unsigned int q_at = ((unsigned int)(((rt == 1ull) ? 4096ull : 0ull)));
   if (c_on) {
     #pragma unroll
     for (unsigned long long i = 0ull; i < 16ull; i += 1) {
       if (((i * 8ull) < bq)) {
         unsigned long long r = ((unsigned long long)((cr + (8u * ((unsigned int)(i))))));
+        unsigned long long dst = ((unsigned long long)(((q_at + c_dst) + (((unsigned int)(i)) * 512u))));
         unsigned long long len = ((c_in && ((m0 + r) < t_q)) ? 8ull : 0ull);
         unsigned long long at = ((q0 + ((m0 + r) * q_rs)) + ((unsigned long long)((cc * 8u))));
-        rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i)) * 512u)))))), rtx_global_addr(q), at, len);
+        rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(dst)), rtx_global_addr(q), at, len);
         unsigned long long at_1 = ((o0 + ((m0 + r) * o_rs)) + ((unsigned long long)((cc * 8u))));
-        rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i)) * 512u)))))), rtx_global_addr(dout), at_1, len);
+        rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(dst)), rtx_global_addr(dout), at_1, len);
+      }
+      if ((((rt == 1ull) && (i < 4ull)) && (tiles > 0ull))) {
+        unsigned long long r_1 = ((unsigned long long)((cr + (8u * ((unsigned int)(i))))));
+        unsigned long long len_1 = ((c_in && (r_1 < n_end)) ? 8ull : 0ull);
+        unsigned long long at_2 = ((k0 + (r_1 * k_rs)) + ((unsigned long long)((cc * 8u))));
+        rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i)) * 512u)))))), rtx_global_addr(k), at_2, len_1);
+        rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i)) * 512u)))))), rtx_global_addr(v), at_2, len_1);
       }
     }
   }
@@ -554,7 +563,7 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
           for (unsigned long long k4 = 0ull; k4 < 4ull; k4 += 1) {
             unsigned long long ks_1 = ((h * 4ull) + k4);
             unsigned int ch = (((2u * ((unsigned int)(ks_1))) + (quad / 2u)) ^ r8);
-            unsigned long long word = ((unsigned long long)(((a_row + (((unsigned int)(mi)) * 4096u)) + (ch * 4u))));
+            unsigned long long word = ((unsigned long long)((((q_at + a_row) + (((unsigned int)(mi)) * 4096u)) + (ch * 4u))));
             rtx_ldmatrix_x4(qf[((((mi * 4ull) + ks_1) * 4ull)) + 0ull], qf[((((mi * 4ull) + ks_1) * 4ull)) + 1ull], qf[((((mi * 4ull) + ks_1) * 4ull)) + 2ull], qf[((((mi * 4ull) + ks_1) * 4ull)) + 3ull], (rtx_smem_addr(sk) + 4u * (unsigned int)(word)));
             rtx_ldmatrix_x4(df[((((mi * 4ull) + ks_1) * 4ull)) + 0ull], df[((((mi * 4ull) + ks_1) * 4ull)) + 1ull], df[((((mi * 4ull) + ks_1) * 4ull)) + 2ull], df[((((mi * 4ull) + ks_1) * 4ull)) + 3ull], (rtx_smem_addr(sv) + 4u * (unsigned int)(word)));
           }
@@ -615,15 +624,17 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
   unsigned int pf[16];
   #pragma unroll
   for (int rtx_t19 = 0; rtx_t19 < 16; ++rtx_t19) pf[rtx_t19] = rtx_t18;
-  __syncthreads();
-  if (((tiles > 0ull) && c_on)) {
-    #pragma unroll
-    for (unsigned long long i_1 = 0ull; i_1 < 4ull; i_1 += 1) {
-      unsigned long long r_1 = ((unsigned long long)((cr + (8u * ((unsigned int)(i_1))))));
-      unsigned long long len_1 = ((c_in && (r_1 < n_end)) ? 8ull : 0ull);
-      unsigned long long at_2 = ((k0 + (r_1 * k_rs)) + ((unsigned long long)((cc * 8u))));
-      rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i_1)) * 512u)))))), rtx_global_addr(k), at_2, len_1);
-      rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i_1)) * 512u)))))), rtx_global_addr(v), at_2, len_1);
+  if ((rt > 1ull)) {
+    __syncthreads();
+    if (((tiles > 0ull) && c_on)) {
+      #pragma unroll
+      for (unsigned long long i_1 = 0ull; i_1 < 4ull; i_1 += 1) {
+        unsigned long long r_2 = ((unsigned long long)((cr + (8u * ((unsigned int)(i_1))))));
+        unsigned long long len_2 = ((c_in && (r_2 < n_end)) ? 8ull : 0ull);
+        unsigned long long at_3 = ((k0 + (r_2 * k_rs)) + ((unsigned long long)((cc * 8u))));
+        rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i_1)) * 512u)))))), rtx_global_addr(k), at_3, len_2);
+        rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)((c_dst + (((unsigned int)(i_1)) * 512u)))))), rtx_global_addr(v), at_3, len_2);
+      }
     }
   }
   rtx_cp_async_commit();
@@ -637,11 +648,11 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
       unsigned int next = ((unsigned int)((((j + 1ull) % 2ull) * 2048ull)));
       #pragma unroll
       for (unsigned long long i_2 = 0ull; i_2 < 4ull; i_2 += 1) {
-        unsigned long long r_2 = ((n0 + 32ull) + ((unsigned long long)((cr + (8u * ((unsigned int)(i_2)))))));
-        unsigned long long len_2 = ((c_in && (r_2 < n_end)) ? 8ull : 0ull);
-        unsigned long long at_3 = ((k0 + (r_2 * k_rs)) + ((unsigned long long)((cc * 8u))));
-        rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(((unsigned long long)(((next + c_dst) + (((unsigned int)(i_2)) * 512u)))))), rtx_global_addr(k), at_3, len_2);
-        rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)(((next + c_dst) + (((unsigned int)(i_2)) * 512u)))))), rtx_global_addr(v), at_3, len_2);
+        unsigned long long r_3 = ((n0 + 32ull) + ((unsigned long long)((cr + (8u * ((unsigned int)(i_2)))))));
+        unsigned long long len_3 = ((c_in && (r_3 < n_end)) ? 8ull : 0ull);
+        unsigned long long at_4 = ((k0 + (r_3 * k_rs)) + ((unsigned long long)((cc * 8u))));
+        rtx_cp_async16<S>((rtx_smem_addr(sk) + 4u * (unsigned int)(((unsigned long long)(((next + c_dst) + (((unsigned int)(i_2)) * 512u)))))), rtx_global_addr(k), at_4, len_3);
+        rtx_cp_async16<S>((rtx_smem_addr(sv) + 4u * (unsigned int)(((unsigned long long)(((next + c_dst) + (((unsigned int)(i_2)) * 512u)))))), rtx_global_addr(v), at_4, len_3);
       }
     }
     rtx_cp_async_commit();
@@ -666,8 +677,8 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
             if ((mi_2 < rt)) {
               #pragma unroll
               for (unsigned long long nt = 0ull; nt < 4ull; nt += 1) {
-                unsigned long long at_4 = ((mi_2 * 16ull) + (nt * 4ull));
-                rtx_mma<S>::m16n8k16(s[(at_4) + 0ull], s[(at_4) + 1ull], s[(at_4) + 2ull], s[(at_4) + 3ull], qf[((((mi_2 * 4ull) + ks_2) * 4ull)) + 0ull], qf[((((mi_2 * 4ull) + ks_2) * 4ull)) + 1ull], qf[((((mi_2 * 4ull) + ks_2) * 4ull)) + 2ull], qf[((((mi_2 * 4ull) + ks_2) * 4ull)) + 3ull], kf[((nt * 2ull)) + 0ull], kf[((nt * 2ull)) + 1ull]);
+                unsigned long long at_5 = ((mi_2 * 16ull) + (nt * 4ull));
+                rtx_mma<S>::m16n8k16(s[(at_5) + 0ull], s[(at_5) + 1ull], s[(at_5) + 2ull], s[(at_5) + 3ull], qf[((((mi_2 * 4ull) + ks_2) * 4ull)) + 0ull], qf[((((mi_2 * 4ull) + ks_2) * 4ull)) + 1ull], qf[((((mi_2 * 4ull) + ks_2) * 4ull)) + 2ull], qf[((((mi_2 * 4ull) + ks_2) * 4ull)) + 3ull], kf[((nt * 2ull)) + 0ull], kf[((nt * 2ull)) + 1ull]);
               }
             }
           }
@@ -680,8 +691,8 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
             if ((mi_3 < rt)) {
               #pragma unroll
               for (unsigned long long nt_1 = 0ull; nt_1 < 4ull; nt_1 += 1) {
-                unsigned long long at_5 = ((mi_3 * 16ull) + (nt_1 * 4ull));
-                rtx_mma<S>::m16n8k16(dps[(at_5) + 0ull], dps[(at_5) + 1ull], dps[(at_5) + 2ull], dps[(at_5) + 3ull], df[((((mi_3 * 4ull) + ks_2) * 4ull)) + 0ull], df[((((mi_3 * 4ull) + ks_2) * 4ull)) + 1ull], df[((((mi_3 * 4ull) + ks_2) * 4ull)) + 2ull], df[((((mi_3 * 4ull) + ks_2) * 4ull)) + 3ull], kf[((nt_1 * 2ull)) + 0ull], kf[((nt_1 * 2ull)) + 1ull]);
+                unsigned long long at_6 = ((mi_3 * 16ull) + (nt_1 * 4ull));
+                rtx_mma<S>::m16n8k16(dps[(at_6) + 0ull], dps[(at_6) + 1ull], dps[(at_6) + 2ull], dps[(at_6) + 3ull], df[((((mi_3 * 4ull) + ks_2) * 4ull)) + 0ull], df[((((mi_3 * 4ull) + ks_2) * 4ull)) + 1ull], df[((((mi_3 * 4ull) + ks_2) * 4ull)) + 2ull], df[((((mi_3 * 4ull) + ks_2) * 4ull)) + 3ull], kf[((nt_1 * 2ull)) + 0ull], kf[((nt_1 * 2ull)) + 1ull]);
               }
             }
           }
@@ -697,8 +708,8 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
           #pragma unroll
           for (unsigned long long i_3 = 0ull; i_3 < 4ull; i_3 += 1) {
             unsigned long long x_1 = (((mi_4 * 16ull) + (nt_2 * 4ull)) + i_3);
-            unsigned long long r_3 = ((mi_4 * 2ull) + (i_3 / 2ull));
-            A p = rtx_exp2(((s[x_1] * scale2) - lr[r_3]));
+            unsigned long long r_4 = ((mi_4 * 2ull) + (i_3 / 2ull));
+            A p = rtx_exp2(((s[x_1] * scale2) - lr[r_4]));
             if (masked) {
               unsigned long long key = (((n0 + (nt_2 * 8ull)) + ((unsigned long long)((t4 * 2u)))) + (i_3 % 2ull));
               unsigned long long row_1 = ((row0 + (mi_4 * 64ull)) + ((i_3 / 2ull) * 8ull));
@@ -706,7 +717,7 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
                 p = A(0.0);
               }
             }
-            s[x_1] = (p * (dps[x_1] - dr[r_3]));
+            s[x_1] = (p * (dps[x_1] - dr[r_4]));
           }
         }
         #pragma unroll
@@ -733,10 +744,10 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
             #pragma unroll
             for (unsigned long long mi_5 = 0ull; mi_5 < 2ull; mi_5 += 1) {
               if ((mi_5 < rt)) {
-                unsigned long long at_6 = ((mi_5 * 32ull) + (dp * 8ull));
+                unsigned long long at_7 = ((mi_5 * 32ull) + (dp * 8ull));
                 unsigned long long f_1 = ((mi_5 * 8ull) + (kk_1 * 4ull));
-                rtx_mma<S>::m16n8k16(acc[(at_6) + 0ull], acc[(at_6) + 1ull], acc[(at_6) + 2ull], acc[(at_6) + 3ull], pf[(f_1) + 0ull], pf[(f_1) + 1ull], pf[(f_1) + 2ull], pf[(f_1) + 3ull], tf[(0ull) + 0ull], tf[(0ull) + 1ull]);
-                rtx_mma<S>::m16n8k16(acc[((at_6 + 4ull)) + 0ull], acc[((at_6 + 4ull)) + 1ull], acc[((at_6 + 4ull)) + 2ull], acc[((at_6 + 4ull)) + 3ull], pf[(f_1) + 0ull], pf[(f_1) + 1ull], pf[(f_1) + 2ull], pf[(f_1) + 3ull], tf[(2ull) + 0ull], tf[(2ull) + 1ull]);
+                rtx_mma<S>::m16n8k16(acc[(at_7) + 0ull], acc[(at_7) + 1ull], acc[(at_7) + 2ull], acc[(at_7) + 3ull], pf[(f_1) + 0ull], pf[(f_1) + 1ull], pf[(f_1) + 2ull], pf[(f_1) + 3ull], tf[(0ull) + 0ull], tf[(0ull) + 1ull]);
+                rtx_mma<S>::m16n8k16(acc[((at_7 + 4ull)) + 0ull], acc[((at_7 + 4ull)) + 1ull], acc[((at_7 + 4ull)) + 2ull], acc[((at_7 + 4ull)) + 3ull], pf[(f_1) + 0ull], pf[(f_1) + 1ull], pf[(f_1) + 2ull], pf[(f_1) + 3ull], tf[(2ull) + 0ull], tf[(2ull) + 1ull]);
               }
             }
           }
@@ -755,11 +766,11 @@ __device__ __forceinline__ void flash_attn_bwd_dq_impl(const S* q, const S* k, c
           #pragma unroll
           for (unsigned long long dt = 0ull; dt < 16ull; dt += 1) {
             if (((dt * 8ull) < d)) {
-              unsigned long long at_7 = (((q0 + (row_2 * q_rs)) + (dt * 8ull)) + ((unsigned long long)((t4 * 2u))));
+              unsigned long long at_8 = (((q0 + (row_2 * q_rs)) + (dt * 8ull)) + ((unsigned long long)((t4 * 2u))));
               unsigned long long x_3 = (((mi_6 * 32ull) + (dt * 4ull)) + (h_4 * 2ull));
-              const unsigned long long rtx_t20 = at_7;
+              const unsigned long long rtx_t20 = at_8;
               dq[rtx_t20] = rtx_elem<S>::narrow((acc[x_3] * scale_1));
-              const unsigned long long rtx_t21 = (at_7 + 1ull);
+              const unsigned long long rtx_t21 = (at_8 + 1ull);
               dq[rtx_t21] = rtx_elem<S>::narrow((acc[(x_3 + 1ull)] * scale_1));
             }
           }
