@@ -350,10 +350,16 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
     let mut j = j0;
     while j < j_end {
         let m0 = j * qt;
-        // dO tile `j` (with K and V, the first time) has landed for every thread, and every
-        // warp is done with the last Q tile, which the copies below overwrite.
-        cp_async_wait(0);
-        sync_threads();
+        // The first Q tile is copied at once (no warp has read Q yet), so it is on its way
+        // while the block waits for K, V and the first dO tile; each later one once every warp
+        // is done with the last.
+        let first = j == j0;
+        // Unless first: dO tile `j` has landed for every thread, and every warp is done with
+        // the last Q tile, which the copies below overwrite.
+        if !first {
+            cp_async_wait(0);
+            sync_threads();
+        }
         if c_on {
             for i in 0..8 {
                 if i * 8 < qt {
@@ -365,6 +371,11 @@ pub fn flash_attn_bwd_dkdv<T: Float>(
             }
         }
         cp_async_commit();
+        // K, V and dO tile `j0` have landed for every thread; Q's tile may still be in flight.
+        if first {
+            cp_async_wait(1);
+            sync_threads();
+        }
 
         // Read early, so their latency hides behind dP^T. A row without a key (lse -inf) or
         // past t_q gets +inf: each exp below is then exp(-inf) = 0, never exp(+inf).

@@ -592,8 +592,11 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
   unsigned long long j = j0;
   while ((j < j_end)) {
     unsigned long long m0 = (j * qt);
-    rtx_cp_async_wait<0>();
-    __syncthreads();
+    bool first = (j == j0);
+    if ((!first)) {
+      rtx_cp_async_wait<0>();
+      __syncthreads();
+    }
     if (c_on) {
       #pragma unroll
       for (unsigned long long i_2 = 0ull; i_2 < 8ull; i_2 += 1) {
@@ -606,6 +609,10 @@ __device__ __forceinline__ void flash_attn_bwd_dkdv_impl(const S* q, const S* k,
       }
     }
     rtx_cp_async_commit();
+    if (first) {
+      rtx_cp_async_wait<1>();
+      __syncthreads();
+    }
     #pragma unroll
     for (unsigned long long nt = 0ull; nt < 8ull; nt += 1) {
       if (((nt * 8ull) < qt)) {
