@@ -45,14 +45,16 @@ pub const FLASH_ATTN_BWD_BLOCK_K: usize = 64;
 pub fn flash_attn_bwd_dq_rows(d: usize, t_k: usize) -> usize {
     if d <= 64 && t_k > 256 { 128 } else { 64 }
 }
-/// Query rows per block of [`flash_attn_bwd_rowdot()`], one per warp of its
-/// [`FLASH_ATTN_BWD_THREADS`] threads.
-pub const FLASH_ATTN_BWD_ROWDOT_ROWS: usize = 4;
+/// Query rows per block of [`flash_attn_bwd_rowdot()`]: [`FLASH_ATTN_BWD_ROWDOT_WARP_ROWS`] a
+/// warp of its [`FLASH_ATTN_BWD_THREADS`] threads.
+pub const FLASH_ATTN_BWD_ROWDOT_ROWS: usize = 16;
+/// Query rows each warp of [`flash_attn_bwd_rowdot()`] takes, their loads in flight together.
+pub const FLASH_ATTN_BWD_ROWDOT_WARP_ROWS: usize = 4;
 /// The largest head dim the backward kernels take; `d` is a multiple of 8 up to it.
 pub const FLASH_ATTN_BWD_MAX_D: usize = 128;
 
 /// The launch of [`flash_attn_bwd_rowdot()`] over `batch x heads` rows of `t_q` queries: a
-/// grid of `ceil(t_q / 4) x heads x batch` blocks of [`FLASH_ATTN_BWD_THREADS`] threads.
+/// grid of `ceil(t_q / 16) x heads x batch` blocks of [`FLASH_ATTN_BWD_THREADS`] threads.
 pub fn flash_attn_bwd_rowdot_launch(batch: usize, heads: usize, t_q: usize) -> LaunchConfig {
     LaunchConfig::new(
         (
@@ -96,8 +98,8 @@ pub fn flash_attn_bwd_dq_launch(
 /// for each of the `t_q` rows of the `batch x heads` rows `b` of `d` values of `o` and its
 /// gradient `dout` (both read through the o group's strides `os`; `delta` is dense
 /// `[batch heads, t_q]`), which is the `D_i = sum_j P_ij dP_ij` of the softmax backward. Launch
-/// it with [`flash_attn_bwd_rowdot_launch`] (a warp per row; any multiple of 32 threads per
-/// block works, warp `w` of block `x` taking query row `x * warps + w`).
+/// it with [`flash_attn_bwd_rowdot_launch`] (4 rows a warp; any multiple of 32 threads per
+/// block works, warp `w` of block `x` taking query rows from `4 (x * warps + w)`).
 ///
 /// ```
 /// use half::bf16;
@@ -123,30 +125,38 @@ pub fn flash_attn_bwd_rowdot<T: Float>(
     d: usize,
 ) {
     let lane = lane_id();
-    let i = block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32;
+    let i0 = 4 * (block_idx_x() * (block_dim_x() / 32) + thread_idx_x() / 32);
     let hh = block_idx_y();
     let n = block_idx_z();
     // The whole warp leaves together, and no other warp waits for it.
-    if n >= batch || hh >= heads || i >= t_q {
+    if n >= batch || hh >= heads || i0 >= t_q {
         return;
     }
-    let at = n * os.stride(0) + hh * os.stride(1) + i * os.stride(2);
+    let head = n * os.stride(0) + hh * os.stride(1);
     // Neighbouring lanes read neighbouring elements, so each load of the warp is coalesced; with
-    // d a constant (the entries for 64 and 128) the loop unrolls and a lane's loads are all in
-    // flight at once.
-    let mut acc = 0.0;
-    let mut c = lane;
-    while c < d {
-        acc += o[at + c] * dout[at + c];
-        c += 32;
+    // d a constant (the entries for 64 and 128) the loops unroll, and a lane's loads for its
+    // four rows are in flight at once: a row's sum waits on memory once, not once a row.
+    let mut acc = [0.0; 4];
+    for r in 0..4 {
+        if i0 + r < t_q {
+            let at = head + (i0 + r) * os.stride(2);
+            let mut c = lane;
+            while c < d {
+                acc[r] += o[at + c] * dout[at + c];
+                c += 32;
+            }
+        }
     }
-    acc += warp_shuffle_xor(acc, 16);
-    acc += warp_shuffle_xor(acc, 8);
-    acc += warp_shuffle_xor(acc, 4);
-    acc += warp_shuffle_xor(acc, 2);
-    acc += warp_shuffle_xor(acc, 1);
-    if lane == 0 {
-        delta[(n * heads + hh) * t_q + i] = acc;
+    for r in 0..4 {
+        let mut a = acc[r];
+        a += warp_shuffle_xor(a, 16);
+        a += warp_shuffle_xor(a, 8);
+        a += warp_shuffle_xor(a, 4);
+        a += warp_shuffle_xor(a, 2);
+        a += warp_shuffle_xor(a, 1);
+        if lane == 0 && i0 + r < t_q {
+            delta[(n * heads + hh) * t_q + i0 + r] = a;
+        }
     }
 }
 

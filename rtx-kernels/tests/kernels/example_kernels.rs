@@ -355,14 +355,15 @@ fn every_specialized_entry_is_in_its_source() {
             }
         }
     }
-    // Five attention kernels on the tensor cores (bf16 and f16 entries), two head dims each,
-    // and the `wgmma` forward by head dim and one or two warpgroups; the decoding product
+    // Five attention kernels on the tensor cores (bf16 and f16 entries), two head dims each
+    // (the `mma.sync` dQ also by 64 or 128 rows a block), the `wgmma` forward by head dim and
+    // one or two warpgroups, and the backward's row dot (four entries) by head dim; the decoding product
     // `qmatvec_ggml` (f32, f64, f16 and bf16 entries) for one row, each of two types, two
     // inputs and SwiGLU or not (the product of the lists); `qmatmul_ggml` (four entries) for
     // each input and SwiGLU or not; `qmatvec_ggml_wide` (four entries) for each type and input.
     assert_eq!(
         n,
-        5 * 2 * 2 + 2 * 2 * 2 + 4 * 2 * 2 * 2 + 4 * 2 * 2 + 4 * 2 * 2,
+        4 * 2 * 2 + 2 * 2 * 2 + 2 * 2 * 2 + 4 * 2 + 4 * 2 * 2 * 2 + 4 * 2 * 2 + 4 * 2 * 2,
         "specialized entries"
     );
 }

@@ -325,26 +325,39 @@ __device__ __forceinline__ void rtx_grid_sync() {
 template <typename S, typename A>
 __device__ __forceinline__ void flash_attn_bwd_rowdot_impl(const S* o, const S* dout, A* delta, rtx_strides os, unsigned long long batch, unsigned long long heads, unsigned long long t_q, unsigned long long d) {
   unsigned long long lane = ((unsigned long long)(rtx_linear_tid() & 31u));
-  unsigned long long i = ((((unsigned long long)blockIdx.x) * (((unsigned long long)blockDim.x) / 32ull)) + (((unsigned long long)threadIdx.x) / 32ull));
+  unsigned long long i0 = (4ull * ((((unsigned long long)blockIdx.x) * (((unsigned long long)blockDim.x) / 32ull)) + (((unsigned long long)threadIdx.x) / 32ull)));
   unsigned long long hh = ((unsigned long long)blockIdx.y);
   unsigned long long n = ((unsigned long long)blockIdx.z);
-  if ((((n >= batch) || (hh >= heads)) || (i >= t_q))) {
+  if ((((n >= batch) || (hh >= heads)) || (i0 >= t_q))) {
     return;
   }
-  unsigned long long at = (((n * ((unsigned long long)(os).strides[0ull])) + (hh * ((unsigned long long)(os).strides[1ull]))) + (i * ((unsigned long long)(os).strides[2ull])));
-  A acc = A(0.0);
-  unsigned long long c = lane;
-  while ((c < d)) {
-    acc += (rtx_elem<S>::widen(o[(at + c)]) * rtx_elem<S>::widen(dout[(at + c)]));
-    c += 32ull;
+  unsigned long long head = ((n * ((unsigned long long)(os).strides[0ull])) + (hh * ((unsigned long long)(os).strides[1ull])));
+  const A rtx_t0 = A(0.0);
+  A acc[4];
+  #pragma unroll
+  for (int rtx_t1 = 0; rtx_t1 < 4; ++rtx_t1) acc[rtx_t1] = rtx_t0;
+  #pragma unroll
+  for (unsigned long long r = 0ull; r < 4ull; r += 1) {
+    if (((i0 + r) < t_q)) {
+      unsigned long long at = (head + ((i0 + r) * ((unsigned long long)(os).strides[2ull])));
+      unsigned long long c = lane;
+      while ((c < d)) {
+        acc[r] += (rtx_elem<S>::widen(o[(at + c)]) * rtx_elem<S>::widen(dout[(at + c)]));
+        c += 32ull;
+      }
+    }
   }
-  acc += rtx_shfl_xor(acc, 16u);
-  acc += rtx_shfl_xor(acc, 8u);
-  acc += rtx_shfl_xor(acc, 4u);
-  acc += rtx_shfl_xor(acc, 2u);
-  acc += rtx_shfl_xor(acc, 1u);
-  if ((lane == 0ull)) {
-    delta[((((n * heads) + hh) * t_q) + i)] = acc;
+  #pragma unroll
+  for (unsigned long long r_1 = 0ull; r_1 < 4ull; r_1 += 1) {
+    A a = acc[r_1];
+    a += rtx_shfl_xor(a, 16u);
+    a += rtx_shfl_xor(a, 8u);
+    a += rtx_shfl_xor(a, 4u);
+    a += rtx_shfl_xor(a, 2u);
+    a += rtx_shfl_xor(a, 1u);
+    if (((lane == 0ull) && ((i0 + r_1) < t_q))) {
+      delta[(((((n * heads) + hh) * t_q) + i0) + r_1)] = a;
+    }
   }
 }
 
