@@ -4,11 +4,11 @@
 //! ([`flash_attn_fwd()`](super::flash_attn_fwd())), so the `t_q x t_k` matrices never reach
 //! memory. Three kernels, launched in this order on one stream:
 //!
-//! 1. [`flash_attn_bwd_rowdot()`]: `D_i = sum_c do_ic o_ic` (f32), one warp per query row;
+//! 1. [`flash_attn_bwd_rowdot()`]: `D_i = sum_c do_ic o_ic` (f32), four query rows a warp;
 //! 2. [`flash_attn_bwd_dkdv()`]: `dv = P^T do` and `dk = scale dS^T q`, one block per 64 keys,
 //!    looping over the queries;
-//! 3. [`flash_attn_bwd_dq()`]: `dq = scale dS k`, one block per 128 queries (64 past a d of
-//!    64), looping over the keys;
+//! 3. [`flash_attn_bwd_dq()`]: `dq = scale dS k`, one block per 64 or 128 queries
+//!    ([`flash_attn_bwd_dq_rows`]), looping over the keys;
 //!
 //! with `P_ij = exp(scale q_i . k_j - lse_i)`, `dP = do v^T` and `dS = P * (dP - D)`
 //! (elementwise). The last two read `D` and are independent of each other. Each output element
