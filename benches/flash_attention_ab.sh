@@ -2,11 +2,12 @@
 # flash_attention_ab.sh: builds of the attention bench side by side with PyTorch's SDPA, in one
 # sitting on one GPU, so a kernel change is timed beside the build before it and the anchor.
 #
-# Here: build the bench of each revision to compare (`GPU_BUILD_XZ=1 tools/gpu-build --bench
-# flash_attention`, with `--test devices` for the one whose device tests should run) and put
-# each build's `.gpu/xz/flash_attention.xz` in `.gpu/v/NAME/`; `tools/gpu-build` empties .gpu
-# first, so gather the builds elsewhere and copy them in last (with its `.gpu/unpack` and
-# `.gpu/xz/devices.xz`).
+# Here, from the repository root: the device tests' build first (tools/gpu-build empties .gpu),
+# then each revision's bench into .gpu/v/NAME/ (built in a worktree, so .gpu and the checkout
+# stay as they are; target/ab holds their builds):
+#   GPU_BUILD_XZ=1 tools/gpu-build --test devices
+#   benches/flash_attention_ab.sh build new HEAD
+#   benches/flash_attention_ab.sh build old REV
 # There (from the repository root, .gpu carried):
 #   bash benches/flash_attention_ab.sh new old
 #
@@ -16,13 +17,26 @@
 # alternated; then `ncu` (kernel durations) of the first build's 256-key launches. LIM (seconds,
 # default 420) stops starting new runs past it, so one call of 600 s holds it all.
 set -u
+if [ "${1:-}" = build ]; then
+  [ $# -eq 3 ] || { echo "usage: $0 build NAME REV"; exit 2; }
+  root=$(git rev-parse --show-toplevel)
+  wt=$(mktemp -d)
+  git -C "$root" worktree add --quiet --detach "$wt" "$3" || exit 1
+  (cd "$wt" && CARGO_TARGET_DIR="$root/target/ab" GPU_BUILD_XZ=1 tools/gpu-build --bench flash_attention)
+  rc=$?
+  mkdir -p "$root/.gpu/v/$2"
+  [ $rc -eq 0 ] && cp "$wt/.gpu/xz/flash_attention.xz" "$root/.gpu/v/$2/"
+  git -C "$root" worktree remove --force "$wt"
+  exit $rc
+fi
 [ $# -ge 1 ] || { echo "usage: $0 BUILD [BUILD...]   (each .gpu/v/BUILD/flash_attention[.xz])"; exit 2; }
 out=${OUT:-ab-logs}
 mkdir -p "$out"
 [ -f .gpu/unpack ] && bash .gpu/unpack
 for v in "$@"; do
   f=.gpu/v/$v/flash_attention
-  [ -f "$f" ] || python3 -c "
+  # The compressed build, where there is one, is the build (a binary beside it may be stale).
+  [ -f "$f.xz" ] && python3 -c "
 import lzma, os, sys
 src, dst = sys.argv[1] + '.xz', sys.argv[1]
 with lzma.open(src) as i, open(dst, 'wb') as o:
